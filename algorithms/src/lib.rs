@@ -1,0 +1,1 @@
+//! Congestion-control algorithms.

@@ -1,0 +1,1 @@
+//! CCP wire protocol and datapath-program interpreter.

@@ -1,0 +1,1 @@
+"""ccswitch: per-flow, switchable congestion control for unmodified TCP senders."""
