@@ -1,0 +1,141 @@
+//! NewReno (RFC 5681, RFC 6582), as Linux's `tcp_reno_*` helpers do it.
+//!
+//! Slow start grows the window by the bytes acknowledged until ssthresh; congestion
+//! avoidance adds one MSS per window of data acknowledged (one per RTT when the flow is
+//! window-limited). A loss halves the window once per congestion event (`ssthresh =
+//! max(cwnd/2, 2 MSS)`, `cwnd = ssthresh`); a retransmission timeout sets ssthresh the same
+//! way and restarts from one segment, as `tcp_enter_loss` does.
+
+use crate::{Algorithm, FlowState, Measurement};
+
+/// Multiplicative decrease on loss (Reno halves).
+const BETA_NUM: u64 = 1;
+const BETA_DEN: u64 = 2;
+/// Window after a timeout, in segments (`tcp_enter_loss` restarts from one).
+const LOSS_WINDOW_SEGMENTS: u64 = 1;
+
+#[derive(Debug, Default)]
+pub struct Reno {
+    /// Bytes acknowledged in congestion avoidance not yet turned into window growth.
+    ca_acked_bytes: u64,
+}
+
+impl Reno {
+    fn reduced_window(state: &FlowState) -> u64 {
+        (state.cwnd_bytes * BETA_NUM / BETA_DEN).max(state.min_cwnd_bytes())
+    }
+
+    fn congestion_avoidance(&mut self, state: &mut FlowState, acked_bytes: u64) {
+        // Linux's tcp_cong_avoid_ai with w = cwnd: one MSS per cwnd bytes acknowledged.
+        self.ca_acked_bytes += acked_bytes;
+        if self.ca_acked_bytes >= state.cwnd_bytes {
+            let segments = self.ca_acked_bytes / state.cwnd_bytes;
+            self.ca_acked_bytes -= segments * state.cwnd_bytes;
+            state.cwnd_bytes += segments * state.mss_bytes;
+        }
+    }
+}
+
+impl Algorithm for Reno {
+    fn name(&self) -> &'static str {
+        "reno"
+    }
+
+    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+        if m.timeout {
+            state.ssthresh_bytes = Self::reduced_window(state);
+            state.cwnd_bytes = (LOSS_WINDOW_SEGMENTS * state.mss_bytes).max(state.min_cwnd_bytes());
+            state.leave_recovery();
+            self.ca_acked_bytes = 0;
+            return;
+        }
+        if m.lost_packets > 0 && state.new_congestion_event() {
+            state.ssthresh_bytes = Self::reduced_window(state);
+            state.cwnd_bytes = state.ssthresh_bytes;
+            self.ca_acked_bytes = 0;
+            return;
+        }
+        let mut acked = m.acked_bytes;
+        if state.in_slow_start() {
+            acked = state.slow_start(acked);
+        }
+        if acked > 0 {
+            self.congestion_avoidance(state, acked);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::FakeSender;
+
+    fn sender(init_cwnd: u32) -> FakeSender {
+        FakeSender::new(Box::new(Reno::default()), init_cwnd, 50)
+    }
+
+    #[test]
+    fn slow_start_doubles_per_round() {
+        let mut s = sender(10);
+        for expected in [20.0, 40.0, 80.0] {
+            s.ack_round();
+            assert_eq!(s.cwnd_segments(), expected);
+        }
+    }
+
+    #[test]
+    fn loss_halves_and_avoidance_adds_one_mss_per_round() {
+        let mut s = sender(10);
+        for _ in 0..3 {
+            s.ack_round();
+        }
+        s.advance_ms(60);
+        s.lose(1);
+        assert_eq!(s.cwnd_segments(), 40.0);
+        assert_eq!(s.state.ssthresh_bytes, 40 * s.mss());
+        for i in 1..=5 {
+            s.ack_round();
+            assert_eq!(s.cwnd_segments(), 40.0 + i as f64);
+        }
+    }
+
+    #[test]
+    fn one_reduction_per_congestion_event() {
+        let mut s = sender(32);
+        s.ack_round();
+        s.lose(1);
+        s.advance_ms(10);
+        s.lose(3);
+        assert_eq!(s.cwnd_segments(), 32.0, "a second loss within one RTT is the same event");
+        s.advance_ms(60);
+        s.lose(1);
+        assert_eq!(s.cwnd_segments(), 16.0, "a loss one RTT later is a new event");
+    }
+
+    #[test]
+    fn timeout_restarts_from_minimum_and_slow_starts_to_half() {
+        let mut s = sender(40);
+        s.ack_round();
+        s.timeout();
+        assert_eq!(s.cwnd_segments(), 2.0);
+        assert_eq!(s.state.ssthresh_bytes, 40 * s.mss());
+        for _ in 0..4 {
+            s.ack_round();
+        }
+        assert_eq!(s.cwnd_segments(), 32.0);
+        s.ack_round();
+        assert_eq!(s.cwnd_segments(), 40.0, "slow start stops at ssthresh");
+        s.ack_round();
+        assert_eq!(s.cwnd_segments(), 41.0);
+    }
+
+    #[test]
+    fn window_never_below_two_segments() {
+        let mut s = sender(2);
+        for _ in 0..5 {
+            s.advance_ms(100);
+            s.lose(1);
+        }
+        assert_eq!(s.cwnd_segments(), 2.0);
+    }
+}

@@ -1,0 +1,117 @@
+//! The flow state shared by every algorithm, and the measurement it is fed.
+
+/// What the datapath measured since the previous report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measurement {
+    /// Datapath clock at the last ACK folded into this report, µs.
+    pub now_us: u64,
+    /// Bytes newly acknowledged (cumulatively or selectively).
+    pub acked_bytes: u64,
+    /// Packets newly marked lost.
+    pub lost_packets: u64,
+    /// The sender's retransmission timer fired.
+    pub timeout: bool,
+    /// ACKs that carried ECN-Echo, in packets.
+    pub ecn_packets: u64,
+    /// Latest RTT sample, µs (0: none yet).
+    pub rtt_us: u64,
+    /// Smallest RTT sample since the previous report, µs (0: none).
+    pub min_rtt_us: u64,
+    /// Bytes in flight at the last ACK.
+    pub bytes_in_flight: u64,
+    /// Delivery rate seen by the receiver, bytes/s (0: no sample).
+    pub delivery_rate_bytes_per_s: u64,
+}
+
+/// State every algorithm reads and writes. Windows are in bytes, times in µs.
+#[derive(Clone, Debug)]
+pub struct FlowState {
+    pub mss_bytes: u64,
+    pub cwnd_bytes: u64,
+    pub ssthresh_bytes: u64,
+    /// Pacing rate to apply; `None` leaves pacing to the datapath.
+    pub pacing_rate_bytes_per_s: Option<u64>,
+    pub latest_rtt_us: u64,
+    pub min_rtt_us: u64,
+    /// Smoothed RTT (RFC 6298, gain 1/8).
+    pub srtt_us: u64,
+    pub max_delivery_rate_bytes_per_s: u64,
+    pub now_us: u64,
+    /// End of the current recovery episode: losses reported before it belong to the
+    /// congestion event already answered (one reduction per window of data).
+    recovery_end_us: Option<u64>,
+}
+
+/// A window never goes below two segments (as Linux's `tcp_reno_ssthresh`).
+pub const MIN_CWND_SEGMENTS: u64 = 2;
+
+impl FlowState {
+    pub fn new(mss_bytes: u32, init_cwnd_bytes: u32) -> Self {
+        let mss = u64::from(mss_bytes.max(1));
+        Self {
+            mss_bytes: mss,
+            cwnd_bytes: u64::from(init_cwnd_bytes).max(MIN_CWND_SEGMENTS * mss),
+            ssthresh_bytes: u64::MAX,
+            pacing_rate_bytes_per_s: None,
+            latest_rtt_us: 0,
+            min_rtt_us: 0,
+            srtt_us: 0,
+            max_delivery_rate_bytes_per_s: 0,
+            now_us: 0,
+            recovery_end_us: None,
+        }
+    }
+
+    /// Absorb the RTT and rate samples of a measurement (called before the algorithm).
+    pub fn observe(&mut self, m: &Measurement) {
+        self.now_us = self.now_us.max(m.now_us);
+        if m.rtt_us > 0 {
+            self.latest_rtt_us = m.rtt_us;
+            self.srtt_us = if self.srtt_us == 0 {
+                m.rtt_us
+            } else {
+                (7 * self.srtt_us + m.rtt_us) / 8
+            };
+        }
+        let sample_min = if m.min_rtt_us > 0 { m.min_rtt_us } else { m.rtt_us };
+        if sample_min > 0 && (self.min_rtt_us == 0 || sample_min < self.min_rtt_us) {
+            self.min_rtt_us = sample_min;
+        }
+        self.max_delivery_rate_bytes_per_s =
+            self.max_delivery_rate_bytes_per_s.max(m.delivery_rate_bytes_per_s);
+    }
+
+    pub fn in_slow_start(&self) -> bool {
+        self.cwnd_bytes < self.ssthresh_bytes
+    }
+
+    pub fn min_cwnd_bytes(&self) -> u64 {
+        MIN_CWND_SEGMENTS * self.mss_bytes
+    }
+
+    /// Whether a loss reported now starts a new congestion event. If it does, the flow
+    /// enters recovery for one smoothed RTT, during which further losses are not answered
+    /// again (they belong to the same window of data).
+    pub fn new_congestion_event(&mut self) -> bool {
+        if matches!(self.recovery_end_us, Some(end) if self.now_us < end) {
+            return false;
+        }
+        let rtt = if self.srtt_us > 0 { self.srtt_us } else { self.latest_rtt_us };
+        self.recovery_end_us = Some(self.now_us + rtt);
+        true
+    }
+
+    /// After a retransmission timeout the recovery episode is over: the next loss is new.
+    pub fn leave_recovery(&mut self) {
+        self.recovery_end_us = None;
+    }
+
+    /// Slow-start growth: one byte per byte acknowledged, up to ssthresh. Returns the bytes
+    /// acknowledged that slow start did not use (to be spent in congestion avoidance).
+    pub fn slow_start(&mut self, acked_bytes: u64) -> u64 {
+        let room = self.ssthresh_bytes.saturating_sub(self.cwnd_bytes);
+        let used = acked_bytes.min(room);
+        self.cwnd_bytes += used;
+        acked_bytes - used
+    }
+}
