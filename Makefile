@@ -1,0 +1,31 @@
+# ccswitch: `make demo` runs the demo experiment, `make test` runs every test.
+# Both install what they need first (`make setup`, idempotent, as root).
+
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+VENV := .venv
+PY := $(VENV)/bin/python
+CARGO_FLAGS := --release --workspace --locked
+
+.PHONY: setup build demo test test-rust test-python bench clean
+
+setup:
+	bash scripts/setup.sh
+
+build: setup
+	cargo build $(CARGO_FLAGS)
+	$(VENV)/bin/maturin develop --release --quiet
+
+demo: build
+	$(VENV)/bin/ccswitch run experiments/demo.toml
+
+test: build
+	cargo test $(CARGO_FLAGS) -- --test-threads=1
+	$(PY) -m pytest -v tests/python
+
+bench: build
+	$(VENV)/bin/ccswitch bench overhead
+
+clean:
+	cargo clean
+	rm -rf results
