@@ -1,1 +1,20 @@
-//! CCP wire protocol and datapath-program interpreter.
+//! CCP wire protocol and datapath-program interpreter, shared by the agent and both datapath
+//! shims (DESIGN.md, decision 3).
+//!
+//! - [`wire`]: the libccp/portus message codec (CREATE, MEASURE, INSTALL_EXPR, UPDATE_FIELDS,
+//!   CHANGE_PROG, READY) and stream framing ([`wire::FrameReader`]).
+//! - [`program`]: validation of installed programs ([`program::Program`], kept in a datapath-wide
+//!   [`program::ProgramTable`]) and the per-flow interpreter ([`program::Flow`]) with libccp's
+//!   semantics.
+//!
+//! A datapath shim typically: sends `Msg::Ready` on connect and `Msg::Create` per new flow;
+//! feeds received bytes to a `FrameReader` and `decode`s frames; gives INSTALL_EXPR to its
+//! `ProgramTable::install_msg` and UPDATE_FIELDS / CHANGE_PROG to the addressed
+//! `Flow::handle`; calls `Flow::on_ack` per ACK (and `Flow::on_tick` from a timer), applying
+//! each returned `Step` (cwnd, rate) and sending its report.
+
+pub mod program;
+pub mod wire;
+
+pub use program::{ExecError, Flow, Primitives, Program, ProgramError, ProgramTable, Step};
+pub use wire::{decode, FrameReader, Msg, WireError};

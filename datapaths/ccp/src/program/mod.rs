@@ -1,0 +1,519 @@
+//! Datapath programs: validation of INSTALL_EXPR and the per-flow interpreter.
+//!
+//! A CCP datapath program (compiled by `portus::lang`) is a list of instructions and a list of
+//! expressions. The instructions start with a preamble of `Def`s giving the default value of
+//! each report and control register; each expression (`when` clause) names a range of
+//! instructions computing its condition into the implicit `__eventFlag` register and a range
+//! forming its body. On every ACK the datapath evaluates the expressions in order (see
+//! [`Flow::on_ack`]): a true condition runs its body and stops the walk unless the body set
+//! `__shouldContinue` (`(fallthrough)`); afterwards a non-zero `Cwnd`/`Rate` is applied and, if
+//! `__shouldReport` was set, the report registers go to the agent in a MEASURE and the volatile
+//! ones return to their defaults.
+//!
+//! Registers (libccp `ccp_priv.h`, `serialize.h`), by wire type code:
+//!
+//! | code | kind | count | access |
+//! |------|------|-------|--------|
+//! | 0 / 8 | control (non-volatile / volatile) | [`MAX_CONTROL_REGS`] | read/write; the agent may set them |
+//! | 1 | immediate (the u32 operand itself) | — | read only |
+//! | 2 | implicit: `__eventFlag`, `__shouldContinue`, `__shouldReport`, `Micros`, `Cwnd`, `Rate` | [`NUM_IMPLICIT_REGS`] | read/write |
+//! | 3 | local (`bind` of a fresh name) | [`MAX_LOCAL_REGS`] | read/write |
+//! | 4 | primitive (`Ack.*`, `Flow.*`) | [`NUM_PRIMITIVES`] | read only |
+//! | 5 / 6 | report (volatile / non-volatile) | [`MAX_REPORT_REGS`] | read/write; sent in MEASURE |
+//! | 7 | temporary (sub-expression results) | [`MAX_TMP_REGS`] | read/write |
+//!
+//! [`Program::from_install`] rejects what libccp would misexecute or silently ignore: unknown
+//! op or register codes, indices beyond these counts (libccp reads them out of bounds), writes
+//! to immediates or primitives, expressions whose ranges leave the instruction list, `Def`s
+//! outside the preamble or with a non-immediate default. Programs are shared by all flows of a
+//! datapath through a bounded [`ProgramTable`], as in libccp.
+
+mod exec;
+mod flow;
+
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::wire::{InstallExpr, InstrRecord, RegRecord, MAX_EXPRESSIONS, MAX_INSTRUCTIONS};
+
+pub use exec::{ExecError, Primitives};
+pub use flow::{Flow, Step};
+
+/// Report registers per flow (libccp `MAX_REPORT_REG`).
+pub const MAX_REPORT_REGS: usize = 110;
+/// Control registers per flow (libccp `MAX_CONTROL_REG`).
+pub const MAX_CONTROL_REGS: usize = 110;
+/// Temporary registers (libccp `MAX_TMP_REG`); portus would allow 16, libccp stores 8.
+pub const MAX_TMP_REGS: usize = 8;
+/// Local registers (libccp `MAX_LOCAL_REG`).
+pub const MAX_LOCAL_REGS: usize = 8;
+/// Implicit registers (libccp `MAX_IMPLICIT_REG`).
+pub const NUM_IMPLICIT_REGS: usize = 6;
+/// Measurement primitives (libccp `ACK_*`/`FLOW_*` codes 0..=14).
+pub const NUM_PRIMITIVES: usize = 15;
+/// Programs a datapath keeps installed (the `max_programs` libccp's datapaths configure, 10 in
+/// its reference test datapath).
+pub const MAX_PROGRAMS: usize = 10;
+/// libccp treats a `Def` default equal to this as "+infinity" and stores [`INFINITY`] instead.
+pub const DEF_INFINITY_SENTINEL: u32 = 0x3fff_ffff;
+/// libccp's "+infinity": `(u64)~0U`, i.e. `u32::MAX` widened (portus sends `+infinity` as it too).
+pub const INFINITY: u64 = u32::MAX as u64;
+/// Installing a program with this uid first empties the table: portus numbers programs from 1,
+/// so uid 1 means a new agent took over (libccp's rule in `ccp_read_msg`).
+pub const FRESH_AGENT_PROGRAM_UID: u32 = 1;
+
+/// Operations (libccp `ccp_priv.h` codes; portus `lang::serialize::serialize_op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Op {
+    Add = 0,
+    Bind = 1,
+    Def = 2,
+    Div = 3,
+    Equiv = 4,
+    Ewma = 5,
+    Gt = 6,
+    If = 7,
+    Lt = 8,
+    Max = 9,
+    MaxWrap = 10,
+    Min = 11,
+    Mul = 12,
+    NotIf = 13,
+    Sub = 14,
+}
+
+impl Op {
+    const ALL: [Op; 15] = [
+        Op::Add,
+        Op::Bind,
+        Op::Def,
+        Op::Div,
+        Op::Equiv,
+        Op::Ewma,
+        Op::Gt,
+        Op::If,
+        Op::Lt,
+        Op::Max,
+        Op::MaxWrap,
+        Op::Min,
+        Op::Mul,
+        Op::NotIf,
+        Op::Sub,
+    ];
+
+    pub fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(code)).copied()
+    }
+}
+
+/// Implicit registers (libccp `EXPR_FLAG_REG` … `RATE_REG`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Implicit {
+    /// `__eventFlag`: the condition result of the current expression.
+    ExprFlag = 0,
+    /// `__shouldContinue`: set by `(fallthrough)`.
+    ShouldFallthrough = 1,
+    /// `__shouldReport`: set by `(report)`.
+    ShouldReport = 2,
+    /// `Micros`: µs since the program started or since `Micros` was last written.
+    Micros = 3,
+    /// `Cwnd`: congestion window in bytes.
+    Cwnd = 4,
+    /// `Rate`: pacing rate in bytes/s.
+    Rate = 5,
+}
+
+impl Implicit {
+    const ALL: [Implicit; NUM_IMPLICIT_REGS] = [
+        Implicit::ExprFlag,
+        Implicit::ShouldFallthrough,
+        Implicit::ShouldReport,
+        Implicit::Micros,
+        Implicit::Cwnd,
+        Implicit::Rate,
+    ];
+
+    fn from_index(i: u32) -> Option<Self> {
+        Self::ALL.get(i as usize).copied()
+    }
+}
+
+/// Measurement primitives, numbered as portus's `Scope` and libccp's `ccp_priv.h` do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Primitive {
+    BytesAcked = 0,
+    BytesMisordered = 1,
+    EcnBytes = 2,
+    EcnPackets = 3,
+    LostPktsSample = 4,
+    Now = 5,
+    PacketsAcked = 6,
+    PacketsMisordered = 7,
+    BytesInFlight = 8,
+    BytesPending = 9,
+    PacketsInFlight = 10,
+    RateIncoming = 11,
+    RateOutgoing = 12,
+    RttSampleUs = 13,
+    WasTimeout = 14,
+}
+
+impl Primitive {
+    const ALL: [Primitive; NUM_PRIMITIVES] = [
+        Primitive::BytesAcked,
+        Primitive::BytesMisordered,
+        Primitive::EcnBytes,
+        Primitive::EcnPackets,
+        Primitive::LostPktsSample,
+        Primitive::Now,
+        Primitive::PacketsAcked,
+        Primitive::PacketsMisordered,
+        Primitive::BytesInFlight,
+        Primitive::BytesPending,
+        Primitive::PacketsInFlight,
+        Primitive::RateIncoming,
+        Primitive::RateOutgoing,
+        Primitive::RttSampleUs,
+        Primitive::WasTimeout,
+    ];
+
+    fn from_index(i: u32) -> Option<Self> {
+        Self::ALL.get(i as usize).copied()
+    }
+}
+
+/// Register type codes on the wire (libccp `ccp_priv.h`).
+pub mod reg_type {
+    pub const NONVOLATILE_CONTROL: u8 = 0;
+    pub const IMMEDIATE: u8 = 1;
+    pub const IMPLICIT: u8 = 2;
+    pub const LOCAL: u8 = 3;
+    pub const PRIMITIVE: u8 = 4;
+    pub const VOLATILE_REPORT: u8 = 5;
+    pub const NONVOLATILE_REPORT: u8 = 6;
+    pub const TMP: u8 = 7;
+    pub const VOLATILE_CONTROL: u8 = 8;
+}
+
+/// A validated register operand; indices are within their bank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reg {
+    Control {
+        index: u8,
+        volatile: bool,
+    },
+    /// An immediate operand, zero-extended from its 32-bit wire form.
+    Immediate(u32),
+    Implicit(Implicit),
+    Local(u8),
+    Primitive(Primitive),
+    Report {
+        index: u8,
+        volatile: bool,
+    },
+    Tmp(u8),
+}
+
+impl Reg {
+    fn is_writable(self) -> bool {
+        !matches!(self, Reg::Immediate(_) | Reg::Primitive(_))
+    }
+}
+
+/// A validated instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Instr {
+    pub op: Op,
+    pub res: Reg,
+    pub left: Reg,
+    pub right: Reg,
+}
+
+/// A validated expression: both ranges lie within the instruction list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expr {
+    pub cond: std::ops::Range<usize>,
+    pub body: std::ops::Range<usize>,
+}
+
+/// A default from the `Def` preamble: where it goes and its value (infinity already mapped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DefValue {
+    reg: Reg,
+    value: u64,
+}
+
+/// A validated datapath program, ready to run on any flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    uid: u32,
+    exprs: Vec<Expr>,
+    instrs: Vec<Instr>,
+    defaults: Vec<DefValue>,
+    num_report_fields: usize,
+}
+
+/// Why a program, message or update was refused.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ProgramError {
+    #[error("{what}: {count} exceeds the limit of {max}")]
+    TooMany {
+        what: &'static str,
+        count: usize,
+        max: usize,
+    },
+    #[error("instruction {instr}: unknown op code {code}")]
+    UnknownOp { instr: usize, code: u8 },
+    #[error("instruction {instr}: unknown register type {reg_type}")]
+    UnknownRegType { instr: usize, reg_type: u8 },
+    #[error("instruction {instr}: register type {reg_type} index {index} out of range")]
+    RegIndexOutOfRange {
+        instr: usize,
+        reg_type: u8,
+        index: u32,
+    },
+    #[error("instruction {instr}: result register {reg:?} is read-only")]
+    ReadOnlyResult { instr: usize, reg: Reg },
+    #[error("instruction {instr}: {reason}")]
+    BadDef { instr: usize, reason: &'static str },
+    #[error("expression {expr}: instructions {start}+{len} exceed the {num_instrs} instructions")]
+    ExpressionOutOfRange {
+        expr: usize,
+        start: u32,
+        len: u32,
+        num_instrs: usize,
+    },
+    #[error("program table is full ({MAX_PROGRAMS} programs)")]
+    ProgramTableFull,
+    #[error("no installed program has uid {0}")]
+    UnknownProgram(u32),
+    #[error("update of register type {reg_type} index {index} is not allowed")]
+    BadUpdate { reg_type: u8, index: u32 },
+    #[error("{0:?} messages are not handled by a flow")]
+    NotForFlow(crate::wire::MsgType),
+}
+
+impl Program {
+    /// Validates an INSTALL_EXPR.
+    pub fn from_install(msg: &InstallExpr) -> Result<Self, ProgramError> {
+        check_count("expressions", msg.expressions.len(), MAX_EXPRESSIONS)?;
+        check_count("instructions", msg.instructions.len(), MAX_INSTRUCTIONS)?;
+        let instrs = msg
+            .instructions
+            .iter()
+            .enumerate()
+            .map(|(i, rec)| decode_instr(i, rec))
+            .collect::<Result<Vec<_>, _>>()?;
+        let exprs = msg
+            .expressions
+            .iter()
+            .enumerate()
+            .map(|(e, rec)| {
+                Ok(Expr {
+                    cond: instr_range(e, rec.cond_start, rec.num_cond, instrs.len())?,
+                    body: instr_range(e, rec.body_start, rec.num_body, instrs.len())?,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let defaults = preamble_defaults(&instrs)?;
+        let num_report_fields = defaults
+            .iter()
+            .filter(|d| matches!(d.reg, Reg::Report { .. }))
+            .count();
+        check_count("report fields", num_report_fields, MAX_REPORT_REGS)?;
+        Ok(Self {
+            uid: msg.program_uid,
+            exprs,
+            instrs,
+            defaults,
+            num_report_fields,
+        })
+    }
+
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    pub fn instructions(&self) -> &[Instr] {
+        &self.instrs
+    }
+
+    pub fn expressions(&self) -> &[Expr] {
+        &self.exprs
+    }
+
+    /// Fields in this program's MEASURE: report registers `0..n`, where `n` counts the report
+    /// `Def`s (libccp `num_to_return`).
+    pub fn num_report_fields(&self) -> usize {
+        self.num_report_fields
+    }
+}
+
+fn check_count(what: &'static str, count: usize, max: usize) -> Result<(), ProgramError> {
+    if count > max {
+        return Err(ProgramError::TooMany { what, count, max });
+    }
+    Ok(())
+}
+
+fn instr_range(
+    expr: usize,
+    start: u32,
+    len: u32,
+    num_instrs: usize,
+) -> Result<std::ops::Range<usize>, ProgramError> {
+    let (s, l) = (start as usize, len as usize);
+    match s.checked_add(l) {
+        Some(end) if end <= num_instrs => Ok(s..end),
+        _ => Err(ProgramError::ExpressionOutOfRange {
+            expr,
+            start,
+            len,
+            num_instrs,
+        }),
+    }
+}
+
+fn decode_instr(instr: usize, rec: &InstrRecord) -> Result<Instr, ProgramError> {
+    let op = Op::from_code(rec.op).ok_or(ProgramError::UnknownOp {
+        instr,
+        code: rec.op,
+    })?;
+    let res = decode_reg(instr, rec.res)?;
+    if !res.is_writable() {
+        return Err(ProgramError::ReadOnlyResult { instr, reg: res });
+    }
+    Ok(Instr {
+        op,
+        res,
+        left: decode_reg(instr, rec.left)?,
+        right: decode_reg(instr, rec.right)?,
+    })
+}
+
+fn decode_reg(instr: usize, rec: RegRecord) -> Result<Reg, ProgramError> {
+    use reg_type::*;
+    let RegRecord { reg_type, value } = rec;
+    let out_of_range = ProgramError::RegIndexOutOfRange {
+        instr,
+        reg_type,
+        index: value,
+    };
+    let bank_index = |max: usize| -> Result<u8, ProgramError> {
+        if (value as usize) < max {
+            Ok(value as u8)
+        } else {
+            Err(out_of_range.clone())
+        }
+    };
+    Ok(match reg_type {
+        IMMEDIATE => Reg::Immediate(value),
+        NONVOLATILE_CONTROL | VOLATILE_CONTROL => Reg::Control {
+            index: bank_index(MAX_CONTROL_REGS)?,
+            volatile: reg_type == VOLATILE_CONTROL,
+        },
+        NONVOLATILE_REPORT | VOLATILE_REPORT => Reg::Report {
+            index: bank_index(MAX_REPORT_REGS)?,
+            volatile: reg_type == VOLATILE_REPORT,
+        },
+        TMP => Reg::Tmp(bank_index(MAX_TMP_REGS)?),
+        LOCAL => Reg::Local(bank_index(MAX_LOCAL_REGS)?),
+        IMPLICIT => Reg::Implicit(Implicit::from_index(value).ok_or(out_of_range)?),
+        PRIMITIVE => Reg::Primitive(Primitive::from_index(value).ok_or(out_of_range)?),
+        _ => return Err(ProgramError::UnknownRegType { instr, reg_type }),
+    })
+}
+
+/// Collects the `Def` preamble. libccp only honours `Def`s before the first other instruction
+/// and only for report/control targets with an immediate default; anything else is refused.
+fn preamble_defaults(instrs: &[Instr]) -> Result<Vec<DefValue>, ProgramError> {
+    let preamble_len = instrs.iter().take_while(|i| i.op == Op::Def).count();
+    if let Some(pos) = instrs[preamble_len..].iter().position(|i| i.op == Op::Def) {
+        return Err(ProgramError::BadDef {
+            instr: preamble_len + pos,
+            reason: "Def after the preamble",
+        });
+    }
+    instrs[..preamble_len]
+        .iter()
+        .enumerate()
+        .map(|(i, def)| {
+            if !matches!(def.left, Reg::Report { .. } | Reg::Control { .. }) {
+                return Err(ProgramError::BadDef {
+                    instr: i,
+                    reason: "Def target is not a report or control register",
+                });
+            }
+            let Reg::Immediate(v) = def.right else {
+                return Err(ProgramError::BadDef {
+                    instr: i,
+                    reason: "Def default is not immediate",
+                });
+            };
+            let value = if v == DEF_INFINITY_SENTINEL {
+                INFINITY
+            } else {
+                u64::from(v)
+            };
+            Ok(DefValue {
+                reg: def.left,
+                value,
+            })
+        })
+        .collect()
+}
+
+/// The datapath-wide table of installed programs (libccp `datapath->programs`), bounded by
+/// [`MAX_PROGRAMS`]. Flows hold their running program by `Arc`, so replacing or clearing table
+/// entries never disturbs a running flow; it only affects later CHANGE_PROGs.
+#[derive(Debug, Default)]
+pub struct ProgramTable {
+    programs: Vec<Arc<Program>>,
+}
+
+impl ProgramTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Validates and installs an INSTALL_EXPR; returns the program uid.
+    pub fn install_msg(&mut self, msg: &InstallExpr) -> Result<u32, ProgramError> {
+        let prog = Program::from_install(msg)?;
+        let uid = prog.uid();
+        self.install(prog)?;
+        Ok(uid)
+    }
+
+    /// Installs a program. Uid [`FRESH_AGENT_PROGRAM_UID`] first empties the table (libccp);
+    /// an already installed uid is replaced; otherwise a full table is an error.
+    pub fn install(&mut self, prog: Program) -> Result<(), ProgramError> {
+        if prog.uid() == FRESH_AGENT_PROGRAM_UID {
+            self.programs.clear();
+        }
+        let prog = Arc::new(prog);
+        if let Some(slot) = self.programs.iter_mut().find(|p| p.uid() == prog.uid()) {
+            *slot = prog;
+        } else if self.programs.len() < MAX_PROGRAMS {
+            self.programs.push(prog);
+        } else {
+            return Err(ProgramError::ProgramTableFull);
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, uid: u32) -> Option<Arc<Program>> {
+        self.programs.iter().find(|p| p.uid() == uid).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.programs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.programs.is_empty()
+    }
+}

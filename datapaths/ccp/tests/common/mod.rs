@@ -1,0 +1,101 @@
+//! Helpers shared by the integration tests: compile programs with portus and push them
+//! through portus's own serializers, so every test also exercises wire compatibility.
+#![allow(dead_code)] // each test binary uses a subset
+
+use ccswitch_ccp::wire::{self, InstallExpr, Measure, Msg};
+use ccswitch_ccp::{Flow, ProgramTable, Step};
+use portus::lang::{self, Reg as PReg, Scope, Type};
+use portus::serialize as ps;
+
+/// Decodes bytes that must hold exactly one message.
+pub fn decode_all(bytes: &[u8]) -> Msg {
+    let (msg, used) = wire::decode(bytes).expect("decode");
+    assert_eq!(used, bytes.len(), "decode consumed the whole frame");
+    msg
+}
+
+/// Compiles `src` with portus and returns portus's INSTALL_EXPR bytes and the scope.
+pub fn portus_install_bytes(src: &str) -> (Vec<u8>, Scope) {
+    let (bin, scope) = lang::compile(src.as_bytes(), &[]).expect("portus compiles the program");
+    let msg = ps::install::Msg {
+        sid: 0,
+        program_uid: scope.program_uid,
+        num_events: bin.events.len() as u32,
+        num_instrs: bin.instrs.len() as u32,
+        instrs: bin,
+    };
+    (ps::serialize(&msg).expect("portus serializes"), scope)
+}
+
+/// Compiles `src` with portus and decodes it into our INSTALL_EXPR.
+pub fn compile(src: &str) -> (InstallExpr, Scope) {
+    let (bytes, scope) = portus_install_bytes(src);
+    match decode_all(&bytes) {
+        Msg::InstallExpr(m) => (m, scope),
+        other => panic!("expected INSTALL_EXPR, got {other:?}"),
+    }
+}
+
+/// Compiles and installs `src` into `table`; returns the scope.
+pub fn install(table: &mut ProgramTable, src: &str) -> Scope {
+    let (msg, scope) = compile(src);
+    table.install_msg(&msg).expect("install");
+    scope
+}
+
+/// Portus's CHANGE_PROG for `scope`'s program with the given updates, decoded and applied.
+pub fn change_prog(
+    flow: &mut Flow,
+    table: &ProgramTable,
+    scope: &Scope,
+    updates: Vec<(PReg, u64)>,
+    now_us: u64,
+) -> Step {
+    let msg = ps::changeprog::Msg {
+        sid: flow.sid(),
+        program_uid: scope.program_uid,
+        num_fields: updates.len() as u32,
+        fields: updates,
+    };
+    let msg = decode_all(&ps::serialize(&msg).expect("portus serializes"));
+    flow.handle(&msg, table, now_us).expect("change_prog")
+}
+
+/// Portus's UPDATE_FIELDS, decoded and applied.
+pub fn update_fields(flow: &mut Flow, table: &ProgramTable, updates: Vec<(PReg, u64)>) -> Step {
+    let msg = ps::update_field::Msg {
+        sid: flow.sid(),
+        num_fields: updates.len() as u8,
+        fields: updates,
+    };
+    let msg = decode_all(&ps::serialize(&msg).expect("portus serializes"));
+    flow.handle(&msg, table, 0).expect("update_fields")
+}
+
+/// The value of report field `name` (e.g. "Report.acked") in `m`, located through the scope.
+pub fn field(scope: &Scope, m: &Measure, name: &str) -> u64 {
+    assert_eq!(
+        m.program_uid, scope.program_uid,
+        "report comes from this program"
+    );
+    match scope.get(name) {
+        Some(PReg::Report(i, _, _)) => m.fields[usize::from(*i)],
+        other => panic!("{name} is not a report field: {other:?}"),
+    }
+}
+
+/// The register of `name` in `scope` (for UPDATE_FIELDS / CHANGE_PROG).
+pub fn reg(scope: &Scope, name: &str) -> PReg {
+    scope
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} not in scope"))
+        .clone()
+}
+
+pub fn cwnd_reg() -> PReg {
+    PReg::Implicit(4, Type::Num(None))
+}
+
+pub fn rate_reg() -> PReg {
+    PReg::Implicit(5, Type::Num(None))
+}
