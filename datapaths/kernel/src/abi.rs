@@ -1,0 +1,137 @@
+//! `#[repr(C)]` mirrors of `src/bpf/ccswitch.h`. Every size is asserted at
+//! compile time (the C header asserts the same numbers with
+//! `_Static_assert`), and the map value types are also checked against the
+//! layouts libbpf-cargo generated from the BPF object's BTF.
+
+use std::mem::size_of;
+
+pub const EV_CREATE: u32 = 1;
+pub const EV_ACK: u32 = 2;
+pub const EV_CLOSE: u32 = 3;
+
+pub const FALLBACK_RENO: u32 = 0;
+pub const FALLBACK_CUBIC: u32 = 1;
+
+pub const ACK_F_RTT_VALID: u32 = 1 << 0;
+pub const ACK_F_APP_LIMITED: u32 = 1 << 1;
+pub const ACK_F_FALLBACK: u32 = 1 << 2;
+pub const ACK_F_ECE: u32 = 1 << 3;
+pub const ACK_F_RATE_VALID: u32 = 1 << 4;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CreateEvent {
+    pub kind: u32,
+    pub flow_id: u32,
+    pub ts_ns: u64,
+    pub family: u16,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub _pad0: u16,
+    pub src_addr: [u8; 16],
+    pub dst_addr: [u8; 16],
+    pub mss: u32,
+    pub init_cwnd_bytes: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AckEvent {
+    pub kind: u32,
+    pub flow_id: u32,
+    pub ts_ns: u64,
+    pub bytes_acked: u32,
+    pub packets_acked: u32,
+    pub bytes_misordered: u32,
+    pub packets_misordered: u32,
+    pub ecn_bytes: u32,
+    pub ecn_packets: u32,
+    pub lost_pkts_sample: u32,
+    pub was_timeout: u32,
+    pub rtt_sample_us: u32,
+    pub srtt_us: u32,
+    pub rate_incoming: u64,
+    pub rate_outgoing: u64,
+    pub bytes_in_flight: u32,
+    pub packets_in_flight: u32,
+    pub bytes_pending: u32,
+    pub snd_cwnd_bytes: u32,
+    pub mss: u32,
+    pub ca_state: u32,
+    pub flags: u32,
+    pub ssthresh: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CloseEvent {
+    pub kind: u32,
+    pub flow_id: u32,
+    pub ts_ns: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Directive {
+    pub cwnd_bytes: u32,
+    pub _pad0: u32,
+    pub pacing_rate: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Config {
+    pub agent_valid_until_ns: u64,
+    pub fallback: u32,
+    pub _pad0: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StatsRaw {
+    pub events: u64,
+    pub drops: u64,
+    pub flows_created: u64,
+    pub flows_closed: u64,
+    pub acks_directive: u64,
+    pub acks_fallback: u64,
+}
+
+const _: () = assert!(size_of::<CreateEvent>() == 64);
+const _: () = assert!(size_of::<AckEvent>() == 104);
+const _: () = assert!(size_of::<CloseEvent>() == 16);
+const _: () = assert!(size_of::<Directive>() == 16);
+const _: () = assert!(size_of::<Config>() == 16);
+const _: () = assert!(size_of::<StatsRaw>() == 48);
+// The same layouts as seen through the BPF object's BTF.
+const _: () = assert!(size_of::<Directive>() == size_of::<crate::skel::types::ccsw_directive>());
+const _: () = assert!(size_of::<Config>() == size_of::<crate::skel::types::ccsw_config>());
+const _: () = assert!(size_of::<StatsRaw>() == size_of::<crate::skel::types::ccsw_stats>());
+
+/// Plain-old-data marker: any bit pattern is a valid value.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]`, contain only integer fields and
+/// arrays of them, and have no implicit padding.
+pub unsafe trait Pod: Copy + Default {}
+unsafe impl Pod for CreateEvent {}
+unsafe impl Pod for AckEvent {}
+unsafe impl Pod for CloseEvent {}
+unsafe impl Pod for Directive {}
+unsafe impl Pod for Config {}
+unsafe impl Pod for StatsRaw {}
+
+/// Decodes `T` from exactly `size_of::<T>()` bytes (unaligned read).
+pub fn from_bytes<T: Pod>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() != size_of::<T>() {
+        return None;
+    }
+    // SAFETY: length checked; T is Pod, so every bit pattern is valid.
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+/// The bytes of a Pod value (for map updates).
+pub fn as_bytes<T: Pod>(v: &T) -> &[u8] {
+    // SAFETY: T is Pod without padding, so all bytes are initialised.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
+}

@@ -1,0 +1,597 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * ccswitch: a CCP-style kernel datapath as a BPF struct_ops TCP congestion
+ * control.
+ *
+ * Model
+ * -----
+ * The kernel keeps doing everything a TCP sender does (loss detection,
+ * retransmission, SACK scoreboard, RACK, undo); this program only decides
+ * snd_cwnd and sk_pacing_rate, and reports what it sees.
+ *
+ *  - On every ACK (cong_control) it emits an ACK event with the CCP
+ *    measurement primitives (see ccswitch.h for fields and units) into a
+ *    ring buffer read by the userspace shim, which forwards them to the agent.
+ *  - The agent answers with directives (cwnd in bytes, pacing rate in
+ *    bytes/s) that the shim writes into the `directives` hash, keyed by the
+ *    flow id handed out at init.
+ *  - A directive is obeyed only while the agent is known to be alive: the
+ *    shim keeps pushing `config.agent_valid_until_ns` (CLOCK_MONOTONIC, the
+ *    clock of bpf_ktime_get_ns) into the future. When that deadline has
+ *    passed, or the flow has no directive yet, the flow is carried by an
+ *    in-kernel FALLBACK algorithm (Reno or Cubic through the kernel's own
+ *    kfuncs), starting from whatever cwnd the flow has: no flow stalls.
+ *
+ * Because we implement cong_control, the kernel skips its own cwnd
+ * reduction (PRR), the end-of-recovery cwnd reset, cong_avoid and
+ * tcp_update_pacing_rate for this socket. The fallback path therefore
+ * re-does exactly those steps, in the same order, so that ccswitch with
+ * no agent behaves like native reno/cubic (including the pacing rate that
+ * TSO autosizing and TCP small queues read even without a pacing qdisc).
+ *
+ * State
+ * -----
+ * icsk_ca_priv is zeroed whenever a socket switches congestion control,
+ * and Cubic's kfuncs own it, so everything of ours lives in socket-local
+ * storage (struct ccsw_sk_state).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "ccswitch.h"
+
+char _license[] SEC("license") = "GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+
+#define USEC_PER_SEC 1000000ULL
+#define TCP_INFINITE_SSTHRESH 0x7fffffff
+#define MIN_CWND_PKTS 2
+
+/* ACK flags passed to cong_control (net/ipv4/tcp_input.c). */
+#define FLAG_DATA_ACKED 0x04
+#define FLAG_SYN_ACKED 0x10
+#define FLAG_DATA_SACKED 0x20
+#define FLAG_ECE 0x40
+#define FLAG_SND_UNA_ADVANCED 0x400
+#define FLAG_ACKED (FLAG_DATA_ACKED | FLAG_SYN_ACKED)
+#define FLAG_FORWARD_PROGRESS (FLAG_ACKED | FLAG_DATA_SACKED)
+
+#define RINGBUF_BYTES (4 << 20)
+#define MAX_FLOWS 65536
+
+extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
+extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
+extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+extern void cubictcp_init(struct sock *sk) __ksym;
+extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym;
+extern __u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym;
+extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym;
+extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym;
+extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
+
+/* Per-socket state that must survive in socket storage. */
+struct ccsw_sk_state {
+	__u32 flow_id;
+	__u32 fallback;       /* CCSW_FALLBACK_*, latched at init */
+	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
+	__u8 was_timeout;     /* entered TCP_CA_Loss since the last ACK event */
+	__u8 directed;        /* the last ACK applied a cwnd directive */
+	__u8 paced;           /* we set SK_PACING_NEEDED for a pacing directive */
+	__u8 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ccsw_sk_state);
+} ccsw_sk_state_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RINGBUF_BYTES);
+} ccsw_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_FLOWS);
+	__type(key, __u32);
+	__type(value, struct ccsw_directive);
+} ccsw_directives SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccsw_config);
+} ccsw_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccsw_stats);
+} ccsw_stats SEC(".maps");
+
+/* Last flow id handed out; ids start at 1 (0 = none). */
+__u32 next_flow_id = 0;
+
+static __always_inline struct tcp_sock *tcp_sk(struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct inet_connection_sock *inet_csk(struct sock *sk)
+{
+	return (struct inet_connection_sock *)sk;
+}
+
+static __always_inline struct ccsw_stats *stats_slot(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&ccsw_stats, &zero);
+}
+
+static __always_inline struct ccsw_config *config_slot(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&ccsw_config, &zero);
+}
+
+static __always_inline void count_event(bool submitted)
+{
+	struct ccsw_stats *s = stats_slot();
+
+	if (!s)
+		return;
+	if (submitted)
+		__sync_fetch_and_add(&s->events, 1);
+	else
+		__sync_fetch_and_add(&s->drops, 1);
+}
+
+static __always_inline bool before(__u32 seq1, __u32 seq2)
+{
+	return (__s32)(seq1 - seq2) < 0;
+}
+
+static __always_inline __u32 packets_in_flight(const struct tcp_sock *tp)
+{
+	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+}
+
+static __always_inline bool in_cwnd_reduction(__u8 ca_state)
+{
+	return ca_state == TCP_CA_CWR || ca_state == TCP_CA_Recovery;
+}
+
+static __always_inline __u32 tcp_jiffies32(void)
+{
+	return (__u32)bpf_jiffies64();
+}
+
+/* tcp_update_pacing_rate(): 200% (slow start) or 120% of cwnd*mss/srtt,
+ * using the namespace's tcp_pacing_{ss,ca}_ratio sysctls. */
+static __always_inline void emulate_pacing_rate(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct net *net = sk->__sk_common.skc_net.net;
+	__u64 rate, ratio, cwnd = tp->snd_cwnd;
+
+	rate = (__u64)tp->mss_cache * ((USEC_PER_SEC / 100) << 3);
+	if (cwnd < tp->snd_ssthresh / 2)
+		ratio = BPF_CORE_READ(net, ipv4.sysctl_tcp_pacing_ss_ratio);
+	else
+		ratio = BPF_CORE_READ(net, ipv4.sysctl_tcp_pacing_ca_ratio);
+	rate *= ratio;
+	if (tp->packets_out > cwnd)
+		cwnd = tp->packets_out;
+	rate *= cwnd;
+	if (tp->srtt_us)
+		rate /= (__u64)tp->srtt_us;
+	if (rate > sk->sk_max_pacing_rate)
+		rate = sk->sk_max_pacing_rate;
+	sk->sk_pacing_rate = rate;
+}
+
+/* tcp_may_raise_cwnd() */
+static __always_inline bool may_raise_cwnd(struct sock *sk, int flag)
+{
+	struct net *net = sk->__sk_common.skc_net.net;
+	int reordering = BPF_CORE_READ(net, ipv4.sysctl_tcp_reordering);
+
+	if (tcp_sk(sk)->reordering > (__u32)reordering)
+		return flag & FLAG_FORWARD_PROGRESS;
+	return flag & FLAG_DATA_ACKED;
+}
+
+/* tcp_cwnd_reduction(): proportional rate reduction (RFC 6937). The
+ * kernel's tp->prr_delivered is read-only for BPF, so our count of
+ * delivered packets lives in socket storage (reset when a reduction
+ * starts, see ccsw_set_state); tp->prr_out is kept by the kernel. */
+static __always_inline void prr_cwnd_reduction(struct sock *sk, struct ccsw_sk_state *st,
+					       int newly_acked_sacked, int newly_lost, int flag)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 in_flight = packets_in_flight(tp);
+	int delta = (int)tp->snd_ssthresh - (int)in_flight;
+	__u32 prior_cwnd = tp->prior_cwnd;
+	int sndcnt;
+
+	if (newly_acked_sacked <= 0 || !prior_cwnd)
+		return;
+
+	st->prr_delivered += newly_acked_sacked;
+	if (delta < 0) {
+		__u64 dividend = (__u64)tp->snd_ssthresh * st->prr_delivered + prior_cwnd - 1;
+
+		sndcnt = (int)(dividend / prior_cwnd) - (int)tp->prr_out;
+	} else {
+		sndcnt = (int)st->prr_delivered - (int)tp->prr_out;
+		if (sndcnt < newly_acked_sacked)
+			sndcnt = newly_acked_sacked;
+		if ((flag & FLAG_SND_UNA_ADVANCED) && !newly_lost)
+			sndcnt++;
+		if (sndcnt > delta)
+			sndcnt = delta;
+	}
+	/* Force a fast retransmit upon entering fast recovery. */
+	if (sndcnt < (tp->prr_out ? 0 : 1))
+		sndcnt = tp->prr_out ? 0 : 1;
+	tp->snd_cwnd = in_flight + sndcnt;
+}
+
+/* The fallback algorithm for one ACK: what tcp_cong_control() does for a
+ * classic (cong_avoid) congestion control. */
+static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_sk_state *st,
+					    __u32 fallback, __u32 ack, int flag,
+					    const struct rate_sample *rs)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u8 ca_state = inet_csk(sk)->icsk_ca_state;
+
+	if (in_cwnd_reduction(ca_state)) {
+		if (st)
+			prr_cwnd_reduction(sk, st, rs->acked_sacked, rs->losses, flag);
+		else if (tp->snd_cwnd > tp->snd_ssthresh)
+			tp->snd_cwnd = tp->snd_ssthresh; /* no storage: plain halving */
+	} else if (may_raise_cwnd(sk, flag)) {
+		if (fallback == CCSW_FALLBACK_CUBIC)
+			cubictcp_cong_avoid(sk, ack, rs->acked_sacked);
+		else
+			tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
+	}
+}
+
+static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
+				     const struct rate_sample *rs, __u64 now, bool fell_back)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_ack_event *e;
+	__u32 mss = tp->mss_cache;
+	__u32 acked = rs->acked_sacked;
+	__u32 in_flight = packets_in_flight(tp);
+	__u32 flags = 0;
+	long rtt_us = rs->rtt_us;
+	__s32 delivered = rs->delivered;
+	__u64 bytes_delivered;
+	__u32 pending;
+
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (!e) {
+		count_event(false);
+		return; /* keep was_timeout for the next event */
+	}
+
+	e->kind = CCSW_EV_ACK;
+	e->flow_id = st->flow_id;
+	e->ts_ns = now;
+	e->packets_acked = acked;
+	e->bytes_acked = acked * mss;
+	e->packets_misordered = tp->sacked_out;
+	e->bytes_misordered = tp->sacked_out * mss;
+	if (flag & FLAG_ECE) {
+		flags |= CCSW_ACK_F_ECE;
+		e->ecn_packets = acked;
+		e->ecn_bytes = acked * mss;
+	} else {
+		e->ecn_packets = 0;
+		e->ecn_bytes = 0;
+	}
+	e->lost_pkts_sample = rs->losses > 0 ? rs->losses : 0;
+	e->was_timeout = st->was_timeout;
+	st->was_timeout = 0;
+	if (rtt_us >= 0) {
+		flags |= CCSW_ACK_F_RTT_VALID;
+		e->rtt_sample_us = (__u32)rtt_us;
+	} else {
+		e->rtt_sample_us = 0;
+	}
+	e->srtt_us = tp->srtt_us >> 3;
+	e->rate_incoming = 0;
+	e->rate_outgoing = 0;
+	if (delivered > 0) {
+		bytes_delivered = (__u64)delivered * mss * USEC_PER_SEC;
+		if (rs->rcv_interval_us > 0)
+			e->rate_incoming = bytes_delivered / rs->rcv_interval_us;
+		if (rs->snd_interval_us > 0)
+			e->rate_outgoing = bytes_delivered / rs->snd_interval_us;
+		if (rs->rcv_interval_us > 0 && rs->snd_interval_us > 0)
+			flags |= CCSW_ACK_F_RATE_VALID;
+	}
+	if (rs->is_app_limited)
+		flags |= CCSW_ACK_F_APP_LIMITED;
+	if (fell_back)
+		flags |= CCSW_ACK_F_FALLBACK;
+	e->packets_in_flight = in_flight;
+	e->bytes_in_flight = in_flight * mss;
+	pending = tp->write_seq - tp->snd_nxt;
+	e->bytes_pending = (__s32)pending > 0 ? pending : 0;
+	e->snd_cwnd_bytes = tp->snd_cwnd * mss;
+	e->mss = mss;
+	e->ca_state = inet_csk(sk)->icsk_ca_state;
+	e->flags = flags;
+	e->ssthresh = tp->snd_ssthresh;
+
+	bpf_ringbuf_submit(e, 0);
+	count_event(true);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_init, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_config *cfg = config_slot();
+	struct ccsw_create_event *e;
+	struct ccsw_sk_state *st;
+	struct ccsw_stats *s;
+	__u32 fallback = cfg ? cfg->fallback : CCSW_FALLBACK_RENO;
+	__u16 family;
+
+	if (fallback != CCSW_FALLBACK_CUBIC)
+		fallback = CCSW_FALLBACK_RENO;
+
+	st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		/* No storage: no flow id, no events, plain Reno fallback. */
+		goto pacing;
+
+	if (!st->flow_id)
+		st->flow_id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
+	st->fallback = fallback;
+	st->prr_delivered = 0;
+	st->was_timeout = 0;
+	st->directed = 0;
+	st->paced = 0;
+
+	if (fallback == CCSW_FALLBACK_CUBIC)
+		cubictcp_init(sk);
+
+	s = stats_slot();
+	if (s)
+		__sync_fetch_and_add(&s->flows_created, 1);
+
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (!e) {
+		count_event(false);
+		goto pacing;
+	}
+	family = sk->__sk_common.skc_family;
+	e->kind = CCSW_EV_CREATE;
+	e->flow_id = st->flow_id;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->family = family;
+	e->src_port = sk->__sk_common.skc_num;
+	e->dst_port = bpf_ntohs(sk->__sk_common.skc_dport);
+	e->_pad0 = 0;
+	__builtin_memset(e->src_addr, 0, sizeof(e->src_addr));
+	__builtin_memset(e->dst_addr, 0, sizeof(e->dst_addr));
+	if (family == AF_INET6) {
+		BPF_CORE_READ_INTO(&e->src_addr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&e->dst_addr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	} else {
+		__u32 saddr = sk->__sk_common.skc_rcv_saddr;
+		__u32 daddr = sk->__sk_common.skc_daddr;
+
+		__builtin_memcpy(e->src_addr, &saddr, 4);
+		__builtin_memcpy(e->dst_addr, &daddr, 4);
+	}
+	e->mss = tp->mss_cache;
+	e->init_cwnd_bytes = tp->snd_cwnd * tp->mss_cache;
+	bpf_ringbuf_submit(e, 0);
+	count_event(true);
+
+pacing:
+	/* For a passive open the kernel skips its tcp_update_pacing_rate()
+	 * when cong_control is set; do it here once an RTT is known. */
+	if (tp->srtt_us)
+		emulate_pacing_rate(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
+	      const struct rate_sample *rs)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_sk_state *st;
+	struct ccsw_directive *d = NULL;
+	struct ccsw_config *cfg;
+	struct ccsw_stats *s;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 fallback = CCSW_FALLBACK_RENO;
+	bool directed = false;
+
+	st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+	if (st) {
+		fallback = st->fallback;
+		cfg = config_slot();
+		if (cfg && now < cfg->agent_valid_until_ns)
+			d = bpf_map_lookup_elem(&ccsw_directives, &st->flow_id);
+	}
+
+	if (d && d->cwnd_bytes) {
+		__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
+		__u32 cwnd = d->cwnd_bytes / mss;
+
+		if (cwnd < MIN_CWND_PKTS)
+			cwnd = MIN_CWND_PKTS;
+		if (cwnd > tp->snd_cwnd_clamp)
+			cwnd = tp->snd_cwnd_clamp;
+		tp->snd_cwnd = cwnd;
+		directed = true;
+	} else {
+		if (st && st->directed) {
+			/* Hand-over from the agent: the fallback starts from the
+			 * cwnd the agent left (and the kernel's ssthresh). */
+			tp->snd_cwnd_cnt = 0;
+			if (fallback == CCSW_FALLBACK_CUBIC)
+				cubictcp_init(sk);
+		}
+		fallback_on_ack(sk, st, fallback, ack, flag, rs);
+	}
+
+	if (d && d->pacing_rate) {
+		__u64 rate = d->pacing_rate;
+
+		if (rate > sk->sk_max_pacing_rate)
+			rate = sk->sk_max_pacing_rate;
+		sk->sk_pacing_rate = rate;
+		sk->sk_pacing_status = SK_PACING_NEEDED;
+		if (st)
+			st->paced = 1;
+	} else {
+		if (st && st->paced) {
+			sk->sk_pacing_status = SK_PACING_NONE;
+			st->paced = 0;
+		}
+		emulate_pacing_rate(sk);
+	}
+
+	s = stats_slot();
+	if (s) {
+		if (directed)
+			__sync_fetch_and_add(&s->acks_directive, 1);
+		else
+			__sync_fetch_and_add(&s->acks_fallback, 1);
+	}
+
+	if (st) {
+		st->directed = directed;
+		emit_ack(sk, st, flag, rs, now, !directed);
+	}
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(ccsw_ssthresh, struct sock *sk)
+{
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+
+	if (st && st->fallback == CCSW_FALLBACK_CUBIC)
+		return cubictcp_recalc_ssthresh(sk);
+	return tcp_reno_ssthresh(sk);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(ccsw_undo_cwnd, struct sock *sk)
+{
+	return tcp_reno_undo_cwnd(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_set_state, struct sock *sk, __u8 new_state)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+	__u8 old_state = inet_csk(sk)->icsk_ca_state; /* not yet updated */
+
+	if (!st)
+		return;
+
+	if (new_state == TCP_CA_Loss)
+		st->was_timeout = 1;
+
+	/* tcp_init_cwnd_reduction() has just run: restart PRR accounting. */
+	if (in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state))
+		st->prr_delivered = 0;
+
+	/* tcp_end_cwnd_reduction(), which the kernel skips for cong_control
+	 * congestion controls: leaving CWR/Recovery for Open/Disorder resets
+	 * cwnd to ssthresh unless the reduction was undone (undo clears
+	 * undo_marker first). Not under a directive: the agent owns cwnd. */
+	if (in_cwnd_reduction(old_state) && !in_cwnd_reduction(new_state) &&
+	    new_state != TCP_CA_Loss && !st->directed) {
+		if (tp->snd_ssthresh < TCP_INFINITE_SSTHRESH &&
+		    (old_state == TCP_CA_CWR || tp->undo_marker))
+			tp->snd_cwnd = tp->snd_ssthresh;
+	}
+
+	if (st->fallback == CCSW_FALLBACK_CUBIC)
+		cubictcp_state(sk, new_state);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+
+	if (st && st->fallback == CCSW_FALLBACK_CUBIC)
+		cubictcp_cwnd_event(sk, ev);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+
+	if (st && st->fallback == CCSW_FALLBACK_CUBIC)
+		cubictcp_acked(sk, sample);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_release, struct sock *sk)
+{
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+	struct ccsw_close_event *e;
+	struct ccsw_stats *s;
+	__u32 flow_id;
+
+	if (!st)
+		return;
+	flow_id = st->flow_id;
+
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (e) {
+		e->kind = CCSW_EV_CLOSE;
+		e->flow_id = flow_id;
+		e->ts_ns = bpf_ktime_get_ns();
+		bpf_ringbuf_submit(e, 0);
+		count_event(true);
+	} else {
+		count_event(false);
+	}
+	s = stats_slot();
+	if (s)
+		__sync_fetch_and_add(&s->flows_closed, 1);
+
+	bpf_map_delete_elem(&ccsw_directives, &flow_id);
+	bpf_sk_storage_delete(&ccsw_sk_state_map, sk);
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops ccswitch = {
+	.init = (void *)ccsw_init,
+	.release = (void *)ccsw_release,
+	.ssthresh = (void *)ccsw_ssthresh,
+	.cong_control = (void *)ccsw_cong_control,
+	.undo_cwnd = (void *)ccsw_undo_cwnd,
+	.set_state = (void *)ccsw_set_state,
+	.cwnd_event = (void *)ccsw_cwnd_event,
+	.pkts_acked = (void *)ccsw_pkts_acked,
+	.name = "ccswitch",
+};

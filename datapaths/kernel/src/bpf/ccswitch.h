@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * ccswitch kernel datapath: layouts shared by the BPF program
+ * (ccswitch.bpf.c) and its Rust loader (src/abi.rs mirrors every struct
+ * here with #[repr(C)] and asserts the sizes at compile time).
+ *
+ * Only fixed-width types; every struct is padded explicitly so that the
+ * C and Rust layouts are identical without relying on implicit padding.
+ * All multi-byte fields are in host byte order (ports included).
+ */
+#ifndef CCSWITCH_H
+#define CCSWITCH_H
+
+#ifndef __VMLINUX_H__
+#include <stdint.h>
+typedef uint8_t __u8;
+typedef uint16_t __u16;
+typedef uint32_t __u32;
+typedef uint64_t __u64;
+typedef int32_t __s32;
+#endif
+
+/* Event kinds: the first 4 bytes of every ring-buffer record. */
+#define CCSW_EV_CREATE 1
+#define CCSW_EV_ACK 2
+#define CCSW_EV_CLOSE 3
+
+/* Fallback algorithms (struct ccsw_config.fallback). */
+#define CCSW_FALLBACK_RENO 0
+#define CCSW_FALLBACK_CUBIC 1
+
+/* struct ccsw_ack_event.flags */
+#define CCSW_ACK_F_RTT_VALID (1u << 0)   /* rtt_sample_us holds a sample   */
+#define CCSW_ACK_F_APP_LIMITED (1u << 1) /* rate sample was app-limited    */
+#define CCSW_ACK_F_FALLBACK (1u << 2)    /* cwnd set by fallback algorithm */
+#define CCSW_ACK_F_ECE (1u << 3)         /* this ACK carried ECE           */
+#define CCSW_ACK_F_RATE_VALID (1u << 4)  /* rate_incoming/outgoing valid   */
+
+/* Emitted by init(): a flow now uses ccswitch. */
+struct ccsw_create_event {
+	__u32 kind;            /* CCSW_EV_CREATE */
+	__u32 flow_id;
+	__u64 ts_ns;           /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u16 family;          /* AF_INET (2) or AF_INET6 (10) */
+	__u16 src_port;        /* local port, host order */
+	__u16 dst_port;        /* remote port, host order */
+	__u16 _pad0;
+	__u8 src_addr[16];     /* local address; IPv4 uses bytes 0..3 */
+	__u8 dst_addr[16];     /* remote address; IPv4 uses bytes 0..3 */
+	__u32 mss;             /* bytes (tp->mss_cache) */
+	__u32 init_cwnd_bytes; /* snd_cwnd * mss at init */
+};
+
+/* Emitted by cong_control() on every ACK. */
+struct ccsw_ack_event {
+	__u32 kind;                /* CCSW_EV_ACK */
+	__u32 flow_id;
+	__u64 ts_ns;               /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u32 bytes_acked;         /* rs->acked_sacked * mss: newly delivered (cum. ACK + SACK) */
+	__u32 packets_acked;       /* rs->acked_sacked */
+	__u32 bytes_misordered;    /* packets_misordered * mss */
+	__u32 packets_misordered;  /* tp->sacked_out: SACKed, not yet cumulatively ACKed (level) */
+	__u32 ecn_bytes;           /* ecn_packets * mss */
+	__u32 ecn_packets;         /* acked_sacked if the ACK carried ECE, else 0 */
+	__u32 lost_pkts_sample;    /* rs->losses: packets newly marked lost by this ACK */
+	__u32 was_timeout;         /* 1 if the flow entered TCP_CA_Loss (RTO) since the last ACK event */
+	__u32 rtt_sample_us;       /* rs->rtt_us if >= 0 (see CCSW_ACK_F_RTT_VALID) */
+	__u32 srtt_us;             /* smoothed RTT, us (tp->srtt_us >> 3) */
+	__u64 rate_incoming;       /* bytes/s: delivered*mss / rcv_interval_us (0 = no sample) */
+	__u64 rate_outgoing;       /* bytes/s: delivered*mss / snd_interval_us (0 = no sample) */
+	__u32 bytes_in_flight;     /* packets_in_flight * mss */
+	__u32 packets_in_flight;   /* packets_out - sacked_out - lost_out + retrans_out */
+	__u32 bytes_pending;       /* write_seq - snd_nxt: queued by the app, not yet sent */
+	__u32 snd_cwnd_bytes;      /* snd_cwnd * mss after this ACK was processed */
+	__u32 mss;                 /* bytes */
+	__u32 ca_state;            /* icsk_ca_state (TCP_CA_Open=0 .. TCP_CA_Loss=4) */
+	__u32 flags;               /* CCSW_ACK_F_* */
+	__u32 ssthresh;            /* packets */
+};
+
+/* Emitted by release(): the flow left ccswitch (closed or switched CC). */
+struct ccsw_close_event {
+	__u32 kind;    /* CCSW_EV_CLOSE */
+	__u32 flow_id;
+	__u64 ts_ns;
+};
+
+/* Value of the directives hash map (key: __u32 flow id). */
+struct ccsw_directive {
+	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
+	__u32 _pad0;
+	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
+};
+
+/* The single entry of the config array map. */
+struct ccsw_config {
+	__u64 agent_valid_until_ns; /* CLOCK_MONOTONIC deadline; past it => fallback */
+	__u32 fallback;             /* CCSW_FALLBACK_* for flows created from now on */
+	__u32 _pad0;
+};
+
+/* Per-CPU counters (stats map, 1 entry, PERCPU_ARRAY). */
+struct ccsw_stats {
+	__u64 events;          /* ring-buffer records submitted */
+	__u64 drops;           /* records lost because the ring buffer was full */
+	__u64 flows_created;
+	__u64 flows_closed;
+	__u64 acks_directive;  /* ACKs on which a directive set cwnd */
+	__u64 acks_fallback;   /* ACKs on which the fallback algorithm ran */
+};
+
+/* The Rust mirror (src/abi.rs) asserts the same sizes. */
+_Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
+_Static_assert(sizeof(struct ccsw_ack_event) == 104, "ack event layout");
+_Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
+_Static_assert(sizeof(struct ccsw_directive) == 16, "directive layout");
+_Static_assert(sizeof(struct ccsw_config) == 16, "config layout");
+_Static_assert(sizeof(struct ccsw_stats) == 48, "stats layout");
+
+#endif /* CCSWITCH_H */

@@ -1,0 +1,662 @@
+//! ccswitch kernel datapath: loader and event decoder for the BPF struct_ops
+//! congestion control in `src/bpf/ccswitch.bpf.c`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ccswitch_kernel::{Event, Fallback, KernelDatapath, LoadOptions};
+//!
+//! let mut dp = KernelDatapath::load(LoadOptions { fallback: Fallback::Reno, ..Default::default() })?;
+//! // "ccswitch" is now in /proc/sys/net/ipv4/tcp_available_congestion_control.
+//! loop {
+//!     dp.set_agent_valid_until(ccswitch_kernel::monotonic_now_ns() + 500_000_000)?;
+//!     let mut created = vec![];
+//!     dp.poll(Duration::from_millis(100), |ev| match ev {
+//!         Event::Created(f) => created.push(f.flow_id),
+//!         Event::Ack(_a) => {}
+//!         Event::Closed { .. } => {}
+//!     })?;
+//!     for id in created {
+//!         dp.set_directive(id, Some(20_000), None)?;
+//!     }
+//! }
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! Semantics of the kernel side (see the header comment of the BPF program):
+//! a directive is applied on each ACK only while the agent deadline set with
+//! [`KernelDatapath::set_agent_valid_until`] lies in the future; otherwise
+//! the flow runs the fallback algorithm chosen in [`LoadOptions`].
+
+pub mod abi;
+
+#[allow(
+    clippy::all,
+    unused_imports,
+    dead_code,
+    non_camel_case_types,
+    non_snake_case
+)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/ccswitch.skel.rs"));
+}
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+
+use skel::{CcswitchSkel, CcswitchSkelBuilder};
+
+/// Name under which the congestion control registers by default.
+pub const DEFAULT_CC_NAME: &str = "ccswitch";
+
+/// In-kernel algorithm that carries a flow while no agent directive applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fallback {
+    /// Reno via the kernel's `tcp_reno_*` kfuncs, with PRR during recovery.
+    #[default]
+    Reno,
+    /// Cubic via the kernel's `cubictcp_*` kfuncs (state in icsk_ca_priv).
+    Cubic,
+}
+
+impl Fallback {
+    fn raw(self) -> u32 {
+        match self {
+            Fallback::Reno => abi::FALLBACK_RENO,
+            Fallback::Cubic => abi::FALLBACK_CUBIC,
+        }
+    }
+}
+
+/// Options for [`KernelDatapath::load`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Fallback algorithm for flows created from now on.
+    pub fallback: Fallback,
+    /// Congestion-control name to register (at most 15 bytes). Defaults to
+    /// [`DEFAULT_CC_NAME`]; tests use unique names so that they can run
+    /// beside a production instance.
+    pub cc_name: String,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            fallback: Fallback::Reno,
+            cc_name: DEFAULT_CC_NAME.to_string(),
+        }
+    }
+}
+
+/// A flow that started using the congestion control (CREATE).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowInfo {
+    pub flow_id: u32,
+    /// CLOCK_MONOTONIC nanoseconds.
+    pub ts_ns: u64,
+    /// Local (sending) address and port. IPv4-mapped IPv6 is shown as IPv4.
+    pub src: SocketAddr,
+    /// Remote address and port.
+    pub dst: SocketAddr,
+    /// Bytes.
+    pub mss: u32,
+    /// Initial congestion window, bytes.
+    pub init_cwnd_bytes: u32,
+}
+
+/// Per-ACK measurement primitives (ACK). Units in the field docs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AckSample {
+    pub flow_id: u32,
+    /// CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns).
+    pub ts_ns: u64,
+    /// Newly delivered by this ACK (cumulatively ACKed or SACKed), bytes
+    /// (= packets_acked × mss).
+    pub bytes_acked: u32,
+    /// Newly delivered packets (`rate_sample.acked_sacked`).
+    pub packets_acked: u32,
+    /// Bytes SACKed but not yet cumulatively ACKed (= packets_misordered × mss).
+    pub bytes_misordered: u32,
+    /// Packets currently SACKed but not cumulatively ACKed (`tp->sacked_out`):
+    /// a level, not a per-ACK delta; non-zero while the receiver holds
+    /// out-of-order data (reordering or loss).
+    pub packets_misordered: u32,
+    /// Bytes newly delivered by an ACK carrying ECE.
+    pub ecn_bytes: u32,
+    /// Packets newly delivered by an ACK carrying ECE.
+    pub ecn_packets: u32,
+    /// Packets newly marked lost while processing this ACK (`rs->losses`).
+    pub lost_pkts_sample: u32,
+    /// The flow entered TCP_CA_Loss (retransmission timeout) since the last ACK event.
+    pub was_timeout: bool,
+    /// RTT sample of this ACK, microseconds (`rs->rtt_us`), if any.
+    pub rtt_sample_us: Option<u32>,
+    /// Smoothed RTT, microseconds.
+    pub srtt_us: u32,
+    /// Delivery rate seen at the receiver over the sample interval,
+    /// bytes/s (delivered × mss / rcv_interval); 0 = no sample.
+    pub rate_incoming: u64,
+    /// Send rate over the sample interval, bytes/s
+    /// (delivered × mss / snd_interval); 0 = no sample.
+    pub rate_outgoing: u64,
+    /// Bytes in flight (= packets_in_flight × mss).
+    pub bytes_in_flight: u32,
+    /// packets_out − sacked_out − lost_out + retrans_out.
+    pub packets_in_flight: u32,
+    /// Bytes written by the application but not yet sent (write_seq − snd_nxt).
+    pub bytes_pending: u32,
+    /// Congestion window after this ACK was processed, bytes.
+    pub snd_cwnd_bytes: u32,
+    /// Bytes.
+    pub mss: u32,
+    /// TCP CA state (0 Open, 1 Disorder, 2 CWR, 3 Recovery, 4 Loss).
+    pub ca_state: u8,
+    /// Slow-start threshold, packets.
+    pub ssthresh_pkts: u32,
+    /// The rate sample was application-limited.
+    pub app_limited: bool,
+    /// The ACK carried ECE.
+    pub ece: bool,
+    /// cwnd was set by the fallback algorithm (no live directive).
+    pub fallback: bool,
+}
+
+/// A ring-buffer record, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Created(FlowInfo),
+    Ack(AckSample),
+    Closed { flow_id: u32 },
+}
+
+/// Counters from the kernel side plus the shim's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Records submitted to the ring buffer.
+    pub events: u64,
+    /// Records lost because the ring buffer was full.
+    pub ring_drops: u64,
+    pub flows_created: u64,
+    pub flows_closed: u64,
+    /// ACKs on which an agent directive set cwnd.
+    pub acks_directive: u64,
+    /// ACKs on which the fallback algorithm set cwnd.
+    pub acks_fallback: u64,
+    /// Records userspace could not decode (unknown kind or wrong size).
+    pub malformed: u64,
+}
+
+/// The id of one loaded struct_ops program (see `bpftool prog show id N`;
+/// with `kernel.bpf_stats_enabled=1` its run_time_ns/run_cnt count).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgId {
+    /// Program name, e.g. "ccsw_cong_control".
+    pub name: String,
+    pub id: u32,
+}
+
+/// CLOCK_MONOTONIC now, nanoseconds: the clock of `bpf_ktime_get_ns`,
+/// hence of [`KernelDatapath::set_agent_valid_until`] deadlines.
+pub fn monotonic_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+type Pending = Rc<RefCell<PendingEvents>>;
+
+#[derive(Default)]
+struct PendingEvents {
+    queue: VecDeque<Event>,
+    malformed: u64,
+}
+
+/// The loaded and registered kernel datapath. Dropping it unregisters the
+/// congestion control (destroys the struct_ops link) and unloads
+/// everything; sockets still using it keep running until they close, as
+/// with any unregistered congestion control.
+pub struct KernelDatapath {
+    // Field order is drop order: the link (registration) goes first, then
+    // the ring buffer, then the skeleton, then the storage it points into.
+    link: ManuallyDrop<Link>,
+    ring: ManuallyDrop<RingBuffer<'static>>,
+    skel: ManuallyDrop<CcswitchSkel<'static>>,
+    object: *mut MaybeUninit<OpenObject>,
+    pending: Pending,
+    fallback: std::cell::Cell<Fallback>,
+    deadline_ns: std::cell::Cell<u64>,
+    cc_name: String,
+    prog_ids: Vec<ProgId>,
+}
+
+impl Drop for KernelDatapath {
+    fn drop(&mut self) {
+        // SAFETY: each field is dropped exactly once, in dependency order;
+        // `object` came from Box::into_raw in `load` and is freed last,
+        // after the skeleton that borrowed it.
+        unsafe {
+            ManuallyDrop::drop(&mut self.link);
+            ManuallyDrop::drop(&mut self.ring);
+            ManuallyDrop::drop(&mut self.skel);
+            drop(Box::from_raw(self.object));
+        }
+    }
+}
+
+fn decode(data: &[u8]) -> Option<Event> {
+    let kind = u32::from_ne_bytes(data.get(0..4)?.try_into().ok()?);
+    match kind {
+        abi::EV_ACK => {
+            let a: abi::AckEvent = abi::from_bytes(data)?;
+            Some(Event::Ack(AckSample {
+                flow_id: a.flow_id,
+                ts_ns: a.ts_ns,
+                bytes_acked: a.bytes_acked,
+                packets_acked: a.packets_acked,
+                bytes_misordered: a.bytes_misordered,
+                packets_misordered: a.packets_misordered,
+                ecn_bytes: a.ecn_bytes,
+                ecn_packets: a.ecn_packets,
+                lost_pkts_sample: a.lost_pkts_sample,
+                was_timeout: a.was_timeout != 0,
+                rtt_sample_us: (a.flags & abi::ACK_F_RTT_VALID != 0).then_some(a.rtt_sample_us),
+                srtt_us: a.srtt_us,
+                rate_incoming: a.rate_incoming,
+                rate_outgoing: a.rate_outgoing,
+                bytes_in_flight: a.bytes_in_flight,
+                packets_in_flight: a.packets_in_flight,
+                bytes_pending: a.bytes_pending,
+                snd_cwnd_bytes: a.snd_cwnd_bytes,
+                mss: a.mss,
+                ca_state: a.ca_state as u8,
+                ssthresh_pkts: a.ssthresh,
+                app_limited: a.flags & abi::ACK_F_APP_LIMITED != 0,
+                ece: a.flags & abi::ACK_F_ECE != 0,
+                fallback: a.flags & abi::ACK_F_FALLBACK != 0,
+            }))
+        }
+        abi::EV_CREATE => {
+            let c: abi::CreateEvent = abi::from_bytes(data)?;
+            let (src, dst) = match c.family as i32 {
+                libc::AF_INET => {
+                    let s: [u8; 4] = c.src_addr[..4].try_into().ok()?;
+                    let d: [u8; 4] = c.dst_addr[..4].try_into().ok()?;
+                    (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d)))
+                }
+                libc::AF_INET6 => (
+                    Ipv6Addr::from(c.src_addr).to_canonical(),
+                    Ipv6Addr::from(c.dst_addr).to_canonical(),
+                ),
+                _ => return None,
+            };
+            Some(Event::Created(FlowInfo {
+                flow_id: c.flow_id,
+                ts_ns: c.ts_ns,
+                src: SocketAddr::new(src, c.src_port),
+                dst: SocketAddr::new(dst, c.dst_port),
+                mss: c.mss,
+                init_cwnd_bytes: c.init_cwnd_bytes,
+            }))
+        }
+        abi::EV_CLOSE => {
+            let c: abi::CloseEvent = abi::from_bytes(data)?;
+            Some(Event::Closed { flow_id: c.flow_id })
+        }
+        _ => None,
+    }
+}
+
+impl KernelDatapath {
+    /// Loads the BPF object, writes the config (agent deadline 0: every
+    /// flow starts in fallback) and registers the congestion control.
+    /// Needs root (CAP_BPF + CAP_NET_ADMIN).
+    pub fn load(opts: LoadOptions) -> Result<KernelDatapath> {
+        if opts.cc_name.is_empty() || opts.cc_name.len() > 15 {
+            bail!(
+                "congestion control name must be 1..=15 bytes: {:?}",
+                opts.cc_name
+            );
+        }
+        let object: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
+        // SAFETY: `object` stays allocated until Drop (or the error path
+        // below), after everything borrowing it is gone.
+        let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
+        match Self::load_into(storage, &opts) {
+            Ok((skel, link, ring, pending, prog_ids)) => Ok(KernelDatapath {
+                link: ManuallyDrop::new(link),
+                ring: ManuallyDrop::new(ring),
+                skel: ManuallyDrop::new(skel),
+                object,
+                pending,
+                fallback: std::cell::Cell::new(opts.fallback),
+                deadline_ns: std::cell::Cell::new(0),
+                cc_name: opts.cc_name,
+                prog_ids,
+            }),
+            Err(e) => {
+                // SAFETY: everything borrowing `object` was dropped inside
+                // load_into when it returned an error.
+                unsafe { drop(Box::from_raw(object)) };
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn load_into(
+        storage: &'static mut MaybeUninit<OpenObject>,
+        opts: &LoadOptions,
+    ) -> Result<(
+        CcswitchSkel<'static>,
+        Link,
+        RingBuffer<'static>,
+        Pending,
+        Vec<ProgId>,
+    )> {
+        let mut open = CcswitchSkelBuilder::default()
+            .open(storage)
+            .context("opening the ccswitch BPF object")?;
+        {
+            let ops = open.struct_ops.ccswitch_mut();
+            ops.name = [0; 16];
+            for (dst, src) in ops.name.iter_mut().zip(opts.cc_name.bytes()) {
+                *dst = src as _;
+            }
+        }
+        let mut skel = open
+            .load()
+            .context("loading the ccswitch BPF programs (verifier or kfunc availability)")?;
+
+        let cfg = abi::Config {
+            agent_valid_until_ns: 0,
+            fallback: opts.fallback.raw(),
+            _pad0: 0,
+        };
+        skel.maps
+            .ccsw_config
+            .update(&0u32.to_ne_bytes(), abi::as_bytes(&cfg), MapFlags::ANY)
+            .context("writing the config map")?;
+
+        let p = &skel.progs;
+        let mut prog_ids = Vec::new();
+        for prog in [
+            &p.ccsw_init,
+            &p.ccsw_cong_control,
+            &p.ccsw_ssthresh,
+            &p.ccsw_undo_cwnd,
+            &p.ccsw_set_state,
+            &p.ccsw_cwnd_event,
+            &p.ccsw_pkts_acked,
+            &p.ccsw_release,
+        ] {
+            let id = libbpf_rs::Program::id_from_fd(prog.as_fd()).context("program id")?;
+            prog_ids.push(ProgId {
+                name: prog.name().to_string_lossy().into_owned(),
+                id,
+            });
+        }
+
+        let pending: Pending = Rc::new(RefCell::new(PendingEvents::default()));
+        let sink = pending.clone();
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&skel.maps.ccsw_events, move |data: &[u8]| {
+                let mut p = sink.borrow_mut();
+                match decode(data) {
+                    Some(ev) => p.queue.push_back(ev),
+                    None => p.malformed += 1,
+                }
+                0
+            })
+            .context("ring buffer")?;
+        let ring = builder.build().context("ring buffer")?;
+
+        let link = skel
+            .maps
+            .ccswitch
+            .attach_struct_ops()
+            .with_context(|| format!("registering congestion control {:?}", opts.cc_name))?;
+        Ok((skel, link, ring, pending, prog_ids))
+    }
+
+    /// Name of the registered congestion control.
+    pub fn cc_name(&self) -> &str {
+        &self.cc_name
+    }
+
+    /// Waits up to `timeout` for events, then hands every available event
+    /// to `f` in ring-buffer order. A zero timeout only drains.
+    pub fn poll(&mut self, timeout: Duration, mut f: impl FnMut(Event)) -> Result<()> {
+        // Deliver leftovers first (f may not have been called for them if a
+        // previous call returned early).
+        self.drain(&mut f);
+        let rc = self.ring.poll_raw(timeout);
+        if rc < 0 && rc != -libc::EINTR {
+            bail!(
+                "ring buffer poll failed: {}",
+                std::io::Error::from_raw_os_error(-rc)
+            );
+        }
+        self.drain(&mut f);
+        Ok(())
+    }
+
+    fn drain(&self, f: &mut impl FnMut(Event)) {
+        loop {
+            let ev = self.pending.borrow_mut().queue.pop_front();
+            match ev {
+                Some(ev) => f(ev),
+                None => break,
+            }
+        }
+    }
+
+    /// File descriptor that becomes readable when events are available
+    /// (an epoll fd), for integration into an event loop.
+    pub fn events_fd(&self) -> RawFd {
+        self.ring.epoll_fd()
+    }
+
+    /// Installs (or replaces) the directive of `flow_id`: a congestion
+    /// window in bytes (converted to max(cwnd/mss, 2) packets, clamped to
+    /// snd_cwnd_clamp) and/or a pacing rate in bytes/s (TCP internal
+    /// pacing). `None` leaves that part to the fallback algorithm.
+    pub fn set_directive(
+        &self,
+        flow_id: u32,
+        cwnd_bytes: Option<u32>,
+        pacing_rate: Option<u64>,
+    ) -> Result<()> {
+        let d = abi::Directive {
+            cwnd_bytes: cwnd_bytes.unwrap_or(0),
+            _pad0: 0,
+            pacing_rate: pacing_rate.unwrap_or(0),
+        };
+        self.skel
+            .maps
+            .ccsw_directives
+            .update(&flow_id.to_ne_bytes(), abi::as_bytes(&d), MapFlags::ANY)
+            .with_context(|| format!("setting the directive of flow {flow_id}"))
+    }
+
+    /// Removes the directive of `flow_id` (the flow returns to fallback).
+    /// Removing a directive that does not exist is not an error.
+    pub fn clear_directive(&self, flow_id: u32) -> Result<()> {
+        match self
+            .skel
+            .maps
+            .ccsw_directives
+            .delete(&flow_id.to_ne_bytes())
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("clearing the directive of flow {flow_id}")),
+        }
+    }
+
+    /// Sets the CLOCK_MONOTONIC deadline (ns, see [`monotonic_now_ns`])
+    /// until which directives are obeyed. The shim pushes it forward while
+    /// the agent is alive; 0 forces every flow into fallback.
+    pub fn set_agent_valid_until(&self, deadline_ns_monotonic: u64) -> Result<()> {
+        self.deadline_ns.set(deadline_ns_monotonic);
+        self.write_config()
+    }
+
+    /// Changes the fallback algorithm of flows created from now on
+    /// (existing flows keep theirs).
+    pub fn set_fallback(&self, fallback: Fallback) -> Result<()> {
+        self.fallback.set(fallback);
+        self.write_config()
+    }
+
+    fn write_config(&self) -> Result<()> {
+        let cfg = abi::Config {
+            agent_valid_until_ns: self.deadline_ns.get(),
+            fallback: self.fallback.get().raw(),
+            _pad0: 0,
+        };
+        self.skel
+            .maps
+            .ccsw_config
+            .update(&0u32.to_ne_bytes(), abi::as_bytes(&cfg), MapFlags::ANY)
+            .context("writing the config map")
+    }
+
+    /// Kernel counters (summed over CPUs) and the shim's decode errors.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats {
+            malformed: self.pending.borrow().malformed,
+            ..Stats::default()
+        };
+        if let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .ccsw_stats
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        {
+            for bytes in per_cpu {
+                if let Some(c) = abi::from_bytes::<abi::StatsRaw>(&bytes) {
+                    s.events += c.events;
+                    s.ring_drops += c.drops;
+                    s.flows_created += c.flows_created;
+                    s.flows_closed += c.flows_closed;
+                    s.acks_directive += c.acks_directive;
+                    s.acks_fallback += c.acks_fallback;
+                }
+            }
+        }
+        s
+    }
+
+    /// Ids of the loaded struct_ops programs.
+    pub fn prog_ids(&self) -> &[ProgId] {
+        &self.prog_ids
+    }
+
+    /// Id of the struct_ops map (`bpftool struct_ops show`).
+    pub fn struct_ops_map_id(&self) -> Result<u32> {
+        Ok(self
+            .skel
+            .maps
+            .ccswitch
+            .info()
+            .context("struct_ops map info")?
+            .info
+            .id)
+    }
+
+    /// Raw fd of the directives map (for tools that want to share it).
+    pub fn directives_map_fd(&self) -> RawFd {
+        self.skel.maps.ccsw_directives.as_fd().as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_ack_and_rejects_bad_sizes() {
+        let a = abi::AckEvent {
+            kind: abi::EV_ACK,
+            flow_id: 7,
+            ts_ns: 42,
+            packets_acked: 2,
+            bytes_acked: 2896,
+            rtt_sample_us: 1234,
+            flags: abi::ACK_F_RTT_VALID | abi::ACK_F_FALLBACK,
+            ..Default::default()
+        };
+        let bytes = abi::as_bytes(&a);
+        match decode(bytes) {
+            Some(Event::Ack(s)) => {
+                assert_eq!(s.flow_id, 7);
+                assert_eq!(s.bytes_acked, 2896);
+                assert_eq!(s.rtt_sample_us, Some(1234));
+                assert!(s.fallback && !s.ece && !s.app_limited);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(decode(&bytes[..bytes.len() - 1]), None);
+        let mut longer = bytes.to_vec();
+        longer.push(0);
+        assert_eq!(decode(&longer), None);
+        assert_eq!(decode(&[9, 0, 0, 0]), None);
+        assert_eq!(decode(&[]), None);
+    }
+
+    #[test]
+    fn decodes_create_v4_and_mapped_v6() {
+        let mut c = abi::CreateEvent {
+            kind: abi::EV_CREATE,
+            flow_id: 3,
+            family: libc::AF_INET as u16,
+            src_port: 8000,
+            dst_port: 40000,
+            mss: 1448,
+            init_cwnd_bytes: 14480,
+            ..Default::default()
+        };
+        c.src_addr[..4].copy_from_slice(&[198, 18, 0, 1]);
+        c.dst_addr[..4].copy_from_slice(&[198, 18, 0, 2]);
+        let Some(Event::Created(f)) = decode(abi::as_bytes(&c)) else {
+            panic!()
+        };
+        assert_eq!(f.src, "198.18.0.1:8000".parse().unwrap());
+        assert_eq!(f.dst, "198.18.0.2:40000".parse().unwrap());
+
+        c.family = libc::AF_INET6 as u16;
+        c.src_addr = Ipv4Addr::new(198, 18, 0, 1).to_ipv6_mapped().octets();
+        c.dst_addr = "2001:db8::2".parse::<Ipv6Addr>().unwrap().octets();
+        let Some(Event::Created(f)) = decode(abi::as_bytes(&c)) else {
+            panic!()
+        };
+        assert_eq!(f.src, "198.18.0.1:8000".parse().unwrap());
+        assert_eq!(f.dst, "[2001:db8::2]:40000".parse().unwrap());
+    }
+
+    #[test]
+    fn decodes_close() {
+        let c = abi::CloseEvent {
+            kind: abi::EV_CLOSE,
+            flow_id: 9,
+            ts_ns: 1,
+        };
+        assert_eq!(
+            decode(abi::as_bytes(&c)),
+            Some(Event::Closed { flow_id: 9 })
+        );
+    }
+}
