@@ -1,0 +1,1 @@
+"""Experiment harness: scenarios, the emulated topology, the runner and its results."""

@@ -1,0 +1,529 @@
+"""`ccswitch run`: execute a scenario and write its results.
+
+For each repetition, for each client (in file order), every scheme runs once per file size;
+the scheme order rotates by one per repetition so that schemes are interleaved in time
+(A B C D, B C D A, ...). Each transfer is one curl download from nginx in the server
+namespace, made from inside a fresh mahimahi shell stack run as user `mmuser`:
+
+    runuser -u mmuser -- [mm-delay D] [mm-loss uplink R] [mm-loss downlink R]
+        mm-link UP DOWN [--uplink-queue=droptail --uplink-queue-args=packets=N ...] -- curl ...
+
+The TCT is curl's time_total (connection set-up included, mahimahi's own start-up not). The
+downloaded file is hashed and compared with the served file, then deleted.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from .. import traces as _traces
+from . import results, stats
+from .scenario import Client, Scenario, Scheme
+from .topology import (
+    SERVER_PORT, CcswitchDaemons, Nginx, Processes, ServerNamespace, SysctlGuard, Teardown,
+    TopologyError, log, read_sysctl,
+)
+
+MM_USER = "mmuser"
+REQUIRED_TOOLS = ("ip", "runuser", "nginx", "curl", "ss", "mm-delay", "mm-link", "mm-loss")
+#: Extra wall time allowed beyond curl's --max-time for mahimahi to start and stop.
+MM_OVERHEAD_S = 30.0
+#: Marker that prefixes curl's -w output so it can be found among anything else printed.
+CURL_MARK = "CCSWITCH-CURL"
+CURL_FORMAT = (CURL_MARK + " %{time_total} %{time_starttransfer} %{time_connect} %{size_download} "
+               "%{http_code}\\n")
+
+
+class RunError(RuntimeError):
+    """The run cannot proceed (bad environment, missing binary, ...)."""
+
+
+class Interrupted(BaseException):
+    """Raised from the SIGINT/SIGTERM handler so that `finally` blocks tear everything down."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+# ----------------------------------------------------------------------- environment
+
+
+def repo_root() -> str:
+    """The repository this package lives in (python/ccswitch/experiments -> repo)."""
+    return os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def bin_dir() -> str:
+    """Where the Rust binaries are: $CCSWITCH_BIN_DIR or <repo>/target/release."""
+    env = os.environ.get("CCSWITCH_BIN_DIR")
+    if env:
+        return env
+    candidates = [os.path.join(repo_root(), "target", "release"), os.path.join(os.getcwd(), "target", "release")]
+    for c in candidates:
+        if os.access(os.path.join(c, "ccswitch-agent"), os.X_OK):
+            return c
+    return candidates[0]
+
+
+def check_environment(scenario: Scenario) -> Optional[str]:
+    """Raise RunError if the machine cannot run the scenario; returns the binary dir."""
+    if os.geteuid() != 0:
+        raise RunError("ccswitch run must run as root (it creates network namespaces and sets sysctls)")
+    missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
+    if missing:
+        raise RunError(f"missing tools: {', '.join(missing)} (mahimahi, nginx, curl, iproute2 are needed; "
+                       "see scripts/setup.sh)")
+    try:
+        pwd.getpwnam(MM_USER)
+    except KeyError:
+        raise RunError(f"user {MM_USER!r} does not exist (mahimahi refuses to run as root; "
+                       f"create it with: useradd -m {MM_USER})") from None
+    bdir = None
+    if scenario.uses_ccswitch:
+        bdir = bin_dir()
+        missing = CcswitchDaemons.missing_binaries(bdir)
+        if missing:
+            raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.kind == 'ccswitch')} "
+                           f"need the Rust binaries, not found or not executable: {', '.join(missing)} "
+                           "(build them with `cargo build --release`, or set CCSWITCH_BIN_DIR)")
+    return bdir
+
+
+# ----------------------------------------------------------------------- transfers
+
+
+def mahimahi_command(client: Client, up_trace: str, down_trace: str) -> List[str]:
+    """The mahimahi shell stack for a client, ending just before the inner command."""
+    cmd: List[str] = []
+    if client.delay_ms > 0:
+        cmd += ["mm-delay", str(client.delay_ms)]
+    if client.loss_uplink > 0:
+        cmd += ["mm-loss", "uplink", repr(client.loss_uplink)]
+    if client.loss_downlink > 0:
+        cmd += ["mm-loss", "downlink", repr(client.loss_downlink)]
+    cmd += ["mm-link", up_trace, down_trace]
+    if client.queue_packets is not None:
+        for d in ("uplink", "downlink"):
+            cmd += [f"--{d}-queue=droptail", f"--{d}-queue-args=packets={client.queue_packets}"]
+    return cmd
+
+
+def curl_command(url: str, out_file: str, timeout_s: float) -> List[str]:
+    return ["curl", "-sS", "--noproxy", "*", "--max-time", f"{timeout_s:g}", "-o", out_file,
+            "-w", CURL_FORMAT, url]
+
+
+def parse_curl_output(text: str) -> Optional[dict]:
+    for line in reversed(text.splitlines()):
+        if line.startswith(CURL_MARK + " "):
+            f = line.split()
+            if len(f) != 6:
+                return None
+            try:
+                return {"tct_s": float(f[1]), "ttfb_s": float(f[2]), "connect_s": float(f[3]),
+                        "bytes": int(float(f[4])), "http_code": int(f[5])}
+            except ValueError:
+                return None
+    return None
+
+
+_SS_CC_RE = re.compile(r"^\s*([a-z][a-z0-9_]*)\s+(?:wscale|rto|ts |sack|ecn)")
+
+
+def parse_ss_cc(text: str) -> Optional[str]:
+    """Congestion control name from `ss -tin` output (first token of the info line)."""
+    for line in text.splitlines():
+        m = _SS_CC_RE.match(line)
+        if m:
+            return m.group(1)
+    return None
+
+
+class CcObserver(threading.Thread):
+    """Polls `ss -tin` in the server namespace during a transfer to record which congestion
+    control the server's socket really used (proves the sysctl / BPF CC took effect)."""
+
+    def __init__(self, ns: ServerNamespace) -> None:
+        super().__init__(daemon=True)
+        self.ns = ns
+        self.cc: Optional[str] = None
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        cmd = self.ns.exec_cmd(["ss", "-Htin", "state", "established", f"( sport = :{SERVER_PORT} )"])
+        while not self._done.is_set() and self.cc is None:
+            try:
+                cp = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
+                self.cc = parse_ss_cc(cp.stdout)
+            except Exception:
+                pass
+            self._done.wait(0.05)
+
+    def finish(self) -> Optional[str]:
+        self._done.set()
+        self.join(timeout=6)
+        return self.cc
+
+
+@dataclass
+class ServedFile:
+    size: int
+    path: str
+    url_path: str
+    sha256: str
+
+
+def make_served_files(www: str, sizes, seed_bytes: int = 1 << 20) -> Dict[int, ServedFile]:
+    """One file of random bytes per distinct size, with its SHA-256."""
+    import hashlib
+
+    files = {}
+    for size in sorted(set(sizes)):
+        name = f"f-{size}.bin"
+        path = os.path.join(www, name)
+        h = hashlib.sha256()
+        with open(path, "wb") as f:
+            left = size
+            while left:
+                chunk = os.urandom(min(left, seed_bytes))
+                f.write(chunk)
+                h.update(chunk)
+                left -= len(chunk)
+        os.chmod(path, 0o644)
+        files[size] = ServedFile(size, path, "/" + name, h.hexdigest())
+    return files
+
+
+def sha256_file(path: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------- the run
+
+
+def default_out_dir(scenario: Scenario) -> str:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join("results", f"{scenario.name}-{stamp}")
+
+
+def _utcnow() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Runner:
+    def __init__(self, scenario: Scenario, out_dir: str, *, quiet: bool = False) -> None:
+        self.sc = scenario
+        self.out_dir = os.path.abspath(out_dir)
+        self.log_dir = os.path.join(self.out_dir, "logs")
+        self.quiet = quiet
+        self.rows: List[dict] = []
+        self.teardown = Teardown()
+        self.current: Optional[subprocess.Popen] = None
+
+    # -- setup -----------------------------------------------------------------
+    def _setup(self) -> None:
+        sc = self.sc
+        self.bin_dir = check_environment(sc)
+        os.makedirs(self.log_dir, exist_ok=True)
+        if sc.source:
+            shutil.copyfile(sc.source, os.path.join(self.out_dir, "scenario.toml"))
+        self.procs = Processes(self.teardown)
+        self.sysctls = SysctlGuard(self.teardown)
+        # work dir: served files, traces, downloads, sockets, nginx state (removed at the end)
+        self.work = tempfile.mkdtemp(prefix="ccswitch-run-")
+        self.teardown.push(f"remove {self.work}", lambda: shutil.rmtree(self.work, ignore_errors=True))
+        os.chmod(self.work, 0o755)  # mmuser must reach the traces
+        www = os.path.join(self.work, "www")
+        os.makedirs(www)
+        self.downloads = os.path.join(self.work, "dl")
+        os.makedirs(self.downloads)
+        pw = pwd.getpwnam(MM_USER)
+        os.chown(self.downloads, pw.pw_uid, pw.pw_gid)
+        os.chmod(self.downloads, 0o700)
+        self.files = make_served_files(www, [s for c in sc.clients for s in c.file_sizes])
+        self.traces = self._make_traces()
+        # mahimahi requires forwarding; the server is reached through the root namespace
+        if read_sysctl("net.ipv4.ip_forward") != "1":
+            self.sysctls.set("net.ipv4.ip_forward", "1")
+        for s in sc.schemes:
+            if s.kind == "native":
+                self.sysctls.allow_congestion_control(s.kernel_cc)
+        self.ns = ServerNamespace(self.teardown)
+        self.ns.create()
+        self.nginx = Nginx(self.ns, self.procs, self.work, www, self.log_dir)
+        self.teardown.push("stop nginx", self.nginx.stop)
+        self.nginx.start()
+        self.daemons = None
+        if sc.uses_ccswitch:
+            self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
+                                           settle_s=sc.agent_settle_s)
+            self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
+        self.teardown.push("stop current transfer", self._stop_current)
+        self.current_cc: Optional[str] = None
+        self._say(f"server netns {self.ns.name} at {self.ns.server_ip}:{SERVER_PORT} (nginx pid "
+                  f"{self.nginx.master_pid()}), work dir {self.work}, results in {self.out_dir}")
+
+    def _make_traces(self) -> Dict[str, tuple]:
+        tdir = os.path.join(self.work, "traces")
+        os.makedirs(tdir)
+        out = {}
+        for c in self.sc.clients:
+            if c.link.is_constant:
+                paths = []
+                for d, mbps in (("up", c.link.uplink_mbps), ("down", c.link.downlink_mbps)):
+                    p = os.path.join(tdir, f"{mbps:g}mbps.trace")
+                    if not os.path.exists(p):
+                        stamps, _ = _traces.constant_trace(repr(mbps), 1000)
+                        _traces.write_trace(p, stamps)
+                    paths.append(p)
+                out[c.name] = tuple(paths)
+            else:
+                for p in (c.link.uplink_trace, c.link.downlink_trace):
+                    if not os.path.isfile(p):
+                        raise RunError(f"client {c.name}: trace file not found: {p}")
+                out[c.name] = (c.link.uplink_trace, c.link.downlink_trace)
+        return out
+
+    def _say(self, msg: str) -> None:
+        if not self.quiet:
+            log(msg)
+
+    # -- one transfer ------------------------------------------------------------
+    def _stop_current(self) -> None:
+        if self.current is not None:
+            self.procs.stop(self.current, grace_s=5.0)
+            self.current = None
+
+    def kernel_cc(self, scheme: Scheme) -> str:
+        """Congestion control to set in the server namespace for a scheme."""
+        if scheme.kind == "ccswitch" and self.daemons is not None:
+            return self.daemons.cc_name
+        return scheme.kernel_cc
+
+    def _prepare_scheme(self, scheme: Scheme) -> None:
+        if scheme.kind == "ccswitch":
+            self.daemons.ensure(scheme.algorithm)
+        cc = self.kernel_cc(scheme)
+        if self.current_cc != cc:
+            self.ns.set_congestion_control(cc)
+            self.current_cc = cc
+
+    def transfer(self, rep: int, client: Client, scheme: Scheme, size: int) -> dict:
+        served = self.files[size]
+        up, down = self.traces[client.name]
+        out_file = os.path.join(self.downloads, f"{client.name}-{served.size}.bin")
+        url = f"http://{self.ns.server_ip}:{SERVER_PORT}{served.url_path}"
+        cmd = (["runuser", "-u", MM_USER, "--"] + mahimahi_command(client, up, down) + ["--"]
+               + curl_command(url, out_file, self.sc.timeout_s))
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": self.downloads, "LANG": "C"}
+        row = {"client": client.name, "scheme": scheme.label, "repetition": rep + 1, "file_bytes": size,
+               "tct_s": None, "ttfb_s": None, "connect_s": None, "bytes": None, "http_code": None,
+               "sha256_ok": False, "cc_observed": None, "started_at": _utcnow(), "wall_s": None, "error": None}
+        observer = CcObserver(self.ns)
+        t0 = time.monotonic()
+        self.current = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=env, cwd=self.downloads,
+                                        start_new_session=True)
+        self.procs.track("transfer", self.current)
+        observer.start()
+        try:
+            try:
+                stdout, stderr = self.current.communicate(timeout=self.sc.timeout_s + MM_OVERHEAD_S)
+                rc = self.current.returncode
+            except subprocess.TimeoutExpired:
+                self._stop_current()
+                rc, stdout, stderr = None, "", ""
+                row["error"] = f"timeout: no result after {self.sc.timeout_s + MM_OVERHEAD_S:g} s"
+            finally:
+                row["cc_observed"] = observer.finish()
+                row["wall_s"] = round(time.monotonic() - t0, 4)
+            if self.current is not None:
+                self.procs.forget(self.current)
+                self.current = None
+            if row["error"] is None:
+                parsed = parse_curl_output(stdout)
+                if parsed:
+                    row.update(parsed)
+                err_text = " ".join(stderr.split())[-300:]
+                if rc != 0:
+                    row["error"] = f"exit {rc}: {err_text or 'no message'}"
+                    if parsed and parsed["http_code"] == 0 and rc == 28:
+                        row["error"] = f"curl timeout after {self.sc.timeout_s:g} s: {err_text}"
+                elif not parsed:
+                    row["error"] = f"no curl timing output: {(stdout + ' ' + err_text).strip()[-300:]}"
+                elif parsed["http_code"] != 200:
+                    row["error"] = f"HTTP {parsed['http_code']}"
+            if os.path.exists(out_file):
+                row["sha256_ok"] = row["error"] is None and sha256_file(out_file) == served.sha256
+                os.unlink(out_file)
+            if row["error"] is not None:
+                row["tct_s"] = None if row["error"].startswith("timeout") else row["tct_s"]
+        finally:
+            if os.path.exists(out_file):
+                os.unlink(out_file)
+        return row
+
+    # -- whole run -------------------------------------------------------------
+    def run(self) -> List[dict]:
+        sc = self.sc
+        os.makedirs(self.out_dir, exist_ok=True)
+        jsonl = results.JsonlLog(os.path.join(self.out_dir, "transfers.jsonl"))
+        old_handlers = {}
+        tearing_down = False
+        late_signal = []
+
+        def on_signal(signum, frame):
+            if tearing_down:
+                # never abandon a teardown half-way: note the signal, act on it afterwards
+                late_signal.append(signum)
+                return
+            raise Interrupted(signum)  # unwinds through `finally` below
+
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old_handlers[s] = signal.signal(s, on_signal)
+        started = time.monotonic()
+        try:
+            self._setup()
+            total = sc.n_transfers
+            for i, (rep, client, scheme, size) in enumerate(sc.transfers(), 1):
+                try:
+                    self._prepare_scheme(scheme)
+                except TopologyError as e:
+                    raise RunError(f"preparing {scheme.label}: {e}") from None
+                row = self.transfer(rep, client, scheme, size)
+                self.rows.append(row)
+                jsonl.append(row)
+                if row["error"]:
+                    status = f"ERROR {row['error']}"
+                elif not row["sha256_ok"]:
+                    status = "SHA-256 MISMATCH"
+                else:
+                    status = "ok"
+                tct = f"{row['tct_s']:.2f} s" if row["tct_s"] is not None else "-"
+                cc = (f" (server socket used {row['cc_observed']})"
+                      if row["cc_observed"] and row["cc_observed"] != self.kernel_cc(scheme) else "")
+                sz = f" {size}B" if len(client.file_sizes) > 1 else ""
+                self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}")
+        finally:
+            tearing_down = True
+            jsonl.close()
+            problems = self.teardown.run()
+            for s, h in old_handlers.items():
+                signal.signal(s, h)
+            if problems:
+                log(f"teardown problems: {'; '.join(problems)}")
+        if late_signal:
+            raise Interrupted(late_signal[0])
+        self.wall_s = time.monotonic() - started
+        self._write_results()
+        return self.rows
+
+    def labelled_rows(self) -> List[dict]:
+        """Rows whose client is "name@bytes" for clients that download several file sizes."""
+        multi = {c.name for c in self.sc.clients if len(c.file_sizes) > 1}
+        return [dict(r, client=f"{r['client']}@{r['file_bytes']}") if r["client"] in multi else r
+                for r in self.rows]
+
+    def summary_rows(self) -> List[dict]:
+        return stats.summarize(self.labelled_rows())
+
+    def _write_results(self) -> None:
+        summary = self.summary_rows()
+        results.write_transfers_parquet(os.path.join(self.out_dir, "transfers.parquet"), self.rows)
+        meta = {
+            "scenario": self.sc.name, "source": self.sc.source, "repetitions": self.sc.repetitions,
+            "schemes": [s.label for s in self.sc.schemes], "clients": [c.name for c in self.sc.clients],
+            "transfers": len(self.rows), "errors": sum(1 for r in self.rows if r["error"]),
+            "wall_s": round(self.wall_s, 2), "finished_at": _utcnow(),
+            "kernel": os.uname().release,
+        }
+        results.write_json_atomic(os.path.join(self.out_dir, "summary.json"), {"run": meta, "rows": summary})
+        table = stats.format_table(summary)
+        results.write_text_atomic(os.path.join(self.out_dir, "summary.txt"), table + "\n")
+        self.table = table
+        self.summary = summary
+        try:
+            clients = list(dict.fromkeys(r["client"] for r in summary))
+            plot_rows = self.labelled_rows()
+            results.plot_tct(os.path.join(self.out_dir, "tct.png"), plot_rows, clients,
+                             [s.label for s in self.sc.schemes], title=self.sc.name)
+        except Exception as e:  # a plot must not lose the data
+            log(f"warning: could not draw tct.png: {e}")
+
+
+def run_scenario(scenario: Scenario, out_dir: Optional[str] = None, *, quiet: bool = False) -> Runner:
+    runner = Runner(scenario, out_dir or default_out_dir(scenario), quiet=quiet)
+    runner.run()
+    return runner
+
+
+# ----------------------------------------------------------------------- CLI
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("run", help="run a scenario (needs root, mahimahi, nginx, curl)",
+                              description="Run an experiment scenario and write results to a directory.")
+    p.add_argument("scenario", help="scenario TOML file")
+    p.add_argument("--out", help="output directory (default results/<name>-<timestamp>)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.add_argument("--repetitions", type=int, help="override the scenario's repetitions")
+    p.add_argument("--schemes", help="comma-separated schemes replacing the scenario's (e.g. native:cubic,native:bbr)")
+    p.add_argument("--timeout", type=float, help="per-transfer timeout in seconds (overrides timeout_s)")
+    p.set_defaults(func=_cli_run, parser=p)
+
+
+def _cli_run(args) -> int:
+    from .scenario import ScenarioError, load_scenario, parse_scheme
+
+    try:
+        sc = load_scenario(args.scenario)
+        if args.repetitions is not None:
+            if args.repetitions < 1:
+                raise ScenarioError("--repetitions: must be >= 1")
+            sc.repetitions = args.repetitions
+        if args.schemes:
+            sc.schemes = [parse_scheme(s.strip(), "--schemes") for s in args.schemes.split(",") if s.strip()]
+            if not sc.schemes:
+                raise ScenarioError("--schemes: empty")
+        if args.timeout is not None:
+            if not args.timeout > 0:
+                raise ScenarioError("--timeout: must be > 0")
+            sc.timeout_s = args.timeout
+    except ScenarioError as e:
+        args.parser.error(str(e))
+    out = args.out or default_out_dir(sc)
+    runner = Runner(sc, out)
+    try:
+        runner.run()
+    except Interrupted as e:
+        log(f"interrupted by {e}; everything torn down; partial rows in {runner.out_dir}/transfers.jsonl")
+        return 128 + e.signum
+    except (RunError, TopologyError) as e:
+        log(f"error: {e}")
+        return 1
+    log("")
+    log(runner.table)
+    log(f"\n{len(runner.rows)} transfers in {runner.wall_s:.1f} s; results in {runner.out_dir}")
+    if args.json:
+        print(json.dumps({"rows": stats.json_rows(runner.summary)}))
+    return 0 if not any(r["error"] or not r["sha256_ok"] for r in runner.rows) else 3

@@ -1,0 +1,337 @@
+"""Scenario files: what to run (clients, links, file sizes, schemes, repetitions).
+
+A scenario is a TOML file; see experiments/README.md for the format. `load_scenario` parses
+and validates it and returns a `Scenario`; any problem raises `ScenarioError` whose message
+names the offending key, e.g. ``clients[1].delay_ms: must be an integer >= 0, got -3``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+try:
+    import tomllib  # Python >= 3.11
+except ModuleNotFoundError:  # pragma: no cover
+    tomllib = None
+
+#: Kernel congestion controls built into this kernel (ENVIRONMENT.md).
+NATIVE_ALGORITHMS = ("reno", "cubic", "bbr")
+#: Algorithm names the ccswitch agent is asked to run; checked loosely (the agent decides).
+_ALG_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+class ScenarioError(ValueError):
+    """Invalid scenario; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """`native:ALG` (kernel CC in the server namespace) or `ccswitch:ALG` (agent algorithm)."""
+
+    kind: str  # "native" | "ccswitch"
+    algorithm: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.algorithm}"
+
+    @property
+    def kernel_cc(self) -> str:
+        """Name of the congestion control to set in the server namespace."""
+        return self.algorithm if self.kind == "native" else "ccswitch"
+
+
+@dataclass(frozen=True)
+class Link:
+    """Either a constant rate (mbps, possibly asymmetric) or a pair of trace files."""
+
+    uplink_mbps: Optional[float] = None
+    downlink_mbps: Optional[float] = None
+    uplink_trace: Optional[str] = None
+    downlink_trace: Optional[str] = None
+
+    @property
+    def is_constant(self) -> bool:
+        return self.uplink_trace is None
+
+    def describe(self) -> str:
+        if self.is_constant:
+            if self.uplink_mbps == self.downlink_mbps:
+                return f"{self.downlink_mbps:g} Mbit/s"
+            return f"{self.uplink_mbps:g}/{self.downlink_mbps:g} Mbit/s up/down"
+        return f"traces {os.path.basename(self.uplink_trace)} / {os.path.basename(self.downlink_trace)}"
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str
+    link: Link
+    delay_ms: int = 0
+    loss_uplink: float = 0.0
+    loss_downlink: float = 0.0
+    queue_packets: Optional[int] = None  # droptail both directions; None = mahimahi's unbounded
+    file_sizes: Tuple[int, ...] = ()
+
+
+@dataclass
+class Scenario:
+    name: str
+    schemes: List[Scheme]
+    clients: List[Client]
+    repetitions: int = 1
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    agent_settle_s: float = 1.0
+    source: Optional[str] = None  # path of the TOML file
+    raw: Dict[str, Any] = field(default_factory=dict)
+
+    def scheme_order(self, repetition: int) -> List[Scheme]:
+        """Scheme order for a repetition (0-based): rotated by one each repetition."""
+        n = len(self.schemes)
+        k = repetition % n
+        return self.schemes[k:] + self.schemes[:k]
+
+    def transfers(self):
+        """The schedule: (repetition, client, scheme, file_bytes), in run order."""
+        for rep in range(self.repetitions):
+            for client in self.clients:
+                for scheme in self.scheme_order(rep):
+                    for size in client.file_sizes:
+                        yield rep, client, scheme, size
+
+    @property
+    def n_transfers(self) -> int:
+        return self.repetitions * len(self.schemes) * sum(len(c.file_sizes) for c in self.clients)
+
+    @property
+    def uses_ccswitch(self) -> bool:
+        return any(s.kind == "ccswitch" for s in self.schemes)
+
+
+# ------------------------------------------------------------------ validation helpers
+
+_TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeout_s", "agent_settle_s"}
+_CLIENT_KEYS = {
+    "name", "delay_ms", "loss_downlink", "loss_uplink", "link", "queue_packets", "file_bytes",
+    "file_sizes", "description",
+}
+_LINK_KEYS = {"mbps", "uplink_mbps", "downlink_mbps", "uplink", "downlink"}
+
+
+def _unknown(keys, allowed, where: str) -> None:
+    extra = sorted(set(keys) - allowed)
+    if extra:
+        prefix = f"{where}." if where else ""
+        raise ScenarioError(
+            f"{prefix}{extra[0]}: unknown key (allowed: {', '.join(sorted(allowed))})"
+        )
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _int(d, key, where, *, minimum, default=None, required=False):
+    if key not in d:
+        if required:
+            raise ScenarioError(f"{where}{key}: required")
+        return default
+    v = d[key]
+    if not _is_int(v) or v < minimum:
+        raise ScenarioError(f"{where}{key}: must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _float(d, key, where, *, lo, hi, default, lo_open=False, hi_open=False):
+    if key not in d:
+        return default
+    v = d[key]
+    bad = not _is_num(v) or v != v
+    if not bad:
+        bad = (v <= lo if lo_open else v < lo) or (v >= hi if hi_open else v > hi)
+    if bad:
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        raise ScenarioError(f"{where}{key}: must be a number in {lb}{lo}, {hi}{rb}, got {v!r}")
+    return float(v)
+
+
+def parse_scheme(text: Any, where: str = "schemes") -> Scheme:
+    if not isinstance(text, str) or ":" not in text:
+        raise ScenarioError(
+            f"{where}: {text!r} is not a scheme; expected native:ALG or ccswitch:ALG"
+        )
+    kind, alg = text.split(":", 1)
+    if kind == "native":
+        if alg not in NATIVE_ALGORITHMS:
+            raise ScenarioError(
+                f"{where}: {text!r}: native algorithm must be one of {', '.join(NATIVE_ALGORITHMS)}"
+                " (the only built-in congestion controls of this kernel)"
+            )
+    elif kind == "ccswitch":
+        if not _ALG_RE.match(alg):
+            raise ScenarioError(f"{where}: {text!r}: bad algorithm name {alg!r}")
+    else:
+        raise ScenarioError(f"{where}: {text!r}: kind must be 'native' or 'ccswitch', got {kind!r}")
+    return Scheme(kind, alg)
+
+
+def _parse_link(v, where: str, base_dir: Optional[str], check_files: bool) -> Link:
+    if not isinstance(v, dict):
+        raise ScenarioError(
+            f"{where}: must be a table, e.g. {{ mbps = 24 }} or {{ uplink = \"FILE\", downlink = \"FILE\" }}"
+        )
+    _unknown(v.keys(), _LINK_KEYS, where)
+    has_rate = any(k in v for k in ("mbps", "uplink_mbps", "downlink_mbps"))
+    has_trace = any(k in v for k in ("uplink", "downlink"))
+    if has_rate and has_trace:
+        raise ScenarioError(f"{where}: give either a rate (mbps) or trace files (uplink/downlink), not both")
+    if not has_rate and not has_trace:
+        raise ScenarioError(f"{where}: empty; give mbps = N or uplink = FILE, downlink = FILE")
+    w = where + "."
+    if has_rate:
+        if "mbps" in v and ("uplink_mbps" in v or "downlink_mbps" in v):
+            raise ScenarioError(f"{w}mbps: give either mbps or uplink_mbps/downlink_mbps, not both")
+        rates = {}
+        for k in ("uplink_mbps", "downlink_mbps"):
+            key = "mbps" if "mbps" in v else k
+            if key not in v:
+                raise ScenarioError(f"{w}{k}: required when the other direction is given")
+            r = v[key]
+            if not _is_num(r) or not (0 < r <= 100_000) or r != r:
+                raise ScenarioError(f"{w}{key}: must be a rate in Mbit/s > 0, got {r!r}")
+            rates[k] = float(r)
+        return Link(uplink_mbps=rates["uplink_mbps"], downlink_mbps=rates["downlink_mbps"])
+    paths = {}
+    for k in ("uplink", "downlink"):
+        if k not in v:
+            raise ScenarioError(f"{w}{k}: required (a mahimahi trace file)")
+        p = v[k]
+        if not isinstance(p, str) or not p:
+            raise ScenarioError(f"{w}{k}: must be a file path, got {p!r}")
+        if not os.path.isabs(p) and base_dir:
+            p = os.path.normpath(os.path.join(base_dir, p))
+        if check_files and not os.path.isfile(p):
+            raise ScenarioError(f"{w}{k}: trace file not found: {p}")
+        paths[k] = p
+    return Link(uplink_trace=paths["uplink"], downlink_trace=paths["downlink"])
+
+
+def _parse_client(c, index: int, base_dir, check_files) -> Client:
+    where = f"clients[{index}]"
+    if not isinstance(c, dict):
+        raise ScenarioError(f"{where}: must be a table ([[clients]])")
+    _unknown(c.keys(), _CLIENT_KEYS, where)
+    w = where + "."
+    name = c.get("name")
+    if name is None:
+        raise ScenarioError(f"{w}name: required")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ScenarioError(f"{w}name: must match {_NAME_RE.pattern}, got {name!r}")
+    if "link" not in c:
+        raise ScenarioError(f"{w}link: required")
+    link = _parse_link(c["link"], f"{w}link", base_dir, check_files)
+    delay = _int(c, "delay_ms", w, minimum=0, default=0)
+    if delay > 10_000:
+        raise ScenarioError(f"{w}delay_ms: {delay} ms is implausible (max 10000)")
+    loss_up = _float(c, "loss_uplink", w, lo=0.0, hi=1.0, default=0.0, hi_open=True)
+    loss_down = _float(c, "loss_downlink", w, lo=0.0, hi=1.0, default=0.0, hi_open=True)
+    queue = _int(c, "queue_packets", w, minimum=1, default=None)
+    if "file_bytes" in c and "file_sizes" in c:
+        raise ScenarioError(f"{w}file_sizes: give either file_bytes or file_sizes, not both")
+    if "file_bytes" in c:
+        sizes = [_int(c, "file_bytes", w, minimum=1)]
+    elif "file_sizes" in c:
+        fs = c["file_sizes"]
+        if not isinstance(fs, list) or not fs:
+            raise ScenarioError(f"{w}file_sizes: must be a non-empty list of integers, got {fs!r}")
+        for i, s in enumerate(fs):
+            if not _is_int(s) or s < 1:
+                raise ScenarioError(f"{w}file_sizes[{i}]: must be an integer >= 1, got {s!r}")
+        if len(set(fs)) != len(fs):
+            raise ScenarioError(f"{w}file_sizes: duplicate sizes {fs!r}")
+        sizes = list(fs)
+    else:
+        raise ScenarioError(f"{w}file_bytes: required (or file_sizes = [...])")
+    for s in sizes:
+        if s > 4 * 2**30:
+            raise ScenarioError(f"{w}file_bytes: {s} bytes is too large (max 4 GiB)")
+    return Client(
+        name=name, link=link, delay_ms=delay, loss_uplink=loss_up, loss_downlink=loss_down,
+        queue_packets=queue, file_sizes=tuple(sizes),
+    )
+
+
+def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_files: bool = True) -> Scenario:
+    """Validate a parsed TOML document; raises ScenarioError naming the bad key."""
+    if not isinstance(data, dict):
+        raise ScenarioError("scenario: must be a TOML table")
+    _unknown(data.keys(), _TOP_KEYS, "")
+    name = data.get("name")
+    if name is None:
+        raise ScenarioError("name: required")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ScenarioError(f"name: must match {_NAME_RE.pattern}, got {name!r}")
+    reps = _int(data, "repetitions", "", minimum=1, default=1)
+    timeout = _float(data, "timeout_s", "", lo=0.0, hi=86400.0, default=DEFAULT_TIMEOUT_S, lo_open=True)
+    settle = _float(data, "agent_settle_s", "", lo=0.0, hi=60.0, default=1.0)
+    schemes_raw = data.get("schemes")
+    if schemes_raw is None:
+        raise ScenarioError("schemes: required, e.g. [\"native:cubic\", \"ccswitch:reno\"]")
+    if not isinstance(schemes_raw, list) or not schemes_raw:
+        raise ScenarioError(f"schemes: must be a non-empty list of strings, got {schemes_raw!r}")
+    schemes = [parse_scheme(s, f"schemes[{i}]") for i, s in enumerate(schemes_raw)]
+    labels = [s.label for s in schemes]
+    dups = sorted({x for x in labels if labels.count(x) > 1})
+    if dups:
+        raise ScenarioError(f"schemes: duplicate scheme {dups[0]!r}")
+    clients_raw = data.get("clients")
+    if clients_raw is None:
+        raise ScenarioError("clients: required (one or more [[clients]] tables)")
+    if not isinstance(clients_raw, list) or not clients_raw:
+        raise ScenarioError("clients: must be a non-empty array of tables ([[clients]])")
+    base_dir = os.path.dirname(os.path.abspath(source)) if source else None
+    clients = [_parse_client(c, i, base_dir, check_files) for i, c in enumerate(clients_raw)]
+    names = [c.name for c in clients]
+    dups = sorted({x for x in names if names.count(x) > 1})
+    if dups:
+        raise ScenarioError(f"clients: duplicate client name {dups[0]!r}")
+    return Scenario(
+        name=name, schemes=schemes, clients=clients, repetitions=reps, timeout_s=timeout,
+        agent_settle_s=settle, source=source, raw=data,
+    )
+
+
+def loads_scenario(text: str, *, source: Optional[str] = None, check_files: bool = True) -> Scenario:
+    if tomllib is None:  # pragma: no cover
+        raise ScenarioError("reading scenarios needs Python >= 3.11 (tomllib)")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{source or 'scenario'}: TOML syntax error: {e}") from None
+    return parse_scenario(data, source=source, check_files=check_files)
+
+
+def load_scenario(path, *, check_files: bool = True) -> Scenario:
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read scenario: {e.strerror}") from None
+    try:
+        return loads_scenario(text, source=path, check_files=check_files)
+    except ScenarioError as e:
+        msg = str(e)
+        if not msg.startswith(path):
+            msg = f"{path}: {msg}"
+        raise ScenarioError(msg) from None

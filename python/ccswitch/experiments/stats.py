@@ -1,0 +1,131 @@
+"""Summary statistics: median, mean and the Student-t 95% confidence interval of the mean.
+
+No scipy: the two-sided 95% quantiles t_{0.975, df} are tabulated for df = 1..30 and at
+40, 60, 120 and infinity; between table points the value is interpolated linearly in 1/df
+(the standard textbook interpolation, error < 0.001 in the tabulated range).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+# t_{0.975, df}, df = 1..30
+_T975 = [
+    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+]
+_T975_TAIL = [(30, 2.0423), (40, 2.0211), (60, 2.0003), (120, 1.9799)]
+_Z975 = 1.959964
+
+
+def t975(df: int) -> float:
+    """Two-sided 95% critical value of Student's t with `df` degrees of freedom."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= 30:
+        return _T975[df - 1]
+    for (d0, t0), (d1, t1) in zip(_T975_TAIL, _T975_TAIL[1:]):
+        if df <= d1:
+            return _interp_inv(df, d0, t0, d1, t1)
+    # beyond 120: interpolate in 1/df towards the normal quantile at 1/df = 0
+    d0, t0 = _T975_TAIL[-1]
+    return _Z975 + (t0 - _Z975) * (d0 / df)
+
+
+def _interp_inv(df, d0, t0, d1, t1) -> float:
+    x, x0, x1 = 1.0 / df, 1.0 / d0, 1.0 / d1
+    return t1 + (t0 - t1) * (x - x1) / (x0 - x1)
+
+
+def mean_ci95(values: Sequence[float]) -> Tuple[float, float, float]:
+    """(mean, lo, hi): the mean and its 95% Student-t confidence interval.
+
+    n = 1 gives [mean, mean] (no spread to estimate). Raises on an empty input.
+    """
+    n = len(values)
+    if n == 0:
+        raise ValueError("no values")
+    mean = math.fsum(values) / n
+    if n == 1:
+        return mean, mean, mean
+    var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    half = t975(n - 1) * math.sqrt(var / n)
+    return mean, mean - half, mean + half
+
+
+def median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    if n == 0:
+        raise ValueError("no values")
+    mid = n // 2
+    return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dict]:
+    """Per-group summary of transfer rows (dicts as written to transfers.parquet).
+
+    A row counts towards the TCT statistics only if it has no error and its SHA-256 matched.
+    Returns, in first-seen order, dicts with: client, scheme, n, tct_median_s, tct_mean_s,
+    ci95 [lo, hi], integrity_failures, errors, attempts. Statistics are None when n = 0.
+    """
+    groups: Dict[tuple, dict] = {}
+    for r in rows:
+        key = tuple(r[k] for k in group_keys)
+        g = groups.setdefault(key, {"tcts": [], "integrity_failures": 0, "errors": 0, "attempts": 0})
+        g["attempts"] += 1
+        if r.get("error"):
+            g["errors"] += 1
+            continue
+        if not r.get("sha256_ok"):
+            g["integrity_failures"] += 1
+            continue
+        g["tcts"].append(float(r["tct_s"]))
+    out = []
+    for key, g in groups.items():
+        row = dict(zip(group_keys, key))
+        tcts = g["tcts"]
+        row["n"] = len(tcts)
+        if tcts:
+            mean, lo, hi = mean_ci95(tcts)
+            row["tct_median_s"] = median(tcts)
+            row["tct_mean_s"] = mean
+            row["ci95"] = [lo, hi]
+        else:
+            row["tct_median_s"] = None
+            row["tct_mean_s"] = None
+            row["ci95"] = None
+        row["integrity_failures"] = g["integrity_failures"]
+        row["errors"] = g["errors"]
+        row["attempts"] = g["attempts"]
+        out.append(row)
+    return out
+
+
+#: The keys (and only those) of each row of `ccswitch run --json`.
+JSON_ROW_KEYS = ("client", "scheme", "n", "tct_median_s", "tct_mean_s", "ci95", "integrity_failures")
+
+
+def json_rows(summary: List[dict]) -> List[dict]:
+    """Project summary rows onto the public --json schema."""
+    return [{k: row[k] for k in JSON_ROW_KEYS} for row in summary]
+
+
+def format_table(summary: List[dict]) -> str:
+    """Human-readable summary table."""
+    head = ["client", "scheme", "n", "median s", "mean s", "95% CI of mean", "sha fail", "errors"]
+    lines = []
+    for r in summary:
+        if r["n"]:
+            ci = f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]"
+            med, mean = f"{r['tct_median_s']:.3f}", f"{r['tct_mean_s']:.3f}"
+        else:
+            ci = med = mean = "-"
+        lines.append([r["client"], r["scheme"], str(r["n"]), med, mean, ci,
+                      str(r["integrity_failures"]), str(r.get("errors", 0))])
+    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
+    fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(head), sep] + [fmt(l) for l in lines])

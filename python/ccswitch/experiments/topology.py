@@ -1,0 +1,480 @@
+"""The emulated network of an experiment and the processes that live in it.
+
+    mahimahi shells (one per transfer, as user mmuser)        root namespace        server netns
+    curl ── mm-link ── mm-loss ── mm-delay ──NAT──▶ 198.18.N.1 (veth) ◀──────▶ 198.18.N.2:8080 nginx
+                                                    ccswitch-agent, ccswitch-kernel (BPF CC)
+
+Everything created here is recorded as it is created and undone in reverse order by
+`Teardown.run()`: processes are stopped by PID / by the process group they were started in,
+the namespace (and with it the veth pair) is deleted, sysctls are put back to the values
+they had before the run.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+#: Addresses of the server links: 198.18.0.0/15 (RFC 2544 benchmarking range), one /30 per run.
+SERVER_NET_POOL = ipaddress.ip_network("198.18.0.0/16")
+SERVER_PORT = 8080
+
+
+class TopologyError(RuntimeError):
+    """Setting up the emulated network or its processes failed (message says what and why)."""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(cmd: Sequence[str], *, check: bool = True, timeout: float = 30.0, input: Optional[str] = None) -> subprocess.CompletedProcess:
+    """Run a short command, capturing output; raise TopologyError with its stderr on failure."""
+    try:
+        cp = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, input=input)
+    except FileNotFoundError:
+        raise TopologyError(f"command not found: {cmd[0]}") from None
+    except subprocess.TimeoutExpired:
+        raise TopologyError(f"command timed out after {timeout} s: {' '.join(cmd)}") from None
+    if check and cp.returncode != 0:
+        raise TopologyError(
+            f"command failed (exit {cp.returncode}): {' '.join(cmd)}: {(cp.stderr or cp.stdout).strip()}"
+        )
+    return cp
+
+
+class Teardown:
+    """A stack of undo actions; `run()` executes them in reverse order, never raising."""
+
+    def __init__(self) -> None:
+        self._actions: List[tuple] = []
+
+    def push(self, description: str, fn: Callable[[], None]) -> None:
+        self._actions.append((description, fn))
+
+    def run(self) -> List[str]:
+        problems = []
+        while self._actions:
+            description, fn = self._actions.pop()
+            try:
+                fn()
+            except Exception as e:  # keep tearing down the rest
+                problems.append(f"{description}: {e}")
+                log(f"teardown: {description}: {e}")
+        return problems
+
+
+# ----------------------------------------------------------------------- sysctls
+
+
+def _sysctl_path(name: str) -> str:
+    return "/proc/sys/" + name.replace(".", "/")
+
+
+def read_sysctl(name: str) -> str:
+    with open(_sysctl_path(name)) as f:
+        return f.read().strip()
+
+
+def write_sysctl(name: str, value: str) -> None:
+    try:
+        with open(_sysctl_path(name), "w") as f:
+            f.write(value)
+    except OSError as e:
+        raise TopologyError(f"cannot set {name} = {value!r}: {e.strerror}") from None
+
+
+class SysctlGuard:
+    """Sets global (root namespace) sysctls and remembers the first original value of each."""
+
+    def __init__(self, teardown: Teardown) -> None:
+        self._teardown = teardown
+        self._saved: Dict[str, str] = {}
+
+    def set(self, name: str, value: str) -> None:
+        if name not in self._saved:
+            original = read_sysctl(name)
+            self._saved[name] = original
+            self._teardown.push(f"restore {name}", lambda: self._restore(name))
+        write_sysctl(name, value)
+
+    def _restore(self, name: str) -> None:
+        original = self._saved.pop(name)
+        if read_sysctl(name) != original:
+            write_sysctl(name, original)
+
+    def allow_congestion_control(self, name: str) -> None:
+        """Add `name` to net.ipv4.tcp_allowed_congestion_control (needed to make it the
+        default of a non-initial namespace; see ENVIRONMENT.md); teardown removes it again.
+
+        Only our own addition is undone (not a snapshot of the whole list put back), so that
+        runs overlapping in time do not undo each other's changes.
+        """
+        key = "net.ipv4.tcp_allowed_congestion_control"
+        allowed = read_sysctl(key).split()
+        if name in allowed:
+            return
+        write_sysctl(key, " ".join(allowed + [name]))
+
+        def remove() -> None:
+            current = read_sysctl(key).split()
+            if name in current:
+                write_sysctl(key, " ".join(n for n in current if n != name))
+
+        self._teardown.push(f"remove {name} from {key}", remove)
+
+
+# ----------------------------------------------------------------------- processes
+
+
+class Processes:
+    """Long-running processes started by the harness, each in its own session/process group."""
+
+    def __init__(self, teardown: Teardown) -> None:
+        self._procs: Dict[int, tuple] = {}
+        teardown.push("stop processes", self.stop_all)
+
+    def start(self, name: str, cmd: Sequence[str], log_path: Optional[str] = None, *,
+              env: Optional[dict] = None, cwd: Optional[str] = None) -> subprocess.Popen:
+        out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        try:
+            proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=env, cwd=cwd)
+        except FileNotFoundError:
+            raise TopologyError(f"{name}: command not found: {cmd[0]}") from None
+        finally:
+            if log_path:
+                out.close()
+        self._procs[proc.pid] = (name, proc)
+        return proc
+
+    def track(self, name: str, proc: subprocess.Popen) -> None:
+        self._procs[proc.pid] = (name, proc)
+
+    def forget(self, proc: subprocess.Popen) -> None:
+        self._procs.pop(proc.pid, None)
+
+    def stop(self, proc: subprocess.Popen, *, sig: int = signal.SIGTERM, grace_s: float = 5.0) -> None:
+        """Signal the process group the process leads, wait, then SIGKILL the group."""
+        name, _ = self._procs.pop(proc.pid, ("?", proc))
+        if proc.poll() is None:
+            _signal_group(proc.pid, sig)
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+        # members of the group that outlived their leader
+        _signal_group(proc.pid, signal.SIGKILL)
+
+    def stop_all(self) -> None:
+        for pid in reversed(list(self._procs)):
+            _, proc = self._procs[pid]
+            self.stop(proc)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# ----------------------------------------------------------------------- server netns
+
+
+def _used_addresses() -> set:
+    cp = run(["ip", "-o", "-4", "addr", "show"], check=False)
+    used = set()
+    for line in cp.stdout.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            used.add(ipaddress.ip_interface(parts[parts.index("inet") + 1]).network)
+    return used
+
+
+def pick_subnet() -> ipaddress.IPv4Network:
+    """First /30 of 198.18.0.0/16 not configured on any interface of the root namespace."""
+    used = _used_addresses()
+    for net in SERVER_NET_POOL.subnets(new_prefix=30):
+        if not any(net.overlaps(u) for u in used):
+            return net
+    raise TopologyError("no free /30 left in 198.18.0.0/16")
+
+
+def netns_exists(name: str) -> bool:
+    return os.path.exists(f"/run/netns/{name}")
+
+
+class ServerNamespace:
+    """A network namespace for the server, joined to the root namespace by a veth pair."""
+
+    def __init__(self, teardown: Teardown, tag: Optional[str] = None) -> None:
+        tag = tag or str(os.getpid())
+        self.name = f"ccsw-srv-{tag}"
+        self.veth_root = f"ccsw{tag}r"[:15]
+        self.veth_srv = f"ccsw{tag}s"[:15]
+        self._teardown = teardown
+        self.subnet: Optional[ipaddress.IPv4Network] = None
+
+    @property
+    def root_ip(self) -> str:
+        return str(self.subnet.network_address + 1)
+
+    @property
+    def server_ip(self) -> str:
+        return str(self.subnet.network_address + 2)
+
+    def exec_cmd(self, cmd: Sequence[str]) -> List[str]:
+        return ["ip", "netns", "exec", self.name] + list(cmd)
+
+    def create(self) -> None:
+        if netns_exists(self.name):
+            raise TopologyError(f"network namespace {self.name} already exists (left over from a killed run? "
+                                f"remove it with: ip netns del {self.name})")
+        self.subnet = pick_subnet()
+        run(["ip", "netns", "add", self.name])
+        self._teardown.push(f"delete netns {self.name}", self.delete)
+        run(["ip", "link", "add", self.veth_root, "type", "veth", "peer", "name", self.veth_srv])
+        self._teardown.push(f"delete veth {self.veth_root}", self._delete_veth)
+        run(["ip", "link", "set", self.veth_srv, "netns", self.name])
+        run(["ip", "addr", "add", f"{self.root_ip}/30", "dev", self.veth_root])
+        run(["ip", "link", "set", self.veth_root, "up"])
+        x = self.exec_cmd
+        run(x(["ip", "link", "set", "lo", "up"]))
+        run(x(["ip", "addr", "add", f"{self.server_ip}/30", "dev", self.veth_srv]))
+        run(x(["ip", "link", "set", self.veth_srv, "up"]))
+        run(x(["ip", "route", "add", "default", "via", self.root_ip]))
+        # The server talks to every client through one NAT address (the root side of the
+        # veth): without this, TCP's per-destination metrics cache would carry ssthresh from
+        # one transfer (and scheme) to the next.
+        self.sysctl("net.ipv4.tcp_no_metrics_save", "1")
+
+    def sysctl(self, name: str, value: str) -> None:
+        run(self.exec_cmd(["sysctl", "-q", "-w", f"{name}={value}"]))
+
+    def read(self, name: str) -> str:
+        return run(self.exec_cmd(["sysctl", "-n", name])).stdout.strip()
+
+    def set_congestion_control(self, cc: str) -> None:
+        cp = run(self.exec_cmd(["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"]), check=False)
+        if cp.returncode != 0:
+            raise TopologyError(
+                f"cannot set congestion control {cc!r} in {self.name}: {cp.stderr.strip()} "
+                f"(available: {read_sysctl('net.ipv4.tcp_available_congestion_control')}; "
+                f"allowed: {read_sysctl('net.ipv4.tcp_allowed_congestion_control')})"
+            )
+        got = self.read("net.ipv4.tcp_congestion_control")
+        if got != cc:
+            raise TopologyError(f"congestion control of {self.name} is {got!r} after setting {cc!r}")
+
+    def pids(self) -> List[int]:
+        cp = run(["ip", "netns", "pids", self.name], check=False)
+        return [int(p) for p in cp.stdout.split() if p.isdigit()]
+
+    def delete(self) -> None:
+        if not netns_exists(self.name):
+            return
+        # Anything still running inside was started by this harness (nginx and its workers).
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run(["ip", "netns", "del", self.name])
+
+    def _delete_veth(self) -> None:
+        # Deleting the namespace destroys its end and with it the pair; this covers a
+        # failure between creating the pair and moving one end into the namespace.
+        if os.path.exists(f"/sys/class/net/{self.veth_root}"):
+            run(["ip", "link", "del", self.veth_root], check=False)
+
+
+# ----------------------------------------------------------------------- nginx
+
+
+NGINX_CONF = """\
+# generated by ccswitch run; serves {www}
+daemon off;
+master_process on;
+worker_processes 1;
+user root;
+pid {pid};
+error_log {error_log} warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_timeout 0;
+    default_type application/octet-stream;
+    client_body_temp_path {tmp}/client_body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    server {{
+        listen {addr}:{port};
+        root {www};
+        location / {{ }}
+    }}
+}}
+"""
+
+
+class Nginx:
+    """nginx in the server namespace, with its own generated configuration."""
+
+    def __init__(self, ns: ServerNamespace, procs: Processes, workdir: str, www: str, log_dir: str) -> None:
+        self.ns, self.procs, self.workdir, self.www, self.log_dir = ns, procs, workdir, www, log_dir
+        self.proc: Optional[subprocess.Popen] = None
+        self.conf = os.path.join(workdir, "nginx.conf")
+        self.pid_file = os.path.join(workdir, "nginx.pid")
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        tmp = os.path.join(self.workdir, "nginx-tmp")
+        os.makedirs(tmp, exist_ok=True)
+        with open(self.conf, "w") as f:
+            f.write(NGINX_CONF.format(www=self.www, pid=self.pid_file, tmp=tmp, addr=self.ns.server_ip,
+                                      port=SERVER_PORT, error_log=os.path.join(self.log_dir, "nginx-error.log")))
+        # -e: the error log nginx uses before it has read its configuration (nginx >= 1.19.5)
+        cmd = self.ns.exec_cmd(["nginx", "-p", self.workdir, "-c", self.conf,
+                                "-e", os.path.join(self.log_dir, "nginx-error.log")])
+        self.proc = self.procs.start("nginx", cmd, os.path.join(self.log_dir, "nginx.out"))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise TopologyError(f"nginx exited with status {self.proc.returncode} at start; "
+                                    f"see {self.log_dir}/nginx-error.log")
+            try:
+                with socket.create_connection((self.ns.server_ip, SERVER_PORT), timeout=0.5):
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TopologyError(f"nginx did not accept connections on {self.ns.server_ip}:{SERVER_PORT} "
+                                    f"within {timeout_s} s")
+            time.sleep(0.05)
+
+    def master_pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc else None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            # SIGQUIT = graceful shutdown of master and workers
+            self.procs.stop(self.proc, sig=signal.SIGQUIT, grace_s=5.0)
+
+
+# ----------------------------------------------------------------------- ccswitch processes
+
+
+class CcswitchDaemons:
+    """The agent (restarted whenever the algorithm changes) and the kernel datapath shim
+    (kept for the whole run; it registers the BPF congestion control "ccswitch")."""
+
+    CC_NAME = "ccswitch"
+
+    def __init__(self, procs: Processes, sysctls: SysctlGuard, bin_dir: str, workdir: str, log_dir: str,
+                 settle_s: float = 1.0) -> None:
+        self.procs, self.sysctls = procs, sysctls
+        self.agent_bin = os.path.join(bin_dir, "ccswitch-agent")
+        self.shim_bin = os.path.join(bin_dir, "ccswitch-kernel")
+        self.socket = os.path.join(workdir, "agent.sock")
+        self.log_dir = log_dir
+        self.settle_s = settle_s
+        self.agent: Optional[subprocess.Popen] = None
+        self.algorithm: Optional[str] = None
+        self.shim: Optional[subprocess.Popen] = None
+        self._agent_starts = 0
+        self.cc_name = self.CC_NAME
+        # no ANSI colours in the log files
+        self.env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
+
+    @staticmethod
+    def missing_binaries(bin_dir: str) -> List[str]:
+        return [p for p in (os.path.join(bin_dir, "ccswitch-agent"), os.path.join(bin_dir, "ccswitch-kernel"))
+                if not os.access(p, os.X_OK)]
+
+    def _start_agent(self, algorithm: str) -> None:
+        if self.agent is not None:
+            self.procs.stop(self.agent)
+            self.agent = None
+        try:
+            os.unlink(self.socket)
+        except FileNotFoundError:
+            pass
+        self._agent_starts += 1
+        log_path = os.path.join(self.log_dir, f"agent-{self._agent_starts:03d}-{algorithm}.log")
+        self.agent = self.procs.start("ccswitch-agent", [self.agent_bin, "--socket", self.socket,
+                                                         "--algorithm", algorithm, "--log-level", "info"], log_path,
+                                     env=self.env)
+        self.algorithm = algorithm
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.socket):
+            if self.agent.poll() is not None:
+                raise TopologyError(f"ccswitch-agent --algorithm {algorithm} exited with status "
+                                    f"{self.agent.returncode}; see {log_path}")
+            if time.monotonic() > deadline:
+                raise TopologyError(f"ccswitch-agent did not create its socket {self.socket} within 10 s; see {log_path}")
+            time.sleep(0.05)
+
+    def _start_shim(self, timeout_s: float = 30.0) -> None:
+        log_path = os.path.join(self.log_dir, "kernel-shim.log")
+        cmd = [self.shim_bin, "--agent-socket", self.socket, "--fallback", "reno"]
+        if self.CC_NAME in read_sysctl("net.ipv4.tcp_available_congestion_control").split():
+            # Another ccswitch-kernel (someone else's run) holds the name: register ours under a
+            # name of its own (TCP_CA_NAME_MAX = 16) instead of silently using theirs.
+            self.cc_name = f"ccsw_{os.getpid()}"[:15]
+            cmd += ["--cc-name", self.cc_name]
+            log(f"congestion control {self.CC_NAME!r} is already registered by another process; "
+                f"this run registers its own as {self.cc_name!r}")
+        self.shim = self.procs.start("ccswitch-kernel", cmd, log_path, env=self.env)
+        deadline = time.monotonic() + timeout_s
+        while self.cc_name not in read_sysctl("net.ipv4.tcp_available_congestion_control").split():
+            if self.shim.poll() is not None:
+                raise TopologyError(f"ccswitch-kernel exited with status {self.shim.returncode} before registering "
+                                    f"the congestion control {self.cc_name!r}; see {log_path}")
+            if time.monotonic() > deadline:
+                raise TopologyError(f"the congestion control {self.cc_name!r} did not appear in "
+                                    f"net.ipv4.tcp_available_congestion_control within {timeout_s} s "
+                                    f"after starting ccswitch-kernel; see {log_path}")
+            time.sleep(0.1)
+        self.sysctls.allow_congestion_control(self.cc_name)
+
+    def ensure(self, algorithm: str) -> None:
+        """Make sure the shim runs and the agent runs `algorithm` (restarting it if needed)."""
+        if self.shim is not None and self.shim.poll() is not None:
+            raise TopologyError(f"ccswitch-kernel died (status {self.shim.returncode}); "
+                                f"see {self.log_dir}/kernel-shim.log")
+        changed = False
+        if self.agent is None or self.agent.poll() is not None or self.algorithm != algorithm:
+            if self.agent is not None and self.agent.poll() is not None and self.algorithm == algorithm:
+                log(f"ccswitch-agent exited with status {self.agent.returncode}; restarting it")
+            self._start_agent(algorithm)
+            changed = True
+        if self.shim is None:
+            self._start_shim()
+            changed = True
+        if changed and self.settle_s > 0:
+            # give the shim time to (re)connect to the new agent before a flow starts
+            time.sleep(self.settle_s)
+        if self.agent.poll() is not None:
+            raise TopologyError(f"ccswitch-agent --algorithm {algorithm} exited with status {self.agent.returncode}")
+
+    def stop(self) -> None:
+        # the shim first (it unregisters the congestion control), then the agent
+        if self.shim is not None:
+            self.procs.stop(self.shim, sig=signal.SIGINT, grace_s=10.0)
+            self.shim = None
+        if self.agent is not None:
+            self.procs.stop(self.agent)
+            self.agent = None

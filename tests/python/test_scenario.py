@@ -1,0 +1,145 @@
+import os
+
+import pytest
+
+from ccswitch.experiments.scenario import ScenarioError, load_scenario, loads_scenario, parse_scheme
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+GOOD = """
+name = "demo"
+repetitions = 3
+schemes = ["native:cubic", "native:bbr", "ccswitch:reno"]
+[[clients]]
+name = "clean"
+delay_ms = 25
+loss_downlink = 0.01
+link = { mbps = 24 }
+queue_packets = 120
+file_bytes = 4_000_000
+[[clients]]
+name = "asym"
+link = { uplink_mbps = 2, downlink_mbps = 12.5 }
+file_sizes = [1000, 2000]
+"""
+
+
+def parse(text):
+    return loads_scenario(text, check_files=False)
+
+
+def test_good_scenario():
+    sc = parse(GOOD)
+    assert sc.name == "demo" and sc.repetitions == 3 and sc.timeout_s == 120
+    assert [s.label for s in sc.schemes] == ["native:cubic", "native:bbr", "ccswitch:reno"]
+    assert [s.kernel_cc for s in sc.schemes] == ["cubic", "bbr", "ccswitch"]
+    c0, c1 = sc.clients
+    assert (c0.delay_ms, c0.loss_downlink, c0.loss_uplink, c0.queue_packets) == (25, 0.01, 0.0, 120)
+    assert c0.link.uplink_mbps == c0.link.downlink_mbps == 24 and c0.link.is_constant
+    assert c0.file_sizes == (4_000_000,)
+    assert (c1.link.uplink_mbps, c1.link.downlink_mbps, c1.delay_ms, c1.queue_packets) == (2, 12.5, 0, None)
+    assert c1.file_sizes == (1000, 2000)
+    assert sc.uses_ccswitch
+    assert sc.n_transfers == 3 * 3 * 3 == len(list(sc.transfers()))
+
+
+def test_scheme_order_rotates_each_repetition():
+    sc = parse(GOOD)
+    orders = [[s.label for s in sc.scheme_order(r)] for r in range(4)]
+    assert orders[0] == ["native:cubic", "native:bbr", "ccswitch:reno"]
+    assert orders[1] == ["native:bbr", "ccswitch:reno", "native:cubic"]
+    assert orders[2] == ["ccswitch:reno", "native:cubic", "native:bbr"]
+    assert orders[3] == orders[0]
+    sched = list(sc.transfers())
+    # repetition-major, then client, then scheme, then size
+    assert [(r, c.name) for r, c, _, _ in sched[:4]] == [(0, "clean")] * 3 + [(0, "asym")]
+
+
+def test_trace_link_relative_to_scenario(tmp_path):
+    (tmp_path / "u.trace").write_text("1\n")
+    (tmp_path / "d.trace").write_text("1\n")
+    f = tmp_path / "s.toml"
+    f.write_text('name="t"\nschemes=["native:reno"]\n[[clients]]\nname="c"\n'
+                 'link={uplink="u.trace", downlink="d.trace"}\nfile_bytes=10\n')
+    sc = load_scenario(f)
+    assert sc.clients[0].link.downlink_trace == str(tmp_path / "d.trace")
+    assert not sc.clients[0].link.is_constant
+
+
+def test_repo_scenarios_are_valid():
+    for name in ("demo.toml", "kernel-fidelity.toml"):
+        sc = load_scenario(os.path.join(REPO, "experiments", name), check_files=False)
+        assert sc.clients and sc.schemes
+
+
+def test_kernel_fidelity_shape():
+    sc = load_scenario(os.path.join(REPO, "experiments", "kernel-fidelity.toml"))
+    assert {s.label for s in sc.schemes} == {"native:reno", "ccswitch:reno", "native:cubic", "ccswitch:cubic"}
+    assert sc.repetitions >= 5
+    assert sorted(c.loss_downlink for c in sc.clients) == [0.0, 0.01]
+    for c in sc.clients:
+        assert c.delay_ms == 25 and c.link.downlink_mbps == 24
+
+
+def replace(old, new):
+    assert old in GOOD
+    return GOOD.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("text, message", [
+    (replace('name = "demo"', 'nam = "demo"'), "nam: unknown key"),
+    (replace('name = "demo"', ''), "name: required"),
+    (replace('name = "demo"', 'name = "a b"'), "name: must match"),
+    (replace("repetitions = 3", "repetitions = 0"), "repetitions: must be an integer >= 1"),
+    (replace("repetitions = 3", "repetitions = 2.5"), "repetitions: must be an integer >= 1"),
+    (replace("repetitions = 3", "timeout_s = -1"), "timeout_s: must be a number"),
+    (replace('"native:bbr"', '"native:vegas"'), "schemes[1]: 'native:vegas': native algorithm must be one of"),
+    (replace('"native:bbr"', '"kernel:bbr"'), "schemes[1]: 'kernel:bbr': kind must be"),
+    (replace('"native:bbr"', '"bbr"'), "schemes[1]: 'bbr' is not a scheme"),
+    (replace('"native:bbr"', '"native:cubic"'), "schemes: duplicate scheme 'native:cubic'"),
+    (replace('schemes = ["native:cubic", "native:bbr", "ccswitch:reno"]', 'schemes = []'), "schemes: must be a non-empty list"),
+    (replace("delay_ms = 25", "delay_ms = -3"), "clients[0].delay_ms: must be an integer >= 0, got -3"),
+    (replace("delay_ms = 25", "delay_ms = 2.5"), "clients[0].delay_ms: must be an integer >= 0"),
+    (replace("delay_ms = 25", "dleay_ms = 25"), "clients[0].dleay_ms: unknown key"),
+    (replace("loss_downlink = 0.01", "loss_downlink = 1.5"), "clients[0].loss_downlink: must be a number in [0.0, 1.0)"),
+    (replace("loss_downlink = 0.01", "loss_uplink = -0.1"), "clients[0].loss_uplink: must be a number"),
+    (replace("link = { mbps = 24 }", ""), "clients[0].link: required"),
+    (replace("link = { mbps = 24 }", "link = { mbps = 0 }"), "clients[0].link.mbps: must be a rate"),
+    (replace("link = { mbps = 24 }", "link = { mbps = 24, uplink = \"x\" }"), "clients[0].link: give either a rate"),
+    (replace("link = { mbps = 24 }", "link = { rate = 24 }"), "clients[0].link.rate: unknown key"),
+    (replace("link = { mbps = 24 }", "link = { uplink = \"x\" }"), "clients[0].link.downlink: required"),
+    (replace("link = { mbps = 24 }", "link = 24"), "clients[0].link: must be a table"),
+    (replace("uplink_mbps = 2, ", ""), "clients[1].link.uplink_mbps: required"),
+    (replace("queue_packets = 120", "queue_packets = 0"), "clients[0].queue_packets: must be an integer >= 1"),
+    (replace("file_bytes = 4_000_000", ""), "clients[0].file_bytes: required"),
+    (replace("file_bytes = 4_000_000", "file_bytes = 4_000_000\nfile_sizes = [1]"), "clients[0].file_sizes: give either"),
+    (replace("file_sizes = [1000, 2000]", "file_sizes = [1000, -2]"), "clients[1].file_sizes[1]: must be an integer >= 1"),
+    (replace("file_sizes = [1000, 2000]", "file_sizes = []"), "clients[1].file_sizes: must be a non-empty list"),
+    (replace('name = "asym"', 'name = "clean"'), "clients: duplicate client name 'clean'"),
+    (replace('name = "asym"', ''), "clients[1].name: required"),
+    ('name = "x"\nschemes = ["native:reno"]\n', "clients: required"),
+    ('name = "x"\nschemes = ["native:reno"\n', "TOML syntax error"),
+])
+def test_errors_name_the_key(text, message):
+    with pytest.raises(ScenarioError) as e:
+        parse(text)
+    assert message in str(e.value)
+
+
+def test_missing_trace_file_is_reported(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('name="t"\nschemes=["native:reno"]\n[[clients]]\nname="c"\n'
+                 'link={uplink="/nonexistent/u", downlink="/nonexistent/d"}\nfile_bytes=10\n')
+    with pytest.raises(ScenarioError, match=r"clients\[0\]\.link\.uplink: trace file not found"):
+        load_scenario(f)
+
+
+def test_unreadable_file_is_reported(tmp_path):
+    with pytest.raises(ScenarioError, match="cannot read scenario"):
+        load_scenario(tmp_path / "missing.toml")
+
+
+def test_parse_scheme():
+    assert parse_scheme("ccswitch:my_alg-2").label == "ccswitch:my_alg-2"
+    with pytest.raises(ScenarioError):
+        parse_scheme("ccswitch:Bad Name")

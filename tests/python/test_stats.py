@@ -1,0 +1,78 @@
+import json
+import math
+
+import pytest
+
+from ccswitch.experiments import stats
+
+
+def test_t_table_values():
+    assert stats.t975(1) == pytest.approx(12.706, abs=1e-3)
+    assert stats.t975(4) == pytest.approx(2.776, abs=1e-3)
+    assert stats.t975(30) == pytest.approx(2.042, abs=1e-3)
+    # interpolated points against published quantiles
+    assert stats.t975(50) == pytest.approx(2.0086, abs=2e-3)
+    assert stats.t975(100) == pytest.approx(1.9840, abs=2e-3)
+    assert stats.t975(1000) == pytest.approx(1.9623, abs=2e-3)
+    values = [stats.t975(df) for df in range(1, 2000)]
+    assert all(a >= b for a, b in zip(values, values[1:]))  # decreasing in df
+    assert values[-1] > 1.959964
+    with pytest.raises(ValueError):
+        stats.t975(0)
+
+
+def test_mean_ci95():
+    mean, lo, hi = stats.mean_ci95([1, 2, 3, 4, 5])
+    half = 2.7764 * math.sqrt(2.5) / math.sqrt(5)
+    assert mean == 3
+    assert (lo, hi) == (pytest.approx(3 - half), pytest.approx(3 + half))
+    assert stats.mean_ci95([4.2]) == (4.2, 4.2, 4.2)
+    assert stats.mean_ci95([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
+    with pytest.raises(ValueError):
+        stats.mean_ci95([])
+
+
+def test_median():
+    assert stats.median([3, 1, 2]) == 2
+    assert stats.median([4, 1, 3, 2]) == 2.5
+
+
+def row(client, scheme, tct, *, ok=True, error=None):
+    return {"client": client, "scheme": scheme, "tct_s": tct, "sha256_ok": ok, "error": error}
+
+
+def test_summarize_counts_and_excludes_failures():
+    rows = [row("a", "native:cubic", 1.0), row("a", "native:cubic", 3.0),
+            row("a", "native:cubic", 100.0, ok=False),
+            row("a", "native:cubic", None, ok=False, error="timeout"),
+            row("a", "ccswitch:reno", None, ok=False, error="exit 7"),
+            row("b", "native:cubic", 2.0)]
+    s = stats.summarize(rows)
+    assert [(r["client"], r["scheme"]) for r in s] == [("a", "native:cubic"), ("a", "ccswitch:reno"), ("b", "native:cubic")]
+    a = s[0]
+    assert a["n"] == 2 and a["tct_median_s"] == 2.0 and a["tct_mean_s"] == 2.0
+    assert a["integrity_failures"] == 1 and a["errors"] == 1 and a["attempts"] == 4
+    assert a["ci95"][0] == pytest.approx(2 - 12.7062 * 1.0)
+    assert s[1]["n"] == 0 and s[1]["tct_median_s"] is None and s[1]["ci95"] is None
+    assert s[2]["ci95"] == [2.0, 2.0]
+
+
+def test_json_schema_of_summary():
+    s = stats.summarize([row("a", "native:cubic", 1.5), row("a", "native:cubic", 1.7),
+                         row("a", "native:bbr", None, ok=False, error="x")])
+    doc = json.loads(json.dumps({"rows": stats.json_rows(s)}, allow_nan=False))
+    assert list(doc) == ["rows"]
+    for r in doc["rows"]:
+        assert list(r) == ["client", "scheme", "n", "tct_median_s", "tct_mean_s", "ci95", "integrity_failures"]
+        assert isinstance(r["client"], str) and isinstance(r["scheme"], str)
+        assert isinstance(r["n"], int) and isinstance(r["integrity_failures"], int)
+        if r["n"]:
+            assert isinstance(r["tct_median_s"], float) and isinstance(r["tct_mean_s"], float)
+            assert len(r["ci95"]) == 2 and r["ci95"][0] <= r["tct_mean_s"] <= r["ci95"][1]
+
+
+def test_format_table():
+    text = stats.format_table(stats.summarize([row("a", "native:cubic", 1.5), row("b", "x:y", None, ok=False, error="e")]))
+    lines = text.splitlines()
+    assert lines[0].startswith("client") and "native:cubic" in lines[2] and "1.500" in lines[2]
+    assert lines[3].split()[2] == "0"
