@@ -173,9 +173,9 @@ mod tests {
     fn fast_convergence_lowers_w_max() {
         let rtt_ms = 100;
         let mut s = sender_after_loss_at(1000, rtt_ms);
-        s.advance_ms(200);
-        s.lose(1); // lost again at 700 segments, below the previous maximum of 1000
-        let cwnd_at_loss = 700.0;
+        s.ack_segments(1000); // the window in flight at the first loss: recovery ends
+        let cwnd_at_loss = s.cwnd_segments();
+        s.lose(1); // lost again at about 700 segments, below the previous maximum of 1000
         assert!((s.cwnd_segments() - cwnd_at_loss * BETA).abs() < 1.0);
         let lowered_w_max = cwnd_at_loss * (1.0 + BETA) / 2.0;
         let k_s = ((lowered_w_max - s.cwnd_segments()) / C_SEGMENTS_PER_S3).cbrt();

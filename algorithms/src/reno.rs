@@ -89,7 +89,6 @@ mod tests {
         for _ in 0..3 {
             s.ack_round();
         }
-        s.advance_ms(60);
         s.lose(1);
         assert_eq!(s.cwnd_segments(), 40.0);
         assert_eq!(s.state.ssthresh_bytes, 40 * s.mss());
@@ -100,16 +99,21 @@ mod tests {
     }
 
     #[test]
-    fn one_reduction_per_congestion_event() {
+    fn one_reduction_per_window_of_data() {
         let mut s = sender(32);
         s.ack_round();
-        s.lose(1);
+        s.lose(1); // 64 segments in flight
         s.advance_ms(10);
         s.lose(3);
-        assert_eq!(s.cwnd_segments(), 32.0, "a second loss within one RTT is the same event");
-        s.advance_ms(60);
+        assert_eq!(s.cwnd_segments(), 32.0, "losses from the same window are the same event");
+        s.advance_ms(100);
+        s.ack_segments(60);
+        let cwnd = s.state.cwnd_bytes;
         s.lose(1);
-        assert_eq!(s.cwnd_segments(), 16.0, "a loss one RTT later is a new event");
+        assert_eq!(s.state.cwnd_bytes, cwnd, "the window in flight at the loss is not yet acked");
+        s.ack_segments(4);
+        s.lose(1);
+        assert_eq!(s.state.cwnd_bytes, cwnd / 2, "once it is, a loss is a new event");
     }
 
     #[test]
@@ -133,7 +137,7 @@ mod tests {
     fn window_never_below_two_segments() {
         let mut s = sender(2);
         for _ in 0..5 {
-            s.advance_ms(100);
+            s.ack_round();
             s.lose(1);
         }
         assert_eq!(s.cwnd_segments(), 2.0);

@@ -37,9 +37,13 @@ pub struct FlowState {
     pub srtt_us: u64,
     pub max_delivery_rate_bytes_per_s: u64,
     pub now_us: u64,
-    /// End of the current recovery episode: losses reported before it belong to the
-    /// congestion event already answered (one reduction per window of data).
-    recovery_end_us: Option<u64>,
+    /// Bytes in flight at the last measurement.
+    pub last_bytes_in_flight: u64,
+    /// Bytes still to be acknowledged before the current recovery episode ends. As in
+    /// NewReno (RFC 6582) and Linux's `high_seq`, an episode lasts until the data that was
+    /// in flight when the loss was detected has been acknowledged; losses reported before
+    /// then belong to the congestion event already answered.
+    recovery_bytes_left: u64,
 }
 
 /// A window never goes below two segments (as Linux's `tcp_reno_ssthresh`).
@@ -58,7 +62,8 @@ impl FlowState {
             srtt_us: 0,
             max_delivery_rate_bytes_per_s: 0,
             now_us: 0,
-            recovery_end_us: None,
+            last_bytes_in_flight: 0,
+            recovery_bytes_left: 0,
         }
     }
 
@@ -79,6 +84,8 @@ impl FlowState {
         }
         self.max_delivery_rate_bytes_per_s =
             self.max_delivery_rate_bytes_per_s.max(m.delivery_rate_bytes_per_s);
+        self.recovery_bytes_left = self.recovery_bytes_left.saturating_sub(m.acked_bytes);
+        self.last_bytes_in_flight = m.bytes_in_flight;
     }
 
     pub fn in_slow_start(&self) -> bool {
@@ -90,20 +97,18 @@ impl FlowState {
     }
 
     /// Whether a loss reported now starts a new congestion event. If it does, the flow
-    /// enters recovery for one smoothed RTT, during which further losses are not answered
-    /// again (they belong to the same window of data).
+    /// enters recovery until the window of data in flight now has been acknowledged.
     pub fn new_congestion_event(&mut self) -> bool {
-        if matches!(self.recovery_end_us, Some(end) if self.now_us < end) {
+        if self.recovery_bytes_left > 0 {
             return false;
         }
-        let rtt = if self.srtt_us > 0 { self.srtt_us } else { self.latest_rtt_us };
-        self.recovery_end_us = Some(self.now_us + rtt);
+        self.recovery_bytes_left = self.last_bytes_in_flight.max(self.cwnd_bytes).max(1);
         true
     }
 
     /// After a retransmission timeout the recovery episode is over: the next loss is new.
     pub fn leave_recovery(&mut self) {
-        self.recovery_end_us = None;
+        self.recovery_bytes_left = 0;
     }
 
     /// Slow-start growth: one byte per byte acknowledged, up to ssthresh. Returns the bytes

@@ -2,6 +2,7 @@
 //! that decodes frames into a channel. Reconnects are the shim's decision.
 
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::mpsc::{channel, Receiver};
@@ -20,6 +21,9 @@ pub enum FromAgent {
 pub struct AgentLink {
     out: UnixStream,
     pub rx: Receiver<FromAgent>,
+    /// Becomes readable whenever the reader thread has queued something, so the shim's
+    /// event loop can wait on BPF events and agent messages at once.
+    wake: UnixStream,
 }
 
 impl AgentLink {
@@ -27,6 +31,9 @@ impl AgentLink {
         let out = UnixStream::connect(socket)?;
         let mut input = out.try_clone()?;
         let (tx, rx) = channel();
+        let (wake, mut waker) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        waker.set_nonblocking(true)?;
         std::thread::Builder::new().name("agent-reader".into()).spawn(move || {
             let mut frames = FrameReader::new();
             let mut buf = vec![0u8; 64 * 1024];
@@ -48,6 +55,8 @@ impl AgentLink {
                             if tx.send(item).is_err() {
                                 return;
                             }
+                            // A full wake socket already holds a pending wake-up.
+                            let _ = waker.write(&[1]);
                         }
                         Ok(None) => break None,
                         Err(e) => break Some(format!("framing lost: {e}")),
@@ -58,8 +67,19 @@ impl AgentLink {
                 }
             };
             let _ = tx.send(FromAgent::Closed(reason));
+            let _ = waker.write(&[1]);
         })?;
-        Ok(Self { out, rx })
+        Ok(Self { out, rx, wake })
+    }
+
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+
+    /// Consume pending wake-ups (call before draining the channel).
+    pub fn clear_wake(&self) {
+        let mut buf = [0u8; 256];
+        while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
     }
 
     pub fn send(&mut self, msg: &Msg) -> Result<()> {

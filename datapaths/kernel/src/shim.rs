@@ -23,7 +23,6 @@ use tracing::{debug, error, info, warn};
 
 use crate::agent_link::{AgentLink, FromAgent};
 
-const POLL_INTERVAL: Duration = Duration::from_millis(5);
 /// Period of timer-driven program evaluation for flows whose ACKs stopped.
 const TICK_INTERVAL: Duration = Duration::from_millis(10);
 const RECONNECT_INTERVAL: Duration = Duration::from_millis(200);
@@ -90,7 +89,8 @@ impl Shim {
         let mut events = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             self.maybe_connect();
-            self.datapath.poll(POLL_INTERVAL, |ev| events.push(ev))?;
+            self.wait_for_input(TICK_INTERVAL);
+            self.datapath.poll(Duration::ZERO, |ev| events.push(ev))?;
             for ev in events.drain(..) {
                 self.on_event(ev);
             }
@@ -103,6 +103,16 @@ impl Shim {
         }
         info!("stopping");
         Ok(())
+    }
+
+    /// Sleep until BPF events or agent messages arrive, or `timeout` passes.
+    fn wait_for_input(&self, timeout: Duration) {
+        let mut fds = vec![libc::pollfd { fd: self.datapath.events_fd(), events: libc::POLLIN, revents: 0 }];
+        if let Some(link) = &self.agent {
+            fds.push(libc::pollfd { fd: link.wake_fd(), events: libc::POLLIN, revents: 0 });
+        }
+        // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.as_millis() as i32) };
     }
 
     pub fn log_totals(&self) {
@@ -170,6 +180,9 @@ impl Shim {
     }
 
     fn drain_agent(&mut self) {
+        if let Some(link) = &self.agent {
+            link.clear_wake();
+        }
         loop {
             let item = match self.agent.as_ref().map(|a| a.rx.try_recv()) {
                 Some(Ok(item)) => item,

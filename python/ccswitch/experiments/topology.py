@@ -398,6 +398,8 @@ class CcswitchDaemons:
         self.cc_name = self.CC_NAME
         # no ANSI colours in the log files
         self.env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
+        # CCSWITCH_LOG_LEVEL=debug logs every report and directive (large logs).
+        self.log_level = os.environ.get("CCSWITCH_LOG_LEVEL", "info")
 
     @staticmethod
     def missing_binaries(bin_dir: str) -> List[str]:
@@ -415,7 +417,7 @@ class CcswitchDaemons:
         self._agent_starts += 1
         log_path = os.path.join(self.log_dir, f"agent-{self._agent_starts:03d}-{algorithm}.log")
         self.agent = self.procs.start("ccswitch-agent", [self.agent_bin, "--socket", self.socket,
-                                                         "--algorithm", algorithm, "--log-level", "info"], log_path,
+                                                         "--algorithm", algorithm, "--log-level", self.log_level], log_path,
                                      env=self.env)
         self.algorithm = algorithm
         deadline = time.monotonic() + 10
@@ -429,7 +431,7 @@ class CcswitchDaemons:
 
     def _start_shim(self, timeout_s: float = 30.0) -> None:
         log_path = os.path.join(self.log_dir, "kernel-shim.log")
-        cmd = [self.shim_bin, "--agent-socket", self.socket, "--fallback", "reno"]
+        cmd = [self.shim_bin, "--agent-socket", self.socket, "--fallback", "reno", "--log-level", self.log_level]
         if self.CC_NAME in read_sysctl("net.ipv4.tcp_available_congestion_control").split():
             # Another ccswitch-kernel (someone else's run) holds the name: register ours under a
             # name of its own (TCP_CA_NAME_MAX = 16) instead of silently using theirs.
