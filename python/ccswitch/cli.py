@@ -1,4 +1,4 @@
-"""Command line: `ccswitch trace ...`, `ccswitch run ...`."""
+"""Command line: `ccswitch trace ...`, `ccswitch run ...`, `ccswitch bench ...`."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from typing import List, Optional
 
 def build_parser() -> argparse.ArgumentParser:
     from . import traces
-    from .experiments import runner
+    from .experiments import bench, runner
 
     parser = argparse.ArgumentParser(prog="ccswitch", description="ccswitch congestion-control plane tools")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     traces.add_cli(sub)
     runner.add_cli(sub)
+    bench.add_cli(sub)
     return parser
 
 

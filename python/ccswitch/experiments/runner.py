@@ -14,6 +14,7 @@ downloaded file is hashed and compared with the served file, then deleted.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -27,7 +28,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from .. import traces as _traces
 from . import results, stats
@@ -230,6 +231,35 @@ def _utcnow() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+@contextlib.contextmanager
+def torn_down_on_exit(teardown: Teardown, before_teardown: Callable[[], None] = lambda: None):
+    """Run the block with SIGINT and SIGTERM turned into `Interrupted`; whatever ends it
+    (normal exit, exception, signal), run the teardown to its end. A signal that arrives
+    during the teardown is held and raised afterwards, never abandoning it half-way."""
+    tearing_down = False
+    late_signal: List[int] = []
+
+    def on_signal(signum, frame):
+        if tearing_down:
+            late_signal.append(signum)
+            return
+        raise Interrupted(signum)
+
+    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        tearing_down = True
+        before_teardown()
+        problems = teardown.run()
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+        if problems:
+            log(f"teardown problems: {'; '.join(problems)}")
+    if late_signal:
+        raise Interrupted(late_signal[0])
+
+
 class Runner:
     def __init__(self, scenario: Scenario, out_dir: str, *, quiet: bool = False) -> None:
         self.sc = scenario
@@ -241,7 +271,7 @@ class Runner:
         self.current: Optional[subprocess.Popen] = None
 
     # -- setup -----------------------------------------------------------------
-    def _setup(self) -> None:
+    def setup(self) -> None:
         sc = self.sc
         self.bin_dir = check_environment(sc)
         os.makedirs(self.log_dir, exist_ok=True)
@@ -320,7 +350,7 @@ class Runner:
             return self.daemons.cc_name
         return scheme.kernel_cc
 
-    def _prepare_scheme(self, scheme: Scheme) -> None:
+    def prepare_scheme(self, scheme: Scheme) -> None:
         if scheme.kind == "ccswitch":
             self.daemons.ensure(scheme.algorithm)
         cc = self.kernel_cc(scheme)
@@ -388,26 +418,13 @@ class Runner:
         sc = self.sc
         os.makedirs(self.out_dir, exist_ok=True)
         jsonl = results.JsonlLog(os.path.join(self.out_dir, "transfers.jsonl"))
-        old_handlers = {}
-        tearing_down = False
-        late_signal = []
-
-        def on_signal(signum, frame):
-            if tearing_down:
-                # never abandon a teardown half-way: note the signal, act on it afterwards
-                late_signal.append(signum)
-                return
-            raise Interrupted(signum)  # unwinds through `finally` below
-
-        for s in (signal.SIGINT, signal.SIGTERM):
-            old_handlers[s] = signal.signal(s, on_signal)
         started = time.monotonic()
-        try:
-            self._setup()
+        with torn_down_on_exit(self.teardown, before_teardown=jsonl.close):
+            self.setup()
             total = sc.n_transfers
             for i, (rep, client, scheme, size) in enumerate(sc.transfers(), 1):
                 try:
-                    self._prepare_scheme(scheme)
+                    self.prepare_scheme(scheme)
                 except TopologyError as e:
                     raise RunError(f"preparing {scheme.label}: {e}") from None
                 row = self.transfer(rep, client, scheme, size)
@@ -424,16 +441,6 @@ class Runner:
                       if row["cc_observed"] and row["cc_observed"] != self.kernel_cc(scheme) else "")
                 sz = f" {size}B" if len(client.file_sizes) > 1 else ""
                 self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}")
-        finally:
-            tearing_down = True
-            jsonl.close()
-            problems = self.teardown.run()
-            for s, h in old_handlers.items():
-                signal.signal(s, h)
-            if problems:
-                log(f"teardown problems: {'; '.join(problems)}")
-        if late_signal:
-            raise Interrupted(late_signal[0])
         self.wall_s = time.monotonic() - started
         self._write_results()
         return self.rows

@@ -1,0 +1,142 @@
+"""`ccswitch bench overhead`: what the kernel datapath costs per ACK.
+
+For each ccswitch scheme it runs real transfers over a mahimahi link and reads, around them:
+the kernel's own BPF statistics of the struct_ops programs (`kernel.bpf_stats_enabled=1`:
+run count and run time per program; one `ccsw_cong_control` run is one ACK), and the CPU
+time (user + system, from /proc) of the shim and of the agent. Figures are per ACK for the
+BPF program and per 10k ACKs for the two processes. The shim's figure includes its idle
+wake-ups (about 100 per second) during the transfers, so it is an upper bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Dict, List
+
+from .runner import Interrupted, RunError, Runner, default_out_dir, torn_down_on_exit
+from .scenario import ScenarioError, load_scenario, loads_scenario
+from .topology import TopologyError, log
+
+DEFAULT_SCENARIO = """
+name = "overhead"
+repetitions = 3
+schemes = ["ccswitch:reno", "ccswitch:cubic"]
+timeout_s = 120
+[[clients]]
+name = "wan-50ms"
+delay_ms = 25
+link = { mbps = 24 }
+queue_packets = 200
+file_bytes = 10_000_000
+"""
+
+PER_ACK_PROGRAM = "ccsw_cong_control"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def bpf_program_stats() -> Dict[str, Dict[str, int]]:
+    """run_cnt and run_time_ns summed per program name, over every loaded ccsw_* program."""
+    out = subprocess.run(["bpftool", "--json", "prog", "show"], capture_output=True, text=True, check=True)
+    stats: Dict[str, Dict[str, int]] = {}
+    for prog in json.loads(out.stdout or "[]"):
+        name = prog.get("name", "")
+        if name.startswith("ccsw_"):
+            s = stats.setdefault(name, {"run_cnt": 0, "run_time_ns": 0})
+            s["run_cnt"] += prog.get("run_cnt", 0)
+            s["run_time_ns"] += prog.get("run_time_ns", 0)
+    return stats
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
+    r.prepare_scheme(scheme)
+    shim, agent = r.daemons.shim.pid, r.daemons.agent.pid
+    bpf0, shim0, agent0 = bpf_program_stats(), cpu_seconds(shim), cpu_seconds(agent)
+    rows = []
+    for rep in range(r.sc.repetitions):
+        for client in r.sc.clients:
+            for size in client.file_sizes:
+                row = r.transfer(rep, client, scheme, size)
+                status = "ok" if row["sha256_ok"] else f"FAILED ({row['error']})"
+                log(f"{scheme.label} {client.name} rep {rep + 1}: {row['tct_s']} s {status}")
+                rows.append(row)
+    bpf1, shim1, agent1 = bpf_program_stats(), cpu_seconds(shim), cpu_seconds(agent)
+    delta = {n: {k: bpf1[n][k] - bpf0.get(n, {}).get(k, 0) for k in bpf1[n]} for n in bpf1}
+    acks = delta.get(PER_ACK_PROGRAM, {}).get("run_cnt", 0)
+    if acks == 0:
+        raise RunError(f"{scheme.label}: no {PER_ACK_PROGRAM} runs counted; is kernel.bpf_stats_enabled on?")
+    per_10k = 1e4 / acks
+    return {
+        "scheme": scheme.label,
+        "transfers": len(rows),
+        "integrity_failures": sum(not row["sha256_ok"] for row in rows),
+        "acks": acks,
+        "bpf_ns_per_ack": delta[PER_ACK_PROGRAM]["run_time_ns"] / acks,
+        "bpf_ns_per_ack_all_programs": sum(d["run_time_ns"] for d in delta.values()) / acks,
+        "shim_cpu_ms_per_10k_acks": (shim1 - shim0) * 1e3 * per_10k,
+        "agent_cpu_ms_per_10k_acks": (agent1 - agent0) * 1e3 * per_10k,
+    }
+
+
+def overhead(sc, out_dir: str) -> List[Dict[str, float]]:
+    for scheme in sc.schemes:
+        if scheme.kind != "ccswitch":
+            raise RunError(f"{scheme.label}: the overhead benchmark measures ccswitch schemes only")
+    r = Runner(sc, out_dir)
+    results = []
+    with torn_down_on_exit(r.teardown):
+        r.setup()
+        r.sysctls.set("kernel.bpf_stats_enabled", "1")
+        for scheme in sc.schemes:
+            results.append(measure_scheme(r, scheme))
+    return results
+
+
+def print_table(results: List[Dict[str, float]]) -> None:
+    head = ("scheme", "ACKs", "BPF ns/ACK", "all progs ns/ACK", "shim CPU ms/10k ACKs", "agent CPU ms/10k ACKs")
+    print("  ".join(f"{h:>20}" for h in head), file=sys.stderr)
+    for x in results:
+        cells = (x["scheme"], x["acks"], f"{x['bpf_ns_per_ack']:.0f}", f"{x['bpf_ns_per_ack_all_programs']:.0f}",
+                 f"{x['shim_cpu_ms_per_10k_acks']:.1f}", f"{x['agent_cpu_ms_per_10k_acks']:.1f}")
+        print("  ".join(f"{c:>20}" for c in cells), file=sys.stderr)
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("bench", help="benchmarks (needs root, mahimahi and the Rust binaries)")
+    p.add_argument("which", choices=["overhead"], help="overhead: BPF run time per ACK, shim and agent CPU per 10k ACKs")
+    p.add_argument("--scenario", help="scenario TOML (default: an embedded 24 Mbit/s, 50 ms path)")
+    p.add_argument("--repetitions", type=int, help="override the scenario's repetitions")
+    p.add_argument("--out", help="output directory for logs")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
+    p.set_defaults(func=_cli_bench, parser=p)
+
+
+def _cli_bench(args) -> int:
+    try:
+        sc = load_scenario(args.scenario) if args.scenario else loads_scenario(DEFAULT_SCENARIO)
+        if args.repetitions is not None:
+            if args.repetitions < 1:
+                raise ScenarioError("--repetitions: must be >= 1")
+            sc.repetitions = args.repetitions
+    except ScenarioError as e:
+        args.parser.error(str(e))
+    try:
+        results = overhead(sc, args.out or default_out_dir(sc))
+    except Interrupted as e:
+        log(f"interrupted by {e}; everything torn down")
+        return 128 + e.signum
+    except (RunError, TopologyError, subprocess.CalledProcessError) as e:
+        log(f"error: {e}")
+        return 1
+    print_table(results)
+    if args.json:
+        print(json.dumps({"rows": results}))
+    return 0 if all(x["integrity_failures"] == 0 for x in results) else 3
