@@ -389,6 +389,8 @@ class CcswitchDaemons:
         self.agent_bin = os.path.join(bin_dir, "ccswitch-agent")
         self.shim_bin = os.path.join(bin_dir, "ccswitch-kernel")
         self.socket = os.path.join(workdir, "agent.sock")
+        # where the shim looks for the agent (tests put a proxy in between)
+        self.shim_socket = self.socket
         self.log_dir = log_dir
         self.settle_s = settle_s
         self.agent: Optional[subprocess.Popen] = None
@@ -431,7 +433,7 @@ class CcswitchDaemons:
 
     def _start_shim(self, timeout_s: float = 30.0) -> None:
         log_path = os.path.join(self.log_dir, "kernel-shim.log")
-        cmd = [self.shim_bin, "--agent-socket", self.socket, "--fallback", "reno", "--log-level", self.log_level]
+        cmd = [self.shim_bin, "--agent-socket", self.shim_socket, "--fallback", "reno", "--log-level", self.log_level]
         if self.CC_NAME in read_sysctl("net.ipv4.tcp_available_congestion_control").split():
             # Another ccswitch-kernel (someone else's run) holds the name: register ours under a
             # name of its own (TCP_CA_NAME_MAX = 16) instead of silently using theirs.
