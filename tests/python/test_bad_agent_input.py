@@ -4,16 +4,11 @@ error, keeps running, and the flow that follows is still driven by the agent and
 intact. Needs root, mahimahi and the Rust binaries."""
 
 import os
-import re
 import socket
 import struct
 import threading
 
-import pytest
-
-from ccswitch.experiments import runner, scenario
-from ccswitch.experiments.topology import CcswitchDaemons
-from test_integration import require_machine
+from live import set_up_runner
 
 SCENARIO = """
 name = "bad-agent-input"
@@ -95,33 +90,27 @@ class InjectingProxy(threading.Thread):
 
 
 def test_shim_rejects_malformed_agent_messages_and_keeps_serving(tmp_path):
-    require_machine()
-    missing = CcswitchDaemons.missing_binaries(runner.bin_dir())
-    if missing:
-        pytest.fail(f"Rust binaries not built (make build): {missing}")
-    path = tmp_path / "bad.toml"
-    path.write_text(SCENARIO)
-    sc = scenario.load_scenario(str(path))
-    r = runner.Runner(sc, str(tmp_path / "out"), quiet=True)
-    proxy = None
-    try:
-        r.setup()
+    proxies = []
+
+    def interpose_proxy(r):
         r.daemons.shim_socket = os.path.join(r.work, "proxy.sock")
-        proxy = InjectingProxy(r.daemons.shim_socket, r.daemons.socket, malformed_frames())
-        proxy.start()
-        r.prepare_scheme(sc.schemes[0])
-        client = sc.clients[0]
-        row = r.transfer(0, client, sc.schemes[0], client.file_sizes[0])
-        assert proxy.injected.is_set()
-        assert row["error"] is None and row["sha256_ok"], row
-        assert r.daemons.shim.poll() is None, "the shim survived"
-        with open(os.path.join(r.log_dir, "kernel-shim.log")) as f:
-            log = f.read()
-        assert log.count("rejected a malformed message from the agent") == 3, log
-        assert "rejected a program" in log and "program=78" in log, log
-        agent_log = open([os.path.join(r.log_dir, n) for n in os.listdir(r.log_dir) if n.startswith("agent-")][0]).read()
-        assert "flow created" in agent_log, "the agent still drove the flow"
+        proxies.append(InjectingProxy(r.daemons.shim_socket, r.daemons.socket, malformed_frames()))
+        proxies[0].start()
+
+    try:
+        with set_up_runner(tmp_path, SCENARIO, before_scheme=interpose_proxy) as r:
+            client, scheme = r.sc.clients[0], r.sc.schemes[0]
+            row = r.transfer(0, client, scheme, client.file_sizes[0])
+            assert proxies[0].injected.is_set()
+            assert row["error"] is None and row["sha256_ok"], row
+            assert r.daemons.shim.poll() is None, "the shim survived"
+            with open(os.path.join(r.log_dir, "kernel-shim.log")) as f:
+                log = f.read()
+            assert log.count("rejected a malformed message from the agent") == 3, log
+            assert "rejected a program" in log and "program=78" in log, log
+            agent_log_name = next(n for n in os.listdir(r.log_dir) if n.startswith("agent-"))
+            with open(os.path.join(r.log_dir, agent_log_name)) as f:
+                assert "flow created" in f.read(), "the agent still drove the flow"
     finally:
-        if proxy is not None:
-            proxy.close()
-        r.teardown.run()
+        for p in proxies:
+            p.close()

@@ -11,9 +11,7 @@ import time
 
 import pytest
 
-from ccswitch.experiments import runner, scenario
-from ccswitch.experiments.topology import CcswitchDaemons
-from test_integration import require_machine
+from live import set_up_runner
 
 SCENARIO = """
 name = "fallback"
@@ -32,20 +30,8 @@ file_bytes = 8_000_000
 
 @pytest.fixture
 def run(tmp_path):
-    require_machine()
-    missing = CcswitchDaemons.missing_binaries(runner.bin_dir())
-    if missing:
-        pytest.fail(f"Rust binaries not built (make build): {missing}")
-    path = tmp_path / "fallback.toml"
-    path.write_text(SCENARIO)
-    sc = scenario.load_scenario(str(path))
-    r = runner.Runner(sc, str(tmp_path / "out"), quiet=True)
-    try:
-        r.setup()
-        r.prepare_scheme(sc.schemes[0])
+    with set_up_runner(tmp_path, SCENARIO) as r:
         yield r
-    finally:
-        r.teardown.run()
 
 
 def transfer_with(r, action_after_s, action):

@@ -1,0 +1,30 @@
+"""Shared by the tests that drive the real harness pieces (root, mahimahi, Rust binaries)."""
+
+import contextlib
+
+import pytest
+
+from ccswitch.experiments import runner, scenario
+from ccswitch.experiments.topology import CcswitchDaemons
+from test_integration import require_machine
+
+
+@contextlib.contextmanager
+def set_up_runner(tmp_path, scenario_text, before_scheme=lambda r: None):
+    """A Runner whose topology is up and whose first scheme is prepared; torn down on exit.
+    `before_scheme(r)` runs between the topology and the scheme (e.g. to interpose a proxy)."""
+    require_machine()
+    missing = CcswitchDaemons.missing_binaries(runner.bin_dir())
+    if missing:
+        pytest.fail(f"Rust binaries not built (make build): {missing}")
+    path = tmp_path / "scenario.toml"
+    path.write_text(scenario_text)
+    sc = scenario.load_scenario(str(path))
+    r = runner.Runner(sc, str(tmp_path / "out"), quiet=True)
+    try:
+        r.setup()
+        before_scheme(r)
+        r.prepare_scheme(sc.schemes[0])
+        yield r
+    finally:
+        r.teardown.run()
