@@ -106,6 +106,9 @@ impl Algorithm for Cubic {
             state.cwnd_bytes = state.ssthresh_bytes;
             return;
         }
+        if state.in_recovery() {
+            return;
+        }
         let mut acked = m.acked_bytes;
         if state.in_slow_start() {
             acked = state.slow_start(acked);

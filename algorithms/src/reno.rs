@@ -55,6 +55,9 @@ impl Algorithm for Reno {
             self.ca_acked_bytes = 0;
             return;
         }
+        if state.in_recovery() {
+            return;
+        }
         let mut acked = m.acked_bytes;
         if state.in_slow_start() {
             acked = state.slow_start(acked);
@@ -92,6 +95,8 @@ mod tests {
         s.lose(1);
         assert_eq!(s.cwnd_segments(), 40.0);
         assert_eq!(s.state.ssthresh_bytes, 40 * s.mss());
+        s.ack_round(); // half of the 80 segments in flight at the loss: still recovering
+        assert_eq!(s.cwnd_segments(), 40.0);
         for i in 1..=5 {
             s.ack_round();
             assert_eq!(s.cwnd_segments(), 40.0 + i as f64);
@@ -114,6 +119,20 @@ mod tests {
         s.ack_segments(4);
         s.lose(1);
         assert_eq!(s.state.cwnd_bytes, cwnd / 2, "once it is, a loss is a new event");
+    }
+
+    #[test]
+    fn window_holds_during_recovery() {
+        let mut s = sender(20);
+        s.ack_round();
+        s.lose(1); // 40 segments in flight: recovery until they are acknowledged
+        assert_eq!(s.cwnd_segments(), 20.0);
+        s.ack_segments(39);
+        assert_eq!(s.cwnd_segments(), 20.0, "no growth while recovering");
+        s.ack_segments(1);
+        assert_eq!(s.cwnd_segments(), 20.0);
+        s.ack_round();
+        assert_eq!(s.cwnd_segments(), 21.0, "congestion avoidance resumes once recovery ends");
     }
 
     #[test]

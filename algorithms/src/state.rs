@@ -106,6 +106,12 @@ impl FlowState {
         true
     }
 
+    /// Whether the flow is recovering from a congestion event: like Linux, which does not
+    /// call `cong_avoid` in Recovery, algorithms hold their window until recovery ends.
+    pub fn in_recovery(&self) -> bool {
+        self.recovery_bytes_left > 0
+    }
+
     /// After a retransmission timeout the recovery episode is over: the next loss is new.
     pub fn leave_recovery(&mut self) {
         self.recovery_bytes_left = 0;
