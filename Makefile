@@ -12,9 +12,9 @@ CARGO_FLAGS := --release --workspace --locked
 setup:
 	bash scripts/setup.sh
 
+# setup already builds and installs the Python package (maturin develop).
 build: setup
 	cargo build $(CARGO_FLAGS)
-	$(VENV)/bin/maturin develop --release --quiet
 
 demo: build
 	$(VENV)/bin/ccswitch run experiments/demo.toml

@@ -197,6 +197,8 @@ impl Connection<'_> {
                     rtt_us = measurement.rtt_us, cwnd = directive.cwnd_bytes,
                     rate = ?directive.pacing_rate_bytes_per_s, "directive sent"
                 );
+                // Sent even when nothing changed: an answered report is how the shim knows
+                // the agent is alive (an unanswered one past its timeout means fallback).
                 self.send(&wire::Msg::UpdateFields(wire::UpdateFields {
                     sid: m.sid,
                     updates: directive_fields(&directive),

@@ -10,7 +10,7 @@
 //! convergence lowers `W_max` when a flow loses before regaining its previous maximum, so it
 //! yields bandwidth to newcomers. HyStart is not part of this version.
 
-use crate::{Algorithm, FlowState, Measurement};
+use crate::{Algorithm, FlowState, Measurement, WindowEvent};
 
 /// Multiplicative decrease (Linux `beta = 717/1024`).
 const BETA: f64 = 717.0 / 1024.0;
@@ -93,28 +93,19 @@ impl Algorithm for Cubic {
     }
 
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
-        if m.timeout {
-            // tcp_enter_loss: ssthresh from the current window, then cubic's state is reset.
-            self.on_congestion_event(state);
-            *self = Self::default();
-            state.cwnd_bytes = state.min_cwnd_bytes();
-            state.leave_recovery();
-            return;
-        }
-        if m.lost_packets > 0 && state.new_congestion_event() {
-            self.on_congestion_event(state);
-            state.cwnd_bytes = state.ssthresh_bytes;
-            return;
-        }
-        if state.in_recovery() {
-            return;
-        }
-        let mut acked = m.acked_bytes;
-        if state.in_slow_start() {
-            acked = state.slow_start(acked);
-        }
-        if acked > 0 {
-            self.congestion_avoidance(state, acked);
+        match state.classify(m) {
+            WindowEvent::Timeout => {
+                // tcp_enter_loss: ssthresh from the current window, then cubic's state is reset.
+                self.on_congestion_event(state);
+                *self = Self::default();
+                state.cwnd_bytes = state.min_cwnd_bytes();
+            }
+            WindowEvent::CongestionEvent => {
+                self.on_congestion_event(state);
+                state.cwnd_bytes = state.ssthresh_bytes;
+            }
+            WindowEvent::Hold => {}
+            WindowEvent::Avoidance { acked_bytes } => self.congestion_avoidance(state, acked_bytes),
         }
     }
 }

@@ -15,7 +15,7 @@ pub mod testing;
 
 pub use cubic::Cubic;
 pub use reno::Reno;
-pub use state::{FlowState, Measurement};
+pub use state::{FlowState, Measurement, WindowEvent};
 
 /// The operations every algorithm provides.
 pub trait Algorithm: Send {

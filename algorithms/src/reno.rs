@@ -6,7 +6,7 @@
 //! max(cwnd/2, 2 MSS)`, `cwnd = ssthresh`); a retransmission timeout sets ssthresh the same
 //! way and restarts from one segment, as `tcp_enter_loss` does.
 
-use crate::{Algorithm, FlowState, Measurement};
+use crate::{Algorithm, FlowState, Measurement, WindowEvent};
 
 /// Multiplicative decrease on loss (Reno halves).
 const BETA_NUM: u64 = 1;
@@ -42,28 +42,20 @@ impl Algorithm for Reno {
     }
 
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
-        if m.timeout {
-            state.ssthresh_bytes = Self::reduced_window(state);
-            state.cwnd_bytes = (LOSS_WINDOW_SEGMENTS * state.mss_bytes).max(state.min_cwnd_bytes());
-            state.leave_recovery();
-            self.ca_acked_bytes = 0;
-            return;
-        }
-        if m.lost_packets > 0 && state.new_congestion_event() {
-            state.ssthresh_bytes = Self::reduced_window(state);
-            state.cwnd_bytes = state.ssthresh_bytes;
-            self.ca_acked_bytes = 0;
-            return;
-        }
-        if state.in_recovery() {
-            return;
-        }
-        let mut acked = m.acked_bytes;
-        if state.in_slow_start() {
-            acked = state.slow_start(acked);
-        }
-        if acked > 0 {
-            self.congestion_avoidance(state, acked);
+        match state.classify(m) {
+            WindowEvent::Timeout => {
+                state.ssthresh_bytes = Self::reduced_window(state);
+                state.cwnd_bytes =
+                    (LOSS_WINDOW_SEGMENTS * state.mss_bytes).max(state.min_cwnd_bytes());
+                self.ca_acked_bytes = 0;
+            }
+            WindowEvent::CongestionEvent => {
+                state.ssthresh_bytes = Self::reduced_window(state);
+                state.cwnd_bytes = state.ssthresh_bytes;
+                self.ca_acked_bytes = 0;
+            }
+            WindowEvent::Hold => {}
+            WindowEvent::Avoidance { acked_bytes } => self.congestion_avoidance(state, acked_bytes),
         }
     }
 }

@@ -46,6 +46,20 @@ pub struct FlowState {
     recovery_bytes_left: u64,
 }
 
+/// What one measurement means for a loss-based window algorithm: the control flow every such
+/// algorithm shares, decided by [`FlowState::classify`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowEvent {
+    /// The retransmission timer fired; any recovery episode is over.
+    Timeout,
+    /// The first loss of a new congestion event; the flow is now recovering.
+    CongestionEvent,
+    /// Recovering, or nothing acknowledged beyond slow start: hold the window.
+    Hold,
+    /// Bytes acknowledged beyond what slow start used, to spend in congestion avoidance.
+    Avoidance { acked_bytes: u64 },
+}
+
 /// A window never goes below two segments (as Linux's `tcp_reno_ssthresh`).
 pub const MIN_CWND_SEGMENTS: u64 = 2;
 
@@ -96,9 +110,34 @@ impl FlowState {
         MIN_CWND_SEGMENTS * self.mss_bytes
     }
 
+    /// Classify a measurement (after [`observe`](Self::observe)): a timeout first, then a new
+    /// congestion event, then a hold while recovering; otherwise slow start takes what it
+    /// may of the acknowledged bytes (growing the window here) and the rest is returned for
+    /// congestion avoidance.
+    pub fn classify(&mut self, m: &Measurement) -> WindowEvent {
+        if m.timeout {
+            self.recovery_bytes_left = 0;
+            return WindowEvent::Timeout;
+        }
+        if m.lost_packets > 0 && self.new_congestion_event() {
+            return WindowEvent::CongestionEvent;
+        }
+        if self.in_recovery() {
+            return WindowEvent::Hold;
+        }
+        let mut acked_bytes = m.acked_bytes;
+        if self.in_slow_start() {
+            acked_bytes = self.slow_start(acked_bytes);
+        }
+        if acked_bytes == 0 {
+            return WindowEvent::Hold;
+        }
+        WindowEvent::Avoidance { acked_bytes }
+    }
+
     /// Whether a loss reported now starts a new congestion event. If it does, the flow
     /// enters recovery until the window of data in flight now has been acknowledged.
-    pub fn new_congestion_event(&mut self) -> bool {
+    fn new_congestion_event(&mut self) -> bool {
         if self.recovery_bytes_left > 0 {
             return false;
         }
@@ -112,14 +151,9 @@ impl FlowState {
         self.recovery_bytes_left > 0
     }
 
-    /// After a retransmission timeout the recovery episode is over: the next loss is new.
-    pub fn leave_recovery(&mut self) {
-        self.recovery_bytes_left = 0;
-    }
-
     /// Slow-start growth: one byte per byte acknowledged, up to ssthresh. Returns the bytes
     /// acknowledged that slow start did not use (to be spent in congestion avoidance).
-    pub fn slow_start(&mut self, acked_bytes: u64) -> u64 {
+    fn slow_start(&mut self, acked_bytes: u64) -> u64 {
         let room = self.ssthresh_bytes.saturating_sub(self.cwnd_bytes);
         let used = acked_bytes.min(room);
         self.cwnd_bytes += used;
