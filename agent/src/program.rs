@@ -1,19 +1,34 @@
-//! The datapath program that carries the simple algorithm API.
+//! Datapath programs: compiling them with portus's compiler, and reading their reports.
 //!
-//! Every "simple" algorithm (one that reacts to per-RTT measurements and sets a window or a
-//! rate) runs over this one program: the datapath folds each ACK into the report registers
-//! and reports once per RTT, or at once when a loss or a timeout is seen, so the algorithm
-//! answers congestion within one report rather than one RTT. It is compiled once with
-//! portus's compiler and installed on every datapath that connects.
+//! Every simple algorithm (one that reacts to measurements and sets a window or a rate) runs
+//! over one standard program: the datapath folds each ACK into the report registers and
+//! reports once per RTT, per ACK or every fixed period (chosen per flow by control
+//! registers), and at once when a loss or a timeout is seen, so the algorithm answers
+//! congestion within one report. Full-API algorithms bring their own programs. All programs
+//! are compiled once and installed on every datapath that connects.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
+use ccswitch_algorithms::{Measurement, Reporting};
+use ccswitch_ccp::wire;
 use portus::lang::{self, Reg, Scope};
 
 /// Initial value of the per-report minimum RTT: larger than any sample (µs); the compiler
 /// accepts immediates below 2^31 only.
 const NO_RTT_SAMPLE_US: u64 = (1 << 31) - 1;
 
-fn source() -> String {
+/// Register type of the implicit registers and the indices of `Cwnd` and `Rate` among them,
+/// as portus's compiler numbers them.
+const IMPLICIT_REG_TYPE: u8 = 2;
+const CWND_REG_INDEX: u32 = 4;
+const RATE_REG_INDEX: u32 = 5;
+/// Register types of control registers (libccp's NONVOLATILE/VOLATILE_CONTROL_REG).
+const NONVOLATILE_CONTROL_REG_TYPE: u8 = 0;
+const VOLATILE_CONTROL_REG_TYPE: u8 = 8;
+
+fn simple_source() -> String {
     format!(
         "(def (Report
             (volatile acked 0)
@@ -25,7 +40,10 @@ fn source() -> String {
             (volatile inflight 0)
             (volatile rate 0)
             (volatile now 0)
-        ))
+         )
+         (Control.per_ack 0)
+         (Control.period_us 0)
+        )
         (when true
             (:= Report.acked (+ Report.acked Ack.bytes_acked))
             (:= Report.lost (+ Report.lost Ack.lost_pkts_sample))
@@ -38,69 +56,38 @@ fn source() -> String {
             (:= Report.now Ack.now)
             (fallthrough)
         )
-        (when (|| Report.timeout (> Report.lost 0))
+        (when (|| (|| Report.timeout (> Report.lost 0)) (> Control.per_ack 0))
             (report)
             (:= Micros 0)
         )
-        (when (> Micros Flow.rtt_sample_us)
+        (when (&& (> Control.period_us 0) (> Micros Control.period_us))
+            (report)
+            (:= Micros 0)
+        )
+        (when (&& (== Control.period_us 0) (> Micros Flow.rtt_sample_us))
             (report)
             (:= Micros 0)
         )"
     )
 }
 
-/// Where each report field sits in a MEASURE message of this program.
-#[derive(Clone, Copy, Debug)]
-pub struct ReportLayout {
-    pub acked: usize,
-    pub lost: usize,
-    pub timeout: usize,
-    pub ecn: usize,
-    pub rtt: usize,
-    pub minrtt: usize,
-    pub inflight: usize,
-    pub rate: usize,
-    pub now: usize,
-}
-
-/// The compiled program: what to install and how to read its reports.
-pub struct SimpleProgram {
+/// A compiled program: what to install and how to read and drive its registers.
+pub struct CompiledProgram {
+    pub name: String,
     pub uid: u32,
-    /// INSTALL_EXPR message body for socket id 0 (programs belong to a datapath, not a flow).
+    /// INSTALL_EXPR message for socket id 0 (programs belong to a datapath, not a flow).
     pub install_message: Vec<u8>,
-    pub layout: ReportLayout,
-    pub num_fields: usize,
+    /// Report register names (without the `Report.` prefix), by field index.
+    pub report_names: Vec<String>,
+    /// Control registers (without the `Control.` prefix): register type and index.
+    controls: HashMap<String, (u8, u32)>,
 }
 
-fn report_index(scope: &Scope, name: &str) -> Result<usize> {
-    match scope.get(name) {
-        Some(Reg::Report(idx, _, _)) => Ok(usize::from(*idx)),
-        other => Err(anyhow!("{name} is not a report register: {other:?}")),
-    }
-}
-
-impl SimpleProgram {
-    pub fn compile() -> Result<Self> {
-        let (bin, scope) = lang::compile(source().as_bytes(), &[])
-            .map_err(|e| anyhow!("compiling the simple-API datapath program: {e}"))?;
-        let layout = ReportLayout {
-            acked: report_index(&scope, "Report.acked")?,
-            lost: report_index(&scope, "Report.lost")?,
-            timeout: report_index(&scope, "Report.timeout")?,
-            ecn: report_index(&scope, "Report.ecn")?,
-            rtt: report_index(&scope, "Report.rtt")?,
-            minrtt: report_index(&scope, "Report.minrtt")?,
-            inflight: report_index(&scope, "Report.inflight")?,
-            rate: report_index(&scope, "Report.rate")?,
-            now: report_index(&scope, "Report.now")?,
-        };
-        let num_fields = 1 + [
-            layout.acked, layout.lost, layout.timeout, layout.ecn, layout.rtt, layout.minrtt,
-            layout.inflight, layout.rate, layout.now,
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0);
+impl CompiledProgram {
+    pub fn compile(name: &str, source: &str) -> Result<Self> {
+        let (bin, scope) = lang::compile(source.as_bytes(), &[])
+            .map_err(|e| anyhow!("compiling datapath program {name:?}: {e}"))?;
+        let (report_names, controls) = registers(source, &scope);
         let msg = portus::serialize::install::Msg {
             sid: 0,
             program_uid: scope.program_uid,
@@ -110,18 +97,113 @@ impl SimpleProgram {
         };
         let install_message = portus::serialize::serialize(&msg)
             .map_err(|e| anyhow!("serializing the install message: {e:?}"))
-            .context("simple-API program")?;
-        Ok(Self { uid: scope.program_uid, install_message, layout, num_fields })
+            .with_context(|| format!("program {name:?}"))?;
+        Ok(Self {
+            name: name.to_string(),
+            uid: scope.program_uid,
+            install_message,
+            report_names,
+            controls,
+        })
+    }
+
+    pub fn control_field(&self, name: &str, value: u64) -> Result<wire::UpdateField> {
+        let (reg_type, reg_index) = *self
+            .controls
+            .get(name.strip_prefix("Control.").unwrap_or(name))
+            .ok_or_else(|| anyhow!("program {:?} has no control register {name:?}", self.name))?;
+        Ok(wire::UpdateField { reg_type, reg_index, value })
+    }
+
+    fn report_index(&self, name: &str) -> Result<usize> {
+        self.report_names
+            .iter()
+            .position(|n| n == name)
+            .ok_or_else(|| anyhow!("program {:?} has no report register {name}", self.name))
+    }
+}
+
+/// Portus's scope cannot be listed, so look up every identifier of the source in it.
+fn registers(source: &str, scope: &Scope) -> (Vec<String>, HashMap<String, (u8, u32)>) {
+    let mut reports: Vec<(u8, String)> = Vec::new();
+    let mut controls = HashMap::new();
+    let tokens = source
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter(|t| !t.is_empty());
+    for token in tokens {
+        let bare = token.rsplit('.').next().unwrap_or(token).to_string();
+        for candidate in [format!("Report.{bare}"), format!("Control.{bare}")] {
+            match scope.get(&candidate) {
+                Some(Reg::Report(idx, _, _)) if !reports.iter().any(|(i, _)| i == idx) => {
+                    reports.push((*idx, bare.clone()));
+                }
+                Some(Reg::Control(idx, _, volatile)) => {
+                    let reg_type =
+                        if *volatile { VOLATILE_CONTROL_REG_TYPE } else { NONVOLATILE_CONTROL_REG_TYPE };
+                    controls.insert(bare.clone(), (reg_type, u32::from(*idx)));
+                }
+                _ => {}
+            }
+        }
+    }
+    reports.sort();
+    let mut names = Vec::new();
+    for (idx, name) in reports {
+        let idx = usize::from(idx);
+        if names.len() <= idx {
+            names.resize(idx + 1, String::new());
+        }
+        names[idx] = name;
+    }
+    (names, controls)
+}
+
+/// Where each field of the standard program's report sits.
+#[derive(Clone, Copy, Debug)]
+struct ReportLayout {
+    acked: usize,
+    lost: usize,
+    timeout: usize,
+    ecn: usize,
+    rtt: usize,
+    minrtt: usize,
+    inflight: usize,
+    rate: usize,
+    now: usize,
+}
+
+/// The standard program of the simple API.
+pub struct SimpleProgram {
+    pub program: Arc<CompiledProgram>,
+    layout: ReportLayout,
+}
+
+impl SimpleProgram {
+    pub fn compile() -> Result<Self> {
+        let program = CompiledProgram::compile("simple", &simple_source())?;
+        let i = |name| program.report_index(name);
+        let layout = ReportLayout {
+            acked: i("acked")?,
+            lost: i("lost")?,
+            timeout: i("timeout")?,
+            ecn: i("ecn")?,
+            rtt: i("rtt")?,
+            minrtt: i("minrtt")?,
+            inflight: i("inflight")?,
+            rate: i("rate")?,
+            now: i("now")?,
+        };
+        Ok(Self { program: Arc::new(program), layout })
     }
 
     /// Decode a report of this program; `None` if it has too few fields.
-    pub fn measurement(&self, fields: &[u64]) -> Option<ccswitch_algorithms::Measurement> {
-        if fields.len() < self.num_fields {
+    pub fn measurement(&self, fields: &[u64]) -> Option<Measurement> {
+        if fields.len() < self.program.report_names.len() {
             return None;
         }
         let l = &self.layout;
         let minrtt = fields[l.minrtt];
-        Some(ccswitch_algorithms::Measurement {
+        Some(Measurement {
             now_us: fields[l.now],
             acked_bytes: fields[l.acked],
             lost_packets: fields[l.lost],
@@ -133,6 +215,32 @@ impl SimpleProgram {
             delivery_rate_bytes_per_s: fields[l.rate],
         })
     }
+
+    /// The control registers that select a reporting mode.
+    pub fn reporting_fields(&self, reporting: Reporting) -> Vec<wire::UpdateField> {
+        let (per_ack, period_us) = match reporting {
+            Reporting::PerRtt => (0, 0),
+            Reporting::PerAck => (1, 0),
+            Reporting::EveryMicros(us) => (0, us.max(1)),
+        };
+        [("per_ack", per_ack), ("period_us", period_us)]
+            .into_iter()
+            .map(|(name, v)| self.program.control_field(name, v).expect("declared above"))
+            .collect()
+    }
+}
+
+/// UPDATE_FIELDS entries that set the window and, if given, the pacing rate.
+pub fn cwnd_rate_fields(cwnd_bytes: Option<u32>, rate_bytes_per_s: Option<u64>) -> Vec<wire::UpdateField> {
+    let implicit = |reg_index, value| wire::UpdateField { reg_type: IMPLICIT_REG_TYPE, reg_index, value };
+    let mut fields = Vec::new();
+    if let Some(cwnd) = cwnd_bytes {
+        fields.push(implicit(CWND_REG_INDEX, u64::from(cwnd)));
+    }
+    if let Some(rate) = rate_bytes_per_s {
+        fields.push(implicit(RATE_REG_INDEX, rate));
+    }
+    fields
 }
 
 #[cfg(test)]
@@ -142,13 +250,38 @@ mod tests {
     #[test]
     fn compiles_and_lays_out_every_field() {
         let p = SimpleProgram::compile().unwrap();
-        assert_eq!(p.num_fields, 9);
-        let mut fields = vec![0u64; p.num_fields];
+        assert_eq!(p.program.report_names.len(), 9);
+        let mut fields = vec![0u64; 9];
         fields[p.layout.acked] = 14480;
         fields[p.layout.lost] = 2;
         fields[p.layout.minrtt] = NO_RTT_SAMPLE_US;
         let m = p.measurement(&fields).unwrap();
         assert_eq!((m.acked_bytes, m.lost_packets, m.min_rtt_us), (14480, 2, 0));
         assert!(p.measurement(&fields[..3]).is_none());
+    }
+
+    #[test]
+    fn reporting_modes_set_the_control_registers() {
+        let p = SimpleProgram::compile().unwrap();
+        let values =
+            |r| p.reporting_fields(r).iter().map(|f| f.value).collect::<Vec<_>>();
+        assert_eq!(values(Reporting::PerRtt), vec![0, 0]);
+        assert_eq!(values(Reporting::PerAck), vec![1, 0]);
+        assert_eq!(values(Reporting::EveryMicros(20_000)), vec![0, 20_000]);
+        let fields = p.reporting_fields(Reporting::PerAck);
+        assert!(fields.iter().all(|f| f.reg_type == NONVOLATILE_CONTROL_REG_TYPE));
+        assert_ne!(fields[0].reg_index, fields[1].reg_index);
+    }
+
+    #[test]
+    fn every_full_api_program_compiles() {
+        for info in ccswitch_algorithms::ALGORITHMS {
+            if let ccswitch_algorithms::Instance::Full(a) = ccswitch_algorithms::instantiate(info.name).unwrap() {
+                for (name, source) in a.programs() {
+                    let p = CompiledProgram::compile(name, &source).unwrap();
+                    assert!(!p.report_names.is_empty(), "{}: {name} reports", info.name);
+                }
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! message that cannot be decoded is logged and skipped; only a broken framing (a length
 //! that cannot be right) ends that datapath's connection. Other datapaths are unaffected.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -17,11 +17,13 @@ use anyhow::{bail, Context, Result};
 use ccswitch_ccp::wire::{self, FrameReader, Msg};
 use tracing::{debug, error, info, warn};
 
-use crate::flow::{Directive, FlowController};
-use crate::program::SimpleProgram;
+use crate::flow::{self, Answer, FlowController, ProgramCache};
+use crate::program::{CompiledProgram, SimpleProgram};
 
 pub struct Agent {
-    program: SimpleProgram,
+    simple: SimpleProgram,
+    programs: ProgramCache,
+    /// Algorithm spec for flows whose datapath does not ask for a known one.
     default_algorithm: String,
     next_datapath_id: AtomicU64,
 }
@@ -29,7 +31,8 @@ pub struct Agent {
 impl Agent {
     pub fn new(default_algorithm: String) -> Result<Arc<Self>> {
         Ok(Arc::new(Self {
-            program: SimpleProgram::compile()?,
+            simple: SimpleProgram::compile()?,
+            programs: ProgramCache::default(),
             default_algorithm,
             next_datapath_id: AtomicU64::new(1),
         }))
@@ -63,7 +66,7 @@ impl Agent {
                 Err(e) => return error!(datapath, error = %e, "cannot clone the stream"),
             },
             flows: HashMap::new(),
-            programs_installed: false,
+            installed: HashSet::new(),
         };
         let reason = conn.run(stream);
         info!(datapath, flows = conn.flows.len(), reason = %reason, "datapath disconnected");
@@ -95,7 +98,8 @@ struct Connection<'a> {
     datapath: u64,
     out: UnixStream,
     flows: HashMap<u32, FlowController>,
-    programs_installed: bool,
+    /// Programs installed on this datapath, by uid.
+    installed: HashSet<u32>,
 }
 
 impl Connection<'_> {
@@ -139,41 +143,37 @@ impl Connection<'_> {
     fn on_message(&mut self, msg: Msg) -> Result<()> {
         match msg {
             Msg::Ready(_) => {
+                // A (re)started datapath: its program table and flows are gone.
                 self.flows.clear();
-                self.install_programs()
+                self.installed.clear();
+                self.install(&Arc::clone(&self.agent.simple.program))
             }
             Msg::Create(c) => {
-                if !self.programs_installed {
-                    self.install_programs()?;
+                if self.installed.is_empty() {
+                    self.install(&Arc::clone(&self.agent.simple.program))?;
                 }
                 let requested = c.cong_alg.trim_matches(char::from(0)).to_string();
-                let (name, algorithm) = match ccswitch_algorithms::by_name(&requested) {
-                    Some(a) => (requested, a),
-                    None => {
-                        let a = ccswitch_algorithms::by_name(&self.agent.default_algorithm)
-                            .expect("default algorithm checked at start");
-                        (self.agent.default_algorithm.clone(), a)
-                    }
+                let instance = match flow::instantiate(&requested) {
+                    Ok(a) if !requested.is_empty() => a,
+                    _ => flow::instantiate(&self.agent.default_algorithm)?,
                 };
+                let name = instance.name().to_string();
+                let (flow, answer) = FlowController::new(
+                    instance, c.mss, c.init_cwnd, &self.agent.simple, &self.agent.programs,
+                )?;
                 info!(
                     datapath = self.datapath, sid = c.sid, algorithm = %name, mss = c.mss,
                     init_cwnd = c.init_cwnd, src = %ip(c.src_ip), sport = c.src_port,
                     dst = %ip(c.dst_ip), dport = c.dst_port, "flow created"
                 );
-                let flow = FlowController::new(algorithm, c.mss, c.init_cwnd);
-                let directive = flow.directive();
                 self.flows.insert(c.sid, flow);
-                self.send(&wire::Msg::ChangeProg(wire::ChangeProg {
-                    sid: c.sid,
-                    program_uid: self.agent.program.uid,
-                    updates: directive_fields(&directive),
-                }))
+                self.answer(c.sid, answer)
             }
             Msg::Measure(m) if m.fields.is_empty() => {
                 if let Some(flow) = self.flows.remove(&m.sid) {
                     info!(
-                        datapath = self.datapath, sid = m.sid, algorithm = flow.algorithm.name(),
-                        reports = flow.reports, cwnd = flow.state.cwnd_bytes, "flow closed"
+                        datapath = self.datapath, sid = m.sid, algorithm = flow.name(),
+                        reports = flow.reports, cwnd = flow.cwnd_bytes(), "flow closed"
                     );
                 }
                 Ok(())
@@ -183,26 +183,13 @@ impl Connection<'_> {
                     debug!(datapath = self.datapath, sid = m.sid, "report for an unknown flow");
                     return Ok(());
                 };
-                if m.program_uid != self.agent.program.uid {
-                    warn!(sid = m.sid, program = m.program_uid, "report from a program not ours");
+                if m.program_uid != flow.program_uid(&self.agent.simple) {
+                    warn!(sid = m.sid, program = m.program_uid, "report from a program not the flow's");
                     return Ok(());
                 }
-                let Some(measurement) = self.agent.program.measurement(&m.fields) else {
-                    warn!(sid = m.sid, fields = m.fields.len(), "report with too few fields");
-                    return Ok(());
-                };
-                let directive = flow.on_report(&measurement);
-                debug!(
-                    sid = m.sid, acked = measurement.acked_bytes, lost = measurement.lost_packets,
-                    rtt_us = measurement.rtt_us, cwnd = directive.cwnd_bytes,
-                    rate = ?directive.pacing_rate_bytes_per_s, "directive sent"
-                );
-                // Sent even when nothing changed: an answered report is how the shim knows
-                // the agent is alive (an unanswered one past its timeout means fallback).
-                self.send(&wire::Msg::UpdateFields(wire::UpdateFields {
-                    sid: m.sid,
-                    updates: directive_fields(&directive),
-                }))
+                let answer = flow.on_report(&m.fields, &self.agent.simple)?;
+                debug!(sid = m.sid, fields = ?m.fields, answer = ?answer, "report answered");
+                self.answer(m.sid, answer)
             }
             other => {
                 warn!(datapath = self.datapath, msg = ?other.msg_type(), "unexpected message from a datapath");
@@ -211,39 +198,29 @@ impl Connection<'_> {
         }
     }
 
-    fn install_programs(&mut self) -> Result<()> {
-        self.out.write_all(&self.agent.program.install_message)?;
-        self.programs_installed = true;
-        debug!(datapath = self.datapath, program = self.agent.program.uid, "program installed");
+    fn install(&mut self, program: &CompiledProgram) -> Result<()> {
+        self.out.write_all(&program.install_message)?;
+        self.installed.insert(program.uid);
+        debug!(datapath = self.datapath, program = %program.name, uid = program.uid, "program installed");
         Ok(())
+    }
+
+    fn answer(&mut self, sid: u32, answer: Answer) -> Result<()> {
+        match answer {
+            Answer::ChangeProgram { program, updates } => {
+                if !self.installed.contains(&program.uid) {
+                    self.install(&program)?;
+                }
+                self.send(&Msg::ChangeProg(wire::ChangeProg { sid, program_uid: program.uid, updates }))
+            }
+            Answer::Update(updates) => self.send(&Msg::UpdateFields(wire::UpdateFields { sid, updates })),
+        }
     }
 
     fn send(&mut self, msg: &Msg) -> Result<()> {
         self.out.write_all(&msg.encode()?)?;
         Ok(())
     }
-}
-
-/// Register type of the implicit registers and the indices of `Cwnd` and `Rate` among them,
-/// as portus's compiler numbers them.
-const IMPLICIT_REG_TYPE: u8 = 2;
-const CWND_REG_INDEX: u32 = 4;
-const RATE_REG_INDEX: u32 = 5;
-
-fn directive_fields(d: &Directive) -> Vec<wire::UpdateField> {
-    let mut fields = vec![wire::UpdateField {
-        reg_type: IMPLICIT_REG_TYPE,
-        reg_index: CWND_REG_INDEX,
-        value: u64::from(d.cwnd_bytes),
-    }];
-    if let Some(rate) = d.pacing_rate_bytes_per_s {
-        fields.push(wire::UpdateField {
-            reg_type: IMPLICIT_REG_TYPE,
-            reg_index: RATE_REG_INDEX,
-            value: rate,
-        });
-    }
-    fields
 }
 
 fn ip(addr: u32) -> std::net::Ipv4Addr {

@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ccswitch_ccp::wire::{self, Create, FrameReader, Measure, Msg, Ready};
+use ccswitch_ccp::{Flow, Primitives, ProgramTable};
 
 struct Agent {
     child: Child,
@@ -142,6 +143,81 @@ fn installs_programs_then_drives_each_flow_with_its_own_algorithm() {
     assert_eq!(cwnd_of(dp.recv()), 20 * 1448);
     dp.send(&report(2, uid, 0, 1));
     assert_eq!(cwnd_of(dp.recv()), (20.0 * 1448.0 * 717.0 / 1024.0) as u64);
+}
+
+/// A full-API algorithm: its own program, run here by the datapath-side interpreter, grows
+/// the window per ACK; the agent only steps in on loss (halve, then hold growth in recovery).
+#[test]
+fn full_api_program_grows_the_window_in_the_datapath_and_the_agent_answers_loss() {
+    let agent = Agent::start("full-api", "reno");
+    let mut dp = agent.connect();
+    dp.send(&Msg::Ready(Ready { id: 9 }));
+    let mut table = ProgramTable::new();
+    let Msg::InstallExpr(simple) = dp.recv() else { panic!("no install") };
+    table.install_msg(&simple).unwrap();
+
+    let mss = 1448u32;
+    dp.send(&Msg::Create(Create {
+        sid: 5, init_cwnd: 10 * mss, mss, src_ip: 1, src_port: 2, dst_ip: 3, dst_port: 4,
+        cong_alg: "reno-datapath".into(),
+    }));
+    // Its own program is installed on demand, then the flow is switched to it.
+    let Msg::InstallExpr(own) = dp.recv() else { panic!("the algorithm's program is installed first") };
+    assert_ne!(own.program_uid, simple.program_uid);
+    table.install_msg(&own).unwrap();
+    let change = dp.recv();
+    let Msg::ChangeProg(c) = &change else { panic!("expected CHANGE_PROG, got {change:?}") };
+    assert_eq!(c.program_uid, own.program_uid);
+    let mut flow = Flow::new(5, 10 * mss, mss);
+    flow.handle(&change, &table, 0).unwrap();
+    assert_eq!(flow.cwnd_bytes(), 10 * mss);
+
+    let ack = |lost: u64| Primitives {
+        bytes_acked: if lost > 0 { 0 } else { u64::from(mss) },
+        packets_acked: u64::from(lost == 0),
+        lost_pkts_sample: lost,
+        rtt_sample_us: 50_000,
+        bytes_in_flight: 20 * u64::from(mss),
+        ..Primitives::default()
+    };
+    // Slow start in the datapath: ten ACKs within the first RTT, no report, window doubled.
+    for t in 1..=10u64 {
+        let step = flow.on_ack(&ack(0), t * 1000);
+        assert!(step.report.is_none(), "no report before an RTT has passed");
+    }
+    assert_eq!(flow.cwnd_bytes(), 20 * mss);
+
+    // A loss is reported at once; the agent halves the window and holds growth.
+    let report = flow.on_ack(&ack(1), 11_000).report.expect("loss reported at once");
+    dp.send(&Msg::Measure(report));
+    let answer = dp.recv();
+    assert!(matches!(answer, Msg::UpdateFields(_)), "got {answer:?}");
+    flow.handle(&answer, &table, 11_000).unwrap();
+    assert_eq!(flow.cwnd_bytes(), 10 * mss, "halved by the agent");
+    for t in 12..=20u64 {
+        flow.on_ack(&ack(0), t * 1000);
+    }
+    assert_eq!(flow.cwnd_bytes(), 10 * mss, "no growth while recovering");
+
+    // Once the data in flight at the loss is acknowledged, the agent lifts the hold and the
+    // datapath grows again, now in congestion avoidance: one MSS per window acknowledged. ACKs
+    // now come every 5 ms, ten per 50 ms RTT, as a window of ten segments would bring them.
+    let mut t = 20_000u64;
+    let mut answered = 0;
+    while answered < 3 {
+        t += 5000;
+        if let Some(report) = flow.on_ack(&ack(0), t).report {
+            dp.send(&Msg::Measure(report));
+            let answer = dp.recv();
+            flow.handle(&answer, &table, t).unwrap();
+            answered += 1;
+        }
+    }
+    let grown = flow.cwnd_bytes() - 10 * mss;
+    assert!(
+        (mss..3 * mss).contains(&grown),
+        "about one MSS per RTT after recovery, grew {grown} bytes"
+    );
 }
 
 #[test]

@@ -1,26 +1,63 @@
 //! Congestion-control algorithms run by the ccswitch agent, out of the datapath.
 //!
-//! The model (after quiche's `recovery/congestion/`): every algorithm works over one shared
-//! [`FlowState`] (window, threshold, RTT and rate estimates that any algorithm may read) and
-//! implements the small table of operations in [`Algorithm`]. The agent feeds each flow one
-//! [`Measurement`] per report of the datapath program (about once per RTT, at once on loss or
-//! timeout), and writes back the window and pacing rate the algorithm left in the state.
+//! Two authoring levels:
 //!
-//! One file per algorithm. Each carries deterministic tests driven by [`testing::FakeSender`].
+//! - **Simple** ([`Algorithm`]), after quiche's `recovery/congestion/`: every algorithm works
+//!   over one shared [`FlowState`] (window, threshold, RTT and rate estimates that any
+//!   algorithm may read) and is fed one [`Measurement`] per report of the agent's standard
+//!   datapath program: once per RTT by default, per ACK or every fixed period if the algorithm
+//!   asks ([`Reporting`]), and at once on loss or timeout. It sets the window and, if it paces,
+//!   the pacing rate. This covers Mystique's API (current and minimum RTT, current and maximum
+//!   bandwidth, loss signal, set the window, set the period).
+//! - **Full** ([`ProgramAlgorithm`]): the algorithm brings its own CCP datapath programs
+//!   (folds over ACKs and report conditions, in CCP's language), reads its own report
+//!   registers and drives its control registers, window, rate and program changes.
+//!
+//! One file per algorithm. Simple algorithms carry deterministic tests driven by
+//! [`testing::FakeSender`].
 
+mod bbr;
+mod copa;
 mod cubic;
+mod hybla;
+mod illinois;
+mod mystique_bbr;
+mod params;
+mod program_api;
 mod reno;
+mod reno_datapath;
 mod state;
 pub mod testing;
+mod vegas;
+mod westwood;
 
-pub use cubic::Cubic;
-pub use reno::Reno;
+pub use params::{Param, Params, SpecError};
+pub use program_api::{FlowControl, ProgramAlgorithm, Report};
 pub use state::{FlowState, Measurement, WindowEvent};
 
-/// The operations every algorithm provides.
+/// How often the standard datapath program reports to a simple algorithm. Losses and
+/// timeouts are reported at once in every mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reporting {
+    /// Once per RTT (the latest RTT sample).
+    #[default]
+    PerRtt,
+    /// After every ACK (costly: one message per ACK).
+    PerAck,
+    /// Every fixed period, µs (Mystique's `setPeriod`).
+    EveryMicros(u64),
+}
+
+/// The operations every simple algorithm provides.
 pub trait Algorithm: Send {
     /// Short name, as used on the command line and in scheme names (`ccswitch:NAME`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
+
+    /// How often this algorithm wants reports. Read after every report, so an algorithm may
+    /// change it as it goes.
+    fn reporting(&self) -> Reporting {
+        Reporting::PerRtt
+    }
 
     /// React to one report. `state` has already absorbed the measurement's RTT and rate
     /// samples (see [`FlowState::observe`]); the algorithm updates `state.cwnd_bytes` and,
@@ -28,28 +65,80 @@ pub trait Algorithm: Send {
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement);
 }
 
-/// Description of an algorithm for listings (`ccswitch-agent --list-algorithms`).
+/// A ready-to-run algorithm of either authoring level.
+pub enum Instance {
+    Simple(Box<dyn Algorithm>),
+    Full(Box<dyn ProgramAlgorithm>),
+}
+
+impl Instance {
+    pub fn name(&self) -> &str {
+        match self {
+            Instance::Simple(a) => a.name(),
+            Instance::Full(a) => a.name(),
+        }
+    }
+}
+
+/// How a registered algorithm is built from its parameters.
+pub enum Make {
+    Simple(fn(&Params) -> Box<dyn Algorithm>),
+    Full(fn(&Params) -> Box<dyn ProgramAlgorithm>),
+}
+
+/// A registered algorithm, for listings and instantiation by name.
 pub struct AlgorithmInfo {
     pub name: &'static str,
     pub summary: &'static str,
-    pub make: fn() -> Box<dyn Algorithm>,
+    /// Where the model comes from (paper, RFC or kernel file).
+    pub source: &'static str,
+    pub params: &'static [Param],
+    pub make: Make,
+}
+
+impl AlgorithmInfo {
+    pub fn instantiate(&self, params: &Params) -> Instance {
+        match self.make {
+            Make::Simple(make) => Instance::Simple(make(params)),
+            Make::Full(make) => Instance::Full(make(params)),
+        }
+    }
 }
 
 /// Every algorithm the agent can run, by name.
 pub const ALGORITHMS: &[AlgorithmInfo] = &[
-    AlgorithmInfo {
-        name: "reno",
-        summary: "NewReno (RFC 5681/6582): slow start, +1 MSS per RTT, halve on loss",
-        make: || Box::new(Reno::default()),
-    },
-    AlgorithmInfo {
-        name: "cubic",
-        summary: "CUBIC (RFC 9438, Linux defaults: beta 0.7, C 0.4, fast convergence)",
-        make: || Box::new(Cubic::default()),
-    },
+    reno::INFO,
+    cubic::INFO,
+    bbr::INFO,
+    mystique_bbr::INFO,
+    hybla::INFO,
+    illinois::INFO,
+    vegas::INFO,
+    westwood::INFO,
+    copa::INFO,
+    reno_datapath::INFO,
 ];
 
-/// Instantiate an algorithm by name.
-pub fn by_name(name: &str) -> Option<Box<dyn Algorithm>> {
-    ALGORITHMS.iter().find(|a| a.name == name).map(|a| (a.make)())
+pub fn info(name: &str) -> Option<&'static AlgorithmInfo> {
+    ALGORITHMS.iter().find(|a| a.name == name)
+}
+
+/// Instantiate an algorithm from a spec `NAME` or `NAME:PARAM=VALUE,PARAM=VALUE`, e.g.
+/// `cubic:beta=0.8`. Unknown names and parameters and unparsable values are errors.
+pub fn instantiate(spec: &str) -> Result<Instance, SpecError> {
+    let (name, assignments) = spec.split_once(':').unwrap_or((spec, ""));
+    let info = info(name).ok_or_else(|| SpecError::UnknownAlgorithm {
+        name: name.to_string(),
+        known: ALGORITHMS.iter().map(|a| a.name).collect::<Vec<_>>().join(", "),
+    })?;
+    let params = Params::parse(info, assignments)?;
+    Ok(info.instantiate(&params))
+}
+
+/// Instantiate a simple algorithm by spec (for tests and benchmarks).
+pub fn simple(spec: &str) -> Result<Box<dyn Algorithm>, SpecError> {
+    match instantiate(spec)? {
+        Instance::Simple(a) => Ok(a),
+        Instance::Full(a) => Err(SpecError::NotSimple(a.name().to_string())),
+    }
 }

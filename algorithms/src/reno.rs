@@ -6,7 +6,15 @@
 //! max(cwnd/2, 2 MSS)`, `cwnd = ssthresh`); a retransmission timeout sets ssthresh the same
 //! way and restarts from one segment, as `tcp_enter_loss` does.
 
-use crate::{Algorithm, FlowState, Measurement, WindowEvent};
+use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, WindowEvent};
+
+pub const INFO: AlgorithmInfo = AlgorithmInfo {
+    name: "reno",
+    summary: "NewReno: slow start, +1 MSS per RTT, halve on loss",
+    source: "RFC 5681, RFC 6582; Linux net/ipv4/tcp_cong.c (tcp_reno_*)",
+    params: &[],
+    make: Make::Simple(|_| Box::new(Reno::default())),
+};
 
 /// Multiplicative decrease on loss (Reno halves).
 const BETA_NUM: u64 = 1;
@@ -37,8 +45,8 @@ impl Reno {
 }
 
 impl Algorithm for Reno {
-    fn name(&self) -> &'static str {
-        "reno"
+    fn name(&self) -> &str {
+        INFO.name
     }
 
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {

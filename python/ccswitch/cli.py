@@ -9,13 +9,16 @@ from typing import List, Optional
 
 def build_parser() -> argparse.ArgumentParser:
     from . import traces
-    from .experiments import bench, runner
+    from . import algorithms
+    from .experiments import bench, grid, runner
 
     parser = argparse.ArgumentParser(prog="ccswitch", description="ccswitch congestion-control plane tools")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     traces.add_cli(sub)
     runner.add_cli(sub)
     bench.add_cli(sub)
+    grid.add_cli(sub)
+    algorithms.add_cli(sub)
     return parser
 
 

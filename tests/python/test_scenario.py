@@ -67,18 +67,37 @@ def test_trace_link_relative_to_scenario(tmp_path):
 
 
 def test_repo_scenarios_are_valid():
-    for name in ("demo.toml", "kernel-fidelity.toml"):
+    for name in ("demo.toml", "kernel-fidelity.toml", "algorithms-grid.toml"):
         sc = load_scenario(os.path.join(REPO, "experiments", name), check_files=False)
         assert sc.clients and sc.schemes
 
 
 def test_kernel_fidelity_shape():
     sc = load_scenario(os.path.join(REPO, "experiments", "kernel-fidelity.toml"))
-    assert {s.label for s in sc.schemes} == {"native:reno", "ccswitch:reno", "native:cubic", "ccswitch:cubic"}
+    assert {s.label for s in sc.schemes} == {f"{kind}:{alg}" for kind in ("native", "ccswitch")
+                                             for alg in ("reno", "cubic", "bbr")}
     assert sc.repetitions >= 5
-    assert sorted(c.loss_downlink for c in sc.clients) == [0.0, 0.01]
-    for c in sc.clients:
+    constant = [c for c in sc.clients if c.link.is_constant]
+    assert sorted(c.loss_downlink for c in constant) == [0.0, 0.01]
+    for c in constant:
         assert c.delay_ms == 25 and c.link.downlink_mbps == 24
+    assert [c for c in sc.clients if not c.link.is_constant], "one cellular trace"
+    for c in sc.clients:
+        assert c.file_sizes == (10_485_760,)
+
+
+def test_algorithms_grid_covers_every_algorithm():
+    from ccswitch.algorithms import list_algorithms
+    sc = load_scenario(os.path.join(REPO, "experiments", "algorithms-grid.toml"))
+    in_grid = {s.algorithm for s in sc.schemes if s.kind == "ccswitch"}
+    simple = {a["name"] for a in list_algorithms() if a["api"] == "simple"}
+    assert simple <= in_grid, f"missing from the grid: {simple - in_grid}"
+    assert {s.algorithm for s in sc.schemes if s.kind == "native"} == {"reno", "cubic", "bbr"}
+    rtts = {2 * c.delay_ms for c in sc.clients if c.link.is_constant}
+    losses = {c.loss_downlink for c in sc.clients if c.link.is_constant}
+    assert min(rtts) <= 50 and max(rtts) >= 300 and 0.0 in losses and max(losses) >= 0.03
+    assert len([c for c in sc.clients if c.link.is_constant]) == len(rtts) * len(losses)
+    assert [c for c in sc.clients if not c.link.is_constant], "one cellular trace"
 
 
 def replace(old, new):

@@ -20,7 +20,11 @@ except ModuleNotFoundError:  # pragma: no cover
 #: Kernel congestion controls built into this kernel (ENVIRONMENT.md).
 NATIVE_ALGORITHMS = ("reno", "cubic", "bbr")
 #: Algorithm names the ccswitch agent is asked to run; checked loosely (the agent decides).
-_ALG_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+# A library algorithm with optional parameters (`cubic`, `cubic:beta=0.8,c=0.4`) or a Python
+# class by dotted path (`py:mypkg.mymod:MyAlg`), as ccswitch-agent's --algorithm takes them.
+_PARAMS = r"(:[a-z][a-z0-9_]*=[-+0-9.eE]+(,[a-z][a-z0-9_]*=[-+0-9.eE]+)*)?"
+_ALG_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}" + _PARAMS + "$")
+_PY_ALG_RE = re.compile(r"^py:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -178,8 +182,11 @@ def parse_scheme(text: Any, where: str = "schemes") -> Scheme:
                 " (the only built-in congestion controls of this kernel)"
             )
     elif kind == "ccswitch":
-        if not _ALG_RE.match(alg):
-            raise ScenarioError(f"{where}: {text!r}: bad algorithm name {alg!r}")
+        if not (_ALG_RE.match(alg) or _PY_ALG_RE.match(alg)):
+            raise ScenarioError(
+                f"{where}: {text!r}: bad algorithm {alg!r}; expected NAME, NAME:PARAM=VALUE,... "
+                "or py:MODULE:CLASS"
+            )
     else:
         raise ScenarioError(f"{where}: {text!r}: kind must be 'native' or 'ccswitch', got {kind!r}")
     return Scheme(kind, alg)

@@ -1,0 +1,79 @@
+"""The grid report: best algorithm per cell, censored timeouts, table and heat map."""
+
+import json
+import os
+
+import pytest
+
+from ccswitch.experiments import grid, results
+from ccswitch.experiments.scenario import loads_scenario
+
+SCENARIO = """
+name = "g"
+timeout_s = 60
+schemes = ["native:cubic", "ccswitch:bbr", "ccswitch:hybla"]
+[[clients]]
+name = "rtt50-loss0"
+delay_ms = 25
+link = { mbps = 24 }
+file_bytes = 100
+[[clients]]
+name = "rtt300-loss1"
+delay_ms = 150
+loss_downlink = 0.01
+link = { mbps = 24 }
+file_bytes = 100
+"""
+
+
+def row(client, scheme, tct, error=None, sha=True):
+    return {"client": client, "scheme": scheme, "repetition": 1, "file_bytes": 100, "tct_s": tct,
+            "ttfb_s": None, "connect_s": None, "bytes": 100, "http_code": 200, "sha256_ok": sha,
+            "cc_observed": None, "started_at": "", "wall_s": None, "error": error}
+
+
+ROWS = [
+    row("rtt50-loss0", "native:cubic", 1.0), row("rtt50-loss0", "native:cubic", 1.2),
+    row("rtt50-loss0", "ccswitch:bbr", 1.5), row("rtt50-loss0", "ccswitch:hybla", 0.9),
+    row("rtt50-loss0", "ccswitch:hybla", 0.8),
+    # cubic times out twice: counted as 60 s, not dropped (which would make it look fast)
+    row("rtt300-loss1", "native:cubic", 5.0),
+    row("rtt300-loss1", "native:cubic", None, error="curl timeout after 60 s: x"),
+    row("rtt300-loss1", "native:cubic", None, error="timeout: no result after 70 s"),
+    row("rtt300-loss1", "ccswitch:bbr", 8.0),
+    row("rtt300-loss1", "ccswitch:hybla", 7.0, sha=False),  # corrupt: never counts
+    row("rtt300-loss1", "ccswitch:hybla", None, error="HTTP 500"),  # not a timeout: excluded
+]
+
+
+def test_cells_pick_the_fastest_median_and_censor_timeouts():
+    sc = loads_scenario(SCENARIO, check_files=False)
+    cells = {c.client: c for c in grid.cells(sc, ROWS)}
+    clean, lossy = cells["rtt50-loss0"], cells["rtt300-loss1"]
+    assert (clean.rtt_ms, clean.loss_pct, lossy.rtt_ms, lossy.loss_pct) == (50, 0, 300, 1)
+    assert clean.best == "ccswitch:hybla" and clean.medians["ccswitch:hybla"][0] == pytest.approx(0.85)
+    assert clean.margin() == pytest.approx((1.1 - 0.85) / 1.1)
+    assert lossy.medians["native:cubic"] == (60.0, 2, 3)
+    assert lossy.best == "ccswitch:bbr"
+    assert "ccswitch:hybla" not in lossy.medians
+
+
+def test_report_writes_table_json_and_heat_map(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "scenario.toml").write_text(SCENARIO)
+    with open(run / "transfers.jsonl", "w") as f:
+        for r in ROWS:
+            f.write(json.dumps(r) + "\n")
+    out = grid.report(str(run))
+    assert "**0.85**" in out["table"] and "≥60.00" in out["table"]
+    summary = json.loads((run / "grid.json").read_text())
+    assert [c["best"] for c in summary["cells"]] == ["ccswitch:hybla", "ccswitch:bbr"]
+    assert (run / "grid.png").stat().st_size > 5000
+    results.write_transfers_parquet(run / "transfers.parquet", ROWS)
+    assert grid.report(str(run))["summary"] == summary
+
+
+def test_not_a_run_directory(tmp_path):
+    with pytest.raises(grid.GridError, match="no scenario.toml"):
+        grid.report(str(tmp_path))
