@@ -25,6 +25,7 @@ test: build
 
 bench: build
 	$(VENV)/bin/ccswitch bench overhead
+	$(VENV)/bin/ccswitch bench authoring
 
 clean:
 	cargo clean

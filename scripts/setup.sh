@@ -43,6 +43,7 @@ had "cargo ($(cargo --version 2>/dev/null))"
 DEB_PKGS=(
     clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
     nginx-light curl iproute2 ethtool procps kmod patchelf
+    python3-dev                         # libpython + headers: the agent embeds Python (pyo3)
     openvswitch-switch
     mahimahi mahimahi-traces            # from bullseye, see the pin below
 )

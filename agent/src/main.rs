@@ -1,13 +1,15 @@
 //! `ccswitch-agent`: runs congestion-control algorithms for the flows of any number of CCP
 //! datapaths connected to its unix socket.
 
+mod bench;
 mod flow;
 mod program;
+mod python;
 mod server;
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, Result};
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -20,7 +22,9 @@ struct Args {
     /// Permissions of the socket (octal). The default lets only root connect.
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     socket_mode: u32,
-    /// Algorithm for flows whose datapath does not ask for a known one.
+    /// Algorithm for flows whose datapath does not ask for a known one: `NAME`,
+    /// `NAME:PARAM=VALUE,...` (e.g. `cubic:beta=0.8`) or `py:MODULE:CLASS` (a Python class
+    /// importable from PYTHONPATH).
     #[arg(long, default_value = "reno")]
     algorithm: String,
     /// Log level (error, warn, info, debug, trace) or a tracing filter.
@@ -29,9 +33,16 @@ struct Args {
     /// Log format.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
-    /// List the algorithms and exit.
+    /// List the algorithms with their parameters and exit.
     #[arg(long)]
     list_algorithms: bool,
+    /// With --list-algorithms: print JSON.
+    #[arg(long, requires = "list_algorithms")]
+    json: bool,
+    /// Benchmark: time N synthetic reports to --algorithm through the agent's report path,
+    /// print JSON and exit (used by `ccswitch bench authoring`).
+    #[arg(long, hide = true, value_name = "N")]
+    bench_reports: Option<usize>,
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -49,18 +60,69 @@ fn init_logging(args: &Args) -> Result<()> {
     Ok(())
 }
 
+fn list_algorithms(json: bool) {
+    use ccswitch_algorithms::{Make, ALGORITHMS};
+    if json {
+        let entries: Vec<String> = ALGORITHMS
+            .iter()
+            .map(|a| {
+                let params: Vec<String> = a
+                    .params
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{{\"name\":{},\"default\":{},\"unit\":{},\"help\":{}}}",
+                            json_str(p.name), p.default, json_str(p.unit), json_str(p.help)
+                        )
+                    })
+                    .collect();
+                let api = match a.make {
+                    Make::Simple(_) => "simple",
+                    Make::Full(_) => "full",
+                };
+                format!(
+                    "{{\"name\":{},\"summary\":{},\"source\":{},\"api\":\"{api}\",\"params\":[{}]}}",
+                    json_str(a.name), json_str(a.summary), json_str(a.source), params.join(",")
+                )
+            })
+            .collect();
+        println!("[{}]", entries.join(","));
+        return;
+    }
+    for a in ALGORITHMS {
+        println!("{:<14} {}", a.name, a.summary);
+        for p in a.params {
+            println!("{:<14}   {}={} ({}) {}", "", p.name, p.default, p.unit, p.help);
+        }
+    }
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     if args.list_algorithms {
-        for a in ccswitch_algorithms::ALGORITHMS {
-            println!("{:<8} {}", a.name, a.summary);
-        }
+        list_algorithms(args.json);
         return Ok(());
     }
     init_logging(&args)?;
-    if ccswitch_algorithms::by_name(&args.algorithm).is_none() {
-        let known: Vec<_> = ccswitch_algorithms::ALGORITHMS.iter().map(|a| a.name).collect();
-        bail!("unknown algorithm {:?}; known: {}", args.algorithm, known.join(", "));
+    // Fail now, with a clear message, rather than at the first flow.
+    flow::instantiate(&args.algorithm)
+        .map_err(|e| anyhow!("--algorithm {}: {e:#}", args.algorithm))?;
+    if let Some(n) = args.bench_reports {
+        return bench::run(&args.algorithm, n);
     }
     let agent = server::Agent::new(args.algorithm.clone())?;
     agent.serve(&args.socket, args.socket_mode)

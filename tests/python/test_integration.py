@@ -148,7 +148,7 @@ def test_ccswitch_schemes_end_to_end(tmp_path):
     bdir = runner.bin_dir()
     missing = CcswitchDaemons.missing_binaries(bdir)
     if missing:
-        pytest.skip(f"Rust binaries not built yet ({', '.join(missing)}); run `cargo build --release`")
+        pytest.fail(f"Rust binaries not built ({', '.join(missing)}); run `make build`")
     allowed_before = read_sysctl("net.ipv4.tcp_allowed_congestion_control")
     sc = write_scenario(tmp_path, ["ccswitch:reno", "native:reno", "ccswitch:cubic"])
     out = tmp_path / "out"

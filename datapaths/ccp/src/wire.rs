@@ -10,6 +10,9 @@
 //! where `len` counts the whole message, header included. Messages travel back-to-back over a
 //! unix `SOCK_STREAM` socket, so `len` is also the framing: [`FrameReader`] splits a byte stream
 //! into frames, [`decode`] turns one frame into a typed [`Msg`], [`Msg::encode`] does the reverse.
+//! Over portus's own unix IPC (`SOCK_DGRAM`), a datagram holds one or more whole messages.
+//! portus 0.7 (used by the published `generic_cong_avoid` 0.4) encodes every message and every
+//! datapath program exactly as portus 0.9 does, so this codec serves both.
 //!
 //! Bodies (all integers little endian, records packed without padding):
 //!

@@ -28,6 +28,7 @@
 //! the flow runs the fallback algorithm chosen in [`LoadOptions`].
 
 pub mod abi;
+pub mod agent_link;
 
 #[allow(
     clippy::all,

@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
@@ -18,10 +17,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use ccswitch_ccp::wire::{Create, Measure, Msg, Ready};
 use ccswitch_ccp::{Flow, Primitives, ProgramTable, Step};
+use ccswitch_kernel::agent_link::{AgentAddr, AgentLink, FromAgent};
 use ccswitch_kernel::{monotonic_now_ns, AckSample, Event, FlowInfo, KernelDatapath};
 use tracing::{debug, error, info, warn};
-
-use crate::agent_link::{AgentLink, FromAgent};
 
 /// Period of timer-driven program evaluation for flows whose ACKs stopped.
 const TICK_INTERVAL: Duration = Duration::from_millis(10);
@@ -43,11 +41,17 @@ struct Totals {
     reports: u64,
     directives: u64,
     agent_errors: u64,
+    /// Messages from the agent, by type.
+    installs: u64,
+    change_progs: u64,
+    update_fields: u64,
+    /// Reports skipped because the agent's datagram queue stayed full.
+    reports_dropped: u64,
 }
 
 pub struct Shim {
     datapath: KernelDatapath,
-    socket: PathBuf,
+    agent_addr: AgentAddr,
     timeout: Duration,
     agent: Option<AgentLink>,
     programs: ProgramTable,
@@ -63,10 +67,10 @@ pub struct Shim {
 }
 
 impl Shim {
-    pub fn new(datapath: KernelDatapath, socket: PathBuf, timeout: Duration) -> Self {
+    pub fn new(datapath: KernelDatapath, agent_addr: AgentAddr, timeout: Duration) -> Self {
         Self {
             datapath,
-            socket,
+            agent_addr,
             timeout,
             agent: None,
             programs: ProgramTable::new(),
@@ -124,6 +128,11 @@ impl Shim {
         info!(
             acks = self.totals.acks, reports = self.totals.reports,
             directives = self.totals.directives, agent_errors = self.totals.agent_errors,
+            installs = self.totals.installs, change_progs = self.totals.change_progs,
+            update_fields = self.totals.update_fields,
+            reports_dropped = self.totals.reports_dropped
+                + self.agent.as_ref().map_or(0, |l| l.dropped_reports()),
+            acks_directive = stats.acks_directive, acks_fallback = stats.acks_fallback,
             ring_drops = stats.ring_drops, cpu_ms = cpu.as_secs_f64() * 1e3,
             cpu_ms_per_10k_acks = per_10k(cpu), uptime_s = self.started.elapsed().as_secs_f64(),
             "shim totals"
@@ -139,8 +148,11 @@ impl Shim {
             return;
         }
         self.last_reconnect = Some(Instant::now());
-        let Ok(link) = AgentLink::connect(&self.socket) else { return };
-        info!(socket = %self.socket.display(), flows = self.flows.len(), "connected to the agent");
+        let Ok(link) = AgentLink::connect(&self.agent_addr) else { return };
+        info!(
+            socket = %self.agent_addr.agent_path().display(), flows = self.flows.len(),
+            "connected to the agent"
+        );
         self.agent = Some(link);
         self.unanswered_since = None;
         self.send(&Msg::Ready(Ready { id: std::process::id() }));
@@ -158,6 +170,7 @@ impl Shim {
 
     fn disconnect(&mut self, reason: &str) {
         if let Some(link) = self.agent.take() {
+            self.totals.reports_dropped += link.dropped_reports();
             link.shutdown();
         }
         warn!(reason, flows = self.flows.len(), "agent lost: flows fall back to the kernel");
@@ -207,6 +220,12 @@ impl Shim {
 
     fn on_agent_message(&mut self, msg: Msg) {
         let now_us = self.now_us();
+        match &msg {
+            Msg::InstallExpr(_) => self.totals.installs += 1,
+            Msg::ChangeProg(_) => self.totals.change_progs += 1,
+            Msg::UpdateFields(_) => self.totals.update_fields += 1,
+            _ => {}
+        }
         match &msg {
             Msg::InstallExpr(install) => match self.programs.install_msg(install) {
                 Ok(uid) => debug!(program = uid, "program installed"),

@@ -1,4 +1,5 @@
 """`ccswitch bench overhead`: what the kernel datapath costs per ACK.
+`ccswitch bench authoring`: what writing an algorithm in Python costs per report.
 
 For each ccswitch scheme it runs real transfers over a mahimahi link and reads, around them:
 the kernel's own BPF statistics of the struct_ops programs (`kernel.bpf_stats_enabled=1`:
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from typing import Dict, List
 
-from .runner import Interrupted, RunError, Runner, default_out_dir, torn_down_on_exit
+from .runner import Interrupted, RunError, Runner, bin_dir, default_out_dir, torn_down_on_exit
 from .scenario import ScenarioError, load_scenario, loads_scenario
-from .topology import TopologyError, log
+from .topology import TopologyError, log, python_agent_env
 
 DEFAULT_SCENARIO = """
 name = "overhead"
@@ -109,17 +111,91 @@ def print_table(results: List[Dict[str, float]]) -> None:
         print("  ".join(f"{c:>20}" for c in cells), file=sys.stderr)
 
 
+# ----------------------------------------------------------------------- authoring
+
+AUTHORING_RUST = "reno"
+AUTHORING_PYTHON = "py:ccswitch.examples.reno:Reno"
+
+
+def bench_reports(agent: str, algorithm: str, reports: int) -> Dict[str, float]:
+    """One `ccswitch-agent --bench-reports` run: µs per report through the agent's report
+    path (FlowController::on_report), for `reports` synthetic reports."""
+    cmd = [agent, "--algorithm", algorithm, "--bench-reports", str(reports), "--log-level", "warn"]
+    cp = subprocess.run(cmd, capture_output=True, text=True, env=python_agent_env(dict(os.environ)))
+    if cp.returncode != 0:
+        raise RunError(f"{' '.join(cmd)} exited with status {cp.returncode}:\n{cp.stderr.strip()}")
+    return json.loads(cp.stdout.strip().splitlines()[-1])
+
+
+def authoring(rust: str = AUTHORING_RUST, python: str = AUTHORING_PYTHON, reports: int = 200_000,
+              rounds: int = 7) -> Dict[str, object]:
+    """The cost per report of a Python algorithm against the same algorithm in Rust: one agent
+    process per run, the two alternated (the order flipping every round), medians over
+    `rounds`. Both see the same synthetic reports, so equal final windows mean they behaved
+    the same."""
+    agent = os.path.join(bin_dir(), "ccswitch-agent")
+    if not os.access(agent, os.X_OK):
+        raise RunError(f"{agent} not found or not executable (build it with `cargo build --release`)")
+    samples: Dict[str, List[dict]] = {rust: [], python: []}
+    for i in range(rounds):
+        for alg in ((rust, python) if i % 2 == 0 else (python, rust)):
+            samples[alg].append(bench_reports(agent, alg, reports))
+    med = {alg: statistics.median(x["us_per_report"] for x in runs) for alg, runs in samples.items()}
+    final = {alg: sorted({x["final_cwnd_bytes"] for x in runs}) for alg, runs in samples.items()}
+    return {
+        "reports": reports,
+        "rounds": rounds,
+        "path": "FlowController::on_report (decode fields, FlowState::observe, algorithm, updates)",
+        "rust": rust,
+        "python": python,
+        "rust_us_per_report": med[rust],
+        "python_us_per_report": med[python],
+        "python_overhead_us_per_report": med[python] - med[rust],
+        "python_to_rust_ratio": med[python] / med[rust] if med[rust] else None,
+        "rust_samples": [x["us_per_report"] for x in samples[rust]],
+        "python_samples": [x["us_per_report"] for x in samples[python]],
+        "same_final_window": final[rust] == final[python] and len(final[rust]) == 1,
+        "final_cwnd_bytes": {rust: final[rust], python: final[python]},
+    }
+
+
+def print_authoring(x: Dict[str, object]) -> None:
+    print(f"{x['reports']} reports x {x['rounds']} rounds, through {x['path']}", file=sys.stderr)
+    print(f"  {x['rust']:<40} {x['rust_us_per_report']:8.3f} µs/report (median)", file=sys.stderr)
+    print(f"  {x['python']:<40} {x['python_us_per_report']:8.3f} µs/report (median)", file=sys.stderr)
+    print(f"  Python overhead: {x['python_overhead_us_per_report']:.3f} µs/report "
+          f"({x['python_to_rust_ratio']:.1f}x); same final window: {x['same_final_window']}", file=sys.stderr)
+
+
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser("bench", help="benchmarks (needs root, mahimahi and the Rust binaries)")
-    p.add_argument("which", choices=["overhead"], help="overhead: BPF run time per ACK, shim and agent CPU per 10k ACKs")
+    p.add_argument("which", choices=["overhead", "authoring"],
+                   help="overhead: BPF run time per ACK, shim and agent CPU per 10k ACKs; "
+                        "authoring: µs per report of a Python algorithm vs the same in Rust (no root needed)")
     p.add_argument("--scenario", help="scenario TOML (default: an embedded 24 Mbit/s, 50 ms path)")
     p.add_argument("--repetitions", type=int, help="override the scenario's repetitions")
     p.add_argument("--out", help="output directory for logs")
     p.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
+    p.add_argument("--reports", type=int, default=200_000, help="authoring: reports per run")
+    p.add_argument("--rounds", type=int, default=7, help="authoring: runs of each algorithm (medians)")
+    p.add_argument("--rust", default=AUTHORING_RUST, help="authoring: the Rust algorithm")
+    p.add_argument("--python", default=AUTHORING_PYTHON, help="authoring: the Python algorithm (py:MODULE:CLASS)")
     p.set_defaults(func=_cli_bench, parser=p)
 
 
 def _cli_bench(args) -> int:
+    if args.which == "authoring":
+        if args.reports < 1 or args.rounds < 1:
+            args.parser.error("--reports and --rounds: must be >= 1")
+        try:
+            x = authoring(args.rust, args.python, args.reports, args.rounds)
+        except RunError as e:
+            log(f"error: {e}")
+            return 1
+        print_authoring(x)
+        if args.json:
+            print(json.dumps(x))
+        return 0 if x["same_final_window"] else 3
     try:
         sc = load_scenario(args.scenario) if args.scenario else loads_scenario(DEFAULT_SCENARIO)
         if args.repetitions is not None:

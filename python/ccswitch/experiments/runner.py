@@ -306,7 +306,8 @@ class Runner:
         self.daemons = None
         if sc.uses_ccswitch:
             self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
-                                           settle_s=sc.agent_settle_s)
+                                           settle_s=sc.agent_settle_s,
+                                           python_path=[os.path.dirname(os.path.abspath(sc.source))] if sc.source else [])
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
         self.teardown.push("stop current transfer", self._stop_current)
         self.current_cc: Optional[str] = None

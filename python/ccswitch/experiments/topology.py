@@ -377,6 +377,20 @@ class Nginx:
 # ----------------------------------------------------------------------- ccswitch processes
 
 
+def python_agent_env(env: Dict[str, str], python_path: Sequence[str] = ()) -> Dict[str, str]:
+    """`env` for a ccswitch-agent whose embedded Python must import what this process can:
+    PYTHONPATH gets `python_path` (e.g. the scenario's directory), the directory holding the
+    `ccswitch` package, then the caller's PYTHONPATH; VIRTUAL_ENV names this process's venv, whose
+    site-packages the agent adds to its sys.path."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../python/ccswitch
+    dirs = [os.path.abspath(p) for p in python_path] + [os.path.dirname(package_root)]
+    dirs += [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    out = dict(env, PYTHONPATH=os.pathsep.join(dict.fromkeys(dirs)))
+    if sys.prefix != sys.base_prefix and "VIRTUAL_ENV" not in env:
+        out["VIRTUAL_ENV"] = sys.prefix
+    return out
+
+
 class CcswitchDaemons:
     """The agent (restarted whenever the algorithm changes) and the kernel datapath shim
     (kept for the whole run; it registers the BPF congestion control "ccswitch")."""
@@ -384,7 +398,7 @@ class CcswitchDaemons:
     CC_NAME = "ccswitch"
 
     def __init__(self, procs: Processes, sysctls: SysctlGuard, bin_dir: str, workdir: str, log_dir: str,
-                 settle_s: float = 1.0) -> None:
+                 settle_s: float = 1.0, python_path: Sequence[str] = ()) -> None:
         self.procs, self.sysctls = procs, sysctls
         self.agent_bin = os.path.join(bin_dir, "ccswitch-agent")
         self.shim_bin = os.path.join(bin_dir, "ccswitch-kernel")
@@ -402,6 +416,8 @@ class CcswitchDaemons:
         self.env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
         # CCSWITCH_LOG_LEVEL=debug logs every report and directive (large logs).
         self.log_level = os.environ.get("CCSWITCH_LOG_LEVEL", "info")
+        # Python algorithms (`py:MODULE:CLASS`) run in the agent's embedded interpreter.
+        self.agent_env = python_agent_env(self.env, python_path)
 
     @staticmethod
     def missing_binaries(bin_dir: str) -> List[str]:
@@ -420,7 +436,7 @@ class CcswitchDaemons:
         log_path = os.path.join(self.log_dir, f"agent-{self._agent_starts:03d}-{algorithm}.log")
         self.agent = self.procs.start("ccswitch-agent", [self.agent_bin, "--socket", self.socket,
                                                          "--algorithm", algorithm, "--log-level", self.log_level], log_path,
-                                     env=self.env)
+                                     env=self.agent_env)
         self.algorithm = algorithm
         deadline = time.monotonic() + 10
         while not os.path.exists(self.socket):

@@ -1,0 +1,98 @@
+//! `ccswitch-agent --algorithm SPEC --bench-reports N`: the cost of one report to a simple-API
+//! algorithm through the agent's own code path, [`FlowController::on_report`] (decode the
+//! report's fields, update the shared state, run the algorithm, build the datapath's update),
+//! without the socket. Used by `ccswitch bench authoring` to compare a Python algorithm with
+//! the same algorithm in Rust.
+//!
+//! The reports are synthetic and the same for every algorithm (a fixed seed): one RTT of ACKs
+//! each (10–60 segments, RTT 40–60 ms), about one in 100 with a loss of 1–3 packets and one
+//! in 5000 with a timeout.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+
+use crate::flow::{self, FlowController, ProgramCache};
+use crate::program::SimpleProgram;
+
+const MSS_BYTES: u64 = 1448;
+const INIT_CWND_BYTES: u64 = 10 * MSS_BYTES;
+/// Reports run before timing starts (interpreter and caches warm).
+const WARMUP_REPORTS: usize = 2000;
+
+pub fn run(spec: &str, reports: usize) -> Result<()> {
+    let simple = SimpleProgram::compile()?;
+    let cache = ProgramCache::default();
+    let instance = flow::instantiate(spec)?;
+    let name = instance.name().to_string();
+    let (mut flow, _) =
+        FlowController::new(instance, MSS_BYTES as u32, INIT_CWND_BYTES as u32, &simple, &cache)?;
+    if flow.program_uid(&simple) != simple.program.uid {
+        bail!("--bench-reports measures simple-API algorithms; {spec} brings its own program");
+    }
+    let inputs = synthetic_reports(&simple.program.report_names, WARMUP_REPORTS + reports)?;
+    let (warmup, timed) = inputs.split_at(WARMUP_REPORTS);
+    for fields in warmup {
+        std::hint::black_box(flow.on_report(fields, &simple)?);
+    }
+    let start = Instant::now();
+    for fields in timed {
+        std::hint::black_box(flow.on_report(fields, &simple)?);
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "{{\"algorithm\":\"{}\",\"name\":\"{}\",\"reports\":{},\"us_per_report\":{:.4},\"final_cwnd_bytes\":{}}}",
+        spec.replace('"', "'"),
+        name.replace('"', "'"),
+        reports,
+        elapsed.as_secs_f64() * 1e6 / reports.max(1) as f64,
+        flow.cwnd_bytes().unwrap_or(0)
+    );
+    Ok(())
+}
+
+/// Report field vectors of the standard program, named as its report registers.
+fn synthetic_reports(names: &[String], n: usize) -> Result<Vec<Vec<u64>>> {
+    let index = |name: &str| match names.iter().position(|n| n == name) {
+        Some(i) => Ok(i),
+        None => bail!("the standard program has no report field {name}"),
+    };
+    let (acked, lost, timeout, rtt, minrtt, inflight, rate, now) = (
+        index("acked")?,
+        index("lost")?,
+        index("timeout")?,
+        index("rtt")?,
+        index("minrtt")?,
+        index("inflight")?,
+        index("rate")?,
+        index("now")?,
+    );
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |bound: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % bound
+    };
+    let mut now_us = 0;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut f = vec![0u64; names.len()];
+        let segments = 10 + next(51);
+        let rtt_us = 40_000 + next(20_001);
+        now_us += rtt_us;
+        f[acked] = segments * MSS_BYTES;
+        f[rtt] = rtt_us;
+        f[minrtt] = rtt_us - next(1000);
+        f[inflight] = (segments + next(20)) * MSS_BYTES;
+        f[rate] = segments * MSS_BYTES * 1_000_000 / rtt_us;
+        f[now] = now_us;
+        match next(5000) {
+            0 => f[timeout] = 1,
+            1..=50 => f[lost] = 1 + next(3),
+            _ => {}
+        }
+        out.push(f);
+    }
+    Ok(out)
+}

@@ -1,0 +1,82 @@
+"""Writing a congestion-control algorithm in Python.
+
+A Python algorithm is a class with an ``on_report(self, flow)`` method. The agent runs it in
+an interpreter embedded in ``ccswitch-agent`` (no rebuild), loaded by dotted path::
+
+    ccswitch-agent --algorithm py:mypkg.mymod:MyAlgorithm
+    schemes = ["ccswitch:py:mypkg.mymod:MyAlgorithm"]        # in a scenario file
+
+The module must be importable by the agent: from ``PYTHONPATH``, from the ``site-packages`` of
+the venv in ``VIRTUAL_ENV``, or (under ``ccswitch run``) from the scenario file's directory.
+``ccswitch run`` passes all of these to the agents it starts.
+
+One instance is created per flow, so instance attributes are per-flow state. The agent calls
+``on_report(flow)`` once per report of the datapath: once per RTT by default, after every ACK
+or every fixed period if the algorithm asks (``reporting``), and at once on a loss or a
+timeout. Whatever the method sets on ``flow`` is applied when it returns. If it raises, the
+agent logs the traceback and keeps the flow's window as it was: the flow goes on.
+
+The ``flow`` object (``ccswitch.agent.Flow``, provided by the agent). Windows are in bytes,
+times in microseconds, rates in bytes per second.
+
+This report's measurement:
+    ``acked_bytes``    bytes newly acknowledged
+    ``lost``           packets newly marked lost;  ``is_loss()``: a loss or a timeout
+    ``timeout``        the retransmission timer fired (bool)
+    ``ecn``            packets whose ACK carried ECN-Echo
+    ``in_flight``      bytes in flight at the last ACK
+    ``rtt_us``         latest RTT sample (also ``crtt_us``, "current RTT")
+    ``delivery_rate``  delivery rate of this report (also ``bw``)
+    ``now_us``         datapath clock
+
+The flow's state (shared by every algorithm, kept across algorithm switches):
+    ``min_rtt_us``, ``srtt_us`` (RFC 6298), ``max_bw`` (largest delivery rate), ``mss``,
+    ``cwnd``, ``ssthresh``, ``rate`` (pacing rate or None), ``in_slow_start`` (cwnd <
+    ssthresh), ``in_recovery`` (a recovery episode started by ``classify()``),
+    ``reporting`` ("per_rtt", "per_ack" or a period in µs).
+
+What the algorithm sets (ints or floats; floats are rounded):
+    ``flow.cwnd = bytes`` or ``set_cwnd(bytes)``, ``flow.ssthresh = bytes`` or
+    ``set_ssthresh(bytes)``, ``flow.rate = bytes_per_s`` or ``set_rate(bytes_per_s)`` (None:
+    leave pacing to the datapath), ``set_period_us(us)``, ``set_report_per_ack()``,
+    ``set_report_per_rtt()``.
+
+Optional helper: ``classify()`` runs the control flow the Rust loss-based algorithms share
+(timeout, first loss of a congestion event, hold while recovering, slow start) and returns
+``("timeout" | "congestion" | "hold" | "avoidance", bytes_for_congestion_avoidance)``.
+
+Mystique's names (its Table III) are aliases with the same units: ``getCRTT()``,
+``getMinRTT()``, ``getSRTT()``, ``getCBW()``, ``getMaxBW()``, ``getCwnd()``, ``isLoss()``,
+``setCwnd(bytes)``, ``setRate(bytes_per_s)``, ``setPeriod(us)``.
+
+See ``ccswitch/examples/reno.py`` for a complete algorithm (NewReno).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+#: Values of ``Algorithm.reporting``.
+PER_RTT = "per_rtt"
+PER_ACK = "per_ack"
+
+
+class Algorithm:
+    """Base class of Python congestion-control algorithms (optional: the agent only needs
+    ``on_report``; ``name`` and ``reporting`` have defaults).
+
+    - ``name``: how the agent's logs name the algorithm; the class name unless overridden.
+    - ``reporting``: how often to be called at first: ``PER_RTT`` (default), ``PER_ACK``, or
+      an int period in µs. ``flow.set_period_us(...)`` etc. change it later.
+    - ``on_report(flow)``: called per report; read the measurement from ``flow`` and set the
+      window (and, if the algorithm paces, the rate) on it.
+    """
+
+    reporting: Optional[Union[str, int]] = PER_RTT
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def on_report(self, flow) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement on_report(self, flow)")

@@ -1,0 +1,71 @@
+"""NewReno in Python: the same algorithm as the agent's Rust ``reno``, written against the
+simple API (see ``ccswitch.algorithm``). Run it with::
+
+    ccswitch-agent --algorithm py:ccswitch.examples.reno:Reno
+    schemes = ["ccswitch:py:ccswitch.examples.reno:Reno"]      # in a scenario
+
+The model (RFC 5681, RFC 6582, as Linux's ``tcp_reno_*`` helpers):
+
+- slow start: the window grows by the bytes acknowledged until it reaches ssthresh;
+- congestion avoidance: one MSS more per window of data acknowledged (one per RTT);
+- the first loss of a congestion event halves the window (``ssthresh = max(cwnd / 2, 2 MSS)``,
+  ``cwnd = ssthresh``). The event lasts until the data in flight when the loss was reported
+  has been acknowledged (NewReno's recovery); the window holds meanwhile, and further losses
+  belong to the same event;
+- a retransmission timeout sets ssthresh the same way and restarts from one segment (never
+  below the 2-segment minimum window).
+
+The agent checks that this class and the Rust ``reno`` produce the same windows report for
+report (``agent/src/python.rs``), and ``ccswitch bench authoring`` compares their cost.
+"""
+
+from ccswitch.algorithm import Algorithm
+
+MIN_CWND_SEGMENTS = 2
+LOSS_WINDOW_SEGMENTS = 1
+
+
+class Reno(Algorithm):
+    def __init__(self) -> None:
+        # Bytes acknowledged in congestion avoidance not yet turned into window growth.
+        self.ca_acked_bytes = 0
+        # Bytes still to be acknowledged before the current recovery episode ends.
+        self.recovery_bytes_left = 0
+
+    def on_report(self, flow) -> None:
+        mss = flow.mss
+        cwnd = flow.cwnd
+        acked = flow.acked_bytes
+        self.recovery_bytes_left = max(0, self.recovery_bytes_left - acked)
+
+        if flow.timeout:
+            self.recovery_bytes_left = 0
+            flow.ssthresh = self.reduced_window(cwnd, mss)
+            flow.cwnd = max(LOSS_WINDOW_SEGMENTS, MIN_CWND_SEGMENTS) * mss
+            self.ca_acked_bytes = 0
+            return
+        if flow.lost and self.recovery_bytes_left == 0:
+            # A new congestion event: recover until what is in flight now is acknowledged.
+            self.recovery_bytes_left = max(flow.in_flight, cwnd, 1)
+            flow.ssthresh = flow.cwnd = self.reduced_window(cwnd, mss)
+            self.ca_acked_bytes = 0
+            return
+        if self.recovery_bytes_left > 0:
+            return  # hold the window while recovering
+
+        ssthresh = flow.ssthresh
+        if cwnd < ssthresh:  # slow start, up to ssthresh
+            used = min(acked, ssthresh - cwnd)
+            cwnd += used
+            acked -= used
+        if acked > 0:  # congestion avoidance: one MSS per window acknowledged
+            self.ca_acked_bytes += acked
+            if self.ca_acked_bytes >= cwnd:
+                segments = self.ca_acked_bytes // cwnd
+                self.ca_acked_bytes -= segments * cwnd
+                cwnd += segments * mss
+        flow.cwnd = cwnd
+
+    @staticmethod
+    def reduced_window(cwnd: int, mss: int) -> int:
+        return max(cwnd // 2, MIN_CWND_SEGMENTS * mss)
