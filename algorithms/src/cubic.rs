@@ -1,4 +1,4 @@
-//! CUBIC (RFC 9438; Linux `net/ipv4/tcp_cubic.c` defaults).
+//! CUBIC (RFC 9438; Linux `net/ipv4/tcp_cubic.c` defaults), with HyStart.
 //!
 //! After a congestion event the window follows a cubic function of the time since the
 //! event, `W(t) = C·(t − K)³ + W_max`, where `W_max` is the window at the event and
@@ -8,22 +8,190 @@
 //! at most half a segment per segment acknowledged (1.5× per RTT), and a Reno-friendly
 //! estimate `W_est` (RFC 9438 §4.3) keeps CUBIC at least as fast as Reno at short RTTs. Fast
 //! convergence lowers `W_max` when a flow loses before regaining its previous maximum, so it
-//! yields bandwidth to newcomers. HyStart is not part of this version.
+//! yields bandwidth to newcomers. `beta`, `c`, `fast_convergence` and `hystart` are
+//! parameters (Linux's module parameters `beta`/1024, `bic_scale`/1024, `fast_convergence`,
+//! `hystart`); the Reno-friendly increase `3(1 − β)/(1 + β)` follows β.
+//!
+//! **HyStart** (Ha & Rhee, "Taming the elephants", 2011; Linux's default `hystart_detect` =
+//! ACK train | delay) leaves slow start (`ssthresh = cwnd`, no reduction) before the first
+//! loss once the queue starts to build. Only the delay-increase detector is implemented, as
+//! Linux does it:
+//! - `delay_min` is CUBIC's own minimum RTT (reset on a timeout, like all of CUBIC's state;
+//!   samples from the first second of a congestion-avoidance epoch are ignored, as Linux
+//!   ignores them right after fast recovery);
+//! - per round (a round ends once the data in flight at its start has been acknowledged,
+//!   Linux's `end_seq`) the minimum RTT of the round's samples is tracked; once the round
+//!   has at least 8 samples (`HYSTART_MIN_SAMPLES`, counted here as acknowledged segments),
+//!   slow start ends if that minimum exceeds `delay_min + clamp(delay_min/8, 4 ms, 16 ms)`;
+//! - only while the window is at least 16 segments (`hystart_low_window`).
+//!
+//! Linux compares with `delay_min` (the flow's minimum RTT), not with the previous round's
+//! minimum as the HyStart paper and RFC 9406 (HyStart++) do; this follows Linux. With one
+//! report per RTT a round's minimum is the report's `min_rtt_us` over all of the round's
+//! ACKs, where Linux uses the running minimum from the round's 8th ACK on; a delay increase
+//! is therefore seen at the end of the round instead of within it, and the window at exit is
+//! the one before that round's growth (Linux's is the same plus the few segments the first
+//! ACKs added).
+//!
+//! The **ACK-train** detector is absent: it needs the arrival time of each ACK, to measure how
+//! long the train of closely spaced ACKs (at most `hystart_ack_delta` = 2 ms apart) that
+//! starts each round lasts, and ends slow start when that train lasts longer than half the
+//! minimum RTT (the window then covers the path's BDP). A per-RTT report carries neither ACK
+//! spacing nor the round's start time, so it cannot be evaluated here; it would need per-ACK
+//! reports or a datapath fold that measures the train. Without it, exit relies on the queue
+//! growing by `clamp(delay_min/8, 4 ms, 16 ms)` — on paths whose buffer is smaller than that,
+//! slow start ends on loss, as with `hystart_detect = 2` in Linux.
 
-use crate::{Algorithm, FlowState, Measurement, WindowEvent};
+use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, Params, WindowEvent};
+
+pub const INFO: AlgorithmInfo = AlgorithmInfo {
+    name: "cubic",
+    summary: "CUBIC: window a cubic function of time since the last loss, HyStart slow-start exit",
+    source: "RFC 9438; Ha & Rhee 2011 (HyStart); Linux net/ipv4/tcp_cubic.c (defaults)",
+    params: &[
+        Param {
+            name: "beta",
+            default: BETA,
+            unit: "ratio",
+            help: "multiplicative decrease",
+        },
+        Param {
+            name: "c",
+            default: C_SEGMENTS_PER_S3,
+            unit: "segments/s^3",
+            help: "cubic scaling constant",
+        },
+        Param {
+            name: "fast_convergence",
+            default: 1.0,
+            unit: "bool",
+            help: "lower W_max when losing below it",
+        },
+        Param {
+            name: "hystart",
+            default: 1.0,
+            unit: "bool",
+            help: "leave slow start on delay increase (HyStart)",
+        },
+    ],
+    make: Make::Simple(|p| Box::new(Cubic::new(CubicConfig::from_params(p)))),
+};
 
 /// Multiplicative decrease (Linux `beta = 717/1024`).
 const BETA: f64 = 717.0 / 1024.0;
 /// Cubic scaling constant, segments/s³ (Linux `bic_scale = 41` ≈ 0.4).
 const C_SEGMENTS_PER_S3: f64 = 0.4;
-/// Reno-friendly additive increase for this β (RFC 9438 §4.3): 3(1−β)/(1+β) segments per RTT.
-const ALPHA_AIMD: f64 = 3.0 * (1.0 - BETA) / (1.0 + BETA);
+/// Accepted ranges of the parameters (β = 1 would never decrease, C = 0 never grow).
+const BETA_RANGE: (f64, f64) = (0.01, 0.99);
+const C_RANGE: (f64, f64) = (0.001, 100.0);
 /// Linux never grows faster than one segment per two acknowledged (`cnt >= 2`).
 const MAX_GROWTH_PER_ACKED_SEGMENT: f64 = 0.5;
-const FAST_CONVERGENCE: bool = true;
+/// HyStart runs only from this window on, segments (`hystart_low_window`).
+const HYSTART_LOW_WINDOW_SEGMENTS: u64 = 16;
+/// Samples a round needs before its minimum RTT is judged (`HYSTART_MIN_SAMPLES`).
+const HYSTART_MIN_SAMPLES: u64 = 8;
+/// Bounds of the delay increase that ends slow start, µs (`HYSTART_DELAY_MIN/MAX`).
+const HYSTART_DELAY_MIN_US: u64 = 4_000;
+const HYSTART_DELAY_MAX_US: u64 = 16_000;
+/// RTT samples are ignored this long after an epoch starts, µs (Linux: `HZ`, one second).
+const SAMPLE_HOLDOFF_AFTER_EPOCH_US: u64 = 1_000_000;
 
+/// CUBIC's parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CubicConfig {
+    pub beta: f64,
+    pub c: f64,
+    pub fast_convergence: bool,
+    pub hystart: bool,
+}
+
+impl Default for CubicConfig {
+    fn default() -> Self {
+        Self {
+            beta: BETA,
+            c: C_SEGMENTS_PER_S3,
+            fast_convergence: true,
+            hystart: true,
+        }
+    }
+}
+
+impl CubicConfig {
+    pub fn from_params(p: &Params) -> Self {
+        Self {
+            beta: p.get("beta").clamp(BETA_RANGE.0, BETA_RANGE.1),
+            c: p.get("c").clamp(C_RANGE.0, C_RANGE.1),
+            fast_convergence: p.flag("fast_convergence"),
+            hystart: p.flag("hystart"),
+        }
+    }
+
+    /// Reno-friendly additive increase for this β (RFC 9438 §4.3), segments per RTT.
+    fn alpha_aimd(&self) -> f64 {
+        3.0 * (1.0 - self.beta) / (1.0 + self.beta)
+    }
+}
+
+/// Round tracking: a round ends once the data in flight when it began has been acknowledged
+/// (Linux's `end_seq = snd_nxt`, `after(snd_una, end_seq)`).
 #[derive(Debug, Default)]
+struct Rounds {
+    acked_total_bytes: u64,
+    round_end_bytes: u64,
+    /// The current round is over; the next report starts a new one.
+    ended: bool,
+}
+
+impl Rounds {
+    /// Whether a new round starts with this report.
+    fn starts_round(&self) -> bool {
+        self.ended || self.acked_total_bytes == 0
+    }
+
+    fn after_report(&mut self, m: &Measurement) {
+        self.acked_total_bytes += m.acked_bytes;
+        self.ended = self.acked_total_bytes >= self.round_end_bytes;
+        if self.ended {
+            self.round_end_bytes = self.acked_total_bytes + m.bytes_in_flight;
+        }
+    }
+}
+
+/// HyStart's delay-increase detector.
+#[derive(Debug, Default)]
+struct HyStart {
+    /// Slow start has been ended by HyStart (until a timeout resets CUBIC).
+    found: bool,
+    rounds: Rounds,
+    /// Minimum RTT of the current round, µs (0: no sample yet).
+    round_min_rtt_us: u64,
+    round_samples: u64,
+}
+
+impl HyStart {
+    fn threshold_us(delay_min_us: u64) -> u64 {
+        delay_min_us + (delay_min_us / 8).clamp(HYSTART_DELAY_MIN_US, HYSTART_DELAY_MAX_US)
+    }
+
+    /// Absorb one report's samples; true if slow start should end now.
+    fn delay_increased(&mut self, delay_min_us: u64, sample_us: u64, samples: u64) -> bool {
+        if self.round_min_rtt_us == 0 || sample_us < self.round_min_rtt_us {
+            self.round_min_rtt_us = sample_us;
+        }
+        self.round_samples += samples;
+        self.round_samples >= HYSTART_MIN_SAMPLES
+            && self.round_min_rtt_us > Self::threshold_us(delay_min_us)
+    }
+
+    fn start_round(&mut self) {
+        self.round_min_rtt_us = 0;
+        self.round_samples = 0;
+    }
+}
+
+#[derive(Debug)]
 pub struct Cubic {
+    config: CubicConfig,
     /// Window before the last reduction, segments (0: no congestion event yet).
     w_max_segments: f64,
     /// Start of the current congestion-avoidance epoch, µs.
@@ -33,18 +201,81 @@ pub struct Cubic {
     origin_segments: f64,
     /// Reno-friendly window estimate, segments.
     w_est_segments: f64,
+    /// CUBIC's minimum RTT, µs (0: none yet); Linux's `delay_min`.
+    delay_min_us: u64,
+    hystart: HyStart,
+}
+
+impl Default for Cubic {
+    fn default() -> Self {
+        Self::new(CubicConfig::default())
+    }
 }
 
 impl Cubic {
+    pub fn new(config: CubicConfig) -> Self {
+        Self {
+            config,
+            w_max_segments: 0.0,
+            epoch_start_us: None,
+            k_s: 0.0,
+            origin_segments: 0.0,
+            w_est_segments: 0.0,
+            delay_min_us: 0,
+            hystart: HyStart::default(),
+        }
+    }
+
+    /// Linux's `pkts_acked`: the report's RTT samples update `delay_min` and feed HyStart.
+    fn on_rtt_samples(&mut self, state: &mut FlowState, m: &Measurement) {
+        let starts_round = self.hystart.rounds.starts_round();
+        self.hystart.rounds.after_report(m);
+        if starts_round {
+            self.hystart.start_round();
+        }
+        let sample_us = if m.min_rtt_us > 0 {
+            m.min_rtt_us
+        } else {
+            m.rtt_us
+        };
+        if m.acked_bytes == 0 || sample_us == 0 {
+            return;
+        }
+        if let Some(epoch) = self.epoch_start_us {
+            if state.now_us.saturating_sub(epoch) < SAMPLE_HOLDOFF_AFTER_EPOCH_US {
+                return;
+            }
+        }
+        if self.delay_min_us == 0 || sample_us < self.delay_min_us {
+            self.delay_min_us = sample_us;
+        }
+        let eligible = self.config.hystart
+            && !self.hystart.found
+            && state.in_slow_start()
+            && state.cwnd_bytes >= HYSTART_LOW_WINDOW_SEGMENTS * state.mss_bytes;
+        if !eligible {
+            return;
+        }
+        let samples = m.acked_bytes.div_ceil(state.mss_bytes);
+        if self
+            .hystart
+            .delay_increased(self.delay_min_us, sample_us, samples)
+        {
+            self.hystart.found = true;
+            state.ssthresh_bytes = state.cwnd_bytes;
+        }
+    }
+
     fn on_congestion_event(&mut self, state: &mut FlowState) {
+        let beta = self.config.beta;
         let cwnd = state.cwnd_bytes as f64 / state.mss_bytes as f64;
         self.epoch_start_us = None;
-        self.w_max_segments = if FAST_CONVERGENCE && cwnd < self.w_max_segments {
-            cwnd * (1.0 + BETA) / 2.0
+        self.w_max_segments = if self.config.fast_convergence && cwnd < self.w_max_segments {
+            cwnd * (1.0 + beta) / 2.0
         } else {
             cwnd
         };
-        let reduced = (state.cwnd_bytes as f64 * BETA) as u64;
+        let reduced = (state.cwnd_bytes as f64 * beta) as u64;
         state.ssthresh_bytes = reduced.max(state.min_cwnd_bytes());
     }
 
@@ -52,7 +283,7 @@ impl Cubic {
         self.epoch_start_us = Some(state.now_us);
         self.w_est_segments = cwnd;
         if cwnd < self.w_max_segments {
-            self.k_s = ((self.w_max_segments - cwnd) / C_SEGMENTS_PER_S3).cbrt();
+            self.k_s = ((self.w_max_segments - cwnd) / self.config.c).cbrt();
             self.origin_segments = self.w_max_segments;
         } else {
             self.k_s = 0.0;
@@ -63,8 +294,13 @@ impl Cubic {
     /// The cubic curve one minimum RTT ahead, segments.
     fn target_segments(&self, state: &FlowState) -> f64 {
         let epoch = self.epoch_start_us.unwrap_or(state.now_us);
-        let t_s = (state.now_us.saturating_sub(epoch) + state.min_rtt_us) as f64 / 1e6;
-        self.origin_segments + C_SEGMENTS_PER_S3 * (t_s - self.k_s).powi(3)
+        let delay_min_us = if self.delay_min_us > 0 {
+            self.delay_min_us
+        } else {
+            state.min_rtt_us
+        };
+        let t_s = (state.now_us.saturating_sub(epoch) + delay_min_us) as f64 / 1e6;
+        self.origin_segments + self.config.c * (t_s - self.k_s).powi(3)
     }
 
     fn congestion_avoidance(&mut self, state: &mut FlowState, acked_bytes: u64) {
@@ -75,7 +311,7 @@ impl Cubic {
         }
         let acked = acked_bytes as f64 / mss;
         let mut target = self.target_segments(state);
-        self.w_est_segments += ALPHA_AIMD * acked / cwnd;
+        self.w_est_segments += self.config.alpha_aimd() * acked / cwnd;
         target = target.max(self.w_est_segments);
         if target <= cwnd {
             return;
@@ -88,16 +324,18 @@ impl Cubic {
 }
 
 impl Algorithm for Cubic {
-    fn name(&self) -> &'static str {
-        "cubic"
+    fn name(&self) -> &str {
+        INFO.name
     }
 
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+        self.on_rtt_samples(state, m);
         match state.classify(m) {
             WindowEvent::Timeout => {
-                // tcp_enter_loss: ssthresh from the current window, then cubic's state is reset.
+                // tcp_enter_loss: ssthresh from the current window, then all of cubic's state
+                // (HyStart and delay_min included) is reset.
                 self.on_congestion_event(state);
-                *self = Self::default();
+                *self = Self::new(self.config);
                 state.cwnd_bytes = state.min_cwnd_bytes();
             }
             WindowEvent::CongestionEvent => {
@@ -113,7 +351,10 @@ impl Algorithm for Cubic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::FakeSender;
+    use crate::testing::{FakeSender, Link};
+
+    /// Reno-friendly increase for the default β.
+    const ALPHA_AIMD: f64 = 3.0 * (1.0 - BETA) / (1.0 + BETA);
 
     fn sender_after_loss_at(w_max_segments: u32, rtt_ms: u64) -> FakeSender {
         let mut s = FakeSender::new(Box::new(Cubic::default()), w_max_segments, rtt_ms);
@@ -160,7 +401,10 @@ mod tests {
             s.ack_round();
         }
         let w = s.cwnd_segments();
-        assert!((990.0..=1001.0).contains(&w), "at t = K the window is back near W_max, got {w}");
+        assert!(
+            (990.0..=1001.0).contains(&w),
+            "at t = K the window is back near W_max, got {w}"
+        );
     }
 
     #[test]
@@ -206,5 +450,244 @@ mod tests {
         s.timeout();
         assert_eq!(s.cwnd_segments(), 2.0);
         assert!(s.state.in_slow_start());
+    }
+
+    // --- Parameters -------------------------------------------------------------------
+
+    fn spec_sender(spec: &str, init_cwnd: u32, rtt_ms: u64) -> FakeSender {
+        FakeSender::new(crate::simple(spec).unwrap(), init_cwnd, rtt_ms)
+    }
+
+    #[test]
+    fn beta_param_sets_the_reduction() {
+        for beta in [0.5, 0.8] {
+            let mut s = spec_sender(&format!("cubic:beta={beta}"), 100, 100);
+            s.ack_segments(0);
+            s.lose(1);
+            assert_eq!(
+                s.state.cwnd_bytes,
+                (100.0 * s.mss() as f64 * beta) as u64,
+                "beta {beta}"
+            );
+            assert_eq!(s.state.ssthresh_bytes, s.state.cwnd_bytes);
+        }
+    }
+
+    #[test]
+    fn beta_param_sets_the_reno_friendly_rate() {
+        // β = 0.5: W_est grows 3·0.5/1.5 = 1 segment per RTT, Reno's rate.
+        let mut s = spec_sender("cubic:beta=0.5", 100, 1);
+        s.ack_segments(0);
+        s.lose(1);
+        let start = s.cwnd_segments();
+        for _ in 0..100 {
+            s.ack_round();
+        }
+        let per_round = (s.cwnd_segments() - start) / 100.0;
+        assert!(
+            (per_round - 1.0).abs() < 0.1,
+            "{per_round:.3} segments per RTT, want 1"
+        );
+    }
+
+    /// Seconds from a loss at `w_max` segments until the window is back within 1% of it.
+    fn seconds_to_regain(spec: &str, w_max: u32) -> f64 {
+        let mut s = spec_sender(spec, w_max, 100);
+        s.ack_segments(0);
+        s.lose(1);
+        let start = s.now_us;
+        while s.cwnd_segments() < 0.99 * f64::from(w_max) {
+            s.ack_round();
+        }
+        (s.now_us - start) as f64 / 1e6
+    }
+
+    #[test]
+    fn c_param_sets_the_time_to_regain_w_max() {
+        for c in [0.1, 0.4, 1.6] {
+            let w_max = 1000.0;
+            // W(t) = 0.99·W_max at t = K − ∛(0.01·W_max/C). The epoch starts when recovery
+            // ends (two 100 ms rounds after the loss) and the target is one RTT ahead.
+            let k_s = (w_max * (1.0 - BETA) / c).cbrt();
+            let want_s = 0.2 + k_s - (0.01 * w_max / c).cbrt() - 0.1;
+            let t = seconds_to_regain(&format!("cubic:c={c}"), 1000);
+            assert!(
+                (want_s - 0.01..=want_s + 0.15).contains(&t),
+                "c = {c}: regained after {t:.2}s, want {want_s:.2}s (within one round)"
+            );
+        }
+    }
+
+    #[test]
+    fn without_fast_convergence_w_max_is_the_window_at_loss() {
+        let rtt_ms = 100;
+        let mut s = spec_sender("cubic:fast_convergence=0", 1000, rtt_ms);
+        s.ack_segments(0);
+        s.lose(1);
+        s.ack_segments(1000);
+        let cwnd_at_loss = s.cwnd_segments();
+        s.lose(1);
+        let k_s = ((cwnd_at_loss - s.cwnd_segments()) / C_SEGMENTS_PER_S3).cbrt();
+        let start = s.now_us;
+        while ((s.now_us - start) as f64) / 1e6 + 2.0 * rtt_ms as f64 / 1e3 < k_s {
+            s.ack_round();
+        }
+        let plateau = s.cwnd_segments();
+        assert!(
+            (cwnd_at_loss - 8.0..=cwnd_at_loss + 1.0).contains(&plateau),
+            "plateau at the window of the last loss {cwnd_at_loss:.1}, got {plateau:.1}"
+        );
+    }
+
+    // --- HyStart ----------------------------------------------------------------------
+
+    /// 24 Mbit/s, 50 ms: BDP = 150 kB ≈ 104 segments; a 4-BDP buffer.
+    fn deep_buffered_link() -> Link {
+        let link = Link::new(24, 50, 0);
+        Link {
+            buffer_bytes: 4 * link.bdp_bytes(),
+            ..link
+        }
+    }
+
+    #[test]
+    fn hystart_leaves_slow_start_on_delay_increase_before_any_loss() {
+        let link = deep_buffered_link();
+        let bdp = link.bdp_bytes() as f64;
+        let mut s = spec_sender("cubic", 10, 50);
+        let mut exit = None;
+        for _ in 0..20 {
+            let round = s.round_on_link(&link);
+            assert_eq!(
+                round.lost_packets, 0,
+                "HyStart leaves slow start before the buffer overflows"
+            );
+            if !s.state.in_slow_start() {
+                exit = Some(round);
+                break;
+            }
+        }
+        let round = exit.expect("HyStart ended slow start");
+        // The round that ended it had a queue above the threshold clamp(50/8, 4, 16) = 6.25 ms.
+        let queue_delay_us = round.rtt_us - link.base_rtt_us;
+        assert!(
+            queue_delay_us > 6_250,
+            "exit on a delay increase, queue delay {queue_delay_us} µs"
+        );
+        // ssthresh = cwnd at the exit, no reduction: about BDP plus a small queue, not 2×BDP.
+        assert_eq!(s.state.ssthresh_bytes, round.sent_bytes);
+        let cwnd = s.state.cwnd_bytes as f64;
+        assert!(
+            cwnd > bdp && cwnd < 1.6 * bdp,
+            "cwnd {:.2} BDP at exit",
+            cwnd / bdp
+        );
+        assert!((round.queue_bytes as f64) < 0.6 * bdp);
+        // Congestion avoidance from there: the window grows slowly, the queue stays bounded.
+        for _ in 0..10 {
+            let r = s.round_on_link(&link);
+            assert_eq!(r.lost_packets, 0);
+            assert!((s.state.cwnd_bytes as f64) < 1.7 * bdp);
+        }
+    }
+
+    #[test]
+    fn hystart_waits_for_sixteen_segments() {
+        let mut s = spec_sender("cubic", 4, 50);
+        s.ack_round(); // 8 segments, delay_min = 50 ms
+        s.set_rtt_ms(100); // far above the threshold of 56.25 ms
+        s.ack_round(); // sent with 8 segments: below hystart_low_window
+        assert!(s.state.in_slow_start(), "no exit below 16 segments");
+        assert_eq!(s.cwnd_segments(), 16.0);
+        s.ack_round(); // sent with 16 segments
+        assert!(
+            !s.state.in_slow_start(),
+            "exit once the window reaches 16 segments"
+        );
+        assert_eq!(s.state.ssthresh_bytes, 16 * s.mss());
+    }
+
+    #[test]
+    fn hystart_ignores_delay_below_threshold() {
+        // delay_min 50 ms: the threshold is 56.25 ms; 56 ms is not enough.
+        let mut s = spec_sender("cubic", 16, 50);
+        s.ack_round();
+        s.set_rtt_ms(56);
+        for _ in 0..3 {
+            s.ack_round();
+        }
+        assert!(s.state.in_slow_start());
+        assert_eq!(s.cwnd_segments(), 256.0);
+        s.set_rtt_ms(57);
+        s.ack_round();
+        assert!(!s.state.in_slow_start());
+    }
+
+    #[test]
+    fn without_hystart_slow_start_runs_until_loss() {
+        let link = deep_buffered_link();
+        let bdp = link.bdp_bytes() as f64;
+        let mut s = spec_sender("cubic:hystart=0", 10, 50);
+        let lossy = loop {
+            assert!(s.state.in_slow_start(), "only a loss ends slow start");
+            let round = s.round_on_link(&link);
+            if round.lost_packets > 0 {
+                break round;
+            }
+        };
+        assert!(
+            lossy.sent_bytes as f64 > 4.0 * bdp,
+            "slow start overflowed the 4-BDP buffer"
+        );
+        assert!(!s.state.in_slow_start());
+    }
+
+    #[test]
+    fn timeout_resets_hystart_and_delay_min() {
+        let mut s = spec_sender("cubic", 16, 100);
+        s.ack_round(); // 32 segments
+        s.set_rtt_ms(50);
+        s.ack_round(); // 64 segments, delay_min 50 ms
+        s.set_rtt_ms(100);
+        s.ack_round(); // exit at 64 segments
+        assert_eq!(s.state.ssthresh_bytes, 64 * s.mss());
+        s.timeout(); // ssthresh 0.7 × 64 ≈ 44.8 segments, window 2
+
+        // With delay_min still 50 ms, 80 ms would end slow start at 16 segments; it was
+        // reset, so 80 ms is the new minimum and slow start runs on.
+        s.set_rtt_ms(80);
+        for _ in 0..4 {
+            s.ack_round();
+        }
+        assert_eq!(s.cwnd_segments(), 32.0);
+        assert!(s.state.in_slow_start());
+        // HyStart is armed again: 100 ms > 80 + 10 ms ends slow start below ssthresh.
+        s.set_rtt_ms(100);
+        s.ack_round();
+        assert_eq!(s.state.ssthresh_bytes, 32 * s.mss());
+    }
+
+    // --- Over a link ------------------------------------------------------------------
+
+    #[test]
+    fn fills_a_one_bdp_buffered_link() {
+        let link = Link::new(24, 50, 0);
+        let link = Link {
+            buffer_bytes: link.bdp_bytes(),
+            ..link
+        };
+        let mut s = spec_sender("cubic", 10, 50);
+        let (mut delivered, mut elapsed_us) = (0u64, 0u64);
+        for i in 0..400 {
+            let r = s.round_on_link(&link);
+            if i >= 100 {
+                let queued = r.sent_bytes.saturating_sub(link.bdp_bytes());
+                delivered += r.sent_bytes - queued.saturating_sub(link.buffer_bytes);
+                elapsed_us += r.rtt_us;
+            }
+        }
+        let rate = delivered as f64 * 1e6 / elapsed_us as f64;
+        let utilisation = rate / link.bandwidth_bytes_per_s as f64;
+        assert!(utilisation >= 0.8, "utilisation {utilisation:.2}");
     }
 }

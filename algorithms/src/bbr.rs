@@ -1,0 +1,918 @@
+//! BBR v1 (Cardwell et al., "BBR: Congestion-Based Congestion Control", ACM Queue 14(5)
+//! 2016 and CACM 60(2) 2017; defaults and state machine of Linux `net/ipv4/tcp_bbr.c`).
+//!
+//! BBR models the path by two numbers and ignores loss: the bottleneck bandwidth `btl_bw`, a
+//! windowed maximum of delivery-rate samples over the last 10 rounds, and the propagation
+//! delay `min_rtt`, a minimum of RTT samples that expires after 10 s. It paces at
+//! `pacing_gain × btl_bw` (1% below, as Linux) and caps the data in flight at
+//! `cwnd_gain × btl_bw × min_rtt` plus a small allowance for segmentation offload
+//! (3 × the TSO burst, rounded up to an even number of segments, +2 while probing). The gains
+//! depend on the mode:
+//!
+//! - **Startup**: pacing and cwnd gain `2/ln 2 ≈ 2.885`, the smallest gain that doubles the
+//!   sending rate every round; the window grows by the bytes acknowledged. Startup ends once
+//!   `btl_bw` has not grown by 25% for 3 rounds (the pipe is full).
+//! - **Drain**: pacing gain `ln 2 / 2` (the inverse) until the data in flight is at most one
+//!   BDP, emptying the queue startup built.
+//! - **ProbeBw**: pacing gain cycles through `[1.25, 0.75, 1, 1, 1, 1, 1, 1]`, each phase about
+//!   one `min_rtt`: the 1.25 phase lasts until in flight reaches 1.25 BDP (or a loss), the
+//!   0.75 phase ends early once in flight is down to one BDP. The cycle starts at a random
+//!   phase other than the 0.75 one (seeded: `seed`). cwnd gain 2.
+//! - **ProbeRtt**: when `min_rtt` has not been lowered for 10 s, the window drops to 4
+//!   segments for max(200 ms, one round) once in flight has drained to that, to measure the
+//!   propagation delay afresh; then the previous window is restored.
+//!
+//! Adaptation to this agent, which reports about once per RTT (and at once on loss):
+//! - A round ends at the first report at least one `min_rtt` after the round began (Linux
+//!   counts rounds by delivered data; per-RTT reports make time the natural clock). The
+//!   report's delivery rate (the largest rate sample it saw) is the round's sample.
+//! - Losses leave the model and the window untouched: Linux's packet conservation during the
+//!   first round of recovery is left out (with reports arriving per loss it would shrink the
+//!   window towards what is in flight on every random loss). The long-term bandwidth
+//!   (policer) estimator and app-limited sample marking are left out too.
+//! - A retransmission timeout sets the window to 4 segments (Linux restarts from one and
+//!   restores the saved window when loss recovery ends); the next report without a timeout
+//!   restores the window saved at the timeout. The model is kept; startup's plateau count
+//!   restarts, as Linux resets `full_bw` on entering loss.
+//! - In ProbeRtt, the 200 ms start once a report shows in flight ≤ 4 segments or one smoothed
+//!   RTT after entering ProbeRtt, whichever first (a guard against a datapath whose in-flight
+//!   figure lags).
+
+use std::collections::VecDeque;
+use std::f64::consts::LN_2;
+
+use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, Params};
+
+pub const INFO: AlgorithmInfo = AlgorithmInfo {
+    name: "bbr",
+    summary: "BBR v1: pace at the max delivery rate, cap in-flight at 2 BDP; startup/drain/probe_bw/probe_rtt",
+    source: "Cardwell et al., BBR: Congestion-Based Congestion Control, ACM Queue 14(5) 2016 / \
+             CACM 60(2) 2017; Linux net/ipv4/tcp_bbr.c",
+    params: &[
+        Param { name: "high_gain", default: HIGH_GAIN, unit: "ratio", help: "startup pacing and cwnd gain (2/ln2); drain paces at its inverse" },
+        Param { name: "cwnd_gain", default: CWND_GAIN, unit: "ratio", help: "window as a multiple of the estimated BDP in probe_bw" },
+        Param { name: "bw_window_rounds", default: 10.0, unit: "rounds", help: "window of the max-bandwidth filter" },
+        Param { name: "min_rtt_window_s", default: 10.0, unit: "s", help: "min_rtt expires (and probe_rtt runs) after this long without a lower sample" },
+        Param { name: "probe_rtt_ms", default: 200.0, unit: "ms", help: "time held at 4 segments in probe_rtt" },
+        Param { name: "seed", default: 1.0, unit: "integer", help: "seed of the random start phase of the probe_bw gain cycle" },
+    ],
+    make: Make::Simple(|p| Box::new(Bbr::new(Config::from_params(p)))),
+};
+
+/// Startup gain, 2/ln 2: doubles the delivery rate every round (Linux `bbr_high_gain`).
+const HIGH_GAIN: f64 = 2.0 / LN_2;
+/// Window gain in probe_bw (Linux `bbr_cwnd_gain`).
+const CWND_GAIN: f64 = 2.0;
+/// Pacing gains of the eight probe_bw phases (Linux `bbr_pacing_gain`).
+const PROBE_BW_GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// The phase that drains what the 1.25 phase queued; a cycle never starts there.
+const PROBE_BW_DRAIN_PHASE: usize = 1;
+/// Pace this fraction below the estimate, to drain queues (Linux `bbr_pacing_margin_percent`).
+const PACING_MARGIN: f64 = 0.01;
+/// Startup goes on while the bandwidth grows by this factor per round...
+const FULL_BW_GROWTH: f64 = 1.25;
+/// ... and ends after this many rounds without such growth.
+const FULL_BW_ROUNDS: u32 = 3;
+/// Smallest window, and the window of probe_rtt, segments (Linux `bbr_cwnd_min_target`).
+const MIN_CWND_SEGMENTS: u64 = 4;
+/// Startup grows the window regardless of the target until this much is delivered, segments
+/// (Linux `TCP_INIT_CWND`).
+const INIT_DELIVERED_SEGMENTS: u64 = 10;
+/// Segments added to the window in the 1.25 phase, to reach 1.25 BDP in flight.
+const PROBE_EXTRA_SEGMENTS: u64 = 2;
+/// TSO burst: about 1 ms of data at the pacing rate (Linux `sk_pacing_shift` = 10)...
+const TSO_RATE_SHIFT: u32 = 10;
+/// ... at most a 64 KB GSO packet...
+const TSO_MAX_BYTES: u64 = 65_536;
+const TSO_MAX_SEGMENTS: u64 = 127;
+/// ... and at least 2 segments, 1 below 1.2 Mbit/s (Linux `bbr_min_tso_rate`).
+const TSO_MIN_RATE_BYTES_PER_S: u64 = 1_200_000 / 8;
+/// The window allows this many TSO bursts beyond the BDP (Linux `bbr_quantization_budget`).
+const TSO_BURSTS_IN_WINDOW: u64 = 3;
+/// Pacing before any RTT sample assumes this RTT, µs (Linux uses 1 ms).
+const DEFAULT_RTT_US: u64 = 1000;
+
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    high_gain: f64,
+    cwnd_gain: f64,
+    bw_window_rounds: u64,
+    min_rtt_window_us: u64,
+    probe_rtt_us: u64,
+    seed: u64,
+}
+
+impl Config {
+    fn from_params(p: &Params) -> Self {
+        Self {
+            high_gain: p.get("high_gain").max(1.0),
+            cwnd_gain: p.get("cwnd_gain").max(0.1),
+            bw_window_rounds: p.get("bw_window_rounds").max(1.0) as u64,
+            min_rtt_window_us: (p.get("min_rtt_window_s").max(0.0) * 1e6) as u64,
+            probe_rtt_us: (p.get("probe_rtt_ms").max(0.0) * 1e3) as u64,
+            seed: p.get("seed").abs() as u64,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Startup,
+    Drain,
+    ProbeBw,
+    ProbeRtt,
+}
+
+/// Maximum of the samples of the last `window` rounds: a deque of (round, value) with values
+/// decreasing from front to back, so the front is the maximum.
+#[derive(Debug, Default)]
+struct WindowedMax {
+    samples: VecDeque<(u64, u64)>,
+}
+
+impl WindowedMax {
+    fn update(&mut self, round: u64, value: u64, window: u64) {
+        while self.samples.back().is_some_and(|&(_, v)| v <= value) {
+            self.samples.pop_back();
+        }
+        self.samples.push_back((round, value));
+        while self
+            .samples
+            .front()
+            .is_some_and(|&(r, _)| r + window <= round)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    fn get(&self) -> u64 {
+        self.samples.front().map_or(0, |&(_, v)| v)
+    }
+}
+
+#[derive(Debug)]
+pub struct Bbr {
+    cfg: Config,
+    mode: Mode,
+    pacing_gain: f64,
+    cwnd_gain: f64,
+    /// Rounds seen so far, and when the current one began (µs).
+    round_count: u64,
+    round_start_us: Option<u64>,
+    /// Bottleneck bandwidth filter, bytes/s.
+    btl_bw: WindowedMax,
+    /// Propagation delay estimate (0: none yet) and when it was last set, µs.
+    min_rtt_us: u64,
+    min_rtt_stamp_us: u64,
+    /// Startup's plateau detection.
+    full_bw: u64,
+    full_bw_count: u32,
+    full_bw_reached: bool,
+    /// probe_bw gain cycle.
+    cycle_index: usize,
+    cycle_start_us: u64,
+    rng: u64,
+    /// probe_rtt: when it began, when it may end, whether a round has passed since then.
+    probe_rtt_entered_us: u64,
+    probe_rtt_done_us: Option<u64>,
+    probe_rtt_round_done: bool,
+    /// Window before probe_rtt, restored after it.
+    prior_cwnd: u64,
+    /// Window before a retransmission timeout, restored after it.
+    cwnd_before_timeout: Option<u64>,
+    delivered_bytes: u64,
+    /// The window the flow started with (the target before the model has samples).
+    init_cwnd: Option<u64>,
+    pacing_initialised: bool,
+}
+
+impl Default for Bbr {
+    fn default() -> Self {
+        Self::new(Config::from_params(&Params::defaults(INFO.params)))
+    }
+}
+
+impl Bbr {
+    fn new(cfg: Config) -> Self {
+        Self {
+            cfg,
+            mode: Mode::Startup,
+            pacing_gain: cfg.high_gain,
+            cwnd_gain: cfg.high_gain,
+            round_count: 0,
+            round_start_us: None,
+            btl_bw: WindowedMax::default(),
+            min_rtt_us: 0,
+            min_rtt_stamp_us: 0,
+            full_bw: 0,
+            full_bw_count: 0,
+            full_bw_reached: false,
+            cycle_index: 0,
+            cycle_start_us: 0,
+            rng: cfg.seed,
+            probe_rtt_entered_us: 0,
+            probe_rtt_done_us: None,
+            probe_rtt_round_done: false,
+            prior_cwnd: 0,
+            cwnd_before_timeout: None,
+            delivered_bytes: 0,
+            init_cwnd: None,
+            pacing_initialised: false,
+        }
+    }
+
+    fn max_bw(&self) -> u64 {
+        self.btl_bw.get()
+    }
+
+    /// `gain × btl_bw × min_rtt`, bytes (0 while the model has no samples).
+    fn bdp_bytes(&self, gain: f64) -> f64 {
+        gain * self.max_bw() as f64 * self.min_rtt_us as f64 / 1e6
+    }
+
+    /// Whether this report ends the current round (and starts the next).
+    fn update_round(&mut self, now_us: u64) -> bool {
+        let ends = match self.round_start_us {
+            None => true,
+            Some(start) => now_us > start && now_us - start >= self.min_rtt_us,
+        };
+        if ends {
+            self.round_count += 1;
+            self.round_start_us = Some(now_us);
+        }
+        ends
+    }
+
+    fn update_bw(&mut self, m: &Measurement) {
+        if m.delivery_rate_bytes_per_s > 0 {
+            self.btl_bw.update(
+                self.round_count,
+                m.delivery_rate_bytes_per_s,
+                self.cfg.bw_window_rounds,
+            );
+        }
+    }
+
+    /// A small pseudo-random generator (SplitMix64), so runs are reproducible from `seed`.
+    fn next_random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn enter_probe_bw(&mut self, now_us: u64) {
+        self.mode = Mode::ProbeBw;
+        // Any phase but the draining one, uniformly.
+        let r = (self.next_random() % (PROBE_BW_GAINS.len() as u64 - 1)) as usize;
+        self.cycle_index = if r < PROBE_BW_DRAIN_PHASE { r } else { r + 1 };
+        self.cycle_start_us = now_us;
+    }
+
+    fn is_next_cycle_phase(&self, now_us: u64, m: &Measurement) -> bool {
+        let full_length = now_us.saturating_sub(self.cycle_start_us) >= self.min_rtt_us;
+        let gain = PROBE_BW_GAINS[self.cycle_index];
+        let in_flight = m.bytes_in_flight as f64;
+        if gain > 1.0 {
+            // Probe until the extra data is really in flight (or the path drops it).
+            full_length && (m.lost_packets > 0 || in_flight >= self.bdp_bytes(gain))
+        } else if gain < 1.0 {
+            // Drain until the queue is gone, at most one round.
+            full_length || in_flight <= self.bdp_bytes(1.0)
+        } else {
+            full_length
+        }
+    }
+
+    fn update_cycle_phase(&mut self, now_us: u64, m: &Measurement) {
+        if self.mode == Mode::ProbeBw && self.is_next_cycle_phase(now_us, m) {
+            self.cycle_index = (self.cycle_index + 1) % PROBE_BW_GAINS.len();
+            self.cycle_start_us = now_us;
+        }
+    }
+
+    fn check_full_bw_reached(&mut self, round_start: bool) {
+        if self.full_bw_reached || !round_start {
+            return;
+        }
+        let bw = self.max_bw();
+        if bw as f64 >= self.full_bw as f64 * FULL_BW_GROWTH {
+            self.full_bw = bw;
+            self.full_bw_count = 0;
+            return;
+        }
+        self.full_bw_count += 1;
+        self.full_bw_reached = self.full_bw_count >= FULL_BW_ROUNDS;
+    }
+
+    fn check_drain(&mut self, state: &mut FlowState, m: &Measurement) {
+        if self.mode == Mode::Startup && self.full_bw_reached {
+            self.mode = Mode::Drain;
+            state.ssthresh_bytes = (self.bdp_bytes(1.0) as u64).max(state.min_cwnd_bytes());
+        }
+        if self.mode == Mode::Drain && m.bytes_in_flight as f64 <= self.bdp_bytes(1.0) {
+            self.enter_probe_bw(state.now_us);
+        }
+    }
+
+    fn update_min_rtt(&mut self, state: &mut FlowState, m: &Measurement, round_start: bool) {
+        let now = state.now_us;
+        let sample = if m.min_rtt_us > 0 {
+            m.min_rtt_us
+        } else {
+            m.rtt_us
+        };
+        let expired =
+            self.min_rtt_us > 0 && now > self.min_rtt_stamp_us + self.cfg.min_rtt_window_us;
+        if sample > 0 && (self.min_rtt_us == 0 || sample < self.min_rtt_us || expired) {
+            self.min_rtt_us = sample;
+            self.min_rtt_stamp_us = now;
+        }
+        if expired && self.mode != Mode::ProbeRtt {
+            self.mode = Mode::ProbeRtt;
+            self.prior_cwnd = state.cwnd_bytes;
+            self.probe_rtt_entered_us = now;
+            self.probe_rtt_done_us = None;
+        }
+        if self.mode == Mode::ProbeRtt {
+            self.probe_rtt(state, m, round_start);
+        }
+    }
+
+    fn probe_rtt(&mut self, state: &mut FlowState, m: &Measurement, round_start: bool) {
+        let now = state.now_us;
+        match self.probe_rtt_done_us {
+            None => {
+                let drained = m.bytes_in_flight <= MIN_CWND_SEGMENTS * state.mss_bytes;
+                let waited = now >= self.probe_rtt_entered_us + state.srtt_us.max(self.min_rtt_us);
+                if drained || waited {
+                    self.probe_rtt_done_us = Some(now + self.cfg.probe_rtt_us);
+                    self.probe_rtt_round_done = false;
+                    self.round_start_us = Some(now);
+                }
+            }
+            Some(done) => {
+                self.probe_rtt_round_done |= round_start;
+                if self.probe_rtt_round_done && now > done {
+                    self.min_rtt_stamp_us = now;
+                    state.cwnd_bytes = state.cwnd_bytes.max(self.prior_cwnd);
+                    if self.full_bw_reached {
+                        self.enter_probe_bw(now);
+                    } else {
+                        self.mode = Mode::Startup;
+                    }
+                }
+            }
+        }
+    }
+
+    fn update_gains(&mut self) {
+        (self.pacing_gain, self.cwnd_gain) = match self.mode {
+            Mode::Startup => (self.cfg.high_gain, self.cfg.high_gain),
+            Mode::Drain => (1.0 / self.cfg.high_gain, self.cfg.high_gain),
+            Mode::ProbeBw => (PROBE_BW_GAINS[self.cycle_index], self.cfg.cwnd_gain),
+            Mode::ProbeRtt => (1.0, 1.0),
+        };
+    }
+
+    fn set_pacing_rate(&mut self, state: &mut FlowState) {
+        let bw = self.max_bw();
+        let rate = if bw == 0 {
+            // No delivery-rate sample yet: the initial window per RTT, at the startup gain.
+            let rtt_us = if state.srtt_us > 0 {
+                state.srtt_us
+            } else {
+                DEFAULT_RTT_US
+            };
+            self.cfg.high_gain * state.cwnd_bytes as f64 * 1e6 / rtt_us as f64
+        } else {
+            self.pacing_gain * bw as f64
+        };
+        let rate = ((rate * (1.0 - PACING_MARGIN)) as u64).max(1);
+        // Startup only ever raises the rate (a low sample must not slow the ramp).
+        let raise = state.pacing_rate_bytes_per_s.is_none_or(|r| rate > r);
+        if self.full_bw_reached || !self.pacing_initialised || raise {
+            state.pacing_rate_bytes_per_s = Some(rate);
+            self.pacing_initialised = true;
+        }
+    }
+
+    /// Segments in one TSO burst at the current pacing rate.
+    fn tso_segments(state: &FlowState) -> u64 {
+        let rate = state.pacing_rate_bytes_per_s.unwrap_or(0);
+        let min = if rate < TSO_MIN_RATE_BYTES_PER_S {
+            1
+        } else {
+            2
+        };
+        ((rate >> TSO_RATE_SHIFT).min(TSO_MAX_BYTES) / state.mss_bytes).clamp(min, TSO_MAX_SEGMENTS)
+    }
+
+    /// The window for the current gain: the BDP share plus room for TSO bursts.
+    fn target_cwnd(&self, state: &FlowState, init_cwnd: u64) -> u64 {
+        let mss = state.mss_bytes;
+        if self.max_bw() == 0 || self.min_rtt_us == 0 {
+            return init_cwnd;
+        }
+        let bdp_segments = (self.bdp_bytes(self.cwnd_gain) / mss as f64).ceil() as u64;
+        let mut segments = bdp_segments + TSO_BURSTS_IN_WINDOW * Self::tso_segments(state);
+        segments = segments.div_ceil(2) * 2;
+        if self.mode == Mode::ProbeBw && self.cycle_index == 0 {
+            segments += PROBE_EXTRA_SEGMENTS;
+        }
+        segments * mss
+    }
+
+    fn set_cwnd(&mut self, state: &mut FlowState, m: &Measurement, init_cwnd: u64) {
+        let mss = state.mss_bytes;
+        let min_cwnd = MIN_CWND_SEGMENTS * mss;
+        let target = self.target_cwnd(state, init_cwnd);
+        let mut cwnd = state.cwnd_bytes;
+        if m.acked_bytes > 0 {
+            if self.full_bw_reached {
+                cwnd = (cwnd + m.acked_bytes).min(target);
+            } else if cwnd < target || self.delivered_bytes < INIT_DELIVERED_SEGMENTS * mss {
+                cwnd += m.acked_bytes;
+            }
+        }
+        cwnd = cwnd.max(min_cwnd);
+        if self.mode == Mode::ProbeRtt {
+            cwnd = cwnd.min(min_cwnd);
+        }
+        state.cwnd_bytes = cwnd;
+    }
+
+    fn on_timeout(&mut self, state: &mut FlowState) {
+        if self.cwnd_before_timeout.is_none() {
+            self.cwnd_before_timeout = Some(state.cwnd_bytes);
+        }
+        state.cwnd_bytes = MIN_CWND_SEGMENTS * state.mss_bytes;
+        self.full_bw = 0;
+    }
+}
+
+impl Algorithm for Bbr {
+    fn name(&self) -> &str {
+        INFO.name
+    }
+
+    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+        let init_cwnd = *self.init_cwnd.get_or_insert(state.cwnd_bytes);
+        if m.timeout {
+            self.on_timeout(state);
+            return;
+        }
+        if let Some(saved) = self.cwnd_before_timeout.take() {
+            state.cwnd_bytes = state.cwnd_bytes.max(saved);
+        }
+        let now = state.now_us;
+        self.delivered_bytes += m.acked_bytes;
+        let round_start = self.update_round(now);
+        self.update_bw(m);
+        self.update_cycle_phase(now, m);
+        self.check_full_bw_reached(round_start);
+        self.check_drain(state, m);
+        self.update_min_rtt(state, m, round_start);
+        self.update_gains();
+        self.set_pacing_rate(state);
+        self.set_cwnd(state, m, init_cwnd);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::testing::{FakeSender, Link, LinkRound};
+
+    /// Lets a test look inside the algorithm a [`FakeSender`] drives.
+    struct Shared(Arc<Mutex<Bbr>>);
+
+    impl Algorithm for Shared {
+        fn name(&self) -> &str {
+            INFO.name
+        }
+        fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+            self.0.lock().unwrap().on_measurement(state, m);
+        }
+    }
+
+    fn bbr(spec: &str) -> Bbr {
+        Bbr::new(Config::from_params(&Params::parse(&INFO, spec).unwrap()))
+    }
+
+    fn sender(spec: &str, rtt_ms: u64) -> (FakeSender, Arc<Mutex<Bbr>>) {
+        let shared = Arc::new(Mutex::new(bbr(spec)));
+        let s = FakeSender::new(Box::new(Shared(shared.clone())), 10, rtt_ms);
+        (s, shared)
+    }
+
+    const BW: u64 = 3_000_000; // 24 Mbit/s
+    const RTT_MS: u64 = 50;
+    const BDP: u64 = BW * RTT_MS / 1000; // 150 000 bytes
+
+    /// One report `dt_ms` after the previous one: `in_flight` bytes were in flight and are
+    /// acknowledged, at delivery rate `rate`.
+    fn report_after(s: &mut FakeSender, dt_ms: u64, in_flight: u64, rate: u64, lost: u64) {
+        s.advance_ms(dt_ms);
+        let m = Measurement {
+            now_us: s.now_us,
+            acked_bytes: in_flight,
+            lost_packets: lost,
+            rtt_us: s.rtt_us,
+            min_rtt_us: s.rtt_us,
+            bytes_in_flight: in_flight,
+            delivery_rate_bytes_per_s: rate,
+            ..Default::default()
+        };
+        s.state.observe(&m);
+        s.algorithm.on_measurement(&mut s.state, &m);
+    }
+
+    fn report(s: &mut FakeSender, in_flight: u64, rate: u64) {
+        let rtt_ms = s.rtt_us / 1000;
+        report_after(s, rtt_ms, in_flight, rate, 0);
+    }
+
+    /// A flow in probe_bw on a 24 Mbit/s, 50 ms path, driven by explicit reports.
+    fn in_probe_bw(spec: &str) -> (FakeSender, Arc<Mutex<Bbr>>) {
+        let (mut s, b) = sender(spec, RTT_MS);
+        loop {
+            let mode = b.lock().unwrap().mode;
+            match mode {
+                Mode::Startup => {
+                    let cwnd = s.state.cwnd_bytes;
+                    report(&mut s, cwnd, BW);
+                }
+                Mode::Drain => report(&mut s, BDP, BW),
+                Mode::ProbeBw => return (s, b),
+                Mode::ProbeRtt => unreachable!(),
+            }
+        }
+    }
+
+    fn pacing_gain_of(s: &FakeSender) -> f64 {
+        let rate = s.state.pacing_rate_bytes_per_s.unwrap() as f64;
+        (rate / (BW as f64 * (1.0 - PACING_MARGIN)) * 100.0).round() / 100.0
+    }
+
+    /// Bytes the link delivers in a round (what does not overflow its queue).
+    fn delivered(link: &Link, r: &LinkRound) -> u64 {
+        r.sent_bytes.min(link.bdp_bytes() + link.buffer_bytes)
+    }
+
+    /// Runs `rounds` rounds; returns the link utilisation over them.
+    fn utilisation(
+        s: &mut FakeSender,
+        link: &Link,
+        rounds: usize,
+        mut between: impl FnMut(&mut FakeSender),
+    ) -> f64 {
+        let (mut bytes, mut time_us) = (0u64, 0u64);
+        for _ in 0..rounds {
+            let r = s.round_on_link(link);
+            bytes += delivered(link, &r);
+            time_us += r.rtt_us;
+            between(s);
+        }
+        bytes as f64 / (link.bandwidth_bytes_per_s as f64 * time_us as f64 / 1e6)
+    }
+
+    #[test]
+    fn startup_doubles_then_leaves_three_rounds_into_the_plateau() {
+        let link = Link::new(24, 50, BDP);
+        let (mut s, b) = sender("", 50);
+        let mut rounds = Vec::new();
+        while b.lock().unwrap().mode == Mode::Startup {
+            rounds.push((s.round_on_link(&link), s.delivery_rate_bytes_per_s));
+            assert!(rounds.len() < 20, "startup never ended");
+        }
+        for w in rounds[..4].windows(2) {
+            assert_eq!(
+                w[1].0.sent_bytes,
+                2 * w[0].0.sent_bytes,
+                "startup doubles per round"
+            );
+        }
+        // The pipe is full from the first round delivering at the link rate; the estimate
+        // then stops growing by 25%, and startup ends at the third such round.
+        let first_full = rounds.iter().position(|&(_, rate)| rate == BW).unwrap();
+        assert_eq!(rounds.len() - 1, first_full + FULL_BW_ROUNDS as usize);
+        assert_eq!(b.lock().unwrap().mode, Mode::Drain);
+        let p = s.state.pacing_rate_bytes_per_s.unwrap() as f64;
+        assert!(
+            (p - BW as f64 * 0.99 / HIGH_GAIN).abs() < 1000.0,
+            "drain paces at 1/high_gain: {p}"
+        );
+    }
+
+    #[test]
+    fn drain_empties_the_queue_then_probe_bw_keeps_it_small() {
+        let link = Link::new(24, 50, BDP);
+        let (mut s, b) = sender("", 50);
+        let mut startup_queue = 0;
+        while b.lock().unwrap().mode == Mode::Startup {
+            startup_queue = startup_queue.max(s.round_on_link(&link).queue_bytes);
+        }
+        assert!(
+            startup_queue >= BDP / 2,
+            "startup overshoots: queue {startup_queue}"
+        );
+        let mut drain_rounds = 0;
+        while b.lock().unwrap().mode == Mode::Drain {
+            let r = s.round_on_link(&link);
+            drain_rounds += 1;
+            assert!(drain_rounds <= 3, "drain takes a round or two");
+            if b.lock().unwrap().mode == Mode::ProbeBw {
+                assert!(
+                    r.sent_bytes <= BDP,
+                    "in flight {} > BDP at the end of drain",
+                    r.sent_bytes
+                );
+                assert_eq!(r.queue_bytes, 0);
+            }
+        }
+        let mut queue_sum = 0;
+        for _ in 0..100 {
+            queue_sum += s.round_on_link(&link).queue_bytes;
+        }
+        assert!(
+            queue_sum / 100 <= BDP / 5,
+            "mean queue in probe_bw {} bytes",
+            queue_sum / 100
+        );
+    }
+
+    #[test]
+    fn probe_bw_cycles_through_the_eight_gains() {
+        let (mut s, b) = in_probe_bw("");
+        let start = b.lock().unwrap().cycle_index;
+        assert_ne!(start, PROBE_BW_DRAIN_PHASE);
+        let mut gains = vec![pacing_gain_of(&s)];
+        for _ in 0..15 {
+            report(&mut s, BDP * 13 / 10, BW);
+            gains.push(pacing_gain_of(&s));
+        }
+        let expected: Vec<f64> = (0..16).map(|i| PROBE_BW_GAINS[(start + i) % 8]).collect();
+        assert_eq!(gains, expected);
+    }
+
+    #[test]
+    fn probe_phase_waits_for_in_flight_and_drain_phase_ends_early() {
+        let (mut s, b) = in_probe_bw("");
+        while b.lock().unwrap().cycle_index != 0 {
+            report(&mut s, BDP, BW);
+        }
+        assert_eq!(pacing_gain_of(&s), 1.25);
+        report_after(&mut s, 10, BDP * 12 / 10, BW, 1);
+        assert_eq!(pacing_gain_of(&s), 1.25, "a phase lasts at least a min_rtt");
+        for _ in 0..3 {
+            report(&mut s, BDP * 12 / 10, BW);
+            assert_eq!(pacing_gain_of(&s), 1.25, "1.25 until 1.25 BDP is in flight");
+        }
+        report_after(&mut s, 10, BDP * 12 / 10, BW, 1);
+        assert_eq!(pacing_gain_of(&s), 0.75, "or until a loss");
+        report_after(&mut s, 10, BDP * 11 / 10, BW, 0);
+        assert_eq!(pacing_gain_of(&s), 0.75);
+        report_after(&mut s, 10, BDP, BW, 0);
+        assert_eq!(
+            pacing_gain_of(&s),
+            1.0,
+            "the drain phase ends once in flight is one BDP"
+        );
+    }
+
+    #[test]
+    fn start_phase_is_random_but_never_the_drain_phase() {
+        let starts: Vec<usize> = (0..40)
+            .map(|seed| {
+                in_probe_bw(&format!("seed={seed}"))
+                    .1
+                    .lock()
+                    .unwrap()
+                    .cycle_index
+            })
+            .collect();
+        assert!(!starts.contains(&PROBE_BW_DRAIN_PHASE));
+        for phase in [0, 2, 7] {
+            assert!(
+                starts.contains(&phase),
+                "phase {phase} never drawn: {starts:?}"
+            );
+        }
+        let again: Vec<usize> = (0..40)
+            .map(|seed| {
+                in_probe_bw(&format!("seed={seed}"))
+                    .1
+                    .lock()
+                    .unwrap()
+                    .cycle_index
+            })
+            .collect();
+        assert_eq!(starts, again, "deterministic for a given seed");
+    }
+
+    #[test]
+    fn window_is_cwnd_gain_bdp_plus_tso_allowance() {
+        for (spec, bdp_segments) in [("", 208), ("cwnd_gain=1.5", 156)] {
+            let (mut s, b) = in_probe_bw(spec);
+            while b.lock().unwrap().cycle_index != 2 {
+                report(&mut s, BDP * 13 / 10, BW);
+            }
+            report(&mut s, BDP, BW); // a gain-1 phase
+                                     // 2 segments per TSO burst at 24 Mbit/s, three bursts.
+            assert_eq!(s.cwnd_segments(), (bdp_segments + 6) as f64, "{spec}");
+        }
+    }
+
+    #[test]
+    fn probe_rtt_after_ten_seconds_without_a_lower_rtt() {
+        let (mut s, b) = in_probe_bw("");
+        let stamp = b.lock().unwrap().min_rtt_stamp_us;
+        let mut prior = s.state.cwnd_bytes;
+        while b.lock().unwrap().mode != Mode::ProbeRtt {
+            prior = s.state.cwnd_bytes;
+            report(&mut s, BDP, BW);
+        }
+        let entered = s.now_us;
+        assert!(
+            entered > stamp + 10_000_000 && entered <= stamp + 10_050_000,
+            "entered at {entered}"
+        );
+        assert_eq!(s.cwnd_segments(), 4.0);
+        while b.lock().unwrap().mode == Mode::ProbeRtt {
+            assert_eq!(s.cwnd_segments(), 4.0);
+            let cwnd = s.state.cwnd_bytes;
+            report(&mut s, cwnd, BW);
+        }
+        // Drained in one round, then 200 ms and a round at 4 segments.
+        assert!(
+            s.now_us - entered >= 50_000 + 200_000,
+            "probe_rtt lasted {} µs",
+            s.now_us - entered
+        );
+        assert!(
+            s.now_us - entered <= 350_000,
+            "probe_rtt lasted {} µs",
+            s.now_us - entered
+        );
+        assert_eq!(b.lock().unwrap().mode, Mode::ProbeBw);
+        assert!(
+            s.state.cwnd_bytes >= prior * 9 / 10,
+            "window restored: {} < {prior}",
+            s.state.cwnd_bytes
+        );
+        // The estimate counts as fresh again: no probe_rtt for another 10 s.
+        let left = s.now_us;
+        while b.lock().unwrap().mode != Mode::ProbeRtt {
+            report(&mut s, BDP, BW);
+        }
+        assert!(s.now_us - left > 10_000_000);
+    }
+
+    #[test]
+    fn a_lower_rtt_postpones_probe_rtt() {
+        let (mut s, b) = in_probe_bw("");
+        for _ in 0..100 {
+            report(&mut s, BDP, BW); // 5 s
+        }
+        s.set_rtt_ms(49);
+        report(&mut s, BDP, BW);
+        let lowered = s.now_us;
+        s.set_rtt_ms(50);
+        while b.lock().unwrap().mode != Mode::ProbeRtt {
+            report(&mut s, BDP, BW);
+        }
+        assert!(s.now_us > lowered + 10_000_000);
+        assert_eq!(
+            b.lock().unwrap().min_rtt_us,
+            50_000,
+            "the expired estimate takes the current sample"
+        );
+    }
+
+    #[test]
+    fn bandwidth_filter_forgets_a_higher_rate_after_ten_rounds() {
+        let (mut s, b) = sender("", 50);
+        let fast = Link::new(24, 50, BDP);
+        for _ in 0..100 {
+            s.round_on_link(&fast);
+        }
+        assert_eq!(b.lock().unwrap().mode, Mode::ProbeBw);
+        let slow = Link::new(12, 50, BDP);
+        for round in 1..=10 {
+            s.round_on_link(&slow);
+            let bw = b.lock().unwrap().max_bw();
+            if round < 10 {
+                assert!(bw > 2_900_000, "round {round}: the old max holds ({bw})");
+            } else {
+                assert_eq!(bw, 1_500_000, "round {round}: only new samples left");
+            }
+        }
+        assert!(s.state.pacing_rate_bytes_per_s.unwrap() <= 1_500_000 * 125 / 100);
+        let u = utilisation(&mut s, &slow, 100, |_| {});
+        assert!(u > 0.9, "utilisation of the slower link {u}");
+    }
+
+    #[test]
+    fn loss_changes_neither_rate_nor_window() {
+        let (mut s, b) = in_probe_bw("");
+        for _ in 0..5 {
+            report(&mut s, BDP, BW);
+        }
+        let (rate, cwnd, bw) = (
+            s.state.pacing_rate_bytes_per_s,
+            s.state.cwnd_bytes,
+            b.lock().unwrap().max_bw(),
+        );
+        s.lose(1);
+        s.lose(20);
+        assert_eq!(s.state.pacing_rate_bytes_per_s, rate);
+        assert_eq!(s.state.cwnd_bytes, cwnd);
+        assert_eq!(b.lock().unwrap().max_bw(), bw);
+    }
+
+    #[test]
+    fn timeout_drops_to_four_segments_then_restores() {
+        let (mut s, _) = in_probe_bw("");
+        report(&mut s, BDP, BW);
+        let (cwnd, rate) = (s.state.cwnd_bytes, s.state.pacing_rate_bytes_per_s);
+        s.timeout();
+        assert_eq!(s.cwnd_segments(), 4.0);
+        s.timeout();
+        assert_eq!(s.cwnd_segments(), 4.0);
+        assert_eq!(
+            s.state.pacing_rate_bytes_per_s, rate,
+            "the model survives a timeout"
+        );
+        let mss = s.mss();
+        report(&mut s, 4 * mss, BW);
+        assert!(
+            s.state.cwnd_bytes >= cwnd - 2 * s.mss(),
+            "restored: {} vs {cwnd}",
+            s.state.cwnd_bytes
+        );
+    }
+
+    #[test]
+    fn params_set_startup_gain_and_filter_window() {
+        let (mut s, b) = sender(
+            "high_gain=2,bw_window_rounds=3,probe_rtt_ms=300,min_rtt_window_s=5",
+            50,
+        );
+        let mss = s.mss();
+        report(&mut s, 10 * mss, 300_000);
+        assert_eq!(
+            s.state.pacing_rate_bytes_per_s,
+            Some((2.0 * 300_000.0 * 0.99) as u64)
+        );
+        let b = b.lock().unwrap();
+        assert_eq!(
+            (
+                b.cfg.bw_window_rounds,
+                b.cfg.probe_rtt_us,
+                b.cfg.min_rtt_window_us
+            ),
+            (3, 300_000, 5_000_000)
+        );
+    }
+
+    #[test]
+    fn full_utilisation_on_a_clean_link() {
+        let link = Link::new(24, 50, BDP);
+        let mut s = FakeSender::new(crate::simple("bbr").unwrap(), 10, 50);
+        utilisation(&mut s, &link, 40, |_| {});
+        // 25 s, including two probe_rtt episodes.
+        let u = utilisation(&mut s, &link, 500, |_| {});
+        assert!(u > 0.93, "utilisation {u}");
+    }
+
+    #[test]
+    fn utilisation_stays_high_under_random_loss() {
+        let link = Link::new(24, 50, BDP);
+        let (mut s, b) = sender("", 50);
+        let mut lcg: u64 = 12345;
+        let mut random_losses = move |s: &mut FakeSender| {
+            // About 2% of the ~100 segments per round, in 0-4 loss reports per round.
+            for _ in 0..4 {
+                lcg = lcg
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if (lcg >> 33).is_multiple_of(2) {
+                    let bw = b.lock().unwrap().max_bw();
+                    s.lose(1 + (lcg >> 40) % 2);
+                    assert_eq!(
+                        b.lock().unwrap().max_bw(),
+                        bw,
+                        "a loss leaves the model alone"
+                    );
+                }
+            }
+        };
+        utilisation(&mut s, &link, 40, &mut random_losses);
+        let u = utilisation(&mut s, &link, 500, &mut random_losses);
+        assert!(u > 0.93, "utilisation {u}");
+    }
+}
