@@ -32,8 +32,11 @@ file_bytes = 1_500_000
 MIN_REPORTS = 8
 
 
-def test_every_algorithm_completes_transfers_under_its_own_control(tmp_path):
+def test_every_algorithm_completes_transfers_under_its_own_control(tmp_path, monkeypatch):
     require_machine()
+    # Debug logs record every answered report (a flow's closing line may come after the
+    # agent was already replaced by the next scheme's).
+    monkeypatch.setenv("CCSWITCH_LOG_LEVEL", "debug")
     names = [a["name"] for a in list_algorithms()]
     assert len(names) >= 10
     path = tmp_path / "s.toml"
@@ -53,6 +56,6 @@ def test_every_algorithm_completes_transfers_under_its_own_control(tmp_path):
         text = "".join(open(out / "logs" / l).read() for l in agent_logs)
         created = re.findall(rf"flow created.*algorithm={re.escape(name)}(\s|$)", text)
         assert created, f"{name}: no flow created under it:\n{text[-2000:]}"
-        closed = [int(m) for m in re.findall(r"flow closed.*reports=(\d+)", text)]
-        assert closed and max(closed) >= MIN_REPORTS, f"{name}: reports answered {closed}"
+        answered = len(re.findall(r"report answered", text))
+        assert answered >= MIN_REPORTS, f"{name}: {answered} reports answered"
     assert json.loads(stdout)["rows"]
