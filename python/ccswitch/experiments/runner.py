@@ -356,6 +356,9 @@ class Runner:
             self.daemons.ensure(scheme.algorithm)
         cc = self.kernel_cc(scheme)
         if self.current_cc != cc:
+            # Again at every switch: another run on this machine that also needed `cc` may have
+            # removed it from the (global) allowed list when it finished.
+            self.sysctls.allow_congestion_control(cc)
             self.ns.set_congestion_control(cc)
             self.current_cc = cc
 
