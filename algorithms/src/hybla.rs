@@ -187,26 +187,22 @@ impl Algorithm for Hybla {
 
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
         self.update_rho(state);
-        // The shared classification grows the window Reno's way in slow start; Hybla grows it
-        // its own way from the window before, over all the bytes acknowledged.
-        let cwnd_before = state.cwnd_bytes;
-        match state.classify(m) {
-            WindowEvent::Timeout => {
+        // Hybla has its own slow start, so only the congestion part of the shared
+        // classification applies.
+        match state.congestion(m) {
+            Some(WindowEvent::Timeout) => {
                 state.ssthresh_bytes = Self::reduced_window(state);
                 state.cwnd_bytes =
                     (LOSS_WINDOW_SEGMENTS * state.mss_bytes).max(state.min_cwnd_bytes());
                 self.reset_growth();
             }
-            WindowEvent::CongestionEvent => {
+            Some(WindowEvent::CongestionEvent) => {
                 state.ssthresh_bytes = Self::reduced_window(state);
                 state.cwnd_bytes = state.ssthresh_bytes;
                 self.reset_growth();
             }
-            WindowEvent::Hold if state.in_recovery() => {}
-            WindowEvent::Hold | WindowEvent::Avoidance { .. } => {
-                state.cwnd_bytes = cwnd_before;
-                self.grow(state, m.acked_bytes);
-            }
+            Some(_) => {}
+            None => self.grow(state, m.acked_bytes),
         }
     }
 }

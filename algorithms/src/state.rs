@@ -115,15 +115,8 @@ impl FlowState {
     /// may of the acknowledged bytes (growing the window here) and the rest is returned for
     /// congestion avoidance.
     pub fn classify(&mut self, m: &Measurement) -> WindowEvent {
-        if m.timeout {
-            self.recovery_bytes_left = 0;
-            return WindowEvent::Timeout;
-        }
-        if m.lost_packets > 0 && self.new_congestion_event() {
-            return WindowEvent::CongestionEvent;
-        }
-        if self.in_recovery() {
-            return WindowEvent::Hold;
+        if let Some(event) = self.congestion(m) {
+            return event;
         }
         let mut acked_bytes = m.acked_bytes;
         if self.in_slow_start() {
@@ -133,6 +126,23 @@ impl FlowState {
             return WindowEvent::Hold;
         }
         WindowEvent::Avoidance { acked_bytes }
+    }
+
+    /// The congestion part of [`classify`](Self::classify), for algorithms with their own
+    /// slow start: a timeout, a new congestion event or a hold while recovering; `None` when
+    /// all the acknowledged bytes are the algorithm's to spend.
+    pub fn congestion(&mut self, m: &Measurement) -> Option<WindowEvent> {
+        if m.timeout {
+            self.recovery_bytes_left = 0;
+            return Some(WindowEvent::Timeout);
+        }
+        if m.lost_packets > 0 && self.new_congestion_event() {
+            return Some(WindowEvent::CongestionEvent);
+        }
+        if self.in_recovery() {
+            return Some(WindowEvent::Hold);
+        }
+        None
     }
 
     /// Whether a loss reported now starts a new congestion event. If it does, the flow
