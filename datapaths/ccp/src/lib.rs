@@ -3,6 +3,9 @@
 //!
 //! - [`wire`]: the libccp/portus message codec (CREATE, MEASURE, INSTALL_EXPR, UPDATE_FIELDS,
 //!   CHANGE_PROG, READY) and stream framing ([`wire::FrameReader`]).
+//! - [`agent_link`]: a shim's connection to the agent (unix stream, or portus's datagram IPC).
+//! - [`session`]: the datapath-independent half of a shim (agent connection and liveness
+//!   deadline, program table, per-flow [`Flow`]s) behind the [`session::SessionDatapath`] trait.
 //! - [`program`]: validation of installed programs ([`program::Program`], kept in a datapath-wide
 //!   [`program::ProgramTable`]) and the per-flow interpreter ([`program::Flow`]) with libccp's
 //!   semantics.
@@ -13,7 +16,9 @@
 //! `Flow::handle`; calls `Flow::on_ack` per ACK (and `Flow::on_tick` from a timer), applying
 //! each returned `Step` (cwnd, rate) and sending its report.
 
+pub mod agent_link;
 pub mod program;
+pub mod session;
 pub mod wire;
 
 pub use program::{ExecError, Flow, Primitives, Program, ProgramError, ProgramTable, Step};

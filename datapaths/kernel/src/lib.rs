@@ -28,7 +28,6 @@
 //! the flow runs the fallback algorithm chosen in [`LoadOptions`].
 
 pub mod abi;
-pub mod agent_link;
 
 #[allow(
     clippy::all,
@@ -206,15 +205,7 @@ pub struct ProgId {
 
 /// CLOCK_MONOTONIC now, nanoseconds: the clock of `bpf_ktime_get_ns`,
 /// hence of [`KernelDatapath::set_agent_valid_until`] deadlines.
-pub fn monotonic_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use ccswitch_ccp::session::monotonic_now_ns;
 
 type Pending = Rc<RefCell<PendingEvents>>;
 

@@ -8,7 +8,7 @@
 //!
 //! The agent is the ccswitch agent (unix stream socket, the default) or any portus agent on
 //! portus's unix datagram IPC (`--agent-ipc portus-unix`), e.g. upstream CCP's
-//! `generic_cong_avoid` binaries: see `agent_link`.
+//! `generic_cong_avoid` binaries: see `ccswitch_ccp::agent_link`.
 
 mod shim;
 
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use ccswitch_kernel::agent_link::{AgentAddr, PortusAddr, ReplyAddr};
+use ccswitch_ccp::agent_link::{AgentAddr, PortusAddr, ReplyAddr};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME};
 use clap::Parser;
 use tracing_subscriber::EnvFilter;

@@ -10,7 +10,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use ccswitch_ccp::wire::{self, Measure, Msg, Ready, UpdateField, UpdateFields};
-use ccswitch_kernel::agent_link::{AgentAddr, AgentLink, FromAgent, PortusAddr, ReplyAddr};
+use ccswitch_ccp::agent_link::{AgentAddr, AgentLink, FromAgent, PortusAddr, ReplyAddr};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 

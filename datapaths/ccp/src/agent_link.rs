@@ -27,7 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use ccswitch_ccp::wire::{self, FrameReader, Msg, WireError, HEADER_LEN, MAX_MSG_LEN};
+
+use crate::wire::{self, FrameReader, Msg, WireError, HEADER_LEN, MAX_MSG_LEN};
 
 /// Where the agent is and how to talk to it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,416 @@
+//! The datapath-independent half of a shim: the agent connection, the program table, each
+//! flow's CCP [`Flow`], and the agent deadline. Both datapaths (the kernel's struct_ops CC and
+//! the switch port) drive a [`Session`] from their event loops and implement
+//! [`SessionDatapath`] for the three things only they can do: write a flow's directive, clear
+//! it, and move the deadline after which the datapath ignores every directive.
+//!
+//! Agent liveness is that one deadline: while the agent is connected and has answered every
+//! report within the timeout, the session keeps pushing it forward; otherwise it stops, and
+//! once it lapses every flow falls back (the kernel runs its in-kernel algorithm, the switch
+//! passes everything unchanged). A lost connection drops the deadline at once and clears all
+//! directives, so a returning agent never inherits stale windows; on reconnection the session
+//! announces itself (READY) and every live flow (CREATE with its current window), so the new
+//! agent takes all flows over.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::mpsc::TryRecvError;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use tracing::{debug, error, info, warn};
+
+use crate::agent_link::{AgentAddr, AgentLink, FromAgent};
+use crate::wire::{Create, Measure, Msg, Ready};
+use crate::{Flow, Primitives, ProgramTable, Step};
+
+const RECONNECT_INTERVAL: Duration = Duration::from_millis(200);
+/// The deadline is rewritten at most this often (one map update per period, not per ACK).
+const DEADLINE_REFRESH: Duration = Duration::from_millis(20);
+
+/// CLOCK_MONOTONIC now, nanoseconds: the clock of `bpf_ktime_get_ns`, hence of BPF record
+/// timestamps and of the deadlines given to [`SessionDatapath::set_valid_until`].
+pub fn monotonic_now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What a datapath must do for the session.
+pub trait SessionDatapath {
+    /// Enforce `cwnd_bytes` (and a pacing rate, where the program set one and the datapath
+    /// can pace) on flow `sid` from now on.
+    fn set_directive(&mut self, sid: u32, cwnd_bytes: u32, rate_bytes_per_s: Option<u64>) -> Result<()>;
+    /// Stop enforcing anything on `sid` (it may not have a directive).
+    fn clear_directive(&mut self, sid: u32) -> Result<()>;
+    /// The datapath ignores every directive once CLOCK_MONOTONIC passes `deadline_ns`;
+    /// 0 revokes at once.
+    fn set_valid_until(&mut self, deadline_ns: u64) -> Result<()>;
+}
+
+/// A flow as the agent learns it (CREATE).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowDesc {
+    pub sid: u32,
+    /// The sender (the end whose congestion control the agent runs).
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub mss: u32,
+    pub init_cwnd_bytes: u32,
+}
+
+/// One ACK's measurements as the datapath computed them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AckInput {
+    /// Everything but `rtt_sample_us`, which the session fills in.
+    pub prims: Primitives,
+    /// This ACK's RTT sample, if it had one.
+    pub rtt_sample_us: Option<u64>,
+    /// Stand-in until the first sample (e.g. the kernel's srtt); 0 if unknown.
+    pub srtt_us: u64,
+    /// The window the datapath uses now, when it may differ from the agent's (a kernel
+    /// fallback changed it); `None` when the datapath only ever uses the agent's window.
+    pub datapath_cwnd_bytes: Option<u32>,
+}
+
+struct SessionFlow {
+    ccp: Flow,
+    desc: FlowDesc,
+    /// Latest RTT sample: libccp programs read 0 as "no sample" (infinite), so the last real
+    /// sample is carried over ACKs that have none.
+    rtt_us: u64,
+}
+
+/// Counters for the shim's exit log.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    pub acks: u64,
+    pub reports: u64,
+    pub directives: u64,
+    pub agent_errors: u64,
+    /// Messages from the agent, by type.
+    pub installs: u64,
+    pub change_progs: u64,
+    pub update_fields: u64,
+    /// Reports skipped because the agent's datagram queue stayed full (links closed so far).
+    pub reports_dropped: u64,
+}
+
+pub struct Session {
+    agent_addr: AgentAddr,
+    timeout: Duration,
+    agent: Option<AgentLink>,
+    programs: ProgramTable,
+    flows: HashMap<u32, SessionFlow>,
+    /// The first report the agent has not answered yet.
+    unanswered_since: Option<Instant>,
+    agent_healthy: bool,
+    last_reconnect: Option<Instant>,
+    last_refresh: Option<Instant>,
+    /// The deadline last written (0: revoked or never set).
+    valid_until_ns: u64,
+    totals: Totals,
+}
+
+impl Session {
+    pub fn new(agent_addr: AgentAddr, timeout: Duration) -> Self {
+        Self {
+            agent_addr,
+            timeout,
+            agent: None,
+            programs: ProgramTable::new(),
+            flows: HashMap::new(),
+            unanswered_since: None,
+            agent_healthy: false,
+            last_reconnect: None,
+            last_refresh: None,
+            valid_until_ns: 0,
+            totals: Totals::default(),
+        }
+    }
+
+    /// Readable when agent messages are pending (poll it beside the datapath's fd).
+    pub fn wake_fd(&self) -> Option<RawFd> {
+        self.agent.as_ref().map(|l| l.wake_fd())
+    }
+
+    pub fn connected(&self) -> bool {
+        self.agent.is_some()
+    }
+
+    /// Connected and answering (as of the last [`refresh_deadline`](Self::refresh_deadline)).
+    pub fn agent_healthy(&self) -> bool {
+        self.agent_healthy
+    }
+
+    /// The deadline last given to the datapath (CLOCK_MONOTONIC ns; 0 = revoked): until then
+    /// the datapath enforces directives.
+    pub fn valid_until_ns(&self) -> u64 {
+        self.valid_until_ns
+    }
+
+    pub fn totals(&self) -> Totals {
+        let mut t = self.totals;
+        t.reports_dropped += self.agent.as_ref().map_or(0, |l| l.dropped_reports());
+        t
+    }
+
+    pub fn flow_count(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn has_flow(&self, sid: u32) -> bool {
+        self.flows.contains_key(&sid)
+    }
+
+    /// The window flow `sid` commands now.
+    pub fn cwnd_bytes(&self, sid: u32) -> Option<u32> {
+        self.flows.get(&sid).map(|f| f.ccp.cwnd_bytes())
+    }
+
+    // --- agent connection -------------------------------------------------------------
+
+    /// Connect if disconnected (at most every 200 ms), announcing READY and every flow.
+    pub fn maybe_connect(&mut self, dp: &mut impl SessionDatapath) {
+        if self.agent.is_some()
+            || self.last_reconnect.is_some_and(|t| t.elapsed() < RECONNECT_INTERVAL)
+        {
+            return;
+        }
+        self.last_reconnect = Some(Instant::now());
+        let Ok(link) = AgentLink::connect(&self.agent_addr) else { return };
+        info!(
+            socket = %self.agent_addr.agent_path().display(), flows = self.flows.len(),
+            "connected to the agent"
+        );
+        self.agent = Some(link);
+        self.unanswered_since = None;
+        self.send(dp, &Msg::Ready(Ready { id: std::process::id() }));
+        let mut ids: Vec<u32> = self.flows.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            // The new agent starts the flow afresh from the window the datapath has now.
+            let flow = self.flows.get_mut(&id).expect("listed");
+            let cwnd = flow.ccp.cwnd_bytes();
+            flow.ccp = Flow::new(id, cwnd, flow.desc.mss);
+            let create = create_msg(&flow.desc, cwnd);
+            self.send(dp, &create);
+        }
+    }
+
+    fn disconnect(&mut self, dp: &mut impl SessionDatapath, reason: &str) {
+        if let Some(link) = self.agent.take() {
+            self.totals.reports_dropped += link.dropped_reports();
+            link.shutdown();
+        }
+        warn!(reason, flows = self.flows.len(), "agent lost: flows fall back");
+        self.programs = ProgramTable::new();
+        self.agent_healthy = false;
+        self.unanswered_since = None;
+        self.valid_until_ns = 0;
+        if let Err(e) = dp.set_valid_until(0) {
+            error!(error = %e, "cannot revoke the agent deadline");
+        }
+        for id in self.flows.keys() {
+            let _ = dp.clear_directive(*id);
+        }
+    }
+
+    fn send(&mut self, dp: &mut impl SessionDatapath, msg: &Msg) {
+        let Some(link) = self.agent.as_mut() else { return };
+        if let Err(e) = link.send(msg) {
+            self.disconnect(dp, &format!("send failed: {e}"));
+        }
+    }
+
+    /// Apply every message the agent has sent.
+    pub fn drain_agent(&mut self, dp: &mut impl SessionDatapath) {
+        if let Some(link) = &self.agent {
+            link.clear_wake();
+        }
+        loop {
+            let item = match self.agent.as_ref().map(|a| a.rx.try_recv()) {
+                Some(Ok(item)) => item,
+                Some(Err(TryRecvError::Empty)) | None => return,
+                Some(Err(TryRecvError::Disconnected)) => {
+                    return self.disconnect(dp, "reader stopped");
+                }
+            };
+            match item {
+                FromAgent::Msg(msg) => {
+                    self.unanswered_since = None;
+                    self.on_agent_message(dp, msg);
+                }
+                FromAgent::Malformed(e) => {
+                    self.totals.agent_errors += 1;
+                    error!(error = %e, "rejected a malformed message from the agent");
+                }
+                FromAgent::Closed(reason) => return self.disconnect(dp, &reason),
+            }
+        }
+    }
+
+    fn on_agent_message(&mut self, dp: &mut impl SessionDatapath, msg: Msg) {
+        let now_us = monotonic_now_ns() / 1000;
+        match &msg {
+            Msg::InstallExpr(_) => self.totals.installs += 1,
+            Msg::ChangeProg(_) => self.totals.change_progs += 1,
+            Msg::UpdateFields(_) => self.totals.update_fields += 1,
+            _ => {}
+        }
+        match &msg {
+            Msg::InstallExpr(install) => match self.programs.install_msg(install) {
+                Ok(uid) => debug!(program = uid, "program installed"),
+                Err(e) => {
+                    self.totals.agent_errors += 1;
+                    error!(program = install.program_uid, error = %e, "rejected a program");
+                }
+            },
+            Msg::UpdateFields(_) | Msg::ChangeProg(_) => {
+                let sid = msg.sid();
+                let Some(flow) = self.flows.get_mut(&sid) else {
+                    return debug!(sid, "message for a flow that is gone");
+                };
+                match flow.ccp.handle(&msg, &self.programs, now_us) {
+                    Ok(step) => self.apply(dp, sid, step),
+                    Err(e) => {
+                        self.totals.agent_errors += 1;
+                        error!(sid, error = %e, "rejected an agent message");
+                    }
+                }
+            }
+            other => {
+                self.totals.agent_errors += 1;
+                warn!(msg = ?other.msg_type(), "unexpected message from the agent");
+            }
+        }
+    }
+
+    /// Keep the deadline ahead of now while the agent is connected and answering.
+    pub fn refresh_deadline(&mut self, dp: &mut impl SessionDatapath) {
+        let healthy = self.agent.is_some()
+            && self.unanswered_since.is_none_or(|t| t.elapsed() < self.timeout);
+        if healthy != self.agent_healthy {
+            if healthy {
+                info!("agent answering: flows under its control");
+            } else if self.agent.is_some() {
+                warn!(timeout_ms = self.timeout.as_millis() as u64, "agent silent: flows fall back");
+            }
+            self.agent_healthy = healthy;
+        }
+        if !healthy || self.last_refresh.is_some_and(|t| t.elapsed() < DEADLINE_REFRESH) {
+            return;
+        }
+        self.last_refresh = Some(Instant::now());
+        let deadline = monotonic_now_ns() + self.timeout.as_nanos() as u64;
+        match dp.set_valid_until(deadline) {
+            Ok(()) => self.valid_until_ns = deadline,
+            Err(e) => error!(error = %e, "cannot extend the agent deadline"),
+        }
+    }
+
+    // --- flows ------------------------------------------------------------------------
+
+    /// A new flow: announce it to the agent (if connected).
+    pub fn add_flow(&mut self, dp: &mut impl SessionDatapath, desc: FlowDesc) {
+        let create = create_msg(&desc, desc.init_cwnd_bytes);
+        let ccp = Flow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
+        self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0 });
+        self.send(dp, &create);
+    }
+
+    /// The flow is gone (or leaves CCP for good): tell the agent and clear its directive.
+    pub fn remove_flow(&mut self, dp: &mut impl SessionDatapath, sid: u32) {
+        if self.flows.remove(&sid).is_some() {
+            debug!(flow = sid, "flow closed");
+            // libccp signals a closed flow with a MEASURE of no fields.
+            let close = Msg::Measure(Measure { sid, program_uid: 0, fields: vec![] });
+            self.send(dp, &close);
+        }
+        let _ = dp.clear_directive(sid);
+    }
+
+    /// Run flow `sid`'s program for one ACK and carry out the result.
+    pub fn on_ack(&mut self, dp: &mut impl SessionDatapath, sid: u32, input: AckInput) {
+        self.totals.acks += 1;
+        let Some(flow) = self.flows.get_mut(&sid) else { return };
+        if let Some(rtt) = input.rtt_sample_us {
+            flow.rtt_us = rtt;
+        } else if flow.rtt_us == 0 {
+            flow.rtt_us = input.srtt_us;
+        }
+        let prims = Primitives { rtt_sample_us: flow.rtt_us, ..input.prims };
+        if let Some(cwnd) = input.datapath_cwnd_bytes {
+            // The datapath's window is the truth (it may come from a fallback), as libccp
+            // reads snd_cwnd into Cwnd before each evaluation.
+            let rate = flow.ccp.rate_bytes_per_s();
+            flow.ccp.sync_datapath(cwnd, rate);
+        }
+        let step = flow.ccp.on_ack(&prims, prims.now);
+        self.apply(dp, sid, step);
+    }
+
+    /// Timer-driven evaluation of every flow (for flows whose ACKs stopped).
+    pub fn tick(&mut self, dp: &mut impl SessionDatapath, now_us: u64) {
+        let ids: Vec<u32> = self.flows.keys().copied().collect();
+        for id in ids {
+            let step = self.flows.get_mut(&id).expect("listed").ccp.on_tick(now_us);
+            self.apply(dp, id, step);
+        }
+    }
+
+    /// Carry out what an evaluation or an agent message decided.
+    fn apply(&mut self, dp: &mut impl SessionDatapath, sid: u32, step: Step) {
+        if let Some(e) = step.error {
+            warn!(sid, error = %e, "datapath program fault: evaluation discarded");
+        }
+        if step.cwnd_bytes.is_some() || step.rate_bytes_per_s.is_some() {
+            let Some(flow) = self.flows.get(&sid) else { return };
+            let rate = flow.ccp.rate_bytes_per_s();
+            let cwnd = flow.ccp.cwnd_bytes();
+            self.totals.directives += 1;
+            if let Err(e) = dp.set_directive(sid, cwnd, (rate > 0).then_some(rate)) {
+                error!(sid, error = %e, "cannot write the directive");
+            }
+        }
+        if let Some(report) = step.report {
+            if self.agent.is_some() {
+                self.totals.reports += 1;
+                self.unanswered_since.get_or_insert_with(Instant::now);
+                self.send(dp, &Msg::Measure(report));
+            }
+        }
+    }
+}
+
+fn ipv4_u32(addr: &SocketAddr) -> u32 {
+    match addr {
+        SocketAddr::V4(a) => u32::from(*a.ip()),
+        // CCP's CREATE carries IPv4 addresses only; IPv6 flows are announced without one.
+        SocketAddr::V6(_) => 0,
+    }
+}
+
+fn create_msg(desc: &FlowDesc, cwnd_bytes: u32) -> Msg {
+    Msg::Create(Create {
+        sid: desc.sid,
+        init_cwnd: cwnd_bytes,
+        mss: desc.mss,
+        src_ip: ipv4_u32(&desc.src),
+        src_port: u32::from(desc.src.port()),
+        dst_ip: ipv4_u32(&desc.dst),
+        dst_port: u32::from(desc.dst.port()),
+        cong_alg: String::new(),
+    })
+}
+
+/// CPU time (user + system) this process has used.
+pub fn process_cpu_time() -> Duration {
+    // SAFETY: an all-zero rusage is a valid value; getrusage writes into the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
