@@ -1,0 +1,1286 @@
+//! Loading the port programs, attaching them to a port, and the maps and ring buffer between
+//! them and the shim.
+//!
+//! The programs (`bpf/switch.bpf.c`) attach with TCX links owned by [`SwitchDatapath`]: no
+//! qdisc is created, dropping the value detaches them, and so does the death of the process
+//! (the links die with their last file descriptor).
+//!
+//! # Re-injection
+//! [`SwitchDatapath::inject`] hands a stored server frame back to the kernel as if it had just
+//! arrived from the server on the port: it runs the trivial XDP program `ccsw_inject` with
+//! `BPF_PROG_TEST_RUN` in live-frames mode (`BPF_F_TEST_XDP_LIVE_FRAMES`), whose `XDP_PASS`
+//! frames enter the receive path of the device named by `xdp_md.ingress_ifindex`. Everything
+//! that listens on the port therefore sees the frame exactly like one from the server: Open
+//! vSwitch's packet socket (verified with the userspace datapath), a Linux bridge's rx handler
+//! (verified), and our own ingress program, which reports it as [`Event::Resent`] because its
+//! end is not beyond the highest sequence seen. No extra device or socket is needed.
+//!
+//! Frames are stored as they crossed the port; a server with transmit checksum offload hands
+//! them over with only the pseudo-header sum in the TCP checksum field (CHECKSUM_PARTIAL), which
+//! nothing would complete after injection. `inject` therefore recomputes the TCP checksum of a
+//! copy before sending (a no-op for frames whose checksum was already complete).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::ffi::CString;
+use std::mem::{size_of, ManuallyDrop, MaybeUninit};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+
+use crate::events::{
+    Ack, AckVerdict, CloseReason, Control, Established, Event, FlowKey, Resent, SackBlock, Segment,
+    UnbufferedReason,
+};
+
+#[allow(
+    clippy::all,
+    unused_imports,
+    dead_code,
+    non_camel_case_types,
+    non_snake_case
+)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/switch.skel.rs"));
+}
+use skel::{SwitchSkel, SwitchSkelBuilder};
+
+/// Name prefix of every port program (what [`detach_port`] looks for).
+pub const PROG_PREFIX: &str = "ccsw_";
+/// Largest frame a segment record carries (`CCSW_FRAME_MAX`).
+pub const FRAME_MAX: usize = 1536;
+/// Return value of a port program that lets the frame continue (`TCX_NEXT`).
+pub const RET_NEXT: i32 = -1;
+/// Return value of a port program that drops the frame (`TCX_DROP`).
+pub const RET_DROP: i32 = 2;
+
+/// How to attach.
+#[derive(Debug, Clone)]
+pub struct AttachOptions {
+    /// The bridge port facing the server (host side of its veth/tap).
+    pub ifname: String,
+    /// Capacity of the flow table (LRU): flows, including half-open ones.
+    pub max_flows: u32,
+    /// Ring buffer size in bytes (power of two, multiple of the page size).
+    pub ring_bytes: u32,
+}
+
+impl Default for AttachOptions {
+    fn default() -> Self {
+        Self {
+            ifname: String::new(),
+            max_flows: 65_536,
+            ring_bytes: 16 << 20,
+        }
+    }
+}
+
+/// Counters of the port programs, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub packets: u64,
+    pub malformed: u64,
+    pub syns: u64,
+    pub established: u64,
+    pub closed: u64,
+    pub segments: u64,
+    pub resent: u64,
+    pub acks: u64,
+    pub acks_rewritten: u64,
+    pub dupacks_hidden: u64,
+    pub sack_stripped: u64,
+    pub ece_cleared: u64,
+    pub out_of_window: u64,
+    pub wscale_capped: u64,
+    pub ring_drops: u64,
+    pub unbuffered: u64,
+}
+
+/// Run-time statistics of one attached program (kernel BPF statistics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgRunStats {
+    pub name: String,
+    pub id: u32,
+    pub run_cnt: u64,
+    pub run_time_ns: u64,
+}
+
+/// Which port program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// Frames from the server.
+    Ingress,
+    /// Frames toward the server.
+    Egress,
+}
+
+/// Result of running a port program on a frame with `BPF_PROG_TEST_RUN`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestRun {
+    /// [`RET_NEXT`] or [`RET_DROP`].
+    pub ret: i32,
+    /// The frame as the program left it.
+    pub frame: Vec<u8>,
+}
+
+/// Handshake progress of a flow-table entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowPhase {
+    SynSeen,
+    SynAckSeen,
+    Established,
+}
+
+/// TCP options one side put in its SYN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SynOptions {
+    pub mss: Option<u16>,
+    /// As sent, capped at 14.
+    pub wscale: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamps: bool,
+}
+
+/// One flow-table entry, decoded (for tests and diagnostics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowState {
+    pub phase: FlowPhase,
+    /// 0 until established.
+    pub flow_id: u32,
+    pub last_seen_ns: u64,
+    pub client_isn: u32,
+    pub server_isn: u32,
+    /// End of the highest server data seen (FIN counted).
+    pub snd_nxt: u32,
+    pub client: SynOptions,
+    pub server: SynOptions,
+    /// Shift applied to the client's window field once established (0 unless both sides
+    /// scale).
+    pub client_wscale: u8,
+    pub server_wscale: u8,
+    pub unbuffered: bool,
+    pub client_fin: bool,
+    pub server_fin: bool,
+    /// Acknowledgement number, forwarded window field and original window field of the last
+    /// ACK that went on to the server, if any.
+    pub last_forwarded: Option<(u32, u16, u16)>,
+}
+
+/// `#[repr(C)]` mirrors of `bpf/switch.h` (sizes asserted against the C `_Static_assert`s and
+/// against the skeleton's BTF-derived types).
+pub mod raw {
+    use std::mem::size_of;
+
+    pub const EV_ESTABLISHED: u8 = 1;
+    pub const EV_SEGMENT: u8 = 2;
+    pub const EV_RESENT: u8 = 3;
+    pub const EV_ACK: u8 = 4;
+    pub const EV_CLOSED: u8 = 5;
+    pub const EV_UNBUFFERED: u8 = 6;
+
+    pub const FAMILY_V4: u8 = 4;
+    pub const FAMILY_V6: u8 = 6;
+
+    pub const ST_SYN_SEEN: u8 = 1;
+    pub const ST_SYNACK_SEEN: u8 = 2;
+    pub const ST_ESTABLISHED: u8 = 3;
+
+    pub const F_UNBUFFERED: u8 = 1 << 0;
+    pub const F_CLIENT_FIN: u8 = 1 << 1;
+    pub const F_SERVER_FIN: u8 = 1 << 2;
+    pub const F_HAVE_LAST: u8 = 1 << 3;
+
+    pub const O_MSS: u8 = 1 << 0;
+    pub const O_WSCALE: u8 = 1 << 1;
+    pub const O_SACK: u8 = 1 << 2;
+    pub const O_TS: u8 = 1 << 3;
+    pub const O_CLIENT_SHIFT: u8 = 0;
+    pub const O_SERVER_SHIFT: u8 = 4;
+
+    pub const VERDICT_PASSED: u8 = 0;
+    pub const VERDICT_REWRITTEN: u8 = 1;
+    pub const VERDICT_HIDDEN: u8 = 2;
+
+    pub const ACK_F_ECE: u8 = 1 << 0;
+    pub const ACK_F_FIN: u8 = 1 << 1;
+
+    pub const CLOSE_FIN: u32 = 1;
+    pub const CLOSE_RST: u32 = 2;
+
+    pub const UNBUF_RING_FULL: u32 = 1;
+    pub const UNBUF_TOO_LARGE: u32 = 2;
+
+    pub const MAX_SACK: usize = 4;
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct FlowKey {
+        pub family: u8,
+        pub _pad0: u8,
+        pub server_port: u16,
+        pub client_port: u16,
+        pub _pad1: u16,
+        pub server_addr: [u8; 16],
+        pub client_addr: [u8; 16],
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Flow {
+        pub last_seen_ns: u64,
+        pub flow_id: u32,
+        pub client_isn: u32,
+        pub server_isn: u32,
+        pub snd_nxt: u32,
+        pub server_fin_end: u32,
+        pub last_ack: u32,
+        pub last_win_fwd: u16,
+        pub last_win_orig: u16,
+        pub client_mss: u16,
+        pub server_mss: u16,
+        pub client_wscale: u8,
+        pub server_wscale: u8,
+        pub state: u8,
+        pub flags: u8,
+        pub opts: u8,
+        pub _pad0: [u8; 3],
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Control {
+        pub cwnd_bytes: u32,
+        pub sacked_bytes: u32,
+        pub sacked_una: u32,
+        pub active: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Config {
+        pub valid_until_ns: u64,
+        pub copy_limit: u32,
+        pub _pad0: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Stats {
+        pub counters: [u64; 16],
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Head {
+        pub kind: u8,
+        pub _pad0: [u8; 3],
+        pub flow_id: u32,
+        pub ts_ns: u64,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct EstablishedEvent {
+        pub h: Head,
+        pub key: FlowKey,
+        pub mss: u16,
+        pub client_wscale: u8,
+        pub server_wscale: u8,
+        pub sack: u8,
+        pub timestamps: u8,
+        pub _pad0: [u8; 2],
+        pub server_isn: u32,
+        pub client_isn: u32,
+    }
+
+    /// Head of a segment record; the frame bytes follow.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct SegmentHead {
+        pub h: Head,
+        pub seq: u32,
+        pub len: u32,
+        pub frame_len: u16,
+        pub fin: u8,
+        pub _pad0: [u8; 5],
+    }
+    pub const SEGMENT_EVENT_SIZE: usize = size_of::<SegmentHead>() + super::FRAME_MAX;
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct ResentEvent {
+        pub h: Head,
+        pub seq: u32,
+        pub len: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct SackBlock {
+        pub start: u32,
+        pub end: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct AckEvent {
+        pub h: Head,
+        pub ack: u32,
+        pub window_bytes: u32,
+        pub payload_len: u32,
+        pub flags: u8,
+        pub verdict: u8,
+        pub nsack: u8,
+        pub _pad0: u8,
+        pub sack: [SackBlock; MAX_SACK],
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct ReasonEvent {
+        pub h: Head,
+        pub reason: u32,
+        pub _pad0: u32,
+    }
+
+    const _: () = assert!(size_of::<FlowKey>() == 40);
+    const _: () = assert!(size_of::<Flow>() == 48);
+    const _: () = assert!(size_of::<Control>() == 16);
+    const _: () = assert!(size_of::<Config>() == 16);
+    const _: () = assert!(size_of::<Stats>() == 128);
+    const _: () = assert!(size_of::<Head>() == 16);
+    const _: () = assert!(size_of::<EstablishedEvent>() == 72);
+    const _: () = assert!(size_of::<SegmentHead>() == 32);
+    const _: () = assert!(size_of::<ResentEvent>() == 24);
+    const _: () = assert!(size_of::<AckEvent>() == 64);
+    const _: () = assert!(size_of::<ReasonEvent>() == 24);
+    use super::skel::types as btf;
+    const _: () = assert!(size_of::<FlowKey>() == size_of::<btf::ccsw_flow_key>());
+    const _: () = assert!(size_of::<Flow>() == size_of::<btf::ccsw_flow>());
+    const _: () = assert!(size_of::<Control>() == size_of::<btf::ccsw_control>());
+    const _: () = assert!(size_of::<Config>() == size_of::<btf::ccsw_config>());
+    const _: () = assert!(size_of::<Stats>() == size_of::<btf::ccsw_stats>());
+
+    /// Plain old data: any bit pattern is a valid value.
+    ///
+    /// # Safety
+    /// Implementors are `#[repr(C)]`, hold only integers and arrays of them, without implicit
+    /// padding.
+    pub unsafe trait Pod: Copy + Default {}
+    unsafe impl Pod for FlowKey {}
+    unsafe impl Pod for Flow {}
+    unsafe impl Pod for Control {}
+    unsafe impl Pod for Config {}
+    unsafe impl Pod for Stats {}
+    unsafe impl Pod for Head {}
+    unsafe impl Pod for EstablishedEvent {}
+    unsafe impl Pod for SegmentHead {}
+    unsafe impl Pod for ResentEvent {}
+    unsafe impl Pod for AckEvent {}
+    unsafe impl Pod for ReasonEvent {}
+
+    /// Reads a `T` from the first `size_of::<T>()` bytes (unaligned).
+    pub fn read<T: Pod>(bytes: &[u8]) -> Option<T> {
+        if bytes.len() < size_of::<T>() {
+            return None;
+        }
+        // SAFETY: length checked; T is Pod.
+        Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+    }
+
+    pub fn bytes<T: Pod>(v: &T) -> &[u8] {
+        // SAFETY: T is Pod without padding, so every byte is initialised.
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
+    }
+}
+
+fn exact<T: raw::Pod>(data: &[u8]) -> Option<T> {
+    (data.len() == size_of::<T>())
+        .then(|| raw::read(data))
+        .flatten()
+}
+
+fn key_from_raw(k: &raw::FlowKey) -> Option<FlowKey> {
+    let (s, c) = match k.family {
+        raw::FAMILY_V4 => {
+            let s: [u8; 4] = k.server_addr[..4].try_into().ok()?;
+            let c: [u8; 4] = k.client_addr[..4].try_into().ok()?;
+            (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(c)))
+        }
+        raw::FAMILY_V6 => (
+            IpAddr::V6(Ipv6Addr::from(k.server_addr)),
+            IpAddr::V6(Ipv6Addr::from(k.client_addr)),
+        ),
+        _ => return None,
+    };
+    Some(FlowKey {
+        server: SocketAddr::new(s, k.server_port),
+        client: SocketAddr::new(c, k.client_port),
+    })
+}
+
+/// The flow-table key of `key` (a v4 and a v6 address in one key cannot match any frame).
+pub fn key_to_raw(key: &FlowKey) -> raw::FlowKey {
+    let mut k = raw::FlowKey {
+        server_port: key.server.port(),
+        client_port: key.client.port(),
+        ..Default::default()
+    };
+    for (ip, out) in [
+        (key.server.ip(), &mut k.server_addr),
+        (key.client.ip(), &mut k.client_addr),
+    ] {
+        match ip {
+            IpAddr::V4(a) => {
+                k.family = raw::FAMILY_V4;
+                out[..4].copy_from_slice(&a.octets());
+            }
+            IpAddr::V6(a) => {
+                k.family = raw::FAMILY_V6;
+                out.copy_from_slice(&a.octets());
+            }
+        }
+    }
+    k
+}
+
+/// Decodes one ring-buffer record; `None` for an unknown kind or a record of the wrong size.
+pub fn decode(data: &[u8]) -> Option<Event> {
+    let h: raw::Head = raw::read(data)?;
+    match h.kind {
+        raw::EV_ESTABLISHED => {
+            let e: raw::EstablishedEvent = exact(data)?;
+            Some(Event::Established(Established {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                key: key_from_raw(&e.key)?,
+                mss: e.mss,
+                client_wscale: e.client_wscale,
+                server_wscale: e.server_wscale,
+                sack: e.sack != 0,
+                timestamps: e.timestamps != 0,
+                server_isn: e.server_isn,
+                client_isn: e.client_isn,
+            }))
+        }
+        raw::EV_SEGMENT => {
+            if data.len() != raw::SEGMENT_EVENT_SIZE {
+                return None;
+            }
+            let s: raw::SegmentHead = raw::read(data)?;
+            let start = size_of::<raw::SegmentHead>();
+            let n = s.frame_len as usize;
+            if n > FRAME_MAX {
+                return None;
+            }
+            Some(Event::Segment(Segment {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                seq: s.seq,
+                len: s.len,
+                fin: s.fin != 0,
+                frame: data[start..start + n].to_vec(),
+            }))
+        }
+        raw::EV_RESENT => {
+            let r: raw::ResentEvent = exact(data)?;
+            Some(Event::Resent(Resent {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                seq: r.seq,
+                len: r.len,
+            }))
+        }
+        raw::EV_ACK => {
+            let a: raw::AckEvent = exact(data)?;
+            let verdict = match a.verdict {
+                raw::VERDICT_PASSED => AckVerdict::Passed,
+                raw::VERDICT_REWRITTEN => AckVerdict::Rewritten,
+                raw::VERDICT_HIDDEN => AckVerdict::Hidden,
+                _ => return None,
+            };
+            if a.nsack as usize > raw::MAX_SACK {
+                return None;
+            }
+            Some(Event::Ack(Ack {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                ack: a.ack,
+                window_bytes: a.window_bytes,
+                payload_len: a.payload_len,
+                ece: a.flags & raw::ACK_F_ECE != 0,
+                fin: a.flags & raw::ACK_F_FIN != 0,
+                sack: a.sack[..a.nsack as usize]
+                    .iter()
+                    .map(|b| SackBlock {
+                        start: b.start,
+                        end: b.end,
+                    })
+                    .collect(),
+                verdict,
+            }))
+        }
+        raw::EV_CLOSED => {
+            let c: raw::ReasonEvent = exact(data)?;
+            let reason = match c.reason {
+                raw::CLOSE_FIN => CloseReason::Fin,
+                raw::CLOSE_RST => CloseReason::Rst,
+                _ => return None,
+            };
+            Some(Event::Closed {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                reason,
+            })
+        }
+        raw::EV_UNBUFFERED => {
+            let u: raw::ReasonEvent = exact(data)?;
+            let reason = match u.reason {
+                raw::UNBUF_RING_FULL => UnbufferedReason::RingFull,
+                raw::UNBUF_TOO_LARGE => UnbufferedReason::FrameTooLarge,
+                _ => return None,
+            };
+            Some(Event::Unbuffered {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                reason,
+            })
+        }
+        _ => None,
+    }
+}
+
+fn syn_options(bits: u8, mss: u16, wscale: u8) -> SynOptions {
+    SynOptions {
+        mss: (bits & raw::O_MSS != 0).then_some(mss),
+        wscale: (bits & raw::O_WSCALE != 0).then_some(wscale),
+        sack_permitted: bits & raw::O_SACK != 0,
+        timestamps: bits & raw::O_TS != 0,
+    }
+}
+
+fn flow_from_raw(f: &raw::Flow) -> Option<FlowState> {
+    let phase = match f.state {
+        raw::ST_SYN_SEEN => FlowPhase::SynSeen,
+        raw::ST_SYNACK_SEEN => FlowPhase::SynAckSeen,
+        raw::ST_ESTABLISHED => FlowPhase::Established,
+        _ => return None,
+    };
+    let copts = (f.opts >> raw::O_CLIENT_SHIFT) & 0xf;
+    let sopts = (f.opts >> raw::O_SERVER_SHIFT) & 0xf;
+    Some(FlowState {
+        phase,
+        flow_id: f.flow_id,
+        last_seen_ns: f.last_seen_ns,
+        client_isn: f.client_isn,
+        server_isn: f.server_isn,
+        snd_nxt: f.snd_nxt,
+        client: syn_options(copts, f.client_mss, f.client_wscale),
+        server: syn_options(sopts, f.server_mss, f.server_wscale),
+        client_wscale: f.client_wscale,
+        server_wscale: f.server_wscale,
+        unbuffered: f.flags & raw::F_UNBUFFERED != 0,
+        client_fin: f.flags & raw::F_CLIENT_FIN != 0,
+        server_fin: f.flags & raw::F_SERVER_FIN != 0,
+        last_forwarded: (f.flags & raw::F_HAVE_LAST != 0).then_some((
+            f.last_ack,
+            f.last_win_fwd,
+            f.last_win_orig,
+        )),
+    })
+}
+
+fn fold(mut sum: u64) -> u16 {
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+fn sum_be16(bytes: &[u8]) -> u64 {
+    bytes
+        .chunks(2)
+        .map(|c| u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum()
+}
+
+/// Recomputes the TCP checksum of an Ethernet/IPv4|IPv6/TCP frame in place (see the module
+/// docs on why). Returns false, leaving the frame alone, if it is not such a frame or its
+/// lengths do not fit.
+pub fn complete_tcp_checksum(frame: &mut [u8]) -> bool {
+    if frame.len() < 14 {
+        return false;
+    }
+    let (l4, l4_len, pseudo) = match u16::from_be_bytes([frame[12], frame[13]]) {
+        0x0800 => {
+            let Some(ip) = frame.get(14..34) else {
+                return false;
+            };
+            let ihl = usize::from(ip[0] & 0xf) * 4;
+            let tot = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || tot < ihl + 20 || 14 + tot > frame.len()
+            {
+                return false;
+            }
+            let l4_len = tot - ihl;
+            let pseudo = sum_be16(&ip[12..20]) + 6 + l4_len as u64;
+            (14 + ihl, l4_len, pseudo)
+        }
+        0x86dd => {
+            let Some(ip) = frame.get(14..54) else {
+                return false;
+            };
+            let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            if ip[0] >> 4 != 6 || ip[6] != 6 || plen < 20 || 54 + plen > frame.len() {
+                return false;
+            }
+            let pseudo = sum_be16(&ip[8..40]) + 6 + plen as u64;
+            (54, plen, pseudo)
+        }
+        _ => return false,
+    };
+    let seg = &mut frame[l4..l4 + l4_len];
+    seg[16] = 0;
+    seg[17] = 0;
+    let c = !fold(pseudo + sum_be16(seg));
+    seg[16..18].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+/// CLOCK_MONOTONIC now, nanoseconds: the clock of the programs' timestamps and of
+/// [`SwitchDatapath::set_valid_until`].
+pub fn monotonic_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn ifindex(ifname: &str) -> Result<u32> {
+    let c = CString::new(ifname).context("interface name")?;
+    // SAFETY: NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        bail!(
+            "no interface {ifname:?}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(idx)
+}
+
+fn prog_info(fd: RawFd) -> Result<libbpf_sys::bpf_prog_info> {
+    // SAFETY: zeroed bpf_prog_info is valid; the kernel fills at most `len` bytes.
+    let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    if rc < 0 {
+        bail!(
+            "bpf_prog_get_info_by_fd: {}",
+            std::io::Error::from_raw_os_error(-rc)
+        );
+    }
+    Ok(info)
+}
+
+fn c_name(name: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+type Pending = Rc<RefCell<PendingEvents>>;
+
+#[derive(Default)]
+struct PendingEvents {
+    queue: VecDeque<Event>,
+    malformed: u64,
+}
+
+pub struct SwitchDatapath {
+    // Field order is drop order: links first (detaching), then the ring buffer, the
+    // skeleton, and the storage the skeleton borrows.
+    links: Vec<Link>,
+    ring: ManuallyDrop<RingBuffer<'static>>,
+    skel: ManuallyDrop<SwitchSkel<'static>>,
+    object: *mut MaybeUninit<OpenObject>,
+    pending: Pending,
+    stats_fd: Option<OwnedFd>,
+    ifindex: Option<u32>,
+}
+
+impl Drop for SwitchDatapath {
+    fn drop(&mut self) {
+        self.links.clear();
+        // SAFETY: each field is dropped once, in dependency order; `object` came from
+        // Box::into_raw and is freed after the skeleton that borrowed it.
+        unsafe {
+            ManuallyDrop::drop(&mut self.ring);
+            ManuallyDrop::drop(&mut self.skel);
+            drop(Box::from_raw(self.object));
+        }
+    }
+}
+
+impl SwitchDatapath {
+    /// Load the programs and attach them to `opts.ifname` (TCX links owned by this value:
+    /// dropping it detaches them, and so does the process's death). Kernel run-time
+    /// statistics are enabled while it lives (see [`SwitchDatapath::prog_stats`]).
+    pub fn attach(opts: AttachOptions) -> Result<Self> {
+        let idx = ifindex(&opts.ifname)?;
+        let mut dp = Self::load_detached(&opts)?;
+        // SAFETY: plain syscall wrapper; returns an fd we own or a negative errno.
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        if fd >= 0 {
+            // SAFETY: fresh fd owned by nobody else.
+            dp.stats_fd = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        } else {
+            tracing::warn!(
+                "BPF run-time statistics unavailable: {}",
+                std::io::Error::from_raw_os_error(-fd)
+            );
+        }
+        for (prog, what) in [
+            (dp.skel.progs.ccsw_ingress.as_libbpf_object(), "ingress"),
+            (dp.skel.progs.ccsw_egress.as_libbpf_object(), "egress"),
+        ] {
+            let tcx = libbpf_sys::bpf_tcx_opts {
+                sz: size_of::<libbpf_sys::bpf_tcx_opts>() as _,
+                ..Default::default()
+            };
+            // SAFETY: the program belongs to the loaded skeleton, which outlives the link.
+            let link =
+                unsafe { libbpf_sys::bpf_program__attach_tcx(prog.as_ptr(), idx as i32, &tcx) };
+            let Some(link) = NonNull::new(link) else {
+                bail!(
+                    "attaching the {what} program to {} with TCX: {}",
+                    opts.ifname,
+                    std::io::Error::last_os_error()
+                );
+            };
+            // SAFETY: libbpf handed us ownership of the link.
+            dp.links.push(unsafe { Link::from_ptr(link) });
+        }
+        dp.ifindex = Some(idx);
+        Ok(dp)
+    }
+
+    /// Load the programs and create the maps without attaching anything (tests run the
+    /// programs with [`SwitchDatapath::test_run`]; [`SwitchDatapath::inject`] needs a port).
+    pub fn load_detached(opts: &AttachOptions) -> Result<Self> {
+        if !opts.ring_bytes.is_power_of_two() || opts.ring_bytes < 4096 {
+            bail!(
+                "ring_bytes must be a power of two of at least a page: {}",
+                opts.ring_bytes
+            );
+        }
+        if opts.max_flows == 0 {
+            bail!("max_flows must be positive");
+        }
+        let object: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
+        // SAFETY: `object` stays allocated until Drop (or the error path below), after
+        // everything borrowing it is gone.
+        let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
+        match Self::load_into(storage, opts) {
+            Ok((skel, ring, pending)) => Ok(SwitchDatapath {
+                links: Vec::new(),
+                ring: ManuallyDrop::new(ring),
+                skel: ManuallyDrop::new(skel),
+                object,
+                pending,
+                stats_fd: None,
+                ifindex: None,
+            }),
+            Err(e) => {
+                // SAFETY: load_into dropped everything borrowing `object` before returning.
+                unsafe { drop(Box::from_raw(object)) };
+                Err(e)
+            }
+        }
+    }
+
+    fn load_into(
+        storage: &'static mut MaybeUninit<OpenObject>,
+        opts: &AttachOptions,
+    ) -> Result<(SwitchSkel<'static>, RingBuffer<'static>, Pending)> {
+        let mut open = SwitchSkelBuilder::default()
+            .open(storage)
+            .context("opening the switch BPF object")?;
+        open.maps
+            .flows
+            .set_max_entries(opts.max_flows)
+            .context("flows size")?;
+        open.maps
+            .controls
+            .set_max_entries(opts.max_flows)
+            .context("controls size")?;
+        open.maps
+            .events
+            .set_max_entries(opts.ring_bytes)
+            .context("ring buffer size")?;
+        let skel = open
+            .load()
+            .context("loading the switch BPF programs (verifier)")?;
+
+        let pending: Pending = Rc::new(RefCell::new(PendingEvents::default()));
+        let sink = pending.clone();
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&skel.maps.events, move |data: &[u8]| {
+                let mut p = sink.borrow_mut();
+                match decode(data) {
+                    Some(ev) => p.queue.push_back(ev),
+                    None => p.malformed += 1,
+                }
+                0
+            })
+            .context("ring buffer")?;
+        let ring = builder.build().context("ring buffer")?;
+        Ok((skel, ring, pending))
+    }
+
+    /// Deliver pending records to `f`, waiting at most `timeout` for the first.
+    pub fn poll(&mut self, timeout: Duration, mut f: impl FnMut(Event)) -> Result<()> {
+        self.drain(&mut f);
+        let rc = self.ring.poll_raw(timeout);
+        if rc < 0 && rc != -libc::EINTR {
+            bail!(
+                "ring buffer poll failed: {}",
+                std::io::Error::from_raw_os_error(-rc)
+            );
+        }
+        self.drain(&mut f);
+        Ok(())
+    }
+
+    fn drain(&self, f: &mut impl FnMut(Event)) {
+        loop {
+            let ev = self.pending.borrow_mut().queue.pop_front();
+            match ev {
+                Some(ev) => f(ev),
+                None => break,
+            }
+        }
+    }
+
+    /// The ring buffer's epoll fd, readable when records are pending.
+    pub fn events_fd(&self) -> RawFd {
+        self.ring.epoll_fd()
+    }
+
+    /// Records the ring buffer delivered that could not be decoded (unknown kind, wrong size).
+    pub fn records_malformed(&self) -> u64 {
+        self.pending.borrow().malformed
+    }
+
+    pub fn set_control(&self, flow_id: u32, control: &Control) -> Result<()> {
+        let c = raw::Control {
+            cwnd_bytes: control.cwnd_bytes,
+            sacked_bytes: control.sacked_bytes,
+            sacked_una: control.sacked_una,
+            active: control.active as u32,
+        };
+        self.skel
+            .maps
+            .controls
+            .update(&flow_id.to_ne_bytes(), raw::bytes(&c), MapFlags::ANY)
+            .with_context(|| format!("setting the control of flow {flow_id}"))
+    }
+
+    /// Removing a control that does not exist is not an error.
+    pub fn clear_control(&self, flow_id: u32) -> Result<()> {
+        match self.skel.maps.controls.delete(&flow_id.to_ne_bytes()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("clearing the control of flow {flow_id}")),
+        }
+    }
+
+    /// The control of `flow_id` as the egress program reads it.
+    pub fn control(&self, flow_id: u32) -> Option<Control> {
+        let v = self
+            .skel
+            .maps
+            .controls
+            .lookup(&flow_id.to_ne_bytes(), MapFlags::ANY)
+            .ok()??;
+        let c: raw::Control = exact(&v)?;
+        Some(Control {
+            cwnd_bytes: c.cwnd_bytes,
+            sacked_bytes: c.sacked_bytes,
+            sacked_una: c.sacked_una,
+            active: c.active != 0,
+        })
+    }
+
+    fn config(&self) -> Result<raw::Config> {
+        let v = self
+            .skel
+            .maps
+            .conf
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .context("reading the config map")?
+            .context("config slot missing")?;
+        exact(&v).context("config size")
+    }
+
+    fn update_config(&self, f: impl FnOnce(&mut raw::Config)) -> Result<()> {
+        let mut c = self.config()?;
+        f(&mut c);
+        self.skel
+            .maps
+            .conf
+            .update(&0u32.to_ne_bytes(), raw::bytes(&c), MapFlags::ANY)
+            .context("writing the config map")
+    }
+
+    /// The egress program controls no flow once CLOCK_MONOTONIC passes this (ns). 0 (the
+    /// value after loading) means no flow is controlled at all: control needs
+    /// `now < deadline`, so the shim must keep pushing the deadline forward while the agent
+    /// answers, and the port fails open when it stops. See [`monotonic_now_ns`].
+    pub fn set_valid_until(&self, deadline_ns: u64) -> Result<()> {
+        self.update_config(|c| c.valid_until_ns = deadline_ns)
+    }
+
+    /// Frames longer than this are not copied (the flow becomes unbuffered); clamped to
+    /// [`FRAME_MAX`]. 0 restores the default ([`FRAME_MAX`]).
+    pub fn set_copy_limit(&self, bytes: u32) -> Result<()> {
+        self.update_config(|c| c.copy_limit = bytes)
+    }
+
+    /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.
+    pub fn remove_flow(&self, key: &FlowKey) -> Result<()> {
+        let k = key_to_raw(key);
+        match self.skel.maps.flows.delete(raw::bytes(&k)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).context("removing a flow"),
+        }
+    }
+
+    /// The flow-table entry of `key`, decoded.
+    pub fn flow(&self, key: &FlowKey) -> Option<FlowState> {
+        let k = key_to_raw(key);
+        let v = self
+            .skel
+            .maps
+            .flows
+            .lookup(raw::bytes(&k), MapFlags::ANY)
+            .ok()??;
+        flow_from_raw(&exact::<raw::Flow>(&v)?)
+    }
+
+    /// Every flow-table entry, decoded.
+    pub fn flows(&self) -> Vec<(FlowKey, FlowState)> {
+        let map = &self.skel.maps.flows;
+        map.keys()
+            .filter_map(|k| {
+                let key = key_from_raw(&exact::<raw::FlowKey>(&k)?)?;
+                let v = map.lookup(&k, MapFlags::ANY).ok()??;
+                Some((key, flow_from_raw(&exact::<raw::Flow>(&v)?)?))
+            })
+            .collect()
+    }
+
+    /// Number of entries in the flow table, half-open ones included.
+    pub fn flow_count(&self) -> usize {
+        self.skel.maps.flows.keys().count()
+    }
+
+    /// Send `frame` (an Ethernet frame the server sent earlier) on toward the client, as if
+    /// the server had sent it again (see the module docs). Needs an attached datapath.
+    pub fn inject(&self, frame: &[u8]) -> Result<()> {
+        let idx = self
+            .ifindex
+            .context("inject needs a datapath attached to a port")?;
+        if frame.len() < 14 || frame.len() > 4096 - 512 {
+            bail!("cannot inject a frame of {} bytes", frame.len());
+        }
+        let mut data = frame.to_vec();
+        complete_tcp_checksum(&mut data);
+        let mut ctx = libbpf_sys::xdp_md {
+            data: 0,
+            data_end: data.len() as u32,
+            data_meta: 0,
+            ingress_ifindex: idx,
+            rx_queue_index: 0,
+            egress_ifindex: 0,
+        };
+        // SAFETY: zeroed opts with sz set is the documented way to build them.
+        let mut o: libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
+        o.sz = size_of::<libbpf_sys::bpf_test_run_opts>() as _;
+        o.data_in = data.as_ptr().cast();
+        o.data_size_in = data.len() as u32;
+        o.ctx_in = (&mut ctx as *mut libbpf_sys::xdp_md).cast();
+        o.ctx_size_in = size_of::<libbpf_sys::xdp_md>() as u32;
+        o.flags = libbpf_sys::BPF_F_TEST_XDP_LIVE_FRAMES;
+        o.repeat = 1;
+        let fd = self.skel.progs.ccsw_inject.as_fd().as_raw_fd();
+        // SAFETY: all pointers in `o` are valid for the duration of the call.
+        let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut o) };
+        if rc < 0 {
+            bail!(
+                "injecting a frame (XDP live frames): {}",
+                std::io::Error::from_raw_os_error(-rc)
+            );
+        }
+        Ok(())
+    }
+
+    /// Run one port program on `frame` with `BPF_PROG_TEST_RUN` (the skb is built by the
+    /// kernel as a received frame; `gso_segs` > 1 makes it look like a GSO packet). The
+    /// programs run against the real maps, so this is how tests drive the datapath.
+    pub fn test_run(&self, port: Port, frame: &[u8], gso_segs: u32) -> Result<TestRun> {
+        const GSO_SEGS_OFF: usize = 164; // offsetof(struct __sk_buff, gso_segs)
+        let mut ctx = [0u8; GSO_SEGS_OFF + 4];
+        ctx[GSO_SEGS_OFF..].copy_from_slice(&gso_segs.to_ne_bytes());
+        let mut out = vec![0u8; frame.len() + 256];
+        let prog = match port {
+            Port::Ingress => &self.skel.progs.ccsw_ingress,
+            Port::Egress => &self.skel.progs.ccsw_egress,
+        };
+        let input = libbpf_rs::ProgramInput {
+            context_in: Some(&mut ctx[..]),
+            data_in: Some(frame),
+            data_out: Some(&mut out[..]),
+            repeat: 1,
+            ..Default::default()
+        };
+        let res = prog.test_run(input).context("BPF_PROG_TEST_RUN")?;
+        let ret = res.return_value as i32;
+        let n = res.data.map(|d| d.len()).unwrap_or(0);
+        out.truncate(n);
+        Ok(TestRun { ret, frame: out })
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut sum = [0u64; 16];
+        if let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .stats
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        {
+            for bytes in per_cpu {
+                if let Some(s) = raw::read::<raw::Stats>(&bytes) {
+                    for (acc, v) in sum.iter_mut().zip(s.counters) {
+                        *acc += v;
+                    }
+                }
+            }
+        }
+        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered] =
+            sum;
+        Stats {
+            packets,
+            malformed,
+            syns,
+            established,
+            closed,
+            segments,
+            resent,
+            acks,
+            acks_rewritten,
+            dupacks_hidden,
+            sack_stripped,
+            ece_cleared,
+            out_of_window,
+            wscale_capped,
+            ring_drops,
+            unbuffered,
+        }
+    }
+
+    /// Kernel run-time statistics of the two port programs (run counts and times count only
+    /// while some process, e.g. an attached datapath, holds statistics enabled).
+    pub fn prog_stats(&self) -> Vec<ProgRunStats> {
+        [&self.skel.progs.ccsw_ingress, &self.skel.progs.ccsw_egress]
+            .iter()
+            .filter_map(|p| {
+                let info = prog_info(p.as_fd().as_raw_fd()).ok()?;
+                Some(ProgRunStats {
+                    name: c_name(&info.name),
+                    id: info.id,
+                    run_cnt: info.run_cnt,
+                    run_time_ns: info.run_time_ns,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Remove any ccswitch program left attached to `ifname` (e.g. by a killed shim whose links
+/// were pinned); returns how many were removed. TCX attachments only: these programs are
+/// never attached through clsact. Also removes the programs of a live [`SwitchDatapath`] on
+/// that port.
+pub fn detach_port(ifname: &str) -> Result<usize> {
+    let idx = ifindex(ifname)?;
+    let mut removed = 0;
+    for attach_type in [libbpf_sys::BPF_TCX_INGRESS, libbpf_sys::BPF_TCX_EGRESS] {
+        let mut prog_ids = [0u32; 64];
+        let mut link_ids = [0u32; 64];
+        // SAFETY: zeroed query opts are valid; the arrays outlive the call.
+        let mut q: libbpf_sys::bpf_prog_query_opts = unsafe { std::mem::zeroed() };
+        q.sz = size_of::<libbpf_sys::bpf_prog_query_opts>() as _;
+        q.prog_ids = prog_ids.as_mut_ptr();
+        q.link_ids = link_ids.as_mut_ptr();
+        q.__bindgen_anon_1.count = prog_ids.len() as u32;
+        let rc = unsafe { libbpf_sys::bpf_prog_query_opts(idx as i32, attach_type, &mut q) };
+        if rc < 0 {
+            bail!(
+                "querying TCX programs on {ifname}: {}",
+                std::io::Error::from_raw_os_error(-rc)
+            );
+        }
+        // SAFETY: the kernel wrote the count.
+        let count = unsafe { q.__bindgen_anon_1.count } as usize;
+        for i in 0..count.min(prog_ids.len()) {
+            // SAFETY: plain syscall wrappers returning owned fds or negative errnos.
+            let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(prog_ids[i]) };
+            if fd < 0 {
+                continue;
+            }
+            let prog_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let Ok(info) = prog_info(prog_fd.as_raw_fd()) else {
+                continue;
+            };
+            if !c_name(&info.name).starts_with(PROG_PREFIX) {
+                continue;
+            }
+            let rc = if link_ids[i] != 0 {
+                let lfd = unsafe { libbpf_sys::bpf_link_get_fd_by_id(link_ids[i]) };
+                if lfd < 0 {
+                    lfd
+                } else {
+                    let link_fd = unsafe { OwnedFd::from_raw_fd(lfd) };
+                    unsafe { libbpf_sys::bpf_link_detach(link_fd.as_raw_fd()) }
+                }
+            } else {
+                unsafe {
+                    libbpf_sys::bpf_prog_detach_opts(
+                        prog_fd.as_raw_fd(),
+                        idx as i32,
+                        attach_type,
+                        std::ptr::null(),
+                    )
+                }
+            };
+            if rc < 0 {
+                bail!(
+                    "detaching program {} from {ifname}: {}",
+                    prog_ids[i],
+                    std::io::Error::from_raw_os_error(-rc)
+                );
+            }
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_rejects_wrong_sizes_and_kinds() {
+        let r = raw::ResentEvent {
+            h: raw::Head {
+                kind: raw::EV_RESENT,
+                flow_id: 3,
+                ts_ns: 9,
+                ..Default::default()
+            },
+            seq: 100,
+            len: 1448,
+        };
+        let b = raw::bytes(&r);
+        assert_eq!(
+            decode(b),
+            Some(Event::Resent(Resent {
+                flow_id: 3,
+                ts_ns: 9,
+                seq: 100,
+                len: 1448
+            }))
+        );
+        assert_eq!(decode(&b[..b.len() - 1]), None);
+        let mut longer = b.to_vec();
+        longer.push(0);
+        assert_eq!(decode(&longer), None);
+        let mut unknown = b.to_vec();
+        unknown[0] = 99;
+        assert_eq!(decode(&unknown), None);
+        assert_eq!(decode(&[]), None);
+
+        let mut a = raw::AckEvent {
+            h: raw::Head {
+                kind: raw::EV_ACK,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        a.nsack = 5;
+        assert_eq!(decode(raw::bytes(&a)), None, "more SACK blocks than slots");
+        a.nsack = 1;
+        a.verdict = 7;
+        assert_eq!(decode(raw::bytes(&a)), None, "unknown verdict");
+    }
+
+    #[test]
+    fn keys_round_trip() {
+        for k in [
+            FlowKey {
+                server: "10.0.0.1:80".parse().unwrap(),
+                client: "10.0.0.2:4000".parse().unwrap(),
+            },
+            FlowKey {
+                server: "[2001:db8::1]:80".parse().unwrap(),
+                client: "[2001:db8::2]:4000".parse().unwrap(),
+            },
+        ] {
+            assert_eq!(key_from_raw(&key_to_raw(&k)), Some(k));
+        }
+    }
+
+    #[test]
+    fn checksum_completion_matches_a_known_frame() {
+        // IPv4/TCP SYN with a valid checksum computed independently; corrupt and restore.
+        let mut f = vec![0u8; 14 + 20 + 20];
+        f[12] = 0x08;
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&40u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&[192, 0, 2, 1]);
+        ip[16..20].copy_from_slice(&[192, 0, 2, 2]);
+        let th = &mut f[34..54];
+        th[0..2].copy_from_slice(&1234u16.to_be_bytes());
+        th[2..4].copy_from_slice(&80u16.to_be_bytes());
+        th[12] = 5 << 4;
+        th[13] = 0x02;
+        th[14..16].copy_from_slice(&64240u16.to_be_bytes());
+        assert!(complete_tcp_checksum(&mut f));
+        // Verification: the one's-complement sum over pseudo-header and segment is 0xffff.
+        let pseudo = sum_be16(&f[26..34]) + 6 + 20;
+        assert_eq!(fold(pseudo + sum_be16(&f[34..54])), 0xffff);
+        let good = f.clone();
+        f[50] ^= 0x55;
+        assert!(complete_tcp_checksum(&mut f));
+        assert_eq!(f, good);
+        assert!(!complete_tcp_checksum(&mut f[..40]));
+    }
+}

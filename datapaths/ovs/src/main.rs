@@ -1,0 +1,167 @@
+//! `ccswitch-switch`: the switch datapath's userspace shim.
+//!
+//! `run` attaches the port programs to the bridge port facing an unmodified TCP server, keeps
+//! every unacknowledged server segment, retransmits losses toward the client itself, and
+//! speaks CCP to the agent exactly as the kernel datapath's shim does (the agent cannot tell
+//! the two apart). While the agent is absent, gone or silent, the shim lets the deadline in
+//! the port's config lapse and the port passes every frame unchanged: the server's own TCP
+//! carries the flows. `detach` removes programs a killed shim left behind.
+
+mod shim;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use ccswitch_ccp::agent_link::{AgentAddr, PortusAddr, ReplyAddr};
+use ccswitch_ovs::datapath::{detach_port, AttachOptions, SwitchDatapath};
+use ccswitch_ovs::recovery::RecoveryConfig;
+use clap::{Args, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser, Debug)]
+#[command(name = "ccswitch-switch", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Attach to a port and run until SIGINT/SIGTERM.
+    Run(Box<RunArgs>),
+    /// Remove ccswitch programs left attached to a port; prints how many.
+    Detach {
+        /// The bridge port facing the server.
+        #[arg(long)]
+        port: String,
+    },
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The bridge port facing the server (host side of its veth or tap).
+    #[arg(long)]
+    port: String,
+    /// The agent's unix socket (with `--agent-ipc unix-stream`).
+    #[arg(long, default_value = "/run/ccswitch/agent.sock")]
+    agent_socket: PathBuf,
+    /// How to reach the agent: `unix-stream` (the ccswitch agent, at --agent-socket) or
+    /// `portus-unix` (portus's unix datagram IPC, as `portus::start!("unix", ..)` binds it).
+    #[arg(long, default_value = "unix-stream", value_parser = ["unix-stream", "portus-unix"])]
+    agent_ipc: String,
+    /// portus-unix: directory of the agent's and the datapath's sockets.
+    #[arg(long, default_value = "/tmp/ccp")]
+    portus_dir: PathBuf,
+    /// portus-unix: the agent's socket name in --portus-dir.
+    #[arg(long, default_value = "portus")]
+    portus_agent: String,
+    /// portus-unix: this datapath's socket name in --portus-dir.
+    #[arg(long, default_value = "ccswitch-switch")]
+    portus_name: String,
+    /// portus-unix: the agent's portus version (0.7 prepends /tmp/ccp/ to the datapath's
+    /// address, 0.9 uses it as given).
+    #[arg(long, default_value = "0.7", value_parser = ["0.7", "0.9"])]
+    portus_version: String,
+    /// The agent counts as silent once a report has gone unanswered this long; the port
+    /// then stops controlling flows until it answers again.
+    #[arg(long, default_value_t = 500)]
+    agent_timeout_ms: u64,
+    /// Capacity of the port's flow table (half-open flows included).
+    #[arg(long, default_value_t = 65_536)]
+    max_flows: u32,
+    /// Frame bytes one flow may keep buffered before it falls back.
+    #[arg(long, default_value_t = 8 << 20)]
+    flow_buffer_bytes: u64,
+    /// Frame bytes all flows together may keep buffered.
+    #[arg(long, default_value_t = 256 << 20)]
+    total_buffer_bytes: u64,
+    /// A flow with no traffic for this long is forgotten.
+    #[arg(long, default_value_t = 120)]
+    idle_timeout_s: u64,
+    /// Write counters, program run times and buffer occupancy here (JSON) at exit.
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
+    /// Log level (error, warn, info, debug, trace) or a tracing filter.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    /// Log format.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(*args),
+        Command::Detach { port } => detach_port(&port).map(|n| {
+            println!("removed {n} program(s) from {port}");
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ccswitch-switch: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(level: &str, format: &str) -> Result<()> {
+    let filter = EnvFilter::try_new(level).with_context(|| format!("bad --log-level {level:?}"))?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    Ok(())
+}
+
+fn run(args: RunArgs) -> Result<()> {
+    init_logging(&args.log_level, &args.log_format)?;
+    if args.port.is_empty() {
+        anyhow::bail!("--port must name the bridge port facing the server");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
+
+    let opts = AttachOptions { ifname: args.port.clone(), max_flows: args.max_flows, ..Default::default() };
+    let datapath = SwitchDatapath::attach(opts).with_context(|| format!("attaching to port {}", args.port))?;
+    let ids: Vec<String> = datapath.prog_stats().iter().map(|p| format!("{}={}", p.name, p.id)).collect();
+    tracing::info!(port = %args.port, programs = %ids.join(","), "attached");
+
+    let agent_addr = if args.agent_ipc == "portus-unix" {
+        AgentAddr::Portus(PortusAddr {
+            dir: args.portus_dir,
+            agent: args.portus_agent,
+            name: args.portus_name,
+            reply_addr: if args.portus_version == "0.7" { ReplyAddr::Relative } else { ReplyAddr::Absolute },
+        })
+    } else {
+        AgentAddr::Stream(args.agent_socket)
+    };
+    let cfg = shim::ShimConfig {
+        recovery: RecoveryConfig {
+            flow_buffer_bytes: args.flow_buffer_bytes,
+            idle_timeout_ns: args.idle_timeout_s.saturating_mul(1_000_000_000),
+        },
+        total_buffer_bytes: args.total_buffer_bytes,
+        agent_timeout: Duration::from_millis(args.agent_timeout_ms),
+    };
+    let mut shim = shim::Shim::new(datapath, agent_addr, cfg);
+    let result = shim.run(&stop);
+    shim.log_totals();
+    let stats = shim.stats_file_json();
+    drop(shim);
+    tracing::info!(port = %args.port, "detached");
+    if let Some(path) = &args.stats_file {
+        let text = serde_json::to_string_pretty(&stats)?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    result
+}

@@ -1,0 +1,838 @@
+//! The switch shim's event loop: port records in, per-flow sender models
+//! ([`SenderFlow`]), CCP evaluations and agent messages through the shared
+//! [`Session`], and back out the per-flow `Control`, the agent deadline and retransmissions.
+//!
+//! A flow is under control (the egress program clamps its window and hides its loss signals)
+//! only while the agent has commanded a window for it, it has not fallen back, and the
+//! deadline the session keeps pushing forward lies in the future. Exactly then the shim
+//! retransmits its losses: outside that, the server sees every duplicate ACK and SACK block
+//! and recovers by itself, and a second sender would only add duplicates. The shim keeps
+//! tracking segments either way, so control can resume with a complete buffer.
+//!
+//! A flow falls back for good when its data can no longer be protected (its buffer budget or
+//! the shared one ran out, the BPF side could not copy a segment, or a segment went missing):
+//! its control is cleared, its buffer freed, and the agent told that the flow is gone.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use ccswitch_ccp::agent_link::AgentAddr;
+use ccswitch_ccp::session::{
+    monotonic_now_ns, process_cpu_time, AckInput, FlowDesc, Session, SessionDatapath,
+};
+use serde_json::{json, Value};
+use tracing::{debug, error, info, trace, warn};
+
+use ccswitch_ovs::datapath::SwitchDatapath;
+use ccswitch_ovs::events::{Ack, Control, Event, FlowKey};
+use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
+
+/// Period of loss-detection timers (RACK reordering timeout, RTO).
+const RECOVERY_TICK: Duration = Duration::from_millis(5);
+/// Period of timer-driven program evaluation for flows whose ACKs stopped.
+const CCP_TICK: Duration = Duration::from_millis(10);
+/// Period of the buffer-occupancy samples in the stats file.
+const SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
+/// Occupancy samples kept at most (about 40 MB of JSON): later ones are counted, not kept.
+const MAX_SAMPLES: usize = 1 << 20;
+/// Initial window announced to the agent, in segments (RFC 6928).
+const INIT_CWND_SEGMENTS: u32 = 10;
+
+/// What the shim needs from the port (the [`SwitchDatapath`], or a stand-in in tests).
+pub trait PortOps {
+    fn set_control(&self, flow_id: u32, control: &Control) -> Result<()>;
+    fn clear_control(&self, flow_id: u32) -> Result<()>;
+    fn set_valid_until(&self, deadline_ns: u64) -> Result<()>;
+    fn remove_flow(&self, key: &FlowKey) -> Result<()>;
+    fn inject(&self, frame: &[u8]) -> Result<()>;
+}
+
+impl PortOps for SwitchDatapath {
+    fn set_control(&self, flow_id: u32, control: &Control) -> Result<()> {
+        SwitchDatapath::set_control(self, flow_id, control)
+    }
+    fn clear_control(&self, flow_id: u32) -> Result<()> {
+        SwitchDatapath::clear_control(self, flow_id)
+    }
+    fn set_valid_until(&self, deadline_ns: u64) -> Result<()> {
+        SwitchDatapath::set_valid_until(self, deadline_ns)
+    }
+    fn remove_flow(&self, key: &FlowKey) -> Result<()> {
+        SwitchDatapath::remove_flow(self, key)
+    }
+    fn inject(&self, frame: &[u8]) -> Result<()> {
+        SwitchDatapath::inject(self, frame)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ShimConfig {
+    pub recovery: RecoveryConfig,
+    pub total_buffer_bytes: u64,
+    pub agent_timeout: Duration,
+}
+
+struct SwitchFlow {
+    key: FlowKey,
+    sender: SenderFlow,
+    /// The agent's latest window.
+    cwnd: u32,
+    /// The agent has commanded a window (and the flow has not fallen back).
+    active: bool,
+    /// The control last written, to skip identical map updates.
+    written: Option<Control>,
+    /// Fell back for good (counted, control cleared, agent told).
+    fallen: bool,
+}
+
+/// Shim counters for the exit log and the stats file.
+#[derive(Debug, Default, Clone)]
+pub struct SwitchTotals {
+    pub flows: u64,
+    pub segments_buffered: u64,
+    pub retransmit_fast: u64,
+    pub retransmit_rack: u64,
+    pub retransmit_timeout: u64,
+    pub timeouts: u64,
+    pub inject_errors: u64,
+    pub control_writes: u64,
+    pub idle_expired: u64,
+    pub fallbacks: HashMap<&'static str, u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    t_s: f64,
+    flow_id: u32,
+    segments: usize,
+    bytes: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct FlowMax {
+    segments: usize,
+    bytes: u64,
+}
+
+/// The session's view of the port: directives become controls built from the flow's
+/// scoreboard.
+struct Ctl<'a, P: PortOps> {
+    port: &'a P,
+    flows: &'a mut HashMap<u32, SwitchFlow>,
+    writes: &'a mut u64,
+}
+
+fn write_control<P: PortOps>(port: &P, sid: u32, f: &mut SwitchFlow, writes: &mut u64) {
+    let c = f.sender.control(f.cwnd);
+    if f.written == Some(c) {
+        return;
+    }
+    match port.set_control(sid, &c) {
+        Ok(()) => {
+            *writes += 1;
+            f.written = Some(c);
+        }
+        Err(e) => error!(sid, error = %e, "cannot write the control"),
+    }
+}
+
+impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
+    fn set_directive(&mut self, sid: u32, cwnd_bytes: u32, _rate: Option<u64>) -> Result<()> {
+        // A switch can only clamp the window; pacing stays the server's.
+        let Some(f) = self.flows.get_mut(&sid) else { return Ok(()) };
+        if f.sender.fallback().is_some() {
+            return Ok(());
+        }
+        f.cwnd = cwnd_bytes;
+        f.active = true;
+        write_control(self.port, sid, f, self.writes);
+        Ok(())
+    }
+    fn clear_directive(&mut self, sid: u32) -> Result<()> {
+        if let Some(f) = self.flows.get_mut(&sid) {
+            f.active = false;
+            f.written = None;
+        }
+        self.port.clear_control(sid)
+    }
+    fn set_valid_until(&mut self, deadline_ns: u64) -> Result<()> {
+        self.port.set_valid_until(deadline_ns)
+    }
+}
+
+pub struct Shim<P: PortOps> {
+    port: P,
+    session: Session,
+    cfg: ShimConfig,
+    pool: BufferPool,
+    flows: HashMap<u32, SwitchFlow>,
+    totals: SwitchTotals,
+    started: Instant,
+    started_ns: u64,
+    samples: Vec<Sample>,
+    samples_dropped: u64,
+    max_by_flow: HashMap<u32, FlowMax>,
+}
+
+impl<P: PortOps> Shim<P> {
+    pub fn new(port: P, agent_addr: AgentAddr, cfg: ShimConfig) -> Self {
+        Self {
+            port,
+            session: Session::new(agent_addr, cfg.agent_timeout),
+            pool: BufferPool::new(cfg.total_buffer_bytes),
+            cfg,
+            flows: HashMap::new(),
+            totals: SwitchTotals::default(),
+            started: Instant::now(),
+            started_ns: monotonic_now_ns(),
+            samples: Vec::new(),
+            samples_dropped: 0,
+            max_by_flow: HashMap::new(),
+        }
+    }
+
+    fn ctl(&mut self) -> (&mut Session, Ctl<'_, P>) {
+        (
+            &mut self.session,
+            Ctl { port: &self.port, flows: &mut self.flows, writes: &mut self.totals.control_writes },
+        )
+    }
+
+    /// Connect to the agent if needed, apply its messages, keep the deadline fresh.
+    pub fn service_agent(&mut self) {
+        let (session, mut ctl) = self.ctl();
+        session.maybe_connect(&mut ctl);
+        session.drain_agent(&mut ctl);
+        session.refresh_deadline(&mut ctl);
+    }
+
+    /// The port enforces this flow's control now.
+    fn controlled(&self, f: &SwitchFlow, now_ns: u64) -> bool {
+        f.active && f.sender.fallback().is_none() && now_ns < self.session.valid_until_ns()
+    }
+
+    pub fn on_event(&mut self, ev: Event) {
+        match &ev {
+            Event::Segment(s) => trace!(flow = s.flow_id, ts = s.ts_ns, seq = s.seq, len = s.len, "segment"),
+            Event::Resent(r) => trace!(flow = r.flow_id, ts = r.ts_ns, seq = r.seq, len = r.len, "resent"),
+            Event::Ack(a) => trace!(flow = a.flow_id, ts = a.ts_ns, ack = a.ack, sack = ?a.sack, verdict = ?a.verdict, "ack"),
+            _ => trace!(event = ?ev, "record"),
+        }
+        match ev {
+            Event::Established(e) => {
+                let id = e.flow_id;
+                if let Some(mut old) = self.flows.remove(&id) {
+                    // The BPF side reused the id: the old flow is gone.
+                    old.sender.release(&mut self.pool);
+                    let (session, mut ctl) = self.ctl();
+                    session.remove_flow(&mut ctl, id);
+                }
+                debug!(flow = id, server = %e.key.server, client = %e.key.client, mss = e.mss, sack = e.sack, "flow established");
+                let sender = SenderFlow::new(&e, self.cfg.recovery);
+                let init_cwnd = INIT_CWND_SEGMENTS * u32::from(e.mss);
+                self.totals.flows += 1;
+                self.flows.insert(id, SwitchFlow { key: e.key, sender, cwnd: init_cwnd, active: false, written: None, fallen: false });
+                let desc = FlowDesc {
+                    sid: id,
+                    src: e.key.server,
+                    dst: e.key.client,
+                    mss: u32::from(e.mss),
+                    init_cwnd_bytes: init_cwnd,
+                };
+                let (session, mut ctl) = self.ctl();
+                session.add_flow(&mut ctl, desc);
+            }
+            Event::Segment(s) => {
+                let id = s.flow_id;
+                let Some(f) = self.flows.get_mut(&id) else { return };
+                if f.sender.fallback().is_some() {
+                    return;
+                }
+                match f.sender.on_segment(s, &mut self.pool) {
+                    Some(reason) => self.fall_back(id, reason),
+                    None => {
+                        self.totals.segments_buffered += 1;
+                        let m = self.max_by_flow.entry(id).or_default();
+                        m.segments = m.segments.max(f.sender.buffered_segments());
+                        m.bytes = m.bytes.max(f.sender.buffered_bytes());
+                    }
+                }
+            }
+            Event::Resent(r) => {
+                let Some(f) = self.flows.get_mut(&r.flow_id) else { return };
+                if let Some(reason) = f.sender.on_resent(&r, &mut self.pool) {
+                    self.fall_back(r.flow_id, reason);
+                }
+            }
+            Event::Ack(a) => self.on_ack(&a),
+            Event::Closed { flow_id, reason, .. } => {
+                let Some(mut f) = self.flows.remove(&flow_id) else { return };
+                debug!(flow = flow_id, ?reason, "flow closed");
+                f.sender.release(&mut self.pool);
+                let (session, mut ctl) = self.ctl();
+                session.remove_flow(&mut ctl, flow_id);
+            }
+            Event::Unbuffered { flow_id, reason, .. } => {
+                if self.flows.contains_key(&flow_id) {
+                    self.fall_back(flow_id, FallbackReason::Unbuffered(reason));
+                }
+            }
+        }
+    }
+
+    fn on_ack(&mut self, a: &Ack) {
+        let id = a.flow_id;
+        let Some(f) = self.flows.get_mut(&id) else { return };
+        if f.sender.fallback().is_some() {
+            return;
+        }
+        let out = f.sender.on_ack(a, &mut self.pool);
+        let input = AckInput {
+            prims: out.prims,
+            rtt_sample_us: out.rtt_sample_us,
+            srtt_us: f.sender.srtt_ns() / 1000,
+            // The port enforces the agent's window and nothing else.
+            datapath_cwnd_bytes: None,
+        };
+        let (session, mut ctl) = self.ctl();
+        session.on_ack(&mut ctl, id, input);
+        let Some(f) = self.flows.get_mut(&id) else { return };
+        if out.scoreboard_changed && f.active {
+            write_control(&self.port, id, f, &mut self.totals.control_writes);
+        }
+        self.retransmit(id, a.ts_ns.max(monotonic_now_ns()));
+    }
+
+    fn retransmit(&mut self, id: u32, now_ns: u64) {
+        let Some(f) = self.flows.get(&id) else { return };
+        if f.sender.pending_retransmissions() == 0 || !self.controlled(f, now_ns) {
+            return;
+        }
+        let port = &self.port;
+        let mut errors = 0;
+        let f = self.flows.get_mut(&id).expect("present");
+        let done = f.sender.retransmit(now_ns, |frame| match port.inject(frame) {
+            Ok(()) => true,
+            Err(e) => {
+                if errors == 0 {
+                    warn!(flow = id, error = %e, "cannot inject a retransmission");
+                }
+                errors += 1;
+                false
+            }
+        });
+        self.totals.inject_errors += errors;
+        self.totals.retransmit_fast += done.fast;
+        self.totals.retransmit_rack += done.rack;
+        self.totals.retransmit_timeout += done.timeout;
+    }
+
+    fn fall_back(&mut self, id: u32, reason: FallbackReason) {
+        let Some(f) = self.flows.get_mut(&id) else { return };
+        if f.fallen {
+            return;
+        }
+        f.sender.fall_back(reason, &mut self.pool);
+        let reason = f.sender.fallback().unwrap_or(reason);
+        f.fallen = true;
+        f.active = false;
+        f.written = None;
+        *self.totals.fallbacks.entry(reason.name()).or_default() += 1;
+        info!(flow = id, reason = reason.name(), "flow falls back to the server's own TCP");
+        let (session, mut ctl) = self.ctl();
+        // Clears the control too.
+        session.remove_flow(&mut ctl, id);
+    }
+
+    /// Loss timers of every flow, idle expiry, and their retransmissions.
+    pub fn recovery_tick(&mut self, now_ns: u64) {
+        let ids: Vec<u32> = self.flows.keys().copied().collect();
+        for id in ids {
+            let f = self.flows.get_mut(&id).expect("listed");
+            if f.sender.is_idle(now_ns) {
+                let mut f = self.flows.remove(&id).expect("listed");
+                self.totals.idle_expired += 1;
+                debug!(flow = id, "flow idle: forgotten");
+                f.sender.release(&mut self.pool);
+                if let Err(e) = self.port.remove_flow(&f.key) {
+                    debug!(flow = id, error = %e, "cannot remove the flow entry");
+                }
+                let (session, mut ctl) = self.ctl();
+                session.remove_flow(&mut ctl, id);
+                continue;
+            }
+            let tick = f.sender.on_tick(now_ns, &mut self.pool);
+            if let Some(reason) = tick.fell_back {
+                self.fall_back(id, reason);
+                continue;
+            }
+            if tick.timed_out {
+                self.totals.timeouts += 1;
+            }
+            self.retransmit(id, now_ns);
+        }
+    }
+
+    pub fn ccp_tick(&mut self, now_ns: u64) {
+        let (session, mut ctl) = self.ctl();
+        session.tick(&mut ctl, now_ns / 1000);
+    }
+
+    /// Record every protected flow's buffer occupancy.
+    pub fn sample(&mut self, now_ns: u64) {
+        let t_s = now_ns.saturating_sub(self.started_ns) as f64 / 1e9;
+        let mut ids: Vec<u32> = self.flows.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let s = &self.flows[&id].sender;
+            if s.fallback().is_some() {
+                continue;
+            }
+            if self.samples.len() >= MAX_SAMPLES {
+                self.samples_dropped += 1;
+                continue;
+            }
+            self.samples.push(Sample { t_s, flow_id: id, segments: s.buffered_segments(), bytes: s.buffered_bytes() });
+        }
+    }
+
+    fn totals_json(&self) -> Value {
+        let t = &self.totals;
+        let s = self.session.totals();
+        json!({
+            "flows": t.flows,
+            "acks": s.acks,
+            "reports": s.reports,
+            "directives": s.directives,
+            "agent_errors": s.agent_errors,
+            "installs": s.installs,
+            "change_progs": s.change_progs,
+            "update_fields": s.update_fields,
+            "reports_dropped": s.reports_dropped,
+            "control_writes": t.control_writes,
+            "segments_buffered": t.segments_buffered,
+            "retransmissions": {
+                "fast": t.retransmit_fast,
+                "rack": t.retransmit_rack,
+                "timeout": t.retransmit_timeout,
+                "total": t.retransmit_fast + t.retransmit_rack + t.retransmit_timeout,
+            },
+            "timeouts": t.timeouts,
+            "inject_errors": t.inject_errors,
+            "idle_expired": t.idle_expired,
+            "fallbacks": t.fallbacks,
+            "buffered_bytes_now": self.pool.used(),
+        })
+    }
+
+    pub fn log_totals(&self) {
+        let t = &self.totals;
+        let s = self.session.totals();
+        let cpu = process_cpu_time();
+        let fallbacks: u64 = t.fallbacks.values().sum();
+        info!(
+            flows = t.flows, acks = s.acks, reports = s.reports, directives = s.directives,
+            agent_errors = s.agent_errors, reports_dropped = s.reports_dropped,
+            control_writes = t.control_writes, segments_buffered = t.segments_buffered,
+            retransmit_fast = t.retransmit_fast, retransmit_rack = t.retransmit_rack,
+            retransmit_timeout = t.retransmit_timeout, timeouts = t.timeouts,
+            inject_errors = t.inject_errors, fallbacks, idle_expired = t.idle_expired,
+            cpu_ms = cpu.as_secs_f64() * 1e3, uptime_s = self.started.elapsed().as_secs_f64(),
+            "shim totals"
+        );
+    }
+
+    /// The shim's part of the stats file.
+    pub fn stats_json(&self) -> Value {
+        let samples: Vec<Value> = self
+            .samples
+            .iter()
+            .map(|s| json!({"t_s": s.t_s, "flow_id": s.flow_id, "segments": s.segments, "bytes": s.bytes}))
+            .collect();
+        let mut ids: Vec<&u32> = self.max_by_flow.keys().collect();
+        ids.sort_unstable();
+        let max: Vec<Value> = ids
+            .into_iter()
+            .map(|id| {
+                let m = self.max_by_flow[id];
+                json!({"flow_id": id, "segments": m.segments, "bytes": m.bytes})
+            })
+            .collect();
+        json!({
+            "shim": self.totals_json(),
+            "shim_cpu_ms": process_cpu_time().as_secs_f64() * 1e3,
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "buffer": {
+                "sample_interval_ms": SAMPLE_INTERVAL.as_millis() as u64,
+                "samples": samples,
+                "samples_dropped": self.samples_dropped,
+                "max_per_flow": max,
+            },
+        })
+    }
+}
+
+impl Shim<SwitchDatapath> {
+    pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
+        let mut events = Vec::new();
+        let mut last_recovery = Instant::now();
+        let mut last_ccp = Instant::now();
+        let mut last_sample = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            self.wait_for_input(RECOVERY_TICK);
+            self.port.poll(Duration::ZERO, |ev| events.push(ev))?;
+            for ev in events.drain(..) {
+                self.on_event(ev);
+            }
+            self.service_agent();
+            let now_ns = monotonic_now_ns();
+            if last_recovery.elapsed() >= RECOVERY_TICK {
+                last_recovery = Instant::now();
+                self.recovery_tick(now_ns);
+            }
+            if last_ccp.elapsed() >= CCP_TICK {
+                last_ccp = Instant::now();
+                self.ccp_tick(now_ns);
+            }
+            if last_sample.elapsed() >= SAMPLE_INTERVAL {
+                last_sample = Instant::now();
+                self.sample(now_ns);
+            }
+        }
+        info!("stopping");
+        Ok(())
+    }
+
+    /// Sleep until port records or agent messages arrive, or `timeout` passes.
+    fn wait_for_input(&self, timeout: Duration) {
+        let mut fds = vec![libc::pollfd { fd: self.port.events_fd(), events: libc::POLLIN, revents: 0 }];
+        if let Some(fd) = self.session.wake_fd() {
+            fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+        }
+        // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.as_millis() as i32) };
+    }
+
+    /// The whole stats file: the port's counters and program run times, then the shim's.
+    pub fn stats_file_json(&self) -> Value {
+        let st = self.port.stats();
+        let progs: Vec<Value> = self
+            .port
+            .prog_stats()
+            .into_iter()
+            .map(|p| {
+                let avg = if p.run_cnt == 0 { 0.0 } else { p.run_time_ns as f64 / p.run_cnt as f64 };
+                json!({"name": p.name, "id": p.id, "run_cnt": p.run_cnt, "run_time_ns": p.run_time_ns, "avg_ns": avg})
+            })
+            .collect();
+        let mut v = self.stats_json();
+        v["datapath"] = json!({
+            "packets": st.packets, "malformed": st.malformed, "syns": st.syns,
+            "established": st.established, "closed": st.closed, "segments": st.segments,
+            "resent": st.resent, "acks": st.acks, "acks_rewritten": st.acks_rewritten,
+            "dupacks_hidden": st.dupacks_hidden, "sack_stripped": st.sack_stripped,
+            "ece_cleared": st.ece_cleared, "out_of_window": st.out_of_window,
+            "wscale_capped": st.wscale_capped, "ring_drops": st.ring_drops,
+            "unbuffered": st.unbuffered, "records_malformed": self.port.records_malformed(),
+        });
+        v["prog_stats"] = Value::Array(progs);
+        v
+    }
+}
+
+
+#[cfg(test)]
+impl<P: PortOps> Shim<P> {
+    fn port(&self) -> &P {
+        &self.port
+    }
+
+    fn totals(&self) -> &SwitchTotals {
+        &self.totals
+    }
+
+    fn buffered_bytes(&self) -> u64 {
+        self.pool.used()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The shim against a stand-in port and a stand-in agent on a unix stream socket: the
+    //! wiring between records, the sender model, the session and the port's maps.
+
+    use std::cell::RefCell;
+    use std::io::{Read, Write};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::path::PathBuf;
+    use std::sync::atomic::AtomicU32;
+    use std::sync::mpsc::{channel, Receiver};
+
+    use ccswitch_ccp::program::{reg_type, Implicit};
+    use ccswitch_ccp::wire::{self, Msg, UpdateField, UpdateFields};
+    use ccswitch_ccp::FrameReader;
+    use ccswitch_ovs::events::{AckVerdict, Established, SackBlock, Segment};
+
+    use super::*;
+
+    #[derive(Default)]
+    struct FakePort {
+        controls: RefCell<HashMap<u32, Control>>,
+        cleared: RefCell<Vec<u32>>,
+        valid_until: RefCell<u64>,
+        removed: RefCell<Vec<FlowKey>>,
+        injected: RefCell<Vec<Vec<u8>>>,
+    }
+
+    impl PortOps for FakePort {
+        fn set_control(&self, id: u32, c: &Control) -> Result<()> {
+            self.controls.borrow_mut().insert(id, *c);
+            Ok(())
+        }
+        fn clear_control(&self, id: u32) -> Result<()> {
+            self.controls.borrow_mut().remove(&id);
+            self.cleared.borrow_mut().push(id);
+            Ok(())
+        }
+        fn set_valid_until(&self, deadline_ns: u64) -> Result<()> {
+            *self.valid_until.borrow_mut() = deadline_ns;
+            Ok(())
+        }
+        fn remove_flow(&self, key: &FlowKey) -> Result<()> {
+            self.removed.borrow_mut().push(*key);
+            Ok(())
+        }
+        fn inject(&self, frame: &[u8]) -> Result<()> {
+            self.injected.borrow_mut().push(frame.to_vec());
+            Ok(())
+        }
+    }
+
+    struct FakeAgent {
+        path: PathBuf,
+        rx: Receiver<Msg>,
+        out: UnixStream,
+    }
+
+    impl Drop for FakeAgent {
+        fn drop(&mut self) {
+            let _ = self.out.shutdown(std::net::Shutdown::Both);
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    impl FakeAgent {
+        fn next(&self) -> Msg {
+            self.rx.recv_timeout(Duration::from_secs(5)).expect("a message from the shim")
+        }
+        fn send(&mut self, msg: &Msg) {
+            self.out.write_all(&msg.encode().unwrap()).unwrap();
+        }
+        fn set_cwnd(&mut self, sid: u32, cwnd: u64) {
+            let update = UpdateField { reg_type: reg_type::IMPLICIT, reg_index: Implicit::Cwnd as u32, value: cwnd };
+            self.send(&Msg::UpdateFields(UpdateFields { sid, updates: vec![update] }));
+        }
+    }
+
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+
+    fn socket_path() -> PathBuf {
+        std::env::temp_dir().join(format!("ccsw-shim-{}-{}.sock", std::process::id(), SEQ.fetch_add(1, Ordering::SeqCst)))
+    }
+
+    /// A shim connected to a fresh stand-in agent (READY already read).
+    fn connected(cfg: ShimConfig) -> (Shim<FakePort>, FakeAgent) {
+        let path = socket_path();
+        let listener = UnixListener::bind(&path).unwrap();
+        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(path.clone()), cfg);
+        shim.service_agent();
+        let (stream, _) = listener.accept().unwrap();
+        let mut input = stream.try_clone().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let mut frames = FrameReader::new();
+            let mut buf = vec![0u8; 65536];
+            while let Ok(n) = input.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                frames.push(&buf[..n]);
+                while let Ok(Some(f)) = frames.next_frame() {
+                    if tx.send(wire::decode(&f).unwrap().0).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let agent = FakeAgent { path, rx, out: stream };
+        assert!(matches!(agent.next(), Msg::Ready(_)));
+        (shim, agent)
+    }
+
+    fn cfg() -> ShimConfig {
+        ShimConfig {
+            recovery: RecoveryConfig::default(),
+            total_buffer_bytes: 1 << 30,
+            agent_timeout: Duration::from_millis(500),
+        }
+    }
+
+    const ISN: u32 = u32::MAX - 1500;
+    const MSS: u32 = 1000;
+
+    fn key() -> FlowKey {
+        FlowKey { server: "10.0.0.1:80".parse().unwrap(), client: "10.0.0.2:40000".parse().unwrap() }
+    }
+
+    fn established(id: u32) -> Event {
+        Event::Established(Established {
+            flow_id: id,
+            ts_ns: monotonic_now_ns(),
+            key: key(),
+            mss: MSS as u16,
+            client_wscale: 7,
+            server_wscale: 7,
+            sack: true,
+            timestamps: true,
+            server_isn: ISN,
+            client_isn: 5,
+        })
+    }
+
+    fn raw(n: u32) -> u32 {
+        ISN.wrapping_add(1 + (n - 1) * MSS)
+    }
+
+    fn segment(id: u32, n: u32) -> Event {
+        let mut frame = vec![0u8; 54 + MSS as usize];
+        frame[..4].copy_from_slice(&n.to_le_bytes());
+        Event::Segment(Segment { flow_id: id, ts_ns: monotonic_now_ns(), seq: raw(n), len: MSS, fin: false, frame })
+    }
+
+    /// Acknowledges segments 1..=upto, SACKs segments a..=b.
+    fn ack(id: u32, upto: u32, sack: &[(u32, u32)]) -> Event {
+        Event::Ack(Ack {
+            flow_id: id,
+            ts_ns: monotonic_now_ns(),
+            ack: raw(upto + 1),
+            window_bytes: 1 << 20,
+            payload_len: 0,
+            ece: false,
+            fin: false,
+            sack: sack.iter().map(|&(a, b)| SackBlock { start: raw(a), end: raw(b + 1) }).collect(),
+            verdict: AckVerdict::Hidden,
+        })
+    }
+
+    /// Service the agent until `cond` holds (the agent's answer travels through a thread).
+    fn until(shim: &mut Shim<FakePort>, mut cond: impl FnMut(&Shim<FakePort>) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !cond(shim) {
+            assert!(Instant::now() < deadline, "condition not reached");
+            shim.service_agent();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn injected_ids(shim: &Shim<FakePort>) -> Vec<u32> {
+        shim.port().injected.borrow().iter().map(|f| u32::from_le_bytes(f[..4].try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn a_controlled_flow_gets_the_agents_window_and_its_losses_retransmitted() {
+        let (mut shim, mut agent) = connected(cfg());
+        shim.on_event(established(3));
+        let Msg::Create(c) = agent.next() else { panic!("expected CREATE") };
+        assert_eq!((c.sid, c.init_cwnd, c.mss, c.src_port, c.dst_port), (3, 10 * MSS, MSS, 80, 40000));
+        assert!(shim.port().controls.borrow().is_empty(), "no control before the agent decides");
+        agent.set_cwnd(3, 20_000);
+        until(&mut shim, |s| s.port().controls.borrow().contains_key(&3));
+        let ctl = shim.port().controls.borrow()[&3];
+        assert_eq!(ctl, Control { cwnd_bytes: 20_000, sacked_bytes: 0, sacked_una: raw(1), active: true });
+        assert!(*shim.port().valid_until.borrow() > monotonic_now_ns());
+
+        for n in 1..=5 {
+            shim.on_event(segment(3, n));
+        }
+        assert_eq!(shim.buffered_bytes(), 5 * 1054);
+        // Segment 2 is missing, three segments above it arrived: lost at once.
+        shim.on_event(ack(3, 1, &[(3, 5)]));
+        assert_eq!(injected_ids(&shim), vec![2]);
+        let t = shim.totals();
+        assert_eq!((t.retransmit_fast + t.retransmit_rack, t.retransmit_timeout), (1, 0));
+        let ctl = shim.port().controls.borrow()[&3];
+        assert_eq!((ctl.sacked_bytes, ctl.sacked_una, ctl.cwnd_bytes), (3 * MSS, raw(2), 20_000));
+        shim.on_event(ack(3, 5, &[]));
+        assert_eq!(shim.buffered_bytes(), 0);
+        assert_eq!(shim.port().controls.borrow()[&3].sacked_bytes, 0);
+
+        shim.on_event(Event::Closed { flow_id: 3, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::CloseReason::Fin });
+        let Msg::Measure(m) = agent.next() else { panic!("expected the closing MEASURE") };
+        assert_eq!((m.sid, m.fields.len()), (3, 0));
+        assert!(!shim.port().controls.borrow().contains_key(&3));
+    }
+
+    #[test]
+    fn an_exhausted_flow_budget_falls_back_for_good() {
+        let mut c = cfg();
+        c.recovery.flow_buffer_bytes = 3 * 1054;
+        let (mut shim, mut agent) = connected(c);
+        shim.on_event(established(4));
+        agent.next();
+        agent.set_cwnd(4, 20_000);
+        until(&mut shim, |s| s.port().controls.borrow().contains_key(&4));
+        for n in 1..=4 {
+            shim.on_event(segment(4, n));
+        }
+        assert_eq!(shim.totals().fallbacks.get("flow_budget"), Some(&1));
+        assert!(shim.port().cleared.borrow().contains(&4));
+        assert!(!shim.port().controls.borrow().contains_key(&4));
+        assert_eq!(shim.buffered_bytes(), 0);
+        let Msg::Measure(m) = agent.next() else { panic!("the agent is told the flow is gone") };
+        assert_eq!((m.sid, m.fields.len()), (4, 0));
+        // Nothing brings it back: neither the agent nor more traffic.
+        agent.set_cwnd(4, 30_000);
+        shim.on_event(segment(4, 5));
+        shim.on_event(ack(4, 1, &[(3, 5)]));
+        for _ in 0..20 {
+            shim.service_agent();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!shim.port().controls.borrow().contains_key(&4));
+        assert!(shim.port().injected.borrow().is_empty());
+        assert_eq!(shim.totals().fallbacks.get("flow_budget"), Some(&1));
+    }
+
+    #[test]
+    fn without_an_agent_losses_are_left_to_the_server() {
+        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(socket_path()), cfg());
+        shim.service_agent();
+        shim.on_event(established(5));
+        for n in 1..=5 {
+            shim.on_event(segment(5, n));
+        }
+        shim.on_event(ack(5, 1, &[(3, 5)]));
+        shim.recovery_tick(monotonic_now_ns());
+        assert!(shim.port().injected.borrow().is_empty());
+        assert!(shim.port().controls.borrow().is_empty());
+        // Still tracked: the buffer follows the ACKs.
+        assert_eq!(shim.buffered_bytes(), 4 * 1054);
+    }
+
+    #[test]
+    fn an_idle_flow_is_forgotten() {
+        let mut c = cfg();
+        c.recovery.idle_timeout_ns = 1_000_000_000;
+        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(socket_path()), c);
+        shim.on_event(established(6));
+        shim.on_event(segment(6, 1));
+        shim.recovery_tick(monotonic_now_ns());
+        assert!(shim.port().removed.borrow().is_empty());
+        shim.recovery_tick(monotonic_now_ns() + 2_000_000_000);
+        assert_eq!(*shim.port().removed.borrow(), vec![key()]);
+        assert_eq!(shim.buffered_bytes(), 0);
+        assert_eq!(shim.totals().idle_expired, 1);
+    }
+}
