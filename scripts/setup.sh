@@ -8,7 +8,8 @@
 # Installs: the BPF toolchain and test tools from bookworm; mahimahi and its
 # traces from bullseye (pinned low) plus bullseye's iptables 1.8.7 on the legacy
 # backend (bookworm's 1.8.9 refuses to run setuid, which mahimahi needs);
-# openvswitch-switch and nginx with their system services stopped/disabled; the
+# openvswitch-switch (+ ethtool, tcpdump) and nginx with their system services
+# stopped/disabled (the harness starts private OVS instances in its own namespaces); the
 # non-root user `mmuser` for mahimahi shells; ip_forward=1; a Python venv at
 # $REPO/.venv with the ccswitch package built into it by maturin.
 # See /work/shared/ENVIRONMENT.md for why each piece is needed.
@@ -44,7 +45,8 @@ DEB_PKGS=(
     clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
     nginx-light curl iproute2 ethtool procps kmod patchelf
     python3-dev                         # libpython + headers: the agent embeds Python (pyo3)
-    openvswitch-switch
+    openvswitch-switch                  # the harness runs private instances (switch.py)
+    tcpdump                             # captures at the switch port when debugging the switch datapath
     mahimahi mahimahi-traces            # from bullseye, see the pin below
 )
 IPT_VER="1.8.7-1"

@@ -67,7 +67,8 @@ def test_trace_link_relative_to_scenario(tmp_path):
 
 
 def test_repo_scenarios_are_valid():
-    for name in ("demo.toml", "kernel-fidelity.toml", "algorithms-grid.toml"):
+    for name in ("demo.toml", "kernel-fidelity.toml", "algorithms-grid.toml", "switch-vs-native.toml",
+                 "switch-smoke.toml"):
         sc = load_scenario(os.path.join(REPO, "experiments", name), check_files=False)
         assert sc.clients and sc.schemes
 
@@ -162,3 +163,83 @@ def test_parse_scheme():
     assert parse_scheme("ccswitch:my_alg-2").label == "ccswitch:my_alg-2"
     with pytest.raises(ScenarioError):
         parse_scheme("ccswitch:Bad Name")
+
+
+SWITCH = """
+name = "sw"
+schemes = ["switch:bbr", "native:cubic", "switch:cubic:beta=0.7", "switch:py:mymod:MyAlg"]
+[[clients]]
+name = "c"
+link = { mbps = 24 }
+file_bytes = 1000
+"""
+
+
+def test_switch_schemes_get_an_ovs_bridge_and_a_stock_server():
+    sc = parse(SWITCH)
+    assert [s.kind for s in sc.schemes] == ["switch", "native", "switch", "switch"]
+    assert sc.schemes[2].algorithm == "cubic:beta=0.7" and sc.schemes[3].algorithm == "py:mymod:MyAlg"
+    assert sc.uses_switch and sc.uses_agent and not sc.uses_ccswitch
+    assert sc.bridge is None and sc.bridge_kind == "ovs", "every scheme crosses the bridge"
+    assert sc.schemes[0].kernel_cc is None and sc.schemes[0].uses_agent
+    assert [sc.server_cc(s) for s in sc.schemes] == ["cubic"] * 4
+    sc = parse(SWITCH.replace('name = "sw"', 'name = "sw"\nswitch_server_cc = "reno"\nbridge = "linux"'))
+    assert sc.bridge_kind == "linux"
+    assert [sc.server_cc(s) for s in sc.schemes] == ["reno", "cubic", "reno", "reno"]
+
+
+def test_bridge_defaults_and_explicit_values():
+    assert parse(GOOD).bridge_kind == "none"
+    assert not parse(GOOD).uses_switch
+    for b in ("ovs", "linux", "none"):
+        assert parse(GOOD.replace("repetitions = 3", f'repetitions = 3\nbridge = "{b}"')).bridge_kind == b
+
+
+@pytest.mark.parametrize("text, message", [
+    (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = "none"'),
+     "bridge: 'switch:bbr' needs a bridge (\"ovs\" or \"linux\")"),
+    (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = "vde"'), "bridge: must be one of 'none', 'ovs', 'linux'"),
+    (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = 1'), "bridge: must be one of"),
+    (SWITCH.replace('name = "sw"', 'name = "sw"\nswitch_server_cc = "vegas"'), "switch_server_cc: must be one of"),
+    (SWITCH.replace('"switch:bbr"', '"switch:BBR"'), "schemes[0]: 'switch:BBR': bad algorithm"),
+    (SWITCH.replace('"switch:bbr"', '"switch:"'), "schemes[0]: 'switch:': bad algorithm"),
+    (SWITCH.replace('"native:cubic"', '"switch:bbr"'), "schemes: duplicate scheme 'switch:bbr'"),
+    (SWITCH.replace('"switch:bbr"', '"ovs:bbr"'), "kind must be 'native', 'ccswitch' or 'switch'"),
+])
+def test_switch_errors_name_the_key(text, message):
+    with pytest.raises(ScenarioError) as e:
+        parse(text)
+    assert message in str(e.value)
+
+
+def test_bridge_check_after_schemes_are_replaced():
+    """`ccswitch run --schemes switch:...` on a scenario without switch schemes gets a bridge;
+    an explicit bridge = "none" refuses them."""
+    sc = parse(GOOD)
+    sc.schemes = [parse_scheme("switch:reno")]
+    sc.check_bridge()
+    assert sc.bridge_kind == "ovs"
+    sc.bridge = "none"
+    with pytest.raises(ScenarioError, match="needs a bridge"):
+        sc.check_bridge()
+
+
+def test_switch_vs_native_shape():
+    sc = load_scenario(os.path.join(REPO, "experiments", "switch-vs-native.toml"))
+    assert [s.label for s in sc.schemes] == ["switch:bbr", "native:bbr", "native:cubic", "switch:reno", "native:reno"]
+    assert sc.bridge_kind == "ovs" and sc.switch_server_cc == "cubic" and sc.repetitions >= 5
+    constant = [c for c in sc.clients if c.link.is_constant]
+    grid = {(2 * c.delay_ms, c.loss_downlink) for c in constant}
+    assert grid == {(rtt, loss) for rtt in (20, 100, 200) for loss in (0.0, 0.01, 0.02)}
+    for c in constant:
+        assert c.link.uplink_mbps == c.link.downlink_mbps == 24
+        bdp_packets = 24e6 * 2 * c.delay_ms / 1000 / (1500 * 8)
+        assert c.queue_packets >= 30 and 0.75 * bdp_packets <= c.queue_packets <= 1.5 * max(bdp_packets, 30), c
+    cellular = [c for c in sc.clients if not c.link.is_constant]
+    assert len(cellular) == 1 and "TMobile-LTE-short" in cellular[0].link.downlink_trace
+    assert cellular[0].queue_packets is not None
+    for c in sc.clients:
+        assert c.file_sizes == (10_485_760,)
+    # Mathis' rate for a loss-based sender at 2 % and 200 ms, with margin for timeouts
+    slowest_s = 10_485_760 * 8 / (1448 * 8 / 0.2 * 1.22 / 0.02 ** 0.5)
+    assert sc.timeout_s >= 2 * slowest_s

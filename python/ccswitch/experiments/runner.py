@@ -10,6 +10,11 @@ namespace, made from inside a fresh mahimahi shell stack run as user `mmuser`:
 
 The TCT is curl's time_total (connection set-up included, mahimahi's own start-up not). The
 downloaded file is hashed and compared with the served file, then deleted.
+
+With a bridge (scenario key `bridge`, automatic for `switch:` schemes) every scheme's traffic
+crosses the same bridge in a switch namespace (switch.py); a `switch:` transfer additionally
+runs `ccswitch-switch` on the bridge's server-facing port for its duration and leaves the
+shim's stats file in `switch/` of the results.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Callable, Dict, List, Optional
 
 from .. import traces as _traces
 from . import results, stats
+from . import switch as _switch
 from .scenario import Client, Scenario, Scheme
 from .topology import (
     SERVER_PORT, CcswitchDaemons, Nginx, Processes, ServerNamespace, SysctlGuard, Teardown,
@@ -93,12 +99,24 @@ def check_environment(scenario: Scenario) -> Optional[str]:
     except KeyError:
         raise RunError(f"user {MM_USER!r} does not exist (mahimahi refuses to run as root; "
                        f"create it with: useradd -m {MM_USER})") from None
+    bridge = scenario.bridge_kind
+    if scenario.uses_switch and bridge == "none":
+        raise RunError("switch: schemes need a bridge; set bridge = \"ovs\" or \"linux\" in the scenario")
+    missing = [t for t in _switch.BRIDGE_TOOLS[bridge] if shutil.which(t) is None]
+    if missing:
+        raise RunError(f"bridge = {bridge!r} needs {', '.join(missing)} (openvswitch-switch, ethtool; "
+                       "see scripts/setup.sh)")
+    if bridge == "ovs" and not os.path.exists(_switch.OVS_SCHEMA):
+        raise RunError(f"bridge = 'ovs': the OVS database schema {_switch.OVS_SCHEMA} is missing")
     bdir = None
-    if scenario.uses_ccswitch:
+    if scenario.uses_agent:
         bdir = bin_dir()
-        missing = CcswitchDaemons.missing_binaries(bdir)
+        names = ["ccswitch-agent"]
+        names += ["ccswitch-kernel"] if scenario.uses_ccswitch else []
+        names += [_switch.SWITCH_BIN] if scenario.uses_switch else []
+        missing = CcswitchDaemons.missing_binaries(bdir, names)
         if missing:
-            raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.kind == 'ccswitch')} "
+            raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.uses_agent)} "
                            f"need the Rust binaries, not found or not executable: {', '.join(missing)} "
                            "(build them with `cargo build --release`, or set CCSWITCH_BIN_DIR)")
     return bdir
@@ -269,6 +287,8 @@ class Runner:
         self.rows: List[dict] = []
         self.teardown = Teardown()
         self.current: Optional[subprocess.Popen] = None
+        #: the file the transfer under way downloads to (tests watch it grow)
+        self.current_download: Optional[str] = None
 
     # -- setup -----------------------------------------------------------------
     def setup(self) -> None:
@@ -296,23 +316,41 @@ class Runner:
         if read_sysctl("net.ipv4.ip_forward") != "1":
             self.sysctls.set("net.ipv4.ip_forward", "1")
         for s in sc.schemes:
-            if s.kind == "native":
-                self.sysctls.allow_congestion_control(s.kernel_cc)
+            if s.kind in ("native", "switch"):
+                self.sysctls.allow_congestion_control(sc.server_cc(s))
         self.ns = ServerNamespace(self.teardown)
-        self.ns.create()
+        self.fabric: Optional[_switch.SwitchFabric] = None
+        if sc.bridge_kind != "none":
+            self.fabric = _switch.SwitchFabric(sc.bridge_kind, self.teardown, self.procs, self.sysctls,
+                                               self.work, self.log_dir)
+            self.fabric.create_namespace()
+            self.ns.create(outer_netns=self.fabric.ns_name, gateway_dev=self.fabric.gateway)
+            self.fabric.connect(self.ns)
+        else:
+            self.ns.create()
         self.nginx = Nginx(self.ns, self.procs, self.work, www, self.log_dir)
         self.teardown.push("stop nginx", self.nginx.stop)
         self.nginx.start()
         self.daemons = None
-        if sc.uses_ccswitch:
+        self.switch_shim: Optional[_switch.SwitchShim] = None
+        if sc.uses_agent:
             self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
                                            settle_s=sc.agent_settle_s,
                                            python_path=[os.path.dirname(os.path.abspath(sc.source))] if sc.source else [])
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
+        if sc.uses_switch:
+            if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
+                # run time of the port programs, for the overhead figures
+                self.sysctls.set("kernel.bpf_stats_enabled", "1")
+            self.switch_shim = _switch.SwitchShim(self.procs, self.fabric, self.daemons, self.bin_dir,
+                                                  self.out_dir, self.log_dir)
+            self.teardown.push(f"stop {_switch.SWITCH_BIN}", self.switch_shim.stop)
         self.teardown.push("stop current transfer", self._stop_current)
         self.current_cc: Optional[str] = None
         self._say(f"server netns {self.ns.name} at {self.ns.server_ip}:{SERVER_PORT} (nginx pid "
                   f"{self.nginx.master_pid()}), work dir {self.work}, results in {self.out_dir}")
+        if self.fabric is not None:
+            self._say(self.fabric.describe())
 
     def _make_traces(self) -> Dict[str, tuple]:
         tdir = os.path.join(self.work, "traces")
@@ -349,11 +387,11 @@ class Runner:
         """Congestion control to set in the server namespace for a scheme."""
         if scheme.kind == "ccswitch" and self.daemons is not None:
             return self.daemons.cc_name
-        return scheme.kernel_cc
+        return self.sc.server_cc(scheme)
 
     def prepare_scheme(self, scheme: Scheme) -> None:
-        if scheme.kind == "ccswitch":
-            self.daemons.ensure(scheme.algorithm)
+        if scheme.uses_agent:
+            self.daemons.ensure(scheme.algorithm, kernel_shim=scheme.kind == "ccswitch")
         cc = self.kernel_cc(scheme)
         if self.current_cc != cc:
             # Again at every switch: another run on this machine that also needed `cc` may have
@@ -373,6 +411,11 @@ class Runner:
         row = {"client": client.name, "scheme": scheme.label, "repetition": rep + 1, "file_bytes": size,
                "tct_s": None, "ttfb_s": None, "connect_s": None, "bytes": None, "http_code": None,
                "sha256_ok": False, "cc_observed": None, "started_at": _utcnow(), "wall_s": None, "error": None}
+        if scheme.kind == "switch":
+            row.update(switch_stats=None, switch_log=None, switch_exit=None)
+            self.switch_shim.start(f"{client.name}-{size}-{scheme.algorithm}-rep{rep + 1}")
+            row["switch_log"] = os.path.relpath(self.switch_shim.log_path, self.out_dir)
+        self.current_download = out_file
         observer = CcObserver(self.ns)
         t0 = time.monotonic()
         self.current = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -413,9 +456,26 @@ class Runner:
             if row["error"] is not None:
                 row["tct_s"] = None if row["error"].startswith("timeout") else row["tct_s"]
         finally:
+            self.current_download = None
             if os.path.exists(out_file):
                 os.unlink(out_file)
+            if scheme.kind == "switch":
+                self._finish_switch(row)
         return row
+
+    def _finish_switch(self, row: dict) -> None:
+        """Stop the transfer's shim; a shim that died during the transfer fails the row (the
+        scheme was not what ran)."""
+        shim = self.switch_shim
+        died = not shim.alive()
+        status = shim.stop()
+        row["switch_exit"] = status
+        if shim.stats_path and os.path.exists(shim.stats_path):
+            row["switch_stats"] = os.path.relpath(shim.stats_path, self.out_dir)
+        if died and row["error"] is None:
+            row["error"] = f"{_switch.SWITCH_BIN} died during the transfer (status {status}); see {row['switch_log']}"
+        elif row["switch_stats"] is None and row["error"] is None:
+            row["error"] = f"{_switch.SWITCH_BIN} wrote no stats file (exit status {status}); see {row['switch_log']}"
 
     # -- whole run -------------------------------------------------------------
     def run(self) -> List[dict]:
@@ -444,10 +504,21 @@ class Runner:
                 cc = (f" (server socket used {row['cc_observed']})"
                       if row["cc_observed"] and row["cc_observed"] != self.kernel_cc(scheme) else "")
                 sz = f" {size}B" if len(client.file_sizes) > 1 else ""
-                self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}")
+                sw = self._switch_note(row)
+                self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}{sw}")
         self.wall_s = time.monotonic() - started
         self._write_results()
         return self.rows
+
+    def _switch_note(self, row: dict) -> str:
+        if not row.get("switch_stats"):
+            return ""
+        doc = _switch.load_stats(os.path.join(self.out_dir, row["switch_stats"]))
+        if doc is None:
+            return ""
+        f = _switch.transfer_figures(doc)
+        return (f" [switch: {f['acks_rewritten']} ACKs rewritten, {f['dupacks_hidden']} dupACKs hidden, "
+                f"{f['retransmissions']} retx, {f['fallbacks']} fallbacks]")
 
     def labelled_rows(self) -> List[dict]:
         """Rows whose client is "name@bytes" for clients that download several file sizes."""
@@ -466,10 +537,16 @@ class Runner:
             "schemes": [s.label for s in self.sc.schemes], "clients": [c.name for c in self.sc.clients],
             "transfers": len(self.rows), "errors": sum(1 for r in self.rows if r["error"]),
             "wall_s": round(self.wall_s, 2), "finished_at": _utcnow(),
-            "kernel": os.uname().release,
+            "kernel": os.uname().release, "bridge": self.sc.bridge_kind,
         }
-        results.write_json_atomic(os.path.join(self.out_dir, "summary.json"), {"run": meta, "rows": summary})
+        doc = {"run": meta, "rows": summary}
         table = stats.format_table(summary)
+        if self.sc.uses_switch:
+            overhead = _switch.overhead_rows(self.labelled_rows(), self.out_dir)
+            doc["switch_overhead"] = overhead
+            if overhead:
+                table += "\n\n" + _switch.format_overhead(overhead)
+        results.write_json_atomic(os.path.join(self.out_dir, "summary.json"), doc)
         results.write_text_atomic(os.path.join(self.out_dir, "summary.txt"), table + "\n")
         self.table = table
         self.summary = summary
@@ -500,6 +577,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--repetitions", type=int, help="override the scenario's repetitions")
     p.add_argument("--schemes", help="comma-separated schemes replacing the scenario's (e.g. native:cubic,native:bbr)")
     p.add_argument("--timeout", type=float, help="per-transfer timeout in seconds (overrides timeout_s)")
+    p.add_argument("--bridge", choices=("ovs", "linux", "none"),
+                   help="bridge between server and clients (overrides the scenario's bridge)")
     p.set_defaults(func=_cli_run, parser=p)
 
 
@@ -520,6 +599,9 @@ def _cli_run(args) -> int:
             if not args.timeout > 0:
                 raise ScenarioError("--timeout: must be > 0")
             sc.timeout_s = args.timeout
+        if args.bridge is not None:
+            sc.bridge = args.bridge
+        sc.check_bridge()
     except ScenarioError as e:
         args.parser.error(str(e))
     out = args.out or default_out_dir(sc)

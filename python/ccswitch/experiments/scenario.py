@@ -28,6 +28,10 @@ _PY_ALG_RE = re.compile(r"^py:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 DEFAULT_TIMEOUT_S = 120.0
+#: What sits between the server's namespace and the clients (see `switch.py`): nothing (the
+#: root namespace routes to the server's veth), an Open vSwitch bridge or a Linux bridge.
+BRIDGES = ("none", "ovs", "linux")
+SCHEME_KINDS = ("native", "ccswitch", "switch")
 
 
 class ScenarioError(ValueError):
@@ -36,9 +40,11 @@ class ScenarioError(ValueError):
 
 @dataclass(frozen=True)
 class Scheme:
-    """`native:ALG` (kernel CC in the server namespace) or `ccswitch:ALG` (agent algorithm)."""
+    """`native:ALG` (kernel CC in the server namespace), `ccswitch:ALG` (agent algorithm on
+    the kernel datapath) or `switch:ALG` (agent algorithm enforced from the bridge port in
+    front of a server that keeps its stock congestion control)."""
 
-    kind: str  # "native" | "ccswitch"
+    kind: str  # one of SCHEME_KINDS
     algorithm: str
 
     @property
@@ -46,9 +52,16 @@ class Scheme:
         return f"{self.kind}:{self.algorithm}"
 
     @property
-    def kernel_cc(self) -> str:
-        """Name of the congestion control to set in the server namespace."""
+    def kernel_cc(self) -> Optional[str]:
+        """Name of the congestion control to set in the server namespace; None for `switch:`
+        schemes, whose server keeps the scenario's `switch_server_cc` (Scenario.server_cc)."""
+        if self.kind == "switch":
+            return None
         return self.algorithm if self.kind == "native" else "ccswitch"
+
+    @property
+    def uses_agent(self) -> bool:
+        return self.kind in ("ccswitch", "switch")
 
 
 @dataclass(frozen=True)
@@ -91,8 +104,30 @@ class Scenario:
     repetitions: int = 1
     timeout_s: float = DEFAULT_TIMEOUT_S
     agent_settle_s: float = 1.0
+    bridge: Optional[str] = None  # as written; None = automatic (see bridge_kind)
+    switch_server_cc: str = "cubic"
     source: Optional[str] = None  # path of the TOML file
     raw: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bridge_kind(self) -> str:
+        """The bridge the run builds: the scenario's `bridge`, else "ovs" as soon as a
+        `switch:` scheme is present (so that every scheme, baselines included, crosses the same
+        bridge), else "none"."""
+        if self.bridge is not None:
+            return self.bridge
+        return "ovs" if self.uses_switch else "none"
+
+    def server_cc(self, scheme: Scheme) -> str:
+        """Congestion control of the server namespace while `scheme` runs (for `ccswitch:`
+        the generic name; the runner substitutes the name its shim registered)."""
+        return self.switch_server_cc if scheme.kind == "switch" else scheme.kernel_cc
+
+    def check_bridge(self) -> None:
+        """`switch:` schemes need a bridge port to act on."""
+        if self.uses_switch and self.bridge_kind == "none":
+            switch = next(s.label for s in self.schemes if s.kind == "switch")
+            raise ScenarioError(f'bridge: {switch!r} needs a bridge ("ovs" or "linux"), got "none"')
 
     def scheme_order(self, repetition: int) -> List[Scheme]:
         """Scheme order for a repetition (0-based): rotated by one each repetition."""
@@ -114,12 +149,23 @@ class Scenario:
 
     @property
     def uses_ccswitch(self) -> bool:
+        """Some scheme runs on the kernel datapath."""
         return any(s.kind == "ccswitch" for s in self.schemes)
+
+    @property
+    def uses_switch(self) -> bool:
+        """Some scheme runs on the switch datapath."""
+        return any(s.kind == "switch" for s in self.schemes)
+
+    @property
+    def uses_agent(self) -> bool:
+        return any(s.uses_agent for s in self.schemes)
 
 
 # ------------------------------------------------------------------ validation helpers
 
-_TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeout_s", "agent_settle_s"}
+_TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeout_s", "agent_settle_s",
+             "bridge", "switch_server_cc"}
 _CLIENT_KEYS = {
     "name", "delay_ms", "loss_downlink", "loss_uplink", "link", "queue_packets", "file_bytes",
     "file_sizes", "description",
@@ -172,7 +218,7 @@ def _float(d, key, where, *, lo, hi, default, lo_open=False, hi_open=False):
 def parse_scheme(text: Any, where: str = "schemes") -> Scheme:
     if not isinstance(text, str) or ":" not in text:
         raise ScenarioError(
-            f"{where}: {text!r} is not a scheme; expected native:ALG or ccswitch:ALG"
+            f"{where}: {text!r} is not a scheme; expected native:ALG, ccswitch:ALG or switch:ALG"
         )
     kind, alg = text.split(":", 1)
     if kind == "native":
@@ -181,14 +227,14 @@ def parse_scheme(text: Any, where: str = "schemes") -> Scheme:
                 f"{where}: {text!r}: native algorithm must be one of {', '.join(NATIVE_ALGORITHMS)}"
                 " (the only built-in congestion controls of this kernel)"
             )
-    elif kind == "ccswitch":
+    elif kind in ("ccswitch", "switch"):
         if not (_ALG_RE.match(alg) or _PY_ALG_RE.match(alg)):
             raise ScenarioError(
                 f"{where}: {text!r}: bad algorithm {alg!r}; expected NAME, NAME:PARAM=VALUE,... "
                 "or py:MODULE:CLASS"
             )
     else:
-        raise ScenarioError(f"{where}: {text!r}: kind must be 'native' or 'ccswitch', got {kind!r}")
+        raise ScenarioError(f"{where}: {text!r}: kind must be 'native', 'ccswitch' or 'switch', got {kind!r}")
     return Scheme(kind, alg)
 
 
@@ -291,6 +337,13 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
     reps = _int(data, "repetitions", "", minimum=1, default=1)
     timeout = _float(data, "timeout_s", "", lo=0.0, hi=86400.0, default=DEFAULT_TIMEOUT_S, lo_open=True)
     settle = _float(data, "agent_settle_s", "", lo=0.0, hi=60.0, default=1.0)
+    bridge = data.get("bridge")
+    if bridge is not None and bridge not in BRIDGES:
+        raise ScenarioError(f"bridge: must be one of {', '.join(repr(b) for b in BRIDGES)}, got {bridge!r}")
+    server_cc = data.get("switch_server_cc", "cubic")
+    if server_cc not in NATIVE_ALGORITHMS:
+        raise ScenarioError(f"switch_server_cc: must be one of {', '.join(NATIVE_ALGORITHMS)} "
+                            f"(the server's own congestion control under switch: schemes), got {server_cc!r}")
     schemes_raw = data.get("schemes")
     if schemes_raw is None:
         raise ScenarioError("schemes: required, e.g. [\"native:cubic\", \"ccswitch:reno\"]")
@@ -312,10 +365,12 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
     dups = sorted({x for x in names if names.count(x) > 1})
     if dups:
         raise ScenarioError(f"clients: duplicate client name {dups[0]!r}")
-    return Scenario(
+    sc = Scenario(
         name=name, schemes=schemes, clients=clients, repetitions=reps, timeout_s=timeout,
-        agent_settle_s=settle, source=source, raw=data,
+        agent_settle_s=settle, bridge=bridge, switch_server_cc=server_cc, source=source, raw=data,
     )
+    sc.check_bridge()
+    return sc
 
 
 def loads_scenario(text: str, *, source: Optional[str] = None, check_files: bool = True) -> Scenario:

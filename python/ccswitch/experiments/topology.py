@@ -4,6 +4,9 @@
     curl ── mm-link ── mm-loss ── mm-delay ──NAT──▶ 198.18.N.1 (veth) ◀──────▶ 198.18.N.2:8080 nginx
                                                     ccswitch-agent, ccswitch-kernel (BPF CC)
 
+With a bridge (`switch.py`), the server's veth ends in a switch namespace instead, and the
+root namespace reaches it through the bridge there.
+
 Everything created here is recorded as it is created and undone in reverse order by
 `Teardown.run()`: processes are stopped by PID / by the process group they were started in,
 the namespace (and with it the veth pair) is deleted, sysctls are put back to the values
@@ -12,6 +15,8 @@ they had before the run.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import ipaddress
 import os
 import signal
@@ -154,6 +159,23 @@ class Processes:
         self._procs[proc.pid] = (name, proc)
         return proc
 
+    def start_and_wait(self, name: str, cmd: Sequence[str], log_path: str, ready: Callable[[], bool], *,
+                       timeout_s: float, waiting_for: str, env: Optional[dict] = None,
+                       cwd: Optional[str] = None, poll_s: float = 0.05) -> subprocess.Popen:
+        """Start a daemon and wait until `ready()` holds; a daemon that exits first, or is not
+        ready in time, raises TopologyError naming `waiting_for` and its log (it stays tracked,
+        so the teardown stops it)."""
+        proc = self.start(name, cmd, log_path, env=env, cwd=cwd)
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            if proc.poll() is not None:
+                raise TopologyError(f"{name} exited with status {proc.returncode} before {waiting_for}; "
+                                    f"see {log_path}")
+            if time.monotonic() > deadline:
+                raise TopologyError(f"{name}: no {waiting_for} within {timeout_s:g} s; see {log_path}")
+            time.sleep(poll_s)
+        return proc
+
     def track(self, name: str, proc: subprocess.Popen) -> None:
         self._procs[proc.pid] = (name, proc)
 
@@ -199,6 +221,19 @@ def _used_addresses() -> set:
     return used
 
 
+@contextlib.contextmanager
+def subnet_lock():
+    """Held from picking a subnet until its gateway address is configured, so that runs
+    starting together do not pick the same one."""
+    path = "/run/lock/ccswitch-subnets.lock" if os.path.isdir("/run/lock") else "/tmp/ccswitch-subnets.lock"
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def pick_subnet() -> ipaddress.IPv4Network:
     """First /30 of 198.18.0.0/16 not configured on any interface of the root namespace."""
     used = _used_addresses()
@@ -210,6 +245,35 @@ def pick_subnet() -> ipaddress.IPv4Network:
 
 def netns_exists(name: str) -> bool:
     return os.path.exists(f"/run/netns/{name}")
+
+
+def netns_pids(name: str) -> List[int]:
+    cp = run(["ip", "netns", "pids", name], check=False)
+    return [int(p) for p in cp.stdout.split() if p.isdigit()]
+
+
+def delete_netns(name: str) -> None:
+    """Kill what still runs inside (only this harness starts processes in its namespaces),
+    then delete the namespace and with it its interfaces."""
+    if not netns_exists(name):
+        return
+    for pid in netns_pids(name):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5
+    while netns_pids(name) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run(["ip", "netns", "del", name])
+
+
+def create_netns(name: str, teardown: Teardown) -> None:
+    if netns_exists(name):
+        raise TopologyError(f"network namespace {name} already exists (left over from a killed run? "
+                            f"remove it with: ip netns del {name})")
+    run(["ip", "netns", "add", name])
+    teardown.push(f"delete netns {name}", lambda: delete_netns(name))
 
 
 class ServerNamespace:
@@ -234,18 +298,23 @@ class ServerNamespace:
     def exec_cmd(self, cmd: Sequence[str]) -> List[str]:
         return ["ip", "netns", "exec", self.name] + list(cmd)
 
-    def create(self) -> None:
-        if netns_exists(self.name):
-            raise TopologyError(f"network namespace {self.name} already exists (left over from a killed run? "
-                                f"remove it with: ip netns del {self.name})")
-        self.subnet = pick_subnet()
-        run(["ip", "netns", "add", self.name])
-        self._teardown.push(f"delete netns {self.name}", self.delete)
+    def create(self, outer_netns: Optional[str] = None, gateway_dev: Optional[str] = None) -> None:
+        """Create the namespace and its veth. The outer end `veth_root` stays in the root
+        namespace and carries the gateway address `root_ip`; or, with `outer_netns`, it goes
+        into that (switch) namespace without an address, and `gateway_dev`, a root-namespace
+        device bridged to it, carries the gateway address."""
+        create_netns(self.name, self._teardown)
         run(["ip", "link", "add", self.veth_root, "type", "veth", "peer", "name", self.veth_srv])
         self._teardown.push(f"delete veth {self.veth_root}", self._delete_veth)
         run(["ip", "link", "set", self.veth_srv, "netns", self.name])
-        run(["ip", "addr", "add", f"{self.root_ip}/30", "dev", self.veth_root])
-        run(["ip", "link", "set", self.veth_root, "up"])
+        if outer_netns is not None:
+            run(["ip", "link", "set", self.veth_root, "netns", outer_netns])
+            run(["ip", "netns", "exec", outer_netns, "ip", "link", "set", self.veth_root, "up"])
+        gateway = gateway_dev if outer_netns is not None else self.veth_root
+        with subnet_lock():
+            self.subnet = pick_subnet()
+            run(["ip", "addr", "add", f"{self.root_ip}/30", "dev", gateway])
+        run(["ip", "link", "set", gateway, "up"])
         x = self.exec_cmd
         run(x(["ip", "link", "set", "lo", "up"]))
         run(x(["ip", "addr", "add", f"{self.server_ip}/30", "dev", self.veth_srv]))
@@ -275,22 +344,10 @@ class ServerNamespace:
             raise TopologyError(f"congestion control of {self.name} is {got!r} after setting {cc!r}")
 
     def pids(self) -> List[int]:
-        cp = run(["ip", "netns", "pids", self.name], check=False)
-        return [int(p) for p in cp.stdout.split() if p.isdigit()]
+        return netns_pids(self.name)
 
     def delete(self) -> None:
-        if not netns_exists(self.name):
-            return
-        # Anything still running inside was started by this harness (nginx and its workers).
-        for pid in self.pids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 5
-        while self.pids() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        run(["ip", "netns", "del", self.name])
+        delete_netns(self.name)
 
     def _delete_veth(self) -> None:
         # Deleting the namespace destroys its end and with it the pair; this covers a
@@ -393,7 +450,9 @@ def python_agent_env(env: Dict[str, str], python_path: Sequence[str] = ()) -> Di
 
 class CcswitchDaemons:
     """The agent (restarted whenever the algorithm changes) and the kernel datapath shim
-    (kept for the whole run; it registers the BPF congestion control "ccswitch")."""
+    (kept for the whole run once a `ccswitch:` scheme needs it; it registers the BPF
+    congestion control "ccswitch"). The switch datapath's shim (`switch.SwitchShim`) talks to
+    the same agent."""
 
     CC_NAME = "ccswitch"
 
@@ -408,6 +467,7 @@ class CcswitchDaemons:
         self.log_dir = log_dir
         self.settle_s = settle_s
         self.agent: Optional[subprocess.Popen] = None
+        self.agent_log: Optional[str] = None
         self.algorithm: Optional[str] = None
         self.shim: Optional[subprocess.Popen] = None
         self._agent_starts = 0
@@ -420,9 +480,18 @@ class CcswitchDaemons:
         self.agent_env = python_agent_env(self.env, python_path)
 
     @staticmethod
-    def missing_binaries(bin_dir: str) -> List[str]:
-        return [p for p in (os.path.join(bin_dir, "ccswitch-agent"), os.path.join(bin_dir, "ccswitch-kernel"))
-                if not os.access(p, os.X_OK)]
+    def missing_binaries(bin_dir: str, names: Sequence[str] = ("ccswitch-agent", "ccswitch-kernel")) -> List[str]:
+        return [p for p in (os.path.join(bin_dir, n) for n in names) if not os.access(p, os.X_OK)]
+
+    def datapath_connections(self) -> int:
+        """How many datapaths (shims) have connected to the current agent so far."""
+        if not self.agent_log:
+            return 0
+        try:
+            with open(self.agent_log, errors="replace") as f:
+                return f.read().count("datapath connected")
+        except FileNotFoundError:
+            return 0
 
     def _start_agent(self, algorithm: str) -> None:
         if self.agent is not None:
@@ -433,19 +502,14 @@ class CcswitchDaemons:
         except FileNotFoundError:
             pass
         self._agent_starts += 1
-        log_path = os.path.join(self.log_dir, f"agent-{self._agent_starts:03d}-{algorithm}.log")
-        self.agent = self.procs.start("ccswitch-agent", [self.agent_bin, "--socket", self.socket,
-                                                         "--algorithm", algorithm, "--log-level", self.log_level], log_path,
-                                     env=self.agent_env)
+        log_path = os.path.join(self.log_dir, f"agent-{self._agent_starts:03d}-{algorithm.replace('/', '_')}.log")
+        self.agent_log = log_path
         self.algorithm = algorithm
-        deadline = time.monotonic() + 10
-        while not os.path.exists(self.socket):
-            if self.agent.poll() is not None:
-                raise TopologyError(f"ccswitch-agent --algorithm {algorithm} exited with status "
-                                    f"{self.agent.returncode}; see {log_path}")
-            if time.monotonic() > deadline:
-                raise TopologyError(f"ccswitch-agent did not create its socket {self.socket} within 10 s; see {log_path}")
-            time.sleep(0.05)
+        self.agent = self.procs.start_and_wait(
+            "ccswitch-agent", [self.agent_bin, "--socket", self.socket, "--algorithm", algorithm,
+                               "--log-level", self.log_level], log_path,
+            lambda: os.path.exists(self.socket), timeout_s=10.0, env=self.agent_env,
+            waiting_for=f"its socket {self.socket} (--algorithm {algorithm})")
 
     def _start_shim(self, timeout_s: float = 30.0) -> None:
         log_path = os.path.join(self.log_dir, "kernel-shim.log")
@@ -457,21 +521,17 @@ class CcswitchDaemons:
             cmd += ["--cc-name", self.cc_name]
             log(f"congestion control {self.CC_NAME!r} is already registered by another process; "
                 f"this run registers its own as {self.cc_name!r}")
-        self.shim = self.procs.start("ccswitch-kernel", cmd, log_path, env=self.env)
-        deadline = time.monotonic() + timeout_s
-        while self.cc_name not in read_sysctl("net.ipv4.tcp_available_congestion_control").split():
-            if self.shim.poll() is not None:
-                raise TopologyError(f"ccswitch-kernel exited with status {self.shim.returncode} before registering "
-                                    f"the congestion control {self.cc_name!r}; see {log_path}")
-            if time.monotonic() > deadline:
-                raise TopologyError(f"the congestion control {self.cc_name!r} did not appear in "
-                                    f"net.ipv4.tcp_available_congestion_control within {timeout_s} s "
-                                    f"after starting ccswitch-kernel; see {log_path}")
-            time.sleep(0.1)
+        self.shim = self.procs.start_and_wait(
+            "ccswitch-kernel", cmd, log_path,
+            lambda: self.cc_name in read_sysctl("net.ipv4.tcp_available_congestion_control").split(),
+            timeout_s=timeout_s, env=self.env, poll_s=0.1,
+            waiting_for=f"registering the congestion control {self.cc_name!r} "
+                        "(net.ipv4.tcp_available_congestion_control)")
         self.sysctls.allow_congestion_control(self.cc_name)
 
-    def ensure(self, algorithm: str) -> None:
-        """Make sure the shim runs and the agent runs `algorithm` (restarting it if needed)."""
+    def ensure(self, algorithm: str, kernel_shim: bool = True) -> None:
+        """Make sure the agent runs `algorithm` (restarting it if needed) and, with
+        `kernel_shim`, that the kernel datapath's shim runs."""
         if self.shim is not None and self.shim.poll() is not None:
             raise TopologyError(f"ccswitch-kernel died (status {self.shim.returncode}); "
                                 f"see {self.log_dir}/kernel-shim.log")
@@ -481,7 +541,7 @@ class CcswitchDaemons:
                 log(f"ccswitch-agent exited with status {self.agent.returncode}; restarting it")
             self._start_agent(algorithm)
             changed = True
-        if self.shim is None:
+        if self.shim is None and kernel_shim:
             self._start_shim()
             changed = True
         if changed and self.settle_s > 0:
