@@ -910,6 +910,7 @@ impl SenderFlow {
         while self.tally.pending_pkts > 0 && i < self.segs.len() {
             let s = &self.segs[i];
             if let (Some(kind), false, false) = (s.lost, s.retrans_out, s.sacked) {
+                tracing::trace!(flow = self.flow_id, start = s.start, end = s.end, ?kind, sent = s.sent_ns, now = now_ns, rack_xmit = self.rack_xmit_ns, rack_rtt = self.rack_rtt_ns, "retransmit");
                 if !send(&s.frame) {
                     break;
                 }

@@ -483,6 +483,11 @@ impl Shim<SwitchDatapath> {
         while !stop.load(Ordering::Relaxed) {
             self.wait_for_input(RECOVERY_TICK);
             self.port.poll(Duration::ZERO, |ev| events.push(ev))?;
+            // Every record older than this has been read. Loss timers judge by it, not by the
+            // time after processing: records that arrived meanwhile (an ACK that delivers the
+            // segment in question) have not been seen yet, and a busy shim would otherwise
+            // declare losses that are only its own backlog.
+            let drained_ns = monotonic_now_ns();
             for ev in events.drain(..) {
                 self.on_event(ev);
             }
@@ -490,7 +495,7 @@ impl Shim<SwitchDatapath> {
             let now_ns = monotonic_now_ns();
             if last_recovery.elapsed() >= RECOVERY_TICK {
                 last_recovery = Instant::now();
-                self.recovery_tick(now_ns);
+                self.recovery_tick(drained_ns);
             }
             if last_ccp.elapsed() >= CCP_TICK {
                 last_ccp = Instant::now();
