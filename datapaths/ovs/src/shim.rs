@@ -79,6 +79,10 @@ struct SwitchFlow {
     sender: SenderFlow,
     /// The agent's latest window.
     cwnd: u32,
+    /// The window written to the port: follows `cwnd` down at once, but up only by the bytes
+    /// each ACK acknowledges, as slow start would. A window opened in one step lets the
+    /// server send the whole increase back to back, a burst a droptail queue cannot absorb.
+    enforced: u32,
     /// The agent has commanded a window (and the flow has not fallen back).
     active: bool,
     /// The control last written, to skip identical map updates.
@@ -124,8 +128,23 @@ struct Ctl<'a, P: PortOps> {
     writes: &'a mut u64,
 }
 
+/// Headroom over `rate × min_rtt`, in segments (as BBR adds a few segments to its window for
+/// delayed and stretched ACKs).
+const RATE_WINDOW_HEADROOM_SEGMENTS: u64 = 3;
+
+/// The window the port enforces. A switch cannot pace, and a window alone lets the server
+/// send it in bursts at line rate: an algorithm that paces (BBR's `cwnd_gain` of 2 counts on
+/// pacing to keep the queue short) would keep a droptail queue full. So a pacing rate becomes
+/// a window too, the bytes it delivers in one minimum round trip, and the smaller one holds.
+fn enforced_window(cwnd: u32, rate: Option<u64>, min_rtt_ns: Option<u64>, mss: u32) -> u32 {
+    let (Some(rate), Some(rtt)) = (rate.filter(|r| *r > 0), min_rtt_ns) else { return cwnd };
+    let by_rate = (u128::from(rate) * u128::from(rtt) / 1_000_000_000) as u64
+        + RATE_WINDOW_HEADROOM_SEGMENTS * u64::from(mss);
+    cwnd.min(by_rate.min(u64::from(u32::MAX)) as u32)
+}
+
 fn write_control<P: PortOps>(port: &P, sid: u32, f: &mut SwitchFlow, writes: &mut u64) {
-    let c = f.sender.control(f.cwnd);
+    let c = f.sender.control(f.enforced);
     if f.written == Some(c) {
         return;
     }
@@ -139,13 +158,15 @@ fn write_control<P: PortOps>(port: &P, sid: u32, f: &mut SwitchFlow, writes: &mu
 }
 
 impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
-    fn set_directive(&mut self, sid: u32, cwnd_bytes: u32, _rate: Option<u64>) -> Result<()> {
-        // A switch can only clamp the window; pacing stays the server's.
+    fn set_directive(&mut self, sid: u32, cwnd_bytes: u32, rate: Option<u64>) -> Result<()> {
         let Some(f) = self.flows.get_mut(&sid) else { return Ok(()) };
         if f.sender.fallback().is_some() {
             return Ok(());
         }
-        f.cwnd = cwnd_bytes;
+        f.cwnd = enforced_window(cwnd_bytes, rate, f.sender.min_rtt_ns(), f.sender.mss());
+        if !f.active || f.cwnd < f.enforced {
+            f.enforced = f.cwnd;
+        }
         f.active = true;
         write_control(self.port, sid, f, self.writes);
         Ok(())
@@ -233,7 +254,7 @@ impl<P: PortOps> Shim<P> {
                 let sender = SenderFlow::new(&e, self.cfg.recovery);
                 let init_cwnd = INIT_CWND_SEGMENTS * u32::from(e.mss);
                 self.totals.flows += 1;
-                self.flows.insert(id, SwitchFlow { key: e.key, sender, cwnd: init_cwnd, active: false, written: None, fallen: false });
+                self.flows.insert(id, SwitchFlow { key: e.key, sender, cwnd: init_cwnd, enforced: init_cwnd, active: false, written: None, fallen: false });
                 let desc = FlowDesc {
                     sid: id,
                     src: e.key.server,
@@ -299,7 +320,12 @@ impl<P: PortOps> Shim<P> {
         let (session, mut ctl) = self.ctl();
         session.on_ack(&mut ctl, id, input);
         let Some(f) = self.flows.get_mut(&id) else { return };
-        if out.scoreboard_changed && f.active {
+        let grown = f.enforced < f.cwnd && out.prims.bytes_acked > 0;
+        if grown {
+            let step = u32::try_from(out.prims.bytes_acked).unwrap_or(u32::MAX);
+            f.enforced = f.cwnd.min(f.enforced.saturating_add(step));
+        }
+        if (out.scoreboard_changed || grown) && f.active {
             write_control(&self.port, id, f, &mut self.totals.control_writes);
         }
         self.retransmit(id, a.ts_ns.max(monotonic_now_ns()));
@@ -743,6 +769,19 @@ mod tests {
 
     fn injected_ids(shim: &Shim<FakePort>) -> Vec<u32> {
         shim.port().injected.borrow().iter().map(|f| u32::from_le_bytes(f[..4].try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn a_pacing_rate_becomes_a_window_over_the_minimum_rtt() {
+        let mss = 1448;
+        // 3 MB/s over 50 ms is 150 kB, plus three segments of headroom.
+        assert_eq!(enforced_window(1_000_000, Some(3_000_000), Some(50_000_000), mss), 150_000 + 3 * mss);
+        // The agent's window is smaller: it holds.
+        assert_eq!(enforced_window(100_000, Some(3_000_000), Some(50_000_000), mss), 100_000);
+        // No rate, or no RTT sample yet: the window alone.
+        assert_eq!(enforced_window(1_000_000, None, Some(50_000_000), mss), 1_000_000);
+        assert_eq!(enforced_window(1_000_000, Some(0), Some(50_000_000), mss), 1_000_000);
+        assert_eq!(enforced_window(1_000_000, Some(3_000_000), None, mss), 1_000_000);
     }
 
     #[test]
