@@ -4,6 +4,7 @@
 //! - [`wire`]: the libccp/portus message codec (CREATE, MEASURE, INSTALL_EXPR, UPDATE_FIELDS,
 //!   CHANGE_PROG, READY) and stream framing ([`wire::FrameReader`]).
 //! - [`agent_link`]: a shim's connection to the agent (unix stream, or portus's datagram IPC).
+//! - [`cli`]: the command-line options of that connection and of logging, shared by the shims.
 //! - [`session`]: the datapath-independent half of a shim (agent connection and liveness
 //!   deadline, program table, per-flow [`Flow`]s) behind the [`session::SessionDatapath`] trait.
 //! - [`program`]: validation of installed programs ([`program::Program`], kept in a datapath-wide
@@ -17,6 +18,7 @@
 //! each returned `Step` (cwnd, rate) and sending its report.
 
 pub mod agent_link;
+pub mod cli;
 pub mod program;
 pub mod session;
 pub mod wire;

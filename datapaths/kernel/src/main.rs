@@ -12,69 +12,32 @@
 
 mod shim;
 
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Result;
-use ccswitch_ccp::agent_link::{AgentAddr, PortusAddr, ReplyAddr};
+use ccswitch_ccp::cli::{AgentArgs, LogArgs};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME};
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-kernel", version, about)]
 struct Args {
-    /// The agent's unix socket (with `--agent-ipc unix-stream`).
-    #[arg(long, default_value = "/run/ccswitch/agent.sock")]
-    agent_socket: PathBuf,
-    /// How to reach the agent: `unix-stream` (the ccswitch agent, at --agent-socket) or
-    /// `portus-unix` (portus's unix datagram IPC, as `portus::start!("unix", ..)` binds it,
-    /// e.g. upstream CCP's generic-cong-avoid; sockets under --portus-dir).
-    #[arg(long, default_value = "unix-stream", value_parser = ["unix-stream", "portus-unix"])]
-    agent_ipc: String,
-    /// portus-unix: directory of the agent's and the datapath's sockets (portus hard-codes
-    /// /tmp/ccp).
-    #[arg(long, default_value = "/tmp/ccp")]
-    portus_dir: PathBuf,
-    /// portus-unix: the agent's socket name in --portus-dir.
-    #[arg(long, default_value = "portus")]
-    portus_agent: String,
-    /// portus-unix: this datapath's socket name in --portus-dir.
-    #[arg(long, default_value = "ccswitch-kernel")]
-    portus_name: String,
-    /// portus-unix: the agent's portus version, which decides how it addresses its answers
-    /// (0.7 prepends /tmp/ccp/ to the datapath's address, 0.9 uses it as given).
-    #[arg(long, default_value = "0.7", value_parser = ["0.7", "0.9"])]
-    portus_version: String,
+    #[command(flatten)]
+    agent: AgentArgs,
     /// In-kernel algorithm for flows the agent does not drive.
     #[arg(long, default_value = "reno", value_parser = ["reno", "cubic"])]
     fallback: String,
-    /// The agent counts as silent once a report has gone unanswered this long; flows then
-    /// fall back until it answers again.
-    #[arg(long, default_value_t = 500)]
-    agent_timeout_ms: u64,
     /// Name under which the congestion control registers.
     #[arg(long, default_value = DEFAULT_CC_NAME)]
     cc_name: String,
-    /// Log level (error, warn, info, debug, trace) or a tracing filter.
-    #[arg(long, default_value = "info")]
-    log_level: String,
-    /// Log format.
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    log_format: String,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let filter = EnvFilter::try_new(&args.log_level)?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    if args.log_format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+    args.log.init()?;
 
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
@@ -83,17 +46,8 @@ fn main() -> Result<()> {
     let fallback = if args.fallback == "cubic" { Fallback::Cubic } else { Fallback::Reno };
     let datapath = KernelDatapath::load(LoadOptions { fallback, cc_name: args.cc_name.clone() })?;
     tracing::info!(cc = %args.cc_name, fallback = %args.fallback, "congestion control registered");
-    let agent_addr = if args.agent_ipc == "portus-unix" {
-        AgentAddr::Portus(PortusAddr {
-            dir: args.portus_dir,
-            agent: args.portus_agent,
-            name: args.portus_name,
-            reply_addr: if args.portus_version == "0.7" { ReplyAddr::Relative } else { ReplyAddr::Absolute },
-        })
-    } else {
-        AgentAddr::Stream(args.agent_socket)
-    };
-    let mut shim = shim::Shim::new(datapath, agent_addr, Duration::from_millis(args.agent_timeout_ms));
+    let agent_addr = args.agent.addr("ccswitch-kernel");
+    let mut shim = shim::Shim::new(datapath, agent_addr, args.agent.timeout());
     let result = shim.run(&stop);
     shim.log_totals();
     drop(shim);

@@ -13,14 +13,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
-use ccswitch_ccp::agent_link::{AgentAddr, PortusAddr, ReplyAddr};
+use ccswitch_ccp::cli::{AgentArgs, LogArgs};
 use ccswitch_ovs::datapath::{detach_port, AttachOptions, SwitchDatapath};
 use ccswitch_ovs::recovery::RecoveryConfig;
 use clap::{Args, Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-switch", version, about)]
@@ -46,30 +44,8 @@ struct RunArgs {
     /// The bridge port facing the server (host side of its veth or tap).
     #[arg(long)]
     port: String,
-    /// The agent's unix socket (with `--agent-ipc unix-stream`).
-    #[arg(long, default_value = "/run/ccswitch/agent.sock")]
-    agent_socket: PathBuf,
-    /// How to reach the agent: `unix-stream` (the ccswitch agent, at --agent-socket) or
-    /// `portus-unix` (portus's unix datagram IPC, as `portus::start!("unix", ..)` binds it).
-    #[arg(long, default_value = "unix-stream", value_parser = ["unix-stream", "portus-unix"])]
-    agent_ipc: String,
-    /// portus-unix: directory of the agent's and the datapath's sockets.
-    #[arg(long, default_value = "/tmp/ccp")]
-    portus_dir: PathBuf,
-    /// portus-unix: the agent's socket name in --portus-dir.
-    #[arg(long, default_value = "portus")]
-    portus_agent: String,
-    /// portus-unix: this datapath's socket name in --portus-dir.
-    #[arg(long, default_value = "ccswitch-switch")]
-    portus_name: String,
-    /// portus-unix: the agent's portus version (0.7 prepends /tmp/ccp/ to the datapath's
-    /// address, 0.9 uses it as given).
-    #[arg(long, default_value = "0.7", value_parser = ["0.7", "0.9"])]
-    portus_version: String,
-    /// The agent counts as silent once a report has gone unanswered this long; the port
-    /// then stops controlling flows until it answers again.
-    #[arg(long, default_value_t = 500)]
-    agent_timeout_ms: u64,
+    #[command(flatten)]
+    agent: AgentArgs,
     /// Capacity of the port's flow table (half-open flows included).
     #[arg(long, default_value_t = 65_536)]
     max_flows: u32,
@@ -85,12 +61,8 @@ struct RunArgs {
     /// Write counters, program run times and buffer occupancy here (JSON) at exit.
     #[arg(long)]
     stats_file: Option<PathBuf>,
-    /// Log level (error, warn, info, debug, trace) or a tracing filter.
-    #[arg(long, default_value = "info")]
-    log_level: String,
-    /// Log format.
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    log_format: String,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 fn main() -> ExitCode {
@@ -110,19 +82,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(level: &str, format: &str) -> Result<()> {
-    let filter = EnvFilter::try_new(level).with_context(|| format!("bad --log-level {level:?}"))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-    Ok(())
-}
-
 fn run(args: RunArgs) -> Result<()> {
-    init_logging(&args.log_level, &args.log_format)?;
+    args.log.init()?;
     if args.port.is_empty() {
         anyhow::bail!("--port must name the bridge port facing the server");
     }
@@ -135,23 +96,14 @@ fn run(args: RunArgs) -> Result<()> {
     let ids: Vec<String> = datapath.prog_stats().iter().map(|p| format!("{}={}", p.name, p.id)).collect();
     tracing::info!(port = %args.port, programs = %ids.join(","), "attached");
 
-    let agent_addr = if args.agent_ipc == "portus-unix" {
-        AgentAddr::Portus(PortusAddr {
-            dir: args.portus_dir,
-            agent: args.portus_agent,
-            name: args.portus_name,
-            reply_addr: if args.portus_version == "0.7" { ReplyAddr::Relative } else { ReplyAddr::Absolute },
-        })
-    } else {
-        AgentAddr::Stream(args.agent_socket)
-    };
+    let agent_addr = args.agent.addr("ccswitch-switch");
     let cfg = shim::ShimConfig {
         recovery: RecoveryConfig {
             flow_buffer_bytes: args.flow_buffer_bytes,
             idle_timeout_ns: args.idle_timeout_s.saturating_mul(1_000_000_000),
         },
         total_buffer_bytes: args.total_buffer_bytes,
-        agent_timeout: Duration::from_millis(args.agent_timeout_ms),
+        agent_timeout: args.agent.timeout(),
     };
     let mut shim = shim::Shim::new(datapath, agent_addr, cfg);
     let result = shim.run(&stop);

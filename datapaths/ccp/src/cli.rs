@@ -1,0 +1,85 @@
+//! Command-line options every datapath shim shares: how to reach the agent, and logging.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tracing_subscriber::EnvFilter;
+
+use crate::agent_link::{AgentAddr, PortusAddr, ReplyAddr};
+
+#[derive(Args, Debug, Clone)]
+pub struct AgentArgs {
+    /// The agent's unix socket (with `--agent-ipc unix-stream`).
+    #[arg(long, default_value = "/run/ccswitch/agent.sock")]
+    pub agent_socket: PathBuf,
+    /// How to reach the agent: `unix-stream` (the ccswitch agent, at --agent-socket) or
+    /// `portus-unix` (portus's unix datagram IPC, as `portus::start!("unix", ..)` binds it,
+    /// e.g. upstream CCP's generic-cong-avoid; sockets under --portus-dir).
+    #[arg(long, default_value = "unix-stream", value_parser = ["unix-stream", "portus-unix"])]
+    pub agent_ipc: String,
+    /// portus-unix: directory of the agent's and the datapath's sockets (portus hard-codes
+    /// /tmp/ccp).
+    #[arg(long, default_value = "/tmp/ccp")]
+    pub portus_dir: PathBuf,
+    /// portus-unix: the agent's socket name in --portus-dir.
+    #[arg(long, default_value = "portus")]
+    pub portus_agent: String,
+    /// portus-unix: this datapath's socket name in --portus-dir (default: the program's name).
+    #[arg(long)]
+    pub portus_name: Option<String>,
+    /// portus-unix: the agent's portus version, which decides how it addresses its answers
+    /// (0.7 prepends /tmp/ccp/ to the datapath's address, 0.9 uses it as given).
+    #[arg(long, default_value = "0.7", value_parser = ["0.7", "0.9"])]
+    pub portus_version: String,
+    /// The agent counts as silent once a report has gone unanswered this long; flows then
+    /// fall back until it answers again.
+    #[arg(long, default_value_t = 500)]
+    pub agent_timeout_ms: u64,
+}
+
+impl AgentArgs {
+    /// Where the agent is; `program` names this datapath's portus socket by default.
+    pub fn addr(&self, program: &str) -> AgentAddr {
+        if self.agent_ipc == "portus-unix" {
+            AgentAddr::Portus(PortusAddr {
+                dir: self.portus_dir.clone(),
+                agent: self.portus_agent.clone(),
+                name: self.portus_name.clone().unwrap_or_else(|| program.to_string()),
+                reply_addr: if self.portus_version == "0.7" { ReplyAddr::Relative } else { ReplyAddr::Absolute },
+            })
+        } else {
+            AgentAddr::Stream(self.agent_socket.clone())
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.agent_timeout_ms)
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LogArgs {
+    /// Log level (error, warn, info, debug, trace) or a tracing filter.
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+    /// Log format.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+impl LogArgs {
+    /// Log to stderr with the chosen filter and format.
+    pub fn init(&self) -> Result<()> {
+        let filter =
+            EnvFilter::try_new(&self.log_level).with_context(|| format!("bad --log-level {:?}", self.log_level))?;
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        if self.log_format == "json" {
+            builder.json().init();
+        } else {
+            builder.init();
+        }
+        Ok(())
+    }
+}
