@@ -8,47 +8,22 @@
 //! Needs: clang (>= 14), bpftool, libelf and zlib development files.
 
 use std::env;
-use std::fs;
 use std::path::PathBuf;
-use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
 const SRC: &str = "src/bpf/ccswitch.bpf.c";
 const HDR: &str = "src/bpf/ccswitch.h";
 
+include!("../vmlinux_h.rs");
+
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
-    let vmlinux = out.join("vmlinux.h");
 
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed={HDR}");
-    println!("cargo:rerun-if-env-changed=CCSWITCH_VMLINUX_H");
 
-    if let Some(given) = env::var_os("CCSWITCH_VMLINUX_H") {
-        fs::copy(&given, &vmlinux).expect("copy CCSWITCH_VMLINUX_H");
-    } else {
-        let dump = Command::new("bpftool")
-            .args([
-                "btf",
-                "dump",
-                "file",
-                "/sys/kernel/btf/vmlinux",
-                "format",
-                "c",
-            ])
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("running bpftool to generate vmlinux.h failed ({e}); install bpftool")
-            });
-        if !dump.status.success() {
-            panic!(
-                "bpftool btf dump failed: {}",
-                String::from_utf8_lossy(&dump.stderr)
-            );
-        }
-        fs::write(&vmlinux, &dump.stdout).expect("write vmlinux.h");
-    }
+    write_vmlinux_h(&out);
 
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("manifest dir"));
     let skel = out.join("ccswitch.skel.rs");

@@ -4,7 +4,8 @@
 
 use std::env;
 use std::path::PathBuf;
-use std::process::Command;
+
+include!("../vmlinux_h.rs");
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
@@ -13,30 +14,7 @@ fn main() {
     for f in ["switch.bpf.c", "switch.h"] {
         println!("cargo:rerun-if-changed=src/bpf/{f}");
     }
-    println!("cargo:rerun-if-env-changed=CCSWITCH_VMLINUX_H");
-
-    let vmlinux = out.join("vmlinux.h");
-    if let Some(given) = env::var_os("CCSWITCH_VMLINUX_H") {
-        std::fs::copy(&given, &vmlinux).expect("copy CCSWITCH_VMLINUX_H");
-    } else {
-        let dump = Command::new("bpftool")
-            .args([
-                "btf",
-                "dump",
-                "file",
-                "/sys/kernel/btf/vmlinux",
-                "format",
-                "c",
-            ])
-            .output()
-            .unwrap_or_else(|e| panic!("running bpftool to generate vmlinux.h failed ({e})"));
-        assert!(
-            dump.status.success(),
-            "bpftool btf dump: {}",
-            String::from_utf8_lossy(&dump.stderr)
-        );
-        std::fs::write(&vmlinux, &dump.stdout).expect("write vmlinux.h");
-    }
+    write_vmlinux_h(&out);
 
     let arch = match env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
         Ok("aarch64") => "arm64",
