@@ -100,6 +100,7 @@ pub struct Stats {
     pub wscale_capped: u64,
     pub ring_drops: u64,
     pub unbuffered: u64,
+    pub dupacks_opened: u64,
 }
 
 /// Run-time statistics of one attached program (kernel BPF statistics).
@@ -272,7 +273,7 @@ pub mod raw {
     #[repr(C)]
     #[derive(Debug, Clone, Copy, Default)]
     pub struct Stats {
-        pub counters: [u64; 16],
+        pub counters: [u64; 17],
     }
 
     #[repr(C)]
@@ -353,7 +354,7 @@ pub mod raw {
     const _: () = assert!(size_of::<Flow>() == 48);
     const _: () = assert!(size_of::<Control>() == 16);
     const _: () = assert!(size_of::<Config>() == 16);
-    const _: () = assert!(size_of::<Stats>() == 128);
+    const _: () = assert!(size_of::<Stats>() == 136);
     const _: () = assert!(size_of::<Head>() == 16);
     const _: () = assert!(size_of::<EstablishedEvent>() == 72);
     const _: () = assert!(size_of::<SegmentHead>() == 32);
@@ -1066,7 +1067,7 @@ impl SwitchDatapath {
     }
 
     pub fn stats(&self) -> Stats {
-        let mut sum = [0u64; 16];
+        let mut sum = [0u64; 17];
         if let Ok(Some(per_cpu)) = self
             .skel
             .maps
@@ -1081,7 +1082,7 @@ impl SwitchDatapath {
                 }
             }
         }
-        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered] =
+        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened] =
             sum;
         Stats {
             packets,
@@ -1100,6 +1101,7 @@ impl SwitchDatapath {
             wscale_capped,
             ring_drops,
             unbuffered,
+            dupacks_opened,
         }
     }
 

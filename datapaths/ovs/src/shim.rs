@@ -563,7 +563,7 @@ impl Shim<SwitchDatapath> {
             "packets": st.packets, "malformed": st.malformed, "syns": st.syns,
             "established": st.established, "closed": st.closed, "segments": st.segments,
             "resent": st.resent, "acks": st.acks, "acks_rewritten": st.acks_rewritten,
-            "dupacks_hidden": st.dupacks_hidden, "sack_stripped": st.sack_stripped,
+            "dupacks_hidden": st.dupacks_hidden, "dupacks_opened": st.dupacks_opened, "sack_stripped": st.sack_stripped,
             "ece_cleared": st.ece_cleared, "out_of_window": st.out_of_window,
             "wscale_capped": st.wscale_capped, "ring_drops": st.ring_drops,
             "unbuffered": st.unbuffered, "records_malformed": self.port.records_malformed(),

@@ -627,6 +627,10 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 		ret = TCX_DROP;
 		goto out;
 	}
+	/* A duplicate whose window grew (SACKed bytes widen the clamp) reaches the server as a
+	 * window update, which it does not count as a duplicate. */
+	if (dup)
+		COUNT(dupacks_opened);
 	if (rewrite(skb, p, win)) {
 		ev.verdict = CCSW_VERDICT_REWRITTEN;
 		COUNT(acks_rewritten);

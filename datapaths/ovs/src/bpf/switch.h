@@ -139,6 +139,7 @@ struct ccsw_stats {
 	__u64 wscale_capped;
 	__u64 ring_drops;
 	__u64 unbuffered;
+	__u64 dupacks_opened; /* duplicate ACKs forwarded because the clamp opened the window */
 };
 
 /* Common head of every record. */
@@ -211,7 +212,7 @@ _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_flow) == 48, "flow");
 _Static_assert(sizeof(struct ccsw_control) == 16, "control");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config");
-_Static_assert(sizeof(struct ccsw_stats) == 128, "stats");
+_Static_assert(sizeof(struct ccsw_stats) == 136, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
 _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
 _Static_assert(sizeof(struct ccsw_segment_event) == 32 + CCSW_FRAME_MAX, "segment");
