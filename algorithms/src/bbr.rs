@@ -37,6 +37,26 @@
 //! - In ProbeRtt, the 200 ms start once a report shows in flight ≤ 4 segments or one smoothed
 //!   RTT after entering ProbeRtt, whichever first (a guard against a datapath whose in-flight
 //!   figure lags).
+//!
+//! **Taking over** a running flow (MCC §3.1.1) starts BBR in its steady state, not in
+//! Startup: a switch must not cost a startup burst (2.89× the rate) nor the drain after it.
+//! - The model is seeded from what the flow shows at the switch: `btl_bw` = the rate it
+//!   delivers, window / recent RTT ([`FlowState::handover_rate_bytes_per_s`]), `min_rtt` = the
+//!   flow's minimum RTT (stamped now, so probe_rtt comes 10 s later unless a lower RTT is
+//!   seen). Both filters then run as usual: new samples replace the seed as they come, and the
+//!   seed leaves the bandwidth filter after `bw_window_rounds`.
+//! - The flow is in ProbeBw at a unity-gain phase (drawn from the seeded generator among the
+//!   six cruising phases, so flows switched together by one policy change do not probe in
+//!   step) and paces at the inherited rate exactly.
+//! - The window is the inherited one. BBR's own target, `cwnd_gain × btl_bw × min_rtt`, is
+//!   about twice that when the flow had no queue, and BBR grows towards its target by the
+//!   bytes acknowledged — a doubled window on the first report. So until a round of samples
+//!   taken wholly after the switch has ended, the window stays at most the inherited one; on
+//!   a window-only datapath (which ignores pacing) the window is the only brake, and the
+//!   seeded estimate has not been confirmed yet. A target below the inherited window (the
+//!   predecessor kept a queue) lowers the window at once, as BBR always does.
+//!
+//! Before any RTT sample there is nothing to inherit, and BBR starts afresh in Startup.
 
 use std::collections::VecDeque;
 use std::f64::consts::LN_2;
@@ -91,6 +111,11 @@ const TSO_MIN_RATE_BYTES_PER_S: u64 = 1_200_000 / 8;
 const TSO_BURSTS_IN_WINDOW: u64 = 3;
 /// Pacing before any RTT sample assumes this RTT, µs (Linux uses 1 ms).
 const DEFAULT_RTT_US: u64 = 1000;
+/// The unity-gain phases of the probe_bw cycle, where a taken-over flow starts.
+const PROBE_BW_CRUISE_PHASES: std::ops::Range<usize> = 2..8;
+/// After a take-over the window is capped at the inherited one until this round has begun
+/// (the first round to start after the switch has ended).
+const HANDOVER_CAP_ROUNDS: u64 = 2;
 
 #[derive(Clone, Copy, Debug)]
 struct Config {
@@ -184,6 +209,8 @@ pub struct Bbr {
     /// The window the flow started with (the target before the model has samples).
     init_cwnd: Option<u64>,
     pacing_initialised: bool,
+    /// After a take-over: the inherited window, a cap until round `HANDOVER_CAP_ROUNDS`.
+    handover_cwnd_cap: Option<u64>,
 }
 
 impl Default for Bbr {
@@ -218,6 +245,7 @@ impl Bbr {
             delivered_bytes: 0,
             init_cwnd: None,
             pacing_initialised: false,
+            handover_cwnd_cap: None,
         }
     }
 
@@ -436,11 +464,43 @@ impl Bbr {
                 cwnd += m.acked_bytes;
             }
         }
+        if let Some(cap) = self.handover_cwnd_cap {
+            if self.round_count < HANDOVER_CAP_ROUNDS {
+                cwnd = cwnd.min(cap);
+            } else {
+                self.handover_cwnd_cap = None;
+            }
+        }
         cwnd = cwnd.max(min_cwnd);
         if self.mode == Mode::ProbeRtt {
             cwnd = cwnd.min(min_cwnd);
         }
         state.cwnd_bytes = cwnd;
+    }
+
+    /// Start in probe_bw at a cruising phase with the model seeded from the flow (see the
+    /// header); nothing to seed from before the flow's first RTT sample.
+    fn seed_from(&mut self, state: &mut FlowState) {
+        let Some(rate) = state.handover_rate_bytes_per_s() else {
+            return;
+        };
+        let now = state.now_us;
+        self.btl_bw.update(self.round_count, rate, self.cfg.bw_window_rounds);
+        self.min_rtt_us = state.min_rtt_us;
+        self.min_rtt_stamp_us = now;
+        self.round_start_us = Some(now);
+        self.full_bw = rate;
+        self.full_bw_reached = true;
+        self.mode = Mode::ProbeBw;
+        let phases = PROBE_BW_CRUISE_PHASES;
+        self.cycle_index = phases.start + (self.next_random() % phases.len() as u64) as usize;
+        self.cycle_start_us = now;
+        self.update_gains();
+        self.init_cwnd = Some(state.cwnd_bytes);
+        self.prior_cwnd = state.cwnd_bytes;
+        self.handover_cwnd_cap = Some(state.cwnd_bytes);
+        self.pacing_initialised = true;
+        state.pacing_rate_bytes_per_s = Some(rate.max(1));
     }
 
     fn on_timeout(&mut self, state: &mut FlowState) {
@@ -455,6 +515,17 @@ impl Bbr {
 impl Algorithm for Bbr {
     fn name(&self) -> &str {
         INFO.name
+    }
+
+    fn hand_over(&mut self, state: &mut FlowState) {
+        if self.mode == Mode::ProbeRtt {
+            state.cwnd_bytes = state.cwnd_bytes.max(self.prior_cwnd);
+        }
+    }
+
+    fn take_over(&mut self, state: &mut FlowState) {
+        *self = Self::new(self.cfg);
+        self.seed_from(state);
     }
 
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
@@ -496,6 +567,9 @@ mod tests {
         }
         fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
             self.0.lock().unwrap().on_measurement(state, m);
+        }
+        fn take_over(&mut self, state: &mut FlowState) {
+            self.0.lock().unwrap().take_over(state);
         }
     }
 
@@ -578,6 +652,84 @@ mod tests {
             between(s);
         }
         bytes as f64 / (link.bandwidth_bytes_per_s as f64 * time_us as f64 / 1e6)
+    }
+
+    /// Reno ran the flow at `segments` in avoidance at RTT `rtt_ms` on a 50 ms path; then BBR
+    /// takes over.
+    fn taken_over(segments: u32, rtt_ms: u64) -> (FakeSender, Arc<Mutex<Bbr>>) {
+        let mut s = FakeSender::new(crate::simple("reno").unwrap(), segments, RTT_MS);
+        s.ack_segments(0);
+        s.set_rtt_ms(rtt_ms);
+        for _ in 0..100 {
+            s.ack_segments(0); // the smoothed RTT settles at rtt_ms
+        }
+        s.state.ssthresh_bytes = s.state.cwnd_bytes;
+        let shared = Arc::new(Mutex::new(bbr("")));
+        s.switch_to(Box::new(Shared(shared.clone())));
+        (s, shared)
+    }
+
+    #[test]
+    fn take_over_cruises_at_the_inherited_rate_in_probe_bw() {
+        let (s, b) = taken_over(80, RTT_MS);
+        let rate = 80 * s.mss() * 1_000_000 / (RTT_MS * 1000);
+        assert_eq!(s.state.pacing_rate_bytes_per_s, Some(rate));
+        assert_eq!(s.cwnd_segments(), 80.0);
+        let b = b.lock().unwrap();
+        assert_eq!(b.mode, Mode::ProbeBw);
+        assert!(PROBE_BW_CRUISE_PHASES.contains(&b.cycle_index));
+        assert_eq!(PROBE_BW_GAINS[b.cycle_index], 1.0);
+        assert_eq!((b.max_bw(), b.min_rtt_us), (rate, RTT_MS * 1000));
+    }
+
+    #[test]
+    fn take_over_holds_the_window_for_a_round_and_never_bursts() {
+        let link = Link::new(24, 50, BDP); // BDP ≈ 104 segments; the flow inherits 80
+        let (mut s, b) = taken_over(80, RTT_MS);
+        let inherited = s.state.cwnd_bytes;
+        let first = s.round_on_link(&link);
+        assert_eq!(first.sent_bytes, inherited, "the inherited rate for one RTT");
+        assert_eq!(s.state.cwnd_bytes, inherited, "BDP × 2 would double it");
+        s.round_on_link(&link);
+        assert!(s.state.cwnd_bytes > inherited, "the cap ends with the next round");
+        let mut previous = first.sent_bytes;
+        for round in 0..40 {
+            let r = s.round_on_link(&link);
+            let mode = b.lock().unwrap().mode;
+            assert!(matches!(mode, Mode::ProbeBw), "round {round}: {mode:?}");
+            assert!(
+                r.sent_bytes as f64 <= 1.26 * previous as f64 + 2.0 * s.mss() as f64,
+                "round {round}: {} after {previous} bytes: faster than a 1.25 probe",
+                r.sent_bytes
+            );
+            previous = r.sent_bytes;
+        }
+        // It found the spare 30%: the link is full.
+        assert!(previous as f64 >= 0.9 * BDP as f64, "in flight {previous}");
+    }
+
+    #[test]
+    fn take_over_does_not_keep_a_queue_the_predecessor_built() {
+        // 400 segments at 200 ms RTT on a 50 ms path: 2 segments/ms, a 100-segment BDP.
+        let (mut s, _) = taken_over(400, 200);
+        let mss = s.mss();
+        report(&mut s, 400 * mss, 2 * mss * 1000);
+        // cwnd_gain × BDP (rounded up) + three TSO bursts (+ 2 if the report started a probe).
+        let target_segments = 2 * 101 + 3 * 2 + PROBE_EXTRA_SEGMENTS;
+        assert!(
+            s.cwnd_segments() <= target_segments as f64,
+            "{} segments",
+            s.cwnd_segments()
+        );
+    }
+
+    #[test]
+    fn take_over_before_any_rtt_sample_starts_afresh() {
+        let mut s = FakeSender::new(crate::simple("cubic").unwrap(), 10, RTT_MS);
+        let shared = Arc::new(Mutex::new(bbr("")));
+        s.switch_to(Box::new(Shared(shared.clone())));
+        assert_eq!(shared.lock().unwrap().mode, Mode::Startup);
+        assert_eq!(s.state.pacing_rate_bytes_per_s, None);
     }
 
     #[test]

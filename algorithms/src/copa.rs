@@ -29,6 +29,12 @@
 //!   are ignored. A retransmission timeout restarts from the two-segment minimum window in
 //!   slow start.
 //! - Competitive mode (switching δ against buffer-filling flows) is out of scope.
+//!
+//! **Taking over** a running flow (MCC §3.1.1): the inherited window stays, slow start is
+//! over (a fresh Copa would double its window until the first `λ > λt`), the velocity starts
+//! at 1 with no direction history, and the flow paces at window / recent RTT
+//! ([`FlowState::handover_rate_bytes_per_s`]) until the first report, from which Copa's own
+//! pacing (`2·cwnd/RTTstanding`) takes over.
 
 use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param};
 
@@ -159,6 +165,12 @@ impl Algorithm for Copa {
         INFO.name
     }
 
+    fn take_over(&mut self, state: &mut FlowState) {
+        *self = Self::new(self.delta, self.max_velocity);
+        self.slow_start = false;
+        state.pacing_rate_bytes_per_s = state.handover_rate_bytes_per_s();
+    }
+
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
         if m.timeout {
             self.restart(state);
@@ -214,6 +226,18 @@ mod tests {
         let mut s = FakeSender::new(Box::new(copa), init_cwnd, RTT_MS);
         s.ack_segments(0); // RTTmin
         s
+    }
+
+    #[test]
+    fn take_over_paces_at_the_inherited_rate_and_skips_slow_start() {
+        let mut s = sender("reno", 100);
+        s.ack_segments(0);
+        s.switch_to(crate::simple("copa").unwrap());
+        let rate = 100 * s.mss() * 1000 / RTT_MS;
+        assert_eq!(s.state.pacing_rate_bytes_per_s, Some(rate));
+        s.ack_round(); // no queueing delay: a fresh Copa would double
+        assert!((s.cwnd_segments() - 102.0).abs() < 0.1, "v/δ = 2 segments: {}", s.cwnd_segments());
+        assert!(!s.state.in_slow_start());
     }
 
     #[test]

@@ -41,6 +41,14 @@
 //! reports or a datapath fold that measures the train. Without it, exit relies on the queue
 //! growing by `clamp(delay_min/8, 4 ms, 16 ms)` — on paths whose buffer is smaller than that,
 //! slow start ends on loss, as with `hystart_detect = 2` in Linux.
+//!
+//! **Taking over** a running flow (MCC §3.1.1) starts a congestion-avoidance epoch as if the
+//! inherited window were the last maximum and no reduction followed: `W_max = cwnd`, so
+//! `K = 0` and the curve starts at its plateau, growing slowly (convexly) from the window the
+//! flow has — the case RFC 9438 §4.10 gives for leaving slow start without a loss. The epoch
+//! clock starts at the next acknowledgement, the Reno-friendly estimate starts at the window,
+//! and HyStart is off (the flow is past slow start: `ssthresh = cwnd`). `delay_min` restarts;
+//! until it has a sample the curve's one-RTT look-ahead uses the flow's minimum RTT.
 
 use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, Params, WindowEvent};
 
@@ -328,6 +336,12 @@ impl Algorithm for Cubic {
         INFO.name
     }
 
+    fn take_over(&mut self, state: &mut FlowState) {
+        *self = Self::new(self.config);
+        self.w_max_segments = state.cwnd_bytes as f64 / state.mss_bytes as f64;
+        self.hystart.found = true;
+    }
+
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
         self.on_rtt_samples(state, m);
         match state.classify(m) {
@@ -450,6 +464,77 @@ mod tests {
         s.timeout();
         assert_eq!(s.cwnd_segments(), 2.0);
         assert!(s.state.in_slow_start());
+    }
+
+    // --- Taking over a running flow -------------------------------------------------------
+
+    /// A flow that another algorithm ran up to `segments` segments, handed to a fresh CUBIC.
+    fn taken_over_at(segments: u32, rtt_ms: u64) -> FakeSender {
+        let mut s = FakeSender::new(crate::simple("reno").unwrap(), segments, rtt_ms);
+        s.ack_segments(0);
+        s.switch_to(Box::new(Cubic::default()));
+        s
+    }
+
+    #[test]
+    fn take_over_starts_an_epoch_at_the_plateau_of_the_inherited_window() {
+        let rtt_ms = 100;
+        let mut s = taken_over_at(200, rtt_ms);
+        assert_eq!(s.cwnd_segments(), 200.0);
+        assert!(!s.state.in_slow_start());
+        // K = 0 and W_max = 200: W(t) = 200 + C·t³, t counted from the first ACK after the
+        // switch plus the one-RTT look-ahead; the Reno-friendly estimate starts at 200 too
+        // and leads while t³ is small.
+        s.ack_round();
+        let epoch_s = s.now_us as f64 / 1e6;
+        for round in 2..=40 {
+            s.ack_round();
+            let t = s.now_us as f64 / 1e6 - epoch_s + rtt_ms as f64 / 1e3;
+            let cubic = 200.0 + C_SEGMENTS_PER_S3 * t.powi(3);
+            let reno_friendly = 200.0 + ALPHA_AIMD * f64::from(round);
+            let expected = cubic.max(reno_friendly);
+            let got = s.cwnd_segments();
+            assert!(
+                (got - expected).abs() <= 0.02 * expected + 2.0,
+                "t={t:.2}s: cwnd {got:.1} segments, want max({cubic:.1}, {reno_friendly:.1})"
+            );
+        }
+    }
+
+    #[test]
+    fn take_over_does_not_restart_slow_start_or_hystart() {
+        let mut s = taken_over_at(40, 50);
+        s.set_rtt_ms(80); // far above the HyStart threshold: must not matter
+        for _ in 0..5 {
+            s.ack_round();
+            assert!(!s.state.in_slow_start());
+        }
+        // Convex growth from the plateau: a few segments in 5 rounds, not a doubling.
+        assert!((40.0..46.0).contains(&s.cwnd_segments()), "{}", s.cwnd_segments());
+    }
+
+    #[test]
+    fn a_loss_below_the_inherited_window_triggers_fast_convergence() {
+        let mut s = taken_over_at(1000, 100);
+        s.lose(1); // at W = W_max = 1000: no fast convergence
+        assert_eq!(s.state.cwnd_bytes, (1000.0 * s.mss() as f64 * BETA) as u64);
+
+        // Lost at 900 segments, below the inherited maximum: W_max = 900·(1 + β)/2.
+        let mut s = taken_over_at(1000, 100);
+        s.state.cwnd_bytes = 900 * s.mss();
+        s.lose(1);
+        s.ack_segments(1000); // recovery over
+        let plateau = 900.0 * (1.0 + BETA) / 2.0;
+        let k_s = ((plateau - s.cwnd_segments()) / C_SEGMENTS_PER_S3).cbrt();
+        let start = s.now_us;
+        while ((s.now_us - start) as f64) / 1e6 + 0.2 < k_s {
+            s.ack_round();
+        }
+        assert!(
+            (plateau - 8.0..=plateau + 1.0).contains(&s.cwnd_segments()),
+            "plateau at {plateau:.1}, got {:.1}",
+            s.cwnd_segments()
+        );
     }
 
     // --- Parameters -------------------------------------------------------------------

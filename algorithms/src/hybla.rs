@@ -22,6 +22,14 @@
 //! increment once per ACK, so delayed or stretched ACKs slow it down); the initial window is
 //! the datapath's, where `hybla_init` sets it to `ρ` segments; after a timeout Hybla's rules
 //! apply at once, where Linux uses Reno's until the Loss state ends (`hybla_en`).
+//!
+//! **Taking over** a running flow (MCC §3.1.1): the inherited window stays, in congestion
+//! avoidance (`ssthresh = cwnd`), and the growth credit restarts. ρ restarts from the flow's
+//! minimum RTT rather than from its smoothed RTT: the smoothed RTT at the switch carries
+//! whatever queue the previous algorithm built, which would inflate ρ (and ρ² growth) for
+//! the rest of the flow, since ρ only ever follows a new minimum. The minimum RTT is the
+//! propagation delay that ρ is meant to normalise; Linux's smallest smoothed RTT is slightly
+//! above it, so this ρ is, if anything, slightly lower.
 
 use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, Params, WindowEvent};
 
@@ -109,8 +117,12 @@ impl Hybla {
         if state.srtt_us == 0 || (self.min_srtt_us != 0 && state.srtt_us >= self.min_srtt_us) {
             return;
         }
-        self.min_srtt_us = state.srtt_us;
-        self.rho_eighths = (state.srtt_us * RHO_SCALE / self.config.rtt0_us).max(RHO_SCALE);
+        self.set_rho(state.srtt_us);
+    }
+
+    fn set_rho(&mut self, rtt_us: u64) {
+        self.min_srtt_us = rtt_us;
+        self.rho_eighths = (rtt_us * RHO_SCALE / self.config.rtt0_us).max(RHO_SCALE);
     }
 
     /// Segments added per segment acknowledged in slow start: 2^ρ − 1.
@@ -183,6 +195,13 @@ impl Hybla {
 impl Algorithm for Hybla {
     fn name(&self) -> &str {
         INFO.name
+    }
+
+    fn take_over(&mut self, state: &mut FlowState) {
+        *self = Self::new(self.config);
+        if state.min_rtt_us > 0 {
+            self.set_rho(state.min_rtt_us);
+        }
     }
 
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
@@ -260,6 +279,27 @@ mod tests {
         });
         h.update_rho(&state);
         assert_eq!(h.rho(), 4.0, "rtt0 is a parameter");
+    }
+
+    #[test]
+    fn take_over_takes_rho_from_the_min_rtt_and_stays_in_avoidance() {
+        // Reno ran at a 100 ms path with a queue that doubled the RTT.
+        let mut s = sender("reno", 200, 100);
+        s.ack_segments(0);
+        s.lose(1); // avoidance at 100 segments
+        s.set_rtt_ms(200);
+        for _ in 0..20 {
+            s.ack_round();
+        }
+        assert!(s.state.srtt_us > 190_000);
+        let cwnd = s.cwnd_segments();
+        s.switch_to(crate::simple("hybla").unwrap());
+        assert_eq!(s.cwnd_segments(), cwnd);
+        s.ack_round();
+        // ρ = 100/25 = 4 (not 8 from the smoothed RTT): ρ² = 16 segments per RTT, roughly.
+        let growth = s.cwnd_segments() - cwnd;
+        assert!(!s.state.in_slow_start());
+        assert!((14.0..=17.0).contains(&growth), "grew {growth} segments in one RTT");
     }
 
     #[test]

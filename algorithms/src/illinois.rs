@@ -31,6 +31,16 @@
 //! keeping the remainder (Linux, per ACK, drops the remainder when it grows, which matters
 //! little there but would truncate `α` to an integer per report). The arithmetic is in
 //! floating point rather than Linux's fixed point (α in 1/128, β in 1/64).
+//!
+//! **Taking over** a running flow (MCC §3.1.1): the inherited window stays, in congestion
+//! avoidance (`ssthresh = cwnd`). Illinois' delay statistics restart — `max_rtt`, the round's
+//! samples, the quiet-round count and the growth credit — with one exception: `base_rtt`
+//! starts from the flow's minimum RTT, the propagation delay the agent has kept across the
+//! switch. Restarting it too would make Illinois read a queue the previous algorithm built
+//! as zero delay, and grow at α_max into it. With no history of its own, Illinois assumes
+//! the delay has been high: α starts at Reno's 1 and β at β_max (Linux's initial values after
+//! a timeout) and the first round, which closes at the first report, recomputes both; α
+//! returns to α_max only after θ quiet rounds, as after any congested period.
 
 use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, Params, WindowEvent};
 
@@ -299,6 +309,14 @@ impl Algorithm for Illinois {
         INFO.name
     }
 
+    fn take_over(&mut self, state: &mut FlowState) {
+        *self = Self::new(self.config);
+        self.alpha = self.config.alpha_base();
+        self.beta = self.config.beta_base();
+        self.rtt_above = true;
+        self.base_rtt_us = state.min_rtt_us;
+    }
+
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
         self.on_rtt_samples(state, m);
         let cwnd_before = state.cwnd_bytes;
@@ -440,6 +458,54 @@ mod tests {
             flow.state.cwnd_bytes >= 2 * MSS,
             "step {step}: window below 2 segments"
         );
+    }
+
+    /// A flow another algorithm ran to `cwnd_segments` on a path of `base_ms` propagation
+    /// delay, handed to Illinois.
+    fn taken_over(cwnd_segments: u64, base_ms: f64) -> Flow {
+        let mut flow = Flow::new(IllinoisConfig::default(), cwnd_segments);
+        flow.state.observe(&Measurement {
+            rtt_us: (base_ms * 1000.0) as u64,
+            ..Default::default()
+        });
+        flow.state.prepare_handover();
+        flow.alg.take_over(&mut flow.state);
+        flow
+    }
+
+    #[test]
+    fn take_over_measures_an_inherited_queue_against_the_flows_base_rtt() {
+        // The previous algorithm left a standing queue: 50 ms path, 100 ms RTT.
+        let mut flow = taken_over(100, 50.0);
+        assert!(!flow.state.in_slow_start());
+        flow.round(100.0, 100.0);
+        let c = flow.alg.config;
+        assert!(
+            (flow.alg.alpha() - c.alpha_min).abs() < 1e-9,
+            "the queue is the largest delay seen: α = {}",
+            flow.alg.alpha()
+        );
+        assert_eq!(flow.alg.beta(), c.beta_max);
+        let before = flow.cwnd_segments();
+        for _ in 0..5 {
+            flow.round(100.0, 100.0);
+        }
+        assert!(flow.cwnd_segments() - before <= 2.0, "α_min: about 0.3 segments per RTT");
+        flow.lose();
+        assert!((flow.cwnd_segments() - before.round() / 2.0).abs() <= 2.0, "β_max halves");
+    }
+
+    #[test]
+    fn take_over_returns_to_alpha_max_after_theta_quiet_rounds() {
+        let mut flow = taken_over(100, 50.0);
+        let c = flow.alg.config;
+        for round in 1..c.theta_rounds {
+            flow.round(50.0, 50.0);
+            assert_eq!(flow.alg.alpha(), c.alpha_base(), "round {round}: Reno's α");
+            assert_eq!(flow.alg.beta(), c.beta_min, "no queueing delay: β_min");
+        }
+        flow.round(50.0, 50.0);
+        assert_eq!(flow.alg.alpha(), c.alpha_max);
     }
 
     #[test]

@@ -63,6 +63,22 @@ pub trait Algorithm: Send {
     /// samples (see [`FlowState::observe`]); the algorithm updates `state.cwnd_bytes` and,
     /// if it paces, `state.pacing_rate_bytes_per_s`.
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement);
+
+    /// Take over a running flow from another algorithm (MCC §3.1.1). The agent has already
+    /// called [`FlowState::prepare_handover`]: `state.cwnd_bytes` is the window the previous
+    /// algorithm left, slow start will not restart, pacing is unset and the shared RTT and
+    /// rate estimates are kept. The algorithm starts its own observed variables fresh; a
+    /// rate-based one paces at window / recent RTT ([`FlowState::handover_rate_bytes_per_s`]).
+    fn take_over(&mut self, state: &mut FlowState) {
+        let _ = state;
+    }
+
+    /// Called on the outgoing algorithm just before [`FlowState::prepare_handover`]: undo a
+    /// transient reduction of the window that belongs to its own probing (e.g. BBR's ProbeRTT),
+    /// so the successor inherits the window the flow really runs at.
+    fn hand_over(&mut self, state: &mut FlowState) {
+        let _ = state;
+    }
 }
 
 /// A ready-to-run algorithm of either authoring level.

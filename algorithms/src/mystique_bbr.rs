@@ -37,6 +37,15 @@
 //! retransmission timeout holds the window at 4 segments until the next report without one,
 //! which restores it. The algorithm asks for reports every `report_ms` (Mystique's
 //! `setPeriod`) rather than once per RTT.
+//!
+//! **Taking over** a running flow (MCC §3.1.1): this BBR cannot pace, so inheriting the rate
+//! means inheriting it as a window. The model is seeded from the flow — `max_bw` = window /
+//! recent RTT ([`FlowState::handover_rate_bytes_per_s`]), `min_rtt` = the flow's minimum RTT —
+//! and the flow cruises at once (no startup burst), with the first probe `t_step` and the
+//! first recalibration `period` after the switch. The cruise window `gain × max_bw × min_rtt`
+//! is the inherited window less the queue the predecessor kept (`cwnd × min_rtt / srtt`): the
+//! same delivery rate, the standing queue drained. It is never above the inherited window.
+//! Before any RTT sample there is nothing to inherit, and the flow starts afresh in Startup.
 
 use std::f64::consts::LN_2;
 
@@ -301,6 +310,21 @@ impl Algorithm for MystiqueBbr {
         INFO.name
     }
 
+    fn take_over(&mut self, state: &mut FlowState) {
+        *self = Self::new(self.cfg);
+        let Some(rate) = state.handover_rate_bytes_per_s() else {
+            return;
+        };
+        let now = state.now_us;
+        self.max_bw = rate;
+        self.min_rtt_us = state.min_rtt_us;
+        self.period_start_us = now;
+        self.next_probe_us = now + self.cfg.t_step_us;
+        self.phase = Phase::Cruise;
+        let min_cwnd = MIN_CWND_SEGMENTS * state.mss_bytes;
+        state.cwnd_bytes = self.cruise_window(state).min(state.cwnd_bytes).max(min_cwnd);
+    }
+
     fn reporting(&self) -> Reporting {
         Reporting::EveryMicros(self.cfg.report_us)
     }
@@ -352,6 +376,9 @@ mod tests {
         }
         fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
             self.0.lock().unwrap().on_measurement(state, m);
+        }
+        fn take_over(&mut self, state: &mut FlowState) {
+            self.0.lock().unwrap().take_over(state);
         }
     }
 
@@ -407,6 +434,55 @@ mod tests {
 
     fn near(x: u64, target: u64, tolerance: f64) -> bool {
         (x as f64 - target as f64).abs() <= tolerance * target as f64
+    }
+
+    /// Reno ran the flow at `segments` in avoidance at RTT `rtt_ms` on a 50 ms path; then
+    /// this BBR takes over.
+    fn taken_over(segments: u32, rtt_ms: u64) -> (FakeSender, Arc<Mutex<MystiqueBbr>>) {
+        let mut s = FakeSender::new(crate::simple("reno").unwrap(), segments, 50);
+        s.ack_segments(0);
+        s.set_rtt_ms(rtt_ms);
+        for _ in 0..100 {
+            s.ack_segments(0); // the smoothed RTT settles at rtt_ms
+        }
+        s.state.ssthresh_bytes = s.state.cwnd_bytes;
+        let shared = Arc::new(Mutex::new(MystiqueBbr::default()));
+        s.switch_to(Box::new(Shared(shared.clone())));
+        (s, shared)
+    }
+
+    #[test]
+    fn take_over_cruises_at_the_inherited_rate_without_the_queue() {
+        // 100 segments at 75 ms on a 50 ms path: 2/3 of it fills the pipe, 1/3 is queue.
+        let (s, b) = taken_over(100, 75);
+        assert_eq!(phase(&b), Phase::Cruise);
+        assert_eq!(s.state.pacing_rate_bytes_per_s, None, "never paces");
+        let cwnd = s.cwnd_segments();
+        assert!((66.0..=67.0).contains(&cwnd), "cwnd × min_rtt / srtt: {cwnd}");
+        // On a link of that rate: no queue, the same delivery rate.
+        let rate = 100 * s.mss() * 1000 / 75; // bytes/s
+        let link = Link { bandwidth_bytes_per_s: rate, ..Link::new(0, 50, BDP) };
+        let (mut s, _) = taken_over(100, 75);
+        let r = s.round_on_link(&link);
+        assert!(r.queue_bytes < s.mss(), "queue {} bytes", r.queue_bytes);
+        assert!(near(s.delivery_rate_bytes_per_s, rate, 0.02), "{}", s.delivery_rate_bytes_per_s);
+    }
+
+    #[test]
+    fn take_over_probes_after_t_step_not_a_startup() {
+        let (mut s, b) = taken_over(100, 50);
+        let start = s.now_us;
+        let cwnd = s.state.cwnd_bytes;
+        while s.now_us < start + 990_000 {
+            s.advance_ms(10);
+            s.ack_segments(10);
+            assert_eq!(phase(&b), Phase::Cruise);
+            assert_eq!(s.state.cwnd_bytes, cwnd);
+        }
+        s.advance_ms(20);
+        s.ack_segments(10);
+        assert!(matches!(phase(&b), Phase::Probe { .. }));
+        assert!(near(s.state.cwnd_bytes, cwnd * 5 / 4, 0.01));
     }
 
     #[test]

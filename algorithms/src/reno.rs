@@ -5,6 +5,10 @@
 //! window-limited). A loss halves the window once per congestion event (`ssthresh =
 //! max(cwnd/2, 2 MSS)`, `cwnd = ssthresh`); a retransmission timeout sets ssthresh the same
 //! way and restarts from one segment, as `tcp_enter_loss` does.
+//!
+//! Taking over a running flow (MCC §3.1.1): Reno's only variable of its own is the
+//! avoidance credit, which restarts at zero; the inherited window and `ssthresh = cwnd` put
+//! the flow in congestion avoidance at once.
 
 use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, WindowEvent};
 
@@ -66,6 +70,10 @@ impl Algorithm for Reno {
             WindowEvent::Avoidance { acked_bytes } => self.congestion_avoidance(state, acked_bytes),
         }
     }
+
+    fn take_over(&mut self, _state: &mut FlowState) {
+        *self = Self::default();
+    }
 }
 
 #[cfg(test)]
@@ -75,6 +83,24 @@ mod tests {
 
     fn sender(init_cwnd: u32) -> FakeSender {
         FakeSender::new(Box::new(Reno::default()), init_cwnd, 50)
+    }
+
+    #[test]
+    fn take_over_keeps_the_window_in_avoidance_with_a_fresh_credit() {
+        let mut s = sender(10);
+        s.ack_round();
+        s.lose(1);
+        s.ack_round(); // recovery over: 10 segments in avoidance
+        s.ack_segments(9); // credit of 9 segments towards the next one
+        s.state.ssthresh_bytes = u64::MAX; // as if the previous algorithm were in slow start
+        s.state.prepare_handover();
+        s.algorithm.take_over(&mut s.state);
+        assert_eq!(s.cwnd_segments(), 10.0);
+        assert!(!s.state.in_slow_start());
+        s.ack_segments(9);
+        assert_eq!(s.cwnd_segments(), 10.0, "the old credit is gone");
+        s.ack_segments(1);
+        assert_eq!(s.cwnd_segments(), 11.0);
     }
 
     #[test]

@@ -102,6 +102,38 @@ impl FlowState {
         self.last_bytes_in_flight = m.bytes_in_flight;
     }
 
+    /// Hand the flow to another algorithm: it keeps the window, does not restart slow start
+    /// (ssthresh = window) and sets its own pacing, if any. A paced predecessor's window is
+    /// only a cap (BBR keeps two BDPs and paces one per RTT): what it keeps in flight, and so
+    /// the window a successor inherits, is its rate × the recent RTT. A recovery episode in
+    /// progress stays in progress, so a loss already answered is not answered twice.
+    pub fn prepare_handover(&mut self) {
+        if let (Some(rate), Some(rtt_us)) = (self.pacing_rate_bytes_per_s, self.recent_rtt_us()) {
+            let paced_bytes = (u128::from(rate) * u128::from(rtt_us) / 1_000_000) as u64;
+            self.cwnd_bytes = self.cwnd_bytes.min(paced_bytes).max(self.min_cwnd_bytes());
+        }
+        self.ssthresh_bytes = self.cwnd_bytes.max(self.min_cwnd_bytes());
+        self.pacing_rate_bytes_per_s = None;
+    }
+
+    /// The rate a rate-based algorithm inherits: window / recent RTT; `None` before any RTT
+    /// sample.
+    pub fn handover_rate_bytes_per_s(&self) -> Option<u64> {
+        let rtt_us = self.recent_rtt_us()?;
+        Some((u128::from(self.cwnd_bytes) * 1_000_000 / u128::from(rtt_us)) as u64)
+    }
+
+    /// The RTT the current window sees: the smaller of the smoothed and the latest RTT. The
+    /// smoothed RTT moves once per report, so after a loss has drained the queue it remembers
+    /// the queue for several round trips; the latest sample alone may be one delayed ACK.
+    fn recent_rtt_us(&self) -> Option<u64> {
+        match (self.srtt_us, self.latest_rtt_us) {
+            (0, 0) => (self.min_rtt_us > 0).then_some(self.min_rtt_us),
+            (0, rtt) | (rtt, 0) => Some(rtt),
+            (srtt, latest) => Some(srtt.min(latest)),
+        }
+    }
+
     pub fn in_slow_start(&self) -> bool {
         self.cwnd_bytes < self.ssthresh_bytes
     }

@@ -1,7 +1,9 @@
 //! A deterministic fake sender for algorithm tests: it turns "ack n segments", "lose n",
 //! "advance time", "change the RTT" into the [`Measurement`]s the agent would deliver, and
 //! can run whole round trips over a modelled bottleneck [`Link`] (bandwidth, base RTT, a
-//! drop-tail queue) for algorithms that react to delay and delivery rate.
+//! drop-tail queue, optionally random or periodic non-congestive loss) for algorithms that
+//! react to delay and delivery rate. [`FakeSender::switch_to`] hands the flow to another
+//! algorithm mid-flow exactly as the agent does.
 
 use crate::{Algorithm, FlowState, Measurement};
 
@@ -14,6 +16,8 @@ pub struct FakeSender {
     pub now_us: u64,
     /// Delivery rate reported with each ACK, bytes/s.
     pub delivery_rate_bytes_per_s: u64,
+    /// Packets put on links so far: the index of a packet in a link's loss pattern.
+    pub link_packets: u64,
 }
 
 impl FakeSender {
@@ -24,7 +28,18 @@ impl FakeSender {
             rtt_us: rtt_ms * 1000,
             now_us: 0,
             delivery_rate_bytes_per_s: 0,
+            link_packets: 0,
         }
+    }
+
+    /// Hand the flow to `next` mid-flow, as the agent does (MCC §3.1.1): the shared state is
+    /// prepared for a handover, `next` takes it over, and it gets the following reports.
+    /// Returns the algorithm that ran until now.
+    pub fn switch_to(&mut self, mut next: Box<dyn Algorithm>) -> Box<dyn Algorithm> {
+        self.algorithm.hand_over(&mut self.state);
+        self.state.prepare_handover();
+        next.take_over(&mut self.state);
+        std::mem::replace(&mut self.algorithm, next)
     }
 
     pub fn mss(&self) -> u64 {
@@ -80,8 +95,9 @@ impl FakeSender {
 
     /// One round trip over `link`: the sender puts its window (or, if it paces, what its rate
     /// allows in one RTT) on the link; what exceeds the path's BDP queues, adding delay; what
-    /// exceeds the queue is dropped. One report then acknowledges what was delivered, with
-    /// the queueing delay in its RTT, the delivery rate, and the drops as losses.
+    /// exceeds the queue is dropped, and of the rest the link's [`LinkLoss`] pattern loses
+    /// some more. One report then acknowledges what was delivered, with the queueing delay in
+    /// its RTT, the delivery rate, and all losses.
     pub fn round_on_link(&mut self, link: &Link) -> LinkRound {
         let mss = self.mss();
         let bdp = link.bdp_bytes();
@@ -94,8 +110,12 @@ impl FakeSender {
         let dropped = queued.saturating_sub(link.buffer_bytes);
         let queue = queued - dropped;
         let rtt_us = link.base_rtt_us + queue * 1_000_000 / link.bandwidth_bytes_per_s.max(1);
-        let delivered = sent - dropped;
-        let lost_packets = dropped.div_ceil(mss);
+        let carried = sent - dropped;
+        let carried_packets = carried.div_ceil(mss);
+        let random_lost = link.loss.lost_among(self.link_packets, carried_packets);
+        self.link_packets += carried_packets;
+        let delivered = carried.saturating_sub(random_lost * mss);
+        let lost_packets = dropped.div_ceil(mss) + random_lost;
         self.rtt_us = rtt_us;
         self.now_us += rtt_us;
         let delivery_rate = (delivered as u128 * 1_000_000 / rtt_us.max(1) as u128) as u64;
@@ -107,7 +127,7 @@ impl FakeSender {
             ..self.base()
         };
         self.deliver(m);
-        LinkRound { sent_bytes: sent, queue_bytes: queue, lost_packets, rtt_us }
+        LinkRound { sent_bytes: sent, delivered_bytes: delivered, queue_bytes: queue, lost_packets, rtt_us }
     }
 
     /// One report of a retransmission timeout.
@@ -124,6 +144,8 @@ pub struct Link {
     pub base_rtt_us: u64,
     /// Drop-tail queue beyond the path's BDP, bytes.
     pub buffer_bytes: u64,
+    /// Non-congestive loss of packets that got through the queue.
+    pub loss: LinkLoss,
 }
 
 impl Link {
@@ -132,7 +154,12 @@ impl Link {
             bandwidth_bytes_per_s: mbit_per_s * 1_000_000 / 8,
             base_rtt_us: base_rtt_ms * 1000,
             buffer_bytes,
+            loss: LinkLoss::None,
         }
+    }
+
+    pub fn with_loss(self, loss: LinkLoss) -> Self {
+        Self { loss, ..self }
     }
 
     pub fn bdp_bytes(&self) -> u64 {
@@ -144,7 +171,92 @@ impl Link {
 #[derive(Clone, Copy, Debug)]
 pub struct LinkRound {
     pub sent_bytes: u64,
+    /// What reached the receiver: sent less queue overflow and non-congestive losses.
+    pub delivered_bytes: u64,
     pub queue_bytes: u64,
     pub lost_packets: u64,
     pub rtt_us: u64,
+}
+
+/// Non-congestive loss on a [`Link`] (a lossy radio hop, say), decided per packet by the
+/// packet's index among all packets a sender has put on links, so runs are reproducible.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum LinkLoss {
+    #[default]
+    None,
+    /// Packets `n − 1`, `2n − 1`, ... are lost (one in `n`).
+    EveryNth(u64),
+    /// Each packet is lost with probability `per_million / 10⁶`, drawn from `seed`.
+    Random { per_million: u32, seed: u64 },
+}
+
+impl LinkLoss {
+    /// How many of the `count` packets from index `first` on are lost.
+    pub fn lost_among(&self, first: u64, count: u64) -> u64 {
+        (first..first + count).filter(|&index| self.loses(index)).count() as u64
+    }
+
+    fn loses(&self, index: u64) -> bool {
+        match *self {
+            LinkLoss::None => false,
+            LinkLoss::EveryNth(n) => n > 0 && (index + 1).is_multiple_of(n),
+            LinkLoss::Random { per_million, seed } => {
+                splitmix64(seed ^ splitmix64(index)) % 1_000_000 < u64::from(per_million)
+            }
+        }
+    }
+}
+
+/// SplitMix64's output function: a well-mixed 64-bit hash of `x` (a counter-based generator).
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periodic_loss_loses_one_in_n() {
+        let loss = LinkLoss::EveryNth(25);
+        assert_eq!(loss.lost_among(0, 24), 0);
+        assert_eq!(loss.lost_among(0, 25), 1);
+        assert_eq!(loss.lost_among(24, 1), 1);
+        assert_eq!(loss.lost_among(0, 2500), 100);
+        assert_eq!(LinkLoss::None.lost_among(0, 1000), 0);
+    }
+
+    #[test]
+    fn random_loss_has_its_rate_and_is_reproducible() {
+        let loss = LinkLoss::Random { per_million: 40_000, seed: 7 };
+        let lost = loss.lost_among(0, 100_000);
+        assert!((3_700..=4_300).contains(&lost), "4% of 100000 packets: {lost}");
+        assert_eq!(loss.lost_among(0, 100_000), lost, "same seed, same losses");
+        let other = LinkLoss::Random { per_million: 40_000, seed: 8 };
+        let same_pattern = (0..1000).filter(|&i| other.loses(i) == loss.loses(i)).count();
+        assert!(same_pattern < 1000, "another seed draws other losses");
+    }
+
+    #[test]
+    fn a_lossy_link_delivers_less_and_reports_the_losses() {
+        struct Fixed;
+        impl Algorithm for Fixed {
+            fn name(&self) -> &str {
+                "fixed"
+            }
+            fn on_measurement(&mut self, _: &mut FlowState, _: &Measurement) {}
+        }
+        // 12 Mbit/s, 10 ms: a 15 000-byte BDP; a 10-segment window fits without queueing.
+        let link = Link::new(12, 10, 0).with_loss(LinkLoss::EveryNth(4));
+        let mut s = FakeSender::new(Box::new(Fixed), 10, 10);
+        let r = s.round_on_link(&link);
+        assert_eq!((r.sent_bytes, r.lost_packets), (10 * s.mss(), 2));
+        assert_eq!(r.delivered_bytes, 8 * s.mss());
+        let r = s.round_on_link(&link); // packets 10..20: 11, 15, 19 lost
+        assert_eq!(r.lost_packets, 3);
+        assert_eq!(s.link_packets, 20);
+    }
 }

@@ -26,6 +26,12 @@
 //!   acknowledged; smaller periods use Reno's growth, as Linux does.
 //! - `base_rtt` is the all-time minimum (Linux also resets it when the flow restarts after
 //!   idle, which the agent does not see).
+//!
+//! **Taking over** a running flow (MCC §3.1.1): the inherited window stays, in congestion
+//! avoidance (`ssthresh = cwnd`), and Vegas starts a fresh RTT period at the switch, so its
+//! first decision comes one RTT later from samples of that RTT only. `base_rtt` is the flow's
+//! minimum RTT, kept across the switch, so a queue the previous algorithm built counts as
+//! queue and is drained one segment per RTT.
 
 use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, WindowEvent};
 
@@ -173,6 +179,11 @@ impl Algorithm for Vegas {
         INFO.name
     }
 
+    fn take_over(&mut self, state: &mut FlowState) {
+        *self = Self::new(self.alpha, self.beta, self.gamma);
+        self.restart_period(state.now_us);
+    }
+
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
         // Linux runs Vegas only in the Open state: not on a loss, nor while recovering.
         let vegas_on = !m.timeout && m.lost_packets == 0 && !state.in_recovery();
@@ -227,6 +238,27 @@ mod tests {
 
     fn queued_segments(s: &FakeSender, r: &LinkRound) -> f64 {
         r.queue_bytes as f64 / s.mss() as f64
+    }
+
+    #[test]
+    fn take_over_decides_one_rtt_after_the_switch_and_drains_an_inherited_queue() {
+        // Reno left 100 segments and a queue: RTT 60 ms on a 50 ms path, 16.7 segments queued.
+        let mut s = FakeSender::new(crate::simple("reno").unwrap(), 100, RTT_MS);
+        s.ack_segments(0);
+        s.set_rtt_ms(60);
+        s.switch_to(crate::simple("vegas").unwrap());
+        assert!(!s.state.in_slow_start());
+        s.advance_ms(10);
+        s.ack_segments(5);
+        assert_eq!(s.cwnd_segments(), 100.0, "no decision within the first RTT");
+        s.advance_ms(60);
+        s.ack_segments(95);
+        assert_eq!(s.cwnd_segments(), 99.0, "more than β queued: one segment less");
+        for _ in 0..5 {
+            s.ack_round();
+        }
+        assert_eq!(s.cwnd_segments(), 94.0);
+        assert!(!s.state.in_slow_start());
     }
 
     #[test]

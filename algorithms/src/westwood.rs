@@ -30,6 +30,18 @@
 //! slow start sets the window well below the path's BDP (to about a quarter of it on a
 //! 24 Mbit/s, 50 ms, 1-BDP-buffer link); Reno growth then refills the pipe, after which the
 //! estimate is the link rate and losses cut the window to about one BDP.
+//!
+//! **Taking over** a running flow (MCC §3.1.1): the inherited window stays, in congestion
+//! avoidance (`ssthresh = cwnd`), and the avoidance credit and the sampling window restart
+//! (the next report's ACKs are the first sample's). The bandwidth estimate is *seeded*, not
+//! restarted: it matters only at the next loss, and a restarted filter has no sample for at
+//! least max(RTT, 50 ms), so a loss in that time — likely on exactly the lossy paths Westwood
+//! is chosen for — would halve the window as Reno does. Both filter stages start at the rate
+//! the flow delivers at the switch, window / recent RTT, capped by the largest delivery rate
+//! the datapath has measured (the window of a paced predecessor may be well above what it
+//! delivers); the filter's gain of 1/8 then hands over to the flow's own samples within about
+//! a second. `min_rtt` starts from the flow's minimum RTT: measured afresh, it would include
+//! the previous algorithm's standing queue, and the next loss would keep that queue.
 
 use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, WindowEvent};
 
@@ -132,6 +144,19 @@ impl Algorithm for Westwood {
         INFO.name
     }
 
+    fn take_over(&mut self, state: &mut FlowState) {
+        *self = Self::default();
+        self.min_rtt_us = state.min_rtt_us;
+        let Some(rate) = state.handover_rate_bytes_per_s() else {
+            return; // no report yet: nothing to inherit
+        };
+        let delivered = state.max_delivery_rate_bytes_per_s;
+        let seed = if delivered > 0 { rate.min(delivered) } else { rate };
+        self.bw_ns_est = seed as f64;
+        self.bw_est = seed as f64;
+        self.window_start_us = Some(state.now_us);
+    }
+
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
         self.update_min_rtt(m);
         self.sample_bandwidth(state, m);
@@ -197,6 +222,50 @@ mod tests {
             report(&mut w, &mut state, 1_300_000 + i * 100_000, 200_000, 100_000);
         }
         assert!((w.bw_est - 2e6).abs() < 2e6 * 0.001, "converges to the rate");
+    }
+
+    /// Reno ran the flow to 100 segments in avoidance on a 50 ms path, the last `queued_rounds`
+    /// rounds with a queue adding 50 ms; then Westwood takes over.
+    fn taken_over(queued_rounds: usize) -> FakeSender {
+        let mut s = FakeSender::new(crate::simple("reno").unwrap(), 200, RTT_MS);
+        s.ack_segments(0);
+        s.lose(1);
+        s.ack_round();
+        s.ack_round();
+        s.set_rtt_ms(2 * RTT_MS);
+        for _ in 0..queued_rounds {
+            s.ack_round();
+        }
+        s.state.cwnd_bytes = 100 * s.mss();
+        s.switch_to(Box::new(Westwood::default()));
+        s
+    }
+
+    #[test]
+    fn take_over_seeds_the_estimate_so_an_early_loss_keeps_the_pipe_full() {
+        let mut s = taken_over(0); // no queue: RTT = min RTT
+        assert_eq!(s.cwnd_segments(), 100.0);
+        assert!(!s.state.in_slow_start());
+        s.lose(1); // before any sample of Westwood's own
+        assert!(s.cwnd_segments() >= 99.0, "a loss without queue costs nothing: {}", s.cwnd_segments());
+    }
+
+    #[test]
+    fn take_over_seed_leaves_out_the_inherited_queue() {
+        let mut s = taken_over(40); // smoothed RTT now 100 ms on a 50 ms path
+        s.lose(1);
+        // seed = 100 segments / 100 ms; × 50 ms min RTT = 50 segments: the queue goes.
+        assert!((49.0..=51.0).contains(&s.cwnd_segments()), "{}", s.cwnd_segments());
+    }
+
+    #[test]
+    fn take_over_seed_is_capped_by_the_delivery_rate_measured() {
+        let mut s = FakeSender::new(crate::simple("reno").unwrap(), 100, RTT_MS);
+        s.delivery_rate_bytes_per_s = 100 * s.mss() * 1000 / RTT_MS / 4; // a quarter of cwnd/RTT
+        s.ack_segments(0);
+        s.switch_to(Box::new(Westwood::default()));
+        s.lose(1);
+        assert!((24.0..=26.0).contains(&s.cwnd_segments()), "{}", s.cwnd_segments());
     }
 
     #[test]
