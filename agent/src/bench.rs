@@ -4,23 +4,30 @@
 //! without the socket. Used by `ccswitch bench authoring` to compare a Python algorithm with
 //! the same algorithm in Rust.
 //!
+//! With `--policy`, the flow also carries the policy's selector (features updated and rules
+//! evaluated on every report), which measures the selector's cost; its switches happen as they
+//! would in the agent.
+//!
 //! The reports are synthetic and the same for every algorithm (a fixed seed): one RTT of ACKs
 //! each (10–60 segments, RTT 40–60 ms), about one in 100 with a loss of 1–3 packets and one
 //! in 5000 with a timeout.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
 
 use crate::flow::{self, FlowController, ProgramCache};
 use crate::program::SimpleProgram;
+use crate::selector::policy::Policy;
+use crate::selector::Selector;
 
 const MSS_BYTES: u64 = 1448;
 const INIT_CWND_BYTES: u64 = 10 * MSS_BYTES;
 /// Reports run before timing starts (interpreter and caches warm).
 const WARMUP_REPORTS: usize = 2000;
 
-pub fn run(spec: &str, reports: usize) -> Result<()> {
+pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()> {
     let simple = SimpleProgram::compile()?;
     let cache = ProgramCache::default();
     let instance = flow::instantiate(spec)?;
@@ -30,24 +37,27 @@ pub fn run(spec: &str, reports: usize) -> Result<()> {
     if flow.program_uid(&simple) != simple.program.uid {
         bail!("--bench-reports measures simple-API algorithms; {spec} brings its own program");
     }
+    let policy_name = policy.as_ref().map(|p| p.name().to_string());
+    if let Some(p) = policy {
+        flow.set_selector(Selector::new(p));
+    }
     let inputs = synthetic_reports(&simple.program.report_names, WARMUP_REPORTS + reports)?;
     let (warmup, timed) = inputs.split_at(WARMUP_REPORTS);
     for fields in warmup {
-        std::hint::black_box(flow.on_report(fields, &simple)?);
+        std::hint::black_box(flow.on_report(fields, &simple)?.answer);
     }
     let start = Instant::now();
     for fields in timed {
-        std::hint::black_box(flow.on_report(fields, &simple)?);
+        std::hint::black_box(flow.on_report(fields, &simple)?.answer);
     }
     let elapsed = start.elapsed();
-    println!(
-        "{{\"algorithm\":\"{}\",\"name\":\"{}\",\"reports\":{},\"us_per_report\":{:.4},\"final_cwnd_bytes\":{}}}",
-        spec.replace('"', "'"),
-        name.replace('"', "'"),
-        reports,
-        elapsed.as_secs_f64() * 1e6 / reports.max(1) as f64,
-        flow.cwnd_bytes().unwrap_or(0)
-    );
+    let out = serde_json::json!({
+        "algorithm": spec, "name": name, "policy": policy_name, "reports": reports,
+        "us_per_report": elapsed.as_secs_f64() * 1e6 / reports.max(1) as f64,
+        "final_algorithm": flow.name(), "switches": flow.switches,
+        "final_cwnd_bytes": flow.cwnd_bytes().unwrap_or(0),
+    });
+    println!("{out}");
     Ok(())
 }
 

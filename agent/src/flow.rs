@@ -6,11 +6,13 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Result};
 use ccswitch_algorithms::{
-    Algorithm, FlowControl, FlowState, Instance, ProgramAlgorithm, Report, Reporting,
+    Algorithm, FlowControl, FlowState, Instance, Measurement, ProgramAlgorithm, Report, Reporting,
 };
 use ccswitch_ccp::wire;
 
 use crate::program::{cwnd_rate_fields, CompiledProgram, SimpleProgram};
+use crate::selector::features::Features;
+use crate::selector::{DecisionKind, Selector};
 
 /// Instantiate an algorithm from a spec: `NAME[:PARAM=VALUE,...]` from the library, or
 /// `py:MODULE:CLASS` for a Python algorithm.
@@ -68,6 +70,55 @@ pub struct FlowController {
     kind: Kind,
     mss_bytes: u32,
     pub reports: u64,
+    /// Chooses this flow's algorithm when a policy is loaded.
+    selector: Option<Selector>,
+    /// The algorithm an operator pinned this flow to; the selector stays quiet meanwhile.
+    pinned: Option<String>,
+    pub switches: u32,
+    /// The previous algorithm paced and the current one does not: the datapath's rate must
+    /// be cleared with the next update.
+    clear_rate: bool,
+}
+
+/// Why a flow changed algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchKind {
+    /// The selector's first decision, once the feature window filled.
+    Spatial,
+    /// A later decision of the selector, past its hysteresis.
+    Temporal,
+    /// An operator's pin through the control interface.
+    Pinned,
+}
+
+impl SwitchKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SwitchKind::Spatial => "spatial",
+            SwitchKind::Temporal => "temporal",
+            SwitchKind::Pinned => "pinned",
+        }
+    }
+}
+
+/// One change of a flow's algorithm, for the log and the events file.
+#[derive(Clone, Debug)]
+pub struct Switch {
+    pub from: String,
+    pub to: String,
+    pub kind: SwitchKind,
+    pub reason: String,
+    pub features: Option<Features>,
+    pub cwnd_bytes: u64,
+    pub pacing_rate_bytes_per_s: Option<u64>,
+}
+
+/// What one report led to.
+pub struct Reported {
+    pub answer: Answer,
+    /// The report decoded, for simple-API flows.
+    pub measurement: Option<Measurement>,
+    pub switch: Option<Switch>,
 }
 
 impl FlowController {
@@ -79,15 +130,20 @@ impl FlowController {
         simple: &SimpleProgram,
         cache: &ProgramCache,
     ) -> Result<(Self, Answer)> {
+        let blank = |kind| Self {
+            kind,
+            mss_bytes,
+            reports: 0,
+            selector: None,
+            pinned: None,
+            switches: 0,
+            clear_rate: false,
+        };
         match instance {
             Instance::Simple(algorithm) => {
                 let state = FlowState::new(mss_bytes, init_cwnd_bytes);
                 let reporting = algorithm.reporting();
-                let flow = Self {
-                    kind: Kind::Simple { algorithm, state, reporting },
-                    mss_bytes,
-                    reports: 0,
-                };
+                let flow = blank(Kind::Simple { algorithm, state, reporting });
                 let mut updates = flow.window_fields();
                 if reporting != Reporting::PerRtt {
                     updates.extend(simple.reporting_fields(reporting));
@@ -108,10 +164,91 @@ impl FlowController {
                 ctl.changed = true;
                 algorithm.on_create(&mut ctl);
                 let (current, answer) = ctl.answer(&programs)?;
-                let flow = Self { kind: Kind::Full { algorithm, programs, current }, mss_bytes, reports: 0 };
-                Ok((flow, answer))
+                Ok((blank(Kind::Full { algorithm, programs, current }), answer))
             }
         }
+    }
+
+    /// Let `selector` choose this flow's algorithm from now on (simple-API flows only: the
+    /// selector reads the standard program's reports).
+    pub fn set_selector(&mut self, selector: Selector) {
+        if matches!(self.kind, Kind::Simple { .. }) {
+            self.selector = Some(selector);
+        }
+    }
+
+    pub fn selector_mut(&mut self) -> Option<&mut Selector> {
+        self.selector.as_mut()
+    }
+
+    pub fn features(&self) -> Option<Features> {
+        self.selector.as_ref().map(Selector::features)
+    }
+
+    /// Pin the flow to `spec` (switching now if it runs something else), or unpin it with
+    /// `None`, handing it back to the selector.
+    pub fn pin(&mut self, spec: Option<&str>) -> Result<Option<Switch>> {
+        if self.pinned.as_deref() == spec {
+            return Ok(None);
+        }
+        self.pinned = spec.map(str::to_string);
+        let Some(spec) = spec else {
+            // Unpinned: the selector decides afresh, as if its policy had just been loaded.
+            if let Some(sel) = self.selector.as_mut() {
+                sel.set_policy(Arc::clone(sel.policy()));
+            }
+            return Ok(None);
+        };
+        let reason = format!("pinned to {spec} through the control interface");
+        self.switch_to(spec, SwitchKind::Pinned, reason, None)
+    }
+
+    /// Replace the running algorithm by `spec`, migrating the flow's state (MCC §3.1.1): the
+    /// new algorithm inherits the window (a rate-based one paces at window / recent RTT) and
+    /// starts its own variables fresh. The change reaches the datapath in the next answer, one
+    /// UPDATE_FIELDS message, so no ACK is ever handled under half of it. `None` if the flow
+    /// already runs `spec`.
+    pub fn switch_to(
+        &mut self,
+        spec: &str,
+        kind: SwitchKind,
+        reason: String,
+        features: Option<Features>,
+    ) -> Result<Option<Switch>> {
+        let Kind::Simple { algorithm, state, .. } = &mut self.kind else {
+            return Err(anyhow!("{} brings its own datapath program and cannot be switched", self.name()));
+        };
+        let mut next = match instantiate(spec)? {
+            Instance::Simple(a) => a,
+            Instance::Full(a) => {
+                return Err(anyhow!("{} brings its own datapath program; only simple-API algorithms can be switched to", a.name()))
+            }
+        };
+        if next.name() == algorithm.name() && !spec.contains(':') {
+            if let Some(sel) = self.selector.as_mut() {
+                sel.note_switch(spec, state.now_us);
+            }
+            return Ok(None);
+        }
+        let paced = state.pacing_rate_bytes_per_s.is_some();
+        algorithm.hand_over(state);
+        state.prepare_handover();
+        next.take_over(state);
+        self.clear_rate = paced && state.pacing_rate_bytes_per_s.is_none();
+        let from = std::mem::replace(algorithm, next);
+        self.switches += 1;
+        if let Some(sel) = self.selector.as_mut() {
+            sel.note_switch(spec, state.now_us);
+        }
+        Ok(Some(Switch {
+            from: from.name().to_string(),
+            to: algorithm.name().to_string(),
+            kind,
+            reason,
+            features,
+            cwnd_bytes: state.cwnd_bytes,
+            pacing_rate_bytes_per_s: state.pacing_rate_bytes_per_s,
+        }))
     }
 
     pub fn name(&self) -> &str {
@@ -136,35 +273,57 @@ impl FlowController {
         }
     }
 
+    pub fn pacing_rate_bytes_per_s(&self) -> Option<u64> {
+        match &self.kind {
+            Kind::Simple { state, .. } => state.pacing_rate_bytes_per_s,
+            Kind::Full { .. } => None,
+        }
+    }
+
     fn window_fields(&self) -> Vec<wire::UpdateField> {
         match &self.kind {
             Kind::Simple { state, .. } => cwnd_rate_fields(
                 Some(state.cwnd_bytes.min(u64::from(u32::MAX)) as u32),
-                state.pacing_rate_bytes_per_s,
+                // A rate of 0 tells the datapath to stop pacing.
+                state.pacing_rate_bytes_per_s.or(self.clear_rate.then_some(0)),
             ),
             Kind::Full { .. } => Vec::new(),
         }
     }
 
     /// React to a report's fields. Always answers: an answered report is how the datapath
-    /// knows the agent is alive (one unanswered past its timeout means fallback).
-    pub fn on_report(&mut self, fields: &[u64], simple: &SimpleProgram) -> Result<Answer> {
+    /// knows the agent is alive (one unanswered past its timeout means fallback). The running
+    /// algorithm handles the report first; then the selector, if any and unless the flow is
+    /// pinned, may hand the flow to another algorithm, whose window the answer carries.
+    pub fn on_report(&mut self, fields: &[u64], simple: &SimpleProgram) -> Result<Reported> {
         self.reports += 1;
         match &mut self.kind {
-            Kind::Simple { algorithm, state, reporting } => {
+            Kind::Simple { algorithm, state, .. } => {
                 let m = simple
                     .measurement(fields)
                     .ok_or_else(|| anyhow!("report with {} fields, too few", fields.len()))?;
                 state.observe(&m);
                 algorithm.on_measurement(state, &m);
-                let wanted = algorithm.reporting();
-                let changed_reporting = wanted != *reporting;
-                *reporting = wanted;
-                let mut updates = self.window_fields();
-                if changed_reporting {
-                    updates.extend(simple.reporting_fields(wanted));
-                }
-                Ok(Answer::Update(updates))
+                // A pinned flow's selector keeps measuring (its features stay current for the
+                // control interface) but its decisions are not acted on.
+                let decision = self
+                    .selector
+                    .as_mut()
+                    .and_then(|sel| sel.on_report(&m, u64::from(self.mss_bytes)))
+                    .filter(|_| self.pinned.is_none());
+                let switch = match decision {
+                    Some(d) => {
+                        let kind = match d.kind {
+                            DecisionKind::Spatial => SwitchKind::Spatial,
+                            DecisionKind::Temporal => SwitchKind::Temporal,
+                        };
+                        self.switch_to(&d.algorithm, kind, d.reason, Some(d.features))?
+                    }
+                    None => None,
+                };
+                let answer = self.simple_answer(simple);
+                self.clear_rate = false;
+                Ok(Reported { answer, measurement: Some(m), switch })
             }
             Kind::Full { algorithm, programs, current } => {
                 let program = &programs[*current];
@@ -173,9 +332,22 @@ impl FlowController {
                 algorithm.on_report(&mut ctl, &report);
                 let (next, answer) = ctl.answer(programs)?;
                 *current = next;
-                Ok(answer)
+                Ok(Reported { answer, measurement: None, switch: None })
             }
         }
+    }
+
+    /// The window, the rate and, if the algorithm now wants another, the reporting mode.
+    fn simple_answer(&mut self, simple: &SimpleProgram) -> Answer {
+        let mut updates = self.window_fields();
+        if let Kind::Simple { algorithm, reporting, .. } = &mut self.kind {
+            let wanted = algorithm.reporting();
+            if wanted != *reporting {
+                *reporting = wanted;
+                updates.extend(simple.reporting_fields(wanted));
+            }
+        }
+        Answer::Update(updates)
     }
 }
 
@@ -255,5 +427,143 @@ impl FlowControl for Control<'_> {
     fn set_control(&mut self, name: &str, value: u64) {
         self.controls.retain(|(n, _)| n != name);
         self.controls.push((name.to_string(), value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::{CWND_REG_INDEX, RATE_REG_INDEX};
+    use crate::selector::policy::Policy;
+
+    const MSS: u32 = 1448;
+
+    struct Fixture {
+        simple: SimpleProgram,
+        cache: ProgramCache,
+        now_us: u64,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            Self { simple: SimpleProgram::compile().unwrap(), cache: ProgramCache::default(), now_us: 0 }
+        }
+
+        fn flow(&self, spec: &str) -> FlowController {
+            let (flow, _) =
+                FlowController::new(instantiate(spec).unwrap(), MSS, 10 * MSS, &self.simple, &self.cache).unwrap();
+            flow
+        }
+
+        /// One report of the standard program: an RTT of ACKs, `lost` packets lost.
+        fn report(&mut self, flow: &mut FlowController, acked_segments: u64, rtt_ms: u64, lost: u64) -> Reported {
+            self.now_us += rtt_ms * 1000;
+            let names = &self.simple.program.report_names;
+            let mut fields = vec![0u64; names.len()];
+            let mut set = |name: &str, v: u64| fields[names.iter().position(|n| n == name).unwrap()] = v;
+            set("acked", acked_segments * u64::from(MSS));
+            set("lost", lost);
+            set("rtt", rtt_ms * 1000);
+            set("minrtt", rtt_ms * 1000);
+            set("inflight", acked_segments * u64::from(MSS));
+            set("rate", acked_segments * u64::from(MSS) * 1000 / rtt_ms);
+            set("now", self.now_us);
+            flow.on_report(&fields, &self.simple).unwrap()
+        }
+    }
+
+    fn field(answer: &Answer, reg_index: u32) -> Option<u64> {
+        let Answer::Update(updates) = answer else { panic!("a switch must not change the program: {answer:?}") };
+        updates.iter().find(|u| u.reg_index == reg_index).map(|u| u.value)
+    }
+
+    #[test]
+    fn a_switch_keeps_the_window_and_clears_the_pacing_of_a_rate_based_predecessor() {
+        let mut fx = Fixture::new();
+        let mut flow = fx.flow("bbr");
+        for _ in 0..40 {
+            fx.report(&mut flow, 30, 50, 0);
+        }
+        assert!(flow.pacing_rate_bytes_per_s().is_some(), "bbr paces");
+        // BBR's window is a cap; what it keeps in flight is its rate × the RTT (50 ms here).
+        let paced = flow.pacing_rate_bytes_per_s().unwrap() * 50 / 1000;
+        let before = flow.cwnd_bytes().unwrap().min(paced);
+        let s = flow.switch_to("cubic", SwitchKind::Pinned, "test".into(), None).unwrap().unwrap();
+        assert_eq!((s.from.as_str(), s.to.as_str()), ("bbr", "cubic"));
+        assert!(s.cwnd_bytes.abs_diff(before) <= 1, "inherits {} of {before}", s.cwnd_bytes);
+        let r = fx.report(&mut flow, 30, 50, 0);
+        let cwnd = field(&r.answer, CWND_REG_INDEX).unwrap();
+        assert!(cwnd >= before && cwnd <= before + 2 * u64::from(MSS), "window inherited: {before} -> {cwnd}");
+        assert_eq!(field(&r.answer, RATE_REG_INDEX), Some(0), "the datapath stops pacing in the same update");
+        let r = fx.report(&mut flow, 30, 50, 0);
+        assert_eq!(field(&r.answer, RATE_REG_INDEX), None, "cleared once");
+    }
+
+    #[test]
+    fn a_rate_based_newcomer_paces_at_window_over_rtt() {
+        let mut fx = Fixture::new();
+        let mut flow = fx.flow("cubic");
+        for _ in 0..20 {
+            fx.report(&mut flow, 20, 40, 0);
+        }
+        let cwnd = flow.cwnd_bytes().unwrap();
+        let s = flow.switch_to("bbr", SwitchKind::Pinned, "test".into(), None).unwrap().unwrap();
+        let expected = cwnd as f64 * 1e6 / 40_000.0;
+        let rate = s.pacing_rate_bytes_per_s.expect("bbr paces from the switch on") as f64;
+        assert!((rate / expected - 1.0).abs() < 0.01, "rate {rate} vs window/RTT {expected}");
+        assert_eq!(flow.switches, 1);
+        assert!(flow.switch_to("bbr", SwitchKind::Pinned, "again".into(), None).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_selector_switches_once_its_rule_matches_and_says_why() {
+        let mut fx = Fixture::new();
+        let policy = Policy::parse(
+            "name = \"t\"\ninitial = \"cubic\"\n[window]\nkind = \"sliding\"\nsamples = 2\n\
+             [decide]\nspatial = true\ntemporal = true\n[hysteresis]\nmin_dwell_ms = 0\nagreeing = 1\n\
+             [[rule]]\nwhen = \"elapsed_s < 1\"\nuse = \"cubic\"\n[[rule]]\nuse = \"westwood\"\n",
+            "test",
+        )
+        .unwrap();
+        let mut flow = fx.flow("cubic");
+        flow.set_selector(Selector::new(Arc::new(policy)));
+        let mut switches = Vec::new();
+        for _ in 0..40 {
+            let r = fx.report(&mut flow, 20, 50, 0);
+            switches.extend(r.switch);
+        }
+        assert_eq!(switches.len(), 1, "{switches:?}");
+        let s = &switches[0];
+        assert_eq!((s.from.as_str(), s.to.as_str()), ("cubic", "westwood"));
+        assert!(s.reason.contains("rule 2"), "{}", s.reason);
+        assert!(s.features.unwrap().elapsed_s >= 1.0);
+        assert_eq!(flow.name(), "westwood");
+    }
+
+    #[test]
+    fn a_pinned_flow_ignores_the_selector_until_unpinned() {
+        let mut fx = Fixture::new();
+        let mut flow = fx.flow("cubic");
+        flow.set_selector(Selector::new(Arc::new(Policy::load("mystique").unwrap())));
+        let s = flow.pin(Some("vegas")).unwrap().unwrap();
+        assert_eq!((s.to.as_str(), s.kind), ("vegas", SwitchKind::Pinned));
+        for _ in 0..60 {
+            assert!(fx.report(&mut flow, 20, 80, 0).switch.is_none(), "pinned flows stay put");
+        }
+        assert!(flow.features().unwrap().samples > 0, "features still measured while pinned");
+        assert!(flow.pin(None).unwrap().is_none());
+        let decided: Vec<_> = (0..60).filter_map(|_| fx.report(&mut flow, 20, 80, 0).switch).collect();
+        assert_eq!(decided.first().map(|s| s.to.as_str()), Some("hybla"), "no loss: mystique picks hybla");
+    }
+
+    #[test]
+    fn algorithms_with_their_own_program_cannot_be_switched_to_or_from() {
+        let fx = Fixture::new();
+        let mut flow = fx.flow("cubic");
+        let e = flow.switch_to("reno-datapath", SwitchKind::Pinned, String::new(), None).unwrap_err();
+        assert!(e.to_string().contains("own datapath program"), "{e}");
+        let mut full = fx.flow("reno-datapath");
+        assert!(full.switch_to("cubic", SwitchKind::Pinned, String::new(), None).is_err());
+        assert!(flow.switch_to("nonesuch", SwitchKind::Pinned, String::new(), None).is_err());
     }
 }

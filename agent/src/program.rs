@@ -22,8 +22,8 @@ const NO_RTT_SAMPLE_US: u64 = (1 << 31) - 1;
 /// Register type of the implicit registers and the indices of `Cwnd` and `Rate` among them,
 /// as portus's compiler numbers them.
 const IMPLICIT_REG_TYPE: u8 = 2;
-const CWND_REG_INDEX: u32 = 4;
-const RATE_REG_INDEX: u32 = 5;
+pub(crate) const CWND_REG_INDEX: u32 = 4;
+pub(crate) const RATE_REG_INDEX: u32 = 5;
 /// Register types of control registers (libccp's NONVOLATILE/VOLATILE_CONTROL_REG).
 const NONVOLATILE_CONTROL_REG_TYPE: u8 = 0;
 const VOLATILE_CONTROL_REG_TYPE: u8 = 8;

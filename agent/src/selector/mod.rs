@@ -1,0 +1,433 @@
+//! The selector: picks each flow's algorithm from its measurements, by a [`Policy`].
+//!
+//! One [`Selector`] per flow. It feeds every report to a [`FeatureTracker`] over the policy's
+//! window and, once the window holds the policy's `min_samples`, asks the policy's rules:
+//!
+//! - **Spatial** decision (Mystique's per-flow choice at flow start): the first time there are
+//!   enough samples, decide once; a decision for another algorithm than the flow's is acted on
+//!   at once, without hysteresis.
+//! - **Temporal** decisions (the path changed): on every later report, decide again; switch
+//!   only when the same other algorithm was chosen `agreeing` times in a row and the flow has
+//!   been on its algorithm for `min_dwell` (datapath clock; since the flow's first report if it
+//!   never switched). A policy without temporal decisions never switches a flow twice.
+//!
+//! The selector does not assume its decisions are carried out: the flow controller reports
+//! every switch it makes, whatever its cause (a decision, a pin), with
+//! [`Selector::note_switch`], and the selector compares its decisions with that. A decision
+//! that is not acted on (a pinned flow) is made again later: a temporal one after another
+//! `agreeing` reports. A flow that starts on another algorithm than the policy's initial one
+//! says so with `note_switch(spec, 0)`.
+//!
+//! Cost per report: O(1) to absorb it; with temporal decisions, O(window + rules) to decide.
+//! Nothing is allocated unless a decision is returned.
+
+pub mod features;
+pub mod policy;
+
+use std::sync::Arc;
+
+use ccswitch_algorithms::Measurement;
+use serde::Serialize;
+
+use self::features::{FeatureTracker, Features};
+use self::policy::Policy;
+
+/// Which kind of decision asks for a switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionKind {
+    /// The first decision of the policy for this flow (at flow start, or after a new policy
+    /// was loaded).
+    Spatial,
+    /// A later decision, past the policy's hysteresis.
+    Temporal,
+}
+
+impl DecisionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Spatial => "spatial",
+            DecisionKind::Temporal => "temporal",
+        }
+    }
+}
+
+/// The flow should switch to `algorithm` now.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Decision {
+    /// Algorithm spec, as the policy names it.
+    pub algorithm: String,
+    pub kind: DecisionKind,
+    /// The rule that decided, with its text (`rule 2: min_rtt_ms < ...`).
+    pub reason: String,
+    /// The features the rule saw.
+    pub features: Features,
+}
+
+/// Consecutive decisions for the same algorithm other than the flow's.
+#[derive(Clone, Copy, Debug)]
+struct Streak {
+    /// Position in the policy's algorithms.
+    algorithm: usize,
+    count: u32,
+}
+
+/// Chooses one flow's algorithm.
+#[derive(Clone, Debug)]
+pub struct Selector {
+    policy: Arc<Policy>,
+    tracker: FeatureTracker,
+    /// The algorithm spec the flow runs, as last told (initially the policy's initial one).
+    current: String,
+    first_report_us: Option<u64>,
+    last_switch_us: u64,
+    /// Whether the policy has made its first decision for this flow.
+    decided: bool,
+    streak: Option<Streak>,
+}
+
+impl Selector {
+    pub fn new(policy: Arc<Policy>) -> Self {
+        Self {
+            tracker: FeatureTracker::new(policy.window()),
+            current: policy.initial().to_string(),
+            policy,
+            first_report_us: None,
+            last_switch_us: 0,
+            decided: false,
+            streak: None,
+        }
+    }
+
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    /// The algorithm the flow runs before the first decision.
+    pub fn initial_algorithm(&self) -> &str {
+        self.policy.initial()
+    }
+
+    /// The algorithm the selector believes the flow runs.
+    pub fn current_algorithm(&self) -> &str {
+        &self.current
+    }
+
+    /// Whether the current policy has made its first decision for this flow.
+    pub fn decided(&self) -> bool {
+        self.decided
+    }
+
+    pub fn features(&self) -> Features {
+        self.tracker.features()
+    }
+
+    /// Absorb one report; `Some` when the flow should switch now. The caller confirms the
+    /// switch with [`note_switch`](Self::note_switch).
+    pub fn on_report(&mut self, m: &Measurement, mss_bytes: u64) -> Option<Decision> {
+        self.tracker.observe(m, mss_bytes);
+        self.first_report_us.get_or_insert(m.now_us);
+        if self.tracker.samples() < self.policy.min_samples() {
+            return None;
+        }
+        if !self.decided {
+            self.decided = true;
+            if self.policy.spatial() {
+                return self.spatial();
+            }
+        }
+        if !self.policy.temporal() {
+            return None;
+        }
+        self.temporal(m.now_us)
+    }
+
+    fn spatial(&self) -> Option<Decision> {
+        let features = self.tracker.features();
+        let choice = self.policy.choose(&features);
+        let algorithm = &self.policy.algorithms()[choice.algorithm];
+        (*algorithm != self.current).then(|| Decision {
+            algorithm: algorithm.clone(),
+            kind: DecisionKind::Spatial,
+            reason: self.policy.reason(choice),
+            features,
+        })
+    }
+
+    fn temporal(&mut self, now_us: u64) -> Option<Decision> {
+        let features = self.tracker.features();
+        let choice = self.policy.choose(&features);
+        let algorithm = &self.policy.algorithms()[choice.algorithm];
+        if *algorithm == self.current {
+            self.streak = None;
+            return None;
+        }
+        let count = match self.streak {
+            Some(s) if s.algorithm == choice.algorithm => s.count + 1,
+            _ => 1,
+        };
+        self.streak = Some(Streak { algorithm: choice.algorithm, count });
+        let hysteresis = self.policy.hysteresis();
+        if count < hysteresis.agreeing || !self.dwelt(now_us, hysteresis.min_dwell_us) {
+            return None;
+        }
+        self.streak = None;
+        Some(Decision {
+            algorithm: algorithm.clone(),
+            kind: DecisionKind::Temporal,
+            reason: self.policy.reason(choice),
+            features,
+        })
+    }
+
+    /// Whether the flow has been on its algorithm for `min_dwell_us`.
+    fn dwelt(&self, now_us: u64, min_dwell_us: u64) -> bool {
+        let since = self.last_switch_us.max(self.first_report_us.unwrap_or(0));
+        now_us.saturating_sub(since) >= min_dwell_us
+    }
+
+    /// The flow now runs `algorithm` (spec), since `now_us` (datapath clock): after a switch
+    /// the selector asked for, a pin, or any other change.
+    pub fn note_switch(&mut self, algorithm: &str, now_us: u64) {
+        self.current.clear();
+        self.current.push_str(algorithm);
+        self.last_switch_us = now_us;
+        self.streak = None;
+    }
+
+    /// Follow another policy from now on. Its first decision comes as a spatial one (if it
+    /// decides spatially) as soon as the window has its samples. The samples gathered so far
+    /// are kept if the new policy's window has the same shape; otherwise the window restarts.
+    pub fn set_policy(&mut self, policy: Arc<Policy>) {
+        if policy.window() != self.tracker.window() {
+            self.tracker.restart_window(policy.window());
+        }
+        self.policy = policy;
+        self.decided = false;
+        self.streak = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::features::FeatureWindow;
+
+    const MSS: u64 = 1_000;
+    const MS: u64 = 1_000;
+
+    /// Every report is one RTT sample; the window's last sample decides: below 50 ms cubic,
+    /// else bbr.
+    fn policy(temporal: bool, dwell_ms: u64, agreeing: u32) -> Arc<Policy> {
+        let text = format!(
+            r#"
+            name = "test"
+            initial = "reno"
+            default = "bbr"
+            [window]
+            kind = "sliding"
+            samples = 1
+            [decide]
+            spatial = true
+            temporal = {temporal}
+            [hysteresis]
+            min_dwell_ms = {dwell_ms}
+            agreeing = {agreeing}
+            [[rule]]
+            when = "mean_rtt_ms < 50"
+            use = "cubic"
+            "#
+        );
+        Arc::new(Policy::parse(&text, "test").unwrap())
+    }
+
+    fn report(now_ms: u64, rtt_ms: u64) -> Measurement {
+        Measurement { now_us: now_ms * MS, rtt_us: rtt_ms * MS, acked_bytes: 10 * MSS, ..Measurement::default() }
+    }
+
+    /// Feed `rtts_ms` one report every 100 ms from `start_ms`, carrying out every decision;
+    /// returns the switches as (time ms, algorithm, kind).
+    fn drive(sel: &mut Selector, start_ms: u64, rtts_ms: &[u64]) -> Vec<(u64, String, DecisionKind)> {
+        let mut switches = Vec::new();
+        for (i, &rtt) in rtts_ms.iter().enumerate() {
+            let now = start_ms + 100 * i as u64;
+            if let Some(d) = sel.on_report(&report(now, rtt), MSS) {
+                sel.note_switch(&d.algorithm, now * MS);
+                switches.push((now, d.algorithm, d.kind));
+            }
+        }
+        switches
+    }
+
+    fn at(now_ms: u64, algorithm: &str, kind: DecisionKind) -> (u64, String, DecisionKind) {
+        (now_ms, algorithm.to_string(), kind)
+    }
+
+    #[test]
+    fn no_decision_until_the_window_has_its_samples() {
+        let text = r#"
+            name = "n"
+            initial = "reno"
+            default = "bbr"
+            [window]
+            kind = "first"
+            samples = 3
+        "#;
+        let p = Arc::new(Policy::parse(&format!("{text}\n[[rule]]\nwhen = \"mean_rtt_ms < 50\"\nuse = \"cubic\"\n"), "n").unwrap());
+        let mut sel = Selector::new(p);
+        assert_eq!(sel.initial_algorithm(), "reno");
+        assert_eq!(sel.on_report(&report(0, 10), MSS), None);
+        assert_eq!(sel.on_report(&report(1, 10), MSS), None);
+        // A report without an RTT sample does not fill the window.
+        assert_eq!(sel.on_report(&Measurement { now_us: 2 * MS, ..Default::default() }, MSS), None);
+        let d = sel.on_report(&report(3, 10), MSS).expect("the third sample decides");
+        assert_eq!((d.algorithm.as_str(), d.kind), ("cubic", DecisionKind::Spatial));
+        assert_eq!(d.reason, "rule 1: mean_rtt_ms < 50");
+        assert_eq!(d.features.samples, 3);
+    }
+
+    #[test]
+    fn the_spatial_decision_is_immediate_and_skips_a_decision_for_the_current_algorithm() {
+        let mut sel = Selector::new(policy(false, 1_000_000, 1_000));
+        assert_eq!(drive(&mut sel, 0, &[10]), [at(0, "cubic", DecisionKind::Spatial)]);
+        let mut sel = Selector::new(policy(false, 0, 1));
+        sel.note_switch("bbr", 0);
+        assert!(drive(&mut sel, 0, &[100]).is_empty());
+        assert!(sel.decided());
+    }
+
+    #[test]
+    fn spatial_only_policies_never_switch_again() {
+        let mut sel = Selector::new(policy(false, 0, 1));
+        let switches = drive(&mut sel, 0, &[10, 100, 100, 100, 100, 10, 100, 100]);
+        assert_eq!(switches, [at(0, "cubic", DecisionKind::Spatial)]);
+        assert_eq!(sel.current_algorithm(), "cubic");
+    }
+
+    #[test]
+    fn mcc_wifi_moves_a_jittery_flow_to_westwood_and_leaves_a_steady_one() {
+        let p = Arc::new(Policy::builtin("mcc-wifi").unwrap());
+        let n = match p.window() {
+            FeatureWindow::FirstSamples(n) => n,
+            w => panic!("mcc-wifi should look at the first samples, has {w:?}"),
+        };
+        // Jitter: samples over [20, 60] ms, cov about 0.35, range about 1.
+        let jitter: Vec<u64> = (0..n as u64).map(|i| 20 + (i * 37) % 41).collect();
+        let mut sel = Selector::new(Arc::clone(&p));
+        let switches = drive(&mut sel, 0, &jitter);
+        assert_eq!(switches.len(), 1, "{switches:?}");
+        assert_eq!((switches[0].1.as_str(), switches[0].2), ("westwood", DecisionKind::Spatial));
+        // Later steadiness changes nothing: the decision is made once.
+        assert!(drive(&mut sel, 10_000, &[30; 40]).is_empty());
+        // Steady with a slow rise (the flow's own queue): 30 to 40 ms.
+        let steady: Vec<u64> = (0..n as u64).map(|i| 30 + i / 2).collect();
+        let mut sel = Selector::new(p);
+        assert!(drive(&mut sel, 0, &steady).is_empty(), "{:?}", sel.features());
+        assert_eq!(sel.current_algorithm(), "bbr");
+    }
+
+    #[test]
+    fn temporal_decisions_need_agreeing_decisions_in_a_row() {
+        let mut sel = Selector::new(policy(true, 0, 3));
+        let switches = drive(&mut sel, 0, &[10, 100, 100, 10, 100, 100, 100, 100]);
+        // Spatial at 0 ms; the first run of two 100 ms samples is too short; the second run
+        // switches at its third sample.
+        assert_eq!(switches, [at(0, "cubic", DecisionKind::Spatial), at(600, "bbr", DecisionKind::Temporal)]);
+    }
+
+    #[test]
+    fn an_alternating_series_does_not_flap() {
+        let mut sel = Selector::new(policy(true, 0, 2));
+        let series: Vec<u64> = (0..50).map(|i| if i % 2 == 0 { 10 } else { 100 }).collect();
+        let switches = drive(&mut sel, 0, &series);
+        assert_eq!(switches, [at(0, "cubic", DecisionKind::Spatial)]);
+    }
+
+    #[test]
+    fn the_dwell_time_is_respected() {
+        let mut sel = Selector::new(policy(true, 1_000, 1));
+        // Spatial switch to cubic at 0 ms; bbr is asked for from 100 ms on, allowed at 1 000 ms;
+        // then cubic again from 1 100 ms, allowed at 2 000 ms.
+        let series: Vec<u64> = [10].into_iter().chain([100; 10]).chain([10; 12]).collect();
+        let switches = drive(&mut sel, 0, &series);
+        assert_eq!(
+            switches,
+            [
+                at(0, "cubic", DecisionKind::Spatial),
+                at(1_000, "bbr", DecisionKind::Temporal),
+                at(2_000, "cubic", DecisionKind::Temporal)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_dwell_counts_from_the_first_report_without_a_switch() {
+        let mut sel = Selector::new(policy(true, 1_000, 1));
+        sel.note_switch("cubic", 0);
+        // The clock starts at 5 s: the flow has been on cubic since its first report.
+        let switches = drive(&mut sel, 5_000, &[10, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100]);
+        assert_eq!(switches, [at(6_000, "bbr", DecisionKind::Temporal)]);
+    }
+
+    #[test]
+    fn a_decision_not_acted_on_comes_again() {
+        let mut sel = Selector::new(policy(true, 0, 2));
+        sel.note_switch("westwood", 0); // pinned, say
+        let mut kinds = Vec::new();
+        for i in 0..5 {
+            if let Some(d) = sel.on_report(&report(i * 100, 100), MSS) {
+                kinds.push((i, d.kind));
+            }
+        }
+        // Spatial at once, then every 2 agreeing reports.
+        assert_eq!(kinds, [(0, DecisionKind::Spatial), (2, DecisionKind::Temporal), (4, DecisionKind::Temporal)]);
+    }
+
+    #[test]
+    fn mystique_switches_with_its_hysteresis() {
+        let p = Arc::new(Policy::builtin("mystique").unwrap());
+        let h = p.hysteresis();
+        let mut sel = Selector::new(Arc::clone(&p));
+        let mut switches = Vec::new();
+        let mut now_us = 0;
+        let mut step = |sel: &mut Selector, lost: u64, switches: &mut Vec<(u64, String)>| {
+            now_us += 20 * MS;
+            let m = Measurement { now_us, rtt_us: 20 * MS, acked_bytes: 20 * MSS, lost_packets: lost, ..Default::default() };
+            if let Some(d) = sel.on_report(&m, MSS) {
+                sel.note_switch(&d.algorithm, now_us);
+                switches.push((now_us, d.algorithm));
+            }
+        };
+        // Clean path: hybla after min_samples reports.
+        for _ in 0..p.min_samples() {
+            step(&mut sel, 0, &mut switches);
+        }
+        assert_eq!(switches, [(p.min_samples() as u64 * 20 * MS, "hybla".to_string())]);
+        // One loss per report from now: illinois, but not before the dwell time is over.
+        let hybla_at = switches[0].0;
+        while switches.len() < 2 {
+            step(&mut sel, 1, &mut switches);
+        }
+        assert_eq!(switches[1].1, "illinois");
+        assert!(switches[1].0 >= hybla_at + h.min_dwell_us, "{switches:?}");
+        assert!(switches[1].0 < hybla_at + h.min_dwell_us + 20 * MS * u64::from(h.agreeing), "{switches:?}");
+    }
+
+    #[test]
+    fn a_new_policy_decides_afresh() {
+        let mut sel = Selector::new(policy(false, 0, 1));
+        assert_eq!(drive(&mut sel, 0, &[10, 100]).len(), 1);
+        // Same window: the samples stay and the next report decides under the new policy.
+        sel.set_policy(policy(false, 0, 1));
+        assert!(!sel.decided());
+        assert_eq!(drive(&mut sel, 1_000, &[100]), [at(1_000, "bbr", DecisionKind::Spatial)]);
+        // Another window: it restarts, so the mystique policy waits for its own samples.
+        let mystique = Arc::new(Policy::builtin("mystique").unwrap());
+        let min = mystique.min_samples();
+        sel.set_policy(mystique);
+        assert_eq!(sel.features().samples, 0);
+        assert!(sel.features().bytes > 0.0, "whole-flow totals survive");
+        let switches = drive(&mut sel, 2_000, &vec![30; min]);
+        assert_eq!(switches, [at(2_000 + 100 * (min as u64 - 1), "hybla", DecisionKind::Spatial)]);
+    }
+}

@@ -1,0 +1,1026 @@
+//! Selection policies: ordered rules over a flow's [`Features`] that name the algorithm the
+//! flow should run, read from TOML files.
+//!
+//! ```toml
+//! name = "mystique"
+//! description = "..."
+//! initial = "cubic"         # what a flow runs before the first decision
+//! default = "bbr"           # when no rule matches (optional if the last rule has no `when`)
+//!
+//! [window]                  # which RTT samples the features cover
+//! kind = "sliding"          # "first": the flow's first N samples; "sliding": the last N
+//! samples = 30
+//!
+//! [decide]
+//! spatial = true            # decide once, at once, when the flow has `min_samples` (default true)
+//! temporal = true           # decide again on every later report (default false)
+//! min_samples = 8           # samples before the first decision (default: window.samples)
+//!
+//! [hysteresis]              # temporal decisions only (required with temporal = true)
+//! min_dwell_ms = 3000       # at least this long on an algorithm (datapath clock)
+//! agreeing = 3              # this many equal decisions in a row before switching
+//!
+//! [params]                  # named numbers for the rules, overridable from the spec
+//! rtt_threshold_ms = 50
+//!
+//! [[rule]]
+//! when = "min_rtt_ms < rtt_threshold_ms and loss_rate > 0"
+//! use = "illinois"          # any simple-API algorithm spec, e.g. "cubic:beta=0.8", or py:...
+//! ```
+//!
+//! A `when` is comparisons `OPERAND OP OPERAND` (OP one of `< <= > >= == !=`; an operand is a
+//! feature, a param or a number; at least one side a feature) joined by `and` and `or`, `and`
+//! binding tighter; no parentheses. A rule without `when` always matches. Rules are tried in
+//! order; the first that matches decides.
+//!
+//! Everything is checked at load time (unknown keys, names, numbers and algorithms; rules that
+//! can never be reached), and every error names the file and the rule. Conditions are resolved
+//! to feature and param positions then, so a decision reads numbers and allocates nothing.
+//!
+//! A policy spec ([`Policy::load`]) is a built-in name or a file path (it contains '/' or ends
+//! in `.toml`), optionally followed by `:KEY=VALUE,...`. A key is a param of `[params]` or one
+//! of [`Policy::SETTINGS`] (e.g. `window.samples=30`, `decide.temporal=false`, `default=cubic`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use anyhow::{anyhow, bail, Context, Result};
+use ccswitch_algorithms::Instance;
+use serde::Deserialize;
+
+use super::features::{FeatureWindow, Features};
+
+/// More samples than this would make every report's O(window) work noticeable.
+pub const MAX_WINDOW_SAMPLES: usize = 10_000;
+
+const MYSTIQUE: &str = include_str!("../../policies/mystique.toml");
+const MCC_WIFI: &str = include_str!("../../policies/mcc-wifi.toml");
+
+// ---- The file as written -------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    initial: String,
+    default: Option<String>,
+    window: WindowFile,
+    #[serde(default)]
+    decide: DecideFile,
+    hysteresis: Option<HysteresisFile>,
+    #[serde(default)]
+    params: BTreeMap<String, f64>,
+    #[serde(default)]
+    rule: Vec<RuleFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WindowFile {
+    kind: WindowKind,
+    samples: usize,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum WindowKind {
+    First,
+    Sliding,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecideFile {
+    #[serde(default = "yes")]
+    spatial: bool,
+    #[serde(default)]
+    temporal: bool,
+    min_samples: Option<usize>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for DecideFile {
+    fn default() -> Self {
+        Self { spatial: true, temporal: false, min_samples: None }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HysteresisFile {
+    min_dwell_ms: u64,
+    agreeing: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    when: Option<String>,
+    #[serde(rename = "use")]
+    algorithm: String,
+}
+
+// ---- The policy as loaded ------------------------------------------------------------------
+
+/// How a temporal decision is held back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hysteresis {
+    /// Least time on an algorithm before the next switch, µs of the datapath clock.
+    pub min_dwell_us: u64,
+    /// Equal decisions in a row needed for a switch.
+    pub agreeing: u32,
+}
+
+/// What a policy chose for one set of features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// Position in [`Policy::algorithms`].
+    pub algorithm: usize,
+    /// The rule that matched (0-based), `None` for the default.
+    pub rule: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cmp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+impl Cmp {
+    fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+            Cmp::Eq => "==",
+            Cmp::Ne => "!=",
+        }
+    }
+
+    fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Operand {
+    /// Position in [`Features::NAMES`].
+    Feature(usize),
+    /// Position in the policy's params.
+    Param(usize),
+    Number(f64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Comparison {
+    left: Operand,
+    cmp: Cmp,
+    right: Operand,
+}
+
+/// Comparisons in disjunctive form: any of the groups, all comparisons within a group.
+#[derive(Clone, Debug, PartialEq)]
+struct Condition {
+    any: Vec<Vec<Comparison>>,
+}
+
+#[derive(Clone, Debug)]
+struct Rule {
+    when: Option<Condition>,
+    /// Position in the policy's algorithms.
+    algorithm: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Param {
+    name: String,
+    value: f64,
+}
+
+/// A loaded, checked policy.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    name: String,
+    description: String,
+    origin: String,
+    initial: String,
+    default: Option<usize>,
+    window: FeatureWindow,
+    min_samples: usize,
+    spatial: bool,
+    temporal: bool,
+    hysteresis: Hysteresis,
+    params: Vec<Param>,
+    rules: Vec<Rule>,
+    /// Every algorithm the rules and the default may choose, without repeats, in order.
+    algorithms: Vec<String>,
+}
+
+impl Policy {
+    /// The policies built into the agent.
+    pub const BUILTIN_NAMES: &'static [&'static str] = &["mystique", "mcc-wifi"];
+
+    /// The settings a spec may override besides the params.
+    pub const SETTINGS: &'static [&'static str] = &[
+        "initial",
+        "default",
+        "window.kind",
+        "window.samples",
+        "decide.spatial",
+        "decide.temporal",
+        "decide.min_samples",
+        "hysteresis.min_dwell_ms",
+        "hysteresis.agreeing",
+    ];
+
+    fn builtin_text(name: &str) -> Option<&'static str> {
+        match name {
+            "mystique" => Some(MYSTIQUE),
+            "mcc-wifi" => Some(MCC_WIFI),
+            _ => None,
+        }
+    }
+
+    /// A built-in policy by name.
+    pub fn builtin(name: &str) -> Result<Policy> {
+        Self::load_overridden(name, None)
+    }
+
+    /// Load a policy from a spec: `NAME`, `NAME:KEY=VALUE,...`, `PATH` or `PATH:KEY=VALUE,...`
+    /// (a path contains '/' or ends in `.toml`).
+    pub fn load(spec: &str) -> Result<Policy> {
+        let (base, overrides) = split_spec(spec);
+        Self::load_overridden(base, overrides)
+    }
+
+    fn load_overridden(base: &str, overrides: Option<&str>) -> Result<Policy> {
+        let (text, origin) = if base.contains('/') || base.ends_with(".toml") {
+            let text = std::fs::read_to_string(base)
+                .with_context(|| format!("cannot read policy file {base}"))?;
+            (text, base.to_string())
+        } else {
+            let text = Self::builtin_text(base).ok_or_else(|| {
+                anyhow!(
+                    "no built-in policy {base:?}; built-in: {} (a policy file's path contains '/' or ends in .toml)",
+                    Self::BUILTIN_NAMES.join(", ")
+                )
+            })?;
+            (text.to_string(), format!("built-in {base}"))
+        };
+        let mut file = parse_file(&text, &origin)?;
+        if let Some(overrides) = overrides {
+            apply_overrides(&mut file, overrides).map_err(|e| anyhow!("policy {origin}: {e}"))?;
+        }
+        Self::build(file, origin)
+    }
+
+    /// Parse a policy from TOML text; `origin` (a path, or a description) prefixes errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Policy> {
+        Self::build(parse_file(text, origin)?, origin.to_string())
+    }
+
+    fn build(file: PolicyFile, origin: String) -> Result<Policy> {
+        build(file, &origin).map_err(|e| anyhow!("policy {origin}: {e}"))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Where the policy came from: its file, or `built-in NAME`.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The algorithm a flow runs before the first decision.
+    pub fn initial(&self) -> &str {
+        &self.initial
+    }
+
+    /// The algorithm chosen when no rule matches, if the policy has one.
+    pub fn default_algorithm(&self) -> Option<&str> {
+        self.default.map(|i| self.algorithms[i].as_str())
+    }
+
+    pub fn window(&self) -> FeatureWindow {
+        self.window
+    }
+
+    /// Samples in the window before the first decision.
+    pub fn min_samples(&self) -> usize {
+        self.min_samples
+    }
+
+    pub fn spatial(&self) -> bool {
+        self.spatial
+    }
+
+    pub fn temporal(&self) -> bool {
+        self.temporal
+    }
+
+    pub fn hysteresis(&self) -> Hysteresis {
+        self.hysteresis
+    }
+
+    /// The params and their values (after overrides).
+    pub fn params(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.params.iter().map(|p| (p.name.as_str(), p.value))
+    }
+
+    pub fn param(&self, name: &str) -> Option<f64> {
+        self.params.iter().find(|p| p.name == name).map(|p| p.value)
+    }
+
+    /// Every algorithm the policy may choose (rules, then the default), without repeats.
+    pub fn algorithms(&self) -> &[String] {
+        &self.algorithms
+    }
+
+    /// Apply the rules: the algorithm and why (`rule 2: ...` or `default: no rule matched`).
+    pub fn decide(&self, features: &Features) -> (String, String) {
+        let choice = self.choose(features);
+        (self.algorithms[choice.algorithm].clone(), self.reason(choice))
+    }
+
+    /// Apply the rules without allocating.
+    pub fn choose(&self, features: &Features) -> Choice {
+        for (i, rule) in self.rules.iter().enumerate() {
+            if rule.when.as_ref().is_none_or(|c| self.holds(c, features)) {
+                return Choice { algorithm: rule.algorithm, rule: Some(i) };
+            }
+        }
+        let algorithm = self.default.expect("checked at load: a policy without default ends in a rule that always matches");
+        Choice { algorithm, rule: None }
+    }
+
+    /// Why `choice` was made: the rule's number and text, params shown with their values.
+    pub fn reason(&self, choice: Choice) -> String {
+        match choice.rule {
+            None => "default: no rule matched".to_string(),
+            Some(i) => match &self.rules[i].when {
+                None => format!("rule {}: always", i + 1),
+                Some(c) => format!("rule {}: {}", i + 1, self.render(c)),
+            },
+        }
+    }
+
+    fn value(&self, operand: Operand, features: &Features) -> f64 {
+        match operand {
+            Operand::Feature(i) => features.at(i),
+            Operand::Param(i) => self.params[i].value,
+            Operand::Number(x) => x,
+        }
+    }
+
+    fn holds(&self, condition: &Condition, features: &Features) -> bool {
+        condition.any.iter().any(|group| {
+            group.iter().all(|c| c.cmp.holds(self.value(c.left, features), self.value(c.right, features)))
+        })
+    }
+
+    fn render_operand(&self, operand: Operand) -> String {
+        match operand {
+            Operand::Feature(i) => Features::NAMES[i].to_string(),
+            Operand::Param(i) => format!("{} ({})", self.params[i].name, self.params[i].value),
+            Operand::Number(x) => x.to_string(),
+        }
+    }
+
+    fn render(&self, condition: &Condition) -> String {
+        let group = |g: &Vec<Comparison>| {
+            g.iter()
+                .map(|c| format!("{} {} {}", self.render_operand(c.left), c.cmp.symbol(), self.render_operand(c.right)))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        };
+        condition.any.iter().map(group).collect::<Vec<_>>().join(" or ")
+    }
+}
+
+impl fmt::Display for Policy {
+    /// A summary: name, origin, window, decisions, then the rules.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} ({}): {}", self.name, self.origin, self.description)?;
+        write!(f, "  window: {}; first decision after {} samples; ", self.window, self.min_samples)?;
+        match (self.spatial, self.temporal) {
+            (true, false) => writeln!(f, "decides once")?,
+            (s, _) => writeln!(
+                f,
+                "{}on every report past its hysteresis (dwell {} ms, {} agreeing)",
+                if s { "decides at once, then " } else { "decides " },
+                self.hysteresis.min_dwell_us / 1_000,
+                self.hysteresis.agreeing
+            )?,
+        }
+        writeln!(f, "  initial: {}", self.initial)?;
+        for (i, rule) in self.rules.iter().enumerate() {
+            let when = rule.when.as_ref().map_or_else(|| "always".to_string(), |c| self.render(c));
+            writeln!(f, "  rule {}: {when} -> {}", i + 1, self.algorithms[rule.algorithm])?;
+        }
+        if let Some(d) = self.default {
+            writeln!(f, "  default: {}", self.algorithms[d])?;
+        }
+        Ok(())
+    }
+}
+
+// ---- Loading -------------------------------------------------------------------------------
+
+/// Split `BASE:KEY=VALUE,...`: the ':' is looked for after the last '/', so directories may
+/// contain ':'.
+fn split_spec(spec: &str) -> (&str, Option<&str>) {
+    let file_start = spec.rfind('/').map_or(0, |i| i + 1);
+    match spec[file_start..].find(':') {
+        Some(i) => (&spec[..file_start + i], Some(&spec[file_start + i + 1..])),
+        None => (spec, None),
+    }
+}
+
+fn parse_file(text: &str, origin: &str) -> Result<PolicyFile> {
+    toml::from_str(text).map_err(|e| anyhow!("policy {origin}: {}", e.to_string().trim_end()))
+}
+
+fn apply_overrides(file: &mut PolicyFile, overrides: &str) -> Result<(), String> {
+    for assignment in overrides.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        let (key, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| format!("override {assignment:?}: expected KEY=VALUE"))?;
+        set(file, key.trim(), value.trim()).map_err(|e| format!("override {assignment:?}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn number<T: std::str::FromStr>(value: &str, what: &str) -> Result<T, String> {
+    value.parse().map_err(|_| format!("{value:?} is not {what}"))
+}
+
+fn boolean(value: &str) -> Result<bool, String> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("{value:?} is not true or false")),
+    }
+}
+
+fn set(file: &mut PolicyFile, key: &str, value: &str) -> Result<(), String> {
+    let whole = "a whole number";
+    match key {
+        "initial" => file.initial = value.to_string(),
+        "default" => file.default = Some(value.to_string()),
+        "window.kind" => {
+            file.window.kind = match value {
+                "first" => WindowKind::First,
+                "sliding" => WindowKind::Sliding,
+                _ => return Err(format!("{value:?} is not first or sliding")),
+            }
+        }
+        "window.samples" => file.window.samples = number(value, whole)?,
+        "decide.spatial" => file.decide.spatial = boolean(value)?,
+        "decide.temporal" => file.decide.temporal = boolean(value)?,
+        "decide.min_samples" => file.decide.min_samples = Some(number(value, whole)?),
+        "hysteresis.min_dwell_ms" => {
+            file.hysteresis.get_or_insert_with(Default::default).min_dwell_ms = number(value, whole)?
+        }
+        "hysteresis.agreeing" => {
+            file.hysteresis.get_or_insert_with(Default::default).agreeing = number(value, whole)?
+        }
+        param => {
+            let known = file.params.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
+            let slot = file.params.get_mut(param).ok_or_else(|| {
+                format!(
+                    "{:?} has no parameter {param:?}; params: {}; settings: {}",
+                    file.name,
+                    if known.is_empty() { "none" } else { &known },
+                    Policy::SETTINGS.join(", ")
+                )
+            })?;
+            *slot = number::<f64>(value, "a number")?;
+        }
+    }
+    Ok(())
+}
+
+fn build(file: PolicyFile, origin: &str) -> Result<Policy> {
+    if file.name.trim().is_empty() {
+        bail!("name is empty");
+    }
+    let window = check_window(&file.window)?;
+    let min_samples = file.decide.min_samples.unwrap_or(window.samples());
+    if !(1..=window.samples()).contains(&min_samples) {
+        bail!("[decide] min_samples = {min_samples}: must be between 1 and window.samples ({})", window.samples());
+    }
+    if !file.decide.spatial && !file.decide.temporal {
+        bail!("[decide] spatial and temporal are both false: the policy would never decide");
+    }
+    let hysteresis = check_hysteresis(file.hysteresis.as_ref(), file.decide.temporal)?;
+    let params = check_params(&file.params)?;
+    check_algorithm(&file.initial).map_err(|e| anyhow!("initial = {:?}: {e}", file.initial))?;
+    if file.rule.is_empty() {
+        bail!("no rules: add at least one [[rule]] with `use` (and usually `when`)");
+    }
+
+    let mut algorithms: Vec<String> = Vec::new();
+    let mut intern = |spec: &str| match algorithms.iter().position(|a| a == spec) {
+        Some(i) => i,
+        None => {
+            algorithms.push(spec.to_string());
+            algorithms.len() - 1
+        }
+    };
+    let mut rules = Vec::with_capacity(file.rule.len());
+    let mut always: Option<usize> = None;
+    for (i, r) in file.rule.iter().enumerate() {
+        let n = i + 1;
+        if let Some(a) = always {
+            bail!("rule {n} can never match: rule {a} has no `when` and always matches");
+        }
+        check_algorithm(&r.algorithm).map_err(|e| anyhow!("rule {n}: use = {:?}: {e}", r.algorithm))?;
+        let when = match &r.when {
+            None => {
+                always = Some(n);
+                None
+            }
+            Some(text) => Some(
+                parse_condition(text, &params).map_err(|e| anyhow!("rule {n}: when = {text:?}: {e}"))?,
+            ),
+        };
+        rules.push(Rule { when, algorithm: intern(&r.algorithm) });
+    }
+    let default = match (&file.default, always) {
+        (Some(d), _) => {
+            check_algorithm(d).map_err(|e| anyhow!("default = {d:?}: {e}"))?;
+            Some(intern(d))
+        }
+        (None, Some(_)) => None,
+        (None, None) => bail!("no `default` and every rule has a `when`: add default = \"ALGORITHM\" or a last rule without `when`"),
+    };
+    Ok(Policy {
+        name: file.name,
+        description: file.description,
+        origin: origin.to_string(),
+        initial: file.initial,
+        default,
+        window,
+        min_samples,
+        spatial: file.decide.spatial,
+        temporal: file.decide.temporal,
+        hysteresis,
+        params,
+        rules,
+        algorithms,
+    })
+}
+
+fn check_window(w: &WindowFile) -> Result<FeatureWindow> {
+    if !(1..=MAX_WINDOW_SAMPLES).contains(&w.samples) {
+        bail!("[window] samples = {}: must be between 1 and {MAX_WINDOW_SAMPLES}", w.samples);
+    }
+    Ok(match w.kind {
+        WindowKind::First => FeatureWindow::FirstSamples(w.samples),
+        WindowKind::Sliding => FeatureWindow::Sliding(w.samples),
+    })
+}
+
+fn check_hysteresis(h: Option<&HysteresisFile>, temporal: bool) -> Result<Hysteresis> {
+    const US_PER_MS: u64 = 1_000;
+    match h {
+        None if temporal => bail!(
+            "[decide] temporal = true needs a [hysteresis] section (min_dwell_ms, agreeing) so flows do not flap"
+        ),
+        None => Ok(Hysteresis { min_dwell_us: 0, agreeing: 1 }),
+        Some(h) if h.agreeing == 0 => bail!("[hysteresis] agreeing = 0: must be at least 1"),
+        Some(h) => Ok(Hysteresis { min_dwell_us: h.min_dwell_ms.saturating_mul(US_PER_MS), agreeing: h.agreeing }),
+    }
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn is_keyword(s: &str) -> bool {
+    s.eq_ignore_ascii_case("and") || s.eq_ignore_ascii_case("or")
+}
+
+fn check_params(params: &BTreeMap<String, f64>) -> Result<Vec<Param>> {
+    params
+        .iter()
+        .map(|(name, &value)| {
+            if !is_identifier(name) || is_keyword(name) {
+                bail!("[params] {name:?}: a param's name is a word of letters, digits and '_' (not `and`/`or`)");
+            }
+            if Features::index_of(name).is_some() {
+                bail!("[params] {name:?} is the name of a feature; give the param another name");
+            }
+            if !value.is_finite() {
+                bail!("[params] {name} = {value}: not a finite number");
+            }
+            Ok(Param { name: name.clone(), value })
+        })
+        .collect()
+}
+
+/// Whether `spec` names a simple-API algorithm (the only kind the agent can switch between).
+/// Python specs are checked when a flow first uses them, not here (that needs the interpreter).
+fn check_algorithm(spec: &str) -> Result<(), String> {
+    if let Some(target) = spec.strip_prefix("py:") {
+        return if target.is_empty() { Err("expected py:MODULE:CLASS".to_string()) } else { Ok(()) };
+    }
+    match ccswitch_algorithms::instantiate(spec) {
+        Ok(Instance::Simple(_)) => Ok(()),
+        Ok(Instance::Full(a)) => Err(format!(
+            "{} brings its own datapath program; a policy can only choose simple-API algorithms",
+            a.name()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+// ---- Conditions ----------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Token<'a> {
+    Word(&'a str),
+    Number(f64),
+    Cmp(Cmp),
+}
+
+fn tokenize(text: &str) -> Result<Vec<Token<'_>>, String> {
+    let bytes = text.as_bytes();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i] as char;
+        let column = i + 1;
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            tokens.push(Token::Word(&text[start..i]));
+        } else if c.is_ascii_digit() || c == '.' || (c == '-' && bytes.get(i + 1).is_some_and(|b| b.is_ascii_digit() || *b == b'.')) {
+            let start = i;
+            i += 1;
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric()
+                    || bytes[i] == b'.'
+                    || (matches!(bytes[i], b'+' | b'-') && matches!(bytes[i - 1], b'e' | b'E')))
+            {
+                i += 1;
+            }
+            let word = &text[start..i];
+            let x: f64 = word.parse().map_err(|_| {
+                format!("{word:?} (column {column}) is not a number (numbers take no unit: the feature's name says it, e.g. mean_rtt_ms)")
+            })?;
+            if !x.is_finite() {
+                return Err(format!("{word:?} (column {column}) is not a finite number"));
+            }
+            tokens.push(Token::Number(x));
+        } else {
+            let two = text.get(i..i + 2).unwrap_or("");
+            let (cmp, len) = match (two, c) {
+                ("<=", _) => (Cmp::Le, 2),
+                (">=", _) => (Cmp::Ge, 2),
+                ("==", _) => (Cmp::Eq, 2),
+                ("!=", _) => (Cmp::Ne, 2),
+                (_, '<') => (Cmp::Lt, 1),
+                (_, '>') => (Cmp::Gt, 1),
+                (_, '=') => return Err(format!("'=' at column {column}: compare with ==")),
+                (_, '(' | ')') => {
+                    return Err(format!("parenthesis at column {column}: not supported; `and` binds tighter than `or`"))
+                }
+                _ => return Err(format!("unexpected character {:?} at column {column}", text[i..].chars().next().unwrap_or(c))),
+            };
+            tokens.push(Token::Cmp(cmp));
+            i += len;
+        }
+    }
+    Ok(tokens)
+}
+
+fn describe(token: Option<&Token<'_>>) -> String {
+    match token {
+        None => "the end".to_string(),
+        Some(Token::Word(w)) => format!("{w:?}"),
+        Some(Token::Number(x)) => format!("{x}"),
+        Some(Token::Cmp(c)) => format!("{:?}", c.symbol()),
+    }
+}
+
+fn parse_condition(text: &str, params: &[Param]) -> Result<Condition, String> {
+    let tokens = tokenize(text)?;
+    if tokens.is_empty() {
+        return Err("empty condition; leave `when` out for a rule that always matches".to_string());
+    }
+    let mut tokens = tokens.iter().peekable();
+    let mut any = vec![Vec::new()];
+    loop {
+        let left = operand(tokens.next(), params)?;
+        let cmp = match tokens.next() {
+            Some(Token::Cmp(c)) => *c,
+            other => return Err(format!("expected one of < <= > >= == != after {}, found {}", left_text(left, params), describe(other))),
+        };
+        let right = operand(tokens.next(), params)?;
+        if !matches!(left, Operand::Feature(_)) && !matches!(right, Operand::Feature(_)) {
+            return Err(format!(
+                "{} {} {} compares no feature; features: {}",
+                left_text(left, params),
+                cmp.symbol(),
+                left_text(right, params),
+                Features::NAMES.join(", ")
+            ));
+        }
+        any.last_mut().expect("a group is always open").push(Comparison { left, cmp, right });
+        match tokens.next() {
+            None => break,
+            Some(Token::Word(w)) if w.eq_ignore_ascii_case("and") => {}
+            Some(Token::Word(w)) if w.eq_ignore_ascii_case("or") => any.push(Vec::new()),
+            other => return Err(format!("expected `and` or `or` after a comparison, found {}", describe(other))),
+        }
+    }
+    Ok(Condition { any })
+}
+
+fn left_text(operand: Operand, params: &[Param]) -> String {
+    match operand {
+        Operand::Feature(i) => Features::NAMES[i].to_string(),
+        Operand::Param(i) => params[i].name.clone(),
+        Operand::Number(x) => x.to_string(),
+    }
+}
+
+fn operand(token: Option<&Token<'_>>, params: &[Param]) -> Result<Operand, String> {
+    match token {
+        Some(Token::Number(x)) => Ok(Operand::Number(*x)),
+        Some(Token::Word(w)) if !is_keyword(w) => {
+            if let Some(i) = Features::index_of(w) {
+                return Ok(Operand::Feature(i));
+            }
+            if let Some(i) = params.iter().position(|p| p.name == *w) {
+                return Ok(Operand::Param(i));
+            }
+            let names = params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>();
+            Err(format!(
+                "unknown name {w:?}; features: {}; params: {}",
+                Features::NAMES.join(", "),
+                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            ))
+        }
+        other => Err(format!("expected a feature, a param or a number, found {}", describe(other))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn features(min_rtt_ms: f64, loss_rate: f64) -> Features {
+        Features { min_rtt_ms, mean_rtt_ms: min_rtt_ms * 1.2, max_rtt_ms: min_rtt_ms * 1.5, loss_rate, samples: 30, ..Features::default() }
+    }
+
+    const MINIMAL: &str = r#"
+        name = "t"
+        initial = "cubic"
+        default = "bbr"
+        [window]
+        kind = "sliding"
+        samples = 4
+        [params]
+        limit_ms = 40
+        [[rule]]
+        when = "mean_rtt_ms < limit_ms"
+        use = "reno"
+    "#;
+
+    /// The error of parsing MINIMAL with `from` replaced by `to`.
+    fn error_of(from: &str, to: &str) -> String {
+        let text = MINIMAL.replacen(from, to, 1);
+        assert_ne!(text, MINIMAL, "{from:?} not in MINIMAL");
+        match Policy::parse(&text, "test.toml") {
+            Ok(p) => panic!("parsed:\n{p}"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    fn assert_error(from: &str, to: &str, expected: &[&str]) {
+        let e = error_of(from, to);
+        assert!(e.starts_with("policy test.toml: "), "{e}");
+        for part in expected {
+            assert!(e.contains(part), "{e:?} lacks {part:?}");
+        }
+    }
+
+    #[test]
+    fn the_minimal_policy_loads() {
+        let p = Policy::parse(MINIMAL, "test.toml").unwrap();
+        assert_eq!((p.name(), p.initial(), p.default_algorithm()), ("t", "cubic", Some("bbr")));
+        assert_eq!(p.window(), FeatureWindow::Sliding(4));
+        assert_eq!(p.min_samples(), 4);
+        assert!(p.spatial() && !p.temporal());
+        assert_eq!(p.algorithms(), ["reno", "bbr"]);
+        let f = Features { mean_rtt_ms: 10.0, ..Features::default() };
+        assert_eq!(p.decide(&f), ("reno".to_string(), "rule 1: mean_rtt_ms < limit_ms (40)".to_string()));
+        let f = Features { mean_rtt_ms: 40.0, ..Features::default() };
+        assert_eq!(p.decide(&f), ("bbr".to_string(), "default: no rule matched".to_string()));
+    }
+
+    #[test]
+    fn errors_name_the_file_the_rule_and_the_fault() {
+        assert_error("mean_rtt_ms < limit_ms", "mean_rtt < limit_ms", &["rule 1", "unknown name \"mean_rtt\"", "features: min_rtt_ms", "params: limit_ms"]);
+        assert_error("mean_rtt_ms < limit_ms", "mean_rtt_ms < 40ms", &["rule 1", "\"40ms\"", "not a number"]);
+        assert_error("mean_rtt_ms < limit_ms", "mean_rtt_ms = 4", &["rule 1", "compare with =="]);
+        assert_error("mean_rtt_ms < limit_ms", "(mean_rtt_ms < 4)", &["parenthesis", "and` binds tighter"]);
+        assert_error("mean_rtt_ms < limit_ms", "mean_rtt_ms < limit_ms and", &["expected a feature, a param or a number, found the end"]);
+        assert_error("mean_rtt_ms < limit_ms", "mean_rtt_ms limit_ms", &["expected one of < <= > >= == != after mean_rtt_ms"]);
+        assert_error("mean_rtt_ms < limit_ms", "mean_rtt_ms < 4 loss_rate > 0", &["expected `and` or `or`"]);
+        assert_error("mean_rtt_ms < limit_ms", "limit_ms < 4", &["compares no feature"]);
+        assert_error("mean_rtt_ms < limit_ms", "", &["rule 1", "empty condition"]);
+        assert_error("use = \"reno\"", "use = \"renoo\"", &["rule 1: use = \"renoo\"", "unknown algorithm"]);
+        assert_error("use = \"reno\"", "use = \"cubic:bogus=1\"", &["rule 1", "no parameter \"bogus\""]);
+        assert_error("use = \"reno\"", "use = \"reno-datapath\"", &["rule 1", "own datapath program"]);
+        assert_error("initial = \"cubic\"", "initial = \"nope\"", &["initial = \"nope\""]);
+        assert_error("default = \"bbr\"", "default = \"nope\"", &["default = \"nope\""]);
+        assert_error("default = \"bbr\"", "", &["no `default`"]);
+        assert_error("samples = 4", "samples = 4\nsize = 3", &["unknown field `size`"]);
+        assert_error("kind = \"sliding\"", "kind = \"rolling\"", &["rolling"]);
+        assert_error("samples = 4", "samples = 0", &["samples = 0"]);
+        assert_error("limit_ms = 40", "limit_ms = \"forty\"", &["limit_ms"]);
+        assert_error("limit_ms = 40", "loss_rate = 0.1", &["\"loss_rate\" is the name of a feature"]);
+        assert_error("[[rule]]", "[[rules]]", &["unknown field `rules`"]);
+        assert_error("[params]", "[decide]\nspatial = false\n[params]", &["would never decide"]);
+        assert_error("[params]", "[decide]\ntemporal = true\n[params]", &["needs a [hysteresis] section"]);
+        assert_error("[params]", "[decide]\nmin_samples = 5\n[params]", &["min_samples = 5"]);
+        assert_error("[params]", "[decide]\ntemporal = true\n[hysteresis]\nmin_dwell_ms = 1\nagreeing = 0\n[params]", &["agreeing = 0"]);
+    }
+
+    #[test]
+    fn a_policy_needs_rules_and_reachable_ones() {
+        let no_rules = MINIMAL.split("[[rule]]").next().unwrap();
+        let e = format!("{:#}", Policy::parse(no_rules, "x.toml").unwrap_err());
+        assert!(e.contains("policy x.toml: no rules"), "{e}");
+        let shadowed = format!("{MINIMAL}\n[[rule]]\nuse = \"cubic\"\n[[rule]]\nwhen = \"loss_rate > 0\"\nuse = \"bbr\"\n");
+        let e = format!("{:#}", Policy::parse(&shadowed, "x.toml").unwrap_err());
+        assert!(e.contains("rule 3 can never match: rule 2 has no `when`"), "{e}");
+    }
+
+    #[test]
+    fn a_last_rule_without_when_replaces_the_default() {
+        let text = MINIMAL.replace("default = \"bbr\"", "") + "\n[[rule]]\nuse = \"westwood\"\n";
+        let p = Policy::parse(&text, "x").unwrap();
+        assert_eq!(p.default_algorithm(), None);
+        let f = Features { mean_rtt_ms: 90.0, ..Features::default() };
+        assert_eq!(p.decide(&f), ("westwood".to_string(), "rule 2: always".to_string()));
+    }
+
+    #[test]
+    fn and_binds_tighter_than_or() {
+        let text = MINIMAL.replace(
+            "mean_rtt_ms < limit_ms",
+            "loss_rate > 0.5 or mean_rtt_ms < limit_ms and loss_rate >= 0.1",
+        );
+        let p = Policy::parse(&text, "x").unwrap();
+        let pick = |rtt: f64, loss: f64| p.decide(&Features { mean_rtt_ms: rtt, loss_rate: loss, ..Features::default() }).0;
+        assert_eq!(pick(100.0, 0.6), "reno"); // the `or` side alone
+        assert_eq!(pick(10.0, 0.2), "reno"); // both sides of the `and`
+        assert_eq!(pick(10.0, 0.0), "bbr"); // half of the `and`
+        assert_eq!(pick(100.0, 0.2), "bbr");
+    }
+
+    #[test]
+    fn comparisons_and_numbers() {
+        let text = MINIMAL.replace("mean_rtt_ms < limit_ms", "-1 != samples and 2.5e1 >= mean_rtt_ms and bytes == 0");
+        let p = Policy::parse(&text, "x").unwrap();
+        assert_eq!(p.decide(&Features { mean_rtt_ms: 25.0, ..Features::default() }).0, "reno");
+        assert_eq!(p.decide(&Features { mean_rtt_ms: 25.5, ..Features::default() }).0, "bbr");
+        assert_eq!(p.decide(&Features { mean_rtt_ms: 2.0, bytes: 1.0, ..Features::default() }).0, "bbr");
+    }
+
+    #[test]
+    fn mystique_follows_table_one() {
+        let p = Policy::builtin("mystique").unwrap();
+        assert_eq!(p.initial(), "cubic");
+        assert!(matches!(p.window(), FeatureWindow::Sliding(_)) && p.spatial() && p.temporal());
+        assert_eq!(p.decide(&features(20.0, 0.0)).0, "hybla");
+        assert_eq!(p.decide(&features(200.0, 0.0)).0, "hybla");
+        let (alg, reason) = p.decide(&features(20.0, 0.01));
+        assert_eq!(alg, "illinois");
+        assert_eq!(reason, "rule 2: min_rtt_ms < rtt_threshold_ms (50) and loss_rate > loss_threshold (0)");
+        assert_eq!(p.decide(&features(100.0, 0.01)), ("bbr".to_string(), "default: no rule matched".to_string()));
+        let mut algorithms = p.algorithms().to_vec();
+        algorithms.sort();
+        assert_eq!(algorithms, ["bbr", "hybla", "illinois"]);
+    }
+
+    #[test]
+    fn params_are_overridden_from_the_spec() {
+        let p = Policy::load("mystique:rtt_threshold_ms=120").unwrap();
+        assert_eq!(p.param("rtt_threshold_ms"), Some(120.0));
+        let (alg, reason) = p.decide(&features(100.0, 0.01));
+        assert_eq!(alg, "illinois");
+        assert!(reason.contains("rtt_threshold_ms (120)"), "{reason}");
+        let p = Policy::load("mystique:loss_threshold=0.02, rtt_threshold_ms=10").unwrap();
+        assert_eq!(p.decide(&features(5.0, 0.01)).0, "hybla");
+    }
+
+    #[test]
+    fn settings_are_overridden_from_the_spec() {
+        let p = Policy::load("mcc-wifi:window.samples=30,window.kind=sliding,default=cubic,decide.temporal=true,hysteresis.min_dwell_ms=500,hysteresis.agreeing=2").unwrap();
+        assert_eq!(p.window(), FeatureWindow::Sliding(30));
+        assert_eq!(p.min_samples(), 30);
+        assert_eq!(p.default_algorithm(), Some("cubic"));
+        assert!(p.temporal());
+        assert_eq!(p.hysteresis(), Hysteresis { min_dwell_us: 500_000, agreeing: 2 });
+        // Overrides go through the same checks as the file.
+        let e = format!("{:#}", Policy::load("mystique:decide.min_samples=31").unwrap_err());
+        assert!(e.contains("min_samples = 31"), "{e}");
+        let e = format!("{:#}", Policy::load("mcc-wifi:decide.temporal=true").unwrap_err());
+        assert!(e.contains("needs a [hysteresis] section"), "{e}");
+        let e = format!("{:#}", Policy::load("mcc-wifi:decide.temporal=true,hysteresis.min_dwell_ms=5").unwrap_err());
+        assert!(e.contains("agreeing = 0"), "{e}");
+    }
+
+    #[test]
+    fn bad_specs_are_explained() {
+        let err = |spec: &str| format!("{:#}", Policy::load(spec).unwrap_err());
+        let e = err("mystic");
+        assert!(e.contains("no built-in policy \"mystic\"") && e.contains("mystique, mcc-wifi"), "{e}");
+        let e = err("mystique:rtt=5");
+        assert!(e.contains("no parameter \"rtt\"") && e.contains("loss_threshold, rtt_threshold_ms") && e.contains("window.samples"), "{e}");
+        let e = err("mystique:rtt_threshold_ms=fast");
+        assert!(e.contains("\"fast\" is not a number"), "{e}");
+        let e = err("mystique:rtt_threshold_ms");
+        assert!(e.contains("expected KEY=VALUE"), "{e}");
+        let e = err("mystique:decide.temporal=yes");
+        assert!(e.contains("not true or false"), "{e}");
+        let e = err("/nonexistent/p.toml:x=1");
+        assert!(e.contains("cannot read policy file /nonexistent/p.toml"), "{e}");
+    }
+
+    #[test]
+    fn policy_files_load_by_path_with_overrides() {
+        let dir = std::env::temp_dir().join(format!("ccswitch-policy-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("mine.toml");
+        std::fs::write(&path, MINIMAL).unwrap();
+        let spec = format!("{}:limit_ms=5", path.display());
+        let p = Policy::load(&spec).unwrap();
+        assert_eq!(p.origin(), path.display().to_string());
+        assert_eq!(p.param("limit_ms"), Some(5.0));
+        std::fs::write(&path, MINIMAL.replace("reno", "nope")).unwrap();
+        let e = format!("{:#}", Policy::load(&path.display().to_string()).unwrap_err());
+        assert!(e.starts_with(&format!("policy {}: rule 1", path.display())), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn spec_splitting() {
+        assert_eq!(split_spec("mystique"), ("mystique", None));
+        assert_eq!(split_spec("mystique:a=1,b=2"), ("mystique", Some("a=1,b=2")));
+        assert_eq!(split_spec("/a:b/p.toml"), ("/a:b/p.toml", None));
+        assert_eq!(split_spec("/a:b/p.toml:x=1"), ("/a:b/p.toml", Some("x=1")));
+        assert_eq!(split_spec("p.toml"), ("p.toml", None));
+    }
+
+    #[test]
+    fn python_algorithms_are_accepted_unchecked() {
+        let p = Policy::parse(&MINIMAL.replace("\"reno\"", "\"py:mymod:Mine\""), "x").unwrap();
+        assert_eq!(p.algorithms()[0], "py:mymod:Mine");
+        assert!(Policy::parse(&MINIMAL.replace("\"reno\"", "\"py:\""), "x").is_err());
+    }
+
+    #[test]
+    fn every_builtin_loads_and_describes_itself() {
+        for name in Policy::BUILTIN_NAMES {
+            let p = Policy::builtin(name).unwrap();
+            assert_eq!(p.name(), *name);
+            assert!(!p.description().is_empty());
+            let text = p.to_string();
+            assert!(text.contains("rule 1:") && text.contains(p.initial()), "{text}");
+        }
+    }
+}
