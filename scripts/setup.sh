@@ -205,7 +205,7 @@ fi
 # 4. Python venv + the ccswitch package
 # ---------------------------------------------------------------------------
 VENV="$REPO/.venv"
-PY_REQS=("maturin>=1.5,<2" pytest pyarrow matplotlib numpy)
+PY_REQS=("maturin>=1.5,<2" pytest pyarrow matplotlib numpy "pycapnp>=2")
 command -v python3 >/dev/null 2>&1 || die "python3 not found in PATH"
 
 if [[ -x $VENV/bin/python ]] && "$VENV/bin/python" -c 'import sys, pip' >/dev/null 2>&1; then
@@ -222,7 +222,7 @@ want_stamp=$( { printf '%s\n' "${PY_REQS[@]}"; cat "$REPO/pyproject.toml"; \
                 "$VENV/bin/python" --version; } | sha256sum | cut -d' ' -f1)
 deps_ok() {
     [[ "$(cat "$STAMP" 2>/dev/null)" == "$want_stamp" ]] &&
-    "$VENV/bin/python" -c 'import pytest, pyarrow, matplotlib, numpy' >/dev/null 2>&1 &&
+    "$VENV/bin/python" -c 'import pytest, pyarrow, matplotlib, numpy, capnp' >/dev/null 2>&1 &&
     "$VENV/bin/maturin" --version >/dev/null 2>&1
 }
 if deps_ok; then

@@ -39,7 +39,9 @@ pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()
     }
     let policy_name = policy.as_ref().map(|p| p.name().to_string());
     if let Some(p) = policy {
-        flow.set_selector(Selector::new(p));
+        let mut selector = Selector::new(p);
+        selector.note_switch(spec, 0);
+        flow.set_selector(selector);
     }
     let inputs = synthetic_reports(&simple.program.report_names, WARMUP_REPORTS + reports)?;
     let (warmup, timed) = inputs.split_at(WARMUP_REPORTS);

@@ -2,12 +2,17 @@
 //! datapaths connected to its unix socket.
 
 mod bench;
+mod control;
+mod events;
 mod flow;
 mod program;
 mod python;
+mod registry;
+mod selector;
 mod server;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use clap::Parser;
@@ -27,6 +32,19 @@ struct Args {
     /// importable from PYTHONPATH).
     #[arg(long, default_value = "reno")]
     algorithm: String,
+    /// Choose each flow's algorithm by a policy: a built-in name (`mystique`, `mcc-wifi`),
+    /// `NAME:PARAM=VALUE,...` to override its thresholds, or a policy TOML file. Flows start on
+    /// the policy's initial algorithm (else --algorithm) and switch as it decides.
+    #[arg(long, value_name = "SPEC")]
+    policy: Option<String>,
+    /// Append every flow's creation, reports, algorithm switches and close to FILE, one JSON
+    /// object per line.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// Serve the control interface (Cap'n Proto; `ccswitch control`) on this unix socket: list
+    /// flows, pin flows, ports or prefixes to an algorithm, load a policy. Same mode as --socket.
+    #[arg(long, value_name = "PATH")]
+    control_socket: Option<PathBuf>,
     /// Log level (error, warn, info, debug, trace) or a tracing filter.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -121,9 +139,20 @@ fn main() -> Result<()> {
     // Fail now, with a clear message, rather than at the first flow.
     flow::instantiate(&args.algorithm)
         .map_err(|e| anyhow!("--algorithm {}: {e:#}", args.algorithm))?;
+    let policy = args
+        .policy
+        .as_deref()
+        .map(|spec| selector::policy::Policy::load(spec).map_err(|e| anyhow!("--policy {spec}: {e:#}")))
+        .transpose()?
+        .map(Arc::new);
     if let Some(n) = args.bench_reports {
-        return bench::run(&args.algorithm, n);
+        return bench::run(&args.algorithm, n, policy);
     }
-    let agent = server::Agent::new(args.algorithm.clone())?;
+    let events = args.events.as_deref().map(events::EventLog::create).transpose()?;
+    let registry = Arc::new(registry::Registry::new(policy));
+    if let Some(path) = &args.control_socket {
+        control::serve(Arc::clone(&registry), path, args.socket_mode)?;
+    }
+    let agent = server::Agent::new(args.algorithm.clone(), registry, events)?;
     agent.serve(&args.socket, args.socket_mode)
 }

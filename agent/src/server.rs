@@ -1,5 +1,10 @@
 //! The IPC server: one thread per connected datapath, one controller per flow.
 //!
+//! Every flow is listed in the shared [`Registry`], where the control interface reads it and
+//! sets pins and the policy. A flow thread looks at pins and policy again only when the
+//! registry's generation moved, so the per-report cost of the control plane is one atomic load
+//! and one short update of the flow's entry.
+//!
 //! Programs belong to a datapath (libccp keeps them in a per-datapath table), so they are
 //! installed when a datapath says READY, or before its first CREATE if it never did. A
 //! message that cannot be decoded is logged and skipped; only a broken framing (a length
@@ -17,23 +22,32 @@ use anyhow::{bail, Context, Result};
 use ccswitch_ccp::wire::{self, FrameReader, Msg};
 use tracing::{debug, error, info, warn};
 
-use crate::flow::{self, Answer, FlowController, ProgramCache};
+use crate::events::EventLog;
+use crate::flow::{self, Answer, FlowController, ProgramCache, Switch};
 use crate::program::{CompiledProgram, SimpleProgram};
+use crate::registry::{Endpoints, FlowKey, Registry};
+use crate::selector::policy::Policy;
+use crate::selector::Selector;
 
 pub struct Agent {
     simple: SimpleProgram,
     programs: ProgramCache,
-    /// Algorithm spec for flows whose datapath does not ask for a known one.
+    /// Algorithm spec for flows whose datapath does not ask for a known one (and the policy
+    /// names no initial algorithm).
     default_algorithm: String,
+    registry: Arc<Registry>,
+    events: Option<EventLog>,
     next_datapath_id: AtomicU64,
 }
 
 impl Agent {
-    pub fn new(default_algorithm: String) -> Result<Arc<Self>> {
+    pub fn new(default_algorithm: String, registry: Arc<Registry>, events: Option<EventLog>) -> Result<Arc<Self>> {
         Ok(Arc::new(Self {
             simple: SimpleProgram::compile()?,
             programs: ProgramCache::default(),
             default_algorithm,
+            registry,
+            events,
             next_datapath_id: AtomicU64::new(1),
         }))
     }
@@ -70,11 +84,12 @@ impl Agent {
         };
         let reason = conn.run(stream);
         info!(datapath, flows = conn.flows.len(), reason = %reason, "datapath disconnected");
+        conn.forget_flows();
     }
 }
 
 /// Bind the socket, replacing a stale one left by a previous agent.
-fn bind(socket: &Path, mode: u32) -> Result<UnixListener> {
+pub fn bind(socket: &Path, mode: u32) -> Result<UnixListener> {
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -93,11 +108,19 @@ fn bind(socket: &Path, mode: u32) -> Result<UnixListener> {
     Ok(listener)
 }
 
+/// One flow of a connection: its controller and what it last saw of the registry.
+struct FlowEntry {
+    ctl: FlowController,
+    endpoints: Endpoints,
+    generation: u64,
+    policy: Option<Arc<Policy>>,
+}
+
 struct Connection<'a> {
     agent: &'a Agent,
     datapath: u64,
     out: UnixStream,
-    flows: HashMap<u32, FlowController>,
+    flows: HashMap<u32, FlowEntry>,
     /// Programs installed on this datapath, by uid.
     installed: HashSet<u32>,
 }
@@ -144,7 +167,7 @@ impl Connection<'_> {
         match msg {
             Msg::Ready(_) => {
                 // A (re)started datapath: its program table and flows are gone.
-                self.flows.clear();
+                self.forget_flows();
                 self.installed.clear();
                 self.install(&Arc::clone(&self.agent.simple.program))
             }
@@ -152,49 +175,111 @@ impl Connection<'_> {
                 if self.installed.is_empty() {
                     self.install(&Arc::clone(&self.agent.simple.program))?;
                 }
-                let requested = c.cong_alg.trim_matches(char::from(0)).to_string();
-                let instance = match flow::instantiate(&requested) {
-                    Ok(a) if !requested.is_empty() => a,
-                    _ => flow::instantiate(&self.agent.default_algorithm)?,
+                let key = self.key(c.sid);
+                let endpoints = Endpoints {
+                    src: ip(c.src_ip).into(),
+                    sport: c.src_port as u16,
+                    dst: ip(c.dst_ip).into(),
+                    dport: c.dst_port as u16,
                 };
+                let registry = &self.agent.registry;
+                let generation = registry.generation();
+                let pinned = registry.pinned_for(key, &endpoints);
+                let policy = registry.policy();
+                let requested = c.cong_alg.trim_matches(char::from(0)).to_string();
+                let spec = match (&pinned, flow::instantiate(&requested)) {
+                    (Some(spec), _) => spec.clone(),
+                    (None, Ok(_)) if !requested.is_empty() => requested,
+                    _ => match &policy {
+                        Some(p) => p.initial().to_string(),
+                        None => self.agent.default_algorithm.clone(),
+                    },
+                };
+                let instance = flow::instantiate(&spec)?;
                 let name = instance.name().to_string();
-                let (flow, answer) = FlowController::new(
+                let (mut ctl, answer) = FlowController::new(
                     instance, c.mss, c.init_cwnd, &self.agent.simple, &self.agent.programs,
                 )?;
+                if let Some(p) = &policy {
+                    let mut selector = Selector::new(Arc::clone(p));
+                    // The flow may start on something other than the policy's initial algorithm.
+                    selector.note_switch(&spec, 0);
+                    ctl.set_selector(selector);
+                }
+                if let Some(spec) = &pinned {
+                    ctl.pin(Some(spec))?;
+                }
                 info!(
                     datapath = self.datapath, sid = c.sid, algorithm = %name, mss = c.mss,
-                    init_cwnd = c.init_cwnd, src = %ip(c.src_ip), sport = c.src_port,
-                    dst = %ip(c.dst_ip), dport = c.dst_port, "flow created"
+                    init_cwnd = c.init_cwnd, src = %endpoints.src, sport = c.src_port,
+                    dst = %endpoints.dst, dport = c.dst_port,
+                    policy = policy.as_ref().map(|p| p.name()), pinned = pinned.is_some(), "flow created"
                 );
-                self.flows.insert(c.sid, flow);
+                registry.register(key, endpoints, &name);
+                if let Some(ev) = &self.agent.events {
+                    ev.flow(key, &endpoints, &name);
+                }
+                self.flows.insert(c.sid, FlowEntry { ctl, endpoints, generation, policy });
                 self.answer(c.sid, answer)
             }
             Msg::Measure(m) if m.fields.is_empty() => {
-                if let Some(flow) = self.flows.remove(&m.sid) {
-                    info!(
-                        datapath = self.datapath, sid = m.sid, algorithm = flow.name(),
-                        reports = flow.reports, cwnd = flow.cwnd_bytes(), "flow closed"
-                    );
+                if let Some(entry) = self.flows.remove(&m.sid) {
+                    self.closed(m.sid, &entry);
                 }
                 Ok(())
             }
             Msg::Measure(m) => {
-                let Some(flow) = self.flows.get_mut(&m.sid) else {
+                let key = self.key(m.sid);
+                let agent = self.agent;
+                let Some(entry) = self.flows.get_mut(&m.sid) else {
                     debug!(datapath = self.datapath, sid = m.sid, "report for an unknown flow");
                     return Ok(());
                 };
-                if m.program_uid != flow.program_uid(&self.agent.simple) {
+                if m.program_uid != entry.ctl.program_uid(&agent.simple) {
                     warn!(sid = m.sid, program = m.program_uid, "report from a program not the flow's");
                     return Ok(());
                 }
-                let answer = flow.on_report(&m.fields, &self.agent.simple)?;
-                debug!(sid = m.sid, fields = ?m.fields, answer = ?answer, "report answered");
-                self.answer(m.sid, answer)
+                let pinned = refresh(entry, key, &agent.registry)?;
+                let reported = entry.ctl.on_report(&m.fields, &agent.simple)?;
+                let ctl = &entry.ctl;
+                for s in pinned.iter().chain(reported.switch.iter()) {
+                    log_switch(agent, key, s);
+                }
+                if let (Some(ev), Some(meas)) = (&agent.events, &reported.measurement) {
+                    ev.report(key, ctl.name(), meas, ctl.cwnd_bytes(), ctl.pacing_rate_bytes_per_s());
+                }
+                agent.registry.update(key, ctl.name(), ctl.features(), ctl.reports, ctl.switches, ctl.cwnd_bytes());
+                debug!(sid = m.sid, fields = ?m.fields, answer = ?reported.answer, "report answered");
+                self.answer(m.sid, reported.answer)
             }
             other => {
                 warn!(datapath = self.datapath, msg = ?other.msg_type(), "unexpected message from a datapath");
                 Ok(())
             }
+        }
+    }
+
+    fn key(&self, sid: u32) -> FlowKey {
+        FlowKey { datapath: self.datapath, sid }
+    }
+
+    fn closed(&self, sid: u32, entry: &FlowEntry) {
+        let key = self.key(sid);
+        let ctl = &entry.ctl;
+        info!(
+            datapath = self.datapath, sid, algorithm = ctl.name(), reports = ctl.reports,
+            switches = ctl.switches, cwnd = ctl.cwnd_bytes(), "flow closed"
+        );
+        self.agent.registry.remove(key);
+        if let Some(ev) = &self.agent.events {
+            ev.close(key, ctl.name(), ctl.reports, ctl.switches);
+        }
+    }
+
+    /// Drop every flow of this datapath (it restarted or went away).
+    fn forget_flows(&mut self) {
+        for (sid, entry) in std::mem::take(&mut self.flows) {
+            self.closed(sid, &entry);
         }
     }
 
@@ -220,6 +305,41 @@ impl Connection<'_> {
     fn send(&mut self, msg: &Msg) -> Result<()> {
         self.out.write_all(&msg.encode()?)?;
         Ok(())
+    }
+}
+
+/// Apply what changed in the registry since the flow last looked: its pin (switching at once)
+/// and the policy its selector follows.
+fn refresh(entry: &mut FlowEntry, key: FlowKey, registry: &Registry) -> Result<Option<Switch>> {
+    let generation = registry.generation();
+    if generation == entry.generation {
+        return Ok(None);
+    }
+    entry.generation = generation;
+    let policy = registry.policy();
+    if let Some(p) = &policy {
+        let same = entry.policy.as_ref().is_some_and(|old| Arc::ptr_eq(old, p));
+        if !same {
+            match entry.ctl.selector_mut() {
+                Some(sel) => sel.set_policy(Arc::clone(p)),
+                None => entry.ctl.set_selector(Selector::new(Arc::clone(p))),
+            }
+            entry.policy = policy.clone();
+        }
+    }
+    let pinned = registry.pinned_for(key, &entry.endpoints);
+    entry.ctl.pin(pinned.as_deref())
+}
+
+fn log_switch(agent: &Agent, key: FlowKey, s: &Switch) {
+    info!(
+        datapath = key.datapath, sid = key.sid, from = %s.from, to = %s.to, kind = s.kind.as_str(),
+        reason = %s.reason, cwnd = s.cwnd_bytes, pacing_rate = s.pacing_rate_bytes_per_s,
+        features = %s.features.as_ref().map_or_else(String::new, |f| serde_json::to_string(f).unwrap_or_default()),
+        "flow switched algorithm"
+    );
+    if let Some(ev) = &agent.events {
+        ev.switch(key, s);
     }
 }
 

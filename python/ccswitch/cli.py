@@ -10,6 +10,7 @@ from typing import List, Optional
 def build_parser() -> argparse.ArgumentParser:
     from . import traces
     from . import algorithms
+    from . import control
     from .experiments import bench, grid, runner
 
     parser = argparse.ArgumentParser(prog="ccswitch", description="ccswitch congestion-control plane tools")
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_cli(sub)
     grid.add_cli(sub)
     algorithms.add_cli(sub)
+    control.add_cli(sub)
     return parser
 
 

@@ -43,15 +43,6 @@ pub enum DecisionKind {
     Temporal,
 }
 
-impl DecisionKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecisionKind::Spatial => "spatial",
-            DecisionKind::Temporal => "temporal",
-        }
-    }
-}
-
 /// The flow should switch to `algorithm` now.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Decision {
@@ -104,16 +95,19 @@ impl Selector {
     }
 
     /// The algorithm the flow runs before the first decision.
+    #[cfg(test)]
     pub fn initial_algorithm(&self) -> &str {
         self.policy.initial()
     }
 
     /// The algorithm the selector believes the flow runs.
+    #[cfg(test)]
     pub fn current_algorithm(&self) -> &str {
         &self.current
     }
 
     /// Whether the current policy has made its first decision for this flow.
+    #[cfg(test)]
     pub fn decided(&self) -> bool {
         self.decided
     }

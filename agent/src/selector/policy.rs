@@ -259,6 +259,7 @@ impl Policy {
     }
 
     /// A built-in policy by name.
+    #[cfg(test)]
     pub fn builtin(name: &str) -> Result<Policy> {
         Self::load_overridden(name, None)
     }
@@ -319,6 +320,7 @@ impl Policy {
     }
 
     /// The algorithm chosen when no rule matches, if the policy has one.
+    #[cfg(test)]
     pub fn default_algorithm(&self) -> Option<&str> {
         self.default.map(|i| self.algorithms[i].as_str())
     }
@@ -344,11 +346,7 @@ impl Policy {
         self.hysteresis
     }
 
-    /// The params and their values (after overrides).
-    pub fn params(&self) -> impl Iterator<Item = (&str, f64)> {
-        self.params.iter().map(|p| (p.name.as_str(), p.value))
-    }
-
+    #[cfg(test)]
     pub fn param(&self, name: &str) -> Option<f64> {
         self.params.iter().find(|p| p.name == name).map(|p| p.value)
     }
@@ -359,6 +357,7 @@ impl Policy {
     }
 
     /// Apply the rules: the algorithm and why (`rule 2: ...` or `default: no rule matched`).
+    #[cfg(test)]
     pub fn decide(&self, features: &Features) -> (String, String) {
         let choice = self.choose(features);
         (self.algorithms[choice.algorithm].clone(), self.reason(choice))

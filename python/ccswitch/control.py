@@ -1,0 +1,345 @@
+"""Client of the agent's control interface (`ccswitch-agent --control-socket PATH`).
+
+The agent listens on a unix stream socket. Each request and each response is one Cap'n
+Proto message in the standard stream framing (segment table, then segments); the schema is
+`control.capnp` beside this file, the same file the agent is built from. A connection carries
+any number of requests, each answered in order.
+
+    with ControlClient("/run/ccswitch/control.sock") as c:
+        for f in c.list_flows():
+            print(f["sid"], f["algorithm"], f["features"].get("min_rtt_ms"))
+        c.pin("bbr", port=443)
+        c.load_policy("mystique")
+
+Whatever the agent refuses (unknown algorithm, bad prefix, unknown flow, a policy that does
+not parse) raises `ControlError` with the agent's message; the connection stays usable.
+`ccswitch control ...` is the command-line front end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import struct
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "control.capnp")
+SOCKET_ENV = "CCSWITCH_CONTROL_SOCKET"
+
+BYTES_PER_WORD = 8
+# Responses list every flow with its features (about 600 bytes each); this bounds a broken
+# or hostile peer, not a real agent.
+MAX_RESPONSE_BYTES = 256 << 20
+MAX_SEGMENTS = 512
+DEFAULT_TRAVERSAL_LIMIT_WORDS = 8 << 20
+DEFAULT_TIMEOUT_S = 10.0
+
+_schema = None
+
+
+def schema():
+    """The control schema, loaded from the package on first use."""
+    global _schema
+    if _schema is None:
+        import capnp  # pycapnp
+
+        _schema = capnp.load(SCHEMA_PATH)
+    return _schema
+
+
+class ControlError(Exception):
+    """The agent refused a request; the message says why."""
+
+
+FlowId = Tuple[int, int]
+
+
+class ControlClient:
+    """One connection to the agent's control socket."""
+
+    def __init__(self, socket_path: str, timeout: float = DEFAULT_TIMEOUT_S):
+        self.socket_path = socket_path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(socket_path)
+        except OSError as e:
+            self.sock.close()
+            raise ConnectionError(
+                f"cannot connect to the agent's control socket {socket_path}: {e.strerror or e} "
+                "(is the agent running with --control-socket?)"
+            ) from e
+
+    def __enter__(self) -> "ControlClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    # Requests
+
+    def list_flows(self) -> List[Dict[str, Any]]:
+        """Every flow: datapath, sid, src, sport, dst, dport, algorithm, pinned (None if no
+        pin applies), reports, switches, cwnd_bytes (None before the first report) and
+        features (a dict by name, empty while the flow has none)."""
+        req = schema().Request.new_message()
+        req.listFlows = None
+        return self._call(req, "flows", lambda flows: [_flow(f) for f in flows])
+
+    def pin(self, algorithm: str, *, flow: Optional[FlowId] = None, port: Optional[int] = None,
+            prefix: Optional[str] = None) -> str:
+        """Pin a flow (datapath, sid), a port or a prefix ("10.0.0.0/8", "2001:db8::/32") to
+        a simple algorithm spec. Returns the agent's summary."""
+        req = schema().Request.new_message()
+        p = req.init("pin")
+        p.algorithm = algorithm
+        _set_target(p.target, flow, port, prefix)
+        return self._call(req, "ok", str)
+
+    def unpin(self, *, flow: Optional[FlowId] = None, port: Optional[int] = None,
+              prefix: Optional[str] = None) -> str:
+        """Remove the pin on exactly that target (ControlError if there is none)."""
+        req = schema().Request.new_message()
+        _set_target(req.init("unpin"), flow, port, prefix)
+        return self._call(req, "ok", str)
+
+    def list_pins(self) -> List[Dict[str, Any]]:
+        """Every pin: kind ("flow", "port" or "prefix"), value ((datapath, sid), a port
+        number or a prefix string), algorithm, and flows (how many current flows it covers)."""
+        req = schema().Request.new_message()
+        req.listPins = None
+        return self._call(req, "pins", lambda pins: [_pin(p) for p in pins])
+
+    def load_policy(self, spec: Optional[str] = None, toml: Optional[str] = None) -> str:
+        """Load a policy: `spec` is a built-in name, NAME:param=value,... or a TOML path on
+        the agent's host; `toml` is a policy file's text. Exactly one of the two."""
+        if (spec is None) == (toml is None):
+            raise ValueError("load_policy takes exactly one of spec= and toml=")
+        req = schema().Request.new_message()
+        source = req.init("loadPolicy")
+        if spec is not None:
+            source.spec = spec
+        else:
+            source.toml = toml
+        return self._call(req, "ok", str)
+
+    def policy(self) -> Optional[Dict[str, str]]:
+        """The policy flows follow: name, description, origin (built-in, a path, or sent
+        through the control interface) and summary (its window, decisions and rules); None if
+        there is none."""
+        req = schema().Request.new_message()
+        req.getPolicy = None
+        fields = ("name", "description", "origin", "summary")
+        return self._call(req, "policy", lambda p: {k: getattr(p, k) for k in fields} if p.loaded else None)
+
+    # Transport
+
+    def _call(self, req, expected: str, convert):
+        self.sock.sendall(req.to_bytes())
+        data = read_message(self.sock)
+        # The limit counts words read, repeated reads included; reading a response whole a
+        # few times over stays within it.
+        limit = max(DEFAULT_TRAVERSAL_LIMIT_WORDS, 4 * len(data) // BYTES_PER_WORD)
+        with schema().Response.from_bytes(data, traversal_limit_in_words=limit) as resp:
+            which = str(resp.which())
+            if which == "error":
+                raise ControlError(resp.error)
+            if which != expected:
+                raise ControlError(f"the agent answered {which!r} to a request expecting {expected!r}")
+            return convert(getattr(resp, expected))
+
+
+def read_message(sock: socket.socket) -> bytes:
+    """One framed Cap'n Proto message from the stream, segment table included."""
+    first = _recv_exactly(sock, 4, at_start=True)
+    segments = struct.unpack("<I", first)[0] + 1
+    if segments > MAX_SEGMENTS:
+        raise ControlError(f"malformed response from the agent: {segments} segments")
+    table_bytes = (4 * (1 + segments) + BYTES_PER_WORD - 1) // BYTES_PER_WORD * BYTES_PER_WORD
+    table = first + _recv_exactly(sock, table_bytes - 4)
+    words = sum(struct.unpack_from(f"<{segments}I", table, 4))
+    total = table_bytes + words * BYTES_PER_WORD
+    if total > MAX_RESPONSE_BYTES:
+        raise ControlError(f"malformed response from the agent: {total} bytes")
+    return table + _recv_exactly(sock, total - table_bytes)
+
+
+def _recv_exactly(sock: socket.socket, n: int, at_start: bool = False) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            where = "before answering" if at_start and got == 0 else "in the middle of a response"
+            raise ConnectionError(f"the agent closed the control connection {where}")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _set_target(target, flow: Optional[FlowId], port: Optional[int], prefix: Optional[str]) -> None:
+    given = [name for name, v in (("flow", flow), ("port", port), ("prefix", prefix)) if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of flow=, port= and prefix= (got {given or 'none'})")
+    if flow is not None:
+        datapath, sid = flow
+        f = target.init("flow")
+        f.datapath, f.sid = int(datapath), int(sid)
+    elif port is not None:
+        if not 0 <= int(port) <= 0xFFFF:
+            raise ValueError(f"port {port} is out of range (1-65535)")
+        target.port = int(port)
+    else:
+        target.prefix = prefix
+
+
+def _flow(f) -> Dict[str, Any]:
+    return {
+        "datapath": f.datapath,
+        "sid": f.sid,
+        "src": f.src,
+        "sport": f.sport,
+        "dst": f.dst,
+        "dport": f.dport,
+        "algorithm": f.algorithm,
+        "pinned": f.pinned or None,
+        "reports": f.reports,
+        "switches": f.switches,
+        "cwnd_bytes": f.cwndBytes or None,
+        "features": {x.name: x.value for x in f.features},
+    }
+
+
+def _pin(p) -> Dict[str, Any]:
+    kind = str(p.target.which())
+    if kind == "flow":
+        value: Any = (p.target.flow.datapath, p.target.flow.sid)
+    else:
+        value = getattr(p.target, kind)
+    return {"kind": kind, "value": value, "algorithm": p.algorithm, "flows": p.flows}
+
+
+# Command line: `ccswitch control --socket PATH COMMAND ...`
+
+# Features shown in `ccswitch control list` (all are in --json).
+LIST_FEATURES = [("min_rtt_ms", "minRTT ms", "{:.1f}"), ("rtt_cov", "RTT cov", "{:.2f}"),
+                 ("loss_rate", "loss", "{:.2%}"), ("delivery_rate_mbps", "Mbit/s", "{:.2f}")]
+
+
+def parse_flow(text: str) -> FlowId:
+    """`DATAPATH:SID`, as `ccswitch control list` prints it."""
+    try:
+        datapath, sid = text.split(":")
+        return int(datapath), int(sid)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not DATAPATH:SID (e.g. 1:3)") from None
+
+
+def add_cli(sub) -> None:
+    p = sub.add_parser("control", help="talk to a running agent: list flows, pin algorithms, load a policy")
+    p.add_argument("--socket", default=os.environ.get(SOCKET_ENV),
+                   help=f"the agent's --control-socket (default: ${SOCKET_ENV})")
+    cmds = p.add_subparsers(dest="control_command", metavar="COMMAND", required=True)
+    c = cmds.add_parser("list", help="flows with their algorithm, pin and key features")
+    c.add_argument("--json", action="store_true", help="print JSON (every feature)")
+    c = cmds.add_parser("pins", help="the pins in force")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    c = cmds.add_parser("pin", help="pin a flow, a port or a prefix to an algorithm")
+    c.add_argument("algorithm", help="NAME, NAME:PARAM=VALUE,... or py:MODULE:CLASS")
+    _add_target_args(c)
+    c = cmds.add_parser("unpin", help="remove the pin on a flow, a port or a prefix")
+    _add_target_args(c)
+    c = cmds.add_parser("load-policy", help="make flows follow a policy")
+    src = c.add_mutually_exclusive_group(required=True)
+    src.add_argument("spec", nargs="?", help="built-in NAME, NAME:param=value,... or a TOML path on the agent's host")
+    src.add_argument("--file", help="a policy TOML file here, sent to the agent as text")
+    c = cmds.add_parser("policy", help="the policy flows follow")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cli)
+
+
+def _add_target_args(p) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--flow", type=parse_flow, metavar="DP:SID", help="one flow (see `list`)")
+    g.add_argument("--port", type=int, help="flows from or to this port")
+    g.add_argument("--prefix", help="flows from or to this prefix, e.g. 10.0.0.0/8 or 2001:db8::/32")
+
+
+def _cli(args) -> int:
+    if not args.socket:
+        print(f"ccswitch control: give --socket (or set ${SOCKET_ENV})", file=sys.stderr)
+        return 2
+    try:
+        with ControlClient(args.socket) as c:
+            return _run(c, args)
+    except (ControlError, ConnectionError, OSError) as e:
+        print(f"ccswitch control: {e}", file=sys.stderr)
+        return 1
+
+
+def _run(c: ControlClient, args) -> int:
+    cmd = args.control_command
+    if cmd == "list":
+        flows = c.list_flows()
+        print(json.dumps(flows, indent=2) if args.json else format_flows(flows))
+    elif cmd == "pins":
+        pins = c.list_pins()
+        print(json.dumps(pins, indent=2) if args.json else format_pins(pins))
+    elif cmd in ("pin", "unpin"):
+        target = {"flow": args.flow, "port": args.port, "prefix": args.prefix}
+        print(c.pin(args.algorithm, **target) if cmd == "pin" else c.unpin(**target))
+    elif cmd == "load-policy":
+        if args.file:
+            with open(args.file) as f:
+                print(c.load_policy(toml=f.read()))
+        else:
+            print(c.load_policy(spec=args.spec))
+    elif cmd == "policy":
+        p = c.policy()
+        if args.json:
+            print(json.dumps(p))
+        else:
+            print(p["summary"] if p else "no policy: each flow keeps its initial algorithm unless pinned")
+    return 0
+
+
+def _endpoint(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+
+
+def format_flows(flows: List[Dict[str, Any]]) -> str:
+    if not flows:
+        return "no flows"
+    header = ["FLOW", "SERVER", "CLIENT", "ALGORITHM", "PINNED", "REPORTS", "SWITCHES", "CWND"]
+    header += [title for _, title, _ in LIST_FEATURES]
+    rows = []
+    for f in flows:
+        row = [f"{f['datapath']}:{f['sid']}", _endpoint(f["src"], f["sport"]), _endpoint(f["dst"], f["dport"]),
+               f["algorithm"], f["pinned"] or "-", str(f["reports"]), str(f["switches"]),
+               str(f["cwnd_bytes"]) if f["cwnd_bytes"] is not None else "-"]
+        for name, _, fmt in LIST_FEATURES:
+            v = f["features"].get(name)
+            row.append(fmt.format(v) if v is not None else "-")
+        rows.append(row)
+    return _table(header, rows)
+
+
+def format_pins(pins: List[Dict[str, Any]]) -> str:
+    if not pins:
+        return "no pins"
+    rows = []
+    for p in pins:
+        value = "{}:{}".format(*p["value"]) if p["kind"] == "flow" else str(p["value"])
+        rows.append([f"{p['kind']} {value}", p["algorithm"], str(p["flows"])])
+    return _table(["TARGET", "ALGORITHM", "FLOWS"], rows)
+
+
+def _table(header: List[str], rows: List[List[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in [header] + rows]
+    return "\n".join(lines)

@@ -1,0 +1,400 @@
+"""The agent's control interface through the Python client and `ccswitch control`: a real
+`ccswitch-agent` with --control-socket, flows from a fake CCP datapath speaking the wire
+protocol on its datapath socket. Lists flows, pins ports, prefixes and flows (a pinned flow
+switches at its next report), loads policies by name and as text, and answers unknown or
+malformed requests with clear errors while staying up. Needs the Rust binaries (make build);
+fails rather than skips without them. The client-side helpers at the end need nothing."""
+
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ccswitch import control
+from ccswitch.control import ControlClient, ControlError
+from ccswitch.experiments import runner
+from ccswitch.experiments.topology import python_agent_env
+
+START_TIMEOUT_S = 10.0
+ANSWER_TIMEOUT_S = 5.0
+
+# CCP wire protocol (datapaths/ccp/src/wire.rs): header type u16, len u16, sid u32.
+CREATE, MEASURE, INSTALL_EXPR, UPDATE_FIELDS, CHANGE_PROG, READY = 0, 1, 2, 3, 4, 5
+HEADER = struct.Struct("<HHI")
+MSS_BYTES = 1448
+RTT_US = 50_000
+# The agent's standard program reports these registers, in declaration order.
+REPORT_FIELDS = ["acked", "lost", "timeout", "ecn", "rtt", "minrtt", "inflight", "rate", "now"]
+
+SERVER, SERVER_PORT = "192.168.7.2", 8080
+CLIENT, CLIENT_PORT = "10.20.0.9", 40_000
+
+
+def agent_binary():
+    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} not built (make build)")
+    return path
+
+
+def wait_connectable(path, proc, log_path):
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            with open(log_path) as f:
+                pytest.fail(f"the agent exited with {proc.returncode}:\n{f.read()}")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the agent did not listen on {path}")
+            time.sleep(0.02)
+        finally:
+            s.close()
+
+
+class Agent:
+    def __init__(self, tmp_path):
+        self.socket = str(tmp_path / "agent.sock")
+        self.control = str(tmp_path / "control.sock")
+        self.log_path = str(tmp_path / "agent.log")
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen(
+                [agent_binary(), "--socket", self.socket, "--control-socket", self.control,
+                 "--algorithm", "reno", "--log-level", "debug"],
+                stdout=log, stderr=subprocess.STDOUT, env=python_agent_env(dict(os.environ)),
+            )
+        try:
+            # Only the control socket is probed: a probe of the datapath socket would count
+            # as datapath 1. FakeDatapath retries until the datapath socket listens.
+            wait_connectable(self.control, self.proc, self.log_path)
+        except BaseException:
+            self.stop()
+            raise
+
+    def client(self):
+        return ControlClient(self.control, timeout=ANSWER_TIMEOUT_S)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, 9)
+        self.proc.wait()
+
+
+@pytest.fixture
+def agent(tmp_path):
+    a = Agent(tmp_path)
+    yield a
+    a.stop()
+
+
+def ip(addr):
+    return struct.unpack(">I", socket.inet_aton(addr))[0]
+
+
+class FakeDatapath:
+    """A datapath that announces itself, creates flows and sends reports, waiting for the
+    agent's answer to each so that the agent's state is settled when the test looks."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(ANSWER_TIMEOUT_S)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                self.s.connect(path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                assert time.monotonic() < deadline, f"the agent did not listen on {path}"
+                time.sleep(0.02)
+        self.buf = b""
+        self.uid = None
+        self.now_us = 1_000_000
+        self.send(READY, 0, struct.pack("<I", 7))
+        msg_type, _, body = self.recv()
+        assert msg_type == INSTALL_EXPR, msg_type
+        self.uid = struct.unpack_from("<I", body)[0]
+
+    def send(self, msg_type, sid, body):
+        self.s.sendall(HEADER.pack(msg_type, HEADER.size + len(body), sid) + body)
+
+    def recv(self):
+        while len(self.buf) < HEADER.size or len(self.buf) < HEADER.unpack_from(self.buf)[1]:
+            chunk = self.s.recv(65536)
+            assert chunk, "the agent closed the datapath connection"
+            self.buf += chunk
+        msg_type, length, sid = HEADER.unpack_from(self.buf)
+        body, self.buf = self.buf[HEADER.size:length], self.buf[length:]
+        return msg_type, sid, body
+
+    def answer_for(self, sid):
+        """The agent's window update or program change for `sid` (skipping installs)."""
+        while True:
+            msg_type, got_sid, _ = self.recv()
+            if got_sid == sid and msg_type in (UPDATE_FIELDS, CHANGE_PROG):
+                return msg_type
+
+    def create(self, sid, src=SERVER, sport=SERVER_PORT, dst=CLIENT, dport=CLIENT_PORT):
+        body = struct.pack("<6I", 10 * MSS_BYTES, MSS_BYTES, ip(src), sport, ip(dst), dport) + bytes(64)
+        self.send(CREATE, sid, body)
+        assert self.answer_for(sid) == CHANGE_PROG
+
+    def report(self, sid):
+        self.now_us += RTT_US
+        values = dict(acked=10 * MSS_BYTES, rtt=RTT_US, minrtt=RTT_US, inflight=10 * MSS_BYTES,
+                      rate=2_000_000, now=self.now_us)
+        fields = [values.get(name, 0) for name in REPORT_FIELDS]
+        self.send(MEASURE, sid, struct.pack(f"<II{len(fields)}Q", self.uid, len(fields), *fields))
+        self.answer_for(sid)
+
+    def close_flow(self, sid):
+        self.send(MEASURE, sid, struct.pack("<II", 0, 0))
+
+    def close(self):
+        self.s.close()
+
+
+def only_flow(c):
+    flows = c.list_flows()
+    assert len(flows) == 1, flows
+    return flows[0]
+
+
+def wait_for(predicate, what):
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_a_fresh_agent_has_no_flows_pins_or_policy(agent):
+    with agent.client() as c:
+        assert c.list_flows() == []
+        assert c.list_pins() == []
+        assert c.policy() is None
+
+
+def test_port_and_prefix_pins_are_listed_and_removed(agent):
+    with agent.client() as c:
+        assert c.pin("bbr", port=443) == "pinned port 443 to bbr (0 flows now)"
+        assert c.pin("cubic:beta=0.8", prefix="10.0.0.0/8") == "pinned prefix 10.0.0.0/8 to cubic:beta=0.8 (0 flows now)"
+        assert c.pin("vegas", prefix="2001:db8::/32").startswith("pinned prefix 2001:db8::/32 to vegas")
+        assert c.pin("westwood", port=443) == "pinned port 443 to westwood (0 flows now)", "replaces"
+        assert c.list_pins() == [
+            {"kind": "port", "value": 443, "algorithm": "westwood", "flows": 0},
+            {"kind": "prefix", "value": "10.0.0.0/8", "algorithm": "cubic:beta=0.8", "flows": 0},
+            {"kind": "prefix", "value": "2001:db8::/32", "algorithm": "vegas", "flows": 0},
+        ]
+        assert c.unpin(port=443) == "unpinned port 443 (0 flows now)"
+        assert [p["value"] for p in c.list_pins()] == ["10.0.0.0/8", "2001:db8::/32"]
+        with pytest.raises(ControlError, match="^no pin on port 443$"):
+            c.unpin(port=443)
+        with pytest.raises(ControlError, match="^no pin on prefix 10.0.0.0/16$"):
+            c.unpin(prefix="10.0.0.0/16")
+
+
+def test_a_flow_is_listed_and_switches_to_its_pin_at_the_next_report(agent):
+    dp = FakeDatapath(agent.socket)
+    try:
+        dp.create(sid=3)
+        dp.report(sid=3)
+        with agent.client() as c:
+            f = only_flow(c)
+            assert (f["datapath"], f["sid"], f["algorithm"], f["pinned"]) == (1, 3, "reno", None)
+            assert (f["src"], f["sport"], f["dst"], f["dport"]) == (SERVER, SERVER_PORT, CLIENT, CLIENT_PORT)
+            assert (f["reports"], f["switches"]) == (1, 0)
+            assert f["cwnd_bytes"] and f["cwnd_bytes"] >= 10 * MSS_BYTES
+
+            assert c.pin("cubic", flow=(1, 3)) == "pinned flow 1:3 to cubic (1 flow now)"
+            f = only_flow(c)
+            assert (f["algorithm"], f["pinned"]) == ("reno", "cubic"), "switches at the next report"
+            dp.report(sid=3)
+            f = only_flow(c)
+            assert (f["algorithm"], f["pinned"], f["switches"], f["reports"]) == ("cubic", "cubic", 1, 2)
+
+            # A prefix pin covers the flow, but the flow pin is more specific.
+            assert c.pin("bbr", prefix="10.20.0.0/16") == "pinned prefix 10.20.0.0/16 to bbr (1 flow now)"
+            dp.report(sid=3)
+            assert only_flow(c)["algorithm"] == "cubic"
+            c.unpin(flow=(1, 3))
+            dp.report(sid=3)
+            f = only_flow(c)
+            assert (f["algorithm"], f["pinned"], f["switches"]) == ("bbr", "bbr", 2)
+
+            with pytest.raises(ControlError, match=r"no flow 1:99 \(datapath 1, socket id 99\)"):
+                c.pin("bbr", flow=(1, 99))
+
+            dp.close_flow(sid=3)
+            wait_for(lambda: c.list_flows() == [], "the closed flow leaves the list")
+            assert [p["kind"] for p in c.list_pins()] == ["prefix"]
+    finally:
+        dp.close()
+
+
+def test_policies_load_by_name_and_as_text(agent):
+    builtin = os.path.join(runner.repo_root(), "agent", "policies", "mystique.toml")
+    with agent.client() as c:
+        assert c.load_policy("mystique") == "loaded policy mystique (0 flows to choose for, 0 pinned)"
+        p = c.policy()
+        assert (p["name"], p["origin"]) == ("mystique", "built-in mystique")
+        assert p["summary"].startswith(f"mystique (built-in mystique): {p['description']}\n")
+        with open(builtin) as f:
+            text = f.read().replace('name = "mystique"', 'name = "my-mystique"')
+        assert c.load_policy(toml=text) == "loaded policy my-mystique (0 flows to choose for, 0 pinned)"
+        p = c.policy()
+        assert (p["name"], p["origin"]) == ("my-mystique", "sent through the control interface")
+        with pytest.raises(ControlError, match="^policy sent through the control interface: .*TOML parse error"):
+            c.load_policy(toml="[rules\nname = ")
+        with pytest.raises(ControlError, match='^no built-in policy "no-such-policy"; built-in: mystique'):
+            c.load_policy("no-such-policy")
+        assert c.policy()["name"] == "my-mystique", "a failed load keeps the policy"
+
+
+def test_a_policy_gives_listed_flows_their_features(agent):
+    dp = FakeDatapath(agent.socket)
+    try:
+        dp.create(sid=1)
+        with agent.client() as c:
+            c.pin("reno", flow=(1, 1))  # keep the algorithm still while the selector measures
+            c.load_policy("mystique")
+            for _ in range(3):
+                dp.report(sid=1)
+            features = only_flow(c)["features"]
+            assert features["min_rtt_ms"] == pytest.approx(RTT_US / 1000)
+            assert features["samples"] >= 1
+    finally:
+        dp.close()
+
+
+def test_bad_requests_get_clear_errors_and_the_connection_goes_on(agent):
+    with agent.client() as c:
+        with pytest.raises(ControlError, match="unknown algorithm.*nosuch"):
+            c.pin("nosuch", port=80)
+        with pytest.raises(ControlError, match=r"bad prefix \"10.1.2.3/8\": host bits are set \(the network is 10.0.0.0/8\)"):
+            c.pin("bbr", prefix="10.1.2.3/8")
+        with pytest.raises(ControlError, match="is not an IPv4 or IPv6 address"):
+            c.pin("bbr", prefix="not-an-address/8")
+        with pytest.raises(ControlError, match="only simple algorithms can be pinned"):
+            c.pin("reno-datapath", port=80)
+        with pytest.raises(ControlError, match="port 0"):
+            c.pin("bbr", port=0)
+        assert c.list_pins() == [], "nothing was pinned, and the same connection still works"
+
+
+def test_python_algorithms_can_be_pinned_and_import_errors_are_reported(agent):
+    dp = FakeDatapath(agent.socket)
+    try:
+        dp.create(sid=2)
+        with agent.client() as c:
+            assert c.pin("py:ccswitch.examples.reno:Reno", flow=(1, 2)).startswith("pinned flow 1:2")
+            dp.report(sid=2)
+            assert only_flow(c)["switches"] == 1
+            with pytest.raises(ControlError, match="cannot import no_such_module"):
+                c.pin("py:no_such_module:Algo", port=80)
+            with pytest.raises(ControlError, match="expected py:MODULE:CLASS"):
+                c.pin("py:nocolon", port=80)
+    finally:
+        dp.close()
+
+
+def raw_request_with_tag(tag):
+    """A framed message whose root struct's union tag is `tag` (one data word, one pointer)."""
+    return struct.pack("<IIIIQQ", 0, 3, 0, 1 | 1 << 16, tag, 0)
+
+
+def test_garbage_on_the_socket_gets_an_error_and_the_agent_stays_up(agent):
+    # A framed message with an unknown request: an error, and the connection goes on.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(ANSWER_TIMEOUT_S)
+        s.connect(agent.control)
+        s.sendall(raw_request_with_tag(99))
+        assert "unknown request (member 99 of the Request union)" in error_text(control.read_message(s))
+        req = control.schema().Request.new_message()
+        req.listPins = None
+        s.sendall(req.to_bytes())
+        with control.schema().Response.from_bytes(control.read_message(s)) as resp:
+            assert resp.which() == "pins" and len(resp.pins) == 0
+    # Bytes that cannot be a framed message: an error, then the agent closes that connection.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(ANSWER_TIMEOUT_S)
+        s.connect(agent.control)
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        text = error_text(control.read_message(s))
+        assert text.startswith("malformed request framing: the segment table announces"), text
+        assert s.recv(1) == b"", "closed"
+    assert agent.alive()
+    with agent.client() as c:
+        assert c.list_flows() == []
+
+
+def error_text(data):
+    with control.schema().Response.from_bytes(data) as resp:
+        assert resp.which() == "error", resp.which()
+        return resp.error
+
+
+def cli(agent, *args):
+    return subprocess.run([sys.executable, "-m", "ccswitch", "control", "--socket", agent.control, *args],
+                          capture_output=True, text=True, timeout=30,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+
+
+def test_the_command_line_pins_lists_and_reports_errors(agent):
+    dp = FakeDatapath(agent.socket)
+    try:
+        dp.create(sid=4)
+        dp.report(sid=4)
+        r = cli(agent, "pin", "bbr", "--port", str(SERVER_PORT))
+        assert r.returncode == 0 and r.stdout.strip() == "pinned port 8080 to bbr (1 flow now)", r
+        dp.report(sid=4)
+        r = cli(agent, "list")
+        assert r.returncode == 0, r
+        header, row = r.stdout.splitlines()
+        assert header.split()[:5] == ["FLOW", "SERVER", "CLIENT", "ALGORITHM", "PINNED"]
+        assert row.split()[:5] == ["1:4", f"{SERVER}:{SERVER_PORT}", f"{CLIENT}:{CLIENT_PORT}", "bbr", "bbr"]
+        r = cli(agent, "pins")
+        assert r.stdout.splitlines()[1].split() == ["port", str(SERVER_PORT), "bbr", "1"], r
+        r = cli(agent, "pin", "nosuch", "--prefix", "10.0.0.0/8")
+        assert r.returncode == 1 and "unknown algorithm" in r.stderr, r
+        r = cli(agent, "unpin", "--flow", "1:4")
+        assert r.returncode == 1 and "no pin on flow 1:4" in r.stderr, r
+        r = cli(agent, "policy")
+        assert r.stdout.startswith("no policy"), r
+    finally:
+        dp.close()
+
+
+# Client-side checks (no agent needed).
+
+def test_the_client_checks_its_arguments_before_sending():
+    req = control.schema().Request.new_message()
+    with pytest.raises(ValueError, match="exactly one of flow=, port= and prefix="):
+        control._set_target(req.init("pin").target, (1, 2), 80, None)
+    with pytest.raises(ValueError, match="got none"):
+        control._set_target(req.init("unpin"), None, None, None)
+    with pytest.raises(ValueError, match="out of range"):
+        control._set_target(req.init("unpin"), None, 70_000, None)
+    assert control.parse_flow("2:17") == (2, 17)
+    with pytest.raises(Exception, match="is not DATAPATH:SID"):
+        control.parse_flow("2")
+
+
+def test_the_flow_table_shows_key_features():
+    flows = [{"datapath": 1, "sid": 2, "src": "2001:db8::1", "sport": 443, "dst": "10.0.0.1", "dport": 5000,
+              "algorithm": "bbr", "pinned": None, "reports": 7, "switches": 1, "cwnd_bytes": 28960,
+              "features": {"min_rtt_ms": 20.04, "rtt_cov": 0.1234, "loss_rate": 0.015}}]
+    header, row = control.format_flows(flows).splitlines()
+    assert header.split() == ["FLOW", "SERVER", "CLIENT", "ALGORITHM", "PINNED", "REPORTS", "SWITCHES", "CWND",
+                              "minRTT", "ms", "RTT", "cov", "loss", "Mbit/s"]
+    assert row.split() == ["1:2", "[2001:db8::1]:443", "10.0.0.1:5000", "bbr", "-", "7", "1", "28960",
+                           "20.0", "0.12", "1.50%", "-"]
+    assert control.format_flows([]) == "no flows"
