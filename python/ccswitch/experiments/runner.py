@@ -15,6 +15,12 @@ With a bridge (scenario key `bridge`, automatic for `switch:` schemes) every sch
 crosses the same bridge in a switch namespace (switch.py); a `switch:` transfer additionally
 runs `ccswitch-switch` on the bridge's server-facing port for its duration and leaves the
 shim's stats file in `switch/` of the results.
+
+Schemes that use the agent (`ccswitch:`, `switch:`, their `policy:` forms) run it with
+`--events events/agent-NNN.jsonl`; after each of their transfers the flow's events are found
+and attached to the row (`switching.EventCollector`: `algorithms`, `switches`, `events`), and
+scenarios with `analysis` / `plots = ["flows"]` get their switching analysis and flow plots at
+the end (switching.py).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Callable, Dict, List, Optional
 from .. import traces as _traces
 from . import results, stats
 from . import switch as _switch
+from . import switching as _switching
 from .scenario import Client, Scenario, Scheme
 from .topology import (
     SERVER_PORT, CcswitchDaemons, Nginx, Processes, ServerNamespace, SysctlGuard, Teardown,
@@ -161,6 +168,7 @@ def parse_curl_output(text: str) -> Optional[dict]:
 
 
 _SS_CC_RE = re.compile(r"^\s*([a-z][a-z0-9_]*)\s+(?:wscale|rto|ts |sack|ecn)")
+_SS_ADDR_RE = re.compile(r"(\[[0-9a-fA-F:.%]+\]|[0-9]+(?:\.[0-9]+){3}):([0-9]+)")
 
 
 def parse_ss_cc(text: str) -> Optional[str]:
@@ -172,22 +180,38 @@ def parse_ss_cc(text: str) -> Optional[str]:
     return None
 
 
+def parse_ss_peer(text: str) -> Optional[str]:
+    """The peer ("ip:port") of the first socket in `ss -Htin` output: the second address of
+    its first line (local address first, then the peer)."""
+    for line in text.splitlines():
+        found = _SS_ADDR_RE.findall(line)
+        if len(found) >= 2:
+            ip, port = found[1]
+            return _switching.format_peer(ip.strip("[]"), port)
+    return None
+
+
 class CcObserver(threading.Thread):
     """Polls `ss -tin` in the server namespace during a transfer to record which congestion
-    control the server's socket really used (proves the sysctl / BPF CC took effect)."""
+    control the server's socket really used (proves the sysctl / BPF CC took effect) and the
+    client's address as the server sees it (to find the transfer's flow in the agent's events)."""
 
     def __init__(self, ns: ServerNamespace) -> None:
         super().__init__(daemon=True)
         self.ns = ns
         self.cc: Optional[str] = None
+        self.peer: Optional[str] = None
         self._done = threading.Event()
 
     def run(self) -> None:
         cmd = self.ns.exec_cmd(["ss", "-Htin", "state", "established", f"( sport = :{SERVER_PORT} )"])
-        while not self._done.is_set() and self.cc is None:
+        while not self._done.is_set() and (self.cc is None or self.peer is None):
             try:
                 cp = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
-                self.cc = parse_ss_cc(cp.stdout)
+                self.cc = self.cc or parse_ss_cc(cp.stdout)
+                if self.cc is not None:
+                    # the peer of the socket whose info line was read
+                    self.peer = self.peer or parse_ss_peer(cp.stdout)
             except Exception:
                 pass
             self._done.wait(0.05)
@@ -289,6 +313,9 @@ class Runner:
         self.current: Optional[subprocess.Popen] = None
         #: the file the transfer under way downloads to (tests watch it grow)
         self.current_download: Optional[str] = None
+        #: (wall-clock start, end, agent events file) of the last transfer, for its flow's events
+        self.last_transfer: Optional[tuple] = None
+        self.collector: Optional[_switching.EventCollector] = None
 
     # -- setup -----------------------------------------------------------------
     def setup(self) -> None:
@@ -336,8 +363,11 @@ class Runner:
         if sc.uses_agent:
             self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
                                            settle_s=sc.agent_settle_s,
-                                           python_path=[os.path.dirname(os.path.abspath(sc.source))] if sc.source else [])
+                                           python_path=[os.path.dirname(os.path.abspath(sc.source))] if sc.source else [],
+                                           events_dir=os.path.join(self.out_dir, "events"))
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
+            self.collector = _switching.EventCollector(self.out_dir)
+            self.teardown.push("close switches.jsonl", self.collector.close)
         if sc.uses_switch:
             if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
                 # run time of the port programs, for the overhead figures
@@ -391,7 +421,7 @@ class Runner:
 
     def prepare_scheme(self, scheme: Scheme) -> None:
         if scheme.uses_agent:
-            self.daemons.ensure(scheme.algorithm, kernel_shim=scheme.kind == "ccswitch")
+            self.daemons.ensure(scheme.algorithm, kernel_shim=scheme.kind == "ccswitch", policy=scheme.policy)
         cc = self.kernel_cc(scheme)
         if self.current_cc != cc:
             # Again at every switch: another run on this machine that also needed `cc` may have
@@ -410,13 +440,16 @@ class Runner:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": self.downloads, "LANG": "C"}
         row = {"client": client.name, "scheme": scheme.label, "repetition": rep + 1, "file_bytes": size,
                "tct_s": None, "ttfb_s": None, "connect_s": None, "bytes": None, "http_code": None,
-               "sha256_ok": False, "cc_observed": None, "started_at": _utcnow(), "wall_s": None, "error": None}
+               "sha256_ok": False, "cc_observed": None, "client_addr": None, "started_at": _utcnow(), "wall_s": None,
+               "error": None}
         if scheme.kind == "switch":
             row.update(switch_stats=None, switch_log=None, switch_exit=None)
             self.switch_shim.start(f"{client.name}-{size}-{scheme.algorithm}-rep{rep + 1}")
             row["switch_log"] = os.path.relpath(self.switch_shim.log_path, self.out_dir)
         self.current_download = out_file
         observer = CcObserver(self.ns)
+        events_path = self.daemons.events_path if scheme.uses_agent and self.daemons is not None else None
+        wall_t0 = time.time()
         t0 = time.monotonic()
         self.current = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, env=env, cwd=self.downloads,
@@ -433,7 +466,9 @@ class Runner:
                 row["error"] = f"timeout: no result after {self.sc.timeout_s + MM_OVERHEAD_S:g} s"
             finally:
                 row["cc_observed"] = observer.finish()
+                row["client_addr"] = observer.peer
                 row["wall_s"] = round(time.monotonic() - t0, 4)
+                self.last_transfer = (wall_t0, time.time(), events_path)
             if self.current is not None:
                 self.procs.forget(self.current)
                 self.current = None
@@ -492,6 +527,10 @@ class Runner:
                 except TopologyError as e:
                     raise RunError(f"preparing {scheme.label}: {e}") from None
                 row = self.transfer(rep, client, scheme, size)
+                row["transfer"] = i
+                if scheme.uses_agent and self.collector is not None:
+                    t0, t1, events_path = self.last_transfer
+                    self.collector.attach(i, row, events_path, t0, t1, row["client_addr"])
                 self.rows.append(row)
                 jsonl.append(row)
                 if row["error"]:
@@ -504,7 +543,7 @@ class Runner:
                 cc = (f" (server socket used {row['cc_observed']})"
                       if row["cc_observed"] and row["cc_observed"] != self.kernel_cc(scheme) else "")
                 sz = f" {size}B" if len(client.file_sizes) > 1 else ""
-                sw = self._switch_note(row)
+                sw = self._switch_note(row) + self._algorithms_note(row)
                 self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}{sw}")
         self.wall_s = time.monotonic() - started
         self._write_results()
@@ -519,6 +558,14 @@ class Runner:
         f = _switch.transfer_figures(doc)
         return (f" [switch: {f['acks_rewritten']} ACKs rewritten, {f['dupacks_hidden']} dupACKs hidden, "
                 f"{f['retransmissions']} retx, {f['fallbacks']} fallbacks]")
+
+    @staticmethod
+    def _algorithms_note(row: dict) -> str:
+        if row.get("switches"):
+            return f" [{' > '.join(str(a) for a in row['algorithms'])}]"
+        if row.get("events_note"):
+            return f" [events: {row['events_note']}]"
+        return ""
 
     def labelled_rows(self) -> List[dict]:
         """Rows whose client is "name@bytes" for clients that download several file sizes."""
@@ -546,6 +593,7 @@ class Runner:
             doc["switch_overhead"] = overhead
             if overhead:
                 table += "\n\n" + _switch.format_overhead(overhead)
+        table += self._switching_outputs(doc)
         results.write_json_atomic(os.path.join(self.out_dir, "summary.json"), doc)
         results.write_text_atomic(os.path.join(self.out_dir, "summary.txt"), table + "\n")
         self.table = table
@@ -557,6 +605,27 @@ class Runner:
                              [s.label for s in self.sc.schemes], title=self.sc.name)
         except Exception as e:  # a plot must not lose the data
             log(f"warning: could not draw tct.png: {e}")
+
+
+    def _switching_outputs(self, doc: dict) -> str:
+        """The flow plots and the scenario's switching analysis (text for summary.txt; the
+        result goes into `doc`). Neither may lose the run's data: failures are logged."""
+        sc, text = self.sc, ""
+        if "flows" in sc.plots:
+            schemes = [s.label for s in sc.schemes if s.is_policy] + list(sc.plot_schemes)
+            try:
+                n = len(_switching.plot_run(self.out_dir, self.rows, schemes))
+                self._say(f"{n} flow plots in {os.path.join(self.out_dir, 'flows')}")
+            except Exception as e:
+                log(f"warning: could not draw the flow plots: {e}")
+        if sc.analysis:
+            try:
+                res, analysis = _switching.analyze(self.out_dir, sc.analysis, rows=self.rows, scenario=sc)
+                doc["switching"] = res
+                text = "\n\n" + analysis
+            except Exception as e:
+                log(f"warning: the {sc.analysis} analysis failed: {e}")
+        return text
 
 
 def run_scenario(scenario: Scenario, out_dir: Optional[str] = None, *, quiet: bool = False) -> Runner:
@@ -580,6 +649,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--bridge", choices=("ovs", "linux", "none"),
                    help="bridge between server and clients (overrides the scenario's bridge)")
     p.set_defaults(func=_cli_run, parser=p)
+    _switching.add_cli(subparsers)
 
 
 def _cli_run(args) -> int:
@@ -592,9 +662,12 @@ def _cli_run(args) -> int:
                 raise ScenarioError("--repetitions: must be >= 1")
             sc.repetitions = args.repetitions
         if args.schemes:
-            sc.schemes = [parse_scheme(s.strip(), "--schemes") for s in args.schemes.split(",") if s.strip()]
+            # policy files named on the command line are relative to the current directory
+            sc.schemes = [parse_scheme(s.strip(), "--schemes", base_dir=os.getcwd())
+                          for s in args.schemes.split(",") if s.strip()]
             if not sc.schemes:
                 raise ScenarioError("--schemes: empty")
+            sc.plot_schemes = tuple(p for p in sc.plot_schemes if p in {s.label for s in sc.schemes})
         if args.timeout is not None:
             if not args.timeout > 0:
                 raise ScenarioError("--timeout: must be > 0")

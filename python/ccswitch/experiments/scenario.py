@@ -26,6 +26,16 @@ _PARAMS = r"(:[a-z][a-z0-9_]*=[-+0-9.eE]+(,[a-z][a-z0-9_]*=[-+0-9.eE]+)*)?"
 _ALG_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}" + _PARAMS + "$")
 _PY_ALG_RE = re.compile(r"^py:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: Policies built into ccswitch-agent (agent/policies/*.toml), for `ccswitch:policy:NAME`.
+BUILTIN_POLICIES = ("mystique", "mcc-wifi")
+#: `policy:TARGET[:PARAM=VALUE,...]`: TARGET is a built-in name or a TOML file; the parameters
+#: override the policy's [params] (values are numbers or names).
+_POLICY_PARAMS = r"[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+(,[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+)*"
+_POLICY_RE = re.compile(r"^(?P<target>[^:]+)(:(?P<params>" + _POLICY_PARAMS + "))?$")
+POLICY_PREFIX = "policy:"
+#: What `Scenario.analysis` may name (switching.py) and what `plots` may ask for.
+ANALYSES = ("smoothness", "mix", "mcc")
+PLOTS = ("flows",)
 
 DEFAULT_TIMEOUT_S = 120.0
 #: What sits between the server's namespace and the clients (see `switch.py`): nothing (the
@@ -42,14 +52,23 @@ class ScenarioError(ValueError):
 class Scheme:
     """`native:ALG` (kernel CC in the server namespace), `ccswitch:ALG` (agent algorithm on
     the kernel datapath) or `switch:ALG` (agent algorithm enforced from the bridge port in
-    front of a server that keeps its stock congestion control)."""
+    front of a server that keeps its stock congestion control). `ccswitch:policy:SPEC` and
+    `switch:policy:SPEC` let the agent's selector choose (and switch) each flow's algorithm
+    by a policy: a built-in name or a TOML file, with optional `:PARAM=VALUE,...`."""
 
     kind: str  # one of SCHEME_KINDS
-    algorithm: str
+    algorithm: str  # as written; `policy:SPEC` for a policy scheme
+    #: for `ccswitch:policy:SPEC` / `switch:policy:SPEC`: what the agent's --policy gets (SPEC
+    #: with a policy file's path made absolute); None for a fixed algorithm
+    policy: Optional[str] = None
 
     @property
     def label(self) -> str:
         return f"{self.kind}:{self.algorithm}"
+
+    @property
+    def is_policy(self) -> bool:
+        return self.policy is not None
 
     @property
     def kernel_cc(self) -> Optional[str]:
@@ -106,6 +125,12 @@ class Scenario:
     agent_settle_s: float = 1.0
     bridge: Optional[str] = None  # as written; None = automatic (see bridge_kind)
     switch_server_cc: str = "cubic"
+    #: the analysis of switching.py that runs at the end ("smoothness", "mix", "mcc"), if any
+    analysis: Optional[str] = None
+    #: extra outputs: "flows" = window/throughput plots of the transfers of policy schemes and
+    #: of `plot_schemes`
+    plots: Tuple[str, ...] = ()
+    plot_schemes: Tuple[str, ...] = ()
     source: Optional[str] = None  # path of the TOML file
     raw: Dict[str, Any] = field(default_factory=dict)
 
@@ -165,7 +190,7 @@ class Scenario:
 # ------------------------------------------------------------------ validation helpers
 
 _TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeout_s", "agent_settle_s",
-             "bridge", "switch_server_cc"}
+             "bridge", "switch_server_cc", "analysis", "plots", "plot_schemes"}
 _CLIENT_KEYS = {
     "name", "delay_ms", "loss_downlink", "loss_uplink", "link", "queue_packets", "file_bytes",
     "file_sizes", "description",
@@ -215,12 +240,17 @@ def _float(d, key, where, *, lo, hi, default, lo_open=False, hi_open=False):
     return float(v)
 
 
-def parse_scheme(text: Any, where: str = "schemes") -> Scheme:
+def parse_scheme(text: Any, where: str = "schemes", *, base_dir: Optional[str] = None,
+                 check_files: bool = True) -> Scheme:
+    """One scheme. A policy file (`ccswitch:policy:FILE`) is relative to `base_dir` (the
+    scenario's directory; the current directory if None) and must exist if `check_files`."""
     if not isinstance(text, str) or ":" not in text:
         raise ScenarioError(
-            f"{where}: {text!r} is not a scheme; expected native:ALG, ccswitch:ALG or switch:ALG"
+            f"{where}: {text!r} is not a scheme; expected native:ALG, ccswitch:ALG, switch:ALG, "
+            "ccswitch:policy:NAME|FILE or switch:policy:NAME|FILE"
         )
     kind, alg = text.split(":", 1)
+    policy = None
     if kind == "native":
         if alg not in NATIVE_ALGORITHMS:
             raise ScenarioError(
@@ -228,14 +258,60 @@ def parse_scheme(text: Any, where: str = "schemes") -> Scheme:
                 " (the only built-in congestion controls of this kernel)"
             )
     elif kind in ("ccswitch", "switch"):
-        if not (_ALG_RE.match(alg) or _PY_ALG_RE.match(alg)):
+        if alg.startswith(POLICY_PREFIX):
+            policy = parse_policy_spec(alg[len(POLICY_PREFIX):], f"{where}: {text!r}", base_dir=base_dir,
+                                       check_files=check_files)
+        elif not (_ALG_RE.match(alg) or _PY_ALG_RE.match(alg)):
             raise ScenarioError(
-                f"{where}: {text!r}: bad algorithm {alg!r}; expected NAME, NAME:PARAM=VALUE,... "
-                "or py:MODULE:CLASS"
+                f"{where}: {text!r}: bad algorithm {alg!r}; expected NAME, NAME:PARAM=VALUE,..., "
+                "py:MODULE:CLASS or policy:NAME|FILE"
             )
     else:
         raise ScenarioError(f"{where}: {text!r}: kind must be 'native', 'ccswitch' or 'switch', got {kind!r}")
-    return Scheme(kind, alg)
+    return Scheme(kind, alg, policy)
+
+
+def is_policy_file(target: str) -> bool:
+    """The agent's rule: a policy target naming a file contains '/' or ends in .toml."""
+    return "/" in target or target.endswith(".toml")
+
+
+def parse_policy_spec(spec: str, where: str, *, base_dir: Optional[str] = None, check_files: bool = True) -> str:
+    """`NAME[:PARAMS]` or `FILE[:PARAMS]` -> the agent's --policy argument (FILE absolute)."""
+    m = _POLICY_RE.match(spec)
+    if not spec or not m:
+        raise ScenarioError(
+            f"{where}: bad policy {spec!r}; expected policy:NAME, policy:FILE.toml, optionally "
+            "followed by :PARAM=VALUE,..."
+        )
+    target, params = m.group("target"), m.group("params")
+    if is_policy_file(target):
+        path = target if os.path.isabs(target) else os.path.normpath(os.path.join(base_dir or os.getcwd(), target))
+        if check_files:
+            _check_policy_file(path, where)
+        target = path
+    elif target not in BUILTIN_POLICIES:
+        raise ScenarioError(
+            f"{where}: unknown built-in policy {target!r} (built in: {', '.join(BUILTIN_POLICIES)}; "
+            "a policy file must end in .toml or contain a '/')"
+        )
+    return f"{target}:{params}" if params else target
+
+
+def _check_policy_file(path: str, where: str) -> None:
+    """The file exists and is TOML (its rules are the agent's to validate)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ScenarioError(f"{where}: policy file not found: {path}") from None
+    except OSError as e:
+        raise ScenarioError(f"{where}: cannot read policy file {path}: {e.strerror}") from None
+    if tomllib is not None:
+        try:
+            tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ScenarioError(f"{where}: policy file {path}: TOML syntax error: {e}") from None
 
 
 def _parse_link(v, where: str, base_dir: Optional[str], check_files: bool) -> Link:
@@ -349,17 +425,19 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
         raise ScenarioError("schemes: required, e.g. [\"native:cubic\", \"ccswitch:reno\"]")
     if not isinstance(schemes_raw, list) or not schemes_raw:
         raise ScenarioError(f"schemes: must be a non-empty list of strings, got {schemes_raw!r}")
-    schemes = [parse_scheme(s, f"schemes[{i}]") for i, s in enumerate(schemes_raw)]
+    base_dir = os.path.dirname(os.path.abspath(source)) if source else None
+    schemes = [parse_scheme(s, f"schemes[{i}]", base_dir=base_dir, check_files=check_files)
+               for i, s in enumerate(schemes_raw)]
     labels = [s.label for s in schemes]
     dups = sorted({x for x in labels if labels.count(x) > 1})
     if dups:
         raise ScenarioError(f"schemes: duplicate scheme {dups[0]!r}")
+    analysis, plots, plot_schemes = _parse_outputs(data, labels)
     clients_raw = data.get("clients")
     if clients_raw is None:
         raise ScenarioError("clients: required (one or more [[clients]] tables)")
     if not isinstance(clients_raw, list) or not clients_raw:
         raise ScenarioError("clients: must be a non-empty array of tables ([[clients]])")
-    base_dir = os.path.dirname(os.path.abspath(source)) if source else None
     clients = [_parse_client(c, i, base_dir, check_files) for i, c in enumerate(clients_raw)]
     names = [c.name for c in clients]
     dups = sorted({x for x in names if names.count(x) > 1})
@@ -367,10 +445,28 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
         raise ScenarioError(f"clients: duplicate client name {dups[0]!r}")
     sc = Scenario(
         name=name, schemes=schemes, clients=clients, repetitions=reps, timeout_s=timeout,
-        agent_settle_s=settle, bridge=bridge, switch_server_cc=server_cc, source=source, raw=data,
+        agent_settle_s=settle, bridge=bridge, switch_server_cc=server_cc, analysis=analysis, plots=plots,
+        plot_schemes=plot_schemes, source=source, raw=data,
     )
     sc.check_bridge()
     return sc
+
+
+def _parse_outputs(data: Dict[str, Any], labels: List[str]):
+    """`analysis`, `plots` and `plot_schemes` (each plotted scheme must be one of the run's)."""
+    analysis = data.get("analysis")
+    if analysis is not None and analysis not in ANALYSES:
+        raise ScenarioError(f"analysis: must be one of {', '.join(repr(a) for a in ANALYSES)}, got {analysis!r}")
+    plots = data.get("plots", [])
+    if not isinstance(plots, list) or any(p not in PLOTS for p in plots):
+        raise ScenarioError(f"plots: must be a list of {', '.join(repr(p) for p in PLOTS)}, got {plots!r}")
+    plot_schemes = data.get("plot_schemes", [])
+    if not isinstance(plot_schemes, list):
+        raise ScenarioError(f"plot_schemes: must be a list of scheme labels, got {plot_schemes!r}")
+    for i, p in enumerate(plot_schemes):
+        if p not in labels:
+            raise ScenarioError(f"plot_schemes[{i}]: {p!r} is not one of the schemes ({', '.join(labels)})")
+    return analysis, tuple(plots), tuple(plot_schemes)
 
 
 def loads_scenario(text: str, *, source: Optional[str] = None, check_files: bool = True) -> Scenario:

@@ -449,15 +449,19 @@ def python_agent_env(env: Dict[str, str], python_path: Sequence[str] = ()) -> Di
 
 
 class CcswitchDaemons:
-    """The agent (restarted whenever the algorithm changes) and the kernel datapath shim
-    (kept for the whole run once a `ccswitch:` scheme needs it; it registers the BPF
+    """The agent (restarted whenever the algorithm or policy changes) and the kernel datapath
+    shim (kept for the whole run once a `ccswitch:` scheme needs it; it registers the BPF
     congestion control "ccswitch"). The switch datapath's shim (`switch.SwitchShim`) talks to
-    the same agent."""
+    the same agent.
+
+    With `events_dir`, every agent start writes its flow events (creation, reports, algorithm
+    switches, close; JSONL) to `events_dir/agent-NNN.jsonl`, NNN counting the starts like the
+    logs `agent-NNN-ALG.log`; `events_path` is the current agent's file."""
 
     CC_NAME = "ccswitch"
 
     def __init__(self, procs: Processes, sysctls: SysctlGuard, bin_dir: str, workdir: str, log_dir: str,
-                 settle_s: float = 1.0, python_path: Sequence[str] = ()) -> None:
+                 settle_s: float = 1.0, python_path: Sequence[str] = (), events_dir: Optional[str] = None) -> None:
         self.procs, self.sysctls = procs, sysctls
         self.agent_bin = os.path.join(bin_dir, "ccswitch-agent")
         self.shim_bin = os.path.join(bin_dir, "ccswitch-kernel")
@@ -465,10 +469,13 @@ class CcswitchDaemons:
         # where the shim looks for the agent (tests put a proxy in between)
         self.shim_socket = self.socket
         self.log_dir = log_dir
+        self.events_dir = events_dir
+        self.events_path: Optional[str] = None
         self.settle_s = settle_s
         self.agent: Optional[subprocess.Popen] = None
         self.agent_log: Optional[str] = None
         self.algorithm: Optional[str] = None
+        self.policy: Optional[str] = None
         self.shim: Optional[subprocess.Popen] = None
         self._agent_starts = 0
         self.cc_name = self.CC_NAME
@@ -493,7 +500,17 @@ class CcswitchDaemons:
         except FileNotFoundError:
             return 0
 
-    def _start_agent(self, algorithm: str) -> None:
+    def agent_command(self, algorithm: str, policy: Optional[str] = None) -> List[str]:
+        """The agent's command line: `--policy SPEC` for a policy (its initial algorithm is
+        the policy's), else `--algorithm ALG`; `--events FILE` when events are collected."""
+        cmd = [self.agent_bin, "--socket", self.socket]
+        cmd += ["--policy", policy] if policy is not None else ["--algorithm", algorithm]
+        cmd += ["--log-level", self.log_level]
+        if self.events_path is not None:
+            cmd += ["--events", self.events_path]
+        return cmd
+
+    def _start_agent(self, algorithm: str, policy: Optional[str] = None) -> None:
         if self.agent is not None:
             self.procs.stop(self.agent)
             self.agent = None
@@ -503,13 +520,16 @@ class CcswitchDaemons:
             pass
         self._agent_starts += 1
         log_path = os.path.join(self.log_dir, f"agent-{self._agent_starts:03d}-{algorithm.replace('/', '_')}.log")
+        if self.events_dir is not None:
+            os.makedirs(self.events_dir, exist_ok=True)
+            self.events_path = os.path.join(self.events_dir, f"agent-{self._agent_starts:03d}.jsonl")
         self.agent_log = log_path
-        self.algorithm = algorithm
+        self.algorithm, self.policy = algorithm, policy
+        what = f"--policy {policy}" if policy is not None else f"--algorithm {algorithm}"
         self.agent = self.procs.start_and_wait(
-            "ccswitch-agent", [self.agent_bin, "--socket", self.socket, "--algorithm", algorithm,
-                               "--log-level", self.log_level], log_path,
+            "ccswitch-agent", self.agent_command(algorithm, policy), log_path,
             lambda: os.path.exists(self.socket), timeout_s=10.0, env=self.agent_env,
-            waiting_for=f"its socket {self.socket} (--algorithm {algorithm})")
+            waiting_for=f"its socket {self.socket} ({what})")
 
     def _start_shim(self, timeout_s: float = 30.0) -> None:
         log_path = os.path.join(self.log_dir, "kernel-shim.log")
@@ -529,17 +549,18 @@ class CcswitchDaemons:
                         "(net.ipv4.tcp_available_congestion_control)")
         self.sysctls.allow_congestion_control(self.cc_name)
 
-    def ensure(self, algorithm: str, kernel_shim: bool = True) -> None:
-        """Make sure the agent runs `algorithm` (restarting it if needed) and, with
-        `kernel_shim`, that the kernel datapath's shim runs."""
+    def ensure(self, algorithm: str, kernel_shim: bool = True, policy: Optional[str] = None) -> None:
+        """Make sure the agent runs `algorithm` (or, with `policy`, that policy's selector),
+        restarting it if needed, and, with `kernel_shim`, that the kernel datapath's shim runs."""
         if self.shim is not None and self.shim.poll() is not None:
             raise TopologyError(f"ccswitch-kernel died (status {self.shim.returncode}); "
                                 f"see {self.log_dir}/kernel-shim.log")
         changed = False
-        if self.agent is None or self.agent.poll() is not None or self.algorithm != algorithm:
-            if self.agent is not None and self.agent.poll() is not None and self.algorithm == algorithm:
+        same = self.algorithm == algorithm and self.policy == policy
+        if self.agent is None or self.agent.poll() is not None or not same:
+            if self.agent is not None and self.agent.poll() is not None and same:
                 log(f"ccswitch-agent exited with status {self.agent.returncode}; restarting it")
-            self._start_agent(algorithm)
+            self._start_agent(algorithm, policy)
             changed = True
         if self.shim is None and kernel_shim:
             self._start_shim()
@@ -548,7 +569,9 @@ class CcswitchDaemons:
             # give the shim time to (re)connect to the new agent before a flow starts
             time.sleep(self.settle_s)
         if self.agent.poll() is not None:
-            raise TopologyError(f"ccswitch-agent --algorithm {algorithm} exited with status {self.agent.returncode}")
+            what = f"--policy {policy}" if policy is not None else f"--algorithm {algorithm}"
+            raise TopologyError(f"ccswitch-agent {what} exited with status {self.agent.returncode}; "
+                                f"see {self.agent_log}")
 
     def stop(self) -> None:
         # the shim first (it unregisters the congestion control), then the agent
