@@ -24,6 +24,7 @@
 pub mod features;
 pub mod policy;
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use ccswitch_algorithms::Measurement;
@@ -75,6 +76,9 @@ pub struct Selector {
     /// Whether the policy has made its first decision for this flow.
     decided: bool,
     streak: Option<Streak>,
+    /// The features of the window as it stands, computed at most once per report: the
+    /// decision and the registry's copy for the control interface read the same value.
+    features: Cell<Option<Features>>,
 }
 
 impl Selector {
@@ -87,6 +91,7 @@ impl Selector {
             last_switch_us: 0,
             decided: false,
             streak: None,
+            features: Cell::new(None),
         }
     }
 
@@ -113,13 +118,19 @@ impl Selector {
     }
 
     pub fn features(&self) -> Features {
-        self.tracker.features()
+        if let Some(f) = self.features.get() {
+            return f;
+        }
+        let f = self.tracker.features();
+        self.features.set(Some(f));
+        f
     }
 
     /// Absorb one report; `Some` when the flow should switch now. The caller confirms the
     /// switch with [`note_switch`](Self::note_switch).
     pub fn on_report(&mut self, m: &Measurement, mss_bytes: u64) -> Option<Decision> {
         self.tracker.observe(m, mss_bytes);
+        self.features.set(None);
         self.first_report_us.get_or_insert(m.now_us);
         if self.tracker.samples() < self.policy.min_samples() {
             return None;
@@ -137,7 +148,7 @@ impl Selector {
     }
 
     fn spatial(&self) -> Option<Decision> {
-        let features = self.tracker.features();
+        let features = self.features();
         let choice = self.policy.choose(&features);
         let algorithm = &self.policy.algorithms()[choice.algorithm];
         (*algorithm != self.current).then(|| Decision {
@@ -149,7 +160,7 @@ impl Selector {
     }
 
     fn temporal(&mut self, now_us: u64) -> Option<Decision> {
-        let features = self.tracker.features();
+        let features = self.features();
         let choice = self.policy.choose(&features);
         let algorithm = &self.policy.algorithms()[choice.algorithm];
         if *algorithm == self.current {
@@ -195,6 +206,7 @@ impl Selector {
     pub fn set_policy(&mut self, policy: Arc<Policy>) {
         if policy.window() != self.tracker.window() {
             self.tracker.restart_window(policy.window());
+            self.features.set(None);
         }
         self.policy = policy;
         self.decided = false;
