@@ -4,9 +4,12 @@
 //!
 //! - `flow`: a flow was created (src/sport are the sender's side, dst/dport the receiver's);
 //! - `report`: one report of the standard program and the window/rate answered to it;
+//!   `on_report_errors`, present once a Python algorithm's `on_report` raised, counts the
+//!   flow's exceptions so far (the report was answered with the window kept);
 //! - `switch`: the flow changed algorithm, why, and the features that decided it;
-//! - `close`: the flow ended.
+//! - `close`: the flow ended; `on_report_errors` is the flow's total (0 when none).
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{LineWriter, Write};
 use std::path::Path;
@@ -23,6 +26,8 @@ use crate::registry::{Endpoints, FlowKey};
 
 pub struct EventLog {
     out: Mutex<LineWriter<File>>,
+    /// `on_report` exceptions of each open flow that raised at least once.
+    errors: Mutex<HashMap<FlowKey, u64>>,
 }
 
 fn now_us() -> u64 {
@@ -43,7 +48,7 @@ impl EventLog {
             .append(true)
             .open(path)
             .with_context(|| format!("opening the events file {}", path.display()))?;
-        Ok(Self { out: Mutex::new(LineWriter::new(file)) })
+        Ok(Self { out: Mutex::new(LineWriter::new(file)), errors: Mutex::new(HashMap::new()) })
     }
 
     fn write(&self, mut event: Value, key: FlowKey) {
@@ -72,15 +77,28 @@ impl EventLog {
         cwnd_bytes: Option<u64>,
         pacing_rate_bytes_per_s: Option<u64>,
     ) {
-        self.write(
-            json!({"event": "report", "algorithm": algorithm, "cwnd_bytes": cwnd_bytes,
-                   "pacing_rate_bps": bits(pacing_rate_bytes_per_s), "rtt_us": m.rtt_us,
-                   "acked_bytes": m.acked_bytes, "lost_packets": m.lost_packets,
-                   "bytes_in_flight": m.bytes_in_flight,
-                   "delivery_rate_bps": m.delivery_rate_bytes_per_s.saturating_mul(8),
-                   "timeout": m.timeout, "dp_us": m.now_us}),
-            key,
-        );
+        let mut event = json!({"event": "report", "algorithm": algorithm, "cwnd_bytes": cwnd_bytes,
+               "pacing_rate_bps": bits(pacing_rate_bytes_per_s), "rtt_us": m.rtt_us,
+               "acked_bytes": m.acked_bytes, "lost_packets": m.lost_packets,
+               "bytes_in_flight": m.bytes_in_flight,
+               "delivery_rate_bps": m.delivery_rate_bytes_per_s.saturating_mul(8),
+               "timeout": m.timeout, "dp_us": m.now_us});
+        // The exceptions raised while this report was handled (same thread, just before).
+        let raised = crate::python::take_errors();
+        let mut errors = self.errors.lock().expect("error counts poisoned");
+        let total = match errors.get_mut(&key) {
+            Some(n) => {
+                *n += raised;
+                *n
+            }
+            None if raised > 0 => *errors.entry(key).or_insert(raised),
+            None => 0,
+        };
+        drop(errors);
+        if total > 0 {
+            event["on_report_errors"] = json!(total);
+        }
+        self.write(event, key);
     }
 
     pub fn switch(&self, key: FlowKey, s: &Switch) {
@@ -93,9 +111,52 @@ impl EventLog {
     }
 
     pub fn close(&self, key: FlowKey, algorithm: &str, reports: u64, switches: u32) {
+        let errors = self.errors.lock().expect("error counts poisoned").remove(&key).unwrap_or(0);
         self.write(
-            json!({"event": "close", "algorithm": algorithm, "reports": reports, "switches": switches}),
+            json!({"event": "close", "algorithm": algorithm, "reports": reports, "switches": switches,
+                   "on_report_errors": errors}),
             key,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::python::{count_error, take_errors};
+
+    fn events(path: &Path) -> Vec<Value> {
+        std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    #[test]
+    fn reports_and_close_carry_each_flows_count_of_on_report_errors() {
+        let dir = std::env::temp_dir().join(format!("ccswitch-events-test-{}", std::process::id()));
+        let path = dir.join("events.jsonl");
+        let _ = std::fs::remove_file(&path);
+        let log = EventLog::create(&path).unwrap();
+        let (a, b) = (FlowKey { datapath: 1, sid: 1 }, FlowKey { datapath: 1, sid: 2 });
+        let m = Measurement::default();
+        take_errors();
+        log.report(a, "Raises", &m, Some(14480), None); // no error yet
+        count_error();
+        log.report(a, "Raises", &m, Some(14480), None);
+        log.report(b, "reno", &m, Some(14480), None); // flow b's reports raise nothing
+        count_error();
+        count_error();
+        log.report(a, "Raises", &m, Some(14480), None);
+        log.close(b, "reno", 1, 0);
+        log.close(a, "Raises", 3, 0);
+        let ev = events(&path);
+        let errors: Vec<Option<u64>> = ev.iter().map(|e| e.get("on_report_errors").and_then(Value::as_u64)).collect();
+        assert_eq!(errors, [None, Some(1), None, Some(3), Some(0), Some(3)], "{ev:?}");
+        assert_eq!((ev[5]["event"].as_str(), ev[5]["sid"].as_u64()), (Some("close"), Some(1)));
+        // A closed flow's count is gone: a new flow with the same key starts from zero.
+        log.report(a, "Raises", &m, Some(14480), None);
+        log.close(a, "Raises", 1, 0);
+        let ev = events(&path);
+        assert_eq!(ev[7]["on_report_errors"].as_u64(), Some(0));
+        assert!(ev[6].get("on_report_errors").is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,6 +9,10 @@
 //! threshold and reporting mode. What the callback set is written back to the flow's state
 //! when it returns; if it raises, the exception is logged with its traceback and the state
 //! is left as it was before the call, so the flow keeps its window and the agent goes on.
+//! A callback that keeps raising is logged in full only [`ERRORS_LOGGED_IN_FULL`] times per
+//! flow, then a line says further errors are suppressed; every exception is counted
+//! ([`take_errors`]), and the events file carries each flow's count (`on_report_errors`), so a
+//! broken algorithm cannot pass for a working one.
 //!
 //! Where modules come from: the interpreter honours `PYTHONPATH`, and if `VIRTUAL_ENV` is set
 //! its `site-packages` (with its `.pth` files, e.g. an editable install of `ccswitch`) is
@@ -16,6 +20,8 @@
 //!
 //! The Python side of the API is documented in `python/ccswitch/algorithm.py`; an example is
 //! `python/ccswitch/examples/reno.py`.
+
+use std::cell::Cell;
 
 use anyhow::{anyhow, Result};
 use ccswitch_algorithms::{Algorithm, FlowState, Measurement, Reporting, WindowEvent};
@@ -30,6 +36,46 @@ use tracing::{error, info};
 /// [`ERROR_LOG_EVERY`] failures (a callback that always raises runs once per report).
 const ERRORS_LOGGED_IN_FULL: u64 = 5;
 const ERROR_LOG_EVERY: u64 = 1000;
+
+thread_local! {
+    /// `on_report` exceptions raised on this thread and not yet claimed by [`take_errors`].
+    static UNCLAIMED_ERRORS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The `on_report` exceptions raised on this thread since the previous call. The agent
+/// handles a flow's report and writes that report's event on the datapath's thread, with no
+/// other algorithm call in between, so what the event log takes here after a report belongs
+/// to that report's flow.
+pub fn take_errors() -> u64 {
+    UNCLAIMED_ERRORS.with(|c| c.replace(0))
+}
+
+/// Count one `on_report` exception on this thread (for [`take_errors`]).
+pub(crate) fn count_error() {
+    UNCLAIMED_ERRORS.with(|c| c.set(c.get() + 1));
+}
+
+/// How the `n`th exception of a flow (1-based) is logged.
+#[derive(Debug, PartialEq, Eq)]
+enum ErrorLog {
+    /// With its traceback.
+    Full,
+    /// With its traceback, and a line saying that further errors are suppressed.
+    FullThenSuppressed,
+    /// One line with the count so far.
+    Count,
+    /// Not at all (still counted).
+    Quiet,
+}
+
+fn error_log(n: u64) -> ErrorLog {
+    match n {
+        _ if n < ERRORS_LOGGED_IN_FULL => ErrorLog::Full,
+        _ if n == ERRORS_LOGGED_IN_FULL => ErrorLog::FullThenSuppressed,
+        _ if n % ERROR_LOG_EVERY == 0 => ErrorLog::Count,
+        _ => ErrorLog::Quiet,
+    }
+}
 
 /// Default MSS of the placeholder state a [`Flow`] holds before its first report.
 const PLACEHOLDER_MSS_BYTES: u32 = 1448;
@@ -206,19 +252,28 @@ struct PyAlgorithm {
 
 impl PyAlgorithm {
     fn log_error(&mut self, py: Python<'_>, e: &PyErr) {
+        count_error();
         self.errors += 1;
         let n = self.errors;
+        let how = error_log(n);
         // The traceback ends the message (fields would land after its last line).
-        if n <= ERRORS_LOGGED_IN_FULL {
+        if matches!(how, ErrorLog::Full | ErrorLog::FullThenSuppressed) {
             error!(
                 "{} (py:{}): on_report raised; the flow keeps its window (error {n} of this flow)\n{}",
                 self.name, self.target, describe(py, e)
             );
-        } else if n % ERROR_LOG_EVERY == 0 {
-            error!(
+        }
+        match how {
+            ErrorLog::FullThenSuppressed => error!(
+                "{} (py:{}): further on_report errors of this flow suppressed (one line per \
+                 {ERROR_LOG_EVERY}; every error is counted in the events file as on_report_errors)",
+                self.name, self.target
+            ),
+            ErrorLog::Count => error!(
                 "{} (py:{}): on_report keeps raising; the flow keeps its window (error {n} of this flow): {e}",
                 self.name, self.target
-            );
+            ),
+            _ => {}
         }
     }
 }
@@ -690,6 +745,28 @@ class Raises:
         let mut alg = load("bad_value_probe:Bad").unwrap();
         feed(alg.as_mut(), &mut state, &ack(3, 1, 10));
         assert_eq!(state.cwnd_bytes, 99999, "a negative window is an error, not applied");
+    }
+
+    #[test]
+    fn every_exception_is_counted_for_the_event_log_but_only_the_first_few_are_logged_in_full() {
+        write_module(
+            "always_raises_probe",
+            "class Always:\n    def on_report(self, flow):\n        raise ValueError('no')\n",
+        );
+        let mut alg = load("always_raises_probe:Always").unwrap();
+        let mut state = FlowState::new(MSS as u32, 10 * MSS as u32);
+        take_errors();
+        for i in 1..=7 {
+            feed(alg.as_mut(), &mut state, &ack(i, 1, 10));
+        }
+        assert_eq!(take_errors(), 7, "each raise is counted");
+        assert_eq!(take_errors(), 0, "and claimed once");
+        let logged: Vec<ErrorLog> = (1..=ERROR_LOG_EVERY + 1).map(error_log).collect();
+        assert!(logged[..ERRORS_LOGGED_IN_FULL as usize - 1].iter().all(|l| *l == ErrorLog::Full));
+        assert_eq!(logged[ERRORS_LOGGED_IN_FULL as usize - 1], ErrorLog::FullThenSuppressed);
+        assert_eq!(logged[ERRORS_LOGGED_IN_FULL as usize], ErrorLog::Quiet);
+        assert_eq!(logged[ERROR_LOG_EVERY as usize - 1], ErrorLog::Count);
+        assert_eq!(logged.iter().filter(|l| **l == ErrorLog::FullThenSuppressed).count(), 1);
     }
 
     #[test]
