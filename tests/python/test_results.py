@@ -21,8 +21,41 @@ def test_parquet_roundtrip(tmp_path):
     p = tmp_path / "transfers.parquet"
     results.write_transfers_parquet(p, sample_rows())
     back = results.read_transfers_parquet(p)
-    assert back == sample_rows()
+    assert [{k: r[k] for k in sample_rows()[0]} for r in back] == sample_rows()
+    # columns a row does not carry are null
+    assert all(r["algorithms"] is None and r["on_report_errors"] is None for r in back)
     assert sorted(os.listdir(tmp_path)) == ["transfers.parquet"]
+
+
+def agent_row(**kw):
+    """A row as the runner writes it for an agent scheme that switched once."""
+    row = dict(sample_rows()[0], scheme="ccswitch:policy:mystique", curl_exit=None,
+               path="RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts", rtt_ms=50, delay_ms=25,
+               loss_downlink=0.01, loss_uplink=0.0, downlink_mbps=24.0, uplink_mbps=24.0,
+               downlink_trace=None, uplink_trace=None, queue_packets=100,
+               algorithms=["cubic", "hybla"], on_report_errors=0,
+               switches=[{"t_s": 0.5, "from": "cubic", "to": "hybla", "kind": "spatial", "reason": "rule 1",
+                          "features": {"loss_rate": 0.0, "rtt_ms": 50.0}, "cwnd_bytes": 14480,
+                          "pacing_rate_bps": None}])
+    row.update(kw)
+    return row
+
+
+def test_parquet_carries_the_path_the_algorithms_and_the_handovers(tmp_path):
+    p = tmp_path / "transfers.parquet"
+    trace = "/usr/share/mahimahi/traces/TMobile-LTE-short.down"
+    rows = [agent_row(), agent_row(downlink_mbps=None, uplink_mbps=None, downlink_trace=trace, uplink_trace=trace,
+                                   queue_packets=None, algorithms=["Raises"], switches=[], on_report_errors=73)]
+    results.write_transfers_parquet(p, rows)
+    a, b = results.read_transfers_parquet(p)
+    assert (a["rtt_ms"], a["loss_downlink"], a["downlink_mbps"], a["queue_packets"]) == (50, 0.01, 24.0, 100)
+    assert a["path"] == "RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts"
+    assert a["algorithms"] == ["cubic", "hybla"] and a["handovers"] == 1
+    (sw,) = a["switches"]
+    assert (sw["from"], sw["to"], sw["kind"], sw["t_s"]) == ("cubic", "hybla", "spatial", 0.5)
+    assert json.loads(sw["features"]) == {"loss_rate": 0.0, "rtt_ms": 50.0}
+    assert (b["downlink_trace"], b["downlink_mbps"], b["queue_packets"]) == (trace, None, None)
+    assert (b["handovers"], b["switches"], b["on_report_errors"]) == (0, [], 73)
 
 
 def test_parquet_columns_are_the_documented_ones(tmp_path):
@@ -85,5 +118,23 @@ def test_jsonl_log(tmp_path):
 def test_plot(tmp_path):
     p = tmp_path / "tct.png"
     rows = sample_rows() + [dict(sample_rows()[0], tct_s=0.6, repetition=2)]
-    results.plot_tct(p, rows, ["c"], ["native:cubic", "ccswitch:reno"], title="t")
+    shown = results.plot_tct(p, rows, ["c"], ["native:cubic", "ccswitch:reno"], title="t",
+                             paths={"c": "RTT 50 ms, 24 Mbit/s, unbounded queue"})
     assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (panel,) = shown
+    assert panel["title"] == "c\nRTT 50 ms, 24 Mbit/s, unbounded queue", "the panel names the path"
+    assert panel["marks"] == [(2, "1 failed")], "the failed ccswitch:reno transfer is marked under its scheme"
+
+
+def test_a_panel_whose_transfers_all_failed_is_marked_with_aligned_ticks(tmp_path):
+    p = tmp_path / "tct.png"
+    failed = [dict(sample_rows()[1], client=c, scheme=s, repetition=k)
+              for c in ("a", "b") for s in ("native:cubic", "ccswitch:reno", "ccswitch:py:m:C") for k in (1, 2)]
+    ok = [dict(sample_rows()[0], client="b", scheme="native:cubic", repetition=3)]
+    shown = results.plot_tct(p, failed + ok, ["a", "b"], ["native:cubic", "ccswitch:reno", "ccswitch:py:m:C"])
+    a, b = shown
+    assert a["ticks"] == [(1, "native:cubic"), (2, "ccswitch:reno"), (3, "ccswitch:py:m:C")]
+    assert a["xlim"] == (0.5, 3.5), "every tick inside the panel, one per scheme"
+    assert a["marks"] == [(1, "2 failed"), (2, "2 failed"), (3, "2 failed")]
+    assert b["marks"] == [(1, "2 failed"), (2, "2 failed"), (3, "2 failed")]
+    assert b["ticks"] == a["ticks"] and b["xlim"] == a["xlim"]

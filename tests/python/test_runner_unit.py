@@ -47,3 +47,54 @@ def test_parse_ss_cc():
     assert runner.parse_ss_cc(text) == "cubic"
     assert runner.parse_ss_cc("0 0 a:1 b:2\n\t ccswitch wscale:7,7 rto:201\n") == "ccswitch"
     assert runner.parse_ss_cc("") is None
+
+
+# What a curl that timed out inside mahimahi leaves on stderr (recorded on this machine with
+# `mm-delay 5 mm-link T T -- curl ... --max-time 1`, status and address changed to a timeout):
+# curl's own line first, then mahimahi's "Died on" lines quoting whole command lines.
+MM_CURL_TIMEOUT = (
+    "curl: (28) Operation timed out after 1000 milliseconds with 52000 out of 4000000 bytes received\n"
+    "Died on std::runtime_error: `curl -sS --noproxy * --max-time 1 -o /tmp/x -w CCSWITCH-CURL %{time_total} "
+    "%{http_code}\\n http://198.18.0.2:8080/f-4000000.bin': process exited with failure status 28\n"
+    "Died on std::runtime_error: `packetshell': process exited with failure status 1\n"
+    "Died on std::runtime_error: `mm-link /tmp/t /tmp/t -- curl -sS --noproxy * --max-time 1 -o /tmp/x -w "
+    "CCSWITCH-CURL %{time_total} %{http_code}\\n http://198.18.0.2:8080/f-4000000.bin': process exited with "
+    "failure status 1\n"
+)
+
+
+def test_a_curl_failure_through_mahimahi_is_recorded_as_curls_own_message():
+    assert runner.curl_error(MM_CURL_TIMEOUT) == (
+        28, "curl: (28) Operation timed out after 1000 milliseconds with 52000 out of 4000000 bytes received")
+    assert runner.transfer_error(1, MM_CURL_TIMEOUT) == runner.curl_error(MM_CURL_TIMEOUT)[1]
+    assert runner.curl_error("Died on std::runtime_error: `packetshell': process exited\n") is None
+
+
+def test_a_mahimahi_failure_without_curl_keeps_its_first_line_with_command_lines_shortened():
+    stderr = ("Died on std::runtime_error: `mm-link /tmp/t /tmp/t -- curl -sS --noproxy * -o x "
+              "http://a/b': process exited with failure status 1\nmore\n")
+    assert runner.transfer_error(1, stderr) == ("exit 1: Died on std::runtime_error: `mm-link': process exited "
+                                                "with failure status 1")
+    assert runner.transfer_error(1, "") == "exit 1: no message"
+
+
+def test_the_progress_line_says_ok_errors_and_python_exceptions():
+    ok = {"error": None, "sha256_ok": True}
+    assert runner.transfer_status(ok) == "ok"
+    assert runner.transfer_status(dict(ok, on_report_errors=0)) == "ok"
+    assert runner.transfer_status(dict(ok, on_report_errors=73)) == "ok (73 on_report errors)"
+    assert runner.transfer_status(dict(ok, on_report_errors=1)) == "ok (1 on_report error)"
+    assert runner.transfer_status({"error": "curl: (28) x", "sha256_ok": False}) == "ERROR curl: (28) x"
+    assert runner.transfer_status({"error": None, "sha256_ok": False}) == "SHA-256 MISMATCH"
+
+
+def test_rows_carry_the_path_and_agent_columns_before_the_transfer_runs():
+    sc = loads_scenario(SC.replace('schemes = ["native:reno"]', 'schemes = ["native:reno", "ccswitch:py:m:C"]'),
+                        check_files=False)
+    a = sc.clients[0]
+    native = runner.Runner.new_row(0, a, sc.schemes[0], 10)
+    agent = runner.Runner.new_row(1, a, sc.schemes[1], 10)
+    assert (native["rtt_ms"], native["loss_downlink"], native["downlink_mbps"], native["queue_packets"]) == (50, 0.01, 24.0, 100)
+    assert native["path"] == "RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts"
+    assert "on_report_errors" not in native
+    assert (agent["repetition"], agent["algorithms"], agent["on_report_errors"]) == (2, None, None)

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from ccswitch.experiments.scenario import ScenarioError, load_scenario, loads_scenario, parse_scheme
+from ccswitch.experiments.scenario import ScenarioError, check_schemes, load_scenario, loads_scenario, parse_scheme
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -124,7 +124,15 @@ def replace(old, new):
     (replace("loss_downlink = 0.01", "loss_downlink = 1.5"), "clients[0].loss_downlink: must be a number in [0.0, 1.0)"),
     (replace("loss_downlink = 0.01", "loss_uplink = -0.1"), "clients[0].loss_uplink: must be a number"),
     (replace("link = { mbps = 24 }", ""), "clients[0].link: required"),
-    (replace("link = { mbps = 24 }", "link = { mbps = 0 }"), "clients[0].link.mbps: must be a rate"),
+    (replace("link = { mbps = 24 }", "link = { mbps = 0 }"),
+     "clients[0].link.mbps: 0 Mbit/s is outside what mahimahi can emulate here (0.012 to 1000 Mbit/s)"),
+    (replace("link = { mbps = 24 }", "link = { mbps = 100000 }"),
+     "clients[0].link.mbps: 100000 Mbit/s is outside what mahimahi can emulate here"),
+    (replace("link = { mbps = 24 }", "link = { mbps = 0.001 }"), "clients[0].link.mbps: 0.001 Mbit/s is outside"),
+    (replace("link = { mbps = 24 }", 'link = { mbps = "fast" }'), "clients[0].link.mbps: must be a rate in Mbit/s, got 'fast'"),
+    (replace("uplink_mbps = 2, ", "uplink_mbps = 5000, "), "clients[1].link.uplink_mbps: 5000 Mbit/s is outside"),
+    (replace("file_bytes = 4_000_000", "file_bytes = 4_000_000_000"),
+     "clients[0].file_bytes: 4000000000 bytes take at least 1333 s at 24 Mbit/s, more than timeout_s = 120"),
     (replace("link = { mbps = 24 }", "link = { mbps = 24, uplink = \"x\" }"), "clients[0].link: give either a rate"),
     (replace("link = { mbps = 24 }", "link = { rate = 24 }"), "clients[0].link.rate: unknown key"),
     (replace("link = { mbps = 24 }", "link = { uplink = \"x\" }"), "clients[0].link.downlink: required"),
@@ -201,7 +209,7 @@ def test_bridge_defaults_and_explicit_values():
     (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = "vde"'), "bridge: must be one of 'none', 'ovs', 'linux'"),
     (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = 1'), "bridge: must be one of"),
     (SWITCH.replace('name = "sw"', 'name = "sw"\nswitch_server_cc = "vegas"'), "switch_server_cc: must be one of"),
-    (SWITCH.replace('"switch:bbr"', '"switch:BBR"'), "schemes[0]: 'switch:BBR': bad algorithm"),
+    (SWITCH.replace('"switch:bbr"', '"switch:b br"'), "schemes[0]: 'switch:b br': bad algorithm"),
     (SWITCH.replace('"switch:bbr"', '"switch:"'), "schemes[0]: 'switch:': bad algorithm"),
     (SWITCH.replace('"native:cubic"', '"switch:bbr"'), "schemes: duplicate scheme 'switch:bbr'"),
     (SWITCH.replace('"switch:bbr"', '"ovs:bbr"'), "kind must be 'native', 'ccswitch' or 'switch'"),
@@ -243,3 +251,69 @@ def test_switch_vs_native_shape():
     # Mathis' rate for a loss-based sender at 2 % and 200 ms, with margin for timeouts
     slowest_s = 10_485_760 * 8 / (1448 * 8 / 0.2 * 1.22 / 0.02 ** 0.5)
     assert sc.timeout_s >= 2 * slowest_s
+
+
+# ------------------------------------------------- schemes judged by the agent, paths in words
+
+MIXED = """
+name = "mixed"
+schemes = ["native:cubic", "ccswitch:reno", "ccswitch:cubic:betta=0.5", "switch:reno", "ccswitch:policy:mystique"]
+[[clients]]
+name = "c"
+link = { mbps = 24 }
+file_bytes = 1000
+"""
+
+
+def test_check_schemes_asks_once_per_agent_command_line_and_names_the_refused_scheme():
+    sc = parse(MIXED)
+    asked = []
+
+    def checker(algorithm, policy):
+        asked.append((algorithm, policy))
+        return 'cubic has no parameter "betta"; it takes: beta, c' if algorithm == "cubic:betta=0.5" else None
+
+    with pytest.raises(ScenarioError) as e:
+        check_schemes(sc, checker)
+    assert str(e.value) == "schemes[2]: 'ccswitch:cubic:betta=0.5': cubic has no parameter \"betta\"; it takes: beta, c"
+    # ccswitch:reno and switch:reno start the same agent: asked once; native schemes never
+    assert asked == [("reno", None), ("cubic:betta=0.5", None)]
+    asked.clear()
+    good = parse(MIXED.replace('"ccswitch:cubic:betta=0.5", ', ""))
+    check_schemes(good, checker)
+    assert asked == [("reno", None), (None, "mystique")]
+
+
+def test_a_scheme_given_on_the_command_line_is_named_as_such():
+    sc = parse(MIXED)
+    sc.schemes = [parse_scheme("ccswitch:bbrr", "--schemes")]
+    with pytest.raises(ScenarioError, match=r"^--schemes: 'ccswitch:bbrr': unknown algorithm"):
+        check_schemes(sc, lambda a, p: f'unknown algorithm "{a}"')
+
+
+def test_algorithm_names_and_parameters_are_left_to_the_agent():
+    """No copy of the agent's list in Python: anything word-like passes loading (and is then
+    judged by check_schemes); only what cannot be a word is refused here."""
+    for alg in ("bbrr", "cubic:beta=abc", "py:nonexistent.mod:X", "BBR"):
+        assert parse_scheme(f"ccswitch:{alg}").algorithm == alg
+    with pytest.raises(ScenarioError, match="bad algorithm"):
+        parse_scheme("ccswitch:")
+
+
+def test_clients_describe_their_path_in_words_and_as_columns():
+    sc = parse(GOOD)
+    clean = sc.clients[0]
+    assert clean.describe_path() == "RTT 50 ms, 24 Mbit/s, loss 1% down, queue 120 pkts"
+    f = clean.path_fields()
+    assert (f["rtt_ms"], f["delay_ms"], f["loss_downlink"], f["downlink_mbps"], f["queue_packets"]) == (50, 25, 0.01, 24.0, 120)
+    assert f["downlink_trace"] is None and f["path"] == clean.describe_path()
+    asym = sc.clients[1]
+    assert asym.describe_path() == "RTT 0 ms, 2/12.5 Mbit/s up/down, unbounded queue"
+
+
+def test_timeouts_are_checked_again_after_an_override():
+    sc = parse(GOOD)
+    sc.timeout_s = 1.0  # --timeout 1: 4 MB at 24 Mbit/s needs 1.3 s
+    with pytest.raises(ScenarioError, match=r"clients\[0\]\.file_bytes: 4000000 bytes take at least 1 s at 24 Mbit/s, "
+                                            r"more than timeout_s = 1"):
+        sc.check_timeouts()

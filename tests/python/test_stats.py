@@ -76,3 +76,29 @@ def test_format_table():
     lines = text.splitlines()
     assert lines[0].startswith("client") and "native:cubic" in lines[2] and "1.500" in lines[2]
     assert lines[3].split()[2] == "0"
+
+
+def test_cells_say_whether_they_failed_and_how_often_python_raised():
+    rows = [row("a", "native:cubic", 1.5),
+            dict(row("a", "ccswitch:py:m:Raises", 1.6), on_report_errors=40),
+            dict(row("a", "ccswitch:py:m:Raises", 1.7), on_report_errors=33),
+            dict(row("a", "ccswitch:py:m:Die", None, ok=False, error="ccswitch-agent exited with killed by SIGKILL"),
+                 on_report_errors=0),
+            dict(row("a", "ccswitch:py:m:Die", None, ok=False,
+                     error="not run: ccswitch:py:m:Die failed earlier: ccswitch-agent exited with killed by SIGKILL"),
+                 on_report_errors=None),
+            row("a", "native:bbr", None, ok=False, error="curl: (28) Operation timed out after 1000 milliseconds " + "x" * 200),
+            row("a", "native:bbr", 2.0)]
+    s = {r["scheme"]: r for r in stats.summarize(rows)}
+    assert s["native:cubic"]["status"] == "ok" and s["native:cubic"]["on_report_errors"] is None
+    assert s["ccswitch:py:m:Raises"]["on_report_errors"] == 73
+    assert s["ccswitch:py:m:Raises"]["status"] == "ok (73 on_report errors)"
+    assert s["ccswitch:py:m:Die"]["status"] == "all 2 failed: ccswitch-agent exited with killed by SIGKILL"
+    bbr = s["native:bbr"]["status"]
+    assert bbr.startswith("1 of 2 failed: curl: (28) Operation timed out after 1000 milliseconds")
+    assert len(bbr) <= len("1 of 2 failed: ") + stats.STATUS_ERROR_CHARS and bbr.endswith("…")
+    table = stats.format_table(list(s.values()))
+    assert table.splitlines()[0].split()[-1] == "status"
+    die = next(l for l in table.splitlines() if "ccswitch:py:m:Die" in l)
+    assert die.endswith("all 2 failed: ccswitch-agent exited with killed by SIGKILL")
+    assert next(l for l in table.splitlines() if "Raises" in l).endswith("ok (73 on_report errors)")

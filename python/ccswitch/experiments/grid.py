@@ -60,9 +60,12 @@ def _load_rows(run_dir: str) -> List[dict]:
 
 
 def _is_timeout(row: dict) -> bool:
-    """The runner's errors for a transfer cut off at the scenario's timeout."""
+    """The runner's errors for a transfer cut off at the scenario's timeout: curl's own
+    "(28) Operation timed out" (`curl_exit` 28), the harness's hard stop, or the wording of
+    runs recorded before curl's message was kept."""
     error = row.get("error") or ""
-    return error.startswith("timeout:") or error.startswith("curl timeout")
+    return (row.get("curl_exit") == 28 or error.startswith("curl: (28)") or error.startswith("timeout:")
+            or error.startswith("curl timeout"))
 
 
 def cells(scenario: Scenario, rows: Sequence[dict]) -> List[Cell]:

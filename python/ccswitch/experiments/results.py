@@ -16,7 +16,7 @@ import json
 import os
 import tempfile
 from contextlib import contextmanager
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 #: Columns of transfers.parquet, in order, with their Arrow types (by name).
 TRANSFER_COLUMNS = [
@@ -33,7 +33,24 @@ TRANSFER_COLUMNS = [
     ("cc_observed", "string"),   # congestion control seen on the server socket (ss -ti), if caught
     ("started_at", "string"),    # ISO 8601 UTC
     ("wall_s", "float64"),       # wall time of the whole mahimahi+curl invocation
-    ("error", "string"),         # null when the transfer succeeded
+    ("error", "string"),         # null when the transfer succeeded; curl's own message on a curl error
+    ("curl_exit", "int32"),      # curl's exit status when it failed (28 = timed out), else null
+    # the path (scenario's client), so that a table of transfers needs no scenario beside it
+    ("path", "string"),          # in words: "RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts"
+    ("rtt_ms", "int32"),         # 2 x delay_ms (mm-delay), without queueing
+    ("delay_ms", "int32"),
+    ("loss_downlink", "float64"),
+    ("loss_uplink", "float64"),
+    ("downlink_mbps", "float64"),  # constant-rate links; null with traces
+    ("uplink_mbps", "float64"),
+    ("downlink_trace", "string"),  # trace files; null with constant rates
+    ("uplink_trace", "string"),
+    ("queue_packets", "int32"),  # droptail, both directions; null = unbounded
+    # agent schemes (null for native ones)
+    ("algorithms", "list<string>"),  # the algorithms the flow ran, in order
+    ("handovers", "int32"),          # number of algorithm changes (len(switches))
+    ("switches", "switches"),        # each handover: t_s, from, to, kind, reason, features (JSON), ...
+    ("on_report_errors", "int64"),   # exceptions a Python algorithm's on_report raised for this flow
 ]
 
 
@@ -71,9 +88,23 @@ def write_json_atomic(path, obj) -> None:
 def _arrow_schema():
     import pyarrow as pa
 
+    switch = pa.struct([("t_s", pa.float64()), ("from", pa.string()), ("to", pa.string()), ("kind", pa.string()),
+                        ("reason", pa.string()), ("features", pa.string()), ("cwnd_bytes", pa.int64()),
+                        ("pacing_rate_bps", pa.int64())])
     types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(),
-             "float64": pa.float64(), "bool": pa.bool_()}
+             "float64": pa.float64(), "bool": pa.bool_(), "list<string>": pa.list_(pa.string()),
+             "switches": pa.list_(switch)}
     return pa.schema([(name, types[t]) for name, t in TRANSFER_COLUMNS])
+
+
+def _column_value(row: Dict, name: str):
+    """A row's value for a Parquet column (derived columns computed, features as JSON text)."""
+    if name == "handovers":
+        return len(row["switches"]) if row.get("switches") is not None else None
+    if name == "switches" and row.get("switches") is not None:
+        return [dict(s, features=None if s.get("features") is None else json.dumps(s["features"]))
+                for s in row["switches"]]
+    return row.get(name)
 
 
 def write_transfers_parquet(path, rows: Sequence[Dict]) -> None:
@@ -82,7 +113,7 @@ def write_transfers_parquet(path, rows: Sequence[Dict]) -> None:
     import pyarrow.parquet as pq
 
     schema = _arrow_schema()
-    columns = {name: [r.get(name) for r in rows] for name, _ in TRANSFER_COLUMNS}
+    columns = {name: [_column_value(r, name) for r in rows] for name, _ in TRANSFER_COLUMNS}
     table = pa.Table.from_pydict(columns, schema=schema)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
@@ -109,23 +140,32 @@ class JsonlLog:
         self._f.close()
 
 
-def plot_tct(path, rows: Sequence[Dict], clients: Sequence[str], schemes: Sequence[str], title: str = "") -> None:
-    """Box plot plus individual points of TCT per scheme, one panel per client; atomic."""
+def _failed(row: Dict) -> bool:
+    return bool(row.get("error")) or not row.get("sha256_ok")
+
+
+def plot_tct(path, rows: Sequence[Dict], clients: Sequence[str], schemes: Sequence[str], title: str = "",
+             paths: Optional[Dict[str, str]] = None) -> List[Dict]:
+    """Box plot plus individual points of TCT per scheme, one panel per client, titled with the
+    client's path (`paths`: client -> words); failed transfers (errors, SHA-256 mismatches) are
+    marked in red under their scheme with their count, so an all-failed cell is visible, not
+    empty. Atomic. Returns what each panel shows, read back from its axes (title, tick labels,
+    x range, red annotations), for tests and callers that want to say it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    paths = paths or {}
     n = max(1, len(clients))
-    panel_w = max(3.5, 1.0 * len(schemes) + 1.5)
-    fig, axes = plt.subplots(1, n, figsize=(min(panel_w * n, 30.0), 4.2), squeeze=False)
+    panel_w = max(3.8, 1.0 * len(schemes) + 1.5)
+    fig, axes = plt.subplots(1, n, figsize=(min(panel_w * n, 30.0), 4.6), squeeze=False)
     for ax, client in zip(axes[0], clients):
-        data, labels = [], []
+        data, failed = [], []
         for s in schemes:
-            vals = [r["tct_s"] for r in rows
-                    if r["client"] == client and r["scheme"] == s and not r.get("error") and r.get("sha256_ok")]
-            data.append(vals)
-            labels.append(s)
+            cell = [r for r in rows if r["client"] == client and r["scheme"] == s]
+            data.append([r["tct_s"] for r in cell if not _failed(r) and r.get("tct_s") is not None])
+            failed.append(sum(1 for r in cell if _failed(r)))
         positions = list(range(1, len(schemes) + 1))
         nonempty = [(p, d) for p, d in zip(positions, data) if d]
         if nonempty:
@@ -136,16 +176,27 @@ def plot_tct(path, rows: Sequence[Dict], clients: Sequence[str], schemes: Sequen
                 k = len(d)
                 xs = [p + (0.18 * ((i / (k - 1)) - 0.5) if k > 1 else 0.0) for i in range(k)]
                 ax.scatter(xs, d, s=14, alpha=0.7, zorder=3)
-        ax.set_xticks(positions)
-        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
-        ax.set_title(client, fontsize=10)
-        ax.set_ylabel("TCT (s)")
         top = max((max(d) for d in data if d), default=1.0)
-        ax.set_ylim(0, top * 1.12)
+        ax.set_ylim(0, top * 1.18)
+        for p, k in zip(positions, failed):
+            if k:
+                ax.scatter([p], [top * 0.04], marker="x", color="red", s=60, zorder=4)
+                ax.annotate(f"{k} failed", (p, top * 0.04), textcoords="offset points", xytext=(0, 7),
+                            ha="center", fontsize=7, color="red")
+        ax.set_xlim(0.5, len(schemes) + 0.5)
+        ax.set_xticks(positions)
+        ax.set_xticklabels(schemes, rotation=30, ha="right", fontsize=8)
+        path_text = paths.get(client)
+        ax.set_title(f"{client}\n{path_text}" if path_text else client, fontsize=9)
+        ax.set_ylabel("TCT (s)")
         ax.grid(axis="y", alpha=0.3)
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
+    shown = [{"title": ax.get_title(), "ticks": [(t.get_position()[0], t.get_text()) for t in ax.get_xticklabels()],
+              "xlim": tuple(ax.get_xlim()), "marks": [(t.xy[0], t.get_text()) for t in ax.texts]}
+             for ax in axes[0][:len(clients)]]
     plt.close(fig)
+    return shown

@@ -39,22 +39,26 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import traces as _traces
 from . import results, stats
 from . import switch as _switch
 from . import switching as _switching
-from .scenario import Client, Scenario, Scheme
+from .scenario import Client, Scenario, Scheme, check_schemes
 from .topology import (
-    SERVER_PORT, CcswitchDaemons, Nginx, Processes, ServerNamespace, SysctlGuard, Teardown,
-    TopologyError, log, read_sysctl,
+    SERVER_PORT, AgentError, CcswitchDaemons, Nginx, Processes, ServerNamespace, SysctlGuard, Teardown,
+    TopologyError, agent_check_env, check_agent_spec, log, read_sysctl,
 )
 
 MM_USER = "mmuser"
 REQUIRED_TOOLS = ("ip", "runuser", "nginx", "curl", "ss", "mm-delay", "mm-link", "mm-loss")
 #: Extra wall time allowed beyond curl's --max-time for mahimahi to start and stop.
 MM_OVERHEAD_S = 30.0
+#: A transfer running longer than this prints a progress line (bytes so far) this often.
+PROGRESS_EVERY_S = 15.0
+#: curl's exit status for "operation timed out" (--max-time reached).
+CURL_TIMEOUT_EXIT = 28
 #: Marker that prefixes curl's -w output so it can be found among anything else printed.
 CURL_MARK = "CCSWITCH-CURL"
 CURL_FORMAT = (CURL_MARK + " %{time_total} %{time_starttransfer} %{time_connect} %{size_download} "
@@ -129,6 +133,27 @@ def check_environment(scenario: Scenario) -> Optional[str]:
     return bdir
 
 
+def scenario_python_path(scenario: Scenario) -> List[str]:
+    """What the agents of a run get on PYTHONPATH before the package: the scenario's directory."""
+    return [os.path.dirname(os.path.abspath(scenario.source))] if scenario.source else []
+
+
+def check_agent_schemes(scenario: Scenario, bdir: Optional[str] = None) -> None:
+    """Before anything runs: let the agent judge every agent scheme's algorithm, parameters,
+    `py:` class (imported in a trial agent, with the scenario's directory on PYTHONPATH as
+    at run time) and policy. Raises ScenarioError naming the scheme and the agent's reason;
+    RunError if there is no agent binary to ask."""
+    if not scenario.uses_agent:
+        return
+    agent = os.path.join(bdir or bin_dir(), "ccswitch-agent")
+    if not os.access(agent, os.X_OK):
+        raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.uses_agent)} need "
+                       f"{agent}, not found or not executable (build it with `cargo build --release`, "
+                       "or set CCSWITCH_BIN_DIR)")
+    env = agent_check_env(scenario_python_path(scenario))
+    check_schemes(scenario, lambda algorithm, policy: check_agent_spec(agent, algorithm, policy, env))
+
+
 # ----------------------------------------------------------------------- transfers
 
 
@@ -151,6 +176,34 @@ def mahimahi_command(client: Client, up_trace: str, down_trace: str) -> List[str
 def curl_command(url: str, out_file: str, timeout_s: float) -> List[str]:
     return ["curl", "-sS", "--noproxy", "*", "--max-time", f"{timeout_s:g}", "-o", out_file,
             "-w", CURL_FORMAT, url]
+
+
+_CURL_ERROR_RE = re.compile(r"^curl: \((\d+)\) (.*)$", re.M)
+_MM_COMMAND_RE = re.compile(r"`(\S+)[^`']*'")
+
+
+def curl_error(stderr: str) -> Optional[Tuple[int, str]]:
+    """curl's own error from the transfer's stderr: (exit status, "curl: (28) Operation timed
+    out after ..."). Through mahimahi the exit status of the whole stack is mahimahi's (1), and
+    its stderr ends with mahimahi's "Died on ..." lines, so curl's line is what says why."""
+    m = _CURL_ERROR_RE.search(stderr)
+    if m is None:
+        return None
+    return int(m.group(1)), f"curl: ({m.group(1)}) {m.group(2).strip()}"
+
+
+def transfer_error(rc: Optional[int], stderr: str) -> str:
+    """What to record for a failed mahimahi+curl invocation: curl's message if it printed one,
+    else the first line of the rest (mahimahi's "Died on ..." with each quoted command line
+    shortened to its program), else the exit status."""
+    found = curl_error(stderr)
+    if found is not None:
+        return found[1]
+    for line in stderr.splitlines():
+        line = line.strip()
+        if line:
+            return f"exit {rc}: " + _MM_COMMAND_RE.sub(lambda m: f"`{m.group(1)}'", line)[:300]
+    return f"exit {rc}: no message"
 
 
 def parse_curl_output(text: str) -> Optional[dict]:
@@ -302,9 +355,30 @@ def torn_down_on_exit(teardown: Teardown, before_teardown: Callable[[], None] = 
         raise Interrupted(late_signal[0])
 
 
+def transfer_status(row: dict) -> str:
+    """The verdict on one transfer for the progress line: "ok", "ok (73 on_report errors)",
+    "ERROR curl: (28) ...", "SHA-256 MISMATCH"."""
+    if row["error"]:
+        status = f"ERROR {row['error']}"
+    elif not row["sha256_ok"]:
+        status = "SHA-256 MISMATCH"
+    else:
+        status = "ok"
+    n = row.get("on_report_errors")
+    if n:
+        status += f" ({n} on_report error{'s' if n != 1 else ''})"
+    return status
+
+
 class Runner:
-    def __init__(self, scenario: Scenario, out_dir: str, *, quiet: bool = False) -> None:
+    def __init__(self, scenario: Scenario, out_dir: str, *, quiet: bool = False,
+                 schemes_checked: bool = False) -> None:
         self.sc = scenario
+        #: the agent already accepted every agent scheme (check_agent_schemes)
+        self.schemes_checked = schemes_checked
+        #: scheme label -> why its agent failed; its later transfers are not run
+        self.failed_schemes: Dict[str, str] = {}
+        self.remaining: list = []
         self.out_dir = os.path.abspath(out_dir)
         self.log_dir = os.path.join(self.out_dir, "logs")
         self.quiet = quiet
@@ -362,8 +436,7 @@ class Runner:
         self.switch_shim: Optional[_switch.SwitchShim] = None
         if sc.uses_agent:
             self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
-                                           settle_s=sc.agent_settle_s,
-                                           python_path=[os.path.dirname(os.path.abspath(sc.source))] if sc.source else [],
+                                           settle_s=sc.agent_settle_s, python_path=scenario_python_path(sc),
                                            events_dir=os.path.join(self.out_dir, "events"))
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
             self.collector = _switching.EventCollector(self.out_dir)
@@ -430,6 +503,36 @@ class Runner:
             self.ns.set_congestion_control(cc)
             self.current_cc = cc
 
+    @staticmethod
+    def new_row(rep: int, client: Client, scheme: Scheme, size: int) -> dict:
+        """A transfer's row before it runs: what was asked (the path's parameters included)."""
+        row = {"client": client.name, "scheme": scheme.label, "repetition": rep + 1, "file_bytes": size,
+               "tct_s": None, "ttfb_s": None, "connect_s": None, "bytes": None, "http_code": None,
+               "sha256_ok": False, "cc_observed": None, "client_addr": None, "started_at": _utcnow(), "wall_s": None,
+               "error": None, "curl_exit": None}
+        row.update(client.path_fields())
+        if scheme.uses_agent:
+            row.update(algorithms=None, switches=None, on_report_errors=None)
+        return row
+
+    def _communicate(self, what: str, out_file: str, size: int, t0: float) -> Tuple[str, str]:
+        """Wait for the transfer under way; past PROGRESS_EVERY_S, say how far it got every
+        PROGRESS_EVERY_S (a slow path is then visibly slow, not silent). Raises
+        subprocess.TimeoutExpired at timeout_s + MM_OVERHEAD_S."""
+        deadline = t0 + self.sc.timeout_s + MM_OVERHEAD_S
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self.current.communicate(timeout=max(0.01, min(left, PROGRESS_EVERY_S)))
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    raise
+                try:
+                    got = os.path.getsize(out_file)
+                except OSError:
+                    got = 0
+                self._say(f"    ... {what}: {time.monotonic() - t0:.0f} s, {got / 1e6:.1f} of {size / 1e6:.1f} MB")
+
     def transfer(self, rep: int, client: Client, scheme: Scheme, size: int) -> dict:
         served = self.files[size]
         up, down = self.traces[client.name]
@@ -438,10 +541,7 @@ class Runner:
         cmd = (["runuser", "-u", MM_USER, "--"] + mahimahi_command(client, up, down) + ["--"]
                + curl_command(url, out_file, self.sc.timeout_s))
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": self.downloads, "LANG": "C"}
-        row = {"client": client.name, "scheme": scheme.label, "repetition": rep + 1, "file_bytes": size,
-               "tct_s": None, "ttfb_s": None, "connect_s": None, "bytes": None, "http_code": None,
-               "sha256_ok": False, "cc_observed": None, "client_addr": None, "started_at": _utcnow(), "wall_s": None,
-               "error": None}
+        row = self.new_row(rep, client, scheme, size)
         if scheme.kind == "switch":
             row.update(switch_stats=None, switch_log=None, switch_exit=None)
             self.switch_shim.start(f"{client.name}-{size}-{scheme.algorithm}-rep{rep + 1}")
@@ -458,7 +558,7 @@ class Runner:
         observer.start()
         try:
             try:
-                stdout, stderr = self.current.communicate(timeout=self.sc.timeout_s + MM_OVERHEAD_S)
+                stdout, stderr = self._communicate(f"{client.name} {scheme.label} rep {rep + 1}", out_file, size, t0)
                 rc = self.current.returncode
             except subprocess.TimeoutExpired:
                 self._stop_current()
@@ -476,20 +576,29 @@ class Runner:
                 parsed = parse_curl_output(stdout)
                 if parsed:
                     row.update(parsed)
-                err_text = " ".join(stderr.split())[-300:]
-                if rc != 0:
-                    row["error"] = f"exit {rc}: {err_text or 'no message'}"
-                    if parsed and parsed["http_code"] == 0 and rc == 28:
-                        row["error"] = f"curl timeout after {self.sc.timeout_s:g} s: {err_text}"
+                found = curl_error(stderr)
+                row["curl_exit"] = found[0] if found else None
+                if rc != 0 or found is not None:
+                    row["error"] = transfer_error(rc, stderr)
                 elif not parsed:
+                    err_text = " ".join(stderr.split())[-300:]
                     row["error"] = f"no curl timing output: {(stdout + ' ' + err_text).strip()[-300:]}"
                 elif parsed["http_code"] != 200:
                     row["error"] = f"HTTP {parsed['http_code']}"
             if os.path.exists(out_file):
                 row["sha256_ok"] = row["error"] is None and sha256_file(out_file) == served.sha256
                 os.unlink(out_file)
+            if scheme.uses_agent and self.daemons is not None:
+                died = self.daemons.agent_died()
+                if died is not None:
+                    # The datapath fell back to its own algorithm: not the scheme's transfer.
+                    row["agent_died"] = died
+                    row["error"] = died if row["error"] is None else f"{died}; the transfer: {row['error']}"
             if row["error"] is not None:
-                row["tct_s"] = None if row["error"].startswith("timeout") else row["tct_s"]
+                # curl's time_total of a failed transfer (e.g. the timeout) is not a TCT
+                for k in ("tct_s", "ttfb_s", "connect_s"):
+                    row[k] = None
+                row["sha256_ok"] = False
         finally:
             self.current_download = None
             if os.path.exists(out_file):
@@ -515,39 +624,69 @@ class Runner:
     # -- whole run -------------------------------------------------------------
     def run(self) -> List[dict]:
         sc = self.sc
+        if not self.schemes_checked:
+            check_agent_schemes(sc)
+            self.schemes_checked = True
         os.makedirs(self.out_dir, exist_ok=True)
         jsonl = results.JsonlLog(os.path.join(self.out_dir, "transfers.jsonl"))
         started = time.monotonic()
-        with torn_down_on_exit(self.teardown, before_teardown=jsonl.close):
-            self.setup()
-            total = sc.n_transfers
-            for i, (rep, client, scheme, size) in enumerate(sc.transfers(), 1):
+        try:
+            with torn_down_on_exit(self.teardown, before_teardown=jsonl.close):
+                self.setup()
+                self._run_transfers(jsonl)
+        except (RunError, TopologyError):
+            # Whatever ran is still worth its summary, Parquet and plot; then the error.
+            if self.rows:
+                self.wall_s = time.monotonic() - started
+                self._write_results()
+            raise
+        self.wall_s = time.monotonic() - started
+        self._write_results()
+        return self.rows
+
+    def _scheme_failed(self, scheme: Scheme, reason: str) -> None:
+        """A scheme's agent failed: say why once; its remaining transfers are not run."""
+        self.failed_schemes[scheme.label] = reason
+        left = sum(1 for _, _, s, _ in self.remaining if s.label == scheme.label)
+        log(f"{scheme.label} failed: {reason}" + (f"; its {left} remaining transfer(s) are marked failed" if left else ""))
+
+    def _run_transfers(self, jsonl: "results.JsonlLog") -> None:
+        sc = self.sc
+        total = sc.n_transfers
+        schedule = list(sc.transfers())
+        for i, (rep, client, scheme, size) in enumerate(schedule, 1):
+            self.remaining = schedule[i:]
+            row = None
+            if scheme.label in self.failed_schemes:
+                row = self.new_row(rep, client, scheme, size)
+                row["error"] = f"not run: {scheme.label} failed earlier: {self.failed_schemes[scheme.label]}"
+            else:
                 try:
                     self.prepare_scheme(scheme)
+                except AgentError as e:
+                    row = self.new_row(rep, client, scheme, size)
+                    row["error"] = str(e)
+                    self._scheme_failed(scheme, str(e))
                 except TopologyError as e:
                     raise RunError(f"preparing {scheme.label}: {e}") from None
+            if row is None:
                 row = self.transfer(rep, client, scheme, size)
                 row["transfer"] = i
                 if scheme.uses_agent and self.collector is not None:
                     t0, t1, events_path = self.last_transfer
                     self.collector.attach(i, row, events_path, t0, t1, row["client_addr"])
-                self.rows.append(row)
-                jsonl.append(row)
-                if row["error"]:
-                    status = f"ERROR {row['error']}"
-                elif not row["sha256_ok"]:
-                    status = "SHA-256 MISMATCH"
-                else:
-                    status = "ok"
-                tct = f"{row['tct_s']:.2f} s" if row["tct_s"] is not None else "-"
-                cc = (f" (server socket used {row['cc_observed']})"
-                      if row["cc_observed"] and row["cc_observed"] != self.kernel_cc(scheme) else "")
-                sz = f" {size}B" if len(client.file_sizes) > 1 else ""
-                sw = self._switch_note(row) + self._algorithms_note(row)
-                self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}{sw}")
-        self.wall_s = time.monotonic() - started
-        self._write_results()
-        return self.rows
+                if row.get("agent_died"):
+                    self._scheme_failed(scheme, row["agent_died"])
+            row["transfer"] = i
+            self.rows.append(row)
+            jsonl.append(row)
+            status = transfer_status(row)
+            tct = f"{row['tct_s']:.2f} s" if row["tct_s"] is not None else "-"
+            cc = (f" (server socket used {row['cc_observed']})"
+                  if row["cc_observed"] and row["cc_observed"] != self.kernel_cc(scheme) else "")
+            sz = f" {size}B" if len(client.file_sizes) > 1 else ""
+            sw = self._switch_note(row) + self._algorithms_note(row)
+            self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}{sw}")
 
     def _switch_note(self, row: dict) -> str:
         if not row.get("switch_stats"):
@@ -572,6 +711,15 @@ class Runner:
         multi = {c.name for c in self.sc.clients if len(c.file_sizes) > 1}
         return [dict(r, client=f"{r['client']}@{r['file_bytes']}") if r["client"] in multi else r
                 for r in self.rows]
+
+    def client_paths(self) -> Dict[str, str]:
+        """Each summary client ("name" or "name@bytes") -> its path in words."""
+        out = {}
+        for c in self.sc.clients:
+            out[c.name] = c.describe_path()
+            for size in c.file_sizes:
+                out[f"{c.name}@{size}"] = c.describe_path()
+        return out
 
     def summary_rows(self) -> List[dict]:
         return stats.summarize(self.labelled_rows())
@@ -602,7 +750,8 @@ class Runner:
             clients = list(dict.fromkeys(r["client"] for r in summary))
             plot_rows = self.labelled_rows()
             results.plot_tct(os.path.join(self.out_dir, "tct.png"), plot_rows, clients,
-                             [s.label for s in self.sc.schemes], title=self.sc.name)
+                             [s.label for s in self.sc.schemes], title=self.sc.name,
+                             paths=self.client_paths())
         except Exception as e:  # a plot must not lose the data
             log(f"warning: could not draw tct.png: {e}")
 
@@ -675,10 +824,16 @@ def _cli_run(args) -> int:
         if args.bridge is not None:
             sc.bridge = args.bridge
         sc.check_bridge()
+        sc.check_timeouts()
+        # before anything is set up: the agent judges every agent scheme
+        check_agent_schemes(sc)
     except ScenarioError as e:
         args.parser.error(str(e))
+    except RunError as e:
+        log(f"error: {e}")
+        return 1
     out = args.out or default_out_dir(sc)
-    runner = Runner(sc, out)
+    runner = Runner(sc, out, schemes_checked=True)
     try:
         runner.run()
     except Interrupted as e:

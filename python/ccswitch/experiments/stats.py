@@ -69,15 +69,23 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
 
     A row counts towards the TCT statistics only if it has no error and its SHA-256 matched.
     Returns, in first-seen order, dicts with: client, scheme, n, tct_median_s, tct_mean_s,
-    ci95 [lo, hi], integrity_failures, errors, attempts. Statistics are None when n = 0.
+    ci95 [lo, hi], integrity_failures, errors, attempts, on_report_errors (summed over the
+    group's transfers; None when no row carries the count, e.g. native schemes), first_error
+    (the first failed transfer's error, None if none) and status (`cell_status`). Statistics
+    are None when n = 0.
     """
     groups: Dict[tuple, dict] = {}
     for r in rows:
         key = tuple(r[k] for k in group_keys)
-        g = groups.setdefault(key, {"tcts": [], "integrity_failures": 0, "errors": 0, "attempts": 0})
+        g = groups.setdefault(key, {"tcts": [], "integrity_failures": 0, "errors": 0, "attempts": 0,
+                                    "on_report_errors": None, "first_error": None})
         g["attempts"] += 1
+        if r.get("on_report_errors") is not None:
+            g["on_report_errors"] = (g["on_report_errors"] or 0) + int(r["on_report_errors"])
         if r.get("error"):
             g["errors"] += 1
+            if g["first_error"] is None:
+                g["first_error"] = r["error"]
             continue
         if not r.get("sha256_ok"):
             g["integrity_failures"] += 1
@@ -100,8 +108,35 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
         row["integrity_failures"] = g["integrity_failures"]
         row["errors"] = g["errors"]
         row["attempts"] = g["attempts"]
+        row["on_report_errors"] = g["on_report_errors"]
+        row["first_error"] = g["first_error"]
+        row["status"] = cell_status(row)
         out.append(row)
     return out
+
+
+#: Longest error text quoted in a summary table's status column.
+STATUS_ERROR_CHARS = 90
+
+
+def cell_status(row: dict) -> str:
+    """One cell's verdict in words: "ok", "ok (73 on_report errors)", "all 3 failed: curl: (28)
+    Operation timed out ...", "1 of 3 failed: ...", plus SHA-256 mismatches."""
+    parts = []
+    failed, attempts = row.get("errors", 0), row.get("attempts", 0)
+    if failed:
+        how = f"all {attempts} failed" if failed == attempts else f"{failed} of {attempts} failed"
+        err = " ".join(str(row.get("first_error") or "").split())
+        if len(err) > STATUS_ERROR_CHARS:
+            err = err[:STATUS_ERROR_CHARS - 1] + "…"
+        parts.append(f"{how}: {err}" if err else how)
+    if row.get("integrity_failures"):
+        parts.append(f"{row['integrity_failures']} SHA-256 mismatch(es)")
+    status = "; ".join(parts) or "ok"
+    n = row.get("on_report_errors")
+    if n:
+        status += f" ({n} on_report error{'s' if n != 1 else ''})"
+    return status
 
 
 #: The keys (and only those) of each row of `ccswitch run --json`.
@@ -115,7 +150,7 @@ def json_rows(summary: List[dict]) -> List[dict]:
 
 def format_table(summary: List[dict]) -> str:
     """Human-readable summary table."""
-    head = ["client", "scheme", "n", "median s", "mean s", "95% CI of mean", "sha fail", "errors"]
+    head = ["client", "scheme", "n", "median s", "mean s", "95% CI of mean", "sha fail", "errors", "status"]
     lines = []
     for r in summary:
         if r["n"]:
@@ -124,8 +159,10 @@ def format_table(summary: List[dict]) -> str:
         else:
             ci = med = mean = "-"
         lines.append([r["client"], r["scheme"], str(r["n"]), med, mean, ci,
-                      str(r["integrity_failures"]), str(r.get("errors", 0))])
+                      str(r["integrity_failures"]), str(r.get("errors", 0)), r.get("status") or cell_status(r)])
     widths = [max(len(x) for x in col) for col in zip(head, *lines)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    last = len(head) - 1
+    fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 or i == last else c.rjust(w)
+                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([fmt(head), sep] + [fmt(l) for l in lines])

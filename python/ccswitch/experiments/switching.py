@@ -112,6 +112,14 @@ class FlowEvents:
         return [e for e in self.events if e["event"] == "switch"]
 
     @property
+    def on_report_errors(self) -> int:
+        """Exceptions the flow's Python algorithm raised in on_report (the close event's
+        total, else the latest report's running count; 0 for flows that never raised)."""
+        if self.close is not None and "on_report_errors" in self.close:
+            return int(self.close["on_report_errors"] or 0)
+        return max((int(e.get("on_report_errors") or 0) for e in self.events if e["event"] == "report"), default=0)
+
+    @property
     def acked_bytes(self) -> int:
         return sum(int(e.get("acked_bytes") or 0) for e in self.events if e["event"] == "report")
 
@@ -276,7 +284,7 @@ def transfer_label(index: int, row: dict) -> str:
 class EventCollector:
     """Used by the runner: after each agent-scheme transfer, finds its flow in the agent's
     events file, writes the flow's slice, and fills the row's `algorithms`, `switches`,
-    `events`, `flow`; appends the switches to the run's `switches.jsonl`."""
+    `events`, `flow`, `on_report_errors`; appends the switches to the run's `switches.jsonl`."""
 
     def __init__(self, out_dir: str) -> None:
         self.out_dir = out_dir
@@ -292,7 +300,7 @@ class EventCollector:
         import time
 
         sleep = sleep or time.sleep
-        row.update(algorithms=None, switches=None, events=None, flow=None, events_note=None)
+        row.update(algorithms=None, switches=None, events=None, flow=None, events_note=None, on_report_errors=None)
         if events_path is None:
             row["events_note"] = "the agent wrote no events file"
             return
@@ -319,6 +327,7 @@ class EventCollector:
                        "closed": flow.close is not None, "reports": len(flow.reports)}
         row["algorithms"] = flow.algorithms()
         row["switches"] = switch_records(flow)
+        row["on_report_errors"] = flow.on_report_errors
         for s in row["switches"]:
             self.switch_log.append({"transfer": index, "client": row["client"], "scheme": row["scheme"],
                                     "repetition": row["repetition"], "file_bytes": row["file_bytes"], **s})

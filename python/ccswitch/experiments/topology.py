@@ -35,6 +35,10 @@ class TopologyError(RuntimeError):
     """Setting up the emulated network or its processes failed (message says what and why)."""
 
 
+class AgentError(TopologyError):
+    """The agent for a scheme did not start or died: that scheme fails, the run goes on."""
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -448,6 +452,89 @@ def python_agent_env(env: Dict[str, str], python_path: Sequence[str] = ()) -> Di
     return out
 
 
+def agent_error_line(log_path: Optional[str]) -> Optional[str]:
+    """The agent's own account of why it stopped, from its log: its fatal `Error: ...` (what
+    main returned; the lines after it too, e.g. a Python traceback), else the last ERROR line
+    of its log. None if the log says nothing (e.g. the process was killed)."""
+    if not log_path:
+        return None
+    try:
+        with open(log_path, errors="replace") as f:
+            lines = [line.rstrip("\n") for line in f]
+    except FileNotFoundError:
+        return None
+    for i, line in enumerate(lines):
+        if line.startswith("Error: "):
+            rest = []
+            for more in lines[i + 1:]:
+                if not more.strip() or more.startswith("Stack backtrace:"):
+                    break
+                rest.append(more)
+            return "\n".join([line[len("Error: "):]] + rest)
+    for line in reversed(lines):
+        if " ERROR " in line:
+            return line.split(" ERROR ", 1)[1].strip()
+    return None
+
+
+def describe_exit(status: Optional[int]) -> str:
+    """"status 1" or "killed by SIGKILL" for a Popen returncode."""
+    if status is not None and status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"status {status}"
+
+
+def agent_check_env(python_path: Sequence[str] = ()) -> Dict[str, str]:
+    """The environment of an agent started by the harness (and of its check)."""
+    # no ANSI colours in the log files; the error an agent exits with, without a backtrace
+    env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never", RUST_LIB_BACKTRACE="0")
+    return python_agent_env(env, python_path)
+
+
+def check_agent_spec(agent_bin: str, algorithm: Optional[str], policy: Optional[str], env: Dict[str, str],
+                     timeout_s: float = 20.0) -> Optional[str]:
+    """Start `agent_bin` as the run will (`--algorithm ALG` or `--policy SPEC`, with `env`,
+    e.g. the scenario's directory on PYTHONPATH) on a private socket, and see whether it gets
+    as far as serving: the agent parses the algorithm and its parameters, imports and
+    instantiates a `py:` class and loads the policy before it binds its socket. Returns None
+    if it does (it is then stopped), else its error message. Needs no root."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ccswitch-check-") as d:
+        sock = os.path.join(d, "agent.sock")
+        cmd = [agent_bin, "--socket", sock, "--log-level", "error"]
+        cmd += ["--policy", policy] if policy is not None else ["--algorithm", algorithm]
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        except OSError as e:
+            return f"cannot start {agent_bin}: {e.strerror}"
+        try:
+            deadline = time.monotonic() + timeout_s
+            while proc.poll() is None and not os.path.exists(sock):
+                if time.monotonic() > deadline:
+                    return f"{os.path.basename(agent_bin)} neither served nor exited within {timeout_s:g} s"
+                time.sleep(0.02)
+            if os.path.exists(sock) and proc.poll() is None:
+                return None
+            err = proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            proc.stderr.close()
+    text = err.strip()
+    if text.startswith("Error: "):
+        text = text[len("Error: "):].split("\n\nStack backtrace:")[0].strip()
+    what = f"--policy {policy}: " if policy is not None else f"--algorithm {algorithm}: "
+    if text.startswith(what):
+        text = text[len(what):]
+    return text or f"{os.path.basename(agent_bin)} exited with {describe_exit(proc.returncode)} and no message"
+
+
 class CcswitchDaemons:
     """The agent (restarted whenever the algorithm or policy changes) and the kernel datapath
     shim (kept for the whole run once a `ccswitch:` scheme needs it; it registers the BPF
@@ -481,10 +568,11 @@ class CcswitchDaemons:
         self.cc_name = self.CC_NAME
         # no ANSI colours in the log files
         self.env = dict(os.environ, NO_COLOR="1", RUST_LOG_STYLE="never")
+        self.python_path = list(python_path)
         # CCSWITCH_LOG_LEVEL=debug logs every report and directive (large logs).
         self.log_level = os.environ.get("CCSWITCH_LOG_LEVEL", "info")
         # Python algorithms (`py:MODULE:CLASS`) run in the agent's embedded interpreter.
-        self.agent_env = python_agent_env(self.env, python_path)
+        self.agent_env = agent_check_env(python_path)
 
     @staticmethod
     def missing_binaries(bin_dir: str, names: Sequence[str] = ("ccswitch-agent", "ccswitch-kernel")) -> List[str]:
@@ -526,10 +614,14 @@ class CcswitchDaemons:
         self.agent_log = log_path
         self.algorithm, self.policy = algorithm, policy
         what = f"--policy {policy}" if policy is not None else f"--algorithm {algorithm}"
-        self.agent = self.procs.start_and_wait(
-            "ccswitch-agent", self.agent_command(algorithm, policy), log_path,
-            lambda: os.path.exists(self.socket), timeout_s=10.0, env=self.agent_env,
-            waiting_for=f"its socket {self.socket} ({what})")
+        try:
+            self.agent = self.procs.start_and_wait(
+                "ccswitch-agent", self.agent_command(algorithm, policy), log_path,
+                lambda: os.path.exists(self.socket), timeout_s=10.0, env=self.agent_env,
+                waiting_for=f"its socket {self.socket} ({what})")
+        except TopologyError as e:
+            reason = agent_error_line(log_path)
+            raise AgentError(f"{e}: {reason}" if reason else str(e)) from None
 
     def _start_shim(self, timeout_s: float = 30.0) -> None:
         log_path = os.path.join(self.log_dir, "kernel-shim.log")
@@ -570,8 +662,17 @@ class CcswitchDaemons:
             time.sleep(self.settle_s)
         if self.agent.poll() is not None:
             what = f"--policy {policy}" if policy is not None else f"--algorithm {algorithm}"
-            raise TopologyError(f"ccswitch-agent {what} exited with status {self.agent.returncode}; "
-                                f"see {self.agent_log}")
+            reason = agent_error_line(self.agent_log)
+            raise AgentError(f"ccswitch-agent {what} exited with {describe_exit(self.agent.returncode)}"
+                             f"{': ' + reason if reason else ''}; see {self.agent_log}")
+
+    def agent_died(self) -> Optional[str]:
+        """Why the current agent is gone (its exit and last error line), or None while it runs."""
+        if self.agent is None or self.agent.poll() is None:
+            return None
+        reason = agent_error_line(self.agent_log)
+        return (f"ccswitch-agent exited with {describe_exit(self.agent.returncode)}"
+                f"{': ' + reason if reason else ''} (see {os.path.basename(self.agent_log)})")
 
     def stop(self) -> None:
         # the shim first (it unregisters the congestion control), then the agent
