@@ -40,6 +40,10 @@ ROWS = [
     row("rtt300-loss1", "native:cubic", 5.0),
     row("rtt300-loss1", "native:cubic", None, error="curl timeout after 60 s: x"),
     row("rtt300-loss1", "native:cubic", None, error="timeout: no result after 70 s"),
+    # what runs record now: curl's own message, its exit status, no TCT
+    dict(row("rtt300-loss1", "native:cubic", None,
+             error="curl: (28) Operation timed out after 60000 milliseconds with 1 out of 100 bytes received"),
+         curl_exit=28),
     row("rtt300-loss1", "ccswitch:bbr", 8.0),
     row("rtt300-loss1", "ccswitch:hybla", 7.0, sha=False),  # corrupt: never counts
     row("rtt300-loss1", "ccswitch:hybla", None, error="HTTP 500"),  # not a timeout: excluded
@@ -53,7 +57,7 @@ def test_cells_pick_the_fastest_median_and_censor_timeouts():
     assert (clean.rtt_ms, clean.loss_pct, lossy.rtt_ms, lossy.loss_pct) == (50, 0, 300, 1)
     assert clean.best == "ccswitch:hybla" and clean.medians["ccswitch:hybla"][0] == pytest.approx(0.85)
     assert clean.margin() == pytest.approx((1.1 - 0.85) / 1.1)
-    assert lossy.medians["native:cubic"] == (60.0, 2, 3)
+    assert lossy.medians["native:cubic"] == (60.0, 3, 4)
     assert lossy.best == "ccswitch:bbr"
     assert "ccswitch:hybla" not in lossy.medians
 

@@ -142,3 +142,29 @@ def test_the_agent_log_quotes_the_first_five_tracebacks_then_says_it_stops(run):
         # the transfer's flow raised on each of its 10+ reports: five tracebacks, then the notice
         assert 1 <= suppressed <= flows, text[-3000:]
         assert 5 <= quoted <= 5 * flows, text[-3000:]
+
+
+TIMES_OUT = """
+name = "times-out"
+schemes = ["native:cubic"]
+timeout_s = 0.5
+[[clients]]
+name = "far"
+delay_ms = 150
+link = { mbps = 24 }
+file_bytes = 1_000_000
+"""
+
+
+def test_a_curl_timeout_through_mahimahi_is_recorded_as_curls_message_without_a_tct(tmp_path):
+    """300 ms RTT: the handshake and the request alone outlast curl's 0.5 s --max-time."""
+    from live import set_up_runner
+
+    with set_up_runner(tmp_path, TIMES_OUT) as r:
+        sc = r.sc
+        row = r.transfer(0, sc.clients[0], sc.schemes[0], 1_000_000)
+    assert row["error"].startswith("curl: (28) Operation timed out after"), row["error"]
+    assert "Died on" not in row["error"] and "mm-link" not in row["error"]
+    assert row["curl_exit"] == 28
+    assert row["tct_s"] is None and row["sha256_ok"] is False
+    assert row["path"] == "RTT 300 ms, 24 Mbit/s, unbounded queue" and row["rtt_ms"] == 300
