@@ -52,7 +52,7 @@ def test_a_bad_scheme_among_good_ones_is_refused_with_the_agents_reason(tmp_path
     sc = load(tmp_path, bad)
     with pytest.raises(ScenarioError) as e:
         runner.check_agent_schemes(sc)
-    assert str(e.value).startswith(f"schemes[2]: '{bad}': {reason}"), str(e.value)
+    assert str(e.value).startswith(f"{tmp_path / 'scenario.toml'}: schemes[2]: '{bad}': {reason}"), str(e.value)
     assert "Stack backtrace" not in str(e.value)
 
 
@@ -75,5 +75,5 @@ def test_ccswitch_run_refuses_the_scenario_before_any_transfer_with_status_2(tmp
                         capture_output=True, text=True, timeout=60,
                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert cp.returncode == 2, cp.stderr
-    assert "schemes[2]: 'ccswitch:cubic:betta=0.5': cubic has no parameter \"betta\"" in cp.stderr, cp.stderr
+    assert f"{sc_path}: schemes[2]: 'ccswitch:cubic:betta=0.5': cubic has no parameter \"betta\"" in cp.stderr, cp.stderr
     assert not out.exists()

@@ -573,4 +573,6 @@ def check_schemes(sc: Scenario, checker: AgentChecker) -> None:
         error = checker(algorithm, policy)
         if error is not None:
             s = schemes[0]
-            raise ScenarioError(f"{s.where}: {s.label!r}: {error}")
+            # a scheme of the file is named with the file, like every key of it
+            in_file = f"{sc.source}: " if sc.source and s.where.startswith("schemes") else ""
+            raise ScenarioError(f"{in_file}{s.where}: {s.label!r}: {error}")
