@@ -28,6 +28,7 @@
 //! the flow runs the fallback algorithm chosen in [`LoadOptions`].
 
 pub mod abi;
+mod teardown;
 
 #[allow(
     clippy::all,
@@ -72,6 +73,15 @@ impl Fallback {
         match self {
             Fallback::Reno => abi::FALLBACK_RENO,
             Fallback::Cubic => abi::FALLBACK_CUBIC,
+        }
+    }
+
+    /// The kernel's own congestion control of the same algorithm, which sockets and
+    /// namespace defaults are handed back to when the datapath goes.
+    pub fn builtin_name(self) -> &'static str {
+        match self {
+            Fallback::Reno => "reno",
+            Fallback::Cubic => "cubic",
         }
     }
 }
@@ -215,14 +225,16 @@ struct PendingEvents {
     malformed: u64,
 }
 
-/// The loaded and registered kernel datapath. Dropping it unregisters the
-/// congestion control (destroys the struct_ops link) and unloads
-/// everything; sockets still using it keep running until they close, as
-/// with any unregistered congestion control.
+/// The loaded and registered kernel datapath. Dropping it hands every
+/// namespace default and every socket still on it back to the built-in
+/// algorithm of the fallback (see `teardown.rs`), unregisters the congestion
+/// control, unloads everything and warns if the kernel still holds any of it.
 pub struct KernelDatapath {
-    // Field order is drop order: the link (registration) goes first, then
-    // the ring buffer, then the skeleton, then the storage it points into.
+    // Drop order (see Drop): the hand-back runs through `hand_back_link`,
+    // then the registration goes, then the ring buffer, the skeleton and
+    // the storage it points into.
     link: ManuallyDrop<Link>,
+    hand_back_link: ManuallyDrop<Link>,
     ring: ManuallyDrop<RingBuffer<'static>>,
     skel: ManuallyDrop<CcswitchSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
@@ -231,21 +243,53 @@ pub struct KernelDatapath {
     deadline_ns: std::cell::Cell<u64>,
     cc_name: String,
     prog_ids: Vec<ProgId>,
+    handed_back: bool,
 }
 
 impl Drop for KernelDatapath {
     fn drop(&mut self) {
+        let (report, moved) = self.hand_back();
+        if report.defaults_reset > 0 || moved > 0 {
+            tracing::info!(
+                cc = %self.cc_name, to = self.fallback.get().builtin_name(), sockets = moved,
+                namespace_defaults = report.defaults_reset, namespaces = report.namespaces,
+                "handed back to the built-in algorithm"
+            );
+        }
+        for failure in &report.failures {
+            tracing::warn!(cc = %self.cc_name, "hand-back: {failure}");
+        }
+        let map_id = self.struct_ops_map_id().ok();
+        let prog_ids: Vec<u32> = self.prog_ids.iter().map(|p| p.id).collect();
         // SAFETY: each field is dropped exactly once, in dependency order;
         // `object` came from Box::into_raw in `load` and is freed last,
         // after the skeleton that borrowed it.
         unsafe {
             ManuallyDrop::drop(&mut self.link);
+            ManuallyDrop::drop(&mut self.hand_back_link);
             ManuallyDrop::drop(&mut self.ring);
             ManuallyDrop::drop(&mut self.skel);
             drop(Box::from_raw(self.object));
         }
+        let (map_left, progs_left) = teardown::wait_unloaded(map_id, &prog_ids, UNLOAD_WAIT);
+        if map_left.is_some() || !progs_left.is_empty() {
+            tracing::warn!(
+                cc = %self.cc_name, map_id = ?map_left, prog_ids = ?progs_left,
+                "still loaded after unregistering: held by a socket or namespace default that \
+                 appeared during the hand-back, or by the reference the kernel leaks when it \
+                 refuses this congestion control to a namespace (after \
+                 net.ipv4.tcp_allowed_congestion_control was rewritten without it); the first \
+                 goes when the socket closes, the second only at reboot"
+            );
+        }
     }
 }
+
+/// How long dropping the datapath waits for the kernel to free the map and programs (it
+/// does so from a work queue, after RCU grace periods).
+const UNLOAD_WAIT: Duration = Duration::from_secs(3);
+
+pub use teardown::HandBack;
 
 fn decode(data: &[u8]) -> Option<Event> {
     let kind = u32::from_ne_bytes(data.get(0..4)?.try_into().ok()?);
@@ -326,8 +370,9 @@ impl KernelDatapath {
         // below), after everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, &opts) {
-            Ok((skel, link, ring, pending, prog_ids)) => Ok(KernelDatapath {
+            Ok((skel, link, hand_back_link, ring, pending, prog_ids)) => Ok(KernelDatapath {
                 link: ManuallyDrop::new(link),
+                hand_back_link: ManuallyDrop::new(hand_back_link),
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
                 object,
@@ -336,6 +381,7 @@ impl KernelDatapath {
                 deadline_ns: std::cell::Cell::new(0),
                 cc_name: opts.cc_name,
                 prog_ids,
+                handed_back: false,
             }),
             Err(e) => {
                 // SAFETY: everything borrowing `object` was dropped inside
@@ -353,6 +399,7 @@ impl KernelDatapath {
     ) -> Result<(
         CcswitchSkel<'static>,
         Link,
+        Link,
         RingBuffer<'static>,
         Pending,
         Vec<ProgId>,
@@ -364,6 +411,10 @@ impl KernelDatapath {
             let ops = open.struct_ops.ccswitch_mut();
             ops.name = [0; 16];
             for (dst, src) in ops.name.iter_mut().zip(opts.cc_name.bytes()) {
+                *dst = src as _;
+            }
+            let names = open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?;
+            for (dst, src) in names.ccsw_cc_name.iter_mut().zip(opts.cc_name.bytes()) {
                 *dst = src as _;
             }
         }
@@ -392,6 +443,7 @@ impl KernelDatapath {
             &p.ccsw_cwnd_event,
             &p.ccsw_pkts_acked,
             &p.ccsw_release,
+            &p.ccsw_hand_back,
         ] {
             let id = libbpf_rs::Program::id_from_fd(prog.as_fd()).context("program id")?;
             prog_ids.push(ProgId {
@@ -415,12 +467,57 @@ impl KernelDatapath {
             .context("ring buffer")?;
         let ring = builder.build().context("ring buffer")?;
 
+        let hand_back_link = skel.progs.ccsw_hand_back.attach().context("attaching the socket iterator")?;
+        if teardown::cc_registered(&opts.cc_name) {
+            bail!(
+                "congestion control {:?} is already registered (another ccswitch-kernel?); \
+                 choose another --cc-name",
+                opts.cc_name
+            );
+        }
+        // Sockets and namespace defaults can still be on a killed predecessor of the same
+        // name, holding its programs loaded: hand them back before registering anew.
+        let builtin = opts.fallback.builtin_name();
+        let (report, moved) = Self::hand_back_with(&mut skel, &hand_back_link, &opts.cc_name, builtin);
+        if report.defaults_reset > 0 || moved > 0 {
+            tracing::info!(
+                cc = %opts.cc_name, to = builtin, sockets = moved, namespace_defaults = report.defaults_reset,
+                "handed back what a previous, killed instance left behind"
+            );
+        }
+
         let link = skel
             .maps
             .ccswitch
             .attach_struct_ops()
             .with_context(|| format!("registering congestion control {:?}", opts.cc_name))?;
-        Ok((skel, link, ring, pending, prog_ids))
+        Ok((skel, link, hand_back_link, ring, pending, prog_ids))
+    }
+
+    /// Moves every namespace default and every socket on this congestion control to the
+    /// built-in algorithm of the fallback, once (see `teardown.rs`). Returns what was done and
+    /// the number of sockets moved.
+    fn hand_back(&mut self) -> (HandBack, u64) {
+        if std::mem::replace(&mut self.handed_back, true) {
+            return (HandBack::default(), 0);
+        }
+        let builtin = self.fallback.get().builtin_name();
+        Self::hand_back_with(&mut self.skel, &self.hand_back_link, &self.cc_name, builtin)
+    }
+
+    fn hand_back_with(skel: &mut CcswitchSkel<'_>, iter_link: &Link, cc_name: &str, builtin: &str) -> (HandBack, u64) {
+        let Some(bss) = skel.maps.bss_data.as_deref_mut() else {
+            return (HandBack { failures: vec!["BPF object without .bss".into()], ..Default::default() }, 0);
+        };
+        bss.ccsw_handback_cc = [0; 16];
+        for (dst, src) in bss.ccsw_handback_cc.iter_mut().zip(builtin.bytes()) {
+            *dst = src as _;
+        }
+        let before = bss.ccsw_handed_back;
+        let report = teardown::hand_back(cc_name, builtin, iter_link);
+        // The programs update the counter through the same memory-mapped page.
+        let after = unsafe { std::ptr::read_volatile(&bss.ccsw_handed_back) };
+        (report, after - before)
     }
 
     /// Name of the registered congestion control.

@@ -45,7 +45,11 @@ fn main() -> Result<()> {
 
     let fallback = if args.fallback == "cubic" { Fallback::Cubic } else { Fallback::Reno };
     let datapath = KernelDatapath::load(LoadOptions { fallback, cc_name: args.cc_name.clone() })?;
-    tracing::info!(cc = %args.cc_name, fallback = %args.fallback, "congestion control registered");
+    tracing::info!(
+        cc = %args.cc_name, fallback = %args.fallback, map_id = datapath.struct_ops_map_id().ok(),
+        prog_ids = ?datapath.prog_ids().iter().map(|p| p.id).collect::<Vec<_>>(),
+        "congestion control registered (allowed in every namespace)"
+    );
     let agent_addr = args.agent.addr("ccswitch-kernel");
     let mut shim = shim::Shim::new(datapath, agent_addr, args.agent.timeout());
     let result = shim.run(&stop);

@@ -3,11 +3,10 @@
 //!
 //! Needs root (CI runs as root): it FAILS when not root, on purpose.
 //! Everything it creates (namespaces, processes, congestion-control
-//! registrations, the allowed-list entry, temp files) is removed by a Drop
-//! guard, also when an assertion panics.
+//! registrations, temp files) is removed by a Drop guard, also when an
+//! assertion panics.
 //!
-//! Phases (one test, because they share the global
-//! net.ipv4.tcp_allowed_congestion_control):
+//! Phases (one test, sharing one pair of namespaces):
 //!  a. in-process datapath, no agent: 20 MB over HTTP completes under the
 //!     fallback, SHA-256 intact; CREATE/ACK/CLOSE events seen.
 //!  b. examples/fixed_window pins the flow to cwnd = 2 × mss with a pacing

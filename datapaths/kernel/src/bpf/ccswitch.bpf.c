@@ -34,6 +34,18 @@
  * icsk_ca_priv is zeroed whenever a socket switches congestion control,
  * and Cubic's kfuncs own it, so everything of ours lives in socket-local
  * storage (struct ccsw_sk_state).
+ *
+ * Registration
+ * ------------
+ * The congestion control registers as non-restricted, as if it were listed
+ * in net.ipv4.tcp_allowed_congestion_control, so any namespace may make it
+ * its default. Besides sparing users a global sysctl, this closes a kernel
+ * reference leak: tcp_set_default_congestion_control() takes a reference on
+ * the congestion control (for BPF, on its struct_ops map) before refusing a
+ * restricted one in a non-initial namespace with EPERM, and never drops it,
+ * so a single refused sysctl kept the map and every program loaded until
+ * reboot. Rewriting the allowed list without this name restricts it again
+ * and reopens that leak (see the README).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -46,6 +58,9 @@ char _license[] SEC("license") = "GPL";
 
 #define AF_INET 2
 #define AF_INET6 10
+
+/* include/net/tcp.h; accepted by bpf_tcp_ca_init_member (TCP_CONG_MASK). */
+#define TCP_CONG_NON_RESTRICTED 0x1
 
 #define USEC_PER_SEC 1000000ULL
 #define TCP_INFINITE_SSTHRESH 0x7fffffff
@@ -583,6 +598,51 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 	bpf_sk_storage_delete(&ccsw_sk_state_map, sk);
 }
 
+/* Hand-back (teardown.rs): the loader fills our name before load and the
+ * built-in name before each run of the iterator. */
+#define SOL_TCP 6
+#define TCP_CONGESTION 13
+#define CC_NAME_MAX 16
+
+const volatile char ccsw_cc_name[CC_NAME_MAX];
+/* "reno" or "cubic": the built-in counterpart of the fallback. */
+char ccsw_handback_cc[CC_NAME_MAX];
+__u64 ccsw_handed_back;
+
+/*
+ * Run once per network namespace when the shim exits: every full TCP socket
+ * of that namespace still on this congestion control moves to the built-in
+ * algorithm its fallback stands for (our release runs, then theirs init; the
+ * window carries over). A socket left on us would hold the struct_ops map,
+ * and with it every program, until it closed.
+ */
+SEC("iter/tcp")
+int ccsw_hand_back(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct tcp_sock *tp;
+	char cur[CC_NAME_MAX];
+	int i;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0;
+	if (bpf_getsockopt(tp, SOL_TCP, TCP_CONGESTION, cur, sizeof(cur)))
+		return 0;
+	for (i = 0; i < CC_NAME_MAX; i++) {
+		if (cur[i] != ccsw_cc_name[i])
+			return 0;
+		if (!cur[i])
+			break;
+	}
+	if (!bpf_setsockopt(tp, SOL_TCP, TCP_CONGESTION, (void *)ccsw_handback_cc,
+			    sizeof(ccsw_handback_cc)))
+		__sync_fetch_and_add(&ccsw_handed_back, 1);
+	return 0;
+}
+
 SEC(".struct_ops.link")
 struct tcp_congestion_ops ccswitch = {
 	.init = (void *)ccsw_init,
@@ -593,5 +653,6 @@ struct tcp_congestion_ops ccswitch = {
 	.set_state = (void *)ccsw_set_state,
 	.cwnd_event = (void *)ccsw_cwnd_event,
 	.pkts_acked = (void *)ccsw_pkts_acked,
+	.flags = TCP_CONG_NON_RESTRICTED,
 	.name = "ccswitch",
 };

@@ -1,10 +1,9 @@
 //! Shared set-up of the kernel datapath's netns tests: two network namespaces joined by a
 //! veth pair (198.18.0.0/15 test addresses), a python HTTP server in the sender namespace,
 //! curl in the other, SHA-256 checks, and a Drop guard that removes everything it created
-//! (namespaces, processes by PID, allowed-list entries, temp files), also on panic.
+//! (namespaces, processes by PID, temp files), also on panic.
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -18,7 +17,6 @@ pub const FILE_BYTES: usize = 20 << 20;
 pub const SRV_ADDR: &str = "198.18.0.1";
 pub const CLI_ADDR: &str = "198.18.0.2";
 pub const PORT: u16 = 8080;
-pub const ALLOWED: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -43,26 +41,12 @@ pub fn run_quiet(cmd: &[&str]) {
         .status();
 }
 
-pub fn allowed_edit(name: &str, add: bool) {
-    let cur = fs::read_to_string(ALLOWED).expect("read allowed list");
-    let mut names: Vec<String> = cur
-        .split_whitespace()
-        .filter(|n| *n != name)
-        .map(String::from)
-        .collect();
-    if add {
-        names.push(name.to_string());
-    }
-    fs::write(ALLOWED, names.join(" ")).expect("write allowed list");
-}
-
 /// Owns everything the test creates; Drop removes it all.
 pub struct Env {
     pub srv_ns: String,
     pub cli_ns: String,
     pub dir: PathBuf,
     pub children: Vec<Child>,
-    pub cc_names: BTreeSet<String>,
 }
 
 impl Env {
@@ -77,7 +61,6 @@ impl Env {
             cli_ns: format!("ccsw-c-{tag}"),
             dir: std::env::temp_dir().join(format!("ccsw-kernel-test-{tag}")),
             children: Vec::new(),
-            cc_names: BTreeSet::new(),
         };
         fs::create_dir_all(&env.dir).unwrap();
         run(&["ip", "netns", "add", &env.srv_ns]);
@@ -122,36 +105,11 @@ impl Env {
         run(&full)
     }
 
-    /// Allows `name` globally and makes it the sender namespace's default.
-    /// Retries because other tools on the machine may rewrite the global
-    /// allowed list concurrently; it only matters until the listener exists.
+    /// Makes `name` the sender namespace's default. The datapath registers non-restricted,
+    /// so no edit of the global allowed list is needed (see tests/teardown.rs).
     pub fn use_cc(&mut self, name: &str) {
-        self.cc_names.insert(name.to_string());
         let setting = format!("net.ipv4.tcp_congestion_control={name}");
-        for attempt in 0.. {
-            allowed_edit(name, true);
-            let st = Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &self.srv_ns,
-                    "sysctl",
-                    "-q",
-                    "-w",
-                    &setting,
-                ])
-                .stderr(Stdio::null())
-                .status()
-                .expect("sysctl");
-            if st.success() {
-                return;
-            }
-            assert!(
-                attempt < 20,
-                "cannot make {name} the sender namespace's default"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.ns(&self.srv_ns.clone(), &["sysctl", "-q", "-w", &setting]);
     }
 
     pub fn spawn(&mut self, cmd: &mut Command) -> usize {
@@ -269,14 +227,6 @@ impl Drop for Env {
         ]);
         run_quiet(&["ip", "netns", "del", &self.srv_ns]);
         run_quiet(&["ip", "netns", "del", &self.cli_ns]);
-        for n in &self.cc_names {
-            if fs::read_to_string(ALLOWED)
-                .map(|s| s.split_whitespace().any(|x| x == n))
-                .unwrap_or(false)
-            {
-                allowed_edit(n, false);
-            }
-        }
         let _ = fs::remove_dir_all(&self.dir);
     }
 }
