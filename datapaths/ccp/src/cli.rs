@@ -70,11 +70,15 @@ pub struct LogArgs {
 }
 
 impl LogArgs {
-    /// Log to stderr with the chosen filter and format.
+    /// Log to stderr with the chosen filter and format; colours only on a terminal, so that
+    /// redirected logs stay plain text.
     pub fn init(&self) -> Result<()> {
         let filter =
             EnvFilter::try_new(&self.log_level).with_context(|| format!("bad --log-level {:?}", self.log_level))?;
-        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
         if self.log_format == "json" {
             builder.json().init();
         } else {
