@@ -1,4 +1,6 @@
-from ccswitch.experiments import runner
+import pytest
+
+from ccswitch.experiments import results, runner
 from ccswitch.experiments.scenario import loads_scenario
 
 SC = """
@@ -98,3 +100,86 @@ def test_rows_carry_the_path_and_agent_columns_before_the_transfer_runs():
     assert native["path"] == "RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts"
     assert "on_report_errors" not in native
     assert (agent["repetition"], agent["algorithms"], agent["on_report_errors"]) == (2, None, None)
+
+
+# ------------------------------------------- the run loop with its network replaced by fakes
+
+LOOP = """
+name = "loop"
+repetitions = 2
+schemes = ["native:cubic", "ccswitch:py:m:Broken", "ccswitch:reno"]
+[[clients]]
+name = "c"
+delay_ms = 10
+link = { mbps = 24 }
+file_bytes = 1000
+"""
+
+
+def fake_runner(tmp_path, monkeypatch, prepare):
+    """A Runner whose setup, scheme preparation and transfers are fakes (no root, no network):
+    `prepare(scheme)` may raise; every transfer that runs succeeds in 1 s."""
+    from ccswitch.experiments import runner as rmod
+
+    sc = loads_scenario(LOOP, check_files=False)
+    r = runner.Runner(sc, str(tmp_path / "out"), quiet=True, schemes_checked=True)
+    ran = []
+
+    def setup():
+        r.daemons = None
+        r.collector = None
+        r.current_cc = None
+
+    def transfer(rep, client, scheme, size):
+        ran.append((rep, scheme.label))
+        row = r.new_row(rep, client, scheme, size)
+        row.update(tct_s=1.0, sha256_ok=True, http_code=200, bytes=size, wall_s=1.5)
+        return row
+
+    monkeypatch.setattr(r, "setup", setup)
+    monkeypatch.setattr(r, "prepare_scheme", prepare)
+    monkeypatch.setattr(r, "transfer", transfer)
+    monkeypatch.setattr(rmod, "log", lambda msg: None)
+    return r, ran
+
+
+def test_an_agent_that_cannot_start_fails_its_scheme_and_the_run_writes_every_result(tmp_path, monkeypatch):
+    from ccswitch.experiments.topology import AgentError
+
+    def prepare(scheme):
+        if scheme.label == "ccswitch:py:m:Broken":
+            raise AgentError("ccswitch-agent exited with status 1 before its socket: cannot import m")
+
+    r, ran = fake_runner(tmp_path, monkeypatch, prepare)
+    rows = r.run()
+    assert [s for _, s in ran] == ["native:cubic", "ccswitch:reno", "ccswitch:reno", "native:cubic"]
+    broken = [x for x in rows if x["scheme"] == "ccswitch:py:m:Broken"]
+    assert [x["error"] for x in broken] == [
+        "ccswitch-agent exited with status 1 before its socket: cannot import m",
+        "not run: ccswitch:py:m:Broken failed earlier: ccswitch-agent exited with status 1 before its socket: "
+        "cannot import m"]
+    assert [x["transfer"] for x in rows] == list(range(1, 7))
+    out = tmp_path / "out"
+    for name in ("transfers.parquet", "summary.json", "summary.txt", "tct.png", "transfers.jsonl"):
+        assert (out / name).exists(), name
+    line = next(l for l in (out / "summary.txt").read_text().splitlines() if "Broken" in l)
+    assert line.endswith("all 2 failed: ccswitch-agent exited with status 1 before its socket: cannot import m")
+
+
+def test_a_run_that_cannot_go_on_still_summarises_what_ran(tmp_path, monkeypatch):
+    from ccswitch.experiments.topology import TopologyError
+
+    calls = []
+
+    def prepare(scheme):
+        calls.append(scheme.label)
+        if len(calls) == 3:
+            raise TopologyError("ccswitch-kernel died (status 1)")
+
+    r, ran = fake_runner(tmp_path, monkeypatch, prepare)
+    with pytest.raises(runner.RunError, match=r"preparing ccswitch:reno: ccswitch-kernel died"):
+        r.run()
+    assert len(ran) == 2
+    out = tmp_path / "out"
+    assert len(results.read_transfers_parquet(out / "transfers.parquet")) == 2
+    assert "native:cubic" in (out / "summary.txt").read_text()
