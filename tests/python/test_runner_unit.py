@@ -183,3 +183,22 @@ def test_a_run_that_cannot_go_on_still_summarises_what_ran(tmp_path, monkeypatch
     out = tmp_path / "out"
     assert len(results.read_transfers_parquet(out / "transfers.parquet")) == 2
     assert "native:cubic" in (out / "summary.txt").read_text()
+
+
+def test_a_slow_transfer_says_how_far_it_got_instead_of_sitting_silent(tmp_path, monkeypatch):
+    import subprocess
+    import time
+
+    sc = loads_scenario(LOOP, check_files=False)
+    r = runner.Runner(sc, str(tmp_path / "out"))
+    said = []
+    monkeypatch.setattr(r, "_say", said.append)
+    monkeypatch.setattr(runner, "PROGRESS_EVERY_S", 0.2)
+    out_file = tmp_path / "dl.bin"
+    out_file.write_bytes(b"x" * 1_500_000)
+    # stands in for the mahimahi+curl stack: a process that takes a while
+    r.current = subprocess.Popen(["sleep", "0.9"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = r._communicate("c native:cubic rep 1", str(out_file), 4_000_000, time.monotonic())
+    assert (stdout, stderr, r.current.returncode) == ("", "", 0)
+    assert 2 <= len(said) <= 5, said
+    assert all(s.startswith("    ... c native:cubic rep 1: ") and s.endswith("s, 1.5 of 4.0 MB") for s in said), said
