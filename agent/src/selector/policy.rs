@@ -46,7 +46,7 @@ use std::fmt;
 
 use anyhow::{anyhow, bail, Context, Result};
 use ccswitch_algorithms::Instance;
-use serde::Deserialize;
+use toml::{Table, Value};
 
 use super::features::{FeatureWindow, Features};
 
@@ -58,50 +58,41 @@ const MCC_WIFI: &str = include_str!("../../policies/mcc-wifi.toml");
 
 // ---- The file as written -------------------------------------------------------------------
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A policy file's fields, read by [`read_file`]. What was missing or malformed is `None`
+/// and described in `problems`; [`build`] adds what else is wrong, so one error lists every
+/// problem of the file rather than the first one only.
+#[derive(Debug)]
 struct PolicyFile {
-    name: String,
-    #[serde(default)]
+    name: Option<String>,
     description: String,
-    initial: String,
+    initial: Option<String>,
     default: Option<String>,
-    window: WindowFile,
-    #[serde(default)]
+    window: Option<WindowFile>,
     decide: DecideFile,
     hysteresis: Option<HysteresisFile>,
-    #[serde(default)]
     params: BTreeMap<String, f64>,
-    #[serde(default)]
     rule: Vec<RuleFile>,
+    /// Missing, mistyped and unknown fields.
+    problems: Vec<String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug)]
 struct WindowFile {
     kind: WindowKind,
     samples: usize,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WindowKind {
     First,
     Sliding,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug)]
 struct DecideFile {
-    #[serde(default = "yes")]
     spatial: bool,
-    #[serde(default)]
     temporal: bool,
     min_samples: Option<usize>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 impl Default for DecideFile {
@@ -110,18 +101,15 @@ impl Default for DecideFile {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default)]
 struct HysteresisFile {
     min_dwell_ms: u64,
     agreeing: u32,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug)]
 struct RuleFile {
     when: Option<String>,
-    #[serde(rename = "use")]
     algorithm: String,
 }
 
@@ -385,6 +373,41 @@ impl Policy {
         }
     }
 
+    /// The policy as JSON (`ccswitch-agent --list-policies --json`): its fields, its rules
+    /// (`when` with params shown as `name (value)`, null for a rule that always matches) and
+    /// `summary`, the text of [`Display`](fmt::Display).
+    pub fn to_json(&self) -> serde_json::Value {
+        let (kind, samples) = match self.window {
+            FeatureWindow::FirstSamples(n) => ("first", n),
+            FeatureWindow::Sliding(n) => ("sliding", n),
+        };
+        let rules: Vec<_> = self
+            .rules
+            .iter()
+            .map(|r| serde_json::json!({"when": r.when.as_ref().map(|c| self.render(c)), "use": self.algorithms[r.algorithm]}))
+            .collect();
+        let params: serde_json::Map<String, serde_json::Value> =
+            self.params.iter().map(|p| (p.name.clone(), serde_json::json!(p.value))).collect();
+        serde_json::json!({
+            "name": self.name,
+            "description": self.description,
+            "origin": self.origin,
+            "initial": self.initial,
+            "default": self.default.map(|i| &self.algorithms[i]),
+            "window": {"kind": kind, "samples": samples},
+            "min_samples": self.min_samples,
+            "spatial": self.spatial,
+            "temporal": self.temporal,
+            "hysteresis": self.temporal.then(|| serde_json::json!({
+                "min_dwell_ms": self.hysteresis.min_dwell_us / 1_000,
+                "agreeing": self.hysteresis.agreeing,
+            })),
+            "params": params,
+            "rules": rules,
+            "summary": self.to_string(),
+        })
+    }
+
     fn value(&self, operand: Operand, features: &Features) -> f64 {
         match operand {
             Operand::Feature(i) => features.at(i),
@@ -458,7 +481,188 @@ fn split_spec(spec: &str) -> (&str, Option<&str>) {
 }
 
 fn parse_file(text: &str, origin: &str) -> Result<PolicyFile> {
-    toml::from_str(text).map_err(|e| anyhow!("policy {origin}: {}", e.to_string().trim_end()))
+    let table: Table = toml::from_str(text).map_err(|e| anyhow!("policy {origin}: {}", e.to_string().trim_end()))?;
+    Ok(read_file(&table))
+}
+
+/// One problem as is, several as a list (each on a line of its own).
+fn problems(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => {
+            let mut text = format!("{} problems:", many.len());
+            for e in many {
+                text.push_str("\n  - ");
+                text.push_str(e);
+            }
+            text
+        }
+    }
+}
+
+/// The fields of one table of the file, each looked up once; what is wrong is added to
+/// `errors` and reading goes on, so that one error lists every problem.
+struct Fields<'a, 'e> {
+    table: &'a Table,
+    /// "" for the top level, else e.g. "[window] " or "rule 2: ".
+    section: String,
+    errors: &'e mut Vec<String>,
+}
+
+impl<'a> Fields<'a, '_> {
+    fn get(&mut self, key: &str, required: Option<&str>) -> Option<&'a Value> {
+        let value = self.table.get(key);
+        if let (None, Some(what)) = (value, required) {
+            self.errors.push(format!("{}missing `{key}` ({what})", self.section));
+        }
+        value
+    }
+
+    fn wrong(&mut self, key: &str, expected: &str, found: &Value) {
+        self.errors.push(format!("{}`{key}` must be {expected}, found {} {found}", self.section, found.type_str()));
+    }
+
+    fn string(&mut self, key: &str, required: Option<&str>) -> Option<String> {
+        match self.get(key, required)? {
+            Value::String(s) => Some(s.clone()),
+            other => {
+                self.wrong(key, "a string", other);
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, key: &str) -> Option<bool> {
+        match self.get(key, None)? {
+            Value::Boolean(b) => Some(*b),
+            other => {
+                self.wrong(key, "true or false", other);
+                None
+            }
+        }
+    }
+
+    fn whole<T: TryFrom<i64>>(&mut self, key: &str, required: Option<&str>) -> Option<T> {
+        match self.get(key, required)? {
+            Value::Integer(i) => match T::try_from(*i) {
+                Ok(v) => Some(v),
+                Err(_) => {
+                    self.errors.push(format!("{}`{key}` = {i}: out of range", self.section));
+                    None
+                }
+            },
+            other => {
+                self.wrong(key, "a whole number", other);
+                None
+            }
+        }
+    }
+
+    fn table(&mut self, key: &str, required: Option<&str>) -> Option<&'a Table> {
+        match self.get(key, required)? {
+            Value::Table(t) => Some(t),
+            other => {
+                self.wrong(key, "a table", other);
+                None
+            }
+        }
+    }
+
+    fn unknown(&mut self, allowed: &[&str]) {
+        for key in self.table.keys().filter(|k| !allowed.contains(&k.as_str())) {
+            self.errors.push(format!("{}unknown field `{key}` (allowed: {})", self.section, allowed.join(", ")));
+        }
+    }
+
+    fn nested<'b>(&'b mut self, table: &'a Table, section: String) -> Fields<'a, 'b> {
+        Fields { table, section, errors: self.errors }
+    }
+}
+
+/// The file's fields; what is missing or wrong is `None` and listed in `problems`.
+fn read_file(table: &Table) -> PolicyFile {
+    let mut problems = Vec::new();
+    let mut top = Fields { table, section: String::new(), errors: &mut problems };
+    top.unknown(&["name", "description", "initial", "default", "window", "decide", "hysteresis", "params", "rule"]);
+    let name = top.string("name", Some("the policy's name, a string"));
+    let description = top.string("description", None).unwrap_or_default();
+    let initial = top.string("initial", Some("the algorithm a flow runs before the first decision, e.g. \"cubic\""));
+    let default = top.string("default", None);
+
+    let window = match top.table("window", Some("a [window] section with kind = \"first\" or \"sliding\" and samples = N")) {
+        Some(t) => {
+            let mut f = top.nested(t, "[window] ".into());
+            f.unknown(&["kind", "samples"]);
+            let kind = match f.string("kind", Some("\"first\" or \"sliding\"")).as_deref() {
+                Some("first") => Some(WindowKind::First),
+                Some("sliding") => Some(WindowKind::Sliding),
+                Some(other) => {
+                    f.errors.push(format!("[window] kind = {other:?}: must be \"first\" or \"sliding\""));
+                    None
+                }
+                None => None,
+            };
+            let samples = f.whole::<usize>("samples", Some("how many RTT samples the features cover, a whole number"));
+            kind.zip(samples).map(|(kind, samples)| WindowFile { kind, samples })
+        }
+        None => None,
+    };
+
+    let mut decide = DecideFile::default();
+    if let Some(t) = top.table("decide", None) {
+        let mut f = top.nested(t, "[decide] ".into());
+        f.unknown(&["spatial", "temporal", "min_samples"]);
+        decide.spatial = f.boolean("spatial").unwrap_or(decide.spatial);
+        decide.temporal = f.boolean("temporal").unwrap_or(decide.temporal);
+        decide.min_samples = f.whole("min_samples", None);
+    }
+
+    let hysteresis = top.table("hysteresis", None).map(|t| {
+        let mut f = top.nested(t, "[hysteresis] ".into());
+        f.unknown(&["min_dwell_ms", "agreeing"]);
+        HysteresisFile {
+            min_dwell_ms: f.whole("min_dwell_ms", Some("least time on an algorithm, ms")).unwrap_or_default(),
+            agreeing: f.whole("agreeing", Some("equal decisions in a row before a switch")).unwrap_or_default(),
+        }
+    });
+
+    let mut params = BTreeMap::new();
+    if let Some(t) = top.table("params", None) {
+        for (key, value) in t {
+            match value {
+                Value::Integer(i) => {
+                    params.insert(key.clone(), *i as f64);
+                }
+                Value::Float(x) => {
+                    params.insert(key.clone(), *x);
+                }
+                other => top.errors.push(format!("[params] {key} = {other}: must be a number")),
+            }
+        }
+    }
+
+    let mut rules = Vec::new();
+    match top.get("rule", None) {
+        None => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                let n = i + 1;
+                let Value::Table(t) = item else {
+                    top.errors.push(format!("rule {n}: must be a table ([[rule]] with `use` and `when`)"));
+                    continue;
+                };
+                let mut f = top.nested(t, format!("rule {n}: "));
+                f.unknown(&["when", "use"]);
+                let when = f.string("when", None);
+                if let Some(algorithm) = f.string("use", Some("the algorithm the rule chooses")) {
+                    rules.push(RuleFile { when, algorithm });
+                }
+            }
+        }
+        Some(other) => top.wrong("rule", "an array of tables ([[rule]])", other),
+    }
+
+    PolicyFile { name, description, initial, default, window, decide, hysteresis, params, rule: rules, problems }
 }
 
 fn apply_overrides(file: &mut PolicyFile, overrides: &str) -> Result<(), String> {
@@ -469,6 +673,10 @@ fn apply_overrides(file: &mut PolicyFile, overrides: &str) -> Result<(), String>
         set(file, key.trim(), value.trim()).map_err(|e| format!("override {assignment:?}: {e}"))?;
     }
     Ok(())
+}
+
+fn window(file: &mut PolicyFile) -> Result<&mut WindowFile, String> {
+    file.window.as_mut().ok_or_else(|| "the policy has no valid [window] to override".to_string())
 }
 
 fn number<T: std::str::FromStr>(value: &str, what: &str) -> Result<T, String> {
@@ -486,16 +694,16 @@ fn boolean(value: &str) -> Result<bool, String> {
 fn set(file: &mut PolicyFile, key: &str, value: &str) -> Result<(), String> {
     let whole = "a whole number";
     match key {
-        "initial" => file.initial = value.to_string(),
+        "initial" => file.initial = Some(value.to_string()),
         "default" => file.default = Some(value.to_string()),
         "window.kind" => {
-            file.window.kind = match value {
+            window(file)?.kind = match value {
                 "first" => WindowKind::First,
                 "sliding" => WindowKind::Sliding,
                 _ => return Err(format!("{value:?} is not first or sliding")),
             }
         }
-        "window.samples" => file.window.samples = number(value, whole)?,
+        "window.samples" => window(file)?.samples = number(value, whole)?,
         "decide.spatial" => file.decide.spatial = boolean(value)?,
         "decide.temporal" => file.decide.temporal = boolean(value)?,
         "decide.min_samples" => file.decide.min_samples = Some(number(value, whole)?),
@@ -510,7 +718,7 @@ fn set(file: &mut PolicyFile, key: &str, value: &str) -> Result<(), String> {
             let slot = file.params.get_mut(param).ok_or_else(|| {
                 format!(
                     "{:?} has no parameter {param:?}; params: {}; settings: {}",
-                    file.name,
+                    file.name.as_deref().unwrap_or_default(),
                     if known.is_empty() { "none" } else { &known },
                     Policy::SETTINGS.join(", ")
                 )
@@ -521,23 +729,36 @@ fn set(file: &mut PolicyFile, key: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Check everything and resolve names. Every problem found is reported, in one error; a check
+/// that depends on a broken part (the decision threshold on a bad window) is skipped.
 fn build(file: PolicyFile, origin: &str) -> Result<Policy> {
-    if file.name.trim().is_empty() {
-        bail!("name is empty");
+    let mut errors: Vec<String> = file.problems;
+    if file.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+        errors.push("name is empty".to_string());
     }
-    let window = check_window(&file.window)?;
-    let min_samples = file.decide.min_samples.unwrap_or(window.samples());
-    if !(1..=window.samples()).contains(&min_samples) {
-        bail!("[decide] min_samples = {min_samples}: must be between 1 and window.samples ({})", window.samples());
+    let window = file.window.as_ref().and_then(|w| check_window(w).map_err(|e| errors.push(e)).ok());
+    let mut min_samples = 0;
+    if let Some(w) = window {
+        min_samples = file.decide.min_samples.unwrap_or(w.samples());
+        if !(1..=w.samples()).contains(&min_samples) {
+            errors.push(format!(
+                "[decide] min_samples = {min_samples}: must be between 1 and window.samples ({})",
+                w.samples()
+            ));
+        }
     }
     if !file.decide.spatial && !file.decide.temporal {
-        bail!("[decide] spatial and temporal are both false: the policy would never decide");
+        errors.push("[decide] spatial and temporal are both false: the policy would never decide".to_string());
     }
-    let hysteresis = check_hysteresis(file.hysteresis.as_ref(), file.decide.temporal)?;
-    let params = check_params(&file.params)?;
-    check_algorithm(&file.initial).map_err(|e| anyhow!("initial = {:?}: {e}", file.initial))?;
+    let hysteresis = check_hysteresis(file.hysteresis.as_ref(), file.decide.temporal).map_err(|e| errors.push(e)).ok();
+    // Every declared param, valid or not, so that rules naming a broken one are not blamed too.
+    let params: Vec<Param> = file.params.iter().map(|(name, &value)| Param { name: name.clone(), value }).collect();
+    errors.extend(params.iter().filter_map(check_param));
+    if let Some(Err(e)) = file.initial.as_deref().map(check_algorithm) {
+        errors.push(format!("initial = {:?}: {e}", file.initial.as_deref().unwrap_or_default()));
+    }
     if file.rule.is_empty() {
-        bail!("no rules: add at least one [[rule]] with `use` (and usually `when`)");
+        errors.push("no rules: add at least one [[rule]] with `use` (and usually `when`)".to_string());
     }
 
     let mut algorithms: Vec<String> = Vec::new();
@@ -553,33 +774,49 @@ fn build(file: PolicyFile, origin: &str) -> Result<Policy> {
     for (i, r) in file.rule.iter().enumerate() {
         let n = i + 1;
         if let Some(a) = always {
-            bail!("rule {n} can never match: rule {a} has no `when` and always matches");
+            errors.push(format!("rule {n} can never match: rule {a} has no `when` and always matches"));
         }
-        check_algorithm(&r.algorithm).map_err(|e| anyhow!("rule {n}: use = {:?}: {e}", r.algorithm))?;
+        if let Err(e) = check_algorithm(&r.algorithm) {
+            errors.push(format!("rule {n}: use = {:?}: {e}", r.algorithm));
+        }
         let when = match &r.when {
             None => {
-                always = Some(n);
+                always.get_or_insert(n);
                 None
             }
-            Some(text) => Some(
-                parse_condition(text, &params).map_err(|e| anyhow!("rule {n}: when = {text:?}: {e}"))?,
-            ),
+            Some(text) => match parse_condition(text, &params) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    errors.push(format!("rule {n}: when = {text:?}: {e}"));
+                    None
+                }
+            },
         };
         rules.push(Rule { when, algorithm: intern(&r.algorithm) });
     }
     let default = match (&file.default, always) {
         (Some(d), _) => {
-            check_algorithm(d).map_err(|e| anyhow!("default = {d:?}: {e}"))?;
+            if let Err(e) = check_algorithm(d) {
+                errors.push(format!("default = {d:?}: {e}"));
+            }
             Some(intern(d))
         }
         (None, Some(_)) => None,
-        (None, None) => bail!("no `default` and every rule has a `when`: add default = \"ALGORITHM\" or a last rule without `when`"),
+        (None, None) => {
+            errors.push("no `default` and every rule has a `when`: add default = \"ALGORITHM\" or a last rule without `when`".to_string());
+            None
+        }
+    };
+    let (Some(name), Some(initial), Some(window), Some(hysteresis), true) =
+        (file.name, file.initial, window, hysteresis, errors.is_empty())
+    else {
+        bail!("{}", problems(&errors));
     };
     Ok(Policy {
-        name: file.name,
+        name,
         description: file.description,
         origin: origin.to_string(),
-        initial: file.initial,
+        initial,
         default,
         window,
         min_samples,
@@ -592,9 +829,9 @@ fn build(file: PolicyFile, origin: &str) -> Result<Policy> {
     })
 }
 
-fn check_window(w: &WindowFile) -> Result<FeatureWindow> {
+fn check_window(w: &WindowFile) -> Result<FeatureWindow, String> {
     if !(1..=MAX_WINDOW_SAMPLES).contains(&w.samples) {
-        bail!("[window] samples = {}: must be between 1 and {MAX_WINDOW_SAMPLES}", w.samples);
+        return Err(format!("[window] samples = {}: must be between 1 and {MAX_WINDOW_SAMPLES}", w.samples));
     }
     Ok(match w.kind {
         WindowKind::First => FeatureWindow::FirstSamples(w.samples),
@@ -602,14 +839,14 @@ fn check_window(w: &WindowFile) -> Result<FeatureWindow> {
     })
 }
 
-fn check_hysteresis(h: Option<&HysteresisFile>, temporal: bool) -> Result<Hysteresis> {
+fn check_hysteresis(h: Option<&HysteresisFile>, temporal: bool) -> Result<Hysteresis, String> {
     const US_PER_MS: u64 = 1_000;
     match h {
-        None if temporal => bail!(
-            "[decide] temporal = true needs a [hysteresis] section (min_dwell_ms, agreeing) so flows do not flap"
+        None if temporal => Err(
+            "[decide] temporal = true needs a [hysteresis] section (min_dwell_ms, agreeing) so flows do not flap".to_string()
         ),
         None => Ok(Hysteresis { min_dwell_us: 0, agreeing: 1 }),
-        Some(h) if h.agreeing == 0 => bail!("[hysteresis] agreeing = 0: must be at least 1"),
+        Some(h) if h.agreeing == 0 => Err("[hysteresis] agreeing = 0: must be at least 1".to_string()),
         Some(h) => Ok(Hysteresis { min_dwell_us: h.min_dwell_ms.saturating_mul(US_PER_MS), agreeing: h.agreeing }),
     }
 }
@@ -624,22 +861,19 @@ fn is_keyword(s: &str) -> bool {
     s.eq_ignore_ascii_case("and") || s.eq_ignore_ascii_case("or")
 }
 
-fn check_params(params: &BTreeMap<String, f64>) -> Result<Vec<Param>> {
-    params
-        .iter()
-        .map(|(name, &value)| {
-            if !is_identifier(name) || is_keyword(name) {
-                bail!("[params] {name:?}: a param's name is a word of letters, digits and '_' (not `and`/`or`)");
-            }
-            if Features::index_of(name).is_some() {
-                bail!("[params] {name:?} is the name of a feature; give the param another name");
-            }
-            if !value.is_finite() {
-                bail!("[params] {name} = {value}: not a finite number");
-            }
-            Ok(Param { name: name.clone(), value })
-        })
-        .collect()
+/// What is wrong with a param, if anything.
+fn check_param(p: &Param) -> Option<String> {
+    let name = &p.name;
+    if !is_identifier(name) || is_keyword(name) {
+        return Some(format!("[params] {name:?}: a param's name is a word of letters, digits and '_' (not `and`/`or`)"));
+    }
+    if Features::index_of(name).is_some() {
+        return Some(format!("[params] {name:?} is the name of a feature; give the param another name"));
+    }
+    if !p.value.is_finite() {
+        return Some(format!("[params] {name} = {}: not a finite number", p.value));
+    }
+    None
 }
 
 /// Whether `spec` names a simple-API algorithm (the only kind the agent can switch between).
@@ -875,6 +1109,44 @@ mod tests {
         assert_error("[params]", "[decide]\ntemporal = true\n[params]", &["needs a [hysteresis] section"]);
         assert_error("[params]", "[decide]\nmin_samples = 5\n[params]", &["min_samples = 5"]);
         assert_error("[params]", "[decide]\ntemporal = true\n[hysteresis]\nmin_dwell_ms = 1\nagreeing = 0\n[params]", &["agreeing = 0"]);
+    }
+
+    #[test]
+    fn every_missing_required_field_is_reported_in_one_error() {
+        let e = format!("{:#}", Policy::parse("[[rule]]\nuse = \"bbr\"\n", "empty.toml").unwrap_err());
+        assert!(e.starts_with("policy empty.toml: 3 problems:\n"), "{e}");
+        for missing in ["missing `name`", "missing `initial`", "missing `window` (a [window] section"] {
+            assert!(e.contains(missing), "{e:?} lacks {missing:?}");
+        }
+        let e = format!("{:#}", Policy::parse(&MINIMAL.replace("kind = \"sliding\"\n        samples = 4", ""), "w.toml").unwrap_err());
+        assert!(e.contains("[window] missing `kind`") && e.contains("[window] missing `samples`"), "{e}");
+        let e = format!("{:#}", Policy::parse(&MINIMAL.replace("use = \"reno\"", "usee = \"reno\""), "r.toml").unwrap_err());
+        assert!(e.contains("rule 1: unknown field `usee`") && e.contains("rule 1: missing `use`"), "{e}");
+    }
+
+    #[test]
+    fn mistyped_unknown_and_invalid_fields_are_reported_together() {
+        let text = MINIMAL
+            .replace("name = \"t\"", "name = 3\ncolour = \"red\"")
+            .replace("initial = \"cubic\"", "initial = \"nope\"")
+            .replace("samples = 4", "samples = 0")
+            .replace("limit_ms = 40", "limit_ms = 40\nloss_rate = 1")
+            .replace("use = \"reno\"", "use = \"renoo\"");
+        let e = format!("{:#}", Policy::parse(&text, "bad.toml").unwrap_err());
+        assert!(e.starts_with("policy bad.toml: 6 problems:\n  - "), "{e}");
+        for part in [
+            "`name` must be a string, found integer 3",
+            "unknown field `colour`",
+            "[window] samples = 0: must be between 1 and",
+            "\"loss_rate\" is the name of a feature",
+            "initial = \"nope\": unknown algorithm",
+            "rule 1: use = \"renoo\": unknown algorithm",
+        ] {
+            assert!(e.contains(part), "{e:?} lacks {part:?}");
+        }
+        // One problem reads as one sentence, without a list.
+        let e = format!("{:#}", Policy::parse(&MINIMAL.replace("samples = 4", "samples = -1"), "one.toml").unwrap_err());
+        assert_eq!(e, "policy one.toml: [window] `samples` = -1: out of range");
     }
 
     #[test]
