@@ -31,6 +31,7 @@ use capnp::serialize;
 use tracing::{debug, error, info, warn};
 
 use crate::registry::{FlowKey, FlowSnapshot, PinTarget, Registry};
+use crate::server::OwnedSockets;
 use crate::selector::features::Features;
 use crate::selector::policy::Policy;
 
@@ -51,10 +52,10 @@ pub const MAX_CLIENTS: usize = 16;
 /// How long to wait for a misbehaving client's remaining bytes before closing on it.
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(200);
 
-/// Listen on `path` (replacing a stale socket, with permissions `mode`) and serve clients
+/// Listen on `path` (replacing a stale socket, with permissions `mode`; listed in `owned`) and serve clients
 /// from a thread of its own. Returns once the socket is bound.
-pub fn serve(registry: Arc<Registry>, path: &Path, mode: u32) -> Result<()> {
-    let listener = crate::server::bind(path, mode).context("control socket")?;
+pub fn serve(registry: Arc<Registry>, path: &Path, mode: u32, owned: &OwnedSockets) -> Result<()> {
+    let listener = crate::server::bind(path, mode, owned).context("control socket")?;
     info!(socket = %path.display(), "control interface listening");
     let clients = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new().name("control".into()).spawn(move || {
@@ -113,7 +114,7 @@ fn serve_client(registry: &Registry, mut stream: UnixStream) -> String {
 /// Close after an error response without losing it: a unix socket closed with unread data
 /// resets the connection, and the peer's pending read fails before it sees the response. So
 /// stop writing, then discard what the peer already sent (a bounded amount, briefly).
-fn drain_and_close(mut stream: UnixStream) {
+pub(crate) fn drain_and_close(mut stream: UnixStream) {
     let _ = stream.shutdown(Shutdown::Write);
     let _ = stream.set_read_timeout(Some(DRAIN_TIMEOUT));
     let mut sink = [0u8; 4096];
@@ -400,7 +401,7 @@ fn write_target(mut out: target::Builder, t: &PinTarget) {
     }
 }
 
-fn error_response(text: &str) -> Vec<u8> {
+pub(crate) fn error_response(text: &str) -> Vec<u8> {
     let mut message = Builder::new_default();
     message.init_root::<response::Builder>().set_error(text);
     serialize::write_message_to_words(&message)
@@ -703,7 +704,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ccswitch-control-test-{}", std::process::id()));
         let path = dir.join("control.sock");
         let r = Arc::new(registry_with_flow());
-        serve(Arc::clone(&r), &path, 0o600).unwrap();
+        serve(Arc::clone(&r), &path, 0o600, &OwnedSockets::default()).unwrap();
         let mut bad = UnixStream::connect(&path).unwrap();
         bad.write_all(&[0xff; 16]).unwrap();
         let mut rest = Vec::new();
@@ -721,7 +722,7 @@ mod tests {
     fn clients_beyond_the_limit_are_told_so() {
         let dir = std::env::temp_dir().join(format!("ccswitch-control-limit-{}", std::process::id()));
         let path = dir.join("control.sock");
-        serve(Arc::new(Registry::new(None)), &path, 0o600).unwrap();
+        serve(Arc::new(Registry::new(None)), &path, 0o600, &OwnedSockets::default()).unwrap();
         let mut held: Vec<UnixStream> = (0..MAX_CLIENTS).map(|_| UnixStream::connect(&path).unwrap()).collect();
         // Every held connection is served (so counted) once it answers.
         for c in &mut held {

@@ -1,5 +1,8 @@
 //! `ccswitch-agent`: runs congestion-control algorithms for the flows of any number of CCP
 //! datapaths connected to its unix socket.
+//!
+//! On SIGTERM or SIGINT it removes the socket files it created (--socket, --control-socket)
+//! and exits with status 0; datapaths see the connection close and fall back on their own.
 
 mod bench;
 mod control;
@@ -11,15 +14,20 @@ mod registry;
 mod selector;
 mod server;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use clap::Parser;
+use tracing::info;
 use tracing_subscriber::EnvFilter;
+
+use crate::server::OwnedSockets;
 
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-agent", version, about)]
+#[command(group(clap::ArgGroup::new("listing").args(["list_algorithms", "list_policies"])))]
 struct Args {
     /// Unix socket the datapaths connect to.
     #[arg(long, default_value = "/run/ccswitch/agent.sock")]
@@ -54,8 +62,11 @@ struct Args {
     /// List the algorithms with their parameters and exit.
     #[arg(long)]
     list_algorithms: bool,
-    /// With --list-algorithms: print JSON.
-    #[arg(long, requires = "list_algorithms")]
+    /// List the built-in policies (--policy NAME) with their windows, decisions and rules, and exit.
+    #[arg(long)]
+    list_policies: bool,
+    /// With --list-algorithms or --list-policies: print JSON.
+    #[arg(long, requires = "listing")]
     json: bool,
     /// Benchmark: time N synthetic reports to --algorithm through the agent's report path,
     /// print JSON and exit (used by `ccswitch bench authoring`).
@@ -69,7 +80,11 @@ fn parse_mode(s: &str) -> Result<u32, String> {
 
 fn init_logging(args: &Args) -> Result<()> {
     let filter = EnvFilter::try_new(&args.log_level)?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only for a person at a terminal: a redirected log gets no escape sequences.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     if args.log_format == "json" {
         builder.json().init();
     } else {
@@ -115,6 +130,39 @@ fn list_algorithms(json: bool) {
     }
 }
 
+fn list_policies(json: bool) -> Result<()> {
+    use selector::policy::Policy;
+    let policies = Policy::BUILTIN_NAMES
+        .iter()
+        .map(|name| Policy::load(name).with_context(|| format!("built-in policy {name}")))
+        .collect::<Result<Vec<_>>>()?;
+    if json {
+        let entries: Vec<_> = policies.iter().map(Policy::to_json).collect();
+        println!("{}", serde_json::Value::Array(entries));
+    } else {
+        for p in &policies {
+            print!("{p}");
+        }
+    }
+    Ok(())
+}
+
+/// Remove the socket files and exit 0 on the first SIGTERM or SIGINT. Registered before any
+/// socket is bound, so no signal finds a socket file it would leave behind.
+fn stop_on_signals(owned: Arc<OwnedSockets>) -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).context("installing signal handlers")?;
+    std::thread::Builder::new().name("signals".into()).spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
+            let removed: Vec<String> = owned.remove_all().iter().map(|p| p.display().to_string()).collect();
+            info!(signal = name, removed = ?removed, "agent stopping");
+            std::process::exit(0);
+        }
+    })?;
+    Ok(())
+}
+
 fn json_str(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
@@ -135,7 +183,12 @@ fn main() -> Result<()> {
         list_algorithms(args.json);
         return Ok(());
     }
+    if args.list_policies {
+        return list_policies(args.json);
+    }
     init_logging(&args)?;
+    let owned = Arc::new(OwnedSockets::default());
+    stop_on_signals(Arc::clone(&owned))?;
     // Fail now, with a clear message, rather than at the first flow.
     flow::instantiate(&args.algorithm)
         .map_err(|e| anyhow!("--algorithm {}: {e:#}", args.algorithm))?;
@@ -150,9 +203,14 @@ fn main() -> Result<()> {
     }
     let events = args.events.as_deref().map(events::EventLog::create).transpose()?;
     let registry = Arc::new(registry::Registry::new(policy));
-    if let Some(path) = &args.control_socket {
-        control::serve(Arc::clone(&registry), path, args.socket_mode)?;
-    }
-    let agent = server::Agent::new(args.algorithm.clone(), registry, events)?;
-    agent.serve(&args.socket, args.socket_mode)
+    let result = (|| {
+        if let Some(path) = &args.control_socket {
+            control::serve(Arc::clone(&registry), path, args.socket_mode, &owned)?;
+        }
+        let agent = server::Agent::new(args.algorithm.clone(), registry, events)?;
+        agent.serve(&args.socket, args.socket_mode, &owned)
+    })();
+    // Failing to start (e.g. the datapath socket is taken) leaves no control socket behind.
+    owned.remove_all();
+    result
 }

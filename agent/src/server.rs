@@ -9,14 +9,22 @@
 //! installed when a datapath says READY, or before its first CREATE if it never did. A
 //! message that cannot be decoded is logged and skipped; only a broken framing (a length
 //! that cannot be right) ends that datapath's connection. Other datapaths are unaffected.
+//!
+//! A connection whose first bytes are a Cap'n Proto segment table (someone pointed `ccswitch
+//! control` at this socket) is answered with a control-protocol error that names the right
+//! socket, then closed: no CCP message has a length below its 8-byte header, while a segment
+//! table starts with a small segment count, which reads as a CCP length of 0.
+//!
+//! The socket files the agent creates are listed in [`OwnedSockets`] and removed when it
+//! stops on SIGTERM or SIGINT.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use ccswitch_ccp::wire::{self, FrameReader, Msg};
@@ -52,9 +60,16 @@ impl Agent {
         }))
     }
 
-    pub fn serve(self: Arc<Self>, socket: &Path, mode: u32) -> Result<()> {
-        let listener = bind(socket, mode)?;
-        info!(socket = %socket.display(), algorithm = %self.default_algorithm, "agent listening");
+    pub fn serve(self: Arc<Self>, socket: &Path, mode: u32, owned: &OwnedSockets) -> Result<()> {
+        let listener = bind(socket, mode, owned)?;
+        // Say what a new flow will run: with a policy, its initial algorithm, not --algorithm.
+        match self.registry.policy() {
+            Some(p) => info!(
+                socket = %socket.display(), algorithm = %p.initial(), policy = %p.name(),
+                "agent listening; flows start on the policy's initial algorithm unless their datapath asks for a known one"
+            ),
+            None => info!(socket = %socket.display(), algorithm = %self.default_algorithm, "agent listening"),
+        }
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => {
@@ -88,8 +103,46 @@ impl Agent {
     }
 }
 
-/// Bind the socket, replacing a stale one left by a previous agent.
-pub fn bind(socket: &Path, mode: u32) -> Result<UnixListener> {
+/// The socket files this agent bound, to be removed when it stops. A file is removed only if
+/// it is still the one this agent bound (same device and inode), never a successor's.
+#[derive(Default)]
+pub struct OwnedSockets {
+    files: Mutex<Vec<(PathBuf, u64, u64)>>,
+}
+
+impl OwnedSockets {
+    /// Bind `path` and list it, under the list's lock so that a concurrent [`remove_all`]
+    /// (a signal) sees the file either not yet created or listed.
+    ///
+    /// [`remove_all`]: OwnedSockets::remove_all
+    fn bind(&self, path: &Path) -> Result<UnixListener> {
+        let mut files = self.files.lock().expect("socket list poisoned");
+        let listener = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+        let meta = std::fs::symlink_metadata(path).with_context(|| format!("{} after binding", path.display()))?;
+        files.push((path.to_path_buf(), meta.dev(), meta.ino()));
+        Ok(listener)
+    }
+
+    /// Remove every socket file still ours; returns the paths removed.
+    pub fn remove_all(&self) -> Vec<PathBuf> {
+        let mut removed = Vec::new();
+        for (path, dev, ino) in std::mem::take(&mut *self.files.lock().expect("socket list poisoned")) {
+            let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
+            if !ours {
+                warn!(socket = %path.display(), "socket file replaced or gone; leaving it");
+                continue;
+            }
+            match std::fs::remove_file(&path) {
+                Ok(()) => removed.push(path),
+                Err(e) => warn!(socket = %path.display(), error = %e, "cannot remove the socket file"),
+            }
+        }
+        removed
+    }
+}
+
+/// Bind the socket, replacing a stale one left by a previous agent, and list it in `owned`.
+pub fn bind(socket: &Path, mode: u32, owned: &OwnedSockets) -> Result<UnixListener> {
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -102,10 +155,22 @@ pub fn bind(socket: &Path, mode: u32) -> Result<UnixListener> {
         }
         std::fs::remove_file(socket)?;
     }
-    let listener =
-        UnixListener::bind(socket).with_context(|| format!("binding {}", socket.display()))?;
+    let listener = owned.bind(socket)?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(mode))?;
     Ok(listener)
+}
+
+/// What the agent answers, in the control protocol, to a control request on its datapath socket.
+pub const DATAPATH_SOCKET_ANSWER: &str = "this is the agent's datapath socket (--socket), where CCP datapaths \
+     connect, not its control socket; use the path given to --control-socket";
+
+/// Whether the first bytes of a connection are a Cap'n Proto segment table rather than a CCP
+/// header: a segment count below 2^16 makes the CCP length field (bytes 2-3) zero, which no
+/// CCP message has, and the first segment is not empty.
+fn looks_like_capnp(first: &[u8]) -> bool {
+    first.len() >= 8
+        && u16::from_le_bytes([first[2], first[3]]) == 0
+        && u32::from_le_bytes([first[4], first[5], first[6], first[7]]) > 0
 }
 
 /// One flow of a connection: its controller and what it last saw of the registry.
@@ -130,6 +195,8 @@ impl Connection<'_> {
     fn run(&mut self, mut stream: UnixStream) -> String {
         let mut frames = FrameReader::new();
         let mut buf = vec![0u8; 64 * 1024];
+        // The connection's first bytes, kept until a frame decodes, to recognise a control client.
+        let mut first: Option<Vec<u8>> = Some(Vec::new());
         loop {
             let n = match stream.read(&mut buf) {
                 Ok(0) => return "closed".into(),
@@ -137,11 +204,24 @@ impl Connection<'_> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return format!("read error: {e}"),
             };
+            if let Some(start) = first.as_mut().filter(|f| f.len() < wire::HEADER_LEN) {
+                let want = (wire::HEADER_LEN - start.len()).min(n);
+                start.extend_from_slice(&buf[..want]);
+            }
             frames.push(&buf[..n]);
             loop {
                 match frames.next_frame() {
-                    Ok(Some(frame)) => self.on_frame(&frame),
+                    Ok(Some(frame)) => {
+                        first = None;
+                        self.on_frame(&frame);
+                    }
                     Ok(None) => break,
+                    Err(e) if first.as_deref().is_some_and(looks_like_capnp) => {
+                        warn!(datapath = self.datapath, error = %e, "a control client connected to the datapath socket; telling it which socket to use");
+                        let _ = self.out.write_all(&crate::control::error_response(DATAPATH_SOCKET_ANSWER));
+                        crate::control::drain_and_close(stream);
+                        return "a control request on the datapath socket".into();
+                    }
                     Err(e) => {
                         error!(datapath = self.datapath, error = %e, "unrecoverable framing error");
                         return format!("framing error: {e}");
