@@ -19,6 +19,7 @@ not parse) raises `ControlError` with the agent's message; the connection stays 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import socket
@@ -52,6 +53,17 @@ def schema():
 
 class ControlError(Exception):
     """The agent refused a request; the message says why."""
+
+
+#: What to do when the path given is not a control socket but, most likely, the agent's
+#: datapath socket (where CCP datapaths connect).
+DATAPATH_SOCKET_HINT = ("this looks like the agent's datapath socket (--socket); "
+                        "use the path given to --control-socket")
+
+
+class NotAControlSocket(ConnectionError):
+    """The peer does not speak the control protocol: it closed or reset the connection
+    without answering, or answered with something that is not a Cap'n Proto response."""
 
 
 FlowId = Tuple[int, int]
@@ -141,13 +153,32 @@ class ControlClient:
     # Transport
 
     def _call(self, req, expected: str, convert):
-        self.sock.sendall(req.to_bytes())
-        data = read_message(self.sock)
+        try:
+            self.sock.sendall(req.to_bytes())
+            data = read_message(self.sock)
+        except (BrokenPipeError, ConnectionResetError) as e:
+            raise NotAControlSocket(f"{self.socket_path} reset the connection without answering "
+                                    f"({e.strerror or e})") from None
+        except socket.timeout:
+            raise ConnectionError(f"{self.socket_path} did not answer within {self.sock.gettimeout():g} s "
+                                  "(is it the agent's --control-socket?)") from None
+
+        def not_capnp(e: Exception) -> NotAControlSocket:
+            return NotAControlSocket(f"{self.socket_path} answered with something that is not a "
+                                     f"Cap'n Proto response ({e})")
+
         # The limit counts words read, repeated reads included; reading a response whole a
         # few times over stays within it.
         limit = max(DEFAULT_TRAVERSAL_LIMIT_WORDS, 4 * len(data) // BYTES_PER_WORD)
-        with schema().Response.from_bytes(data, traversal_limit_in_words=limit) as resp:
-            which = str(resp.which())
+        try:
+            reader = schema().Response.from_bytes(data, traversal_limit_in_words=limit)
+        except Exception as e:  # pycapnp raises its own KjException for undecodable bytes
+            raise not_capnp(e) from None
+        with reader as resp:
+            try:
+                which = str(resp.which())
+            except Exception as e:
+                raise not_capnp(e) from None
             if which == "error":
                 raise ControlError(resp.error)
             if which != expected:
@@ -160,13 +191,15 @@ def read_message(sock: socket.socket) -> bytes:
     first = _recv_exactly(sock, 4, at_start=True)
     segments = struct.unpack("<I", first)[0] + 1
     if segments > MAX_SEGMENTS:
-        raise ControlError(f"malformed response from the agent: {segments} segments")
+        raise NotAControlSocket(f"the peer answered with something that is not a Cap'n Proto "
+                                f"response (its segment table announces {segments} segments)")
     table_bytes = (4 * (1 + segments) + BYTES_PER_WORD - 1) // BYTES_PER_WORD * BYTES_PER_WORD
     table = first + _recv_exactly(sock, table_bytes - 4)
     words = sum(struct.unpack_from(f"<{segments}I", table, 4))
     total = table_bytes + words * BYTES_PER_WORD
     if total > MAX_RESPONSE_BYTES:
-        raise ControlError(f"malformed response from the agent: {total} bytes")
+        raise NotAControlSocket(f"the peer answered with something that is not a Cap'n Proto "
+                                f"response (it announces {total} bytes)")
     return table + _recv_exactly(sock, total - table_bytes)
 
 
@@ -175,8 +208,9 @@ def _recv_exactly(sock: socket.socket, n: int, at_start: bool = False) -> bytes:
     while got < n:
         chunk = sock.recv(min(n - got, 1 << 20))
         if not chunk:
-            where = "before answering" if at_start and got == 0 else "in the middle of a response"
-            raise ConnectionError(f"the agent closed the control connection {where}")
+            if at_start and got == 0:
+                raise NotAControlSocket("the peer closed the connection without answering")
+            raise ConnectionError("the agent closed the control connection in the middle of a response")
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
@@ -231,13 +265,114 @@ LIST_FEATURES = [("min_rtt_ms", "minRTT ms", "{:.1f}"), ("rtt_cov", "RTT cov", "
                  ("loss_rate", "loss", "{:.2%}"), ("delivery_rate_mbps", "Mbit/s", "{:.2f}")]
 
 
+MAX_PORT = 0xFFFF
+MAX_SID = 0xFFFF_FFFF
+MAX_DATAPATH = 0xFFFF_FFFF_FFFF_FFFF
+
+
 def parse_flow(text: str) -> FlowId:
     """`DATAPATH:SID`, as `ccswitch control list` prints it."""
     try:
-        datapath, sid = text.split(":")
-        return int(datapath), int(sid)
+        datapath, sid = (int(x, 10) for x in text.split(":"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not DATAPATH:SID (e.g. 1:3)") from None
+    if not 1 <= datapath <= MAX_DATAPATH or not 0 <= sid <= MAX_SID:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a flow: DATAPATH counts from 1 and SID is 0-{MAX_SID} (see `ccswitch control list`)")
+    return datapath, sid
+
+
+def parse_port(text: str) -> int:
+    """A TCP port a flow can use: 1-65535."""
+    try:
+        port = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-{MAX_PORT})") from None
+    if not 1 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (ports are 1-{MAX_PORT})")
+    return port
+
+
+def parse_prefix(text: str) -> str:
+    """An IPv4 or IPv6 prefix without host bits, or a single address; returned as given (the
+    agent parses it again and names it the way it was written)."""
+    try:
+        ipaddress.ip_network(text, strict=True)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a prefix: {e} (e.g. 10.0.0.0/8, 2001:db8::/32 or a single address)") from None
+    return text
+
+
+def _agent_args(pid: str) -> Optional[List[str]]:
+    """The command line of process `pid` if it is a ccswitch-agent, else None."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return None
+    if not argv or os.path.basename(argv[0]) != b"ccswitch-agent":
+        return None
+    return [a.decode(errors="replace") for a in argv[1:] if a]
+
+
+def _option(args: List[str], name: str) -> Optional[str]:
+    """The value of `--name VALUE` or `--name=VALUE` in a clap command line (the last one)."""
+    value = None
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith(name + "="):
+            value = a[len(name) + 1:]
+    return value
+
+
+#: The agent's --socket when it is not given (agent/src/main.rs).
+AGENT_DEFAULT_SOCKET = "/run/ccswitch/agent.sock"
+
+
+def running_agents() -> List[Dict[str, Any]]:
+    """Every ccswitch-agent process this user can see: pid, socket and control_socket (None
+    if it has none), as absolute paths."""
+    agents = []
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return agents
+    for pid in pids:
+        args = _agent_args(pid)
+        if args is None:
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            cwd = "/"
+        paths = {}
+        for key, option, default in (("socket", "--socket", AGENT_DEFAULT_SOCKET),
+                                     ("control_socket", "--control-socket", None)):
+            value = _option(args, option) or default
+            paths[key] = os.path.normpath(os.path.join(cwd, value)) if value else None
+        agents.append({"pid": int(pid), **paths})
+    return agents
+
+
+def datapath_socket_owner(path: str) -> Optional[Dict[str, Any]]:
+    """The running agent whose datapath socket (--socket) is `path`, if any."""
+    target = os.path.realpath(path)
+    for a in running_agents():
+        if os.path.realpath(a["socket"]) == target:
+            return a
+    return None
+
+
+def wrong_socket_message(path: str, agent: Optional[Dict[str, Any]]) -> str:
+    """Why `path` is not a control socket, and which path to use instead."""
+    if agent is None:
+        return f"{path}: {DATAPATH_SOCKET_HINT}"
+    where = (f"this agent's is {agent['control_socket']}" if agent["control_socket"]
+             else "this agent was started without --control-socket")
+    return (f"{path} is the datapath socket (--socket) of ccswitch-agent pid {agent['pid']}; "
+            f"use the path given to --control-socket ({where})")
 
 
 def add_cli(sub) -> None:
@@ -266,20 +401,32 @@ def add_cli(sub) -> None:
 def _add_target_args(p) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--flow", type=parse_flow, metavar="DP:SID", help="one flow (see `list`)")
-    g.add_argument("--port", type=int, help="flows from or to this port")
-    g.add_argument("--prefix", help="flows from or to this prefix, e.g. 10.0.0.0/8 or 2001:db8::/32")
+    g.add_argument("--port", type=parse_port, help="flows from or to this port (1-65535)")
+    g.add_argument("--prefix", type=parse_prefix,
+                   help="flows from or to this prefix, e.g. 10.0.0.0/8 or 2001:db8::/32 (no host bits), or one address")
 
 
 def _cli(args) -> int:
     if not args.socket:
         print(f"ccswitch control: give --socket (or set ${SOCKET_ENV})", file=sys.stderr)
         return 2
+    # Connecting to a datapath socket would count as a datapath for that agent: say so first.
+    owner = datapath_socket_owner(args.socket)
+    if owner is not None:
+        print(f"ccswitch control: {wrong_socket_message(args.socket, owner)}", file=sys.stderr)
+        return 2
     try:
         with ControlClient(args.socket) as c:
             return _run(c, args)
+    except NotAControlSocket as e:
+        print(f"ccswitch control: {e}; {wrong_socket_message(args.socket, None)}", file=sys.stderr)
+        return 1
     except (ControlError, ConnectionError, OSError) as e:
         print(f"ccswitch control: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:  # arguments the client refuses before sending
+        print(f"ccswitch control: {e}", file=sys.stderr)
+        return 2
 
 
 def _run(c: ControlClient, args) -> int:

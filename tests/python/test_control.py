@@ -398,3 +398,108 @@ def test_the_flow_table_shows_key_features():
     assert row.split() == ["1:2", "[2001:db8::1]:443", "10.0.0.1:5000", "bbr", "-", "7", "1", "28960",
                            "20.0", "0.12", "1.50%", "-"]
     assert control.format_flows([]) == "no flows"
+
+
+# Command-line arguments are checked before anything is sent, with argparse's exit status 2.
+
+@pytest.mark.parametrize("args, message", [
+    (["pin", "bbr", "--port", "70000"], "argument --port: 70000 is not a port (ports are 1-65535)"),
+    (["pin", "bbr", "--port", "0"], "argument --port: 0 is not a port (ports are 1-65535)"),
+    (["unpin", "--port", "http"], "argument --port: 'http' is not a port number (1-65535)"),
+    (["pin", "bbr", "--prefix", "10.1.2.3/8"], "argument --prefix: '10.1.2.3/8' is not a prefix: 10.1.2.3/8 has host bits set"),
+    (["pin", "bbr", "--prefix", "10.0.0.0/33"], "argument --prefix: '10.0.0.0/33' is not a prefix"),
+    (["pin", "bbr", "--flow", "0:1"], "argument --flow: '0:1' is not a flow: DATAPATH counts from 1"),
+    (["pin", "bbr", "--flow", "1:4294967296"], "argument --flow: '1:4294967296' is not a flow"),
+])
+def test_bad_ports_prefixes_and_flows_are_refused_with_exit_status_2(agent, args, message):
+    r = cli(agent, *args)
+    assert r.returncode == 2, r
+    assert message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    with agent.client() as c:
+        assert c.list_pins() == [], "nothing reached the agent"
+
+
+def test_valid_edge_ports_and_single_addresses_are_accepted(agent):
+    assert cli(agent, "pin", "bbr", "--port", "65535").stdout.strip() == "pinned port 65535 to bbr (0 flows now)"
+    r = cli(agent, "pin", "bbr", "--prefix", "2001:db8::1")
+    assert r.returncode == 0 and "pinned prefix 2001:db8::1" in r.stdout, r
+
+
+# Pointed at the datapath socket instead of the control socket.
+
+def test_the_command_line_names_the_control_socket_of_the_agent_whose_datapath_socket_it_was_given(agent):
+    r = cli_at(agent.socket, "list")
+    assert r.returncode == 2, r
+    assert r.stderr.strip() == (
+        f"ccswitch control: {agent.socket} is the datapath socket (--socket) of ccswitch-agent pid "
+        f"{agent.proc.pid}; use the path given to --control-socket (this agent's is {agent.control})"), r.stderr
+    with agent.client() as c:
+        assert c.list_flows() == []
+    with open(agent.log_path) as f:
+        assert "datapath connected" not in f.read(), "the command line did not connect to the datapath socket"
+
+
+def test_the_agent_answers_a_control_request_on_its_datapath_socket_with_the_socket_to_use(agent):
+    # The client library connects wherever it is told; the agent recognises the request.
+    with ControlClient(agent.socket, timeout=ANSWER_TIMEOUT_S) as c:
+        with pytest.raises(ControlError) as e:
+            c.list_flows()
+    assert "datapath socket (--socket)" in str(e.value), e.value
+    assert "use the path given to --control-socket" in str(e.value), e.value
+    assert agent.alive()
+    dp = FakeDatapath(agent.socket)  # datapaths are still served
+    try:
+        dp.create(sid=1)
+    finally:
+        dp.close()
+
+
+class FakePeer:
+    """A unix socket server that answers each connection with `answer` and closes it."""
+
+    def __init__(self, path, answer):
+        import threading
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(4)
+        self.srv.settimeout(ANSWER_TIMEOUT_S)
+        self.answer = answer
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        try:
+            conn, _ = self.srv.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(4096)
+            conn.sendall(self.answer)
+
+    def close(self):
+        self.thread.join(ANSWER_TIMEOUT_S)
+        self.srv.close()
+
+
+def cli_at(path, *args):
+    return subprocess.run([sys.executable, "-m", "ccswitch", "control", "--socket", path, *args],
+                          capture_output=True, text=True, timeout=30,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+
+
+@pytest.mark.parametrize("answer, why", [
+    (b"", "the peer closed the connection without answering"),
+    (HEADER.pack(INSTALL_EXPR, 64, 0) + bytes(56), "answered with something that is not a Cap'n Proto response"),
+])
+def test_a_peer_that_does_not_speak_the_control_protocol_gets_the_socket_hint(tmp_path, answer, why):
+    path = str(tmp_path / "other.sock")
+    peer = FakePeer(path, answer)
+    try:
+        r = cli_at(path, "list")
+    finally:
+        peer.close()
+    assert r.returncode == 1, r
+    assert why in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith(f"{path}: {control.DATAPATH_SOCKET_HINT}"), r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
