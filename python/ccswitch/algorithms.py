@@ -1,7 +1,9 @@
-"""`ccswitch algorithms`: the algorithms the agent can run, with their parameters.
+"""`ccswitch algorithms`: the algorithms the agent can run, with their parameters, and its
+built-in policies, with their rules.
 
-The list comes from the agent binary itself (`ccswitch-agent --list-algorithms --json`), so it
-is always the set that `ccswitch:NAME` schemes and `--algorithm NAME` accept.
+Both lists come from the agent binary itself (`ccswitch-agent --list-algorithms --json`,
+`ccswitch-agent --list-policies --json`), so they are always the sets that `ccswitch:NAME`
+and `ccswitch:policy:NAME` schemes, `--algorithm NAME` and `--policy NAME` accept.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from typing import Dict, List
+import sys
+from typing import Dict, List, Optional
 
 #: The kernel's own congestion controls usable as `native:NAME` (ENVIRONMENT.md).
 NATIVE = {
@@ -23,19 +26,30 @@ class AlgorithmsError(RuntimeError):
     pass
 
 
-def list_algorithms() -> List[Dict]:
+def _agent_json(flag: str):
     from .experiments.runner import bin_dir
 
     agent = os.path.join(bin_dir(), "ccswitch-agent")
     if not os.access(agent, os.X_OK):
         raise AlgorithmsError(f"{agent} not found; build it with `make build`")
-    cp = subprocess.run([agent, "--list-algorithms", "--json"], capture_output=True, text=True)
+    cp = subprocess.run([agent, flag, "--json"], capture_output=True, text=True)
     if cp.returncode != 0:
-        raise AlgorithmsError(f"{agent} --list-algorithms failed: {cp.stderr.strip()}")
+        raise AlgorithmsError(f"{agent} {flag} failed: {cp.stderr.strip()}")
     return json.loads(cp.stdout)
 
 
-def format_listing(algorithms: List[Dict]) -> str:
+def list_algorithms() -> List[Dict]:
+    """Every algorithm: name, summary, source, api ("simple" or "full") and params."""
+    return _agent_json("--list-algorithms")
+
+
+def list_policies() -> List[Dict]:
+    """Every built-in policy: name, description, initial, default, window, min_samples,
+    spatial, temporal, hysteresis, params, rules (each `when` and `use`) and summary."""
+    return _agent_json("--list-policies")
+
+
+def format_listing(algorithms: List[Dict], policies: Optional[List[Dict]] = None) -> str:
     lines = []
     width = max(len(a["name"]) for a in algorithms)
     for a in algorithms:
@@ -48,23 +62,31 @@ def format_listing(algorithms: List[Dict]) -> str:
     lines.append("Use as scheme ccswitch:NAME or ccswitch:NAME:PARAM=VALUE,... (agent: --algorithm).")
     lines.append("Python algorithms: ccswitch:py:MODULE:CLASS (see ccswitch.examples.reno).")
     lines.append("Native (kernel) schemes: " + "; ".join(f"native:{k} ({v})" for k, v in NATIVE.items()))
+    if policies:
+        lines.append("")
+        lines.append("Built-in policies (scheme ccswitch:policy:NAME[:KEY=VALUE,...], agent --policy NAME;")
+        lines.append("KEY is one of a policy's params or settings such as window.samples):")
+        for p in policies:
+            lines.append("")
+            lines.extend(p["summary"].rstrip("\n").splitlines())
     return "\n".join(lines)
 
 
 def _cli(args) -> int:
     try:
         algorithms = list_algorithms()
+        policies = list_policies()
     except AlgorithmsError as e:
-        print(f"ccswitch algorithms: {e}")
+        print(f"ccswitch algorithms: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(algorithms, indent=2))
+        print(json.dumps({"algorithms": algorithms, "policies": policies}, indent=2))
     else:
-        print(format_listing(algorithms))
+        print(format_listing(algorithms, policies))
     return 0
 
 
 def add_cli(sub) -> None:
-    p = sub.add_parser("algorithms", help="list the algorithms the agent can run, with their parameters")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p = sub.add_parser("algorithms", help="list the algorithms the agent can run and its built-in policies")
+    p.add_argument("--json", action="store_true", help='print JSON: {"algorithms": [...], "policies": [...]}')
     p.set_defaults(func=_cli)

@@ -1,10 +1,36 @@
-"""Command line: `ccswitch trace ...`, `ccswitch run ...`, `ccswitch bench ...`."""
+"""Command line: `ccswitch run|trace|bench|grid|algorithms|control|analyze|plot-flows ...`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from typing import List, Optional
+
+from . import __version__
+
+#: The scheme grammar, shown by `ccswitch run --help` (python/ccswitch/experiments/scenario.py
+#: parses it; experiments/README.md has the details).
+SCHEMES_HELP = """\
+schemes (the scenario's `schemes` list, or --schemes A,B,...):
+  native:reno|cubic|bbr        the kernel's own congestion control in the server's namespace
+                               (the only ones this kernel has built in)
+  ccswitch:ALG                 the BPF datapath in the server's kernel, driven by the agent
+                               running ALG
+  switch:ALG                   the switch datapath: ALG enforced from the bridge port in front
+                               of a server that keeps its own CC (scenario key switch_server_cc)
+where ALG is
+  NAME                         an agent algorithm, e.g. ccswitch:cubic (list: ccswitch algorithms)
+  NAME:PARAM=VALUE,...         with parameters, e.g. ccswitch:cubic:beta=0.8,hystart=0
+  py:MODULE:CLASS              a Python class, e.g. ccswitch:py:ccswitch.examples.reno:Reno
+                               (the scenario's directory is on PYTHONPATH)
+  policy:NAME[:KEY=VALUE,...]  a built-in policy choosing and switching each flow's algorithm,
+                               e.g. ccswitch:policy:mystique:rtt_threshold_ms=40
+                               (built-ins and their rules: ccswitch algorithms)
+  policy:FILE[:KEY=VALUE,...]  a policy file (contains '/' or ends in .toml; relative to the
+                               scenario, to the current directory in --schemes; format in
+                               README.md, "Policy files")
+Names, parameters and policies are checked by the agent before the first transfer.
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,14 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
     from .experiments import bench, grid, runner
 
     parser = argparse.ArgumentParser(prog="ccswitch", description="ccswitch congestion-control plane tools")
+    parser.add_argument("--version", action="version", version=f"ccswitch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     traces.add_cli(sub)
     runner.add_cli(sub)
+    _explain_schemes(sub.choices["run"])
     bench.add_cli(sub)
     grid.add_cli(sub)
     algorithms.add_cli(sub)
     control.add_cli(sub)
     return parser
+
+
+def _explain_schemes(run: argparse.ArgumentParser) -> None:
+    """Append the scheme grammar to `ccswitch run --help`, line breaks kept."""
+    run.formatter_class = argparse.RawDescriptionHelpFormatter
+    run.epilog = SCHEMES_HELP if not run.epilog else f"{run.epilog}\n\n{SCHEMES_HELP}"
 
 
 def main(argv: Optional[List[str]] = None) -> int:

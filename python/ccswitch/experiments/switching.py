@@ -801,7 +801,7 @@ def analyze(run_dir: str, kind: Optional[str] = None, rows: Optional[Sequence[di
     scenario = scenario or load_run_scenario(run_dir)
     kind = kind or scenario.analysis
     if kind is None:
-        raise SwitchingError(f"{run_dir}: the scenario names no analysis; give one of smoothness, mix, mcc")
+        raise SwitchingError(f"{run_dir}: the scenario names no analysis; choose one with --kind smoothness|mix|mcc")
     rows = list(rows) if rows is not None else load_rows(run_dir)
     if kind == "smoothness":
         res = smoothness(run_dir, rows)
