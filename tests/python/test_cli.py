@@ -95,3 +95,14 @@ def test_analyze_without_an_analysis_names_the_kind_option(tmp_path):
     r = run_cli("analyze", str(tmp_path))
     assert r.returncode == 2, r
     assert "the scenario names no analysis; choose one with --kind smoothness|mix|mcc" in r.stderr, r.stderr
+
+
+def test_the_readme_calls_the_cli_one_way_without_sudo():
+    with open(os.path.join(runner.repo_root(), "README.md")) as f:
+        text = f.read()
+    blocks = text.split("```")[1::2]  # the insides of the code blocks
+    commands = [line.strip() for block in blocks for line in block.splitlines()]
+    assert not [c for c in commands if c.startswith("sudo ")], "README runs commands with sudo"
+    bare = [c for c in commands if c.startswith("ccswitch ")]
+    assert not bare, f"README calls ccswitch without .venv/bin/: {bare}"
+    assert sum(c.startswith(".venv/bin/ccswitch ") for c in commands) >= 10

@@ -500,6 +500,13 @@ fn problems(errors: &[String]) -> String {
     }
 }
 
+/// The keys each table of a policy file may have (README.md, "Policy files", documents each).
+const TOP_FIELDS: &[&str] = &["name", "description", "initial", "default", "window", "decide", "hysteresis", "params", "rule"];
+const WINDOW_FIELDS: &[&str] = &["kind", "samples"];
+const DECIDE_FIELDS: &[&str] = &["spatial", "temporal", "min_samples"];
+const HYSTERESIS_FIELDS: &[&str] = &["min_dwell_ms", "agreeing"];
+const RULE_FIELDS: &[&str] = &["when", "use"];
+
 /// The fields of one table of the file, each looked up once; what is wrong is added to
 /// `errors` and reading goes on, so that one error lists every problem.
 struct Fields<'a, 'e> {
@@ -583,7 +590,7 @@ impl<'a> Fields<'a, '_> {
 fn read_file(table: &Table) -> PolicyFile {
     let mut problems = Vec::new();
     let mut top = Fields { table, section: String::new(), errors: &mut problems };
-    top.unknown(&["name", "description", "initial", "default", "window", "decide", "hysteresis", "params", "rule"]);
+    top.unknown(TOP_FIELDS);
     let name = top.string("name", Some("the policy's name, a string"));
     let description = top.string("description", None).unwrap_or_default();
     let initial = top.string("initial", Some("the algorithm a flow runs before the first decision, e.g. \"cubic\""));
@@ -592,7 +599,7 @@ fn read_file(table: &Table) -> PolicyFile {
     let window = match top.table("window", Some("a [window] section with kind = \"first\" or \"sliding\" and samples = N")) {
         Some(t) => {
             let mut f = top.nested(t, "[window] ".into());
-            f.unknown(&["kind", "samples"]);
+            f.unknown(WINDOW_FIELDS);
             let kind = match f.string("kind", Some("\"first\" or \"sliding\"")).as_deref() {
                 Some("first") => Some(WindowKind::First),
                 Some("sliding") => Some(WindowKind::Sliding),
@@ -611,7 +618,7 @@ fn read_file(table: &Table) -> PolicyFile {
     let mut decide = DecideFile::default();
     if let Some(t) = top.table("decide", None) {
         let mut f = top.nested(t, "[decide] ".into());
-        f.unknown(&["spatial", "temporal", "min_samples"]);
+        f.unknown(DECIDE_FIELDS);
         decide.spatial = f.boolean("spatial").unwrap_or(decide.spatial);
         decide.temporal = f.boolean("temporal").unwrap_or(decide.temporal);
         decide.min_samples = f.whole("min_samples", None);
@@ -619,7 +626,7 @@ fn read_file(table: &Table) -> PolicyFile {
 
     let hysteresis = top.table("hysteresis", None).map(|t| {
         let mut f = top.nested(t, "[hysteresis] ".into());
-        f.unknown(&["min_dwell_ms", "agreeing"]);
+        f.unknown(HYSTERESIS_FIELDS);
         HysteresisFile {
             min_dwell_ms: f.whole("min_dwell_ms", Some("least time on an algorithm, ms")).unwrap_or_default(),
             agreeing: f.whole("agreeing", Some("equal decisions in a row before a switch")).unwrap_or_default(),
@@ -652,7 +659,7 @@ fn read_file(table: &Table) -> PolicyFile {
                     continue;
                 };
                 let mut f = top.nested(t, format!("rule {n}: "));
-                f.unknown(&["when", "use"]);
+                f.unknown(RULE_FIELDS);
                 let when = f.string("when", None);
                 if let Some(algorithm) = f.string("use", Some("the algorithm the rule chooses")) {
                     rules.push(RuleFile { when, algorithm });
@@ -1147,6 +1154,28 @@ mod tests {
         // One problem reads as one sentence, without a list.
         let e = format!("{:#}", Policy::parse(&MINIMAL.replace("samples = 4", "samples = -1"), "one.toml").unwrap_err());
         assert_eq!(e, "policy one.toml: [window] `samples` = -1: out of range");
+    }
+
+    #[test]
+    fn the_readme_documents_every_field_setting_and_feature() {
+        let readme = include_str!("../../../README.md");
+        let start = readme.find("### Policy files").expect("README.md has a \"### Policy files\" section");
+        let section = &readme[start..];
+        let section = &section[..section[4..].find("\n### ").map_or(section.len(), |i| i + 4)];
+        let tables = [("", TOP_FIELDS), ("[window]", WINDOW_FIELDS), ("[decide]", DECIDE_FIELDS), ("[hysteresis]", HYSTERESIS_FIELDS), ("[[rule]]", RULE_FIELDS)];
+        for (table, fields) in tables {
+            assert!(section.contains(table), "README's policy section lacks {table}");
+            for field in fields.iter().filter(|f| !["window", "decide", "hysteresis", "params", "rule"].contains(f)) {
+                assert!(section.contains(&format!("\n{field} = ")), "README's policy section does not document {table} {field}");
+            }
+        }
+        assert!(section.contains("[params]"), "README's policy section lacks [params]");
+        for setting in Policy::SETTINGS {
+            assert!(section.contains(&format!("`{setting}`")), "README's policy section does not list the setting {setting}");
+        }
+        for feature in Features::NAMES {
+            assert!(section.contains(&format!("`{feature}`")), "README's policy section does not list the feature {feature}");
+        }
     }
 
     #[test]
