@@ -45,6 +45,7 @@ def load(tmp_path, bad):
     ("ccswitch:py:no_such_module:X", "cannot import no_such_module: ModuleNotFoundError"),
     ("ccswitch:py:local_algs:Missing", "cannot find class Missing in module local_algs"),
     ("ccswitch:py:local_algs:BadInit", "cannot instantiate local_algs:BadInit: "),
+    ("ccswitch:policy:nope", "no built-in policy \"nope\"; built-in: mystique, mcc-wifi"),
     ("ccswitch:policy:mystique:nonesuch=1", 'policy built-in mystique: override "nonesuch=1": "mystique" has no parameter "nonesuch"'),
 ])
 def test_a_bad_scheme_among_good_ones_is_refused_with_the_agents_reason(tmp_path, bad, reason):

@@ -25,10 +25,9 @@ NATIVE_ALGORITHMS = ("reno", "cubic", "bbr")
 #: (`check_schemes`), so the harness never keeps its own copy of the agent's list.
 _ALG_TEXT_RE = re.compile(r"^[!-~]{1,200}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-#: Policies built into ccswitch-agent (agent/policies/*.toml), for `ccswitch:policy:NAME`.
-BUILTIN_POLICIES = ("mystique", "mcc-wifi")
 #: `policy:TARGET[:PARAM=VALUE,...]`: TARGET is a built-in name or a TOML file; the parameters
-#: override the policy's [params] (values are numbers or names).
+#: override the policy's [params] (values are numbers or names). Built-in names, like
+#: algorithms, are the agent's to judge (`check_schemes`).
 _POLICY_PARAMS = r"[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+(,[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+)*"
 _POLICY_RE = re.compile(r"^(?P<target>[^:]+)(:(?P<params>" + _POLICY_PARAMS + "))?$")
 POLICY_PREFIX = "policy:"
@@ -348,11 +347,6 @@ def parse_policy_spec(spec: str, where: str, *, base_dir: Optional[str] = None, 
         if check_files:
             _check_policy_file(path, where)
         target = path
-    elif target not in BUILTIN_POLICIES:
-        raise ScenarioError(
-            f"{where}: unknown built-in policy {target!r} (built in: {', '.join(BUILTIN_POLICIES)}; "
-            "a policy file must end in .toml or contain a '/')"
-        )
     return f"{target}:{params}" if params else target
 
 
