@@ -87,7 +87,8 @@ def test_an_agent_that_dies_fails_its_scheme_and_the_others_carry_on(run):
     assert len(dies) == 2
     first, second = sorted(dies, key=lambda r: r["transfer"])
     assert first["error"].startswith("ccswitch-agent exited with killed by SIGKILL"), first
-    assert first["tct_s"] is None and first["sha256_ok"] is False
+    # no TCT for the scheme, though the datapath's fallback still delivered every byte intact
+    assert first["tct_s"] is None and first["sha256_ok"] is True
     assert second["error"].startswith(f"not run: {DIES} failed earlier: ccswitch-agent exited with killed by SIGKILL")
     assert second["wall_s"] is None, "the second transfer was not attempted"
     # the error line is printed once, when it happens

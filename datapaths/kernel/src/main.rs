@@ -48,7 +48,7 @@ fn main() -> Result<()> {
     tracing::info!(
         cc = %args.cc_name, fallback = %args.fallback, map_id = datapath.struct_ops_map_id().ok(),
         prog_ids = ?datapath.prog_ids().iter().map(|p| p.id).collect::<Vec<_>>(),
-        "congestion control registered (allowed in every namespace)"
+        "congestion control registered"
     );
     let agent_addr = args.agent.addr("ccswitch-kernel");
     let mut shim = shim::Shim::new(datapath, agent_addr, args.agent.timeout());

@@ -588,6 +588,7 @@ class Runner:
             if os.path.exists(out_file):
                 row["sha256_ok"] = row["error"] is None and sha256_file(out_file) == served.sha256
                 os.unlink(out_file)
+            transfer_failed = row["error"] is not None
             if scheme.uses_agent and self.daemons is not None:
                 died = self.daemons.agent_died()
                 if died is not None:
@@ -598,7 +599,9 @@ class Runner:
                 # curl's time_total of a failed transfer (e.g. the timeout) is not a TCT
                 for k in ("tct_s", "ttfb_s", "connect_s"):
                     row[k] = None
-                row["sha256_ok"] = False
+                if transfer_failed:
+                    row["sha256_ok"] = False
+                # else only the agent died: the bytes' integrity (checked above) still stands
         finally:
             self.current_download = None
             if os.path.exists(out_file):
