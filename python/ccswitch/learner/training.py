@@ -1,0 +1,156 @@
+"""Training selectors that minimise transfer time: the strategies a notebook compares.
+
+Every strategy learns from the same cost matrix (`labels.cost_matrix`: the relative regret of
+each candidate on each row) and yields a scikit-learn classifier whose classes are candidate
+indices, so any of them exports to the same model file:
+
+- `oracle`:   the fastest candidate as the label, every row alike (what accuracy rewards);
+- `weighted`: the same labels, each row weighted by what a wrong choice costs there
+              (`labels.regret_weights`), so paths where the choice matters steer the splits;
+- `expanded`: one example per (row, candidate) weighted by how much better than the row's
+              worst choice it is (`labels.expand_by_cost`); a leaf then predicts the candidate
+              with the least total regret over its rows.
+
+`regress` (one regressor of log(TCT / oracle TCT) per candidate, then the least prediction)
+is a reference for how much a classifier leaves on the table; it has no model file format.
+Model selection is by regret on held-out paths (`cv_regret`, folds grouped by `path_id`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from . import labels
+
+STRATEGIES = ("oracle", "weighted", "expanded")
+REFERENCE_STRATEGIES = ("regress",)
+KINDS = ("tree", "forest")
+
+#: Parquet schema-metadata keys a dataset may carry its feature window and decision settings in.
+WINDOW_KEY = b"ccswitch.window"
+DECIDE_KEY = b"ccswitch.decide"
+
+
+@dataclass
+class Dataset:
+    """A dataset table with what training needs to know about it."""
+
+    table: "object"  # pandas.DataFrame
+    features: List[str]
+    candidates: List[str]
+    #: Parquet metadata: the window and decide settings the features were computed with, if recorded.
+    window: Optional[dict]
+    decide: Optional[dict]
+    metadata: Dict[str, str]
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.table[["f_" + f for f in self.features]].to_numpy(dtype=np.float64)
+
+    @property
+    def tct(self) -> np.ndarray:
+        return labels.tct_matrix(self.table, self.candidates)
+
+
+def load_dataset(path, candidates: Optional[Sequence[str]] = None, features: Optional[Sequence[str]] = None) -> Dataset:
+    """Read a dataset (learner/README.md) and keep the rows with a finished candidate.
+
+    `candidates` and `features` restrict the table's `tct_*` and `f_*` columns (default: all,
+    in the table's order)."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(str(path))
+    meta = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (t.schema.metadata or {}).items()
+            if not k.startswith(b"pandas") and not k.startswith(b"ARROW")}
+    df = t.to_pandas()
+    have_c = labels.candidate_columns(df.columns)
+    have_f = labels.feature_columns(df.columns)
+    cands = list(candidates) if candidates else have_c
+    feats = list(features) if features else have_f
+    missing = [c for c in cands if c not in have_c] + [f"f_{f}" for f in feats if f not in have_f]
+    if missing:
+        raise ValueError(f"{path}: no column(s) for {missing}; the table has candidates {have_c} and features {have_f}")
+    for col in ("path_id", "initial"):
+        if col not in df.columns:
+            raise ValueError(f"{path}: no {col!r} column")
+    tct = labels.tct_matrix(df, cands)
+    df = df[labels.usable_rows(tct)].reset_index(drop=True)
+
+    def js(key: bytes) -> Optional[dict]:
+        raw = (t.schema.metadata or {}).get(key)
+        return json.loads(raw) if raw else None
+
+    return Dataset(df, feats, cands, js(WINDOW_KEY), js(DECIDE_KEY), meta)
+
+
+class CostRegressor:
+    """Per-candidate random-forest regressors of log(TCT / oracle TCT); predicts the least."""
+
+    def __init__(self, n_trees: int, max_depth: Optional[int], seed: int):
+        self.n_trees, self.max_depth, self.seed = n_trees, max_depth, seed
+
+    def fit(self, x: np.ndarray, cost: np.ndarray) -> "CostRegressor":
+        from sklearn.ensemble import RandomForestRegressor
+
+        self.models_ = [
+            RandomForestRegressor(n_estimators=self.n_trees, max_depth=self.max_depth, random_state=self.seed + j)
+            .fit(x, np.log1p(cost[:, j]))
+            for j in range(cost.shape[1])
+        ]
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.argmin(np.column_stack([m.predict(x) for m in self.models_]), axis=1)
+
+
+def fit(strategy: str, kind: str, x: np.ndarray, cost: np.ndarray, *, max_depth: Optional[int],
+        n_trees: int = 50, min_samples_leaf: int = 1, seed: int = 0):
+    """Fit one strategy; the result's `predict` returns candidate indices (columns of `cost`)."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.tree import DecisionTreeClassifier
+
+    if strategy == "regress":
+        return CostRegressor(n_trees, max_depth, seed).fit(x, cost)
+    if kind == "tree":
+        model = DecisionTreeClassifier(max_depth=max_depth, min_samples_leaf=min_samples_leaf, random_state=seed)
+    elif kind == "forest":
+        model = RandomForestClassifier(n_estimators=n_trees, max_depth=max_depth,
+                                       min_samples_leaf=min_samples_leaf, random_state=seed)
+    else:
+        raise ValueError(f"kind {kind!r}: must be one of {KINDS}")
+    if strategy == "oracle":
+        return model.fit(x, np.argmin(cost, axis=1))  # the first least regret: the oracle
+    if strategy == "weighted":
+        return model.fit(x, np.argmin(cost, axis=1), sample_weight=labels.regret_weights(cost))
+    if strategy == "expanded":
+        xe, ye, we = labels.expand_by_cost(x, cost)
+        return model.fit(xe, ye, sample_weight=we)
+    raise ValueError(f"strategy {strategy!r}: must be one of {STRATEGIES + REFERENCE_STRATEGIES}")
+
+
+def group_folds(groups: Sequence, k: int, seed: int) -> List[np.ndarray]:
+    """Row indices of `k` folds, each path (group) in exactly one fold."""
+    groups = np.asarray(groups)
+    unique = np.random.default_rng(seed).permutation(np.unique(groups))
+    if len(unique) < k:
+        raise ValueError(f"{len(unique)} paths cannot make {k} folds")
+    fold_of = {g: i % k for i, g in enumerate(unique.tolist())}
+    which = np.array([fold_of[g] for g in groups.tolist()])
+    return [np.flatnonzero(which == i) for i in range(k)]
+
+
+def cv_regret(strategy: str, kind: str, x: np.ndarray, cost: np.ndarray, groups: Sequence, *,
+              folds: int = 3, seed: int = 0, **fit_kw) -> float:
+    """Mean relative regret of a strategy on held-out paths, over folds grouped by path."""
+    parts = group_folds(groups, folds, seed)
+    regrets = []
+    for i, test in enumerate(parts):
+        train = np.concatenate([p for j, p in enumerate(parts) if j != i])
+        model = fit(strategy, kind, x[train], cost[train], seed=seed, **fit_kw)
+        pick = model.predict(x[test])
+        regrets.append(cost[test, pick])
+    return float(np.mean(np.concatenate(regrets)))

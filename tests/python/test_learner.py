@@ -1,0 +1,301 @@
+"""The learner's Python half: oracle, regret and cost-sensitive labels on hand-made rows; the
+split by path; the model file, golden data and rules policy of ccswitch.learner.export."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import tomllib
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
+
+from ccswitch.learner import export, labels, training
+
+import learner_synthetic
+
+NAN = float("nan")
+WINDOW = {"kind": "first", "samples": 20}
+DECIDE = {"min_samples": 8}
+
+
+# ---- labels --------------------------------------------------------------------------------
+
+TCT = np.array([
+    [3.0, 2.0, 5.0],
+    [1.0, 1.0, 4.0],   # a tie: the first fastest is the oracle
+    [NAN, 6.0, 2.0],   # the first candidate never finished here
+])
+
+
+def test_the_oracle_is_the_first_fastest_finished_candidate():
+    assert labels.oracle(TCT).tolist() == [1, 0, 2]
+    assert labels.oracle_tct(TCT).tolist() == [2.0, 1.0, 2.0]
+
+
+def test_regret_is_relative_to_the_oracle_and_a_failure_costs_twice_the_slowest():
+    cost = labels.cost_matrix(TCT)
+    assert cost[0].tolist() == [0.5, 0.0, 1.5]
+    assert cost[1].tolist() == [0.0, 0.0, 3.0]
+    # the failed candidate: 2 x 6 s (the slowest that finished) over 2 s, minus 1
+    assert cost[2].tolist() == [5.0, 2.0, 0.0]
+    assert labels.cost_matrix(TCT, failed_factor=1.0)[2, 0] == 2.0
+    with pytest.raises(ValueError, match="cheaper"):
+        labels.cost_matrix(TCT, failed_factor=0.5)
+
+
+def test_rows_without_any_finished_candidate_have_no_oracle():
+    tct = np.vstack([TCT, [NAN, NAN, NAN]])
+    assert labels.usable_rows(tct).tolist() == [True, True, True, False]
+    with pytest.raises(ValueError, match="no finished candidate"):
+        labels.oracle(tct)
+
+
+def test_evaluate_scores_choices_and_counts_failed_ones_apart():
+    o = labels.evaluate(TCT, np.array([0, 2, 0]))
+    assert o.failed == 1 and o.rows == 3
+    assert o.mean_tct_s == pytest.approx(3.5)            # 3 s and 4 s; the failure excluded
+    assert o.mean_regret == pytest.approx((0.5 + 3.0) / 2)
+    assert o.total_regret == pytest.approx(7.0 / 3.0 - 1)
+    assert o.oracle_share == 0.0
+    best = labels.evaluate(TCT, labels.oracle(TCT))
+    assert (best.mean_regret, best.oracle_share, best.failed) == (0.0, 1.0, 0)
+    fixed = labels.fixed_choices(TCT, ["a", "b", "c"])
+    assert fixed["b"].mean_tct_s == pytest.approx(3.0) and fixed["a"].failed == 1
+
+
+def test_regret_weights_are_what_a_wrong_choice_costs():
+    cost = labels.cost_matrix(TCT)
+    assert labels.regret_weights(cost, "mean").tolist() == [1.0, 1.5, 3.5]
+    assert labels.regret_weights(cost, "max").tolist() == [1.5, 3.0, 5.0]
+    flat = np.zeros((2, 3))  # every choice as good: a small floor, not zero
+    assert np.all(labels.regret_weights(np.vstack([cost, flat])) > 0)
+
+
+def test_undecided_flows_keep_the_initial_algorithm():
+    assert labels.decided_choice([2, 2, 2], [True, False, True], 0).tolist() == [2, 0, 2]
+    with pytest.raises(ValueError, match="initial"):
+        labels.decided_choice([2, 2], [True, False], None)
+
+
+def test_cost_expansion_picks_the_least_total_regret_where_oracle_labels_pick_the_majority():
+    # Three rows where A wins by 1 %, one where A takes ten times as long as B. The oracle is A
+    # on most rows, yet B loses far less overall.
+    tct = np.array([[1.0, 1.01]] * 3 + [[10.0, 1.0]])
+    x = np.zeros((4, 1))
+    cost = labels.cost_matrix(tct)
+    by_oracle = training.fit("oracle", "tree", x, cost, max_depth=1)
+    by_cost = training.fit("expanded", "tree", x, cost, max_depth=1)
+    assert by_oracle.predict(x).tolist() == [0, 0, 0, 0]
+    assert by_cost.predict(x).tolist() == [1, 1, 1, 1]
+    xe, ye, we = labels.expand_by_cost(x, cost)
+    assert sorted(zip(ye.tolist(), we.tolist()))[:1] == [(0, pytest.approx(0.01))]
+    assert len(ye) == 4  # each row's worst choice weighs 0 and is dropped
+
+
+# ---- split by path -------------------------------------------------------------------------
+
+
+def test_no_path_falls_on_both_sides_of_the_split():
+    cols = learner_synthetic.synthetic_table(n_paths=40, reps=4, seed=3)
+    groups = np.array(cols["path_id"])
+    for seed in range(5):
+        train, test = labels.group_split(groups, 0.3, seed)
+        assert not set(groups[train]) & set(groups[test])
+        assert sorted(np.concatenate([train, test]).tolist()) == list(range(len(groups)))
+        assert len(set(groups[test])) == 12
+    a, b = labels.group_split(groups, 0.3, 1), labels.group_split(groups, 0.3, 1)
+    assert a[1].tolist() == b[1].tolist()
+    with pytest.raises(ValueError, match="two paths"):
+        labels.group_split(["p"] * 5, 0.3, 0)
+    # Tiny fractions still hold a path out, large ones still train on one.
+    assert len(set(labels.group_split(["a", "b", "c"], 0.01, 0)[1])) >= 1
+    train, _ = labels.group_split(["a", "b", "c"], 0.99, 0)
+    assert len(train) == 1
+
+
+def test_cross_validation_folds_keep_each_path_in_one_fold():
+    groups = np.repeat(np.arange(10), 3).astype(str)
+    folds = training.group_folds(groups, 3, 0)
+    seen = [set(groups[f]) for f in folds]
+    assert sum(len(s) for s in seen) == 10 and set.union(*seen) == set(groups)
+
+
+# ---- the model file ------------------------------------------------------------------------
+
+
+def synthetic_xy(n_paths=80, seed=5):
+    cols = learner_synthetic.synthetic_table(n_paths=n_paths, reps=3, seed=seed)
+    feats = list(learner_synthetic.FEATURES)
+    x = np.column_stack([np.asarray(cols["f_" + f], dtype=float) for f in feats])
+    tct = labels.tct_matrix(cols, learner_synthetic.CANDIDATES)
+    y = np.array(learner_synthetic.CANDIDATES)[labels.oracle(tct)]
+    return feats, x, y
+
+
+@pytest.mark.parametrize("kind", ["tree", "forest"])
+def test_the_model_file_round_trips_and_predicts_exactly_as_sklearn(tmp_path, kind):
+    feats, x, y = synthetic_xy()
+    model = (DecisionTreeClassifier(max_depth=6, random_state=0) if kind == "tree"
+             else RandomForestClassifier(n_estimators=15, max_depth=5, random_state=0)).fit(x, y)
+    doc = export.model_to_dict(model, name="t", features=feats, window=WINDOW, decide=DECIDE,
+                               provenance={"dataset": "synthetic"})
+    assert doc["kind"] == kind and doc["classes"] == list(model.classes_)
+    assert doc["provenance"]["dataset"] == "synthetic" and "sklearn" in doc["provenance"]
+    path = export.write_model(doc, tmp_path / "t.json")
+    back = export.read_model(path)
+    assert back == json.loads(json.dumps(doc))
+    assert back["trees"][0]["threshold"] == [float(t) for t in model_trees(model)[0].tree_.threshold]
+    g = export.golden_vectors(back, x, n=10_000)
+    assert np.array_equal(export.predict_proba_dict(back, g), model.predict_proba(g))
+    assert export.predict_dict(back, g) == model.predict(g).tolist()
+
+
+def model_trees(model):
+    return model.estimators_ if hasattr(model, "estimators_") else [model]
+
+
+def test_a_malformed_model_file_is_refused_with_every_reason():
+    feats, x, y = synthetic_xy(30)
+    doc = export.model_to_dict(DecisionTreeClassifier(max_depth=2).fit(x, y), name="t", features=feats,
+                               window=WINDOW, decide=DECIDE)
+    bad = json.loads(json.dumps(doc))
+    bad["features"][0] = "min_rtt"
+    bad["decide"]["min_samples"] = 21
+    bad["trees"][0]["children_left"][0] = 99
+    with pytest.raises(ValueError) as e:
+        export.check_model_dict(bad)
+    for needle in ["unknown feature", "min_samples 21", "children 99"]:
+        assert needle in str(e.value), str(e.value)
+    with pytest.raises(ValueError, match="format"):
+        export.check_model_dict({**doc, "format": "onnx"})
+    with pytest.raises(ValueError, match="columns"):
+        export.model_to_dict(DecisionTreeClassifier().fit(x, y), name="t", features=feats[:3],
+                             window=WINDOW, decide=DECIDE)
+
+
+# ---- golden data ---------------------------------------------------------------------------
+
+
+def test_golden_csv_has_the_documented_columns_and_sklearns_answers(tmp_path):
+    feats, x, y = synthetic_xy()
+    model = RandomForestClassifier(n_estimators=10, max_depth=5, random_state=1).fit(x, y)
+    doc = export.model_to_dict(model, name="g", features=feats, window=WINDOW, decide=DECIDE)
+    g = export.golden_vectors(doc, x, n=10_000, seed=2)
+    path = export.write_golden(model, doc, g, tmp_path / "g.golden.csv")
+    header = path.read_text().splitlines()[0].split(",")
+    assert header == feats + ["label"] + [f"proba_{c}" for c in doc["classes"]]
+    names, gx, glabel, gclasses, gp = export.read_golden(path)
+    assert len(gx) >= 10_000 and names == feats and gclasses == doc["classes"]
+    assert np.array_equal(gx, g)  # exact f64 values survive the text
+    assert glabel == model.predict(g).tolist()
+    assert np.array_equal(gp, model.predict_proba(g))
+    # dataset rows, values exactly at each threshold and at its f32 cast boundary
+    assert all(any(np.array_equal(row, r) for r in gx[: len(x)]) for row in x[:5])
+    for f, ts in export.thresholds_by_feature(doc).items():
+        col = set(gx[:, f].tolist())
+        for t in ts:
+            assert t in col and export.rule_threshold(t) in col
+
+
+def test_golden_vectors_catch_an_evaluator_that_forgets_the_f32_cast():
+    # Two points whose midpoint threshold is not an f32: between it and the f32 cast's edge,
+    # sklearn (cast, then compare) goes left while a plain f64 compare goes right.
+    x = np.array([[0.1], [0.2]])
+    tree = DecisionTreeClassifier().fit(x, ["bbr", "cubic"])
+    doc = export.model_to_dict(tree, name="s", features=["loss_rate"], window=WINDOW, decide=DECIDE)
+    g = export.golden_vectors(doc, x, n=100)
+    t = tree.tree_.threshold[0]
+    no_cast = np.where(g[:, 0] <= t, "bbr", "cubic")
+    assert (no_cast != tree.predict(g)).any()
+    assert export.predict_dict(doc, g) == tree.predict(g).tolist()
+
+
+# ---- rules policy --------------------------------------------------------------------------
+
+
+def f32(v):
+    with np.errstate(over="ignore"):  # values past the largest f32 become infinite, as they should
+        return float(np.float32(v))
+
+
+@pytest.mark.parametrize("t", [
+    1.0,                                       # an f32 with an even significand: the tie goes left
+    float(np.nextafter(np.float32(1), np.float32(2))),  # odd significand: the tie goes right
+    0.15000000596046448 / 2 + 0.2 / 2,         # a midpoint of data, as sklearn writes thresholds
+    0.0, -0.75, 5e-45, 1e-30, 123456.789, 3.0e38, float(np.finfo(np.float32).max),
+])
+def test_rule_threshold_is_the_f64_edge_of_the_f32_compare(t):
+    b = export.rule_threshold(t)
+    assert f32(b) <= t
+    assert not f32(math.nextafter(b, math.inf)) <= t
+    rng = np.random.default_rng(0)
+    around = b + (rng.random(200) - 0.5) * max(abs(b), 1e-40) * 1e-6
+    with np.errstate(over="ignore"):
+        cast = around.astype(np.float32).astype(np.float64) <= t
+    assert ((around <= b) == cast).all()
+
+
+def test_rule_threshold_known_values():
+    assert export.rule_threshold(1.0) == 1.0 + 2.0 ** -24      # the tie rounds to 1.0 (even)
+    odd = 1.0 + 2.0 ** -23
+    assert export.rule_threshold(odd) == math.nextafter(1.0 + 1.5 * 2.0 ** -23, 0)
+    with pytest.raises(ValueError, match="f32 range"):
+        export.rule_threshold(1e39)
+
+
+def test_the_rules_policy_chooses_exactly_what_the_tree_predicts():
+    feats, x, y = synthetic_xy(120)
+    tree = DecisionTreeClassifier(max_depth=4, random_state=0).fit(x, y)
+    text = export.tree_to_policy(tree, name="r", features=feats, classes=list(tree.classes_), initial="cubic",
+                                 window=WINDOW, decide=DECIDE, provenance={"dataset": "synthetic"})
+    policy = tomllib.loads(text)
+    assert policy["initial"] == "cubic" and policy["window"] == WINDOW
+    assert policy["decide"] == {"spatial": True, "temporal": False, "min_samples": 8}
+    assert policy["hysteresis"] == {"min_dwell_ms": 3000, "agreeing": 1}
+    assert "# dataset: synthetic" in text
+    for rule in policy["rule"]:
+        assert set(rule) == {"when", "use"}
+        for cmp in rule["when"].split(" and "):
+            f, op, v = cmp.split()
+            assert f in feats and op in ("<=", ">") and math.isfinite(float(v))
+    doc = export.model_to_dict(tree, name="r", features=feats, window=WINDOW, decide=DECIDE)
+    g = export.golden_vectors(doc, x, n=10_000)
+    assert export.policy_choices(policy, g, feats) == tree.predict(g).tolist()
+    # the same rules with the tree's own thresholds would be wrong at the f32 edges
+    raw = text
+    for t in {float(v) for v in tree.tree_.threshold if v != -2}:
+        raw = raw.replace(repr(export.rule_threshold(t)), repr(t))
+    assert export.policy_choices(tomllib.loads(raw), g, feats) != tree.predict(g).tolist()
+
+
+def test_a_tree_of_one_class_is_one_rule_and_forests_or_deep_trees_are_refused():
+    feats, x, y = synthetic_xy(30)
+    one = DecisionTreeClassifier().fit(x, ["bbr"] * len(x))
+    policy = tomllib.loads(export.tree_to_policy(one, name="o", features=feats, classes=["bbr"], initial="cubic",
+                                                 window=WINDOW, decide=DECIDE))
+    assert policy["rule"] == [{"use": "bbr"}] and "default" not in policy
+    with pytest.raises(TypeError, match="forest"):
+        export.tree_rules(RandomForestClassifier(n_estimators=2).fit(x, y), feats, ["a", "b", "c", "d"])
+    deep = DecisionTreeClassifier(max_depth=8).fit(x, y)
+    assert deep.tree_.max_depth > 3
+    with pytest.raises(ValueError, match="deep"):
+        export.tree_rules(deep, feats, list(deep.classes_), max_depth=3)
+
+
+def test_policy_choices_follows_the_rule_language_on_a_hand_written_policy():
+    policy = tomllib.loads("""
+        name = "p"
+        initial = "cubic"
+        default = "bbr"
+        [params]
+        lim = 50
+        [[rule]]
+        when = "loss_rate <= 0"
+        use = "hybla"
+        [[rule]]
+        when = "min_rtt_ms < lim and loss_rate > 0 or min_rtt_ms >= 400"
+        use = "illinois"
+    """)
+    x = np.array([[10.0, 0.0], [10.0, 0.01], [60.0, 0.01], [400.0, 0.01], [50.0, 0.01]])
+    assert export.policy_choices(policy, x, ["min_rtt_ms", "loss_rate"]) == ["hybla", "illinois", "bbr", "illinois", "bbr"]
