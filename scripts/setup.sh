@@ -205,7 +205,10 @@ fi
 # 4. Python venv + the ccswitch package
 # ---------------------------------------------------------------------------
 VENV="$REPO/.venv"
-PY_REQS=("maturin>=1.5,<2" pytest pyarrow matplotlib numpy "pycapnp>=2")
+PY_REQS=("maturin>=1.5,<2" pytest pyarrow matplotlib numpy "pycapnp>=2"
+         # learner: training (scikit-learn >= 1.4 stores class fractions in tree_.value, which
+         # the model file exports as they are) and executing the jupytext notebooks
+         "scikit-learn>=1.4" pandas jupytext papermill nbclient ipykernel)
 command -v python3 >/dev/null 2>&1 || die "python3 not found in PATH"
 
 if [[ -x $VENV/bin/python ]] && "$VENV/bin/python" -c 'import sys, pip' >/dev/null 2>&1; then
@@ -222,7 +225,7 @@ want_stamp=$( { printf '%s\n' "${PY_REQS[@]}"; cat "$REPO/pyproject.toml"; \
                 "$VENV/bin/python" --version; } | sha256sum | cut -d' ' -f1)
 deps_ok() {
     [[ "$(cat "$STAMP" 2>/dev/null)" == "$want_stamp" ]] &&
-    "$VENV/bin/python" -c 'import pytest, pyarrow, matplotlib, numpy, capnp' >/dev/null 2>&1 &&
+    "$VENV/bin/python" -c 'import pytest, pyarrow, matplotlib, numpy, capnp, sklearn, pandas, jupytext, papermill, nbclient, ipykernel' >/dev/null 2>&1 &&
     "$VENV/bin/maturin" --version >/dev/null 2>&1
 }
 if deps_ok; then
@@ -231,6 +234,16 @@ else
     "$VENV/bin/python" -m pip install -q "${PY_REQS[@]}"
     echo "$want_stamp" > "$STAMP"
     did "pip: ${PY_REQS[*]}"
+fi
+
+# The Jupyter kernel the learner notebooks name (kernelspec `ccswitch`): the venv's Python,
+# registered inside the venv so it never touches a system-wide Jupyter.
+KERNEL_JSON="$VENV/share/jupyter/kernels/ccswitch/kernel.json"
+if grep -qF "\"$VENV/bin/python\"" "$KERNEL_JSON" 2>/dev/null; then
+    had "jupyter kernel ccswitch"
+else
+    "$VENV/bin/python" -m ipykernel install --sys-prefix --name ccswitch --display-name ccswitch >/dev/null
+    did "jupyter kernel ccswitch ($KERNEL_JSON)"
 fi
 
 # Build the native extension and install the package (editable) into the venv.

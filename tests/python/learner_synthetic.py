@@ -107,13 +107,15 @@ def synthetic_table(n_paths: int = 60, reps: int = 3, seed: int = 7) -> dict:
 
 
 def write_synthetic_parquet(path, **kw) -> str:
-    """Write the synthetic dataset to `path` (Parquet, with the window it pretends to use)."""
+    """Write the synthetic dataset to `path` (Parquet, with settings in the metadata as
+    `ccswitch dataset` writes them, marked synthetic)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pa.table(synthetic_table(**kw))
-    meta = {b"ccswitch.synthetic": b"true",
-            b"ccswitch.window": json.dumps(WINDOW).encode(), b"ccswitch.decide": json.dumps(DECIDE).encode()}
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+    settings = {"synthetic": True, "window": {**WINDOW, **DECIDE}, "initial": INITIAL,
+                "candidates": list(CANDIDATES), "features": list(FEATURES)}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           b"ccswitch.dataset": json.dumps(settings).encode()})
     pq.write_table(table, str(path))
     return str(path)

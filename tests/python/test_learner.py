@@ -299,3 +299,33 @@ def test_policy_choices_follows_the_rule_language_on_a_hand_written_policy():
     """)
     x = np.array([[10.0, 0.0], [10.0, 0.01], [60.0, 0.01], [400.0, 0.01], [50.0, 0.01]])
     assert export.policy_choices(policy, x, ["min_rtt_ms", "loss_rate"]) == ["hybla", "illinois", "bbr", "illinois", "bbr"]
+
+
+def test_a_dataset_names_its_candidates_by_spec_and_carries_its_window(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = learner_synthetic.synthetic_table(n_paths=6, reps=2, seed=1)
+    cols["tct_cubic_beta_0_8"] = cols.pop("tct_cubic")
+    cols["n_cubic_beta_0_8"] = cols.pop("n_cubic")
+    cols["tct_bbr"][0] = cols["tct_hybla"][0] = cols["tct_illinois"][0] = cols["tct_cubic_beta_0_8"][0] = None
+    meta = {"window": {"kind": "sliding", "samples": 30, "min_samples": 8}, "initial": "cubic",
+            "candidates": ["bbr", "hybla", "illinois", "cubic:beta=0.8"], "features": list(learner_synthetic.FEATURES)}
+    table = pa.table(cols).replace_schema_metadata({b"ccswitch.dataset": json.dumps(meta).encode()})
+    pq.write_table(table, tmp_path / "d.parquet")
+    ds = training.load_dataset(tmp_path / "d.parquet")
+    assert ds.candidates == ["bbr", "hybla", "illinois", "cubic_beta_0_8"]
+    assert ds.specs == ["bbr", "hybla", "illinois", "cubic:beta=0.8"]
+    assert ds.window == {"kind": "sliding", "samples": 30} and ds.decide == {"min_samples": 8}
+    assert len(ds.table) == 11  # the row without any finished candidate is dropped
+    assert ds.features == list(learner_synthetic.FEATURES) and ds.x.shape == (11, 12)
+    assert not ds.synthetic
+    only = training.load_dataset(tmp_path / "d.parquet", candidates=["cubic:beta=0.8", "bbr"])
+    assert only.specs == ["cubic:beta=0.8", "bbr"] and only.tct.shape == (11, 2)
+    with pytest.raises(ValueError, match="no column"):
+        training.load_dataset(tmp_path / "d.parquet", candidates=["vegas"])
+
+
+def test_the_constant_reference_is_the_algorithm_best_on_average():
+    cost = labels.cost_matrix(np.array([[1.0, 1.1], [1.0, 1.1], [5.0, 1.0]]))
+    assert training.fit("constant", "-", np.zeros((3, 1)), cost, max_depth=None).predict(np.zeros((2, 1))).tolist() == [1, 1]

@@ -32,6 +32,9 @@ const US_PER_S: f64 = 1_000_000.0;
 const BITS_PER_BYTE: f64 = 8.0;
 const BITS_PER_MEGABIT: f64 = 1_000_000.0;
 
+/// More samples than this would make every report's O(window) work noticeable.
+pub const MAX_WINDOW_SAMPLES: usize = 10_000;
+
 /// Which of a flow's RTT samples the window statistics cover.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FeatureWindow {
@@ -42,6 +45,27 @@ pub enum FeatureWindow {
 }
 
 impl FeatureWindow {
+    /// The window of a policy or model file: `kind` is "first" or "sliding", `samples` 1 to
+    /// [`MAX_WINDOW_SAMPLES`].
+    pub fn from_kind(kind: &str, samples: usize) -> Result<Self, String> {
+        if !(1..=MAX_WINDOW_SAMPLES).contains(&samples) {
+            return Err(format!("samples = {samples}: must be between 1 and {MAX_WINDOW_SAMPLES}"));
+        }
+        match kind {
+            "first" => Ok(FeatureWindow::FirstSamples(samples)),
+            "sliding" => Ok(FeatureWindow::Sliding(samples)),
+            other => Err(format!("kind = {other:?}: must be \"first\" or \"sliding\"")),
+        }
+    }
+
+    /// "first" or "sliding", as files name it.
+    pub fn kind(self) -> &'static str {
+        match self {
+            FeatureWindow::FirstSamples(_) => "first",
+            FeatureWindow::Sliding(_) => "sliding",
+        }
+    }
+
     /// How many RTT samples fill the window (at least 1).
     pub fn samples(self) -> usize {
         match self {

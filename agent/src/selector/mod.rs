@@ -18,11 +18,14 @@
 //! `agreeing` reports. A flow that starts on another algorithm than the policy's initial one
 //! says so with `note_switch(spec, 0)`.
 //!
-//! Cost per report: O(1) to absorb it; with temporal decisions, O(window + rules) to decide.
+//! Cost per report: O(1) to absorb it; with temporal decisions, O(window + rules) to decide
+//! (a model instead of rules: O(trees × depth)).
 //! Nothing is allocated unless a decision is returned.
 
-pub mod features;
 pub mod policy;
+
+/// Features live in the `ccswitch-selection` crate, shared with the Python package.
+pub use ccswitch_selection::features;
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -132,7 +135,7 @@ impl Selector {
         self.tracker.observe(m, mss_bytes);
         self.features.set(None);
         self.first_report_us.get_or_insert(m.now_us);
-        if self.tracker.samples() < self.policy.min_samples() {
+        if !ccswitch_selection::decision_due(&self.tracker, self.policy.min_samples()) {
             return None;
         }
         if !self.decided {
@@ -435,5 +438,101 @@ mod tests {
         assert!(sel.features().bytes > 0.0, "whole-flow totals survive");
         let switches = drive(&mut sel, 2_000, &vec![30; min]);
         assert_eq!(switches, [at(2_000 + 100 * (min as u64 - 1), "hybla", DecisionKind::Spatial)]);
+    }
+}
+
+#[cfg(test)]
+mod first_decision_tests {
+    use super::*;
+    use super::features::FeatureWindow;
+
+    const MSS: u64 = 1_448;
+
+    /// A flow's reports, irregular on purpose: RTTs of 20-220 ms, some reports without an RTT
+    /// sample, losses, partial segments, rates that come and go.
+    fn reports(seed: u64, n: usize) -> Vec<Measurement> {
+        let mut x = seed | 1;
+        let mut next = |bound: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % bound
+        };
+        let mut now_us = 5_000_000;
+        (0..n)
+            .map(|_| {
+                now_us += 1_000 + next(80_000);
+                Measurement {
+                    now_us,
+                    rtt_us: if next(5) == 0 { 0 } else { 20_000 + next(200_000) },
+                    acked_bytes: next(40) * 1_000 + next(1_000),
+                    lost_packets: if next(8) == 0 { 1 + next(4) } else { 0 },
+                    delivery_rate_bytes_per_s: if next(3) == 0 { 0 } else { next(10_000_000) },
+                    timeout: next(100) == 0,
+                    ..Measurement::default()
+                }
+            })
+            .collect()
+    }
+
+    fn always_bbr(window: &str, samples: usize, min_samples: usize) -> Arc<Policy> {
+        let text = format!(
+            "name = \"p\"\ninitial = \"reno\"\n[window]\nkind = \"{window}\"\nsamples = {samples}\n[decide]\nmin_samples = {min_samples}\n[[rule]]\nuse = \"bbr\"\n"
+        );
+        Arc::new(Policy::parse(&text, "p").unwrap())
+    }
+
+    #[test]
+    fn the_selector_decides_on_the_features_the_dataset_computes_for_the_same_reports() {
+        for (kind, samples, min_samples) in [("first", 20, 8), ("first", 5, 5), ("sliding", 10, 10), ("sliding", 30, 3)] {
+            let policy = always_bbr(kind, samples, min_samples);
+            for seed in 1..40 {
+                let reports = reports(seed, 60);
+                let mut sel = Selector::new(Arc::clone(&policy));
+                let decided = reports.iter().enumerate().find_map(|(i, m)| sel.on_report(m, MSS).map(|d| (i, d)));
+                let (i, d) = decided.expect("60 reports hold enough RTT samples");
+                let replay = ccswitch_selection::first_decision(&reports, MSS, policy.window(), min_samples);
+                assert_eq!(replay.report_index, Some(i), "{kind} {samples} seed {seed}");
+                assert_eq!(replay.now_us, Some(reports[i].now_us));
+                assert_eq!(replay.features, d.features, "{kind} {samples} seed {seed}");
+            }
+        }
+        // A flow too short for a decision: the selector never decides, the replay says so.
+        let policy = always_bbr("first", 20, 20);
+        let mut sel = Selector::new(Arc::clone(&policy));
+        let short = reports(7, 10);
+        assert!(short.iter().all(|m| sel.on_report(m, MSS).is_none()));
+        let replay = ccswitch_selection::first_decision(&short, MSS, FeatureWindow::FirstSamples(20), 20);
+        assert_eq!((replay.report_index, replay.features), (None, sel.features()));
+    }
+
+    #[test]
+    fn a_model_policy_switches_when_its_model_chooses_another_algorithm() {
+        let dir = std::env::temp_dir().join(format!("ccswitch-selector-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // One split on mean_rtt_ms at 100 ms: below, cubic; above, bbr.
+        let model = r#"{"format": "ccswitch-model", "version": 1, "kind": "forest", "name": "m",
+            "features": ["mean_rtt_ms"], "classes": ["cubic", "bbr"],
+            "window": {"kind": "sliding", "samples": 4}, "decide": {"min_samples": 4},
+            "trees": [{"children_left": [1, -1, -1], "children_right": [2, -1, -1], "feature": [0, -2, -2],
+                       "threshold": [100.0, -2.0, -2.0], "value": [[0.5, 0.5], [1, 0], [0.1, 0.9]]}]}"#;
+        std::fs::write(dir.join("m.json"), model).unwrap();
+        let policy = "name = \"learned\"\ninitial = \"cubic\"\nmodel = \"m.json\"\n[window]\nkind = \"sliding\"\nsamples = 4\n[decide]\ntemporal = true\n[hysteresis]\nmin_dwell_ms = 0\nagreeing = 2\n";
+        std::fs::write(dir.join("p.toml"), policy).unwrap();
+        let p = Arc::new(Policy::load(&dir.join("p.toml").display().to_string()).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+        let mut sel = Selector::new(p);
+        let m = |now_ms: u64, rtt_ms: u64| Measurement { now_us: now_ms * 1_000, rtt_us: rtt_ms * 1_000, acked_bytes: 10 * MSS, ..Default::default() };
+        // Four short RTTs: the model keeps cubic, the flow's initial algorithm.
+        for i in 0..4 {
+            assert_eq!(sel.on_report(&m(i * 100, 40), MSS), None);
+        }
+        // A long RTT lifts the mean above 100 ms (40, 40, 40, 300: 105): a first decision for
+        // bbr; the second agreeing one (40, 40, 300, 300: 170) switches.
+        assert_eq!(sel.on_report(&m(400, 300), MSS), None, "first decision for bbr");
+        let d = sel.on_report(&m(500, 300), MSS).expect("second agreeing decision");
+        assert_eq!((d.algorithm.as_str(), d.kind), ("bbr", DecisionKind::Temporal));
+        assert_eq!(d.reason, "model m: bbr with probability 0.900");
+        assert_eq!(d.features.mean_rtt_ms, 170.0);
     }
 }

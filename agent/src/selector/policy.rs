@@ -28,6 +28,11 @@
 //! use = "illinois"          # any simple-API algorithm spec, e.g. "cubic:beta=0.8", or py:...
 //! ```
 //!
+//! Instead of rules and a default, a policy may name a learned model (`model = "PATH"`, relative
+//! to the policy file; see `ccswitch_selection::model`): the model's classes are then the
+//! algorithms it chooses from, and the policy must use the window the model was trained on
+//! (its `decide.min_samples` defaults to the model's and may not differ from it either).
+//!
 //! A `when` is comparisons `OPERAND OP OPERAND` (OP one of `< <= > >= == !=`; an operand is a
 //! feature, a param or a number; at least one side a feature) joined by `and` and `or`, `and`
 //! binding tighter; no parentheses. A rule without `when` always matches. Rules are tried in
@@ -43,15 +48,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
-use ccswitch_algorithms::Instance;
+use ccswitch_selection::check_algorithm;
+use ccswitch_selection::model::Model;
 use toml::{Table, Value};
 
-use super::features::{FeatureWindow, Features};
-
-/// More samples than this would make every report's O(window) work noticeable.
-pub const MAX_WINDOW_SAMPLES: usize = 10_000;
+use super::features::{FeatureWindow, Features, MAX_WINDOW_SAMPLES};
 
 const MYSTIQUE: &str = include_str!("../../policies/mystique.toml");
 const MCC_WIFI: &str = include_str!("../../policies/mcc-wifi.toml");
@@ -67,6 +72,8 @@ struct PolicyFile {
     description: String,
     initial: Option<String>,
     default: Option<String>,
+    /// The model file, as written (relative to the policy file).
+    model: Option<String>,
     window: Option<WindowFile>,
     decide: DecideFile,
     hysteresis: Option<HysteresisFile>,
@@ -125,12 +132,22 @@ pub struct Hysteresis {
 }
 
 /// What a policy chose for one set of features.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Choice {
     /// Position in [`Policy::algorithms`].
     pub algorithm: usize,
-    /// The rule that matched (0-based), `None` for the default.
-    pub rule: Option<usize>,
+    pub by: ChosenBy,
+}
+
+/// What made a [`Choice`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ChosenBy {
+    /// The rule at this position (0-based) matched.
+    Rule(usize),
+    /// No rule matched.
+    Default,
+    /// The policy's model, with this probability for the chosen algorithm.
+    Model { probability: f64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,7 +234,10 @@ pub struct Policy {
     hysteresis: Hysteresis,
     params: Vec<Param>,
     rules: Vec<Rule>,
-    /// Every algorithm the rules and the default may choose, without repeats, in order.
+    /// Decides in place of the rules when present.
+    model: Option<Arc<Model>>,
+    /// Every algorithm the rules and the default may choose, without repeats, in order; with a
+    /// model, its classes in order.
     algorithms: Vec<String>,
 }
 
@@ -260,10 +280,10 @@ impl Policy {
     }
 
     fn load_overridden(base: &str, overrides: Option<&str>) -> Result<Policy> {
-        let (text, origin) = if base.contains('/') || base.ends_with(".toml") {
+        let (text, origin, dir) = if base.contains('/') || base.ends_with(".toml") {
             let text = std::fs::read_to_string(base)
                 .with_context(|| format!("cannot read policy file {base}"))?;
-            (text, base.to_string())
+            (text, base.to_string(), Path::new(base).parent().map(Path::to_path_buf))
         } else {
             let text = Self::builtin_text(base).ok_or_else(|| {
                 anyhow!(
@@ -271,22 +291,24 @@ impl Policy {
                     Self::BUILTIN_NAMES.join(", ")
                 )
             })?;
-            (text.to_string(), format!("built-in {base}"))
+            (text.to_string(), format!("built-in {base}"), None)
         };
         let mut file = parse_file(&text, &origin)?;
         if let Some(overrides) = overrides {
             apply_overrides(&mut file, overrides).map_err(|e| anyhow!("policy {origin}: {e}"))?;
         }
-        Self::build(file, origin)
+        Self::build(file, origin, dir.as_deref())
     }
 
-    /// Parse a policy from TOML text; `origin` (a path, or a description) prefixes errors.
+    /// Parse a policy from TOML text; `origin` (a path, or a description) prefixes errors. A
+    /// relative `model` path is taken from the current directory.
     pub fn parse(text: &str, origin: &str) -> Result<Policy> {
-        Self::build(parse_file(text, origin)?, origin.to_string())
+        Self::build(parse_file(text, origin)?, origin.to_string(), None)
     }
 
-    fn build(file: PolicyFile, origin: String) -> Result<Policy> {
-        build(file, &origin).map_err(|e| anyhow!("policy {origin}: {e}"))
+    /// `dir`: the policy file's directory, where a relative `model` path starts.
+    fn build(file: PolicyFile, origin: String, dir: Option<&Path>) -> Result<Policy> {
+        build(file, &origin, dir).map_err(|e| anyhow!("policy {origin}: {e}"))
     }
 
     pub fn name(&self) -> &str {
@@ -351,25 +373,40 @@ impl Policy {
         (self.algorithms[choice.algorithm].clone(), self.reason(choice))
     }
 
-    /// Apply the rules without allocating.
+    /// The model that decides in place of rules, if the policy names one.
+    pub fn model(&self) -> Option<&Model> {
+        self.model.as_deref()
+    }
+
+    /// Apply the rules (or the model) without allocating.
     pub fn choose(&self, features: &Features) -> Choice {
+        if let Some(model) = &self.model {
+            let (algorithm, probability) = model.choose(features);
+            return Choice { algorithm, by: ChosenBy::Model { probability } };
+        }
         for (i, rule) in self.rules.iter().enumerate() {
             if rule.when.as_ref().is_none_or(|c| self.holds(c, features)) {
-                return Choice { algorithm: rule.algorithm, rule: Some(i) };
+                return Choice { algorithm: rule.algorithm, by: ChosenBy::Rule(i) };
             }
         }
         let algorithm = self.default.expect("checked at load: a policy without default ends in a rule that always matches");
-        Choice { algorithm, rule: None }
+        Choice { algorithm, by: ChosenBy::Default }
     }
 
-    /// Why `choice` was made: the rule's number and text, params shown with their values.
+    /// Why `choice` was made: the rule's number and text, params shown with their values; or
+    /// the model's name and the probability it gave the algorithm.
     pub fn reason(&self, choice: Choice) -> String {
-        match choice.rule {
-            None => "default: no rule matched".to_string(),
-            Some(i) => match &self.rules[i].when {
+        match choice.by {
+            ChosenBy::Default => "default: no rule matched".to_string(),
+            ChosenBy::Rule(i) => match &self.rules[i].when {
                 None => format!("rule {}: always", i + 1),
                 Some(c) => format!("rule {}: {}", i + 1, self.render(c)),
             },
+            ChosenBy::Model { probability } => format!(
+                "model {}: {} with probability {probability:.3}",
+                self.model.as_ref().map_or("?", |m| m.name()),
+                self.algorithms[choice.algorithm]
+            ),
         }
     }
 
@@ -404,6 +441,15 @@ impl Policy {
             })),
             "params": params,
             "rules": rules,
+            "model": self.model.as_ref().map(|m| serde_json::json!({
+                "name": m.name(),
+                "file": m.origin(),
+                "features": m.feature_names().collect::<Vec<_>>(),
+                "classes": m.classes(),
+                "trees": m.trees(),
+                "nodes": m.nodes(),
+                "max_depth": m.max_depth(),
+            })),
             "summary": self.to_string(),
         })
     }
@@ -457,6 +503,18 @@ impl fmt::Display for Policy {
             )?,
         }
         writeln!(f, "  initial: {}", self.initial)?;
+        if let Some(m) = &self.model {
+            writeln!(
+                f,
+                "  model: {} ({}): {} trees, max depth {}, over {}; chooses {}",
+                m.name(),
+                m.origin(),
+                m.trees(),
+                m.max_depth(),
+                m.feature_names().collect::<Vec<_>>().join(", "),
+                m.classes().join(", ")
+            )?;
+        }
         for (i, rule) in self.rules.iter().enumerate() {
             let when = rule.when.as_ref().map_or_else(|| "always".to_string(), |c| self.render(c));
             writeln!(f, "  rule {}: {when} -> {}", i + 1, self.algorithms[rule.algorithm])?;
@@ -501,7 +559,7 @@ fn problems(errors: &[String]) -> String {
 }
 
 /// The keys each table of a policy file may have (README.md, "Policy files", documents each).
-const TOP_FIELDS: &[&str] = &["name", "description", "initial", "default", "window", "decide", "hysteresis", "params", "rule"];
+const TOP_FIELDS: &[&str] = &["name", "description", "initial", "default", "model", "window", "decide", "hysteresis", "params", "rule"];
 const WINDOW_FIELDS: &[&str] = &["kind", "samples"];
 const DECIDE_FIELDS: &[&str] = &["spatial", "temporal", "min_samples"];
 const HYSTERESIS_FIELDS: &[&str] = &["min_dwell_ms", "agreeing"];
@@ -595,6 +653,7 @@ fn read_file(table: &Table) -> PolicyFile {
     let description = top.string("description", None).unwrap_or_default();
     let initial = top.string("initial", Some("the algorithm a flow runs before the first decision, e.g. \"cubic\""));
     let default = top.string("default", None);
+    let model = top.string("model", None);
 
     let window = match top.table("window", Some("a [window] section with kind = \"first\" or \"sliding\" and samples = N")) {
         Some(t) => {
@@ -669,7 +728,7 @@ fn read_file(table: &Table) -> PolicyFile {
         Some(other) => top.wrong("rule", "an array of tables ([[rule]])", other),
     }
 
-    PolicyFile { name, description, initial, default, window, decide, hysteresis, params, rule: rules, problems }
+    PolicyFile { name, description, initial, default, model, window, decide, hysteresis, params, rule: rules, problems }
 }
 
 fn apply_overrides(file: &mut PolicyFile, overrides: &str) -> Result<(), String> {
@@ -738,19 +797,49 @@ fn set(file: &mut PolicyFile, key: &str, value: &str) -> Result<(), String> {
 
 /// Check everything and resolve names. Every problem found is reported, in one error; a check
 /// that depends on a broken part (the decision threshold on a bad window) is skipped.
-fn build(file: PolicyFile, origin: &str) -> Result<Policy> {
+fn build(file: PolicyFile, origin: &str, dir: Option<&Path>) -> Result<Policy> {
     let mut errors: Vec<String> = file.problems;
     if file.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
         errors.push("name is empty".to_string());
     }
+    let model = file.model.as_deref().and_then(|m| load_model(m, dir).map_err(|e| errors.push(e)).ok());
+    if file.model.is_some() {
+        if !file.rule.is_empty() {
+            errors.push("`model` and [[rule]]s: a policy decides by its model or by its rules, not both".to_string());
+        }
+        if file.default.is_some() {
+            errors.push("`default` and `model`: the model always chooses, a default would never be used".to_string());
+        }
+        if !file.params.is_empty() {
+            errors.push("[params] and `model`: params are for rules, the model uses none".to_string());
+        }
+    }
     let window = file.window.as_ref().and_then(|w| check_window(w).map_err(|e| errors.push(e)).ok());
     let mut min_samples = 0;
     if let Some(w) = window {
-        min_samples = file.decide.min_samples.unwrap_or(w.samples());
+        min_samples = file.decide.min_samples.unwrap_or(model.as_ref().map_or(w.samples(), |m| m.min_samples()));
         if !(1..=w.samples()).contains(&min_samples) {
             errors.push(format!(
                 "[decide] min_samples = {min_samples}: must be between 1 and window.samples ({})",
                 w.samples()
+            ));
+        }
+    }
+    if let (Some(m), Some(w)) = (&model, window) {
+        if w != m.window() {
+            errors.push(format!(
+                "[window] kind = {:?}, samples = {} differs from the window of model {} (kind = {:?}, samples = {}): a model decides on the window it was trained on",
+                w.kind(),
+                w.samples(),
+                m.origin(),
+                m.window().kind(),
+                m.window().samples()
+            ));
+        } else if min_samples != m.min_samples() {
+            errors.push(format!(
+                "[decide] min_samples = {min_samples} differs from model {}'s (min_samples = {}): it was trained on the features of that decision",
+                m.origin(),
+                m.min_samples()
             ));
         }
     }
@@ -764,7 +853,7 @@ fn build(file: PolicyFile, origin: &str) -> Result<Policy> {
     if let Some(Err(e)) = file.initial.as_deref().map(check_algorithm) {
         errors.push(format!("initial = {:?}: {e}", file.initial.as_deref().unwrap_or_default()));
     }
-    if file.rule.is_empty() {
+    if file.rule.is_empty() && file.model.is_none() {
         errors.push("no rules: add at least one [[rule]] with `use` (and usually `when`)".to_string());
     }
 
@@ -809,11 +898,15 @@ fn build(file: PolicyFile, origin: &str) -> Result<Policy> {
             Some(intern(d))
         }
         (None, Some(_)) => None,
+        (None, None) if file.model.is_some() => None,
         (None, None) => {
             errors.push("no `default` and every rule has a `when`: add default = \"ALGORITHM\" or a last rule without `when`".to_string());
             None
         }
     };
+    if let Some(m) = &model {
+        algorithms = m.classes().to_vec();
+    }
     let (Some(name), Some(initial), Some(window), Some(hysteresis), true) =
         (file.name, file.initial, window, hysteresis, errors.is_empty())
     else {
@@ -832,8 +925,18 @@ fn build(file: PolicyFile, origin: &str) -> Result<Policy> {
         hysteresis,
         params,
         rules,
+        model: model.map(Arc::new),
         algorithms,
     })
+}
+
+/// Load the model a policy names; `dir` is the policy file's directory.
+fn load_model(path: &str, dir: Option<&Path>) -> Result<Model, String> {
+    let full: PathBuf = match dir {
+        Some(d) if Path::new(path).is_relative() => d.join(path),
+        _ => PathBuf::from(path),
+    };
+    Model::load(&full).map_err(|e| format!("model = {path:?}: {e}"))
 }
 
 fn check_window(w: &WindowFile) -> Result<FeatureWindow, String> {
@@ -881,22 +984,6 @@ fn check_param(p: &Param) -> Option<String> {
         return Some(format!("[params] {name} = {}: not a finite number", p.value));
     }
     None
-}
-
-/// Whether `spec` names a simple-API algorithm (the only kind the agent can switch between).
-/// Python specs are checked when a flow first uses them, not here (that needs the interpreter).
-fn check_algorithm(spec: &str) -> Result<(), String> {
-    if let Some(target) = spec.strip_prefix("py:") {
-        return if target.is_empty() { Err("expected py:MODULE:CLASS".to_string()) } else { Ok(()) };
-    }
-    match ccswitch_algorithms::instantiate(spec) {
-        Ok(Instance::Simple(_)) => Ok(()),
-        Ok(Instance::Full(a)) => Err(format!(
-            "{} brings its own datapath program; a policy can only choose simple-API algorithms",
-            a.name()
-        )),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 // ---- Conditions ----------------------------------------------------------------------------
@@ -1322,5 +1409,132 @@ mod tests {
             let text = p.to_string();
             assert!(text.contains("rule 1:") && text.contains(p.initial()), "{text}");
         }
+    }
+}
+
+#[cfg(test)]
+mod model_policy_tests {
+    use super::*;
+
+    /// One tree over min_rtt_ms: up to 50 ms hybla, above bbr (0.8) or cubic (0.2).
+    const MODEL: &str = r#"{
+        "format": "ccswitch-model", "version": 1, "kind": "forest", "name": "rtt-split",
+        "features": ["min_rtt_ms"], "classes": ["bbr", "cubic", "hybla"],
+        "window": {"kind": "first", "samples": 20}, "decide": {"min_samples": 8},
+        "trees": [{"children_left": [1, -1, -1], "children_right": [2, -1, -1], "feature": [0, -2, -2],
+                   "threshold": [50.0, -2.0, -2.0], "value": [[0.4, 0.1, 0.5], [0, 0, 1], [0.8, 0.2, 0]]}]
+    }"#;
+
+    const POLICY: &str = r#"
+        name = "learned"
+        initial = "cubic"
+        model = "models/m.json"
+        [window]
+        kind = "first"
+        samples = 20
+    "#;
+
+    /// A directory with `models/m.json` (MODEL with `from` replaced by `to`) and `p.toml`
+    /// (POLICY likewise); returns the policy's path.
+    struct Files {
+        dir: PathBuf,
+    }
+
+    impl Files {
+        fn new(test: &str, model: &str, policy: &str) -> Files {
+            let dir = std::env::temp_dir().join(format!("ccswitch-model-policy-{}-{test}", std::process::id()));
+            std::fs::create_dir_all(dir.join("models")).unwrap();
+            std::fs::write(dir.join("models/m.json"), model).unwrap();
+            std::fs::write(dir.join("p.toml"), policy).unwrap();
+            Files { dir }
+        }
+
+        fn policy(&self) -> String {
+            self.dir.join("p.toml").display().to_string()
+        }
+
+        fn model(&self) -> String {
+            self.dir.join("models/m.json").display().to_string()
+        }
+    }
+
+    impl Drop for Files {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn error(test: &str, model: &str, policy: &str) -> (String, Files) {
+        let files = Files::new(test, model, policy);
+        let e = format!("{:#}", Policy::load(&files.policy()).unwrap_err());
+        assert!(e.starts_with(&format!("policy {}: ", files.policy())), "{e}");
+        (e, files)
+    }
+
+    #[test]
+    fn a_policy_decides_by_its_model_relative_to_the_policy_file() {
+        let files = Files::new("loads", MODEL, POLICY);
+        let p = Policy::load(&files.policy()).unwrap();
+        assert_eq!(p.algorithms(), ["bbr", "cubic", "hybla"]);
+        assert_eq!(p.min_samples(), 8, "min_samples comes from the model");
+        assert_eq!(p.model().map(Model::name), Some("rtt-split"));
+        let near = Features { min_rtt_ms: 20.0, ..Features::default() };
+        assert_eq!(p.decide(&near), ("hybla".to_string(), "model rtt-split: hybla with probability 1.000".to_string()));
+        let far = Features { min_rtt_ms: 50.5, ..Features::default() };
+        assert_eq!(p.decide(&far), ("bbr".to_string(), "model rtt-split: bbr with probability 0.800".to_string()));
+        let json = p.to_json();
+        assert_eq!(json["model"]["name"], "rtt-split");
+        assert_eq!(json["model"]["file"], files.model());
+        assert_eq!(json["model"]["trees"], 1);
+        assert!(p.to_string().contains(&format!("model: rtt-split ({}): 1 trees, max depth 1, over min_rtt_ms; chooses bbr, cubic, hybla", files.model())), "{p}");
+        // Overrides work as for any policy, within the model's bounds.
+        assert!(Policy::load(&format!("{}:decide.temporal=true,hysteresis.min_dwell_ms=1000,hysteresis.agreeing=2", files.policy())).unwrap().temporal());
+    }
+
+    #[test]
+    fn a_policy_whose_window_or_first_decision_differs_from_the_models_is_refused() {
+        let (e, files) = error("window", MODEL, &POLICY.replace("samples = 20", "samples = 30"));
+        assert!(e.contains(&format!("[window] kind = \"first\", samples = 30 differs from the window of model {} (kind = \"first\", samples = 20)", files.model())), "{e}");
+        let (e, _) = error("kind", MODEL, &POLICY.replace("\"first\"", "\"sliding\""));
+        assert!(e.contains("kind = \"sliding\", samples = 20 differs"), "{e}");
+        let (e, _) = error("min", MODEL, &format!("{POLICY}\n[decide]\nmin_samples = 10\n"));
+        assert!(e.contains("[decide] min_samples = 10 differs from model") && e.contains("(min_samples = 8)"), "{e}");
+    }
+
+    #[test]
+    fn a_policy_with_a_model_and_rules_default_or_params_is_refused() {
+        let rules = format!("{POLICY}\n[[rule]]\nwhen = \"loss_rate > 0\"\nuse = \"bbr\"\n");
+        let (e, _) = error("rules", MODEL, &rules);
+        assert!(e.contains("`model` and [[rule]]s: a policy decides by its model or by its rules, not both"), "{e}");
+        let (e, _) = error("default", MODEL, &POLICY.replace("initial = \"cubic\"", "initial = \"cubic\"\ndefault = \"bbr\""));
+        assert!(e.contains("`default` and `model`"), "{e}");
+        let (e, _) = error("params", MODEL, &format!("{POLICY}\n[params]\nx = 1\n"));
+        assert!(e.contains("[params] and `model`"), "{e}");
+    }
+
+    #[test]
+    fn a_policy_naming_a_bad_model_names_both_files_and_the_fault() {
+        let (e, files) = error("version", &MODEL.replace("\"version\": 1", "\"version\": 2"), POLICY);
+        assert_eq!(e, format!("policy {}: model = \"models/m.json\": model {}: format version 2 is not supported: this agent reads version 1 (export the model again, or use an agent that reads version 2)", files.policy(), files.model()));
+        let (e, _) = error("truncated", &MODEL[..MODEL.len() - 40], POLICY);
+        assert!(e.contains("not valid JSON (EOF while parsing") && e.contains("truncated or corrupt"), "{e}");
+        let (e, _) = error("feature", &MODEL.replace("[\"min_rtt_ms\"]", "[\"min_rtt\"]"), POLICY);
+        assert!(e.contains("features[0] = \"min_rtt\": unknown feature"), "{e}");
+        let (e, _) = error("class", &MODEL.replace("\"hybla\"]", "\"reno-datapath\"]"), POLICY);
+        assert!(e.contains("classes[2] = \"reno-datapath\": reno-datapath brings its own datapath program"), "{e}");
+        let (e, _) = error("unknown-class", &MODEL.replace("\"hybla\"]", "\"hyblaa\"]"), POLICY);
+        assert!(e.contains("classes[2] = \"hyblaa\": unknown algorithm"), "{e}");
+        let (e, files) = error("missing", MODEL, &POLICY.replace("models/m.json", "models/none.json"));
+        assert!(e.contains(&format!("model = \"models/none.json\": model {}: cannot read it: ", files.dir.join("models/none.json").display())), "{e}");
+    }
+
+    #[test]
+    fn a_policy_sent_as_text_takes_its_model_path_as_given() {
+        let files = Files::new("text", MODEL, POLICY);
+        let text = POLICY.replace("models/m.json", &files.model());
+        let p = Policy::parse(&text, "sent through the control interface").unwrap();
+        assert_eq!(p.model().map(Model::origin), Some(files.model().as_str()));
+        let e = format!("{:#}", Policy::parse(&text.replace("\"first\"", "\"sliding\""), "sent through the control interface").unwrap_err());
+        assert!(e.starts_with("policy sent through the control interface: [window]"), "{e}");
     }
 }

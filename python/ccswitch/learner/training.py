@@ -12,7 +12,9 @@ indices, so any of them exports to the same model file:
               with the least total regret over its rows.
 
 `regress` (one regressor of log(TCT / oracle TCT) per candidate, then the least prediction)
-is a reference for how much a classifier leaves on the table; it has no model file format.
+is a reference for how much a classifier leaves on the table, and `constant` (the one
+candidate with the least mean regret on the training rows) for whether features help at all;
+neither is exported as a model file.
 Model selection is by regret on held-out paths (`cv_regret`, folds grouped by `path_id`).
 """
 
@@ -27,12 +29,13 @@ import numpy as np
 from . import labels
 
 STRATEGIES = ("oracle", "weighted", "expanded")
-REFERENCE_STRATEGIES = ("regress",)
+REFERENCE_STRATEGIES = ("regress", "constant")
 KINDS = ("tree", "forest")
 
-#: Parquet schema-metadata keys a dataset may carry its feature window and decision settings in.
-WINDOW_KEY = b"ccswitch.window"
-DECIDE_KEY = b"ccswitch.decide"
+#: The Parquet schema-metadata key of the dataset's settings (written by `ccswitch dataset`): JSON
+#: with "window" ({"kind", "samples", "min_samples"}), "initial", "candidates" (algorithm specs,
+#: in `tct_*` column order) and "features".
+DATASET_KEY = b"ccswitch.dataset"
 
 
 @dataclass
@@ -41,11 +44,15 @@ class Dataset:
 
     table: "object"  # pandas.DataFrame
     features: List[str]
+    #: Candidates as their `tct_<name>` columns name them.
     candidates: List[str]
-    #: Parquet metadata: the window and decide settings the features were computed with, if recorded.
+    #: The algorithm spec of each candidate (`cubic:beta=0.8` for column `tct_cubic_beta_0_8`).
+    specs: List[str]
+    #: The feature window and decision settings the features were computed with, if recorded.
     window: Optional[dict]
     decide: Optional[dict]
-    metadata: Dict[str, str]
+    #: The dataset's settings from its Parquet metadata (empty if it has none).
+    settings: Dict
 
     @property
     def x(self) -> np.ndarray:
@@ -55,21 +62,30 @@ class Dataset:
     def tct(self) -> np.ndarray:
         return labels.tct_matrix(self.table, self.candidates)
 
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.settings.get("synthetic"))
+
 
 def load_dataset(path, candidates: Optional[Sequence[str]] = None, features: Optional[Sequence[str]] = None) -> Dataset:
     """Read a dataset (learner/README.md) and keep the rows with a finished candidate.
 
-    `candidates` and `features` restrict the table's `tct_*` and `f_*` columns (default: all,
-    in the table's order)."""
+    `candidates` (specs or column names) and `features` restrict the table's `tct_*` and `f_*`
+    columns (default: all, in the table's order)."""
     import pyarrow.parquet as pq
 
+    from ..experiments.sweep import dataset_column_name
+
     t = pq.read_table(str(path))
-    meta = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (t.schema.metadata or {}).items()
-            if not k.startswith(b"pandas") and not k.startswith(b"ARROW")}
+    raw = (t.schema.metadata or {}).get(DATASET_KEY)
+    settings = json.loads(raw) if raw else {}
     df = t.to_pandas()
     have_c = labels.candidate_columns(df.columns)
     have_f = labels.feature_columns(df.columns)
-    cands = list(candidates) if candidates else have_c
+    spec_of = {c: c for c in have_c}
+    spec_of.update({dataset_column_name(s): s for s in settings.get("candidates", [])})
+    column_of = {spec: col for col, spec in spec_of.items()}
+    cands = [column_of.get(c, c) for c in candidates] if candidates else have_c
     feats = list(features) if features else have_f
     missing = [c for c in cands if c not in have_c] + [f"f_{f}" for f in feats if f not in have_f]
     if missing:
@@ -79,12 +95,10 @@ def load_dataset(path, candidates: Optional[Sequence[str]] = None, features: Opt
             raise ValueError(f"{path}: no {col!r} column")
     tct = labels.tct_matrix(df, cands)
     df = df[labels.usable_rows(tct)].reset_index(drop=True)
-
-    def js(key: bytes) -> Optional[dict]:
-        raw = (t.schema.metadata or {}).get(key)
-        return json.loads(raw) if raw else None
-
-    return Dataset(df, feats, cands, js(WINDOW_KEY), js(DECIDE_KEY), meta)
+    w = settings.get("window")
+    window = {"kind": w["kind"], "samples": int(w["samples"])} if w else None
+    decide = {"min_samples": int(w["min_samples"])} if w else None
+    return Dataset(df, feats, cands, [spec_of[c] for c in cands], window, decide, settings)
 
 
 class CostRegressor:
@@ -107,12 +121,25 @@ class CostRegressor:
         return np.argmin(np.column_stack([m.predict(x) for m in self.models_]), axis=1)
 
 
+class Constant:
+    """Always the candidate with the least mean regret on the training rows."""
+
+    def fit(self, x: np.ndarray, cost: np.ndarray) -> "Constant":
+        self.choice_ = int(np.argmin(cost.mean(axis=0)))
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.full(len(x), self.choice_)
+
+
 def fit(strategy: str, kind: str, x: np.ndarray, cost: np.ndarray, *, max_depth: Optional[int],
         n_trees: int = 50, min_samples_leaf: int = 1, seed: int = 0):
     """Fit one strategy; the result's `predict` returns candidate indices (columns of `cost`)."""
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.tree import DecisionTreeClassifier
 
+    if strategy == "constant":
+        return Constant().fit(x, cost)
     if strategy == "regress":
         return CostRegressor(n_trees, max_depth, seed).fit(x, cost)
     if kind == "tree":

@@ -1,0 +1,647 @@
+//! Learned models: scikit-learn tree ensembles (a random forest, or a decision tree as a forest
+//! of one), exported by the training notebook as a versioned JSON file and evaluated here with
+//! scikit-learn's semantics, so the agent chooses exactly what `predict` chose in training.
+//!
+//! The file (`learner/README.md` documents it; format version [`VERSION`]):
+//!
+//! ```json
+//! {"format": "ccswitch-model", "version": 1, "kind": "forest", "name": "NAME",
+//!  "features": ["min_rtt_ms", "loss_rate"], "classes": ["bbr", "cubic"],
+//!  "window": {"kind": "first", "samples": 20}, "decide": {"min_samples": 8},
+//!  "trees": [{"children_left": [1, -1, -1], "children_right": [2, -1, -1], "feature": [0, -2, -2],
+//!             "threshold": [12.5, -2.0, -2.0], "value": [[0.5, 0.5], [1, 0], [0, 1]]}],
+//!  "provenance": {...}}
+//! ```
+//!
+//! Each tree is scikit-learn's `tree_` arrays: node `i` is a leaf when `children_left[i] == -1`,
+//! otherwise a sample goes to `children_left[i]` when its feature `feature[i]` (a position in
+//! `features`) is at most `threshold[i]`, else to `children_right[i]`; `value[i]` holds the
+//! node's class weights. What scikit-learn does, and so this evaluator:
+//!
+//! - the input is cast to `f32` (`check_array(X, dtype=np.float32)`), then each comparison is
+//!   made in `f64` against the `f64` threshold;
+//! - a tree's probabilities are its leaf's `value` divided by the row's sum
+//!   (`DecisionTreeClassifier.predict_proba`);
+//! - a forest's probabilities are the sum of its trees', added in tree order, divided by the
+//!   number of trees (`RandomForestClassifier.predict_proba`); the class is the first maximum
+//!   (`np.argmax`).
+//!
+//! Done in the same order with the same operations, the probabilities are the same `f64`s as
+//! scikit-learn's and the labels are identical.
+//!
+//! Everything is checked at load time, and every problem is named with the file: the format and
+//! version, unknown fields, unknown or repeated feature names, classes that are not simple-API
+//! algorithms, and trees whose arrays disagree in length, point outside the tree or backwards
+//! (scikit-learn numbers children after their parent, which also rules out cycles), name
+//! features the model lacks, or carry non-finite numbers. A loaded model cannot fail or loop
+//! when it is evaluated, and evaluating it allocates nothing.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::features::{FeatureWindow, Features};
+
+/// The `format` of a model file.
+pub const FORMAT: &str = "ccswitch-model";
+/// The file format version this code reads.
+pub const VERSION: u64 = 1;
+/// The most classes a model may have (probabilities are summed in a buffer on the stack).
+pub const MAX_CLASSES: usize = 64;
+/// The most nodes over all trees (node positions are `u32`; this is far above any useful model).
+pub const MAX_NODES: usize = 1 << 26;
+/// At most this many problems are listed in one error.
+const MAX_PROBLEMS_SHOWN: usize = 20;
+
+/// A model file that cannot be used: which file, and everything wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelError {
+    /// The file (or a description of where the text came from).
+    pub origin: String,
+    pub problems: Vec<String>,
+}
+
+impl ModelError {
+    fn one(origin: &str, problem: String) -> Self {
+        Self { origin: origin.to_string(), problems: vec![problem] }
+    }
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "model {}: ", self.origin)?;
+        match self.problems.as_slice() {
+            [one] => write!(f, "{one}"),
+            many => {
+                write!(f, "{} problems:", many.len())?;
+                for p in many.iter().take(MAX_PROBLEMS_SHOWN) {
+                    write!(f, "\n  - {p}")?;
+                }
+                if many.len() > MAX_PROBLEMS_SHOWN {
+                    write!(f, "\n  - ... and {} more", many.len() - MAX_PROBLEMS_SHOWN)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ModelError {}
+
+// ---- The file as written -------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelFile {
+    #[allow(dead_code)] // checked before, on the raw JSON
+    format: String,
+    #[allow(dead_code)]
+    version: u64,
+    kind: String,
+    name: String,
+    features: Vec<String>,
+    classes: Vec<String>,
+    window: WindowFile,
+    decide: DecideFile,
+    trees: Vec<TreeFile>,
+    /// Free-form: where the model came from (library versions, dataset, date).
+    #[serde(default)]
+    provenance: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WindowFile {
+    kind: String,
+    samples: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecideFile {
+    min_samples: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TreeFile {
+    children_left: Vec<i64>,
+    children_right: Vec<i64>,
+    feature: Vec<i64>,
+    threshold: Vec<f64>,
+    value: Vec<Vec<f64>>,
+}
+
+// ---- The model as loaded -------------------------------------------------------------------
+
+/// `Node::column` of a leaf.
+const LEAF: u32 = u32::MAX;
+
+/// One node of one tree; the nodes of all trees share one array.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    threshold: f64,
+    /// Position in the model's features, or [`LEAF`].
+    column: u32,
+    /// Inner node: the children's positions. Leaf: `left` is the position of its normalised
+    /// class probabilities in `Model::values`.
+    left: u32,
+    right: u32,
+}
+
+/// A loaded, checked model.
+#[derive(Clone, Debug)]
+pub struct Model {
+    name: String,
+    origin: String,
+    /// Each column's position in [`Features::NAMES`].
+    columns: Vec<usize>,
+    classes: Vec<String>,
+    window: FeatureWindow,
+    min_samples: usize,
+    /// Position of each tree's root in `nodes`.
+    roots: Vec<u32>,
+    nodes: Vec<Node>,
+    /// Every leaf's class probabilities, `classes.len()` each.
+    values: Vec<f64>,
+    max_depth: usize,
+    provenance: serde_json::Value,
+}
+
+impl Model {
+    /// Read and check a model file.
+    pub fn load(path: &Path) -> Result<Model, ModelError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError::one(&origin, format!("cannot read it: {e}")))?;
+        Self::parse(&text, &origin)
+    }
+
+    /// Check a model from its JSON text; `origin` (the file) names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Model, ModelError> {
+        let fail = |problem: String| ModelError::one(origin, problem);
+        let raw: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| fail(format!("not valid JSON ({e}); is the file truncated or corrupt?")))?;
+        let Some(object) = raw.as_object() else {
+            return Err(fail(format!("not a ccswitch model: expected a JSON object with \"format\": \"{FORMAT}\"")));
+        };
+        match object.get("format") {
+            Some(serde_json::Value::String(f)) if f == FORMAT => {}
+            Some(other) => return Err(fail(format!("\"format\" is {other}, not \"{FORMAT}\": not a ccswitch model file"))),
+            None => return Err(fail(format!("no \"format\": not a ccswitch model file (expected \"format\": \"{FORMAT}\")"))),
+        }
+        match object.get("version") {
+            Some(v) if v.as_u64() == Some(VERSION) => {}
+            Some(v) => {
+                return Err(fail(format!(
+                    "format version {v} is not supported: this agent reads version {VERSION} (export the model again, or use an agent that reads version {v})"
+                )))
+            }
+            None => return Err(fail(format!("no \"version\" (this agent reads version {VERSION})"))),
+        }
+        let file: ModelFile = serde_json::from_str(text).map_err(|e| fail(format!("{e}")))?;
+        build(file).map_err(|problems| ModelError { origin: origin.to_string(), problems })
+            .map(|mut m| {
+                m.origin = origin.to_string();
+                m
+            })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The file the model was loaded from.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The model's input columns, names from [`Features::NAMES`].
+    pub fn feature_names(&self) -> impl ExactSizeIterator<Item = &'static str> + '_ {
+        self.columns.iter().map(|&i| Features::NAMES[i])
+    }
+
+    /// The algorithm specs the model chooses from, in the order of its probabilities.
+    pub fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    /// The feature window the model was trained on.
+    pub fn window(&self) -> FeatureWindow {
+        self.window
+    }
+
+    /// The samples in the window at the decision the model was trained on.
+    pub fn min_samples(&self) -> usize {
+        self.min_samples
+    }
+
+    pub fn trees(&self) -> usize {
+        self.roots.len()
+    }
+
+    /// Nodes over all trees.
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The deepest leaf's depth (a tree of a single leaf has depth 0).
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    pub fn provenance(&self) -> &serde_json::Value {
+        &self.provenance
+    }
+
+    /// Class probabilities for one input (`x` in the order of [`feature_names`](Self::feature_names))
+    /// written into `proba` (one per class); returns the predicted class, the first maximum.
+    /// Panics if the lengths differ from the model's.
+    pub fn predict_into(&self, x: &[f64], proba: &mut [f64]) -> usize {
+        assert_eq!(x.len(), self.columns.len(), "model {} takes {} features", self.origin, self.columns.len());
+        assert_eq!(proba.len(), self.classes.len(), "model {} has {} classes", self.origin, self.classes.len());
+        let mut x32 = [0f32; Features::NAMES.len()];
+        for (to, &from) in x32.iter_mut().zip(x) {
+            *to = from as f32;
+        }
+        proba.fill(0.0);
+        let k = proba.len();
+        for &root in &self.roots {
+            let leaf = self.leaf(root, &x32);
+            for (p, v) in proba.iter_mut().zip(&self.values[leaf..leaf + k]) {
+                *p += v;
+            }
+        }
+        let trees = self.roots.len() as f64;
+        for p in proba.iter_mut() {
+            *p /= trees;
+        }
+        first_maximum(proba)
+    }
+
+    /// Class probabilities and the predicted class for one input (see [`predict_into`](Self::predict_into)).
+    pub fn predict(&self, x: &[f64]) -> (usize, Vec<f64>) {
+        let mut proba = vec![0.0; self.classes.len()];
+        let class = self.predict_into(x, &mut proba);
+        (class, proba)
+    }
+
+    /// The class the model chooses for a flow's features and its probability, without
+    /// allocating.
+    pub fn choose(&self, features: &Features) -> (usize, f64) {
+        let mut x = [0f64; Features::NAMES.len()];
+        for (to, &column) in x.iter_mut().zip(&self.columns) {
+            *to = features.at(column);
+        }
+        let mut proba = [0f64; MAX_CLASSES];
+        let proba = &mut proba[..self.classes.len()];
+        let class = self.predict_into(&x[..self.columns.len()], proba);
+        (class, proba[class])
+    }
+
+    /// The position in `values` of the leaf `x` reaches from the tree rooted at `root`.
+    fn leaf(&self, root: u32, x: &[f32]) -> usize {
+        let mut node = self.nodes[root as usize];
+        while node.column != LEAF {
+            let next = if f64::from(x[node.column as usize]) <= node.threshold { node.left } else { node.right };
+            node = self.nodes[next as usize];
+        }
+        node.left as usize
+    }
+}
+
+fn first_maximum(xs: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, &x) in xs.iter().enumerate().skip(1) {
+        if x > xs[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Check everything; every problem found is listed.
+fn build(file: ModelFile) -> Result<Model, Vec<String>> {
+    let mut problems = Vec::new();
+    if file.kind != "forest" {
+        problems.push(format!("kind = {:?}: this agent evaluates \"forest\" models (a decision tree is a forest of one)", file.kind));
+    }
+    if file.name.trim().is_empty() {
+        problems.push("name is empty".to_string());
+    }
+
+    let mut columns = Vec::with_capacity(file.features.len());
+    if file.features.is_empty() {
+        problems.push("features is empty: a model needs at least one input".to_string());
+    }
+    for (j, name) in file.features.iter().enumerate() {
+        match Features::index_of(name) {
+            None => problems.push(format!("features[{j}] = {name:?}: unknown feature; known: {}", Features::NAMES.join(", "))),
+            Some(i) if columns.contains(&i) => problems.push(format!("features[{j}] = {name:?}: repeated")),
+            Some(i) => columns.push(i),
+        }
+    }
+
+    if file.classes.is_empty() {
+        problems.push("classes is empty: a model needs at least one algorithm to choose".to_string());
+    }
+    if file.classes.len() > MAX_CLASSES {
+        problems.push(format!("{} classes: at most {MAX_CLASSES}", file.classes.len()));
+    }
+    for (c, spec) in file.classes.iter().enumerate() {
+        if file.classes[..c].contains(spec) {
+            problems.push(format!("classes[{c}] = {spec:?}: repeated"));
+        } else if let Err(e) = crate::check_algorithm(spec) {
+            problems.push(format!("classes[{c}] = {spec:?}: {e}"));
+        }
+    }
+
+    let window = FeatureWindow::from_kind(&file.window.kind, file.window.samples)
+        .map_err(|e| problems.push(format!("window: {e}")))
+        .ok();
+    if let Some(w) = window {
+        if !(1..=w.samples()).contains(&file.decide.min_samples) {
+            problems.push(format!(
+                "decide: min_samples = {}: must be between 1 and the window's samples ({})",
+                file.decide.min_samples,
+                w.samples()
+            ));
+        }
+    }
+
+    if file.trees.is_empty() {
+        problems.push("trees is empty: a forest needs at least one tree".to_string());
+    }
+    let total: usize = file.trees.iter().map(|t| t.children_left.len()).sum();
+    if total > MAX_NODES {
+        problems.push(format!("{total} nodes over all trees: at most {MAX_NODES}"));
+    }
+    let mut nodes = Vec::with_capacity(total);
+    let mut values = Vec::new();
+    let mut roots = Vec::with_capacity(file.trees.len());
+    let mut max_depth = 0;
+    let n_features = file.features.len();
+    let n_classes = file.classes.len();
+    if total <= MAX_NODES {
+        for (t, tree) in file.trees.iter().enumerate() {
+            match check_tree(tree, n_features, n_classes) {
+                Ok(depth) => {
+                    roots.push(nodes.len() as u32);
+                    max_depth = max_depth.max(depth);
+                    add_tree(tree, n_classes, &mut nodes, &mut values);
+                }
+                Err(e) => problems.extend(e.into_iter().map(|p| format!("tree {t}: {p}"))),
+            }
+        }
+    }
+
+    match window {
+        Some(window) if problems.is_empty() => Ok(Model {
+            name: file.name,
+            origin: String::new(),
+            columns,
+            classes: file.classes,
+            window,
+            min_samples: file.decide.min_samples,
+            roots,
+            nodes,
+            values,
+            max_depth,
+            provenance: file.provenance,
+        }),
+        _ => Err(problems),
+    }
+}
+
+/// What is wrong with one tree; its depth if nothing.
+fn check_tree(tree: &TreeFile, n_features: usize, n_classes: usize) -> Result<usize, Vec<String>> {
+    let n = tree.children_left.len();
+    let mut problems = Vec::new();
+    if n == 0 {
+        return Err(vec!["no nodes".to_string()]);
+    }
+    for (what, len) in [
+        ("children_right", tree.children_right.len()),
+        ("feature", tree.feature.len()),
+        ("threshold", tree.threshold.len()),
+        ("value", tree.value.len()),
+    ] {
+        if len != n {
+            problems.push(format!("{what} has {len} entries, children_left {n}: the arrays must describe the same nodes"));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let mut depth = vec![0usize; n];
+    for i in 0..n {
+        let (left, right) = (tree.children_left[i], tree.children_right[i]);
+        let row = &tree.value[i];
+        if row.len() != n_classes {
+            problems.push(format!("node {i}: value has {} entries for {n_classes} classes", row.len()));
+        } else if let Some(v) = row.iter().find(|v| !v.is_finite() || **v < 0.0) {
+            problems.push(format!("node {i}: value holds {v}; class weights are finite and not negative"));
+        }
+        if left == -1 {
+            if right != -1 {
+                problems.push(format!("node {i}: children_left is -1 (a leaf) but children_right is {right}"));
+            } else if row.len() == n_classes && row.iter().all(|v| *v == 0.0) {
+                problems.push(format!("node {i}: a leaf without class weights (value is all zero)"));
+            }
+            continue;
+        }
+        for (side, child) in [("children_left", left), ("children_right", right)] {
+            if child <= i as i64 || child >= n as i64 {
+                problems.push(format!(
+                    "node {i}: {side} = {child}: must be -1 (a leaf) or a later node of the tree (between {} and {})",
+                    i + 1,
+                    n - 1
+                ));
+            } else {
+                depth[child as usize] = depth[i] + 1;
+            }
+        }
+        let feature = tree.feature[i];
+        if feature < 0 || feature >= n_features as i64 {
+            problems.push(format!("node {i}: feature = {feature}: the model has {n_features} features (0 to {})", n_features.saturating_sub(1)));
+        }
+        if !tree.threshold[i].is_finite() {
+            problems.push(format!("node {i}: threshold = {}: not a finite number", tree.threshold[i]));
+        }
+    }
+    if problems.is_empty() {
+        Ok(depth.into_iter().max().unwrap_or(0))
+    } else {
+        Err(problems)
+    }
+}
+
+/// Append a checked tree's nodes (children renumbered into the shared array) and its leaves'
+/// probabilities, each row divided by its sum as `predict_proba` does.
+fn add_tree(tree: &TreeFile, n_classes: usize, nodes: &mut Vec<Node>, values: &mut Vec<f64>) {
+    let offset = nodes.len() as u32;
+    for i in 0..tree.children_left.len() {
+        if tree.children_left[i] == -1 {
+            let at = values.len() as u32;
+            let row = &tree.value[i];
+            let sum: f64 = row.iter().sum();
+            values.extend(row.iter().map(|v| v / sum));
+            debug_assert_eq!(row.len(), n_classes);
+            nodes.push(Node { threshold: 0.0, column: LEAF, left: at, right: 0 });
+        } else {
+            nodes.push(Node {
+                threshold: tree.threshold[i],
+                column: tree.feature[i] as u32,
+                left: offset + tree.children_left[i] as u32,
+                right: offset + tree.children_right[i] as u32,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two trees over (min_rtt_ms, loss_rate) choosing among bbr, cubic, hybla.
+    const TWO_TREES: &str = r#"{
+        "format": "ccswitch-model", "version": 1, "kind": "forest", "name": "t",
+        "features": ["min_rtt_ms", "loss_rate"],
+        "classes": ["bbr", "cubic", "hybla"],
+        "window": {"kind": "first", "samples": 20},
+        "decide": {"min_samples": 8},
+        "trees": [
+            {"children_left": [1, -1, 3, -1, -1], "children_right": [2, -1, 4, -1, -1],
+             "feature": [0, -2, 1, -2, -2], "threshold": [50.0, -2.0, 0.01, -2.0, -2.0],
+             "value": [[0.3, 0.3, 0.4], [0, 0, 1], [0.5, 0.5, 0], [0, 1, 0], [1, 0, 0]]},
+            {"children_left": [1, -1, -1], "children_right": [2, -1, -1],
+             "feature": [1, -2, -2], "threshold": [0.01, -2.0, -2.0],
+             "value": [[0.5, 0.25, 0.25], [0, 0.5, 0.5], [3, 1, 0]]}
+        ],
+        "provenance": {"sklearn": "1.9.1"}
+    }"#;
+
+    fn model() -> Model {
+        Model::parse(TWO_TREES, "two.json").unwrap()
+    }
+
+    fn error_of(from: &str, to: &str) -> String {
+        let text = TWO_TREES.replacen(from, to, 1);
+        assert_ne!(text, TWO_TREES, "{from:?} not in the model");
+        match Model::parse(&text, "bad.json") {
+            Ok(m) => panic!("loaded {m:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_model_loads_with_its_window_classes_and_features() {
+        let m = model();
+        assert_eq!((m.name(), m.origin(), m.trees(), m.nodes(), m.max_depth()), ("t", "two.json", 2, 8, 2));
+        assert_eq!(m.feature_names().collect::<Vec<_>>(), ["min_rtt_ms", "loss_rate"]);
+        assert_eq!(m.classes(), ["bbr", "cubic", "hybla"]);
+        assert_eq!((m.window(), m.min_samples()), (FeatureWindow::FirstSamples(20), 8));
+        assert_eq!(m.provenance()["sklearn"], "1.9.1");
+    }
+
+    #[test]
+    fn probabilities_are_the_mean_of_the_trees_normalised_leaves() {
+        let m = model();
+        // Short RTT: tree 0 says hybla; no loss: tree 1 says 0.5 cubic, 0.5 hybla.
+        assert_eq!(m.predict(&[20.0, 0.0]), (2, vec![0.0, 0.25, 0.75]));
+        // Long RTT with loss: tree 0 says bbr; tree 1's leaf [3, 1, 0] is 0.75 bbr, 0.25 cubic.
+        assert_eq!(m.predict(&[80.0, 0.5]), (0, vec![0.875, 0.125, 0.0]));
+        // Long RTT without loss: cubic 0.5 + 0.5, hybla 0.5, over two trees.
+        assert_eq!(m.predict(&[80.0, 0.0]), (1, vec![0.0, 0.75, 0.25]));
+    }
+
+    #[test]
+    fn features_are_cast_to_f32_before_the_comparison() {
+        // 0.010000000001 is above the threshold 0.01 as an f64, but its nearest f32 is below
+        // it: scikit-learn, and so the model, send it left (cubic), not right (bbr).
+        let m = model();
+        let x = 0.010000000001f64;
+        assert!(x > 0.01 && f64::from(x as f32) <= 0.01);
+        assert_eq!(m.predict(&[80.0, x]), (1, vec![0.0, 0.75, 0.25]));
+        assert_eq!(m.predict(&[80.0, 0.0101]).0, 0);
+    }
+
+    #[test]
+    fn ties_go_to_the_first_class() {
+        let m = Model::parse(&TWO_TREES.replace("[3, 1, 0]", "[1, 1, 0]").replace("[1, 0, 0]]}", "[1, 1, 0]]}"), "tie.json").unwrap();
+        let (class, proba) = m.predict(&[80.0, 0.5]);
+        assert_eq!(proba, [0.5, 0.5, 0.0]);
+        assert_eq!(class, 0);
+    }
+
+    #[test]
+    fn choosing_from_features_reads_the_models_columns() {
+        let m = model();
+        let f = Features { min_rtt_ms: 20.0, loss_rate: 0.0, mean_rtt_ms: 900.0, ..Features::default() };
+        assert_eq!(m.choose(&f), (2, 0.75));
+        let f = Features { min_rtt_ms: 80.0, loss_rate: 0.5, ..Features::default() };
+        assert_eq!(m.choose(&f), (0, 0.875));
+    }
+
+    #[test]
+    fn wrong_format_version_and_broken_json_are_refused_naming_the_file() {
+        let e = error_of("\"version\": 1", "\"version\": 2");
+        assert!(e.starts_with("model bad.json: format version 2 is not supported: this agent reads version 1"), "{e}");
+        let e = error_of("\"format\": \"ccswitch-model\"", "\"format\": \"onnx\"");
+        assert!(e.starts_with("model bad.json: \"format\" is \"onnx\", not \"ccswitch-model\""), "{e}");
+        let e = Model::parse(&TWO_TREES[..TWO_TREES.len() / 2], "cut.json").unwrap_err().to_string();
+        assert!(e.starts_with("model cut.json: not valid JSON (EOF while parsing") && e.contains("truncated"), "{e}");
+        let e = Model::parse("[1, 2]", "list.json").unwrap_err().to_string();
+        assert!(e.contains("not a ccswitch model"), "{e}");
+        let e = Model::load(Path::new("/nonexistent/m.json")).unwrap_err().to_string();
+        assert!(e.starts_with("model /nonexistent/m.json: cannot read it: "), "{e}");
+    }
+
+    #[test]
+    fn unknown_features_classes_and_fields_are_refused() {
+        let e = error_of("\"loss_rate\"]", "\"loss_ratio\"]");
+        assert!(e.contains("features[1] = \"loss_ratio\": unknown feature; known: min_rtt_ms"), "{e}");
+        let e = error_of("\"hybla\"]", "\"hyblaa\"]");
+        assert!(e.contains("classes[2] = \"hyblaa\": unknown algorithm"), "{e}");
+        let e = error_of("\"hybla\"]", "\"reno-datapath\"]");
+        assert!(e.contains("classes[2] = \"reno-datapath\": reno-datapath brings its own datapath program"), "{e}");
+        let e = error_of("\"hybla\"]", "\"bbr\"]");
+        assert!(e.contains("classes[2] = \"bbr\": repeated"), "{e}");
+        let e = error_of("\"kind\": \"forest\"", "\"kind\": \"forest\", \"colour\": 1");
+        assert!(e.contains("unknown field `colour`"), "{e}");
+        let e = error_of("\"kind\": \"forest\"", "\"kind\": \"boosting\"");
+        assert!(e.contains("kind = \"boosting\""), "{e}");
+        let e = error_of("\"kind\": \"first\"", "\"kind\": \"rolling\"");
+        assert!(e.contains("window: kind = \"rolling\""), "{e}");
+        let e = error_of("\"min_samples\": 8", "\"min_samples\": 21");
+        assert!(e.contains("min_samples = 21: must be between 1 and the window's samples (20)"), "{e}");
+    }
+
+    #[test]
+    fn trees_that_point_backwards_outside_or_past_the_features_are_refused() {
+        let e = error_of("\"children_left\": [1, -1, -1]", "\"children_left\": [0, -1, -1]");
+        assert!(e.contains("tree 1: node 0: children_left = 0: must be -1 (a leaf) or a later node"), "{e}");
+        let e = error_of("\"children_right\": [2, -1, -1]", "\"children_right\": [7, -1, -1]");
+        assert!(e.contains("tree 1: node 0: children_right = 7"), "{e}");
+        let e = error_of("\"feature\": [1, -2, -2]", "\"feature\": [2, -2, -2]");
+        assert!(e.contains("tree 1: node 0: feature = 2: the model has 2 features"), "{e}");
+        let e = error_of("\"threshold\": [0.01, -2.0, -2.0]", "\"threshold\": [0.01, -2.0]");
+        assert!(e.contains("tree 1: threshold has 2 entries, children_left 3"), "{e}");
+        let e = error_of("[0, 0.5, 0.5]", "[0, 0.5]");
+        assert!(e.contains("tree 1: node 1: value has 2 entries for 3 classes"), "{e}");
+        let e = error_of("[0, 0.5, 0.5]", "[0, 0, 0]");
+        assert!(e.contains("tree 1: node 1: a leaf without class weights"), "{e}");
+        let e = error_of("[0, 0.5, 0.5]", "[0, -0.5, 0.5]");
+        assert!(e.contains("tree 1: node 1: value holds -0.5"), "{e}");
+        let e = error_of("\"trees\": [", "\"trees\": [], \"x\": [");
+        assert!(e.contains("unknown field `x`"), "{e}");
+    }
+
+    #[test]
+    fn every_problem_is_listed_in_one_error() {
+        let text = TWO_TREES.replace("\"loss_rate\"]", "\"loss_ratio\"]").replace("\"hybla\"]", "\"nope\"]").replace("\"samples\": 20", "\"samples\": 0");
+        let e = Model::parse(&text, "m.json").unwrap_err();
+        assert_eq!(e.problems.len(), 3, "{e}");
+        assert!(e.to_string().starts_with("model m.json: 3 problems:\n  - features[1]"), "{e}");
+    }
+}

@@ -1,0 +1,116 @@
+"""Every learner notebook runs to the end with small parameters, and what it writes parses:
+the model file, its golden data (sklearn's answers, reproduced by the format's reference
+evaluator), the rules policy (which the agent loads), and the report.
+
+The notebooks run on learner/data/small.parquet, the small dataset a real sweep produced,
+once it is in git (missing then is a failure, not a skip); before that, on a synthetic
+dataset written by tests/python/learner_synthetic.py into a temporary directory. Outputs go
+to a temporary directory: the shipped models are never overwritten."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tomllib
+
+from ccswitch.experiments import runner
+from ccswitch.learner import export
+
+import learner_synthetic
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((REPO / "learner" / "notebooks").glob("*.py"))
+SMALL = "learner/data/small.parquet"
+KERNEL = "ccswitch"
+
+
+def small_dataset(tmp_path) -> Path:
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "--error-unmatch", SMALL],
+                             capture_output=True, text=True).returncode == 0
+    if tracked:
+        path = REPO / SMALL
+        assert path.exists(), f"{SMALL} is in git but missing from the work tree"
+        return path
+    return Path(learner_synthetic.write_synthetic_parquet(tmp_path / "synthetic.parquet", n_paths=40, reps=3))
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no learner/notebooks/*.py"
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """Run every notebook once; {notebook name: (output dir, model name)}."""
+    import jupytext
+    import papermill
+
+    tmp = tmp_path_factory.mktemp("notebooks")
+    data = small_dataset(tmp)
+    done = {}
+    for nb_path in NOTEBOOKS:
+        nb = jupytext.read(nb_path)
+        tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(tagged) == 1, f"{nb_path.name}: needs exactly one cell tagged 'parameters'"
+        src = tmp / (nb_path.stem + ".ipynb")
+        jupytext.write(nb, src)
+        out_dir = tmp / nb_path.stem
+        name = "test-" + nb_path.stem
+        papermill.execute_notebook(
+            str(src), str(tmp / (nb_path.stem + ".out.ipynb")), kernel_name=KERNEL, cwd=str(nb_path.parent),
+            progress_bar=False,
+            parameters=dict(dataset=str(data), out_dir=str(out_dir), model_name=name, n_trees=8, max_depth=4,
+                            cv_folds=2, rules_depth=3, golden_rows=10_000, seed=3),
+        )
+        done[nb_path.stem] = (out_dir, name)
+    return done
+
+
+def test_every_notebook_runs_and_writes_a_model_golden_data_rules_and_a_report(executed):
+    for stem, (out_dir, name) in executed.items():
+        model = export.read_model(out_dir / f"{name}.json")
+        assert model["name"] == name
+        features, x, label, classes, proba = export.read_golden(out_dir / f"{name}.golden.csv")
+        assert features == model["features"] and classes == model["classes"]
+        assert len(x) >= 10_000
+        # the file's semantics give sklearn's answers on every golden vector
+        assert export.predict_dict(model, x) == label
+        assert np.allclose(export.predict_proba_dict(model, x), proba, rtol=0, atol=1e-15)
+        policy = tomllib.loads((out_dir / f"{name}.rules.toml").read_text())
+        assert policy["window"] == model["window"] and policy["rule"]
+        report = json.loads((out_dir / f"{name}.report.json").read_text())
+        policies = {row["policy"] for row in report["held_out"]}
+        assert "oracle" in policies and {f"always {c}" for c in report["candidates"]} <= policies
+        for png in ("regret", "model"):
+            assert (out_dir / f"{name}.{png}.png").stat().st_size > 0
+
+
+def agent_binary():
+    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} not built (make build)")
+    return path
+
+
+def test_the_agent_loads_each_notebooks_rules_policy(executed, tmp_path):
+    for stem, (out_dir, name) in executed.items():
+        sock = tmp_path / f"{stem}.sock"
+        log = tmp_path / f"{stem}.log"
+        with open(log, "w") as fh:
+            agent = subprocess.Popen([agent_binary(), "--socket", str(sock), "--policy", str(out_dir / f"{name}.rules.toml")],
+                                     stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 20
+            while not sock.exists() and agent.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert agent.poll() is None, f"the agent refused {name}.rules.toml:\n{log.read_text()}"
+            assert sock.exists(), f"the agent did not listen within 20 s:\n{log.read_text()}"
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            agent.wait(timeout=10)
+        assert f"policy={name}-rules" in log.read_text(), log.read_text()
