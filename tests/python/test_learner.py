@@ -329,3 +329,14 @@ def test_a_dataset_names_its_candidates_by_spec_and_carries_its_window(tmp_path)
 def test_the_constant_reference_is_the_algorithm_best_on_average():
     cost = labels.cost_matrix(np.array([[1.0, 1.1], [1.0, 1.1], [5.0, 1.0]]))
     assert training.fit("constant", "-", np.zeros((3, 1)), cost, max_depth=None).predict(np.zeros((2, 1))).tolist() == [1, 1]
+
+
+def test_a_dataset_with_missing_feature_values_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = learner_synthetic.synthetic_table(n_paths=3, reps=2, seed=1)
+    cols["f_rtt_cov"][2] = None
+    pq.write_table(pa.table(cols), tmp_path / "d.parquet")
+    with pytest.raises(ValueError, match=r"\['rtt_cov'\] hold missing"):
+        training.load_dataset(tmp_path / "d.parquet")

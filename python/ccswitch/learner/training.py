@@ -95,6 +95,10 @@ def load_dataset(path, candidates: Optional[Sequence[str]] = None, features: Opt
             raise ValueError(f"{path}: no {col!r} column")
     tct = labels.tct_matrix(df, cands)
     df = df[labels.usable_rows(tct)].reset_index(drop=True)
+    bad = [f for f in feats if not np.isfinite(df["f_" + f].to_numpy(dtype=np.float64)).all()]
+    if bad:
+        # scikit-learn's trees would learn where missing values go, which the model file cannot say
+        raise ValueError(f"{path}: features {bad} hold missing or infinite values")
     w = settings.get("window")
     window = {"kind": w["kind"], "samples": int(w["samples"])} if w else None
     decide = {"min_samples": int(w["min_samples"])} if w else None
