@@ -33,6 +33,7 @@ TRANSFER_COLUMNS = [
     ("cc_observed", "string"),   # congestion control seen on the server socket (ss -ti), if caught
     ("started_at", "string"),    # ISO 8601 UTC
     ("wall_s", "float64"),       # wall time of the whole mahimahi+curl invocation
+    ("load1", "float64"),        # the machine's 1-minute load average as the transfer started
     ("error", "string"),         # null when the transfer succeeded; curl's own message on a curl error
     ("curl_exit", "int32"),      # curl's exit status when it failed (28 = timed out), else null
     # the path (scenario's client), so that a table of transfers needs no scenario beside it

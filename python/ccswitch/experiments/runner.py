@@ -372,8 +372,15 @@ def transfer_status(row: dict) -> str:
 
 class Runner:
     def __init__(self, scenario: Scenario, out_dir: str, *, quiet: bool = False,
-                 schemes_checked: bool = False) -> None:
+                 schemes_checked: bool = False, schedule: Optional[List[tuple]] = None,
+                 on_row: Optional[Callable[[dict], None]] = None) -> None:
         self.sc = scenario
+        #: the transfers to run, (repetition, client, scheme, file_bytes) in order; None = the
+        #: scenario's own schedule (`Scenario.transfers`). A sweep passes the cells it still needs.
+        self.schedule = schedule
+        #: called with each finished row, after it is appended to transfers.jsonl (a sweep
+        #: stores its cell there)
+        self.on_row = on_row
         #: the agent already accepted every agent scheme (check_agent_schemes)
         self.schemes_checked = schemes_checked
         #: scheme label -> why its agent failed; its later transfers are not run
@@ -507,6 +514,8 @@ class Runner:
     def new_row(rep: int, client: Client, scheme: Scheme, size: int) -> dict:
         """A transfer's row before it runs: what was asked (the path's parameters included)."""
         row = {"client": client.name, "scheme": scheme.label, "repetition": rep + 1, "file_bytes": size,
+               # the machine's 1-minute load average as the transfer starts: finds noisy ones later
+               "load1": os.getloadavg()[0],
                "tct_s": None, "ttfb_s": None, "connect_s": None, "bytes": None, "http_code": None,
                "sha256_ok": False, "cc_observed": None, "client_addr": None, "started_at": _utcnow(), "wall_s": None,
                "error": None, "curl_exit": None}
@@ -655,8 +664,8 @@ class Runner:
 
     def _run_transfers(self, jsonl: "results.JsonlLog") -> None:
         sc = self.sc
-        total = sc.n_transfers
-        schedule = list(sc.transfers())
+        schedule = list(self.schedule) if self.schedule is not None else list(sc.transfers())
+        total = len(schedule)
         for i, (rep, client, scheme, size) in enumerate(schedule, 1):
             self.remaining = schedule[i:]
             row = None
@@ -683,6 +692,8 @@ class Runner:
             row["transfer"] = i
             self.rows.append(row)
             jsonl.append(row)
+            if self.on_row is not None:
+                self.on_row(row)
             status = transfer_status(row)
             tct = f"{row['tct_s']:.2f} s" if row["tct_s"] is not None else "-"
             cc = (f" (server socket used {row['cc_observed']})"
