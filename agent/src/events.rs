@@ -3,6 +3,9 @@
 //! reported). Times are the agent's wall clock, µs since the Unix epoch; rates in bit/s.
 //!
 //! - `flow`: a flow was created (src/sport are the sender's side, dst/dport the receiver's);
+//!   `start` says where its algorithm came from (`pinned`, `datapath`, `memory`, `initial` or
+//!   `algorithm`), `start_reason` why, and `memory` what the destination memory held when it
+//!   was consulted (`prefix`, `algorithm` or null, `score`), else null;
 //! - `report`: one report of the standard program and the window/rate answered to it;
 //!   `on_report_errors`, present once a Python algorithm's `on_report` raised, counts the
 //!   flow's exceptions so far (the report was answered with the window kept);
@@ -22,6 +25,7 @@ use serde_json::{json, Value};
 use tracing::warn;
 
 use crate::flow::Switch;
+use crate::memory::Start;
 use crate::registry::{Endpoints, FlowKey};
 
 pub struct EventLog {
@@ -61,12 +65,13 @@ impl EventLog {
         }
     }
 
-    pub fn flow(&self, key: FlowKey, ends: &Endpoints, algorithm: &str) {
-        self.write(
-            json!({"event": "flow", "src": ends.src.to_string(), "sport": ends.sport,
-                   "dst": ends.dst.to_string(), "dport": ends.dport, "algorithm": algorithm}),
-            key,
-        );
+    pub fn flow(&self, key: FlowKey, ends: &Endpoints, algorithm: &str, start: &Start) {
+        let mut event = json!({"event": "flow", "src": ends.src.to_string(), "sport": ends.sport,
+                   "dst": ends.dst.to_string(), "dport": ends.dport, "algorithm": algorithm});
+        if let (Value::Object(e), Value::Object(s)) = (&mut event, start.to_json()) {
+            e.extend(s);
+        }
+        self.write(event, key);
     }
 
     pub fn report(

@@ -181,6 +181,14 @@ impl FlowController {
         self.selector.as_mut()
     }
 
+    /// The algorithm spec this flow votes for in the destination memory when it ends: the one
+    /// it runs, if the selector made its first decision under the policy in force and no pin
+    /// holds the flow (see crate::memory).
+    pub fn memory_vote(&self) -> Option<&str> {
+        let selector = self.selector.as_ref().filter(|s| s.decided() && self.pinned.is_none())?;
+        Some(selector.current_algorithm())
+    }
+
     pub fn features(&self) -> Option<Features> {
         self.selector.as_ref().map(Selector::features)
     }

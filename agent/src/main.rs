@@ -8,6 +8,7 @@ mod bench;
 mod control;
 mod events;
 mod flow;
+mod memory;
 mod program;
 mod python;
 mod registry;
@@ -45,6 +46,10 @@ struct Args {
     /// the policy's initial algorithm (else --algorithm) and switch as it decides.
     #[arg(long, value_name = "SPEC")]
     policy: Option<String>,
+    /// Switch the per-destination memory off whatever the policy's [memory] says: every policy
+    /// flow starts on the policy's initial algorithm and closing flows teach it nothing.
+    #[arg(long)]
+    no_destination_memory: bool,
     /// Append every flow's creation, reports, algorithm switches and close to FILE, one JSON
     /// object per line.
     #[arg(long, value_name = "FILE")]
@@ -203,6 +208,9 @@ fn main() -> Result<()> {
     }
     let events = args.events.as_deref().map(events::EventLog::create).transpose()?;
     let registry = Arc::new(registry::Registry::new(policy));
+    if args.no_destination_memory {
+        registry.memory().switch_off();
+    }
     let result = (|| {
         if let Some(path) = &args.control_socket {
             control::serve(Arc::clone(&registry), path, args.socket_mode, &owned)?;

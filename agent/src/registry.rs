@@ -28,6 +28,7 @@ use anyhow::{anyhow, bail, Result};
 use ccswitch_algorithms::Instance;
 
 use crate::selector::features::Features;
+use crate::memory::DestinationMemory;
 use crate::selector::policy::Policy;
 
 /// A flow, as the agent names it: its datapath (1, 2, ... in connection order) and the
@@ -249,6 +250,8 @@ pub struct Registry {
     pins: Mutex<Pins>,
     policy: RwLock<Option<Arc<Policy>>>,
     generation: AtomicU64,
+    /// Which algorithm flows to each destination prefix ended on (crate::memory).
+    memory: DestinationMemory,
 }
 
 impl Registry {
@@ -258,7 +261,13 @@ impl Registry {
             pins: Mutex::new(Pins::default()),
             policy: RwLock::new(policy),
             generation: AtomicU64::new(0),
+            memory: DestinationMemory::default(),
         }
+    }
+
+    /// The per-destination memory, used under a policy (its settings are the policy's).
+    pub fn memory(&self) -> &DestinationMemory {
+        &self.memory
     }
 
     /// A new flow (at CREATE), running `algorithm`.

@@ -32,6 +32,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::events::EventLog;
 use crate::flow::{self, Answer, FlowController, ProgramCache, Switch};
+use crate::memory::{Start, StartFrom};
 use crate::program::{CompiledProgram, SimpleProgram};
 use crate::registry::{Endpoints, FlowKey, Registry};
 use crate::selector::policy::Policy;
@@ -66,6 +67,7 @@ impl Agent {
         match self.registry.policy() {
             Some(p) => info!(
                 socket = %socket.display(), algorithm = %p.initial(), policy = %p.name(),
+                memory = %self.registry.memory().state(Some(p.memory())).map_or_else(|why| format!("off: {why}"), |()| p.memory().to_string()),
                 "agent listening; flows start on the policy's initial algorithm unless their datapath asks for a known one"
             ),
             None => info!(socket = %socket.display(), algorithm = %self.default_algorithm, "agent listening"),
@@ -267,15 +269,32 @@ impl Connection<'_> {
                 let pinned = registry.pinned_for(key, &endpoints);
                 let policy = registry.policy();
                 let requested = c.cong_alg.trim_matches(char::from(0)).to_string();
-                let spec = match (&pinned, flow::instantiate(&requested)) {
-                    (Some(spec), _) => spec.clone(),
-                    (None, Ok(_)) if !requested.is_empty() => requested,
+                let mut start = match (&pinned, flow::instantiate(&requested)) {
+                    (Some(spec), _) => Start::plain(StartFrom::Pinned, spec, "a pin covers the flow"),
+                    (None, Ok(_)) if !requested.is_empty() => {
+                        Start::plain(StartFrom::Datapath, &requested, "the datapath asked for it")
+                    }
                     _ => match &policy {
-                        Some(p) => p.initial().to_string(),
-                        None => self.agent.default_algorithm.clone(),
+                        // The destination's memory, else the policy's initial algorithm.
+                        Some(p) => registry.memory().start(endpoints.dst, p.memory(), p.initial(), |a| {
+                            a == p.initial() || p.algorithms().iter().any(|x| x == a)
+                        }),
+                        None => Start::plain(StartFrom::Algorithm, &self.agent.default_algorithm, "no policy: --algorithm"),
                     },
                 };
-                let instance = flow::instantiate(&spec)?;
+                let instance = match flow::instantiate(&start.spec) {
+                    // What the memory remembers ran before; should it fail now, start as if
+                    // nothing were remembered.
+                    Err(e) if start.from == StartFrom::Memory => {
+                        let initial = policy.as_ref().map_or(self.agent.default_algorithm.as_str(), |p| p.initial());
+                        start.reason = format!("{}, which fails now ({e:#})", start.reason);
+                        start.from = StartFrom::Initial;
+                        start.spec = initial.to_string();
+                        flow::instantiate(initial)?
+                    }
+                    other => other?,
+                };
+                let spec = start.spec.as_str();
                 let name = instance.name().to_string();
                 let (mut ctl, answer) = FlowController::new(
                     instance, c.mss, c.init_cwnd, &self.agent.simple, &self.agent.programs,
@@ -283,7 +302,7 @@ impl Connection<'_> {
                 if let Some(p) = &policy {
                     let mut selector = Selector::new(Arc::clone(p));
                     // The flow may start on something other than the policy's initial algorithm.
-                    selector.note_switch(&spec, 0);
+                    selector.note_switch(spec, 0);
                     ctl.set_selector(selector);
                 }
                 if let Some(spec) = &pinned {
@@ -293,11 +312,12 @@ impl Connection<'_> {
                     datapath = self.datapath, sid = c.sid, algorithm = %name, mss = c.mss,
                     init_cwnd = c.init_cwnd, src = %endpoints.src, sport = c.src_port,
                     dst = %endpoints.dst, dport = c.dst_port,
-                    policy = policy.as_ref().map(|p| p.name()), pinned = pinned.is_some(), "flow created"
+                    policy = policy.as_ref().map(|p| p.name()), pinned = pinned.is_some(),
+                    start = start.from.as_str(), start_reason = %start.reason, "flow created"
                 );
                 registry.register(key, endpoints, &name);
                 if let Some(ev) = &self.agent.events {
-                    ev.flow(key, &endpoints, &name);
+                    ev.flow(key, &endpoints, &name, &start);
                 }
                 self.flows.insert(c.sid, FlowEntry { ctl, endpoints, generation, policy });
                 self.answer(c.sid, answer)
@@ -346,9 +366,17 @@ impl Connection<'_> {
     fn closed(&self, sid: u32, entry: &FlowEntry) {
         let key = self.key(sid);
         let ctl = &entry.ctl;
+        // A flow the selector decided for tells the memory what its destination ended on.
+        let registry = &self.agent.registry;
+        let remembered = match (ctl.memory_vote(), registry.policy()) {
+            (Some(spec), Some(policy)) => {
+                registry.memory().vote(entry.endpoints.dst, spec, policy.memory()).map(|p| format!("{p} {spec}"))
+            }
+            _ => None,
+        };
         info!(
             datapath = self.datapath, sid, algorithm = ctl.name(), reports = ctl.reports,
-            switches = ctl.switches, cwnd = ctl.cwnd_bytes(), "flow closed"
+            switches = ctl.switches, cwnd = ctl.cwnd_bytes(), remembered, "flow closed"
         );
         self.agent.registry.remove(key);
         if let Some(ev) = &self.agent.events {

@@ -109,13 +109,11 @@ impl Selector {
     }
 
     /// The algorithm the selector believes the flow runs.
-    #[cfg(test)]
     pub fn current_algorithm(&self) -> &str {
         &self.current
     }
 
     /// Whether the current policy has made its first decision for this flow.
-    #[cfg(test)]
     pub fn decided(&self) -> bool {
         self.decided
     }

@@ -26,6 +26,9 @@
 //! [[rule]]
 //! when = "min_rtt_ms < rtt_threshold_ms and loss_rate > 0"
 //! use = "illinois"          # any simple-API algorithm spec, e.g. "cubic:beta=0.8", or py:...
+//!
+//! [memory]                  # optional: per-destination memory, read by crate::memory
+//! enabled = true            # (also prefix_v4, prefix_v6, half_life_s, min_score, capacity)
 //! ```
 //!
 //! Instead of rules and a default, a policy may name a learned model (`model = "PATH"`, relative
@@ -57,6 +60,7 @@ use ccswitch_selection::model::Model;
 use toml::{Table, Value};
 
 use super::features::{FeatureWindow, Features, MAX_WINDOW_SAMPLES};
+use crate::memory::MemorySettings;
 
 const MYSTIQUE: &str = include_str!("../../policies/mystique.toml");
 const MCC_WIFI: &str = include_str!("../../policies/mcc-wifi.toml");
@@ -79,6 +83,8 @@ struct PolicyFile {
     hysteresis: Option<HysteresisFile>,
     params: BTreeMap<String, f64>,
     rule: Vec<RuleFile>,
+    /// `[memory]`: per-destination memory (crate::memory).
+    memory: MemorySettings,
     /// Missing, mistyped and unknown fields.
     problems: Vec<String>,
 }
@@ -239,6 +245,7 @@ pub struct Policy {
     /// Every algorithm the rules and the default may choose, without repeats, in order; with a
     /// model, its classes in order.
     algorithms: Vec<String>,
+    memory: MemorySettings,
 }
 
 impl Policy {
@@ -256,6 +263,12 @@ impl Policy {
         "decide.min_samples",
         "hysteresis.min_dwell_ms",
         "hysteresis.agreeing",
+        "memory.enabled",
+        "memory.prefix_v4",
+        "memory.prefix_v6",
+        "memory.half_life_s",
+        "memory.min_score",
+        "memory.capacity",
     ];
 
     fn builtin_text(name: &str) -> Option<&'static str> {
@@ -366,6 +379,11 @@ impl Policy {
         &self.algorithms
     }
 
+    /// The `[memory]` settings: per-destination memory of the algorithms flows ended on.
+    pub fn memory(&self) -> &MemorySettings {
+        &self.memory
+    }
+
     /// Apply the rules: the algorithm and why (`rule 2: ...` or `default: no rule matched`).
     #[cfg(test)]
     pub fn decide(&self, features: &Features) -> (String, String) {
@@ -450,6 +468,7 @@ impl Policy {
                 "nodes": m.nodes(),
                 "max_depth": m.max_depth(),
             })),
+            "memory": self.memory.to_json(),
             "summary": self.to_string(),
         })
     }
@@ -515,6 +534,7 @@ impl fmt::Display for Policy {
                 m.classes().join(", ")
             )?;
         }
+        writeln!(f, "  memory: {}", self.memory)?;
         for (i, rule) in self.rules.iter().enumerate() {
             let when = rule.when.as_ref().map_or_else(|| "always".to_string(), |c| self.render(c));
             writeln!(f, "  rule {}: {when} -> {}", i + 1, self.algorithms[rule.algorithm])?;
@@ -559,7 +579,7 @@ fn problems(errors: &[String]) -> String {
 }
 
 /// The keys each table of a policy file may have (README.md, "Policy files", documents each).
-const TOP_FIELDS: &[&str] = &["name", "description", "initial", "default", "model", "window", "decide", "hysteresis", "params", "rule"];
+const TOP_FIELDS: &[&str] = &["name", "description", "initial", "default", "model", "window", "decide", "hysteresis", "params", "rule", "memory"];
 const WINDOW_FIELDS: &[&str] = &["kind", "samples"];
 const DECIDE_FIELDS: &[&str] = &["spatial", "temporal", "min_samples"];
 const HYSTERESIS_FIELDS: &[&str] = &["min_dwell_ms", "agreeing"];
@@ -728,7 +748,8 @@ fn read_file(table: &Table) -> PolicyFile {
         Some(other) => top.wrong("rule", "an array of tables ([[rule]])", other),
     }
 
-    PolicyFile { name, description, initial, default, model, window, decide, hysteresis, params, rule: rules, problems }
+    let memory = MemorySettings::read(top.get("memory", None), top.errors);
+    PolicyFile { name, description, initial, default, model, window, decide, hysteresis, params, rule: rules, memory, problems }
 }
 
 fn apply_overrides(file: &mut PolicyFile, overrides: &str) -> Result<(), String> {
@@ -779,6 +800,7 @@ fn set(file: &mut PolicyFile, key: &str, value: &str) -> Result<(), String> {
         "hysteresis.agreeing" => {
             file.hysteresis.get_or_insert_with(Default::default).agreeing = number(value, whole)?
         }
+        memory if memory.starts_with("memory.") => file.memory.set(&memory["memory.".len()..], value)?,
         param => {
             let known = file.params.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
             let slot = file.params.get_mut(param).ok_or_else(|| {
@@ -850,6 +872,7 @@ fn build(file: PolicyFile, origin: &str, dir: Option<&Path>) -> Result<Policy> {
     // Every declared param, valid or not, so that rules naming a broken one are not blamed too.
     let params: Vec<Param> = file.params.iter().map(|(name, &value)| Param { name: name.clone(), value }).collect();
     errors.extend(params.iter().filter_map(check_param));
+    errors.extend(file.memory.check());
     if let Some(Err(e)) = file.initial.as_deref().map(check_algorithm) {
         errors.push(format!("initial = {:?}: {e}", file.initial.as_deref().unwrap_or_default()));
     }
@@ -927,6 +950,7 @@ fn build(file: PolicyFile, origin: &str, dir: Option<&Path>) -> Result<Policy> {
         rules,
         model: model.map(Arc::new),
         algorithms,
+        memory: file.memory,
     })
 }
 
@@ -1252,7 +1276,7 @@ mod tests {
         let tables = [("", TOP_FIELDS), ("[window]", WINDOW_FIELDS), ("[decide]", DECIDE_FIELDS), ("[hysteresis]", HYSTERESIS_FIELDS), ("[[rule]]", RULE_FIELDS)];
         for (table, fields) in tables {
             assert!(section.contains(table), "README's policy section lacks {table}");
-            for field in fields.iter().filter(|f| !["window", "decide", "hysteresis", "params", "rule"].contains(f)) {
+            for field in fields.iter().filter(|f| !["window", "decide", "hysteresis", "params", "rule", "memory"].contains(f)) {
                 assert!(section.contains(&format!("\n{field} = ")), "README's policy section does not document {table} {field}");
             }
         }

@@ -1,0 +1,270 @@
+//! The per-destination memory as a datapath sees it: a real `ccswitch-agent` under a policy,
+//! driven by a fake CCP datapath over its socket. Flows to one /24 that the policy decided
+//! for end on its choice; the next flow there starts on that choice, while a flow to another
+//! prefix, and flows after others that ended before any decision, start on `initial`. With
+//! `--no-destination-memory` nothing is remembered. Where each flow started is read from the
+//! `flow` events of `--events`, written before the agent answers the CREATE.
+
+use std::io::{Read, Write};
+use std::net::Ipv4Addr;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ccswitch_ccp::wire::{self, Create, FrameReader, Measure, Msg, Ready};
+use serde_json::Value;
+
+const MSS: u32 = 1448;
+const SERVER: Ipv4Addr = Ipv4Addr::new(192, 168, 7, 2);
+const RTT_US: u64 = 50_000;
+
+/// Decides at the second RTT sample: an RTT above a second would mean vegas, anything else is
+/// bbr (the default); flows start on cubic.
+const POLICY: &str = r#"
+name = "memory-test"
+initial = "cubic"
+default = "bbr"
+[window]
+kind = "first"
+samples = 2
+[[rule]]
+when = "min_rtt_ms > 1000"
+use = "vegas"
+"#;
+
+struct Agent {
+    child: Child,
+    dir: PathBuf,
+    socket: PathBuf,
+    events: PathBuf,
+    log: PathBuf,
+}
+
+impl Agent {
+    /// An agent running the policy `policy` (TOML text), with `extra` arguments.
+    fn start(test: &str, policy: &str, extra: &[&str]) -> Agent {
+        let dir = std::env::temp_dir().join(format!("ccsw-memory-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (socket, events, log, policy_file) =
+            (dir.join("agent.sock"), dir.join("events.jsonl"), dir.join("agent.log"), dir.join("policy.toml"));
+        std::fs::write(&policy_file, policy).unwrap();
+        let log_file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_ccswitch-agent"))
+            .args(["--socket", socket.to_str().unwrap(), "--policy", policy_file.to_str().unwrap()])
+            .args(["--events", events.to_str().unwrap(), "--log-level", "info"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .unwrap();
+        let mut agent = Agent { child, dir, socket, events, log };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !agent.socket.exists() {
+            if let Some(status) = agent.child.try_wait().unwrap() {
+                panic!("the agent exited with {status}:\n{}", agent.log_text());
+            }
+            assert!(Instant::now() < deadline, "the agent did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        agent
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn connect(&self) -> Datapath {
+        let s = UnixStream::connect(&self.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut dp = Datapath { s, frames: FrameReader::new(), uid: 0, now_us: 1_000_000 };
+        dp.send(&Msg::Ready(Ready { id: 1 }));
+        let Msg::InstallExpr(install) = dp.recv() else { panic!("no program installed") };
+        dp.uid = install.program_uid;
+        dp
+    }
+
+    /// The `flow` event of the flow with socket id `sid` (the latest, if several).
+    fn flow_event(&self, sid: u32) -> Value {
+        let text = std::fs::read_to_string(&self.events).unwrap();
+        text.lines()
+            .rev()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|e| e["event"] == "flow" && e["sid"] == sid)
+            .unwrap_or_else(|| panic!("no flow event for sid {sid} in:\n{text}"))
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct Datapath {
+    s: UnixStream,
+    frames: FrameReader,
+    uid: u32,
+    now_us: u64,
+}
+
+impl Datapath {
+    fn send(&mut self, m: &Msg) {
+        self.s.write_all(&m.encode().unwrap()).unwrap();
+    }
+
+    fn recv(&mut self) -> Msg {
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(frame) = self.frames.next_frame().unwrap() {
+                return wire::decode(&frame).unwrap().0;
+            }
+            let n = self.s.read(&mut buf).expect("the agent answered");
+            assert!(n > 0, "the agent closed the connection");
+            self.frames.push(&buf[..n]);
+        }
+    }
+
+    /// A flow from the server to `client`; waits for the agent's CHANGE_PROG.
+    fn create(&mut self, sid: u32, client: Ipv4Addr) {
+        self.send(&Msg::Create(Create {
+            sid,
+            init_cwnd: 10 * MSS,
+            mss: MSS,
+            src_ip: SERVER.into(),
+            src_port: 8080,
+            dst_ip: client.into(),
+            dst_port: 40_000 + sid,
+            cong_alg: String::new(),
+        }));
+        loop {
+            match self.recv() {
+                Msg::ChangeProg(c) if c.sid == sid => return,
+                Msg::InstallExpr(_) => continue,
+                other => panic!("expected CHANGE_PROG for {sid}, got {other:?}"),
+            }
+        }
+    }
+
+    /// One report of the standard program (fields in declaration order: acked, lost,
+    /// timeout, ecn, rtt, minrtt, inflight, rate, now); waits for the answer.
+    fn report(&mut self, sid: u32) {
+        self.now_us += RTT_US;
+        let acked = 10 * u64::from(MSS);
+        let fields = vec![acked, 0, 0, 0, RTT_US, RTT_US, acked, 2_000_000, self.now_us];
+        self.send(&Msg::Measure(Measure { sid, program_uid: self.uid, fields }));
+        match self.recv() {
+            Msg::UpdateFields(u) if u.sid == sid => {}
+            other => panic!("expected UPDATE_FIELDS for {sid}, got {other:?}"),
+        }
+    }
+
+    /// Close the flow (a report without fields; the agent does not answer).
+    fn close(&mut self, sid: u32) {
+        self.send(&Msg::Measure(Measure { sid, program_uid: 0, fields: Vec::new() }));
+    }
+
+    /// A whole flow to `client`: `reports` reports, then its close.
+    fn flow(&mut self, sid: u32, client: Ipv4Addr, reports: usize) {
+        self.create(sid, client);
+        for _ in 0..reports {
+            self.report(sid);
+        }
+        self.close(sid);
+    }
+}
+
+fn start_of(event: &Value) -> (&str, &str) {
+    (event["start"].as_str().unwrap(), event["algorithm"].as_str().unwrap())
+}
+
+#[test]
+fn the_next_flow_to_a_destination_starts_on_what_the_last_ones_ended_on() {
+    let agent = Agent::start("remembers", POLICY, &[]);
+    let mut dp = agent.connect();
+    // Two flows to 10.1.2.0/24 that the policy decided for: cubic, then bbr.
+    dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
+    assert_eq!(start_of(&agent.flow_event(1)), ("initial", "cubic"));
+    assert_eq!(agent.flow_event(1)["start_reason"], "nothing remembered for 10.1.2.0/24");
+    dp.flow(2, Ipv4Addr::new(10, 1, 2, 4), 3);
+    // Two more to 10.5.5.0/24 that end before any decision: no votes.
+    dp.flow(3, Ipv4Addr::new(10, 5, 5, 1), 1);
+    dp.flow(4, Ipv4Addr::new(10, 5, 5, 2), 0);
+
+    // The next flow to 10.1.2.0/24 starts on bbr, from the memory.
+    dp.create(5, Ipv4Addr::new(10, 1, 2, 200));
+    let e = agent.flow_event(5);
+    assert_eq!(start_of(&e), ("memory", "bbr"), "{e}");
+    assert_eq!(e["memory"]["prefix"], "10.1.2.0/24");
+    assert_eq!(e["memory"]["algorithm"], "bbr");
+    let score = e["memory"]["score"].as_f64().unwrap();
+    assert!(score > 1.99 && score <= 2.0, "two votes, barely decayed: {score}");
+    assert!(e["start_reason"].as_str().unwrap().starts_with("10.1.2.0/24 remembers bbr with score"), "{e}");
+    // The selector still decides for it; being on bbr already, it stays there and votes again.
+    dp.report(5);
+    dp.report(5);
+    dp.close(5);
+
+    // Another prefix, and the one whose flows never reached a decision, start on initial.
+    dp.create(6, Ipv4Addr::new(10, 1, 3, 1));
+    assert_eq!(start_of(&agent.flow_event(6)), ("initial", "cubic"));
+    assert_eq!(agent.flow_event(6)["start_reason"], "nothing remembered for 10.1.3.0/24");
+    dp.create(7, Ipv4Addr::new(10, 5, 5, 3));
+    assert_eq!(start_of(&agent.flow_event(7)), ("initial", "cubic"));
+    assert_eq!(agent.flow_event(7)["memory"]["algorithm"], Value::Null);
+    // Flow 5 voted too: three votes now.
+    dp.create(8, Ipv4Addr::new(10, 1, 2, 9));
+    let e = agent.flow_event(8);
+    assert_eq!(start_of(&e), ("memory", "bbr"));
+    assert!(e["memory"]["score"].as_f64().unwrap() > 2.99, "{e}");
+
+    let log = agent.log_text();
+    assert!(log.contains("remembered=\"10.1.2.0/24 bbr\""), "the close says what it taught:\n{log}");
+    assert!(log.contains("start=\"memory\" start_reason=10.1.2.0/24 remembers bbr with score"), "{log}");
+    assert!(log.contains("start=\"initial\" start_reason=nothing remembered for 10.1.3.0/24"), "{log}");
+}
+
+#[test]
+fn with_no_destination_memory_every_policy_flow_starts_on_initial() {
+    let agent = Agent::start("off", POLICY, &["--no-destination-memory"]);
+    let mut dp = agent.connect();
+    dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
+    dp.flow(2, Ipv4Addr::new(10, 1, 2, 4), 3);
+    dp.create(3, Ipv4Addr::new(10, 1, 2, 200));
+    let e = agent.flow_event(3);
+    assert_eq!(start_of(&e), ("initial", "cubic"), "{e}");
+    assert_eq!(e["start_reason"], "destination memory switched off by the agent's --no-destination-memory");
+    assert_eq!(e["memory"], Value::Null);
+    let log = agent.log_text();
+    assert!(!log.contains("remembered="), "{log}");
+    assert!(log.contains("memory=off: switched off by the agent's --no-destination-memory"), "{log}");
+}
+
+#[test]
+fn a_policy_with_memory_disabled_remembers_nothing() {
+    let agent = Agent::start("disabled", &format!("{POLICY}\n[memory]\nenabled = false\n"), &[]);
+    let mut dp = agent.connect();
+    dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
+    dp.flow(2, Ipv4Addr::new(10, 1, 2, 4), 3);
+    dp.create(3, Ipv4Addr::new(10, 1, 2, 200));
+    let e = agent.flow_event(3);
+    assert_eq!(start_of(&e), ("initial", "cubic"), "{e}");
+    assert_eq!(e["start_reason"], "destination memory switched off by the policy ([memory] enabled = false)");
+}
+
+#[test]
+fn a_threshold_of_one_half_trusts_a_single_flow_and_prefix_lengths_are_the_policys() {
+    let policy = format!("{POLICY}\n[memory]\nmin_score = 0.5\nprefix_v4 = 16\n");
+    let agent = Agent::start("one-vote", &policy, &[]);
+    let mut dp = agent.connect();
+    dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
+    dp.create(2, Ipv4Addr::new(10, 1, 99, 1));
+    let e = agent.flow_event(2);
+    assert_eq!(start_of(&e), ("memory", "bbr"), "{e}");
+    assert_eq!(e["memory"]["prefix"], "10.1.0.0/16");
+    dp.create(3, Ipv4Addr::new(10, 2, 0, 1));
+    assert_eq!(start_of(&agent.flow_event(3)), ("initial", "cubic"));
+}
