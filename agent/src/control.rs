@@ -1,5 +1,6 @@
 //! The control interface: a unix socket through which an operator (or `ccswitch control`)
-//! lists flows, pins flows, ports and prefixes to algorithms, and loads a policy.
+//! lists flows, pins flows, ports and prefixes to algorithms, loads a policy, and lists or
+//! clears the per-destination memory (crate::memory).
 //!
 //! Requests and responses are Cap'n Proto messages (schema: python/ccswitch/control.capnp,
 //! shared with the Python client), each in the standard stream framing: a segment table
@@ -30,6 +31,7 @@ use capnp::message::{Builder, ReaderOptions};
 use capnp::serialize;
 use tracing::{debug, error, info, warn};
 
+use crate::memory::{self, MemorySettings, MemorySnapshot, Prefix};
 use crate::registry::{FlowKey, FlowSnapshot, PinTarget, Registry};
 use crate::server::OwnedSockets;
 use crate::selector::features::Features;
@@ -40,7 +42,7 @@ pub mod control_capnp {
     include!(concat!(env!("OUT_DIR"), "/control_capnp.rs"));
 }
 
-use control_capnp::{policy_source, request, response, target};
+use control_capnp::{memory_scope, policy_source, request, response, target};
 
 /// Largest request accepted, segment table included (1 MiB: a policy file is a few KiB).
 pub const MAX_REQUEST_BYTES: usize = 1 << 20;
@@ -206,6 +208,15 @@ enum Reply {
     Flows(Vec<FlowSnapshot>),
     Pins(Vec<(PinTarget, String, usize)>),
     Policy(Option<Arc<Policy>>),
+    Memory(MemoryListing),
+}
+
+/// The destination memory as `listMemory` answers it.
+struct MemoryListing {
+    /// Ok if it works, else why not.
+    state: Result<(), &'static str>,
+    settings: MemorySettings,
+    entries: Vec<MemorySnapshot>,
 }
 
 fn decode_and_run(registry: &Registry, bytes: &[u8]) -> Result<Reply> {
@@ -233,7 +244,7 @@ fn run(registry: &Registry, req: request::Reader) -> Result<Reply> {
     let which = req.which().map_err(|capnp::NotInSchema(n)| {
         anyhow!(
             "unknown request (member {n} of the Request union); this agent knows listFlows, \
-             pin, unpin, loadPolicy, listPins and getPolicy"
+             pin, unpin, loadPolicy, listPins, getPolicy, listMemory and clearMemory"
         )
     })?;
     match which {
@@ -268,6 +279,49 @@ fn run(registry: &Registry, req: request::Reader) -> Result<Reply> {
             ))
         }
         Which::GetPolicy(()) => Ok(Reply::Policy(registry.policy())),
+        Which::ListMemory(()) => {
+            let policy = registry.policy();
+            let settings = policy.as_ref().map_or_else(MemorySettings::default, |p| p.memory().clone());
+            Ok(Reply::Memory(MemoryListing {
+                state: registry.memory().state(policy.as_ref().map(|p| p.memory())),
+                entries: registry.memory().list(&settings),
+                settings,
+            }))
+        }
+        Which::ClearMemory(scope) => clear_memory(registry, scope?),
+    }
+}
+
+fn clear_memory(registry: &Registry, scope: memory_scope::Reader) -> Result<Reply> {
+    use memory_scope::Which;
+    let which = scope.which().map_err(|capnp::NotInSchema(n)| {
+        anyhow!("unknown memory scope (member {n} of the MemoryScope union); this agent knows all and prefix")
+    })?;
+    let within = match which {
+        Which::All(()) => None,
+        Which::Prefix(text) => match PinTarget::parse_prefix(read_text(text?, "prefix")?)? {
+            PinTarget::Prefix(network, len) => Some(Prefix { network, len }),
+            other => bail!("not a prefix: {other}"),
+        },
+    };
+    let gone = registry.memory().clear(within.as_ref());
+    let listed = match gone.len() {
+        0 => String::new(),
+        n if n <= 8 => format!(" ({})", gone.iter().map(Prefix::to_string).collect::<Vec<_>>().join(", ")),
+        _ => format!(" ({}, ...)", gone[..8].iter().map(Prefix::to_string).collect::<Vec<_>>().join(", ")),
+    };
+    info!(within = within.map(|p| p.to_string()), forgotten = gone.len(), "control: destination memory cleared");
+    match (within, gone.len()) {
+        (Some(w), 0) => bail!("the destination memory holds no prefix inside {w}"),
+        (Some(w), n) => Ok(Reply::Ok(format!("forgot {} inside {w}{listed}", prefixes(n)))),
+        (None, n) => Ok(Reply::Ok(format!("forgot all {}{listed}", prefixes(n)))),
+    }
+}
+
+fn prefixes(n: usize) -> String {
+    match n {
+        1 => "1 prefix".into(),
+        n => format!("{n} prefixes"),
     }
 }
 
@@ -357,8 +411,31 @@ fn encode(reply: &Reply) -> Vec<u8> {
                 out.set_summary(p.to_string().trim_end());
             }
         }
+        Reply::Memory(m) => write_memory(resp.init_memory(), m),
     }
     serialize::write_message_to_words(&message)
+}
+
+fn write_memory(mut out: control_capnp::memory_info::Builder, m: &MemoryListing) {
+    out.set_enabled(m.state.is_ok());
+    out.set_why(m.state.err().unwrap_or(""));
+    out.set_prefix_v4(m.settings.prefix_v4);
+    out.set_prefix_v6(m.settings.prefix_v6);
+    out.set_half_life_s(m.settings.half_life_s);
+    out.set_min_score(m.settings.min_score);
+    out.set_capacity(m.settings.capacity.min(memory::MAX_CAPACITY) as u32);
+    let mut list = out.init_entries(m.entries.len() as u32);
+    for (i, e) in m.entries.iter().enumerate() {
+        let mut entry = list.reborrow().get(i as u32);
+        entry.set_prefix(e.prefix.to_string().as_str());
+        entry.set_age_s(e.age.as_secs_f64());
+        let mut scores = entry.init_scores(e.scores.len() as u32);
+        for (j, (algorithm, score)) in e.scores.iter().enumerate() {
+            let mut s = scores.reborrow().get(j as u32);
+            s.set_algorithm(algorithm.as_str());
+            s.set_score(*score);
+        }
+    }
 }
 
 fn write_flow(mut out: control_capnp::flow_info::Builder, f: &FlowSnapshot) {
@@ -460,6 +537,28 @@ mod tests {
                 let summary = text(p.get_summary());
                 let first_line = summary.lines().next().unwrap_or("");
                 format!("policy: loaded={} name={} origin={} summary={first_line}", p.get_loaded(), text(p.get_name()), text(p.get_origin()))
+            }
+            response::Memory(m) => {
+                let m = m.unwrap();
+                let entries: Vec<String> = m
+                    .get_entries()
+                    .unwrap()
+                    .iter()
+                    .map(|e| {
+                        let scores: Vec<String> = e
+                            .get_scores()
+                            .unwrap()
+                            .iter()
+                            .map(|s| format!("{} {:.2}", s.get_algorithm().unwrap().to_str().unwrap(), s.get_score()))
+                            .collect();
+                        format!("{} [{}]", e.get_prefix().unwrap().to_str().unwrap(), scores.join(", "))
+                    })
+                    .collect();
+                format!(
+                    "memory: enabled={} why={:?} /{} /{} half_life={} min_score={} capacity={} entries=[{}]",
+                    m.get_enabled(), m.get_why().unwrap().to_str().unwrap(), m.get_prefix_v4(), m.get_prefix_v6(),
+                    m.get_half_life_s(), m.get_min_score(), m.get_capacity(), entries.join("; ")
+                )
             }
         }
     }
@@ -646,6 +745,54 @@ mod tests {
         );
         let e = answer(&r, &get);
         assert!(e.starts_with("policy: loaded=true name=mine origin=sent through the control interface"), "{e}");
+    }
+
+    fn list_memory() -> Vec<u8> {
+        request(|mut r| r.set_list_memory(()))
+    }
+
+    fn clear_memory_within(prefix: &str) -> Vec<u8> {
+        request(|r| r.init_clear_memory().set_prefix(prefix))
+    }
+
+    #[test]
+    fn the_memory_is_listed_with_its_settings_and_state() {
+        let r = Registry::new(None);
+        assert_eq!(
+            answer(&r, &list_memory()),
+            "memory: enabled=false why=\"no policy is loaded (flows start on --algorithm)\" /24 /64 half_life=600 min_score=1 capacity=4096 entries=[]"
+        );
+        let text = include_str!("../policies/mystique.toml").to_string() + "\n[memory]\nprefix_v4 = 16\nhalf_life_s = 60\n";
+        r.set_policy(Arc::new(Policy::parse(&text, "test").unwrap()));
+        let settings = r.policy().unwrap().memory().clone();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        r.memory().vote(ip("10.1.2.3"), "bbr", &settings).unwrap();
+        r.memory().vote(ip("10.1.200.3"), "hybla", &settings).unwrap();
+        r.memory().vote(ip("10.1.9.9"), "hybla", &settings).unwrap();
+        r.memory().vote(ip("2001:db8::1"), "illinois", &settings).unwrap();
+        let listed = answer(&r, &list_memory());
+        assert!(listed.starts_with("memory: enabled=true why=\"\" /16 /64 half_life=60 min_score=1 capacity=4096 entries=["), "{listed}");
+        assert!(listed.ends_with("entries=[10.1.0.0/16 [hybla 2.00, bbr 1.00]; 2001:db8::/64 [illinois 1.00]]"), "{listed}");
+        r.memory().switch_off();
+        assert!(answer(&r, &list_memory()).starts_with("memory: enabled=false why=\"switched off by the agent's --no-destination-memory\""));
+    }
+
+    #[test]
+    fn the_memory_is_cleared_whole_or_inside_a_prefix() {
+        let r = Registry::new(None);
+        let settings = MemorySettings::default();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for a in ["10.1.2.3", "10.1.3.3", "192.0.2.1", "2001:db8::1"] {
+            r.memory().vote(ip(a), "bbr", &settings).unwrap();
+        }
+        assert_eq!(answer(&r, &clear_memory_within("10.1.0.0/16")), "ok: forgot 2 prefixes inside 10.1.0.0/16 (10.1.2.0/24, 10.1.3.0/24)");
+        assert_eq!(answer(&r, &clear_memory_within("10.1.0.0/16")), "error: the destination memory holds no prefix inside 10.1.0.0/16");
+        let e = answer(&r, &clear_memory_within("10.1.2.3/16"));
+        assert!(e.starts_with("error: bad prefix \"10.1.2.3/16\": host bits are set"), "{e}");
+        assert_eq!(answer(&r, &clear_memory_within("192.0.2.0/24")), "ok: forgot 1 prefix inside 192.0.2.0/24 (192.0.2.0/24)");
+        assert_eq!(answer(&r, &request(|r| r.init_clear_memory().set_all(()))), "ok: forgot all 1 prefix (2001:db8::/64)");
+        assert_eq!(answer(&r, &request(|r| r.init_clear_memory().set_all(()))), "ok: forgot all 0 prefixes");
+        assert!(answer(&r, &list_memory()).ends_with("entries=[]"));
     }
 
     #[test]

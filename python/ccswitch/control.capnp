@@ -24,6 +24,8 @@ struct Request {
     loadPolicy @3 :PolicySource; # -> ok
     listPins @4 :Void;          # -> pins
     getPolicy @5 :Void;         # -> policy
+    listMemory @6 :Void;        # -> memory
+    clearMemory @7 :MemoryScope; # -> ok
   }
 }
 
@@ -65,6 +67,7 @@ struct Response {
     flows @2 :List(FlowInfo);
     pins @3 :List(PinInfo);
     policy @4 :PolicyInfo;
+    memory @5 :MemoryInfo;
   }
 }
 
@@ -103,4 +106,38 @@ struct PolicyInfo {
   description @2 :Text;
   origin @3 :Text;             # where it was loaded from: built-in, a path, or the control interface
   summary @4 :Text;            # human-readable: window, decisions, initial algorithm, rules
+}
+
+# Which remembered prefixes to forget.
+struct MemoryScope {
+  union {
+    all @0 :Void;
+    prefix @1 :Text;      # every remembered prefix inside this one ("10.0.0.0/8"; no host bits)
+  }
+}
+
+# The per-destination memory: for each destination prefix, per algorithm, a decayed count of
+# the flows to it that ended on that algorithm after a decision. A new policy flow starts on
+# the top algorithm of its prefix when that score is at least minScore.
+struct MemoryInfo {
+  enabled @0 :Bool;            # whether new flows start from it and closing flows vote
+  why @1 :Text;                # why it is off; empty when on
+  # The settings in force (the policy's [memory]; the defaults when no policy is loaded).
+  prefixV4 @2 :UInt8;
+  prefixV6 @3 :UInt8;
+  halfLifeS @4 :Float64;
+  minScore @5 :Float64;
+  capacity @6 :UInt32;
+  entries @7 :List(MemoryEntry);  # ordered by prefix
+}
+
+struct MemoryEntry {
+  prefix @0 :Text;             # "10.1.2.0/24"
+  scores @1 :List(AlgorithmScore);  # decayed to now, highest first
+  ageS @2 :Float64;            # seconds since a flow last started or ended there
+}
+
+struct AlgorithmScore {
+  algorithm @0 :Text;          # an algorithm spec, as the policy names it
+  score @1 :Float64;
 }

@@ -10,6 +10,9 @@ any number of requests, each answered in order.
             print(f["sid"], f["algorithm"], f["features"].get("min_rtt_ms"))
         c.pin("bbr", port=443)
         c.load_policy("mystique")
+        for e in c.memory()["entries"]:      # the per-destination memory
+            print(e["prefix"], e["scores"])
+        c.clear_memory("10.0.0.0/8")
 
 Whatever the agent refuses (unknown algorithm, bad prefix, unknown flow, a policy that does
 not parse) raises `ControlError` with the agent's message; the connection stays usable.
@@ -150,6 +153,27 @@ class ControlClient:
         fields = ("name", "description", "origin", "summary")
         return self._call(req, "policy", lambda p: {k: getattr(p, k) for k in fields} if p.loaded else None)
 
+    def memory(self) -> Dict[str, Any]:
+        """The per-destination memory: enabled (whether new policy flows start from it and
+        closing flows vote), why (None when on, else why it is off), settings (prefix_v4,
+        prefix_v6, half_life_s, min_score, capacity: the loaded policy's, the defaults without
+        one) and entries, by prefix: prefix ("10.1.2.0/24"), scores (algorithm -> score now,
+        highest first) and age_s (since a flow last started or ended there)."""
+        req = schema().Request.new_message()
+        req.listMemory = None
+        return self._call(req, "memory", _memory)
+
+    def clear_memory(self, prefix: Optional[str] = None) -> str:
+        """Forget every remembered prefix, or (with `prefix`, e.g. "10.1.0.0/16") those inside
+        it; ControlError if `prefix` covers none. Returns the agent's summary."""
+        req = schema().Request.new_message()
+        scope = req.init("clearMemory")
+        if prefix is None:
+            scope.all = None
+        else:
+            scope.prefix = prefix
+        return self._call(req, "ok", str)
+
     # Transport
 
     def _call(self, req, expected: str, convert):
@@ -258,6 +282,17 @@ def _pin(p) -> Dict[str, Any]:
     return {"kind": kind, "value": value, "algorithm": p.algorithm, "flows": p.flows}
 
 
+def _memory(m) -> Dict[str, Any]:
+    return {
+        "enabled": m.enabled,
+        "why": m.why or None,
+        "settings": {"prefix_v4": m.prefixV4, "prefix_v6": m.prefixV6, "half_life_s": m.halfLifeS,
+                     "min_score": m.minScore, "capacity": m.capacity},
+        "entries": [{"prefix": e.prefix, "scores": {s.algorithm: s.score for s in e.scores}, "age_s": e.ageS}
+                    for e in m.entries],
+    }
+
+
 # Command line: `ccswitch control --socket PATH COMMAND ...`
 
 # Features shown in `ccswitch control list` (all are in --json).
@@ -327,6 +362,9 @@ def _option(args: List[str], name: str) -> Optional[str]:
     return value
 
 
+#: `memory --clear` without a prefix (not a string: argparse would run a string through `type`).
+CLEAR_ALL = object()
+
 #: The agent's --socket when it is not given (agent/src/main.rs).
 AGENT_DEFAULT_SOCKET = "/run/ccswitch/agent.sock"
 
@@ -376,7 +414,8 @@ def wrong_socket_message(path: str, agent: Optional[Dict[str, Any]]) -> str:
 
 
 def add_cli(sub) -> None:
-    p = sub.add_parser("control", help="talk to a running agent: list flows, pin algorithms, load a policy")
+    p = sub.add_parser("control", help="talk to a running agent: list flows, pin algorithms, load a policy, "
+                                       "see the destination memory")
     p.add_argument("--socket", default=os.environ.get(SOCKET_ENV),
                    help=f"the agent's --control-socket (default: ${SOCKET_ENV})")
     cmds = p.add_subparsers(dest="control_command", metavar="COMMAND", required=True)
@@ -394,6 +433,10 @@ def add_cli(sub) -> None:
     src.add_argument("spec", nargs="?", help="built-in NAME, NAME:param=value,... or a TOML path on the agent's host")
     src.add_argument("--file", help="a policy TOML file here, sent to the agent as text")
     c = cmds.add_parser("policy", help="the policy flows follow")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    c = cmds.add_parser("memory", help="the per-destination memory: which algorithm flows to each prefix ended on")
+    c.add_argument("--clear", nargs="?", const=CLEAR_ALL, type=parse_prefix, metavar="PREFIX",
+                   help="forget everything, or the remembered prefixes inside PREFIX (e.g. 10.1.0.0/16)")
     c.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cli)
 
@@ -452,6 +495,12 @@ def _run(c: ControlClient, args) -> int:
             print(json.dumps(p))
         else:
             print(p["summary"] if p else "no policy: each flow keeps its initial algorithm unless pinned")
+    elif cmd == "memory":
+        if args.clear is not None:
+            print(c.clear_memory(None if args.clear is CLEAR_ALL else args.clear))
+        else:
+            m = c.memory()
+            print(json.dumps(m, indent=2) if args.json else format_memory(m))
     return 0
 
 
@@ -484,6 +533,22 @@ def format_pins(pins: List[Dict[str, Any]]) -> str:
         value = "{}:{}".format(*p["value"]) if p["kind"] == "flow" else str(p["value"])
         rows.append([f"{p['kind']} {value}", p["algorithm"], str(p["flows"])])
     return _table(["TARGET", "ALGORITHM", "FLOWS"], rows)
+
+
+def format_memory(m: Dict[str, Any]) -> str:
+    s = m["settings"]
+    settings = (f"by /{s['prefix_v4']} (IPv4) and /{s['prefix_v6']} (IPv6) destination prefix, "
+                f"half-life {s['half_life_s']:g} s, start at score >= {s['min_score']:g}, "
+                f"up to {s['capacity']} prefixes")
+    state = f"on ({settings})" if m["enabled"] else f"off: {m['why']}"
+    lines = [f"destination memory: {state}"]
+    if not m["entries"]:
+        lines.append("nothing remembered")
+    else:
+        rows = [[e["prefix"], f"{e['age_s']:.1f} s",
+                 ", ".join(f"{a} {v:.2f}" for a, v in e["scores"].items())] for e in m["entries"]]
+        lines.append(_table(["PREFIX", "AGE", "SCORES"], rows))
+    return "\n".join(lines)
 
 
 def _table(header: List[str], rows: List[List[str]]) -> str:

@@ -5,6 +5,7 @@ switches at its next report), loads policies by name and as text, and answers un
 malformed requests with clear errors while staying up. Needs the Rust binaries (make build);
 fails rather than skips without them. The client-side helpers at the end need nothing."""
 
+import json
 import os
 import socket
 import struct
@@ -60,14 +61,14 @@ def wait_connectable(path, proc, log_path):
 
 
 class Agent:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, extra=()):
         self.socket = str(tmp_path / "agent.sock")
         self.control = str(tmp_path / "control.sock")
         self.log_path = str(tmp_path / "agent.log")
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(
                 [agent_binary(), "--socket", self.socket, "--control-socket", self.control,
-                 "--algorithm", "reno", "--log-level", "debug"],
+                 "--algorithm", "reno", "--log-level", "debug", *extra],
                 stdout=log, stderr=subprocess.STDOUT, env=python_agent_env(dict(os.environ)),
             )
         try:
@@ -371,6 +372,134 @@ def test_the_command_line_pins_lists_and_reports_errors(agent):
         assert r.stdout.startswith("no policy"), r
     finally:
         dp.close()
+
+
+# The per-destination memory.
+
+# Decides at the second RTT sample; with the fake datapath's 50 ms RTT always for bbr (the
+# default). Flows start on cubic.
+MEMORY_POLICY = """
+name = "memory-test"
+initial = "cubic"
+default = "bbr"
+[window]
+kind = "first"
+samples = 2
+[[rule]]
+when = "min_rtt_ms > 1000"
+use = "vegas"
+"""
+
+
+@pytest.fixture
+def policy_agent(tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text(MEMORY_POLICY)
+    a = Agent(tmp_path, extra=["--policy", str(policy)])
+    yield a
+    a.stop()
+
+
+def decided_flows(dp, c, sids, client):
+    """Flows to `client` that the policy decides for (two reports), then close."""
+    for sid in sids:
+        dp.create(sid, dst=client)
+        dp.report(sid)
+        dp.report(sid)
+        dp.close_flow(sid)
+    wait_for(lambda: c.list_flows() == [], "the closed flows leave the list")
+
+
+def test_the_memory_lists_what_decided_flows_ended_on_and_the_next_flow_starts_there(policy_agent):
+    dp = FakeDatapath(policy_agent.socket)
+    try:
+        with policy_agent.client() as c:
+            m = c.memory()
+            assert (m["enabled"], m["why"], m["entries"]) == (True, None, [])
+            assert m["settings"] == {"prefix_v4": 24, "prefix_v6": 64, "half_life_s": 600.0, "min_score": 1.0,
+                                     "capacity": 4096}
+            decided_flows(dp, c, [1, 2], "10.20.0.9")
+            # A flow that ends before a decision does not vote.
+            dp.create(3, dst="10.30.0.1")
+            dp.report(3)
+            dp.close_flow(3)
+            wait_for(lambda: c.list_flows() == [], "flow 3 leaves the list")
+            [entry] = c.memory()["entries"]
+            assert entry["prefix"] == "10.20.0.0/24"
+            assert list(entry["scores"]) == ["bbr"]
+            assert 1.99 < entry["scores"]["bbr"] <= 2.0
+            assert 0 <= entry["age_s"] < ANSWER_TIMEOUT_S
+            # The next flow to that /24 starts on bbr, another on cubic.
+            dp.create(4, dst="10.20.0.200")
+            dp.create(5, dst="10.21.0.1")
+            algorithms = {f["sid"]: f["algorithm"] for f in c.list_flows()}
+            assert algorithms == {4: "bbr", 5: "cubic"}, algorithms
+            r = cli(policy_agent, "memory")
+            assert r.returncode == 0, r
+            lines = r.stdout.splitlines()
+            assert lines[0] == ("destination memory: on (by /24 (IPv4) and /64 (IPv6) destination prefix, "
+                                "half-life 600 s, start at score >= 1, up to 4096 prefixes)"), r.stdout
+            assert lines[1].split() == ["PREFIX", "AGE", "SCORES"]
+            cells = lines[2].split()
+            assert (cells[0], cells[3], float(cells[4])) == ("10.20.0.0/24", "bbr", pytest.approx(2.0, abs=0.01)), r.stdout
+            r = cli(policy_agent, "memory", "--json")
+            assert json.loads(r.stdout)["entries"][0]["prefix"] == "10.20.0.0/24", r.stdout
+    finally:
+        dp.close()
+    with open(policy_agent.log_path) as f:
+        log = f.read()
+    assert 'start="memory" start_reason=10.20.0.0/24 remembers bbr' in log, log
+
+
+def test_the_memory_is_cleared_whole_or_inside_a_prefix(policy_agent):
+    dp = FakeDatapath(policy_agent.socket)
+    try:
+        with policy_agent.client() as c:
+            decided_flows(dp, c, [1], "10.20.0.9")
+            decided_flows(dp, c, [2], "10.20.1.9")
+            decided_flows(dp, c, [3], "192.0.2.1")
+            assert [e["prefix"] for e in c.memory()["entries"]] == ["10.20.0.0/24", "10.20.1.0/24", "192.0.2.0/24"]
+            assert c.clear_memory("10.20.0.0/16") == "forgot 2 prefixes inside 10.20.0.0/16 (10.20.0.0/24, 10.20.1.0/24)"
+            with pytest.raises(ControlError, match="^the destination memory holds no prefix inside 10.20.0.0/16$"):
+                c.clear_memory("10.20.0.0/16")
+            with pytest.raises(ControlError, match="host bits are set"):
+                c.clear_memory("10.20.0.1/16")
+            r = cli(policy_agent, "memory", "--clear", "10.20.0.1/16")
+            assert r.returncode == 2 and "has host bits set" in r.stderr, r
+            r = cli(policy_agent, "memory", "--clear")
+            assert (r.returncode, r.stdout.strip()) == (0, "forgot all 1 prefix (192.0.2.0/24)"), r
+            r = cli(policy_agent, "memory")
+            assert r.stdout.splitlines()[1] == "nothing remembered", r.stdout
+    finally:
+        dp.close()
+
+
+def test_without_a_policy_the_memory_says_why_it_is_off(agent):
+    with agent.client() as c:
+        m = c.memory()
+        assert (m["enabled"], m["why"]) == (False, "no policy is loaded (flows start on --algorithm)")
+    r = cli(agent, "memory")
+    assert r.stdout.splitlines()[0] == "destination memory: off: no policy is loaded (flows start on --algorithm)", r
+
+
+def test_no_destination_memory_switches_it_off_whatever_the_policy(tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text(MEMORY_POLICY)
+    a = Agent(tmp_path, extra=["--policy", str(policy), "--no-destination-memory"])
+    try:
+        dp = FakeDatapath(a.socket)
+        try:
+            with a.client() as c:
+                decided_flows(dp, c, [1, 2], "10.20.0.9")
+                dp.create(3, dst="10.20.0.10")
+                assert only_flow(c)["algorithm"] == "cubic"
+                m = c.memory()
+                assert (m["enabled"], m["why"], m["entries"]) == (
+                    False, "switched off by the agent's --no-destination-memory", [])
+        finally:
+            dp.close()
+    finally:
+        a.stop()
 
 
 # Client-side checks (no agent needed).
