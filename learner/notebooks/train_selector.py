@@ -76,6 +76,8 @@ out.mkdir(parents=True, exist_ok=True)
 # ## The dataset
 
 # %%
+if isinstance(candidates, str):  # `papermill -p candidates bbr,cubic` passes a string
+    candidates = [c for c in candidates.split(",") if c]
 ds = training.load_dataset(dataset, candidates=candidates or None)
 df = ds.table
 cands = ds.specs  # algorithm specs, in the order of the tct matrix's columns
