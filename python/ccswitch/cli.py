@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     from . import traces
     from . import algorithms
     from . import control
-    from .experiments import bench, grid, runner
+    from .experiments import bench, grid, runner, sweep
+    from .learner import dataset
 
     parser = argparse.ArgumentParser(prog="ccswitch", description="ccswitch congestion-control plane tools")
     parser.add_argument("--version", action="version", version=f"ccswitch {__version__}")
@@ -49,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_cli(sub)
     algorithms.add_cli(sub)
     control.add_cli(sub)
+    sweep.add_cli(sub)
+    dataset.add_cli(sub)
     return parser
 
 

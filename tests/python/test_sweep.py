@@ -241,10 +241,14 @@ class FakeRunner:
     row; `interrupt_after` raises Interrupted (as SIGTERM would) after that many transfers."""
 
     runs = []
+    failed_once = set()
 
-    def __init__(self, sc, out, schedule, on_row, interrupt_after=None, fail=()):
+    def __init__(self, sc, out, schedule, on_row, interrupt_after=None, fail=(), fail_once=None):
         self.sc, self.out, self.schedule, self.on_row = sc, out, schedule, on_row
-        self.interrupt_after, self.fail = interrupt_after, fail
+        self.interrupt_after, self.fail = interrupt_after, set(fail)
+        if fail_once is not None and fail_once not in FakeRunner.failed_once:
+            FakeRunner.failed_once.add(fail_once)
+            self.fail.add(fail_once)
 
     def run(self):
         os.makedirs(self.out, exist_ok=True)
@@ -308,6 +312,18 @@ def test_cells_that_did_not_reach_a_verdict_run_again(tmp_path):
     res = run_fake(spec, tmp_path)
     assert sorted(FakeRunner.runs) == sorted((bad[0], bad[1], s, 1) for s in paths[0].sizes)
     assert res.ran == n_bad and not res.unfinished
+
+
+def test_a_cell_that_failed_in_the_harness_gets_another_pass_in_the_same_invocation(tmp_path):
+    spec = spec_of(SPEC.replace("paths = 6", "paths = 2"))
+    paths = sweep.sample_paths(spec)
+    bad = (paths[1].client_name, "ccswitch:bbr")
+    FakeRunner.failed_once = set()
+    res = run_fake(spec, tmp_path, fail_once=bad)
+    cells = sweep.cells_of(spec, paths)
+    assert res.stored == len(cells) and not res.unfinished
+    assert res.ran == len(cells) + len(paths[1].sizes)
+    assert FakeRunner.runs[-len(paths[1].sizes):] == [(bad[0], bad[1], s, 1) for s in paths[1].sizes]
 
 
 def test_the_initial_algorithms_cells_keep_the_flow_events(tmp_path):

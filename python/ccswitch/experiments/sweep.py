@@ -923,28 +923,70 @@ def run_sweep(spec: Spec, store_dir: str, raw_dir: str, *, log: Callable[[str], 
     if not todo:
         return result
     progress = Progress(len(cells), skipped)
+    ctx = _RunContext(spec, store, raw_dir, log, runner_factory, progress, result, checked=not check_schemes)
+    for attempt in range(1, MAX_PASSES + 1):
+        result.unfinished = []
+        before = len(todo)
+        _run_pass(ctx, todo, attempt)
+        todo = [c for c in todo if not store.has(c)]
+        if not todo or len(todo) == before:
+            break
+        if attempt < MAX_PASSES:
+            log(f"{len(todo)} cell(s) reached no verdict (harness or agent trouble, not the candidate's); "
+                f"pass {attempt + 1} runs them again")
+    return result
+
+
+#: Passes over the cells that reached no verdict (an agent that could not start while its
+#: binary was being rebuilt, a topology that could not be set up), as long as each pass gets
+#: some of them done.
+MAX_PASSES = 3
+#: Batches in a row whose topology could not be set up before the sweep gives up.
+MAX_BATCH_FAILURES = 3
+
+
+@dataclass
+class _RunContext:
+    spec: Spec
+    store: CellStore
+    raw_dir: str
+    log: Callable[[str], None]
+    runner_factory: Callable
+    progress: Progress
+    result: SweepResult
+    checked: bool
+    batches_run: int = 0
+
+
+def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
+    from .runner import RunError
+    from .topology import TopologyError
+
+    spec, store, log, progress, result = ctx.spec, ctx.store, ctx.log, ctx.progress, ctx.result
     by_path: Dict[str, List[Cell]] = {}
     for c in todo:
         by_path.setdefault(c.path.id, []).append(c)
-    path_order = list(dict.fromkeys(c.path.id for c in todo))
+    path_order = list(by_path)
     batches = [path_order[i:i + spec.batch_paths] for i in range(0, len(path_order), spec.batch_paths)]
-    checked = not check_schemes
-    for b, ids in enumerate(batches):
+    failures = 0
+    for ids in batches:
+        b = ctx.batches_run
+        ctx.batches_run += 1
         batch_cells = [c for pid in ids for c in by_path[pid]]
         batch_paths = list({c.path.id: c.path for c in batch_cells}.values())
         sc = batch_scenario(spec, batch_paths, b)
-        if not checked:
+        if not ctx.checked:
             from .runner import check_agent_schemes
 
             check_agent_schemes(sc)
-            checked = True
+            ctx.checked = True
         clients = {c.name: c for c in sc.clients}
         schemes = {s.label: s for s in sc.schemes}
         schedule = [(c.rep - 1, clients[c.path.client_name], schemes[c.scheme], c.file_bytes) for c in batch_cells]
         lookup = {(c.path.client_name, c.scheme, c.file_bytes, c.rep): c for c in batch_cells}
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = os.path.join(raw_dir, f"batch-{stamp}-{b:04d}")
-        raw_rel = os.path.relpath(out, raw_dir)
+        out = os.path.join(ctx.raw_dir, f"batch-{stamp}-{b:04d}")
+        raw_rel = os.path.relpath(out, ctx.raw_dir)
 
         def on_row(row, out=out, raw_rel=raw_rel, lookup=lookup):
             cell = lookup[(row["client"], row["scheme"], row["file_bytes"], row["repetition"])]
@@ -966,13 +1008,19 @@ def run_sweep(spec: Spec, store_dir: str, raw_dir: str, *, log: Callable[[str], 
             else:
                 result.unfinished.append((cell.key, why))
             tct = f"{row['tct_s']:.2f} s" if row.get("tct_s") is not None else "-"
-            verdict = why if ok else f"{why} (not stored: runs again next time)"
+            verdict = why if ok else f"{why} (not stored: runs again)"
             log(f"  sweep [{progress.line()}] {cell.path.client_name} {cell.scheme} {cell.file_bytes} B: "
                 f"{tct} {verdict}, load {row.get('load1') or 0:.2f}")
 
-        r = runner_factory(sc, out, schedule, on_row)
-        r.run()
-    return result
+        r = ctx.runner_factory(sc, out, schedule, on_row)
+        try:
+            r.run()
+            failures = 0
+        except (RunError, TopologyError) as e:
+            failures += 1
+            log(f"batch {b} (pass {attempt}) stopped: {e}")
+            if failures >= MAX_BATCH_FAILURES:
+                raise
 
 
 # ----------------------------------------------------------------------- CLI

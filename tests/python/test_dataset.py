@@ -1,0 +1,194 @@
+"""`ccswitch dataset`: rows from a tiny synthetic run directory and a tiny sweep store, with a
+stand-in for the native feature code (the builder's own logic is what is tested here)."""
+
+import json
+import math
+import os
+import types
+
+import pyarrow.parquet as pq
+import pytest
+
+from ccswitch.experiments import sweep
+from ccswitch.learner import dataset, labels
+
+NAMES = ["min_rtt_ms", "loss_rate", "samples"]
+
+
+def stand_in():
+    """Looks like ccswitch._native's feature API: min RTT, lost/(lost+acked) packets and the
+    number of RTT samples over the first `samples` reports with an RTT; decided once
+    `min_samples` samples were seen. Records its calls."""
+    calls = []
+
+    def decision_features(reports, mss, window, samples, min_samples):
+        calls.append((len(reports), mss, window, samples, min_samples))
+        seen, decided_at = [], None
+        lost = acked = 0
+        for i, r in enumerate(reports):
+            if len(seen) < samples:
+                lost += r["lost_packets"]
+                acked += math.ceil(r["acked_bytes"] / mss)
+                if r["rtt_us"] > 0:
+                    seen.append(r["rtt_us"])
+            if decided_at is None and len(seen) >= min_samples:
+                decided_at = i
+        feats = {"min_rtt_ms": min(seen) / 1000, "loss_rate": lost / (lost + acked) if lost + acked else 0.0,
+                 "samples": float(len(seen))}
+        return {"features": feats, "decided": decided_at is not None, "report_index": decided_at,
+                "dp_us": reports[decided_at]["dp_us"] if decided_at is not None else None}
+
+    return types.SimpleNamespace(FEATURE_NAMES=NAMES, decision_features=decision_features, calls=calls)
+
+
+def events(t0_us, rtts, mss=1448, lost_at=()):
+    out = [{"event": "flow", "t_us": t0_us, "datapath": 1, "sid": 7, "dst": "198.18.0.1", "dport": 4000,
+            "algorithm": "bbr", **({"mss": mss} if mss else {})}]
+    for i, rtt in enumerate(rtts):
+        out.append({"event": "report", "t_us": t0_us + 10_000 * (i + 1), "datapath": 1, "sid": 7, "algorithm": "bbr",
+                    "rtt_us": rtt, "acked_bytes": 2 * 1448, "lost_packets": 1 if i in lost_at else 0,
+                    "delivery_rate_bps": 8_000_000, "timeout": False, "dp_us": 1000 + 10_000 * i,
+                    "cwnd_bytes": 14480, "bytes_in_flight": 2896, "pacing_rate_bps": None})
+    out.append({"event": "close", "t_us": t0_us + 10_000 * (len(rtts) + 2), "datapath": 1, "sid": 7,
+                "algorithm": "bbr", "reports": len(rtts), "switches": 0})
+    return out
+
+
+def path_fields(delay, mbps, loss, queue):
+    return {"delay_ms": delay, "rtt_ms": 2 * delay, "loss_downlink": loss, "loss_uplink": 0.0, "downlink_mbps": mbps,
+            "uplink_mbps": mbps, "downlink_trace": None, "uplink_trace": None, "queue_packets": queue, "path": "x"}
+
+
+def write_run(run_dir):
+    """Two clients; ccswitch:bbr (twice on the first), ccswitch:cubic, a native and a policy
+    scheme that are not candidates; one cubic transfer failed."""
+    rows, n = [], 0
+    os.makedirs(run_dir / "flows")
+    spec = [("a", path_fields(10, 24.0, 0.01, 40), [("ccswitch:bbr", 1, 2.0), ("ccswitch:bbr", 2, 3.0),
+                                                    ("ccswitch:cubic", 1, 5.0), ("ccswitch:cubic", 2, None),
+                                                    ("native:cubic", 1, 1.0), ("ccswitch:policy:mystique", 1, 0.5)]),
+            ("b", path_fields(50, 8.0, 0.0, 200), [("ccswitch:bbr", 1, 4.0), ("ccswitch:cubic", 1, 3.5)])]
+    for client, path, transfers in spec:
+        for scheme, rep, tct in transfers:
+            n += 1
+            row = dict(path, client=client, scheme=scheme, repetition=rep, file_bytes=1_000_000, tct_s=tct,
+                       sha256_ok=tct is not None, error=None if tct is not None else "curl: (28) timed out",
+                       load1=0.25 * n, started_at=f"2026-01-01T00:00:{n:02d}Z", events=None)
+            if scheme == "ccswitch:bbr":
+                rel = f"flows/{n:03d}.jsonl"
+                rtts = [30_000 + 1000 * i for i in range(12)] if client == "a" else [100_000] * 5
+                evs = events(1_000_000 * n, rtts, lost_at=(2,) if client == "a" else ())
+                (run_dir / rel).write_text("".join(json.dumps(e) + "\n" for e in evs))
+                row["events"] = rel
+            rows.append(row)
+    (run_dir / "transfers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_run_directory_becomes_one_row_per_initial_transfer_with_every_candidates_tct(tmp_path):
+    run = tmp_path / "run"
+    write_run(run)
+    native = stand_in()
+    out = tmp_path / "d.parquet"
+    res = dataset.build_dataset([str(run)], str(out), native=native, window=("first", 10, 4))
+    assert (res["rows"], res["paths"], res["candidates"]) == (3, 2, ["bbr", "cubic"])
+    t = pq.read_table(out)
+    rows = sorted(t.to_pylist(), key=lambda r: (r["rtt_ms"], r["rep"]))
+    a1, a2, b = rows
+    # every candidate's median TCT over its successful repetitions on the path and size
+    assert (a1["tct_bbr"], a1["n_bbr"], a1["tct_cubic"], a1["n_cubic"]) == (2.5, 2, 5.0, 1)
+    assert (b["tct_bbr"], b["tct_cubic"]) == (4.0, 3.5)
+    assert (a1["rep"], a2["rep"], a1["path_id"]) == (1, 2, a2["path_id"]) and b["path_id"] != a1["path_id"]
+    # the path: the same path_id the sweep gives the same parameters
+    assert a1["path_id"] == sweep.path_id(sweep.params_from_row(path_fields(10, 24.0, 0.01, 40)))
+    assert (a1["rtt_ms"], a1["mbps"], a1["loss_downlink"], a1["queue_packets"], a1["link_kind"]) == (20.0, 24.0, 0.01, 40, "constant")
+    assert a1["queue_bdp"] == pytest.approx(40 / (24e6 * 0.020 / 12000))
+    # features from the native API: window, min_samples and the flow's mss passed through
+    assert sorted(native.calls) == [(5, 1448, "first", 10, 4), (12, 1448, "first", 10, 4), (12, 1448, "first", 10, 4)]
+    assert (a1["f_min_rtt_ms"], a1["f_samples"]) == (30.0, 10.0)
+    assert a1["f_loss_rate"] == pytest.approx(1 / 21)
+    # decided at the 4th report (index 3): 40 ms after the flow event
+    assert a1["decision_at_s"] == pytest.approx(0.04)
+    # b's flow has five samples: enough for min_samples = 4
+    assert b["decision_at_s"] == pytest.approx(0.04) and b["f_samples"] == 5.0
+    assert (a1["initial"], a1["datapath"], a1["reports"], a1["mss"]) == ("bbr", "kernel", 12, 1448)
+    # the highest load under which any candidate ran on this path (the failed cubic transfer, 4th)
+    assert a1["load1_max"] == pytest.approx(0.25 * 4)
+    meta = json.loads(t.schema.metadata[b"ccswitch.dataset"])
+    assert meta["window"] == {"kind": "first", "samples": 10, "min_samples": 4}
+    assert meta["candidates"] == ["bbr", "cubic"] and meta["features"] == NAMES
+    # what the notebook's label code reads
+    assert labels.candidate_columns(t.column_names) == ["bbr", "cubic"]
+    assert labels.feature_columns(t.column_names) == NAMES
+
+
+def test_a_flow_that_ends_before_the_first_decision_has_no_decision_time(tmp_path):
+    run = tmp_path / "run"
+    write_run(run)
+    res = dataset.build_dataset([str(run)], str(tmp_path / "d.parquet"), native=stand_in(), window=("first", 20, 8))
+    rows = {r["rtt_ms"]: r for r in pq.read_table(tmp_path / "d.parquet").to_pylist()}
+    assert res["rows"] == 3
+    assert rows[100.0]["decision_at_s"] is None and rows[100.0]["f_samples"] == 5.0
+    assert rows[20.0]["decision_at_s"] == pytest.approx(0.08)
+
+
+def test_a_flow_without_mss_is_counted_and_gets_the_default(tmp_path):
+    run = tmp_path / "run"
+    write_run(run)
+    for f in (run / "flows").iterdir():
+        evs = [json.loads(l) for l in f.read_text().splitlines()]
+        evs[0].pop("mss")
+        f.write_text("".join(json.dumps(e) + "\n" for e in evs))
+    warned, native = [], stand_in()
+    dataset.build_dataset([str(run)], str(tmp_path / "d.parquet"), native=native, window=("first", 10, 4),
+                          warn=warned.append)
+    assert {c[1] for c in native.calls} == {dataset.DEFAULT_MSS}
+    assert warned == [f"3 flow(s) without an mss in their flow event: assumed {dataset.DEFAULT_MSS} bytes"]
+
+
+def test_a_sweep_store_gives_the_same_rows_as_its_cells_say(tmp_path):
+    spec_text = (f'name = "tiny"\nseed = 1\npaths = 2\ncandidates = ["bbr", "cubic:beta=0.8"]\ninitial = "bbr"\n'
+                 '[window]\nkind = "first"\nsamples = 10\nmin_samples = 4\n[sizes]\nfixed = [1_000_000]\n'
+                 '[[mix]]\nname = "c"\nweight = 1\nkind = "constant"\nrtt_ms = { dist = "uniform", min = 20, max = 40 }\n'
+                 'mbps = 24\nqueue_bdp = 1\n')
+    spec = sweep.loads_spec(spec_text)
+    store = sweep.CellStore(str(tmp_path / "store"))
+    paths = sweep.sample_paths(spec)
+    store.write_spec(spec, paths)
+    for i, cell in enumerate(sweep.cells_of(spec, paths)):
+        tct = 1.0 + i
+        row = {"tct_s": tct, "sha256_ok": True, "error": None, "load1": 0.1, "started_at": "t"}
+        evs = events(10_000_000 * i, [25_000] * 6) if cell.candidate == "bbr" else None
+        store.write_cell(spec, cell, row, evs, "batch-x")
+    native = stand_in()
+    out = tmp_path / "d.parquet"
+    res = dataset.build_dataset([str(tmp_path / "store")], str(out), native=native)
+    assert res["window"] == ("first", 10, 4) and res["rows"] == 2
+    rows = pq.read_table(out).to_pylist()
+    assert {r["path_id"] for r in rows} == {p.id for p in paths}
+    assert all(r["sweep"] == "tiny" and r["f_samples"] == 6.0 and r["tct_cubic_beta_0_8"] is not None for r in rows)
+    assert all(r["tct_bbr"] < r["tct_cubic_beta_0_8"] or r["tct_bbr"] > r["tct_cubic_beta_0_8"] for r in rows)
+    assert json.loads(pq.read_table(out).schema.metadata[b"ccswitch.dataset"])["candidates"] == ["bbr", "cubic:beta=0.8"]
+    # the store's initial algorithm is the spec's
+    with pytest.raises(dataset.DatasetError, match="observed flows under bbr"):
+        dataset.build_dataset([str(tmp_path / "store")], str(out), native=native, initial="cubic")
+
+
+def test_sources_that_are_neither_a_store_nor_a_run_are_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(dataset.DatasetError, match="neither a sweep store .* nor a run directory"):
+        dataset.build_dataset([str(tmp_path / "empty")], str(tmp_path / "d.parquet"), native=stand_in())
+    run = tmp_path / "run"
+    write_run(run)
+    with pytest.raises(dataset.DatasetError, match="no transfer ran the initial algorithm 'hybla'"):
+        dataset.build_dataset([str(run)], str(tmp_path / "d.parquet"), native=stand_in(), initial="hybla")
+
+
+def test_the_cli_uses_the_native_feature_code():
+    # the real CLI never takes a stand-in: it asks ccswitch._native, and says so if it lacks the API
+    from ccswitch import _native
+
+    if hasattr(_native, "decision_features"):
+        assert dataset.native_features() is _native
+    else:
+        with pytest.raises(dataset.DatasetError, match="ccswitch._native has no decision_features"):
+            dataset.native_features()
