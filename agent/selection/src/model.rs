@@ -16,11 +16,13 @@
 //! Each tree is scikit-learn's `tree_` arrays: node `i` is a leaf when `children_left[i] == -1`,
 //! otherwise a sample goes to `children_left[i]` when its feature `feature[i]` (a position in
 //! `features`) is at most `threshold[i]`, else to `children_right[i]`; `value[i]` holds the
-//! node's class weights. What scikit-learn does, and so this evaluator:
+//! node's class probabilities (scikit-learn 1.4 and later store fractions that sum to 1; `kind`
+//! is "forest", or "tree" for a single decision tree). What scikit-learn does, and so this
+//! evaluator:
 //!
 //! - the input is cast to `f32` (`check_array(X, dtype=np.float32)`), then each comparison is
 //!   made in `f64` against the `f64` threshold;
-//! - a tree's probabilities are its leaf's `value` divided by the row's sum
+//! - a tree's probabilities are its leaf's `value` as stored
 //!   (`DecisionTreeClassifier.predict_proba`);
 //! - a forest's probabilities are the sum of its trees', added in tree order, divided by the
 //!   number of trees (`RandomForestClassifier.predict_proba`); the class is the first maximum
@@ -49,6 +51,8 @@ pub const FORMAT: &str = "ccswitch-model";
 pub const VERSION: u64 = 1;
 /// The most classes a model may have (probabilities are summed in a buffer on the stack).
 pub const MAX_CLASSES: usize = 64;
+/// How far a node's class probabilities may sum from 1.
+const SUM_TOLERANCE: f64 = 1e-6;
 /// The most nodes over all trees (node positions are `u32`; this is far above any useful model).
 pub const MAX_NODES: usize = 1 << 26;
 /// At most this many problems are listed in one error.
@@ -144,8 +148,8 @@ struct Node {
     threshold: f64,
     /// Position in the model's features, or [`LEAF`].
     column: u32,
-    /// Inner node: the children's positions. Leaf: `left` is the position of its normalised
-    /// class probabilities in `Model::values`.
+    /// Inner node: the children's positions. Leaf: `left` is the position of its class
+    /// probabilities in `Model::values`.
     left: u32,
     right: u32,
 }
@@ -323,8 +327,11 @@ fn first_maximum(xs: &[f64]) -> usize {
 /// Check everything; every problem found is listed.
 fn build(file: ModelFile) -> Result<Model, Vec<String>> {
     let mut problems = Vec::new();
-    if file.kind != "forest" {
-        problems.push(format!("kind = {:?}: this agent evaluates \"forest\" models (a decision tree is a forest of one)", file.kind));
+    match file.kind.as_str() {
+        "forest" => {}
+        "tree" if file.trees.len() == 1 => {}
+        "tree" => problems.push(format!("kind = \"tree\" with {} trees: a tree model has exactly one", file.trees.len())),
+        other => problems.push(format!("kind = {other:?}: this agent evaluates \"forest\" and \"tree\" models")),
     }
     if file.name.trim().is_empty() {
         problems.push("name is empty".to_string());
@@ -440,13 +447,16 @@ fn check_tree(tree: &TreeFile, n_features: usize, n_classes: usize) -> Result<us
         if row.len() != n_classes {
             problems.push(format!("node {i}: value has {} entries for {n_classes} classes", row.len()));
         } else if let Some(v) = row.iter().find(|v| !v.is_finite() || **v < 0.0) {
-            problems.push(format!("node {i}: value holds {v}; class weights are finite and not negative"));
+            problems.push(format!("node {i}: value holds {v}; class probabilities are finite and not negative"));
+        } else if (row.iter().sum::<f64>() - 1.0).abs() > SUM_TOLERANCE {
+            problems.push(format!(
+                "node {i}: value sums to {}, not 1: expected class probabilities (tree_.value of scikit-learn 1.4 or later)",
+                row.iter().sum::<f64>()
+            ));
         }
         if left == -1 {
             if right != -1 {
                 problems.push(format!("node {i}: children_left is -1 (a leaf) but children_right is {right}"));
-            } else if row.len() == n_classes && row.iter().all(|v| *v == 0.0) {
-                problems.push(format!("node {i}: a leaf without class weights (value is all zero)"));
             }
             continue;
         }
@@ -477,16 +487,15 @@ fn check_tree(tree: &TreeFile, n_features: usize, n_classes: usize) -> Result<us
 }
 
 /// Append a checked tree's nodes (children renumbered into the shared array) and its leaves'
-/// probabilities, each row divided by its sum as `predict_proba` does.
+/// probabilities, as stored (`predict_proba` returns them unchanged).
 fn add_tree(tree: &TreeFile, n_classes: usize, nodes: &mut Vec<Node>, values: &mut Vec<f64>) {
     let offset = nodes.len() as u32;
     for i in 0..tree.children_left.len() {
         if tree.children_left[i] == -1 {
             let at = values.len() as u32;
             let row = &tree.value[i];
-            let sum: f64 = row.iter().sum();
-            values.extend(row.iter().map(|v| v / sum));
             debug_assert_eq!(row.len(), n_classes);
+            values.extend_from_slice(row);
             nodes.push(Node { threshold: 0.0, column: LEAF, left: at, right: 0 });
         } else {
             nodes.push(Node {
@@ -516,7 +525,7 @@ mod tests {
              "value": [[0.3, 0.3, 0.4], [0, 0, 1], [0.5, 0.5, 0], [0, 1, 0], [1, 0, 0]]},
             {"children_left": [1, -1, -1], "children_right": [2, -1, -1],
              "feature": [1, -2, -2], "threshold": [0.01, -2.0, -2.0],
-             "value": [[0.5, 0.25, 0.25], [0, 0.5, 0.5], [3, 1, 0]]}
+             "value": [[0.5, 0.25, 0.25], [0, 0.5, 0.5], [0.75, 0.25, 0]]}
         ],
         "provenance": {"sklearn": "1.9.1"}
     }"#;
@@ -545,11 +554,11 @@ mod tests {
     }
 
     #[test]
-    fn probabilities_are_the_mean_of_the_trees_normalised_leaves() {
+    fn probabilities_are_the_mean_of_the_trees_leaves() {
         let m = model();
         // Short RTT: tree 0 says hybla; no loss: tree 1 says 0.5 cubic, 0.5 hybla.
         assert_eq!(m.predict(&[20.0, 0.0]), (2, vec![0.0, 0.25, 0.75]));
-        // Long RTT with loss: tree 0 says bbr; tree 1's leaf [3, 1, 0] is 0.75 bbr, 0.25 cubic.
+        // Long RTT with loss: tree 0 says bbr; tree 1 says 0.75 bbr, 0.25 cubic.
         assert_eq!(m.predict(&[80.0, 0.5]), (0, vec![0.875, 0.125, 0.0]));
         // Long RTT without loss: cubic 0.5 + 0.5, hybla 0.5, over two trees.
         assert_eq!(m.predict(&[80.0, 0.0]), (1, vec![0.0, 0.75, 0.25]));
@@ -567,8 +576,24 @@ mod tests {
     }
 
     #[test]
+    fn thresholds_are_read_to_the_exact_f64_that_was_written() {
+        // Shortest round-trip decimals of random f64s: serde_json's default parser is off by a
+        // unit in the last place for some of them, which sends inputs on a threshold the wrong way.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..3_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let t = f64::from_bits(0x3f00_0000_0000_0000 | (x & 0x00ff_ffff_ffff_ffff));
+            let text = TWO_TREES.replacen("50.0", &format!("{t:?}"), 1);
+            let m = Model::parse(&text, "t.json").unwrap();
+            assert_eq!(m.nodes[0].threshold.to_bits(), t.to_bits(), "{t:?} read as {:?}", m.nodes[0].threshold);
+        }
+    }
+
+    #[test]
     fn ties_go_to_the_first_class() {
-        let m = Model::parse(&TWO_TREES.replace("[3, 1, 0]", "[1, 1, 0]").replace("[1, 0, 0]]}", "[1, 1, 0]]}"), "tie.json").unwrap();
+        let m = Model::parse(&TWO_TREES.replace("[0.75, 0.25, 0]", "[0.5, 0.5, 0]").replace("[1, 0, 0]]}", "[0.5, 0.5, 0]]}"), "tie.json").unwrap();
         let (class, proba) = m.predict(&[80.0, 0.5]);
         assert_eq!(proba, [0.5, 0.5, 0.0]);
         assert_eq!(class, 0);
@@ -611,6 +636,8 @@ mod tests {
         assert!(e.contains("unknown field `colour`"), "{e}");
         let e = error_of("\"kind\": \"forest\"", "\"kind\": \"boosting\"");
         assert!(e.contains("kind = \"boosting\""), "{e}");
+        let e = error_of("\"kind\": \"forest\"", "\"kind\": \"tree\"");
+        assert!(e.contains("kind = \"tree\" with 2 trees: a tree model has exactly one"), "{e}");
         let e = error_of("\"kind\": \"first\"", "\"kind\": \"rolling\"");
         assert!(e.contains("window: kind = \"rolling\""), "{e}");
         let e = error_of("\"min_samples\": 8", "\"min_samples\": 21");
@@ -629,8 +656,8 @@ mod tests {
         assert!(e.contains("tree 1: threshold has 2 entries, children_left 3"), "{e}");
         let e = error_of("[0, 0.5, 0.5]", "[0, 0.5]");
         assert!(e.contains("tree 1: node 1: value has 2 entries for 3 classes"), "{e}");
-        let e = error_of("[0, 0.5, 0.5]", "[0, 0, 0]");
-        assert!(e.contains("tree 1: node 1: a leaf without class weights"), "{e}");
+        let e = error_of("[0, 0.5, 0.5]", "[0, 3, 1]");
+        assert!(e.contains("tree 1: node 1: value sums to 4, not 1: expected class probabilities"), "{e}");
         let e = error_of("[0, 0.5, 0.5]", "[0, -0.5, 0.5]");
         assert!(e.contains("tree 1: node 1: value holds -0.5"), "{e}");
         let e = error_of("\"trees\": [", "\"trees\": [], \"x\": [");
