@@ -37,7 +37,7 @@ import json
 import math
 import os
 import random
-import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -1083,6 +1083,13 @@ def _cli_sweep(args) -> int:
         except SweepError as e:
             args.parser.error(str(e))
     t0 = time.monotonic()
+
+    def on_signal(signum, frame):
+        # between batches (inside one, the runner's own handler tears its topology down first)
+        raise Interrupted(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
     try:
         res = run_sweep(spec, store, raw, log=log, max_cells=args.max_cells)
     except SweepError as e:
