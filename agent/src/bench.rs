@@ -6,7 +6,8 @@
 //!
 //! With `--policy`, the flow also carries the policy's selector (features updated and rules
 //! evaluated on every report), which measures the selector's cost; its switches happen as they
-//! would in the agent.
+//! would in the agent. A policy that names a model (with `decide.temporal = true`, so that the
+//! model is evaluated on every report) measures the model's cost in the agent.
 //!
 //! The reports are synthetic and the same for every algorithm (a fixed seed): one RTT of ACKs
 //! each (10–60 segments, RTT 40–60 ms), about one in 100 with a loss of 1–3 packets and one
@@ -38,6 +39,7 @@ pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()
         bail!("--bench-reports measures simple-API algorithms; {spec} brings its own program");
     }
     let policy_name = policy.as_ref().map(|p| p.name().to_string());
+    let model_name = policy.as_ref().and_then(|p| p.model()).map(|m| m.name().to_string());
     if let Some(p) = policy {
         let mut selector = Selector::new(p);
         selector.note_switch(spec, 0);
@@ -54,7 +56,7 @@ pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()
     }
     let elapsed = start.elapsed();
     let out = serde_json::json!({
-        "algorithm": spec, "name": name, "policy": policy_name, "reports": reports,
+        "algorithm": spec, "name": name, "policy": policy_name, "model": model_name, "reports": reports,
         "us_per_report": elapsed.as_secs_f64() * 1e6 / reports.max(1) as f64,
         "final_algorithm": flow.name(), "switches": flow.switches,
         "final_cwnd_bytes": flow.cwnd_bytes().unwrap_or(0),

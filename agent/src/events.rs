@@ -2,7 +2,7 @@
 //! and plots. Lines are written whole as they happen (a killed agent loses nothing already
 //! reported). Times are the agent's wall clock, µs since the Unix epoch; rates in bit/s.
 //!
-//! - `flow`: a flow was created (src/sport are the sender's side, dst/dport the receiver's);
+//! - `flow`: a flow was created (src/sport are the sender's side, dst/dport the receiver's; `mss` its maximum segment size in bytes, which datasets need for the loss rate);
 //!   `start` says where its algorithm came from (`pinned`, `datapath`, `memory`, `initial` or
 //!   `algorithm`), `start_reason` why, and `memory` what the destination memory held when it
 //!   was consulted (`prefix`, `algorithm` or null, `score`), else null;
@@ -65,9 +65,9 @@ impl EventLog {
         }
     }
 
-    pub fn flow(&self, key: FlowKey, ends: &Endpoints, algorithm: &str, start: &Start) {
+    pub fn flow(&self, key: FlowKey, ends: &Endpoints, algorithm: &str, mss_bytes: u32, start: &Start) {
         let mut event = json!({"event": "flow", "src": ends.src.to_string(), "sport": ends.sport,
-                   "dst": ends.dst.to_string(), "dport": ends.dport, "algorithm": algorithm});
+                   "dst": ends.dst.to_string(), "dport": ends.dport, "algorithm": algorithm, "mss": mss_bytes});
         if let (Value::Object(e), Value::Object(s)) = (&mut event, start.to_json()) {
             e.extend(s);
         }

@@ -317,7 +317,7 @@ impl Connection<'_> {
                 );
                 registry.register(key, endpoints, &name);
                 if let Some(ev) = &self.agent.events {
-                    ev.flow(key, &endpoints, &name, &start);
+                    ev.flow(key, &endpoints, &name, c.mss, &start);
                 }
                 self.flows.insert(c.sid, FlowEntry { ctl, endpoints, generation, policy });
                 self.answer(c.sid, answer)
