@@ -251,7 +251,7 @@ rules_classes = [cands[c] for c in rules_tree.classes_]
 policy_text = export.tree_to_policy(
     rules_tree, name=f"{model_name}-rules", features=features, classes=rules_classes, initial=initial,
     window=window, decide=decide, hysteresis=hysteresis, max_depth=rules_depth,
-    description=f"depth-{rules_depth} tree ({rules_strategy}) trained on {os.path.basename(dataset)}",
+    description=f"depth-{rules_tree.get_depth()} tree ({rules_strategy}) trained on {os.path.basename(dataset)}",
     provenance={**provenance, "strategy": f"tree/{rules_strategy}", "sklearn": sklearn.__version__},
 )
 policy_path = out / f"{model_name}.rules.toml"

@@ -1,6 +1,7 @@
 """Every learner notebook runs to the end with small parameters, and what it writes parses:
 the model file, its golden data (sklearn's answers, reproduced by the format's reference
-evaluator), the rules policy (which the agent loads), and the report.
+evaluator and by the agent's own, through ccswitch._native), the rules policy (which the
+agent loads), and the report.
 
 The notebooks run on learner/data/small.parquet, the small dataset a real sweep produced,
 once it is in git (missing then is a failure, not a skip); before that, on a synthetic
@@ -88,6 +89,18 @@ def test_every_notebook_runs_and_writes_a_model_golden_data_rules_and_a_report(e
         assert "oracle" in policies and {f"always {c}" for c in report["candidates"]} <= policies
         for png in ("regret", "model"):
             assert (out_dir / f"{name}.{png}.png").stat().st_size > 0
+
+
+def test_the_agents_evaluator_gives_sklearns_answers_on_each_notebooks_golden_data(executed):
+    from ccswitch import _native
+
+    for stem, (out_dir, name) in executed.items():
+        model = _native.load_model(str(out_dir / f"{name}.json"))
+        _, x, label, classes, proba = export.read_golden(out_dir / f"{name}.golden.csv")
+        assert list(model.classes) == classes
+        got = [model.predict(row.tolist()) for row in x]
+        assert [g[0] for g in got] == label
+        assert np.array_equal(np.array([g[1] for g in got]), proba)
 
 
 def agent_binary():
