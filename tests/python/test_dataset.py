@@ -183,12 +183,22 @@ def test_sources_that_are_neither_a_store_nor_a_run_are_refused(tmp_path):
         dataset.build_dataset([str(run)], str(tmp_path / "d.parquet"), native=stand_in(), initial="hybla")
 
 
-def test_the_cli_uses_the_native_feature_code():
-    # the real CLI never takes a stand-in: it asks ccswitch._native, and says so if it lacks the API
+def test_the_cli_computes_the_features_with_the_agents_own_code(tmp_path, capsys):
     from ccswitch import _native
+    from ccswitch.cli import main
 
-    if hasattr(_native, "decision_features"):
-        assert dataset.native_features() is _native
-    else:
-        with pytest.raises(dataset.DatasetError, match="ccswitch._native has no decision_features"):
-            dataset.native_features()
+    assert dataset.native_features() is _native
+    run = tmp_path / "run"
+    write_run(run)
+    out = tmp_path / "d.parquet"
+    assert main(["dataset", str(run), "-o", str(out), "--samples", "20", "--min-samples", "8"]) == 0
+    assert f"{out}: 3 rows, 2 paths, candidates bbr, cubic; window first 20 (decide after 8)" in capsys.readouterr().err
+    t = pq.read_table(out)
+    assert labels.feature_columns(t.column_names) == list(_native.FEATURE_NAMES)
+    rows = sorted(t.to_pylist(), key=lambda r: (r["rtt_ms"], r["rep"]))
+    a1, _, b = rows
+    # a: 12 reports of RTT 30, 31, ... ms, decided once the window holds 8 samples
+    assert (a1["f_samples"], a1["f_min_rtt_ms"], a1["f_max_rtt_ms"]) == (8.0, 30.0, 37.0)
+    assert a1["decision_at_s"] == pytest.approx(0.08)
+    # b: 5 reports, fewer than min_samples: no decision, the features of the whole flow
+    assert b["decision_at_s"] is None and b["f_samples"] == 5.0 and b["f_min_rtt_ms"] == 100.0
