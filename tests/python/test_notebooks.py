@@ -127,3 +127,27 @@ def test_the_agent_loads_each_notebooks_rules_policy(executed, tmp_path):
             agent.send_signal(signal.SIGTERM)
             agent.wait(timeout=10)
         assert f"policy={name}-rules" in log.read_text(), log.read_text()
+
+
+SHIPPED = sorted((REPO / "learner" / "models").glob("*.json"))
+
+
+def test_models_are_shipped():
+    assert [p for p in SHIPPED if not p.name.endswith(".report.json")], "no learner/models/*.json"
+
+
+def test_every_shipped_model_comes_from_a_committed_measured_dataset_with_its_golden_data():
+    for path in SHIPPED:
+        if path.name.endswith(".report.json"):
+            continue
+        name = path.stem
+        model = export.read_model(path)
+        dataset = REPO / "learner" / "data" / model["provenance"]["dataset"]
+        assert dataset.exists(), f"{path.name}: trained on {dataset.name}, which learner/data does not hold"
+        report = json.loads((path.parent / f"{name}.report.json").read_text())
+        assert report["synthetic"] is False, f"{path.name} was trained on synthetic data"
+        _, x, label, classes, proba = export.read_golden(path.parent / f"{name}.golden.csv")
+        assert len(x) >= 10_000 and classes == model["classes"]
+        assert export.predict_dict(model, x) == label
+        assert np.array_equal(export.predict_proba_dict(model, x), proba)
+        tomllib.loads((path.parent / f"{name}.rules.toml").read_text())
