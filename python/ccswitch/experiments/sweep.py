@@ -79,9 +79,12 @@ EST_MIN_RTO_S = 0.2
 EST_INITIAL_WINDOW = 10
 #: Share of the link a loss-based sender keeps with a queue below one BDP.
 EST_SHALLOW_QUEUE_UTILISATION = 0.75
-#: Cells the status line of `--dry-run` charges per transfer for mahimahi, curl and the
-#: agent restart between candidates, seconds (measured: see learner/README.md).
-EST_OVERHEAD_PER_CELL_S = 2.5
+#: What `--dry-run` charges per cell beyond its transfer for the agent restart, mahimahi and
+#: curl, seconds (measured 1.6 s in the small sweep; rounded up), and the share of the slowest
+#: candidate's estimated TCT it charges for the transfer (the estimate is the slowest of the
+#: candidates and runs about twice the measured times on lossy paths).
+EST_OVERHEAD_PER_CELL_S = 2.0
+EST_TCT_SHARE = 0.6
 
 
 class SweepError(ValueError):
@@ -1055,7 +1058,7 @@ def _dry_run(spec: Spec, store: CellStore) -> int:
         print(f"{p.client_name} {p.component:10s} {p.describe()}; sizes {p.sizes}; est. slowest "
               f"{', '.join(f'{v:g} s' for v in p.est_slowest_s.values())}"
               + (f"; {len(p.redraws)} redraw(s)" if p.redraws else ""))
-    est = sum(c.path.est_slowest_s[c.file_bytes] * 0.6 + EST_OVERHEAD_PER_CELL_S for c in todo)
+    est = sum(c.path.est_slowest_s[c.file_bytes] * EST_TCT_SHARE + EST_OVERHEAD_PER_CELL_S for c in todo)
     comps = {c.name: sum(1 for p in paths if p.component == c.name) for c in spec.components}
     held = sum(1 for p in paths for r in p.redraws if r.startswith("held-out"))
     slow = sum(1 for p in paths for r in p.redraws if r.startswith("too slow"))
