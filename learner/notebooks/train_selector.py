@@ -157,7 +157,7 @@ rules_tree = training.fit(rules_strategy, "tree", x_tr, cost_tr, seed=seed,
 policies = {}
 model_key = f"model ({best['kind']}/{best['strategy']})"
 policies[model_key] = labels.decided_choice(model.predict(x_te), decided_te, initial_index)
-policies[f"rules (depth {rules_depth})"] = labels.decided_choice(rules_tree.predict(x_te), decided_te, initial_index)
+policies[f"rules (depth {rules_tree.get_depth()} tree)"] = labels.decided_choice(rules_tree.predict(x_te), decided_te, initial_index)
 if reference:
     ref = training.fit("regress", "forest", x_tr, cost_tr, seed=seed, **fit_kw)
     policies["regressors (reference)"] = labels.decided_choice(ref.predict(x_te), decided_te, initial_index)
