@@ -135,7 +135,7 @@ fixed = [1_200_000]
 name = "near-mystique"
 weight = 1
 kind = "constant"
-rtt_ms = { dist = "choice", values = [30, 40] }
+rtt_ms = { dist = "choice", values = [30, 40, 44, 50, 60, 70] }
 mbps = 24
 loss_downlink = 0.01
 queue_packets = 60
@@ -146,9 +146,10 @@ def test_a_sampled_held_out_path_is_drawn_again_and_the_fact_logged():
     said = []
     paths = sweep.sample_paths(spec_of(HELD), log=said.append)
     # RTT 30 ms, 24 Mbit/s, 1% loss, 60 packets is mystique-mix's regional-30ms-loss1
-    assert all(p.params["delay_ms"] == 20 for p in paths)
-    assert said and all("held-out path of mystique-mix.toml clients[2] (regional-30ms-loss1); drawing again" in m
-                        for m in said)
+    assert all(p.params["delay_ms"] != 15 for p in paths)
+    held_said = [m for m in said if "held-out" in m]
+    assert held_said and all("held-out path of mystique-mix.toml clients[2] (regional-30ms-loss1); drawing again" in m
+                             for m in held_said)
     assert sum(len(p.redraws) for p in paths) == len(said)
     held = sweep.held_out_paths(spec_of(HELD))
     assert not any(sweep._comparable(p.params) in held for p in paths)
@@ -157,24 +158,41 @@ def test_a_sampled_held_out_path_is_drawn_again_and_the_fact_logged():
 def test_a_trace_path_of_a_held_out_scenario_is_drawn_again():
     text = HELD.replace('kind = "constant"', 'kind = "trace"').replace("mbps = 24\n", "") \
         .replace("loss_downlink = 0.01\n", "") \
-        .replace("values = [30, 40]", "values = [20, 22]") \
+        .replace("values = [30, 40, 44, 50, 60, 70]", "values = [20, 22, 24, 26, 28, 30]") \
         .replace('name = "near-mystique"', f'name = "att"\ntraces = ["{TRACES}/ATT-LTE-driving-2016.down"]')
     said = []
     paths = sweep.sample_paths(spec_of(text), log=said.append)
-    assert all(p.params["delay_ms"] == 11 for p in paths)
+    assert all(p.params["delay_ms"] != 10 for p in paths)
     assert any("mcc-wifi.toml clients[0] (jittery-att-lte)" in m for m in said)
+
+
+def test_a_path_drawn_twice_is_drawn_again_so_no_two_paths_share_cells():
+    """One trace, two RTTs and one queue: most draws repeat an earlier path, whose cells (keyed
+    by the path's parameters) the repeat would share (a crash of the first paths-v1 run)."""
+    text = SPEC.replace('weight = 0.7', 'weight = 0.001') \
+        .replace('traces = ["TRACES/TMobile-*.down", "TRACES/ATT-LTE-driving.down"]'.replace("TRACES", TRACES),
+                 f'traces = ["{TRACES}/ATT-LTE-driving.down"]') \
+        .replace('rtt_ms = { dist = "uniform", min = 10, max = 150 }', 'rtt_ms = { dist = "choice", values = [10, 20, 30, 40] }') \
+        .replace("paths = 6", "paths = 4")
+    said = []
+    paths = sweep.sample_paths(spec_of(text), log=said.append)
+    assert len({p.id for p in paths}) == 4
+    assert any("the same path as path" in m for m in said), said
+    cells = sweep.cells_of(spec_of(text), paths)
+    assert len({c.key for c in cells}) == len(cells)
 
 
 def test_a_mix_that_only_yields_held_out_paths_is_a_spec_error():
     with pytest.raises(sweep.SweepError, match=r"path 0: 200 draws in a row were held out or too slow"):
-        sweep.sample_paths(spec_of(HELD.replace("values = [30, 40]", "values = [30]")))
+        sweep.sample_paths(spec_of(HELD.replace("values = [30, 40, 44, 50, 60, 70]", "values = [30]")))
 
 
 def test_the_spec_may_hold_out_more_scenarios(tmp_path):
     extra = tmp_path / "mine.toml"
     extra.write_text('name = "mine"\nschemes = ["native:cubic"]\n[[clients]]\nname = "x"\ndelay_ms = 20\n'
                      'loss_downlink = 0.01\nlink = { mbps = 24 }\nqueue_packets = 60\nfile_bytes = 1000\n')
-    spec = spec_of(HELD.replace("seed = 1", f'seed = 1\nheld_out = ["{extra}"]'))
+    spec = spec_of(HELD.replace("seed = 1", f'seed = 1\nheld_out = ["{extra}"]')
+                   .replace("values = [30, 40, 44, 50, 60, 70]", "values = [30, 40]"))
     with pytest.raises(sweep.SweepError, match="200 draws in a row"):
         sweep.sample_paths(spec)
 

@@ -636,11 +636,14 @@ def sample_paths(spec: Spec, *, held_out: Optional[Dict[Tuple, str]] = None,
                  log: Callable[[str], None] = lambda m: None) -> List[Path]:
     """The spec's paths, in order. Path i comes from its own generator, seeded with (seed, i):
     the component by weight, then each parameter from its distribution; a draw equal to a
-    held-out path, or on which the slowest candidate is not expected to fetch the smallest file
-    within `sizes.max_est_s`, is drawn again (logged, and recorded in `Path.redraws`)."""
+    held-out path or to an earlier path of the sweep (the cellular component, with few traces
+    and rounded RTTs, draws the same path twice; the two would share cell keys), or on which the
+    slowest candidate is not expected to fetch the smallest file within `sizes.max_est_s`, is
+    drawn again (logged, and recorded in `Path.redraws`)."""
     held = held_out_paths(spec) if held_out is None else held_out
     weights = [c.weight for c in spec.components]
     out = []
+    drawn: Dict[Tuple, int] = {}
     for i in range(spec.paths):
         rng = random.Random(f"ccswitch-sweep/{spec.seed}/{i}")
         redraws: List[str] = []
@@ -652,6 +655,12 @@ def sample_paths(spec: Spec, *, held_out: Optional[Dict[Tuple, str]] = None,
             hit = held.get(_comparable(params))
             if hit is not None:
                 why = f"held-out path of {hit}"
+                redraws.append(why)
+                log(f"path {i}: drew {client.describe_path()}, the {why}; drawing again")
+                continue
+            earlier = drawn.get(_comparable(params))
+            if earlier is not None:
+                why = f"same path as path {earlier}"
                 redraws.append(why)
                 log(f"path {i}: drew {client.describe_path()}, the {why}; drawing again")
                 continue
@@ -668,6 +677,7 @@ def sample_paths(spec: Spec, *, held_out: Optional[Dict[Tuple, str]] = None,
                 continue
             fitting = [s for s in spec.large_sizes if est[s] <= spec.max_est_s]
             sizes = list(spec.fixed_sizes) + ([fitting[-1]] if fitting else [])
+            drawn[_comparable(params)] = i
             out.append(Path(index=i, component=comp.name, client_table=table, params=params, mean_mbps=mean,
                             sizes=sizes, est_slowest_s={s: est[s] for s in sizes}, redraws=redraws))
             break
