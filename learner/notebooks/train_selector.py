@@ -242,6 +242,36 @@ assert export.read_model(model_path) == json.loads(json.dumps(model_doc))
 print(f"wrote {model_path} ({len(model_doc['trees'])} tree(s)) and {golden_path} ({len(golden_x)} rows)")
 
 # %% [markdown]
+# ## Export: the policy that runs the model
+# `ccswitch:policy:learner/models/NAME.policy.toml` in a scenario, or `ccswitch-agent --policy`.
+# Its window and minimum samples are the model's (the agent refuses any other).
+
+# %%
+model_policy_text = "\n".join([
+    f"# Runs {model_name}.json, written by learner/notebooks/train_selector.py; regenerate it rather than edit it.",
+    f'name = "{model_name}"',
+    f'description = "{provenance["strategy"]} trained on {provenance["dataset"]} ({provenance["dataset_paths"]} paths)"',
+    f'initial = "{initial}"',
+    f'model = "{model_name}.json"',
+    "",
+    "[window]",
+    f'kind = "{window["kind"]}"',
+    f'samples = {int(window["samples"])}',
+    "",
+    "[decide]",
+    "spatial = true",
+    "temporal = false",
+    f'min_samples = {int(decide["min_samples"])}',
+    "",
+    "[hysteresis]",
+    *[f"{k} = {int(v)}" for k, v in hysteresis.items()],
+    "",
+])
+model_policy_path = out / f"{model_name}.policy.toml"
+model_policy_path.write_text(model_policy_text)
+print(model_policy_text)
+
+# %% [markdown]
 # ## Export: the shallow tree as a rules policy
 # The policy's bounds are the f64 edges of the tree's f32 compares, so the rules choose
 # exactly what the tree predicts; checked here on every golden vector.

@@ -110,23 +110,24 @@ def agent_binary():
     return path
 
 
-def test_the_agent_loads_each_notebooks_rules_policy(executed, tmp_path):
+@pytest.mark.parametrize("kind, policy_name", [("rules", "{name}-rules"), ("policy", "{name}")])
+def test_the_agent_loads_each_notebooks_rules_and_model_policies(executed, tmp_path, kind, policy_name):
     for stem, (out_dir, name) in executed.items():
         sock = tmp_path / f"{stem}.sock"
         log = tmp_path / f"{stem}.log"
         with open(log, "w") as fh:
-            agent = subprocess.Popen([agent_binary(), "--socket", str(sock), "--policy", str(out_dir / f"{name}.rules.toml")],
+            agent = subprocess.Popen([agent_binary(), "--socket", str(sock), "--policy", str(out_dir / f"{name}.{kind}.toml")],
                                      stdout=fh, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 20
             while not sock.exists() and agent.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert agent.poll() is None, f"the agent refused {name}.rules.toml:\n{log.read_text()}"
+            assert agent.poll() is None, f"the agent refused {name}.{kind}.toml:\n{log.read_text()}"
             assert sock.exists(), f"the agent did not listen within 20 s:\n{log.read_text()}"
         finally:
             agent.send_signal(signal.SIGTERM)
             agent.wait(timeout=10)
-        assert f"policy={name}-rules" in log.read_text(), log.read_text()
+        assert f"policy={policy_name.format(name=name)}" in log.read_text(), log.read_text()
 
 
 SHIPPED = sorted((REPO / "learner" / "models").glob("*.json"))
