@@ -102,3 +102,31 @@ def test_cells_say_whether_they_failed_and_how_often_python_raised():
     die = next(l for l in table.splitlines() if "ccswitch:py:m:Die" in l)
     assert die.endswith("all 2 failed: ccswitch-agent exited with killed by SIGKILL")
     assert next(l for l in table.splitlines() if "Raises" in l).endswith("ok (73 on_report errors)")
+
+
+def test_policy_cells_say_which_algorithm_their_transfers_ended_on():
+    rows = [
+        {"client": "c", "scheme": "ccswitch:policy:m.toml", "tct_s": 1.0, "sha256_ok": True, "error": None,
+         "algorithms": ["bbr", "hybla"]},
+        {"client": "c", "scheme": "ccswitch:policy:m.toml", "tct_s": 1.2, "sha256_ok": True, "error": None,
+         "algorithms": ["bbr"]},
+        {"client": "c", "scheme": "ccswitch:policy:m.toml", "tct_s": 1.1, "sha256_ok": True, "error": None,
+         "algorithms": ["bbr", "hybla"]},
+        {"client": "c", "scheme": "ccswitch:bbr", "tct_s": 0.9, "sha256_ok": True, "error": None,
+         "algorithms": ["bbr"]},
+        {"client": "c", "scheme": "native:cubic", "tct_s": 1.5, "sha256_ok": True, "error": None},
+    ]
+    summary = stats.summarize(rows)
+    assert summary[0]["ended_on"] == {"hybla": 2, "bbr": 1}
+    assert summary[2]["ended_on"] is None
+    table = stats.format_table(summary).splitlines()
+    assert "ended on" in table[0] and table[0].index("ended on") < table[0].index("status")
+    assert "hybla 2, bbr 1" in table[2]
+    # a fixed scheme's single algorithm is no news: no figure in its column
+    assert "bbr 1" not in table[3]
+
+
+def test_runs_without_a_policy_keep_the_plain_table():
+    rows = [{"client": "c", "scheme": "ccswitch:bbr", "tct_s": 0.9, "sha256_ok": True, "error": None,
+             "algorithms": ["bbr"]}]
+    assert "ended on" not in stats.format_table(stats.summarize(rows))

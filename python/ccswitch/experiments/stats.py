@@ -71,15 +71,19 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
     Returns, in first-seen order, dicts with: client, scheme, n, tct_median_s, tct_mean_s,
     ci95 [lo, hi], integrity_failures, errors, attempts, on_report_errors (summed over the
     group's transfers; None when no row carries the count, e.g. native schemes), first_error
-    (the first failed transfer's error, None if none) and status (`cell_status`). Statistics
-    are None when n = 0.
+    (the first failed transfer's error, None if none), status (`cell_status`) and ended_on
+    (for transfers whose rows name the `algorithms` their flow ran: how many ended on each,
+    most first; None when no row does). Statistics are None when n = 0.
     """
     groups: Dict[tuple, dict] = {}
     for r in rows:
         key = tuple(r[k] for k in group_keys)
         g = groups.setdefault(key, {"tcts": [], "integrity_failures": 0, "errors": 0, "attempts": 0,
-                                    "on_report_errors": None, "first_error": None})
+                                    "on_report_errors": None, "first_error": None, "ended_on": None})
         g["attempts"] += 1
+        if r.get("algorithms"):
+            ended = g["ended_on"] = g["ended_on"] or {}
+            ended[r["algorithms"][-1]] = ended.get(r["algorithms"][-1], 0) + 1
         if r.get("on_report_errors") is not None:
             g["on_report_errors"] = (g["on_report_errors"] or 0) + int(r["on_report_errors"])
         if r.get("error"):
@@ -110,6 +114,8 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
         row["attempts"] = g["attempts"]
         row["on_report_errors"] = g["on_report_errors"]
         row["first_error"] = g["first_error"]
+        row["ended_on"] = None if g["ended_on"] is None else dict(
+            sorted(g["ended_on"].items(), key=lambda kv: (-kv[1], kv[0])))
         row["status"] = cell_status(row)
         out.append(row)
     return out
@@ -148,9 +154,18 @@ def json_rows(summary: List[dict]) -> List[dict]:
     return [{k: row[k] for k in JSON_ROW_KEYS} for row in summary]
 
 
+def ended_on_text(ended_on: Optional[dict]) -> str:
+    """`{"bbr": 2, "hybla": 1}` -> "bbr 2, hybla 1"; "-" for None."""
+    return ", ".join(f"{alg} {n}" for alg, n in ended_on.items()) if ended_on else "-"
+
+
 def format_table(summary: List[dict]) -> str:
-    """Human-readable summary table."""
+    """Human-readable summary table. Policy runs (rows that know the algorithms their
+    transfers ran) get an "ended on" column: which algorithm each cell's transfers ended on."""
     head = ["client", "scheme", "n", "median s", "mean s", "95% CI of mean", "sha fail", "errors", "status"]
+    with_ended = any(r.get("ended_on") and ":policy:" in r["scheme"] for r in summary)
+    if with_ended:
+        head.insert(-1, "ended on")
     lines = []
     for r in summary:
         if r["n"]:
@@ -158,11 +173,14 @@ def format_table(summary: List[dict]) -> str:
             med, mean = f"{r['tct_median_s']:.3f}", f"{r['tct_mean_s']:.3f}"
         else:
             ci = med = mean = "-"
-        lines.append([r["client"], r["scheme"], str(r["n"]), med, mean, ci,
-                      str(r["integrity_failures"]), str(r.get("errors", 0)), r.get("status") or cell_status(r)])
+        cells = [r["client"], r["scheme"], str(r["n"]), med, mean, ci,
+                 str(r["integrity_failures"]), str(r.get("errors", 0)), r.get("status") or cell_status(r)]
+        if with_ended:
+            cells.insert(-1, ended_on_text(r.get("ended_on")) if ":policy:" in r["scheme"] else "-")
+        lines.append(cells)
     widths = [max(len(x) for x in col) for col in zip(head, *lines)]
-    last = len(head) - 1
-    fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 or i == last else c.rjust(w)
+    left = {0, 1, len(head) - 1} | ({len(head) - 2} if with_ended else set())  # words, not figures
+    fmt = lambda cells: "  ".join(c.ljust(w) if i in left else c.rjust(w)
                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([fmt(head), sep] + [fmt(l) for l in lines])
