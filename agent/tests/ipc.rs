@@ -1,80 +1,20 @@
 //! The agent as a datapath sees it: a real `ccswitch-agent` process on a temporary socket,
 //! driven with CCP messages, including malformed ones.
 
+mod common;
+
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use ccswitch_ccp::wire::{self, Create, FrameReader, Measure, Msg, Ready};
+use ccswitch_ccp::wire::{Create, Measure, Msg, Ready};
 use ccswitch_ccp::{Flow, Primitives, ProgramTable};
+use common::{Agent, Datapath};
 
-struct Agent {
-    child: Child,
-    socket: PathBuf,
-    dir: PathBuf,
-}
-
-impl Agent {
-    fn start(test: &str, algorithm: &str) -> Agent {
-        let dir = std::env::temp_dir().join(format!("ccsw-agent-{}-{test}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let socket = dir.join("agent.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_ccswitch-agent"))
-            .args(["--socket", socket.to_str().unwrap(), "--algorithm", algorithm, "--log-level", "debug"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "agent did not start listening");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Agent { child, socket, dir }
-    }
-
-    fn connect(&self) -> Datapath {
-        let s = UnixStream::connect(&self.socket).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        Datapath { s, frames: FrameReader::new() }
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-struct Datapath {
-    s: UnixStream,
-    frames: FrameReader,
+fn start_agent(test: &str, algorithm: &str) -> Agent {
+    Agent::start(test, &["--algorithm", algorithm, "--log-level", "debug"])
 }
 
 impl Datapath {
-    fn send(&mut self, m: &Msg) {
-        self.s.write_all(&m.encode().unwrap()).unwrap();
-    }
-
-    fn recv(&mut self) -> Msg {
-        let mut buf = [0u8; 4096];
-        loop {
-            if let Some(frame) = self.frames.next_frame().unwrap() {
-                return wire::decode(&frame).unwrap().0;
-            }
-            let n = self.s.read(&mut buf).expect("agent answered");
-            assert!(n > 0, "agent closed the connection");
-            self.frames.push(&buf[..n]);
-        }
-    }
-
     fn create(&mut self, sid: u32, alg: &str) -> u32 {
         self.send(&Msg::Create(Create {
             sid,
@@ -94,6 +34,11 @@ impl Datapath {
             }
             other => panic!("expected CHANGE_PROG, got {other:?}"),
         }
+    }
+
+    /// Bytes as they are, whether the agent still reads them or not.
+    fn send_raw(&mut self, bytes: &[u8]) {
+        let _ = self.s.write_all(bytes);
     }
 }
 
@@ -118,7 +63,7 @@ fn cwnd_of(m: Msg) -> u64 {
 
 #[test]
 fn installs_programs_then_drives_each_flow_with_its_own_algorithm() {
-    let agent = Agent::start("drives", "reno");
+    let agent = start_agent("drives", "reno");
     let mut dp = agent.connect();
     dp.send(&Msg::Ready(Ready { id: 7 }));
     let uid = match dp.recv() {
@@ -149,7 +94,7 @@ fn installs_programs_then_drives_each_flow_with_its_own_algorithm() {
 /// the window per ACK; the agent only steps in on loss (halve, then hold growth in recovery).
 #[test]
 fn full_api_program_grows_the_window_in_the_datapath_and_the_agent_answers_loss() {
-    let agent = Agent::start("full-api", "reno");
+    let agent = start_agent("full-api", "reno");
     let mut dp = agent.connect();
     dp.send(&Msg::Ready(Ready { id: 9 }));
     let mut table = ProgramTable::new();
@@ -222,7 +167,7 @@ fn full_api_program_grows_the_window_in_the_datapath_and_the_agent_answers_loss(
 
 #[test]
 fn malformed_messages_are_rejected_and_other_flows_keep_being_served() {
-    let mut agent = Agent::start("malformed", "reno");
+    let mut agent = start_agent("malformed", "reno");
     let mut good = agent.connect();
     good.send(&Msg::Ready(Ready { id: 1 }));
     let Msg::InstallExpr(install) = good.recv() else { panic!("no install") };
@@ -255,10 +200,4 @@ fn malformed_messages_are_rejected_and_other_flows_keep_being_served() {
     let mut third = agent.connect();
     third.send(&Msg::Ready(Ready { id: 3 }));
     assert!(matches!(third.recv(), Msg::InstallExpr(_)));
-}
-
-impl Datapath {
-    fn send_raw(&mut self, bytes: &[u8]) {
-        let _ = self.s.write_all(bytes);
-    }
 }

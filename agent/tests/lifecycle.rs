@@ -3,74 +3,33 @@
 //! directory of its own under the system's temporary directory and removes it; agents are
 //! stopped by their PID.
 
-use std::fs::File;
+mod common;
+
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use ccswitch_ccp::wire::{self, FrameReader, Msg, MsgType, Ready};
+use ccswitch_ccp::wire::{Msg, MsgType, Ready};
+use common::Agent;
 
-const START_TIMEOUT: Duration = Duration::from_secs(10);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const ESC: u8 = 0x1b;
 
-struct Agent {
-    child: Child,
-    dir: PathBuf,
-    socket: PathBuf,
-    control: PathBuf,
-    log: PathBuf,
+/// An agent with a datapath and a control socket, its log a file (not a terminal).
+fn start_agent(test: &str, extra: &[&str]) -> Agent {
+    let dir = common::test_dir(test);
+    let control = dir.join("control.sock");
+    let mut args = vec!["--control-socket", control.to_str().unwrap(), "--log-level", "debug"];
+    args.extend_from_slice(extra);
+    Agent::start_in(dir, &args)
 }
 
 impl Agent {
-    /// Start an agent with a datapath and a control socket, stderr to a file (not a terminal).
-    fn start(test: &str, extra: &[&str]) -> Agent {
-        let dir = std::env::temp_dir().join(format!("ccsw-life-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let (socket, control, log) = (dir.join("agent.sock"), dir.join("control.sock"), dir.join("agent.log"));
-        let log_file = File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_ccswitch-agent"))
-            .args(["--socket", socket.to_str().unwrap(), "--control-socket", control.to_str().unwrap()])
-            .args(["--log-level", "debug"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file)
-            .spawn()
-            .unwrap();
-        let mut agent = Agent { child, dir, socket, control, log };
-        let deadline = Instant::now() + START_TIMEOUT;
-        // The control socket is bound first, then the datapath socket: wait for the file of
-        // the latter (connecting to it would count as a datapath).
-        while !agent.socket.exists() {
-            if let Some(status) = agent.child.try_wait().unwrap() {
-                panic!("the agent exited with {status} at start:\n{}", agent.log_text());
-            }
-            assert!(Instant::now() < deadline, "the agent did not bind {}", agent.socket.display());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        agent.wait_for_log("agent listening");
-        agent
-    }
-
-    fn log_bytes(&self) -> Vec<u8> {
-        std::fs::read(&self.log).unwrap_or_default()
-    }
-
-    fn log_text(&self) -> String {
-        String::from_utf8_lossy(&self.log_bytes()).into_owned()
-    }
-
-    fn wait_for_log(&self, needle: &str) {
-        let deadline = Instant::now() + START_TIMEOUT;
-        while !self.log_text().contains(needle) {
-            assert!(Instant::now() < deadline, "no {needle:?} in the log:\n{}", self.log_text());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    fn control(&self) -> PathBuf {
+        self.dir.join("control.sock")
     }
 
     /// Send `signal` (e.g. "TERM") to the agent's PID and wait for it to exit.
@@ -93,54 +52,43 @@ impl Agent {
     }
 }
 
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 fn assert_stopped_cleanly(agent: &mut Agent, signal: &str) {
     let status = agent.signal_and_wait(signal);
     assert_eq!(status.code(), Some(0), "SIG{signal}: {status} (signal {:?}); log:\n{}", status.signal(), agent.log_text());
     assert!(!agent.socket.exists(), "SIG{signal} left {}", agent.socket.display());
-    assert!(!agent.control.exists(), "SIG{signal} left {}", agent.control.display());
+    assert!(!agent.control().exists(), "SIG{signal} left {}", agent.control().display());
     let log = agent.log_text();
     assert!(log.contains(&format!("agent stopping signal=\"SIG{signal}\"")), "{log}");
 }
 
 #[test]
 fn sigterm_removes_both_sockets_and_exits_zero() {
-    let mut agent = Agent::start("term", &[]);
-    assert!(agent.control.exists());
+    let mut agent = start_agent("term", &[]);
+    assert!(agent.control().exists());
     assert_stopped_cleanly(&mut agent, "TERM");
 }
 
 #[test]
 fn sigint_removes_both_sockets_and_exits_zero_even_with_a_datapath_connected() {
-    let mut agent = Agent::start("int", &[]);
-    let mut dp = UnixStream::connect(&agent.socket).unwrap();
-    dp.write_all(&Msg::Ready(Ready { id: 1 }).encode().unwrap()).unwrap();
+    let mut agent = start_agent("int", &[]);
+    let mut dp = agent.connect();
+    dp.send(&Msg::Ready(Ready { id: 1 }));
     agent.wait_for_log("datapath connected");
     assert_stopped_cleanly(&mut agent, "INT");
     // The datapath sees the connection end.
-    dp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut rest = Vec::new();
-    dp.read_to_end(&mut rest).unwrap();
+    dp.s.read_to_end(&mut rest).unwrap();
 }
 
 #[test]
 fn a_redirected_log_has_no_colour_escape_sequences() {
-    let mut agent = Agent::start("ansi", &[]);
+    let mut agent = start_agent("ansi", &[]);
     // Log lines at several levels: a datapath connects (info), sends a bad message (error).
-    let mut dp = UnixStream::connect(&agent.socket).unwrap();
-    dp.write_all(&Msg::Ready(Ready { id: 1 }).encode().unwrap()).unwrap();
+    let mut dp = agent.connect();
+    dp.send(&Msg::Ready(Ready { id: 1 }));
     let mut bad = Msg::Ready(Ready { id: 2 }).encode().unwrap();
     bad[0] = 0x7f; // an unknown message type, framed correctly
-    dp.write_all(&bad).unwrap();
+    dp.s.write_all(&bad).unwrap();
     agent.wait_for_log("rejected malformed message");
     drop(dp);
     agent.signal_and_wait("TERM");
@@ -151,7 +99,7 @@ fn a_redirected_log_has_no_colour_escape_sequences() {
 
 #[test]
 fn a_policy_agent_logs_the_algorithm_flows_start_on() {
-    let mut agent = Agent::start("policy", &["--algorithm", "reno", "--policy", "mystique"]);
+    let mut agent = start_agent("policy", &["--algorithm", "reno", "--policy", "mystique"]);
     let log = agent.log_text();
     let line = log.lines().find(|l| l.contains("agent listening")).unwrap();
     // mystique's initial algorithm is cubic; --algorithm reno is not what flows start on.
@@ -162,7 +110,7 @@ fn a_policy_agent_logs_the_algorithm_flows_start_on() {
 
 #[test]
 fn an_agent_without_a_policy_logs_its_algorithm() {
-    let mut agent = Agent::start("nopolicy", &["--algorithm", "vegas"]);
+    let mut agent = start_agent("nopolicy", &["--algorithm", "vegas"]);
     let log = agent.log_text();
     let line = log.lines().find(|l| l.contains("agent listening")).unwrap();
     assert!(line.contains("algorithm=vegas") && !line.contains("policy="), "{line}");
@@ -182,9 +130,9 @@ fn control_list_flows_request() -> Vec<u8> {
 
 #[test]
 fn a_control_request_on_the_datapath_socket_is_told_which_socket_to_use() {
-    let mut agent = Agent::start("wrong-socket", &[]);
+    let mut agent = start_agent("wrong-socket", &[]);
     let mut client = UnixStream::connect(&agent.socket).unwrap();
-    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    client.set_read_timeout(Some(common::ANSWER_TIMEOUT)).unwrap();
     client.write_all(&control_list_flows_request()).unwrap();
     let mut answer = Vec::new();
     client.read_to_end(&mut answer).unwrap();
@@ -198,28 +146,15 @@ fn a_control_request_on_the_datapath_socket_is_told_which_socket_to_use() {
     assert!(text.contains("use the path given to --control-socket"), "{text}");
 
     // Real datapaths are still served.
-    let mut dp = UnixStream::connect(&agent.socket).unwrap();
-    dp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    dp.write_all(&Msg::Ready(Ready { id: 1 }).encode().unwrap()).unwrap();
-    let mut frames = FrameReader::new();
-    let mut buf = [0u8; 4096];
-    let frame = loop {
-        if let Some(frame) = frames.next_frame().unwrap() {
-            break frame;
-        }
-        let n = dp.read(&mut buf).unwrap();
-        assert!(n > 0, "the agent closed a real datapath's connection");
-        frames.push(&buf[..n]);
-    };
-    assert_eq!(wire::decode(&frame).unwrap().0.msg_type(), MsgType::InstallExpr);
+    let mut dp = agent.connect();
+    dp.send(&Msg::Ready(Ready { id: 1 }));
+    assert_eq!(dp.recv().msg_type(), MsgType::InstallExpr);
     assert_stopped_cleanly(&mut agent, "TERM");
 }
 
 #[test]
 fn an_agent_that_cannot_start_leaves_no_control_socket() {
-    let dir = std::env::temp_dir().join(format!("ccsw-life-{}-nostart", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::test_dir("nostart");
     let (socket, control) = (dir.join("not-a-socket"), dir.join("control.sock"));
     std::fs::write(&socket, b"a regular file").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ccswitch-agent"))

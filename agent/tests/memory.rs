@@ -5,14 +5,12 @@
 //! `--no-destination-memory` nothing is remembered. Where each flow started is read from the
 //! `flow` events of `--events`, written before the agent answers the CREATE.
 
-use std::io::{Read, Write};
-use std::net::Ipv4Addr;
-use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-use ccswitch_ccp::wire::{self, Create, FrameReader, Measure, Msg, Ready};
+use std::net::Ipv4Addr;
+
+use ccswitch_ccp::wire::{Create, Measure, Msg, Ready};
+use common::{Agent, Datapath};
 use serde_json::Value;
 
 const MSS: u32 = 1448;
@@ -33,61 +31,29 @@ when = "min_rtt_ms > 1000"
 use = "vegas"
 "#;
 
-struct Agent {
-    child: Child,
-    dir: PathBuf,
-    socket: PathBuf,
-    events: PathBuf,
-    log: PathBuf,
+/// An agent running the policy `policy` (TOML text), with `extra` arguments and `--events`.
+fn start_agent(test: &str, policy: &str, extra: &[&str]) -> Agent {
+    let dir = common::test_dir(test);
+    let (events, policy_file) = (dir.join("events.jsonl"), dir.join("policy.toml"));
+    std::fs::write(&policy_file, policy).unwrap();
+    let mut args = vec!["--policy", policy_file.to_str().unwrap(), "--events", events.to_str().unwrap()];
+    args.extend(["--log-level", "info"]);
+    args.extend_from_slice(extra);
+    Agent::start_in(dir, &args)
 }
 
 impl Agent {
-    /// An agent running the policy `policy` (TOML text), with `extra` arguments.
-    fn start(test: &str, policy: &str, extra: &[&str]) -> Agent {
-        let dir = std::env::temp_dir().join(format!("ccsw-memory-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let (socket, events, log, policy_file) =
-            (dir.join("agent.sock"), dir.join("events.jsonl"), dir.join("agent.log"), dir.join("policy.toml"));
-        std::fs::write(&policy_file, policy).unwrap();
-        let log_file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_ccswitch-agent"))
-            .args(["--socket", socket.to_str().unwrap(), "--policy", policy_file.to_str().unwrap()])
-            .args(["--events", events.to_str().unwrap(), "--log-level", "info"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .unwrap();
-        let mut agent = Agent { child, dir, socket, events, log };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !agent.socket.exists() {
-            if let Some(status) = agent.child.try_wait().unwrap() {
-                panic!("the agent exited with {status}:\n{}", agent.log_text());
-            }
-            assert!(Instant::now() < deadline, "the agent did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        agent
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn connect(&self) -> Datapath {
-        let s = UnixStream::connect(&self.socket).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut dp = Datapath { s, frames: FrameReader::new(), uid: 0, now_us: 1_000_000 };
+    /// A datapath that said READY and was installed the standard program.
+    fn connect_ready(&self) -> ReadyDatapath {
+        let mut dp = self.connect();
         dp.send(&Msg::Ready(Ready { id: 1 }));
         let Msg::InstallExpr(install) = dp.recv() else { panic!("no program installed") };
-        dp.uid = install.program_uid;
-        dp
+        ReadyDatapath { dp, uid: install.program_uid, now_us: 1_000_000 }
     }
 
     /// The `flow` event of the flow with socket id `sid` (the latest, if several).
     fn flow_event(&self, sid: u32) -> Value {
-        let text = std::fs::read_to_string(&self.events).unwrap();
+        let text = std::fs::read_to_string(self.dir.join("events.jsonl")).unwrap();
         text.lines()
             .rev()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -96,41 +62,17 @@ impl Agent {
     }
 }
 
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-struct Datapath {
-    s: UnixStream,
-    frames: FrameReader,
+/// A datapath with the standard program's uid, sending whole flows to the agent.
+struct ReadyDatapath {
+    dp: Datapath,
     uid: u32,
     now_us: u64,
 }
 
-impl Datapath {
-    fn send(&mut self, m: &Msg) {
-        self.s.write_all(&m.encode().unwrap()).unwrap();
-    }
-
-    fn recv(&mut self) -> Msg {
-        let mut buf = [0u8; 4096];
-        loop {
-            if let Some(frame) = self.frames.next_frame().unwrap() {
-                return wire::decode(&frame).unwrap().0;
-            }
-            let n = self.s.read(&mut buf).expect("the agent answered");
-            assert!(n > 0, "the agent closed the connection");
-            self.frames.push(&buf[..n]);
-        }
-    }
-
+impl ReadyDatapath {
     /// A flow from the server to `client`; waits for the agent's CHANGE_PROG.
     fn create(&mut self, sid: u32, client: Ipv4Addr) {
-        self.send(&Msg::Create(Create {
+        self.dp.send(&Msg::Create(Create {
             sid,
             init_cwnd: 10 * MSS,
             mss: MSS,
@@ -141,7 +83,7 @@ impl Datapath {
             cong_alg: String::new(),
         }));
         loop {
-            match self.recv() {
+            match self.dp.recv() {
                 Msg::ChangeProg(c) if c.sid == sid => return,
                 Msg::InstallExpr(_) => continue,
                 other => panic!("expected CHANGE_PROG for {sid}, got {other:?}"),
@@ -155,8 +97,8 @@ impl Datapath {
         self.now_us += RTT_US;
         let acked = 10 * u64::from(MSS);
         let fields = vec![acked, 0, 0, 0, RTT_US, RTT_US, acked, 2_000_000, self.now_us];
-        self.send(&Msg::Measure(Measure { sid, program_uid: self.uid, fields }));
-        match self.recv() {
+        self.dp.send(&Msg::Measure(Measure { sid, program_uid: self.uid, fields }));
+        match self.dp.recv() {
             Msg::UpdateFields(u) if u.sid == sid => {}
             other => panic!("expected UPDATE_FIELDS for {sid}, got {other:?}"),
         }
@@ -164,7 +106,7 @@ impl Datapath {
 
     /// Close the flow (a report without fields; the agent does not answer).
     fn close(&mut self, sid: u32) {
-        self.send(&Msg::Measure(Measure { sid, program_uid: 0, fields: Vec::new() }));
+        self.dp.send(&Msg::Measure(Measure { sid, program_uid: 0, fields: Vec::new() }));
     }
 
     /// A whole flow to `client`: `reports` reports, then its close.
@@ -177,14 +119,23 @@ impl Datapath {
     }
 }
 
+/// The `flow` event of a flow to 10.1.2.0/24 after two that the policy decided for.
+fn flow_after_two_decided_flows_to_its_prefix(agent: &Agent) -> Value {
+    let mut dp = agent.connect_ready();
+    dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
+    dp.flow(2, Ipv4Addr::new(10, 1, 2, 4), 3);
+    dp.create(3, Ipv4Addr::new(10, 1, 2, 200));
+    agent.flow_event(3)
+}
+
 fn start_of(event: &Value) -> (&str, &str) {
     (event["start"].as_str().unwrap(), event["algorithm"].as_str().unwrap())
 }
 
 #[test]
 fn the_next_flow_to_a_destination_starts_on_what_the_last_ones_ended_on() {
-    let agent = Agent::start("remembers", POLICY, &[]);
-    let mut dp = agent.connect();
+    let agent = start_agent("remembers", POLICY, &[]);
+    let mut dp = agent.connect_ready();
     // Two flows to 10.1.2.0/24 that the policy decided for: cubic, then bbr.
     dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
     assert_eq!(start_of(&agent.flow_event(1)), ("initial", "cubic"));
@@ -229,12 +180,8 @@ fn the_next_flow_to_a_destination_starts_on_what_the_last_ones_ended_on() {
 
 #[test]
 fn with_no_destination_memory_every_policy_flow_starts_on_initial() {
-    let agent = Agent::start("off", POLICY, &["--no-destination-memory"]);
-    let mut dp = agent.connect();
-    dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
-    dp.flow(2, Ipv4Addr::new(10, 1, 2, 4), 3);
-    dp.create(3, Ipv4Addr::new(10, 1, 2, 200));
-    let e = agent.flow_event(3);
+    let agent = start_agent("off", POLICY, &["--no-destination-memory"]);
+    let e = flow_after_two_decided_flows_to_its_prefix(&agent);
     assert_eq!(start_of(&e), ("initial", "cubic"), "{e}");
     assert_eq!(e["start_reason"], "destination memory switched off by the agent's --no-destination-memory");
     assert_eq!(e["memory"], Value::Null);
@@ -245,12 +192,8 @@ fn with_no_destination_memory_every_policy_flow_starts_on_initial() {
 
 #[test]
 fn a_policy_with_memory_disabled_remembers_nothing() {
-    let agent = Agent::start("disabled", &format!("{POLICY}\n[memory]\nenabled = false\n"), &[]);
-    let mut dp = agent.connect();
-    dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
-    dp.flow(2, Ipv4Addr::new(10, 1, 2, 4), 3);
-    dp.create(3, Ipv4Addr::new(10, 1, 2, 200));
-    let e = agent.flow_event(3);
+    let agent = start_agent("disabled", &format!("{POLICY}\n[memory]\nenabled = false\n"), &[]);
+    let e = flow_after_two_decided_flows_to_its_prefix(&agent);
     assert_eq!(start_of(&e), ("initial", "cubic"), "{e}");
     assert_eq!(e["start_reason"], "destination memory switched off by the policy ([memory] enabled = false)");
 }
@@ -258,8 +201,8 @@ fn a_policy_with_memory_disabled_remembers_nothing() {
 #[test]
 fn a_threshold_of_one_half_trusts_a_single_flow_and_prefix_lengths_are_the_policys() {
     let policy = format!("{POLICY}\n[memory]\nmin_score = 0.5\nprefix_v4 = 16\n");
-    let agent = Agent::start("one-vote", &policy, &[]);
-    let mut dp = agent.connect();
+    let agent = start_agent("one-vote", &policy, &[]);
+    let mut dp = agent.connect_ready();
     dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
     dp.create(2, Ipv4Addr::new(10, 1, 99, 1));
     let e = agent.flow_event(2);

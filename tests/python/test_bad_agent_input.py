@@ -8,6 +8,7 @@ import socket
 import struct
 import threading
 
+from fake_datapath import INSTALL_EXPR, UPDATE_FIELDS, frame
 from live import set_up_runner
 
 SCENARIO = """
@@ -23,13 +24,6 @@ link = { mbps = 24 }
 queue_packets = 200
 file_bytes = 3_000_000
 """
-
-INSTALL_EXPR, UPDATE_FIELDS = 2, 3
-
-
-def frame(msg_type, sid, body):
-    return struct.pack("<HHI", msg_type, 8 + len(body), sid) + body
-
 
 def malformed_frames():
     unknown_type = frame(42, 0, b"")

@@ -18,150 +18,20 @@ import pytest
 from ccswitch import control
 from ccswitch.control import ControlClient, ControlError
 from ccswitch.experiments import runner
-from ccswitch.experiments.topology import python_agent_env
-
-START_TIMEOUT_S = 10.0
-ANSWER_TIMEOUT_S = 5.0
-
-# CCP wire protocol (datapaths/ccp/src/wire.rs): header type u16, len u16, sid u32.
-CREATE, MEASURE, INSTALL_EXPR, UPDATE_FIELDS, CHANGE_PROG, READY = 0, 1, 2, 3, 4, 5
-HEADER = struct.Struct("<HHI")
-MSS_BYTES = 1448
-RTT_US = 50_000
-# The agent's standard program reports these registers, in declaration order.
-REPORT_FIELDS = ["acked", "lost", "timeout", "ecn", "rtt", "minrtt", "inflight", "rate", "now"]
-
-SERVER, SERVER_PORT = "192.168.7.2", 8080
-CLIENT, CLIENT_PORT = "10.20.0.9", 40_000
+from agent_process import Agent
+from fake_datapath import (ANSWER_TIMEOUT_S, CLIENT, CLIENT_PORT, HEADER, INSTALL_EXPR, MSS_BYTES, RTT_US, SERVER,
+                           SERVER_PORT, FakeDatapath)
 
 
-def agent_binary():
-    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} not built (make build)")
-    return path
-
-
-def wait_connectable(path, proc, log_path):
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            with open(log_path) as f:
-                pytest.fail(f"the agent exited with {proc.returncode}:\n{f.read()}")
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.connect(path)
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                pytest.fail(f"the agent did not listen on {path}")
-            time.sleep(0.02)
-        finally:
-            s.close()
-
-
-class Agent:
-    def __init__(self, tmp_path, extra=()):
-        self.socket = str(tmp_path / "agent.sock")
-        self.control = str(tmp_path / "control.sock")
-        self.log_path = str(tmp_path / "agent.log")
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                [agent_binary(), "--socket", self.socket, "--control-socket", self.control,
-                 "--algorithm", "reno", "--log-level", "debug", *extra],
-                stdout=log, stderr=subprocess.STDOUT, env=python_agent_env(dict(os.environ)),
-            )
-        try:
-            # Only the control socket is probed: a probe of the datapath socket would count
-            # as datapath 1. FakeDatapath retries until the datapath socket listens.
-            wait_connectable(self.control, self.proc, self.log_path)
-        except BaseException:
-            self.stop()
-            raise
-
-    def client(self):
-        return ControlClient(self.control, timeout=ANSWER_TIMEOUT_S)
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, 9)
-        self.proc.wait()
+def start_agent(tmp_path, *extra):
+    return Agent(tmp_path, ["--algorithm", "reno", "--log-level", "debug", *extra])
 
 
 @pytest.fixture
 def agent(tmp_path):
-    a = Agent(tmp_path)
+    a = start_agent(tmp_path)
     yield a
     a.stop()
-
-
-def ip(addr):
-    return struct.unpack(">I", socket.inet_aton(addr))[0]
-
-
-class FakeDatapath:
-    """A datapath that announces itself, creates flows and sends reports, waiting for the
-    agent's answer to each so that the agent's state is settled when the test looks."""
-
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(ANSWER_TIMEOUT_S)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                self.s.connect(path)
-                break
-            except (FileNotFoundError, ConnectionRefusedError):
-                assert time.monotonic() < deadline, f"the agent did not listen on {path}"
-                time.sleep(0.02)
-        self.buf = b""
-        self.uid = None
-        self.now_us = 1_000_000
-        self.send(READY, 0, struct.pack("<I", 7))
-        msg_type, _, body = self.recv()
-        assert msg_type == INSTALL_EXPR, msg_type
-        self.uid = struct.unpack_from("<I", body)[0]
-
-    def send(self, msg_type, sid, body):
-        self.s.sendall(HEADER.pack(msg_type, HEADER.size + len(body), sid) + body)
-
-    def recv(self):
-        while len(self.buf) < HEADER.size or len(self.buf) < HEADER.unpack_from(self.buf)[1]:
-            chunk = self.s.recv(65536)
-            assert chunk, "the agent closed the datapath connection"
-            self.buf += chunk
-        msg_type, length, sid = HEADER.unpack_from(self.buf)
-        body, self.buf = self.buf[HEADER.size:length], self.buf[length:]
-        return msg_type, sid, body
-
-    def answer_for(self, sid):
-        """The agent's window update or program change for `sid` (skipping installs)."""
-        while True:
-            msg_type, got_sid, _ = self.recv()
-            if got_sid == sid and msg_type in (UPDATE_FIELDS, CHANGE_PROG):
-                return msg_type
-
-    def create(self, sid, src=SERVER, sport=SERVER_PORT, dst=CLIENT, dport=CLIENT_PORT):
-        body = struct.pack("<6I", 10 * MSS_BYTES, MSS_BYTES, ip(src), sport, ip(dst), dport) + bytes(64)
-        self.send(CREATE, sid, body)
-        assert self.answer_for(sid) == CHANGE_PROG
-
-    def report(self, sid):
-        self.now_us += RTT_US
-        values = dict(acked=10 * MSS_BYTES, rtt=RTT_US, minrtt=RTT_US, inflight=10 * MSS_BYTES,
-                      rate=2_000_000, now=self.now_us)
-        fields = [values.get(name, 0) for name in REPORT_FIELDS]
-        self.send(MEASURE, sid, struct.pack(f"<II{len(fields)}Q", self.uid, len(fields), *fields))
-        self.answer_for(sid)
-
-    def close_flow(self, sid):
-        self.send(MEASURE, sid, struct.pack("<II", 0, 0))
-
-    def close(self):
-        self.s.close()
 
 
 def only_flow(c):
@@ -395,7 +265,7 @@ use = "vegas"
 def policy_agent(tmp_path):
     policy = tmp_path / "policy.toml"
     policy.write_text(MEMORY_POLICY)
-    a = Agent(tmp_path, extra=["--policy", str(policy)])
+    a = start_agent(tmp_path, "--policy", str(policy))
     yield a
     a.stop()
 
@@ -485,7 +355,7 @@ def test_without_a_policy_the_memory_says_why_it_is_off(agent):
 def test_no_destination_memory_switches_it_off_whatever_the_policy(tmp_path):
     policy = tmp_path / "policy.toml"
     policy.write_text(MEMORY_POLICY)
-    a = Agent(tmp_path, extra=["--policy", str(policy), "--no-destination-memory"])
+    a = start_agent(tmp_path, "--policy", str(policy), "--no-destination-memory")
     try:
         dp = FakeDatapath(a.socket)
         try:

@@ -13,27 +13,14 @@ coming and going, timeouts). Checked, bit for bit:
 Needs the Rust binaries (make build); fails rather than skips without them."""
 
 import json
-import os
 import random
-import socket
-import struct
-import subprocess
-import time
 
 import pytest
 
 from ccswitch import _native
-from ccswitch.control import ControlClient
-from ccswitch.experiments import runner
-from ccswitch.experiments.topology import python_agent_env
+from agent_process import Agent
+from fake_datapath import FakeDatapath
 
-START_TIMEOUT_S = 10.0
-ANSWER_TIMEOUT_S = 5.0
-# CCP wire protocol (datapaths/ccp/src/wire.rs): header type u16, len u16, sid u32.
-CREATE, MEASURE, INSTALL_EXPR, UPDATE_FIELDS, CHANGE_PROG, READY = 0, 1, 2, 3, 4, 5
-HEADER = struct.Struct("<HHI")
-# The agent's standard program reports these registers, in declaration order.
-REPORT_FIELDS = ["acked", "lost", "timeout", "ecn", "rtt", "minrtt", "inflight", "rate", "now"]
 MSS_BYTES = 1_388
 WINDOW, SAMPLES, MIN_SAMPLES = "first", 20, 8
 
@@ -50,98 +37,21 @@ use = "cubic"
 """
 
 
-def agent_binary():
-    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} not built (make build)")
-    return path
+def start_agent(tmp_path):
+    policy = tmp_path / "parity.toml"
+    policy.write_text(POLICY)
+    return Agent(tmp_path, ["--policy", str(policy), "--events", str(tmp_path / "events.jsonl"), "--log-level", "debug"])
 
 
-class Agent:
-    def __init__(self, tmp_path):
-        self.socket = str(tmp_path / "agent.sock")
-        self.control = str(tmp_path / "control.sock")
-        self.events = str(tmp_path / "events.jsonl")
-        self.log_path = str(tmp_path / "agent.log")
-        policy = tmp_path / "parity.toml"
-        policy.write_text(POLICY)
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                [agent_binary(), "--socket", self.socket, "--control-socket", self.control,
-                 "--policy", str(policy), "--events", self.events, "--log-level", "debug"],
-                stdout=log, stderr=subprocess.STDOUT, env=python_agent_env(dict(os.environ)),
-            )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not os.path.exists(self.control):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                with open(self.log_path) as f:
-                    pytest.fail(f"the agent did not start:\n{f.read()}")
-            time.sleep(0.02)
-
-    def read_events(self):
-        with open(self.events) as f:
-            return [json.loads(line) for line in f]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, 9)
-        self.proc.wait()
+def read_events(agent):
+    with open(agent.dir / "events.jsonl") as f:
+        return [json.loads(line) for line in f]
 
 
-class Datapath:
-    """Announces itself, creates flows and sends reports, waiting for each answer."""
-
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(ANSWER_TIMEOUT_S)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                self.s.connect(path)
-                break
-            except (FileNotFoundError, ConnectionRefusedError):
-                assert time.monotonic() < deadline, f"the agent did not listen on {path}"
-                time.sleep(0.02)
-        self.buf = b""
-        self.send(READY, 0, struct.pack("<I", 7))
-        msg_type, _, body = self.recv()
-        assert msg_type == INSTALL_EXPR, msg_type
-        self.uid = struct.unpack_from("<I", body)[0]
-
-    def send(self, msg_type, sid, body):
-        self.s.sendall(HEADER.pack(msg_type, HEADER.size + len(body), sid) + body)
-
-    def recv(self):
-        while len(self.buf) < HEADER.size or len(self.buf) < HEADER.unpack_from(self.buf)[1]:
-            chunk = self.s.recv(65536)
-            assert chunk, "the agent closed the datapath connection"
-            self.buf += chunk
-        msg_type, length, sid = HEADER.unpack_from(self.buf)
-        body, self.buf = self.buf[HEADER.size:length], self.buf[length:]
-        return msg_type, sid, body
-
-    def answer_for(self, sid):
-        while True:
-            msg_type, got_sid, _ = self.recv()
-            if got_sid == sid and msg_type in (UPDATE_FIELDS, CHANGE_PROG):
-                return msg_type
-
-    def create(self, sid, mss):
-        """A flow to a destination of its own (10.SID.0.2), so that no flow's algorithm is
-        chosen from what an earlier flow to the same destination ended on."""
-        ip = lambda a: struct.unpack(">I", socket.inet_aton(a))[0]
-        body = struct.pack("<6I", 10 * mss, mss, ip("10.250.0.1"), 8080, ip(f"10.{sid}.0.2"), 40_000 + sid) + bytes(64)
-        self.send(CREATE, sid, body)
-        self.answer_for(sid)
-
-    def report(self, sid, values):
-        fields = [values.get(name, 0) for name in REPORT_FIELDS]
-        self.send(MEASURE, sid, struct.pack(f"<II{len(fields)}Q", self.uid, len(fields), *fields))
-        self.answer_for(sid)
-
-    def close_flow(self, sid):
-        self.send(MEASURE, sid, struct.pack("<II", 0, 0))
+def create_flow(dp, sid):
+    """A flow to a destination of its own (10.SID.0.2), so that no flow's algorithm is
+    chosen from what an earlier flow to the same destination ended on."""
+    dp.create(sid, src="10.250.0.1", sport=8080, dst=f"10.{sid}.0.2", dport=40_000 + sid, mss=MSS_BYTES)
 
 
 def irregular_reports(seed, n):
@@ -172,19 +82,19 @@ def as_event_report(values):
 
 @pytest.fixture
 def agent(tmp_path):
-    a = Agent(tmp_path)
+    a = start_agent(tmp_path)
     yield a
     a.stop()
 
 
 def test_the_agents_features_are_the_native_modules_report_by_report_and_at_its_decision(agent):
-    dp = Datapath(agent.socket)
+    dp = FakeDatapath(agent.socket)
     flows = {sid: irregular_reports(seed=sid, n=45) for sid in (1, 2, 3)}
     compared = 0
     try:
-        with ControlClient(agent.control, timeout=ANSWER_TIMEOUT_S) as c:
+        with agent.client() as c:
             for sid, reports in flows.items():
-                dp.create(sid, MSS_BYTES)
+                create_flow(dp, sid)
                 tracker = _native.FeatureTracker(WINDOW, SAMPLES)
                 for values in reports:
                     dp.report(sid, values)
@@ -195,10 +105,10 @@ def test_the_agents_features_are_the_native_modules_report_by_report_and_at_its_
                     compared += 1
                 dp.close_flow(sid)
     finally:
-        dp.s.close()
+        dp.close()
     assert compared == 3 * 45
 
-    events = agent.read_events()
+    events = read_events(agent)
     for sid, sent in flows.items():
         mine = [e for e in events if e.get("sid") == sid]
         flow = [e for e in mine if e["event"] == "flow"]

@@ -5,18 +5,12 @@ the model file and the fault; the agent keeps serving and keeps its policy. The 
 refuses the same files with the same words. Needs the Rust binaries (make build)."""
 
 import json
-import os
-import subprocess
-import time
 
 import pytest
 
 from ccswitch import _native
-from ccswitch.control import ControlClient, ControlError
-from ccswitch.experiments import runner
-from ccswitch.experiments.topology import python_agent_env
-
-START_TIMEOUT_S = 10.0
+from ccswitch.control import ControlError
+from agent_process import Agent
 
 MODEL = {
     "format": "ccswitch-model", "version": 1, "kind": "forest", "name": "rtt-split",
@@ -54,28 +48,11 @@ BAD_MODELS = [
 ]
 
 
-def agent_binary():
-    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} not built (make build)")
-    return path
-
-
 @pytest.fixture
-def control(tmp_path):
-    sock, ctl, log_path = str(tmp_path / "agent.sock"), str(tmp_path / "control.sock"), str(tmp_path / "agent.log")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [agent_binary(), "--socket", sock, "--control-socket", ctl, "--algorithm", "reno"],
-            stdout=log, stderr=subprocess.STDOUT, env=python_agent_env(dict(os.environ)),
-        )
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not os.path.exists(ctl):
-        assert proc.poll() is None and time.monotonic() < deadline, open(log_path).read()
-        time.sleep(0.02)
-    yield ctl, proc
-    proc.kill()
-    proc.wait()
+def agent(tmp_path):
+    a = Agent(tmp_path, ["--algorithm", "reno"])
+    yield a
+    a.stop()
 
 
 def write(tmp_path, case, model_text):
@@ -87,10 +64,9 @@ def write(tmp_path, case, model_text):
     return str(policy), str(d / "models" / "m.json")
 
 
-def test_bad_models_are_refused_over_the_control_interface_and_the_agent_keeps_serving(control, tmp_path):
-    ctl, proc = control
+def test_bad_models_are_refused_over_the_control_interface_and_the_agent_keeps_serving(agent, tmp_path):
     good_policy, good_model = write(tmp_path, "good", json.dumps(MODEL))
-    with ControlClient(ctl, timeout=5.0) as c:
+    with agent.client() as c:
         assert c.load_policy(good_policy) == "loaded policy learned (0 flows to choose for, 0 pinned)"
         assert c.policy()["origin"] == good_policy
         for case, text, fault in BAD_MODELS:
@@ -99,7 +75,7 @@ def test_bad_models_are_refused_over_the_control_interface_and_the_agent_keeps_s
                 c.load_policy(policy)
             message = str(e.value)
             assert message.startswith(f'policy {policy}: model = "models/m.json": model {model}: {fault}'), (case, message)
-            assert proc.poll() is None, f"the agent died on {case}"
+            assert agent.alive(), f"the agent died on {case}"
             assert c.policy()["origin"] == good_policy, "a refused policy leaves the loaded one in force"
         # A window other than the model's is refused too.
         policy, model = write(tmp_path, "window", json.dumps(MODEL))

@@ -1,0 +1,74 @@
+"""A real `ccswitch-agent` for the tests that drive it over its sockets: its datapath socket,
+control socket and log in the test's temporary directory. Needs the Rust binaries (make
+build); fails rather than skips without them."""
+
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from ccswitch.control import ControlClient
+from ccswitch.experiments import runner
+from ccswitch.experiments.topology import python_agent_env
+from fake_datapath import ANSWER_TIMEOUT_S, START_TIMEOUT_S
+
+
+def agent_binary():
+    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} not built (make build)")
+    return path
+
+
+def wait_connectable(path, proc, log_path):
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            with open(log_path) as f:
+                pytest.fail(f"the agent exited with {proc.returncode}:\n{f.read()}")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the agent did not listen on {path}")
+            time.sleep(0.02)
+        finally:
+            s.close()
+
+
+class Agent:
+    """`ccswitch-agent --socket agent.sock --control-socket control.sock ARGS`, its stdout and
+    stderr in agent.log; ready once its control socket accepts connections."""
+
+    def __init__(self, tmp_path, args=()):
+        self.dir = tmp_path
+        self.socket = str(tmp_path / "agent.sock")
+        self.control = str(tmp_path / "control.sock")
+        self.log_path = str(tmp_path / "agent.log")
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen(
+                [agent_binary(), "--socket", self.socket, "--control-socket", self.control, *args],
+                stdout=log, stderr=subprocess.STDOUT, env=python_agent_env(dict(os.environ)),
+            )
+        try:
+            # Only the control socket is probed: a probe of the datapath socket would count
+            # as datapath 1. FakeDatapath retries until the datapath socket listens.
+            wait_connectable(self.control, self.proc, self.log_path)
+        except BaseException:
+            self.stop()
+            raise
+
+    def client(self):
+        return ControlClient(self.control, timeout=ANSWER_TIMEOUT_S)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, 9)
+        self.proc.wait()
