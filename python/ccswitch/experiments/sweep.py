@@ -652,15 +652,9 @@ def sample_paths(spec: Spec, *, held_out: Optional[Dict[Tuple, str]] = None,
             table, mean = _draw_table(comp, rng)
             client = client_of(table, "draw", spec.fixed_sizes)
             params = path_params(client)
-            hit = held.get(_comparable(params))
-            if hit is not None:
-                why = f"held-out path of {hit}"
-                redraws.append(why)
-                log(f"path {i}: drew {client.describe_path()}, the {why}; drawing again")
-                continue
-            earlier = drawn.get(_comparable(params))
-            if earlier is not None:
-                why = f"same path as path {earlier}"
+            key = _comparable(params)
+            if key in held or key in drawn:
+                why = f"held-out path of {held[key]}" if key in held else f"same path as path {drawn[key]}"
                 redraws.append(why)
                 log(f"path {i}: drew {client.describe_path()}, the {why}; drawing again")
                 continue
@@ -677,7 +671,7 @@ def sample_paths(spec: Spec, *, held_out: Optional[Dict[Tuple, str]] = None,
                 continue
             fitting = [s for s in spec.large_sizes if est[s] <= spec.max_est_s]
             sizes = list(spec.fixed_sizes) + ([fitting[-1]] if fitting else [])
-            drawn[_comparable(params)] = i
+            drawn[key] = i
             out.append(Path(index=i, component=comp.name, client_table=table, params=params, mean_mbps=mean,
                             sizes=sizes, est_slowest_s={s: est[s] for s in sizes}, redraws=redraws))
             break
