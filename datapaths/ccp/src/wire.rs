@@ -667,17 +667,29 @@ impl<'a> Reader<'a> {
 
 /// Splits a byte stream (a unix `SOCK_STREAM` connection) into message frames.
 ///
-/// Feed received bytes with [`push`](Self::push) and take complete frames with
-/// [`next_frame`](Self::next_frame); then [`decode`] each frame. A frame of an unknown type or
-/// with a bad body is only a bad message (`decode` fails, the next frame is fine), but a header
-/// whose length is impossible (below the header size or above [`MAX_MSG_LEN`]) desynchronises
-/// the stream for good: `next_frame` then keeps returning that error and the connection should
-/// be closed.
+/// Feed received bytes with [`read_from`](Self::read_from) (one read straight into the buffer)
+/// or [`push`](Self::push), and take complete frames with [`next_frame`](Self::next_frame);
+/// then [`decode`] each frame. A frame of an unknown type or with a bad body is only a bad
+/// message (`decode` fails, the next frame is fine), but a header whose length is impossible
+/// (below the header size or above [`MAX_MSG_LEN`]) desynchronises the stream for good:
+/// `next_frame` then keeps returning that error and the connection should be closed.
+///
+/// Frames are taken from the front by advancing a cursor and lent out as slices of the buffer,
+/// never copied. The unread bytes move to the front only when the free tail is too small for
+/// what arrives, and then they are less than one frame, so a read costs time linear in its size.
 #[derive(Debug, Default)]
 pub struct FrameReader {
+    /// Storage, zero-initialised over its whole length so that reads can go straight into it.
     buf: Vec<u8>,
+    /// `buf[start..end]`: received, not yet returned as frames.
+    start: usize,
+    end: usize,
     broken: Option<WireError>,
 }
+
+/// Free space [`FrameReader::read_from`] offers one read: many frames, at least one whole one.
+pub const READ_CHUNK: usize = 64 * 1024;
+const _: () = assert!(READ_CHUNK >= MAX_MSG_LEN);
 
 impl FrameReader {
     pub fn new() -> Self {
@@ -687,36 +699,83 @@ impl FrameReader {
     /// Appends received bytes.
     pub fn push(&mut self, bytes: &[u8]) {
         if self.broken.is_none() {
-            self.buf.extend_from_slice(bytes);
+            self.make_room(bytes.len());
+            self.buf[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+            self.end += bytes.len();
         }
+    }
+
+    /// One `read` of up to [`READ_CHUNK`] bytes from `src` straight into the buffer; returns
+    /// what `read` returned (0: end of stream). After a stream-fatal error the bytes are read
+    /// and dropped.
+    pub fn read_from(&mut self, src: &mut (impl std::io::Read + ?Sized)) -> std::io::Result<usize> {
+        if self.broken.is_some() {
+            self.start = 0;
+            self.end = 0;
+        }
+        self.make_room(READ_CHUNK);
+        let n = src.read(&mut self.buf[self.end..])?;
+        if self.broken.is_none() {
+            self.end += n;
+        }
+        Ok(n)
     }
 
     /// Bytes received but not yet returned as frames.
     pub fn buffered(&self) -> usize {
-        self.buf.len()
+        self.end - self.start
+    }
+
+    /// Those bytes.
+    pub fn unread(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
     }
 
     /// The next complete frame (header included), `Ok(None)` if more bytes are needed, or the
     /// stream-fatal error (see [`WireError::is_fatal_for_stream`]).
-    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, WireError> {
+    pub fn next_frame(&mut self) -> Result<Option<&[u8]>, WireError> {
         if let Some(e) = &self.broken {
             return Err(e.clone());
         }
-        if self.buf.len() < HEADER_LEN {
+        let unread = &self.buf[self.start..self.end];
+        if unread.len() < HEADER_LEN {
             return Ok(None);
         }
-        let hdr = match peek_header(&self.buf) {
+        let hdr = match peek_header(unread) {
             Ok(hdr) => hdr,
             Err(e) => {
-                self.buf.clear();
+                self.start = 0;
+                self.end = 0;
                 self.broken = Some(e.clone());
                 return Err(e);
             }
         };
-        if self.buf.len() < hdr.len {
+        if unread.len() < hdr.len {
             return Ok(None);
         }
-        Ok(Some(self.buf.drain(..hdr.len).collect()))
+        let at = self.start;
+        self.start += hdr.len;
+        Ok(Some(&self.buf[at..at + hdr.len]))
+    }
+
+    /// Makes `n` bytes free after `end`: first by moving the unread bytes to the front, then by
+    /// growing.
+    fn make_room(&mut self, n: usize) {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        if self.buf.len() - self.end >= n {
+            return;
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < n {
+            self.buf.resize(self.end + n, 0);
+        }
     }
 }
 
@@ -746,6 +805,64 @@ mod tests {
         assert_eq!(bytes.len(), 96);
         assert_eq!(&bytes[32..37], b"reno\0");
         assert_eq!(decode(&bytes).unwrap(), (m, 96));
+    }
+
+    fn reports(n: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let m = Msg::Measure(Measure { sid: i as u32, program_uid: 7, fields: vec![i as u64; 9] });
+            m.encode_into(&mut out).unwrap();
+        }
+        out
+    }
+
+    /// Hands out its bytes in reads of the given sizes, in turn.
+    struct Chunked<'a> {
+        bytes: &'a [u8],
+        sizes: std::iter::Cycle<std::slice::Iter<'a, usize>>,
+    }
+
+    impl std::io::Read for Chunked<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = (*self.sizes.next().unwrap()).min(buf.len()).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn frame_reader_takes_a_whole_batch_in_one_read_and_lends_frames_in_place() {
+        let stream = reports(500);
+        let mut src = &stream[..];
+        let mut reader = FrameReader::new();
+        assert_eq!(reader.read_from(&mut src).unwrap(), stream.len());
+        let storage = reader.buf.as_ptr_range();
+        let mut sids = vec![];
+        while let Some(frame) = reader.next_frame().unwrap() {
+            assert!(storage.contains(&frame.as_ptr()), "a frame is a slice of the buffer");
+            let Msg::Measure(m) = decode(frame).unwrap().0 else { panic!() };
+            sids.push(m.sid);
+        }
+        assert_eq!(sids, (0..500).collect::<Vec<u32>>());
+        assert_eq!(reader.buffered(), 0);
+    }
+
+    #[test]
+    fn frame_reader_storage_stays_within_one_read_and_one_frame() {
+        let stream = reports(40_000); // 3.5 MB
+        let sizes = [READ_CHUNK, 1, 100, 7_000, READ_CHUNK - 3];
+        let mut src = Chunked { bytes: &stream, sizes: sizes.iter().cycle() };
+        let mut reader = FrameReader::new();
+        let mut n = 0u32;
+        while reader.read_from(&mut src).unwrap() > 0 {
+            while let Some(frame) = reader.next_frame().unwrap() {
+                assert_eq!(peek_header(frame).unwrap().sid, n);
+                n += 1;
+            }
+            assert!(reader.buf.len() <= READ_CHUNK + MAX_MSG_LEN, "{}", reader.buf.len());
+        }
+        assert_eq!((n, reader.buffered()), (40_000, 0));
     }
 
     #[test]
