@@ -1,5 +1,9 @@
-//! The shim's connection to the agent: a writer half owned by the shim and a reader thread
-//! that decodes messages into a channel. Reconnects are the shim's decision.
+//! The shim's connection to the agent, driven from the shim's own event loop: the loop waits
+//! on [`AgentLink::fd`] beside the datapath's fd, [`AgentLink::receive`] reads what the agent
+//! sent without waiting, [`AgentLink::queue`] encodes a message and [`AgentLink::flush`] sends
+//! everything queued. A batch costs one read and one write however many messages it holds,
+//! and no other thread is involved, so a report and its answer cost two wake-ups (shim's
+//! write → agent, agent's write → shim). Reconnects are the shim's decision.
 //!
 //! Two transports carry the same CCP messages (see `ccswitch_ccp::wire`):
 //!
@@ -15,20 +19,18 @@
 //!   the source address verbatim, so an absolute path works ([`ReplyAddr::Absolute`]).
 //!   The shim connects its socket to the agent's, so a send fails (and the shim
 //!   re-announces itself) once the agent process that bound that path is gone, even if a
-//!   new one has bound it since.
+//!   new one has bound it since. The datapath sends one message per datagram (portus 0.7
+//!   receives into 1 KB), so here a flush is one `send` per message.
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
-
-use crate::wire::{self, FrameReader, Msg, WireError, HEADER_LEN, MAX_MSG_LEN};
+use crate::wire::{self, FrameReader, Msg, MsgType, WireError, HEADER_LEN, MAX_MSG_LEN, READ_CHUNK};
 
 /// Where the agent is and how to talk to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,22 +102,28 @@ pub enum FromAgent {
     Closed(String),
 }
 
-enum Out {
-    Stream(UnixStream),
+/// A stream socket as the link uses it: non-blocking reads and writes, and an fd to wait on.
+/// A `UnixStream` in non-blocking mode, or a [`Counted`] one in tests.
+pub trait StreamSocket: Read + Write + AsRawFd + Send {}
+
+impl<T: Read + Write + AsRawFd + Send> StreamSocket for T {}
+
+enum Conn {
+    Stream(Box<dyn StreamSocket>),
     Datagram {
         sock: UnixDatagram,
         own_path: PathBuf,
+        /// One received datagram.
+        buf: Vec<u8>,
     },
 }
 
 pub struct AgentLink {
-    out: Out,
-    pub rx: Receiver<FromAgent>,
-    /// Becomes readable whenever the reader thread has queued something, so the shim's
-    /// event loop can wait on BPF events and agent messages at once.
-    wake: UnixStream,
-    /// Tells a datagram reader to stop (a stream reader stops when its socket is shut down).
-    stop: Arc<AtomicBool>,
+    conn: Conn,
+    /// Stream transport: bytes received and not yet taken as messages.
+    frames: FrameReader,
+    /// Messages queued and not yet sent, encoded back to back.
+    queued: Vec<u8>,
     /// Reports not sent because the agent's queue stayed full (datagram transport only).
     dropped_reports: u64,
     /// The last report found the agent's queue full: later reports do not wait for room
@@ -127,64 +135,26 @@ pub struct AgentLink {
 /// A datagram send waits at most this long for room in the agent's queue (Linux keeps at
 /// most `net.unix.max_dgram_qlen`, often 10, datagrams queued per socket).
 const DATAGRAM_SEND_TIMEOUT: Duration = Duration::from_millis(50);
-/// A datagram reader notices the stop flag within this period.
-const DATAGRAM_READ_POLL: Duration = Duration::from_millis(100);
 
 impl AgentLink {
     pub fn connect(addr: &AgentAddr) -> std::io::Result<Self> {
         match addr {
-            AgentAddr::Stream(path) => Self::connect_stream(path),
+            AgentAddr::Stream(path) => {
+                let sock = UnixStream::connect(path)?;
+                sock.set_nonblocking(true)?;
+                Ok(Self::from_stream(Box::new(sock)))
+            }
             AgentAddr::Portus(p) => Self::connect_portus(p),
         }
     }
 
-    fn connect_stream(socket: &Path) -> std::io::Result<Self> {
-        let out = UnixStream::connect(socket)?;
-        let mut input = out.try_clone()?;
-        let (tx, rx) = channel();
-        let (wake, mut waker) = wake_pair()?;
-        std::thread::Builder::new()
-            .name("agent-reader".into())
-            .spawn(move || {
-                let mut frames = FrameReader::new();
-                let mut buf = vec![0u8; 64 * 1024];
-                let reason = loop {
-                    let n = match input.read(&mut buf) {
-                        Ok(0) => break "agent closed the connection".to_string(),
-                        Ok(n) => n,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                        Err(e) => break format!("read error: {e}"),
-                    };
-                    frames.push(&buf[..n]);
-                    let lost = loop {
-                        match frames.next_frame() {
-                            Ok(Some(frame)) => {
-                                let item = match wire::decode(&frame) {
-                                    Ok((msg, _)) => FromAgent::Msg(msg),
-                                    Err(e) => FromAgent::Malformed(e),
-                                };
-                                if !forward(&tx, &mut waker, item) {
-                                    return;
-                                }
-                            }
-                            Ok(None) => break None,
-                            Err(e) => break Some(format!("framing lost: {e}")),
-                        }
-                    };
-                    if let Some(reason) = lost {
-                        break reason;
-                    }
-                };
-                forward(&tx, &mut waker, FromAgent::Closed(reason));
-            })?;
-        Ok(Self {
-            out: Out::Stream(out),
-            rx,
-            wake,
-            stop: Arc::new(AtomicBool::new(false)),
-            dropped_reports: 0,
-            backlogged: false,
-        })
+    /// A link over a connected stream socket in non-blocking mode.
+    pub fn from_stream(sock: Box<dyn StreamSocket>) -> Self {
+        Self::new(Conn::Stream(sock))
+    }
+
+    fn new(conn: Conn) -> Self {
+        Self { conn, frames: FrameReader::new(), queued: Vec::new(), dropped_reports: 0, backlogged: false }
     }
 
     fn connect_portus(p: &PortusAddr) -> std::io::Result<Self> {
@@ -199,146 +169,177 @@ impl AgentLink {
             ReplyAddr::Relative => bind_relative(&p.dir, &p.name)?,
         };
         // From here on the socket file is ours: remove it again if the agent is not there.
-        let connected = sock.connect(&agent_path).and_then(|()| {
-            sock.set_write_timeout(Some(DATAGRAM_SEND_TIMEOUT))?;
-            sock.set_read_timeout(Some(DATAGRAM_READ_POLL))?;
-            sock.try_clone()
-        });
-        let input = match connected {
-            Ok(input) => input,
-            Err(e) => {
-                let _ = std::fs::remove_file(&own_path);
-                return Err(e);
-            }
-        };
-        let (tx, rx) = channel();
-        let (wake, mut waker) = wake_pair()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop_r = Arc::clone(&stop);
-        let spawned = std::thread::Builder::new()
-            .name("agent-reader".into())
-            .spawn(move || {
-                let mut buf = vec![0u8; MAX_MSG_LEN + 1];
-                let reason = loop {
-                    if stop_r.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    // A connected datagram socket only receives from its peer, the agent.
-                    let n = match input.recv(&mut buf) {
-                        Ok(n) => n,
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                ErrorKind::Interrupted
-                                    | ErrorKind::WouldBlock
-                                    | ErrorKind::TimedOut
-                            ) =>
-                        {
-                            continue
-                        }
-                        Err(e) => break format!("receive error: {e}"),
-                    };
-                    if stop_r.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    if n == 0 {
-                        // Empty datagrams carry nothing; a shut-down socket also reads 0.
-                        continue;
-                    }
-                    if n > MAX_MSG_LEN {
-                        // Truncated by the buffer: no CCP message is that long.
-                        let e = WireError::LengthAboveMax { len: n };
-                        if !forward(&tx, &mut waker, FromAgent::Malformed(e)) {
-                            return;
-                        }
-                        continue;
-                    }
-                    for item in decode_datagram(&buf[..n]) {
-                        if !forward(&tx, &mut waker, item) {
-                            return;
-                        }
-                    }
-                };
-                forward(&tx, &mut waker, FromAgent::Closed(reason));
-            });
-        if let Err(e) = spawned {
+        let connected = sock
+            .connect(&agent_path)
+            .and_then(|()| sock.set_write_timeout(Some(DATAGRAM_SEND_TIMEOUT)));
+        if let Err(e) = connected {
             let _ = std::fs::remove_file(&own_path);
             return Err(e);
         }
-        Ok(Self {
-            out: Out::Datagram { sock, own_path },
-            rx,
-            wake,
-            stop,
-            dropped_reports: 0,
-            backlogged: false,
-        })
+        Ok(Self::new(Conn::Datagram { sock, own_path, buf: vec![0u8; MAX_MSG_LEN + 1] }))
     }
 
-    pub fn wake_fd(&self) -> RawFd {
-        self.wake.as_raw_fd()
-    }
-
-    /// Consume pending wake-ups (call before draining the channel).
-    pub fn clear_wake(&self) {
-        let mut buf = [0u8; 256];
-        while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
-    }
-
-    pub fn send(&mut self, msg: &Msg) -> Result<()> {
-        let bytes = msg.encode()?;
-        match &mut self.out {
-            Out::Stream(s) => s.write_all(&bytes)?,
-            Out::Datagram { sock, .. } => {
-                let report = matches!(msg, Msg::Measure(m) if !m.fields.is_empty());
-                let sent = if report && self.backlogged {
-                    send_dontwait(sock, &bytes)
-                } else {
-                    sock.send(&bytes)
-                };
-                match sent {
-                    Ok(_) => self.backlogged = false,
-                    // The agent's queue stayed full: a report can be skipped (the next one
-                    // carries fresher values); anything else must arrive or the link is lost.
-                    Err(e)
-                        if report
-                            && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
-                    {
-                        self.dropped_reports += 1;
-                        self.backlogged = true;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
+    /// Readable when the agent has sent something (poll it beside the datapath's fd).
+    pub fn fd(&self) -> RawFd {
+        match &self.conn {
+            Conn::Stream(s) => s.as_raw_fd(),
+            Conn::Datagram { sock, .. } => sock.as_raw_fd(),
         }
-        Ok(())
+    }
+
+    /// Appends what the agent has sent to `out`, without waiting: one read for everything
+    /// that is there (stream), one receive per datagram. A [`FromAgent::Closed`] ends the link.
+    pub fn receive(&mut self, out: &mut Vec<FromAgent>) {
+        match &mut self.conn {
+            Conn::Stream(sock) => loop {
+                if !take_frames(&mut self.frames, out) {
+                    return;
+                }
+                match self.frames.read_from(sock) {
+                    Ok(0) => return out.push(FromAgent::Closed("agent closed the connection".into())),
+                    // Less than offered: the socket is empty.
+                    Ok(n) if n < READ_CHUNK => {
+                        take_frames(&mut self.frames, out);
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                    Err(e) => return out.push(FromAgent::Closed(format!("read error: {e}"))),
+                }
+            },
+            Conn::Datagram { sock, buf, .. } => loop {
+                // A connected datagram socket only receives from its peer, the agent.
+                let n = match recv_dontwait(sock, buf) {
+                    // Empty datagrams carry nothing; poll reports the next one at once.
+                    Ok(0) => return,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                    Err(e) => return out.push(FromAgent::Closed(format!("receive error: {e}"))),
+                };
+                if n > MAX_MSG_LEN {
+                    // Truncated by the buffer: no CCP message is that long.
+                    out.push(FromAgent::Malformed(WireError::LengthAboveMax { len: n }));
+                    continue;
+                }
+                decode_datagram(&buf[..n], out);
+            },
+        }
+    }
+
+    /// Encodes `msg` behind the messages already queued; [`flush`](Self::flush) sends them.
+    pub fn queue(&mut self, msg: &Msg) -> Result<(), WireError> {
+        msg.encode_into(&mut self.queued).map(drop)
+    }
+
+    /// Sends every queued message: over a stream in one write (more only if the socket
+    /// buffer fills), over datagrams one send each. An error means the link is lost.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        let result = match &mut self.conn {
+            Conn::Stream(sock) => write_stream(sock.as_mut(), &self.queued, &mut self.frames),
+            Conn::Datagram { sock, .. } => {
+                let mut rest = &self.queued[..];
+                let mut result = Ok(());
+                while let Ok(hdr) = wire::peek_header(rest) {
+                    let (frame, next) = rest.split_at(hdr.len);
+                    rest = next;
+                    let report = hdr.msg_type == MsgType::Measure as u16 && hdr.len > MEASURE_CLOSE_LEN;
+                    if let Err(e) = send_datagram(sock, frame, report, &mut self.backlogged, &mut self.dropped_reports) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                result
+            }
+        };
+        self.queued.clear();
+        result
     }
 
     /// Reports skipped because the agent did not drain its queue in time.
     pub fn dropped_reports(&self) -> u64 {
         self.dropped_reports
     }
+}
 
-    pub fn shutdown(&self) {
-        self.stop.store(true, Ordering::Relaxed);
-        match &self.out {
-            Out::Stream(s) => {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-            Out::Datagram { sock, .. } => {
-                let _ = sock.shutdown(std::net::Shutdown::Both);
+impl Drop for AgentLink {
+    fn drop(&mut self) {
+        if let Conn::Datagram { own_path, .. } = &self.conn {
+            let _ = std::fs::remove_file(own_path);
+        }
+    }
+}
+
+/// Length of libccp's "flow closed" MEASURE (no fields), which must arrive; longer MEASUREs
+/// are reports, which may be skipped.
+const MEASURE_CLOSE_LEN: usize = HEADER_LEN + 8;
+
+/// Moves every complete frame into `out`; false once the framing is lost (then `out` ends
+/// with [`FromAgent::Closed`]).
+fn take_frames(frames: &mut FrameReader, out: &mut Vec<FromAgent>) -> bool {
+    loop {
+        match frames.next_frame() {
+            Ok(Some(frame)) => out.push(match wire::decode(frame) {
+                Ok((msg, _)) => FromAgent::Msg(msg),
+                Err(e) => FromAgent::Malformed(e),
+            }),
+            Ok(None) => return true,
+            Err(e) => {
+                out.push(FromAgent::Closed(format!("framing lost: {e}")));
+                return false;
             }
         }
     }
 }
 
-impl Drop for AgentLink {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Out::Datagram { own_path, .. } = &self.out {
-            let _ = std::fs::remove_file(own_path);
+/// Writes all of `bytes` to a non-blocking stream. While the socket is full, whatever the
+/// agent sends meanwhile is read into `frames`: the agent may itself be blocked writing to
+/// us, and would otherwise never drain our messages.
+fn write_stream(sock: &mut dyn StreamSocket, mut bytes: &[u8], frames: &mut FrameReader) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        match sock.write(bytes) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                let mut pfd = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN | libc::POLLOUT, revents: 0 };
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut pfd, 1, -1) };
+                if pfd.revents & libc::POLLIN != 0 {
+                    match frames.read_from(sock) {
+                        Ok(0) => return Err(std::io::Error::new(ErrorKind::ConnectionAborted, "agent closed the connection")),
+                        Ok(_) => {}
+                        Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Err(e) => return Err(e),
         }
     }
+    Ok(())
+}
+
+fn send_datagram(
+    sock: &UnixDatagram,
+    frame: &[u8],
+    report: bool,
+    backlogged: &mut bool,
+    dropped_reports: &mut u64,
+) -> std::io::Result<()> {
+    let sent = if report && *backlogged { send_dontwait(sock, frame) } else { sock.send(frame) };
+    match sent {
+        Ok(_) => *backlogged = false,
+        // The agent's queue stayed full: a report can be skipped (the next one carries
+        // fresher values); anything else must arrive or the link is lost.
+        Err(e) if report && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            *dropped_reports += 1;
+            *backlogged = true;
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(())
 }
 
 /// Send one datagram on a connected socket without waiting for room.
@@ -359,28 +360,59 @@ fn send_dontwait(sock: &UnixDatagram, bytes: &[u8]) -> std::io::Result<usize> {
     }
 }
 
-/// Queue one item for the shim and wake it; false once the shim has dropped the link.
-fn forward(tx: &Sender<FromAgent>, waker: &mut UnixStream, item: FromAgent) -> bool {
-    if tx.send(item).is_err() {
-        return false;
+/// Receive one datagram without waiting.
+fn recv_dontwait(sock: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<usize> {
+    // SAFETY: the pointer and length describe `buf`, valid and writable for the call.
+    let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
-    // A full wake socket already holds a pending wake-up.
-    let _ = waker.write(&[1]);
-    true
 }
 
-fn wake_pair() -> std::io::Result<(UnixStream, UnixStream)> {
-    let (wake, waker) = UnixStream::pair()?;
-    wake.set_nonblocking(true)?;
-    waker.set_nonblocking(true)?;
-    Ok((wake, waker))
+/// A socket that counts its `read` and `write` calls (each one syscall), for tests that
+/// check how messages are batched.
+pub struct Counted<S> {
+    pub inner: S,
+    pub reads: Arc<AtomicU64>,
+    pub writes: Arc<AtomicU64>,
+}
+
+impl<S> Counted<S> {
+    pub fn new(inner: S) -> Self {
+        Self { inner, reads: Arc::default(), writes: Arc::default() }
+    }
+}
+
+impl<S: Read> Read for Counted<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.read(buf)
+    }
+}
+
+impl<S: Write> Write for Counted<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<S: AsRawFd> AsRawFd for Counted<S> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.as_raw_fd()
+    }
 }
 
 /// Split one datagram into messages. A message that does not decode is reported and
 /// skipped when its header still gives a usable length; otherwise the rest of the datagram
 /// is dropped (the next datagram starts afresh, so nothing else is lost).
-pub fn decode_datagram(mut buf: &[u8]) -> Vec<FromAgent> {
-    let mut out = Vec::new();
+pub fn decode_datagram(mut buf: &[u8], out: &mut Vec<FromAgent>) {
     while !buf.is_empty() {
         match wire::decode(buf) {
             Ok((msg, used)) => {
@@ -398,7 +430,6 @@ pub fn decode_datagram(mut buf: &[u8]) -> Vec<FromAgent> {
             }
         }
     }
-    out
 }
 
 fn remove_stale(path: &Path) -> std::io::Result<()> {

@@ -15,7 +15,6 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -112,6 +111,8 @@ pub struct Session {
     /// The deadline last written (0: revoked or never set).
     valid_until_ns: u64,
     totals: Totals,
+    /// What the agent sent, between its receipt and its handling (kept for its allocation).
+    inbox: Vec<FromAgent>,
 }
 
 impl Session {
@@ -128,12 +129,14 @@ impl Session {
             last_refresh: None,
             valid_until_ns: 0,
             totals: Totals::default(),
+            inbox: Vec::new(),
         }
     }
 
-    /// Readable when agent messages are pending (poll it beside the datapath's fd).
-    pub fn wake_fd(&self) -> Option<RawFd> {
-        self.agent.as_ref().map(|l| l.wake_fd())
+    /// Readable when the agent has sent something (poll it beside the datapath's fd, then
+    /// call [`drain_agent`](Self::drain_agent)).
+    pub fn agent_fd(&self) -> Option<RawFd> {
+        self.agent.as_ref().map(AgentLink::fd)
     }
 
     pub fn connected(&self) -> bool {
@@ -185,6 +188,11 @@ impl Session {
             socket = %self.agent_addr.agent_path().display(), flows = self.flows.len(),
             "connected to the agent"
         );
+        self.attach(dp, link);
+    }
+
+    /// Take the agent over `link` (connected by the caller): announce READY and every flow.
+    pub fn attach(&mut self, dp: &mut impl SessionDatapath, link: AgentLink) {
         self.agent = Some(link);
         self.unanswered_since = None;
         self.send(dp, &Msg::Ready(Ready { id: std::process::id() }));
@@ -198,12 +206,12 @@ impl Session {
             let create = create_msg(&flow.desc, cwnd);
             self.send(dp, &create);
         }
+        self.flush(dp);
     }
 
     fn disconnect(&mut self, dp: &mut impl SessionDatapath, reason: &str) {
         if let Some(link) = self.agent.take() {
             self.totals.reports_dropped += link.dropped_reports();
-            link.shutdown();
         }
         warn!(reason, flows = self.flows.len(), "agent lost: flows fall back");
         self.programs = ProgramTable::new();
@@ -218,26 +226,33 @@ impl Session {
         }
     }
 
+    /// Queue `msg` for the next [`flush`](Self::flush).
     fn send(&mut self, dp: &mut impl SessionDatapath, msg: &Msg) {
         let Some(link) = self.agent.as_mut() else { return };
-        if let Err(e) = link.send(msg) {
+        if let Err(e) = link.queue(msg) {
             self.disconnect(dp, &format!("send failed: {e}"));
         }
     }
 
-    /// Apply every message the agent has sent.
-    pub fn drain_agent(&mut self, dp: &mut impl SessionDatapath) {
-        if let Some(link) = &self.agent {
-            link.clear_wake();
+    /// Send every message queued since the last flush, in one write. Shims call it after
+    /// each batch of datapath events and each tick.
+    pub fn flush(&mut self, dp: &mut impl SessionDatapath) {
+        let Some(link) = self.agent.as_mut() else { return };
+        if let Err(e) = link.flush() {
+            self.disconnect(dp, &format!("send failed: {e}"));
         }
-        loop {
-            let item = match self.agent.as_ref().map(|a| a.rx.try_recv()) {
-                Some(Ok(item)) => item,
-                Some(Err(TryRecvError::Empty)) | None => return,
-                Some(Err(TryRecvError::Disconnected)) => {
-                    return self.disconnect(dp, "reader stopped");
-                }
-            };
+    }
+
+    /// Apply every message the agent has sent (read without waiting), then send what they
+    /// caused.
+    pub fn drain_agent(&mut self, dp: &mut impl SessionDatapath) {
+        let Some(link) = self.agent.as_mut() else { return };
+        let mut inbox = std::mem::take(&mut self.inbox);
+        link.receive(&mut inbox);
+        for item in inbox.drain(..) {
+            if self.agent.is_none() {
+                break;
+            }
             match item {
                 FromAgent::Msg(msg) => {
                     self.unanswered_since = None;
@@ -247,9 +262,11 @@ impl Session {
                     self.totals.agent_errors += 1;
                     error!(error = %e, "rejected a malformed message from the agent");
                 }
-                FromAgent::Closed(reason) => return self.disconnect(dp, &reason),
+                FromAgent::Closed(reason) => self.disconnect(dp, &reason),
             }
         }
+        self.inbox = inbox;
+        self.flush(dp);
     }
 
     fn on_agent_message(&mut self, dp: &mut impl SessionDatapath, msg: Msg) {

@@ -61,10 +61,13 @@ impl Shim {
             for ev in events.drain(..) {
                 self.on_event(ev);
             }
+            // The reports of one ring-buffer drain leave in one write.
+            self.session.flush(&mut Maps(&self.datapath));
             self.session.drain_agent(&mut Maps(&self.datapath));
             if self.last_tick.elapsed() >= TICK_INTERVAL {
                 self.last_tick = Instant::now();
                 self.session.tick(&mut Maps(&self.datapath), monotonic_now_ns() / 1000);
+                self.session.flush(&mut Maps(&self.datapath));
             }
             self.session.refresh_deadline(&mut Maps(&self.datapath));
         }
@@ -75,7 +78,7 @@ impl Shim {
     /// Sleep until BPF events or agent messages arrive, or `timeout` passes.
     fn wait_for_input(&self, timeout: Duration) {
         let mut fds = vec![libc::pollfd { fd: self.datapath.events_fd(), events: libc::POLLIN, revents: 0 }];
-        if let Some(fd) = self.session.wake_fd() {
+        if let Some(fd) = self.session.agent_fd() {
             fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
         }
         // SAFETY: `fds` is a valid array of pollfd for the duration of the call.

@@ -6,8 +6,7 @@
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ccswitch_ccp::wire::{self, Measure, Msg, Ready, UpdateField, UpdateFields};
 use ccswitch_ccp::agent_link::{AgentAddr, AgentLink, FromAgent, PortusAddr, ReplyAddr};
@@ -98,10 +97,24 @@ fn update(sid: u32, cwnd: u64) -> Msg {
     })
 }
 
-fn next(link: &AgentLink) -> FromAgent {
-    link.rx
-        .recv_timeout(Duration::from_secs(5))
-        .expect("message from the agent")
+fn send(link: &mut AgentLink, msg: &Msg) -> std::io::Result<()> {
+    link.queue(msg).unwrap();
+    link.flush()
+}
+
+/// The next `n` things the link receives, waiting on its fd as a shim's loop does.
+fn next(link: &mut AgentLink, n: usize) -> Vec<FromAgent> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = Vec::new();
+    while got.len() < n {
+        assert!(Instant::now() < deadline, "{n} messages from the agent, got {got:?}");
+        let mut pfd = libc::pollfd { fd: link.fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe { libc::poll(&mut pfd, 1, 100) };
+        link.receive(&mut got);
+    }
+    assert_eq!(got.len(), n, "{got:?}");
+    got
 }
 
 fn round_trip(reply_addr: ReplyAddr) {
@@ -115,7 +128,7 @@ fn round_trip(reply_addr: ReplyAddr) {
         "binding must not move the process's cwd"
     );
 
-    link.send(&Msg::Ready(Ready { id: 7 })).unwrap();
+    send(&mut link, &Msg::Ready(Ready { id: 7 })).unwrap();
     let (bytes, from) = agent.recv();
     assert_eq!(wire::decode(&bytes).unwrap().0, Msg::Ready(Ready { id: 7 }));
     match reply_addr {
@@ -130,8 +143,9 @@ fn round_trip(reply_addr: ReplyAddr) {
     let mut two = update(2, 20_000).encode().unwrap();
     two.extend(update(3, 30_000).encode().unwrap());
     agent.reply(&from, &two).unwrap();
-    for want in [update(1, 10_000), update(2, 20_000), update(3, 30_000)] {
-        match next(&link) {
+    let got = next(&mut link, 3);
+    for (got, want) in got.into_iter().zip([update(1, 10_000), update(2, 20_000), update(3, 30_000)]) {
+        match got {
             FromAgent::Msg(m) => assert_eq!(m, want),
             other => panic!("expected {want:?}, got {other:?}"),
         }
@@ -139,11 +153,11 @@ fn round_trip(reply_addr: ReplyAddr) {
 
     // A bad message is reported; the next datagram still arrives.
     agent.reply(&from, &[9, 0, 8, 0, 0, 0, 0, 0]).unwrap();
-    assert!(matches!(next(&link), FromAgent::Malformed(_)));
+    assert!(matches!(&next(&mut link, 1)[..], [FromAgent::Malformed(_)]));
     agent
         .reply(&from, &update(4, 40_000).encode().unwrap())
         .unwrap();
-    assert!(matches!(next(&link), FromAgent::Msg(m) if m == update(4, 40_000)));
+    assert!(matches!(&next(&mut link, 1)[..], [FromAgent::Msg(m)] if *m == update(4, 40_000)));
 
     // Reports and flow closes travel as single datagrams the agent can parse.
     let report = Msg::Measure(Measure {
@@ -151,10 +165,17 @@ fn round_trip(reply_addr: ReplyAddr) {
         program_uid: 2,
         fields: vec![1, 2, 3],
     });
-    link.send(&report).unwrap();
+    send(&mut link, &report).unwrap();
     assert_eq!(wire::decode(&agent.recv().0).unwrap().0, report);
 
-    link.shutdown();
+    // Messages queued together still leave one per datagram.
+    link.queue(&report).unwrap();
+    link.queue(&Msg::Ready(Ready { id: 8 })).unwrap();
+    link.flush().unwrap();
+    let (bytes, _) = agent.recv();
+    assert_eq!(wire::decode(&bytes).unwrap(), (report.clone(), bytes.len()));
+    assert_eq!(wire::decode(&agent.recv().0).unwrap().0, Msg::Ready(Ready { id: 8 }));
+
     drop(link);
     assert!(
         !dir.0.join("dp").exists(),
@@ -191,7 +212,7 @@ fn a_restarted_agent_breaks_the_link_so_the_shim_re_announces() {
     let first = FakeAgent::bind(&dir.0, ReplyAddr::Relative);
     let mut link =
         AgentLink::connect(&AgentAddr::Portus(addr(&dir.0, ReplyAddr::Relative))).unwrap();
-    link.send(&Msg::Ready(Ready { id: 1 })).unwrap();
+    send(&mut link, &Msg::Ready(Ready { id: 1 })).unwrap();
     first.recv();
     // The agent dies and a new one binds the same path (portus unlinks, then binds).
     drop(first);
@@ -202,22 +223,22 @@ fn a_restarted_agent_breaks_the_link_so_the_shim_re_announces() {
         fields: vec![1],
     });
     assert!(
-        link.send(&report).is_err(),
+        send(&mut link, &report).is_err(),
         "send to the dead agent must fail"
     );
     drop(link);
     // Reconnecting reaches the new agent.
     let mut link =
         AgentLink::connect(&AgentAddr::Portus(addr(&dir.0, ReplyAddr::Relative))).unwrap();
-    link.send(&Msg::Ready(Ready { id: 2 })).unwrap();
+    send(&mut link, &Msg::Ready(Ready { id: 2 })).unwrap();
     assert_eq!(
         wire::decode(&second.recv().0).unwrap().0,
         Msg::Ready(Ready { id: 2 })
     );
-    assert!(matches!(
-        link.rx.recv_timeout(Duration::from_millis(50)),
-        Err(RecvTimeoutError::Timeout)
-    ));
+    std::thread::sleep(Duration::from_millis(50));
+    let mut got = Vec::new();
+    link.receive(&mut got);
+    assert!(got.is_empty(), "{got:?}");
 }
 
 #[test]
@@ -232,10 +253,10 @@ fn a_stalled_agent_costs_reports_not_the_link() {
         fields: vec![1, 2],
     });
     for _ in 0..100 {
-        link.send(&report)
+        send(&mut link, &report)
             .expect("a report to a full queue is skipped, not an error");
     }
     assert!(link.dropped_reports() > 0 && link.dropped_reports() < 100);
     // A message that must arrive cannot be skipped: the link reports the failure.
-    assert!(link.send(&Msg::Ready(Ready { id: 1 })).is_err());
+    assert!(send(&mut link, &Msg::Ready(Ready { id: 1 })).is_err());
 }

@@ -221,12 +221,20 @@ impl<P: PortOps> Shim<P> {
         )
     }
 
-    /// Connect to the agent if needed, apply its messages, keep the deadline fresh.
+    /// Send what is queued for the agent, connect to it if needed, apply its messages, keep
+    /// the deadline fresh.
     pub fn service_agent(&mut self) {
         let (session, mut ctl) = self.ctl();
+        session.flush(&mut ctl);
         session.maybe_connect(&mut ctl);
         session.drain_agent(&mut ctl);
         session.refresh_deadline(&mut ctl);
+    }
+
+    /// Send what the timers queued for the agent.
+    fn flush_agent(&mut self) {
+        let (session, mut ctl) = self.ctl();
+        session.flush(&mut ctl);
     }
 
     /// The port enforces this flow's control now.
@@ -531,6 +539,7 @@ impl Shim<SwitchDatapath> {
                 last_sample = Instant::now();
                 self.sample(now_ns);
             }
+            self.flush_agent();
         }
         info!("stopping");
         Ok(())
@@ -539,7 +548,7 @@ impl Shim<SwitchDatapath> {
     /// Sleep until port records or agent messages arrive, or `timeout` passes.
     fn wait_for_input(&self, timeout: Duration) {
         let mut fds = vec![libc::pollfd { fd: self.port.events_fd(), events: libc::POLLIN, revents: 0 }];
-        if let Some(fd) = self.session.wake_fd() {
+        if let Some(fd) = self.session.agent_fd() {
             fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
         }
         // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
@@ -757,7 +766,7 @@ mod tests {
         })
     }
 
-    /// Service the agent until `cond` holds (the agent's answer travels through a thread).
+    /// Service the agent until `cond` holds.
     fn until(shim: &mut Shim<FakePort>, mut cond: impl FnMut(&Shim<FakePort>) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while !cond(shim) {
@@ -788,6 +797,7 @@ mod tests {
     fn a_controlled_flow_gets_the_agents_window_and_its_losses_retransmitted() {
         let (mut shim, mut agent) = connected(cfg());
         shim.on_event(established(3));
+        shim.service_agent();
         let Msg::Create(c) = agent.next() else { panic!("expected CREATE") };
         assert_eq!((c.sid, c.init_cwnd, c.mss, c.src_port, c.dst_port), (3, 10 * MSS, MSS, 80, 40000));
         assert!(shim.port().controls.borrow().is_empty(), "no control before the agent decides");
@@ -813,6 +823,7 @@ mod tests {
         assert_eq!(shim.port().controls.borrow()[&3].sacked_bytes, 0);
 
         shim.on_event(Event::Closed { flow_id: 3, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::CloseReason::Fin });
+        shim.service_agent();
         let Msg::Measure(m) = agent.next() else { panic!("expected the closing MEASURE") };
         assert_eq!((m.sid, m.fields.len()), (3, 0));
         assert!(!shim.port().controls.borrow().contains_key(&3));
@@ -824,6 +835,7 @@ mod tests {
         c.recovery.flow_buffer_bytes = 3 * 1054;
         let (mut shim, mut agent) = connected(c);
         shim.on_event(established(4));
+        shim.service_agent();
         agent.next();
         agent.set_cwnd(4, 20_000);
         until(&mut shim, |s| s.port().controls.borrow().contains_key(&4));
@@ -834,6 +846,7 @@ mod tests {
         assert!(shim.port().cleared.borrow().contains(&4));
         assert!(!shim.port().controls.borrow().contains_key(&4));
         assert_eq!(shim.buffered_bytes(), 0);
+        shim.service_agent();
         let Msg::Measure(m) = agent.next() else { panic!("the agent is told the flow is gone") };
         assert_eq!((m.sid, m.fields.len()), (4, 0));
         // Nothing brings it back: neither the agent nor more traffic.
