@@ -87,19 +87,20 @@ impl Agent {
         Ok(())
     }
 
-    fn serve_datapath(&self, datapath: u64, stream: UnixStream) {
+    fn serve_datapath(&self, datapath: u64, mut stream: UnixStream) {
         info!(datapath, "datapath connected");
-        let mut conn = Connection {
-            agent: self,
-            datapath,
-            out: match stream.try_clone() {
-                Ok(s) => s,
-                Err(e) => return error!(datapath, error = %e, "cannot clone the stream"),
-            },
-            flows: HashMap::new(),
-            installed: HashSet::new(),
+        let out = match stream.try_clone() {
+            Ok(s) => s,
+            Err(e) => return error!(datapath, error = %e, "cannot clone the stream"),
         };
-        let reason = conn.run(stream);
+        let mut conn = Connection::new(self, datapath, out);
+        let reason = match conn.run(&mut stream) {
+            Ended::Closed(reason) => reason,
+            Ended::ControlClient => {
+                crate::control::drain_and_close(stream);
+                "a control request on the datapath socket".into()
+            }
+        };
         info!(datapath, flows = conn.flows.len(), reason = %reason, "datapath disconnected");
         conn.forget_flows();
     }
@@ -183,54 +184,73 @@ struct FlowEntry {
     policy: Option<Arc<Policy>>,
 }
 
-struct Connection<'a> {
+struct Connection<'a, W: Write> {
     agent: &'a Agent,
     datapath: u64,
-    out: UnixStream,
+    out: W,
+    /// Answers not yet written: everything answered to one read leaves in one write.
+    queued: Vec<u8>,
     flows: HashMap<u32, FlowEntry>,
     /// Programs installed on this datapath, by uid.
     installed: HashSet<u32>,
 }
 
-impl Connection<'_> {
-    /// Serve until the datapath goes away; returns why.
-    fn run(&mut self, mut stream: UnixStream) -> String {
+/// Why a connection's [`Connection::run`] returned.
+enum Ended {
+    /// The datapath went away, or its stream cannot be framed; says why.
+    Closed(String),
+    /// A control client connected to the datapath socket and has been told so.
+    ControlClient,
+}
+
+impl<'a, W: Write> Connection<'a, W> {
+    fn new(agent: &'a Agent, datapath: u64, out: W) -> Self {
+        Self { agent, datapath, out, queued: Vec::new(), flows: HashMap::new(), installed: HashSet::new() }
+    }
+
+    /// Serve until the datapath goes away.
+    fn run(&mut self, input: &mut impl Read) -> Ended {
         let mut frames = FrameReader::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        // The connection's first bytes, kept until a frame decodes, to recognise a control client.
-        let mut first: Option<Vec<u8>> = Some(Vec::new());
+        let mut framed = false;
         loop {
-            let n = match stream.read(&mut buf) {
-                Ok(0) => return "closed".into(),
-                Ok(n) => n,
+            match frames.read_from(input) {
+                Ok(0) => return Ended::Closed("closed".into()),
+                Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return format!("read error: {e}"),
-            };
-            if let Some(start) = first.as_mut().filter(|f| f.len() < wire::HEADER_LEN) {
-                let want = (wire::HEADER_LEN - start.len()).min(n);
-                start.extend_from_slice(&buf[..want]);
+                Err(e) => return Ended::Closed(format!("read error: {e}")),
             }
-            frames.push(&buf[..n]);
+            // Before the first frame, every byte received is still unread.
+            if !framed && looks_like_capnp(frames.unread()) {
+                warn!(datapath = self.datapath, "a control client connected to the datapath socket; telling it which socket to use");
+                let _ = self.out.write_all(&crate::control::error_response(DATAPATH_SOCKET_ANSWER));
+                return Ended::ControlClient;
+            }
             loop {
                 match frames.next_frame() {
                     Ok(Some(frame)) => {
-                        first = None;
-                        self.on_frame(&frame);
+                        framed = true;
+                        self.on_frame(frame);
                     }
                     Ok(None) => break,
-                    Err(e) if first.as_deref().is_some_and(looks_like_capnp) => {
-                        warn!(datapath = self.datapath, error = %e, "a control client connected to the datapath socket; telling it which socket to use");
-                        let _ = self.out.write_all(&crate::control::error_response(DATAPATH_SOCKET_ANSWER));
-                        crate::control::drain_and_close(stream);
-                        return "a control request on the datapath socket".into();
-                    }
                     Err(e) => {
                         error!(datapath = self.datapath, error = %e, "unrecoverable framing error");
-                        return format!("framing error: {e}");
+                        self.flush();
+                        return Ended::Closed(format!("framing error: {e}"));
                     }
                 }
             }
+            self.flush();
         }
+    }
+
+    fn flush(&mut self) {
+        if self.queued.is_empty() {
+            return;
+        }
+        if let Err(e) = self.out.write_all(&self.queued) {
+            error!(datapath = self.datapath, error = %e, "failed to answer the datapath");
+        }
+        self.queued.clear();
     }
 
     fn on_frame(&mut self, frame: &[u8]) {
@@ -392,7 +412,7 @@ impl Connection<'_> {
     }
 
     fn install(&mut self, program: &CompiledProgram) -> Result<()> {
-        self.out.write_all(&program.install_message)?;
+        self.queued.extend_from_slice(&program.install_message);
         self.installed.insert(program.uid);
         debug!(datapath = self.datapath, program = %program.name, uid = program.uid, "program installed");
         Ok(())
@@ -411,7 +431,7 @@ impl Connection<'_> {
     }
 
     fn send(&mut self, msg: &Msg) -> Result<()> {
-        self.out.write_all(&msg.encode()?)?;
+        msg.encode_into(&mut self.queued)?;
         Ok(())
     }
 }
@@ -453,4 +473,56 @@ fn log_switch(agent: &Agent, key: FlowKey, s: &Switch) {
 
 fn ip(addr: u32) -> std::net::Ipv4Addr {
     std::net::Ipv4Addr::from(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+
+    use ccswitch_ccp::agent_link::Counted;
+    use ccswitch_ccp::wire::{Create, Measure, Ready};
+
+    use super::*;
+
+    #[test]
+    fn a_batch_of_a_hundred_reports_is_read_in_one_call_and_answered_in_one_write() {
+        let agent = Agent::new("reno".into(), Arc::new(Registry::new(None)), None).unwrap();
+        let (mut datapath, sock) = UnixStream::pair().unwrap();
+        let fields = agent.simple.program.report_names.len();
+        let uid = agent.simple.program.uid;
+        let mut batch = Vec::new();
+        Msg::Ready(Ready { id: 1 }).encode_into(&mut batch).unwrap();
+        for sid in 1..=100 {
+            let create = Create { sid, init_cwnd: 14_480, mss: 1448, src_ip: 1, src_port: 80, dst_ip: 2, dst_port: 40_000, cong_alg: String::new() };
+            Msg::Create(create).encode_into(&mut batch).unwrap();
+        }
+        for sid in 1..=100 {
+            let mut report = vec![0; fields];
+            report[0] = 14_480; // acked
+            Msg::Measure(Measure { sid, program_uid: uid, fields: report }).encode_into(&mut batch).unwrap();
+        }
+        datapath.write_all(&batch).unwrap();
+        datapath.shutdown(std::net::Shutdown::Write).unwrap();
+
+        let mut input = Counted::new(sock.try_clone().unwrap());
+        let mut conn = Connection::new(&agent, 1, Counted::new(sock));
+        assert!(matches!(conn.run(&mut input), Ended::Closed(reason) if reason == "closed"));
+        // One read for the batch, one that finds the end of the stream.
+        assert_eq!(input.reads.load(Ordering::Relaxed), 2);
+        assert_eq!(conn.out.writes.load(Ordering::Relaxed), 1);
+        drop((conn, input));
+
+        let mut frames = FrameReader::new();
+        while frames.read_from(&mut datapath).unwrap() > 0 {}
+        let mut answers = Vec::new();
+        while let Some(frame) = frames.next_frame().unwrap() {
+            answers.push(wire::decode(frame).unwrap().0);
+        }
+        let count = |t| answers.iter().filter(|m| m.msg_type() == t).count();
+        assert_eq!(answers.len(), 201, "{answers:?}");
+        assert_eq!(count(wire::MsgType::InstallExpr), 1);
+        assert_eq!(count(wire::MsgType::ChangeProg), 100);
+        assert_eq!(count(wire::MsgType::UpdateFields), 100);
+    }
 }
