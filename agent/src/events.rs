@@ -1,6 +1,9 @@
 //! `--events FILE`: what happened to every flow, one JSON object per line, for experiments
-//! and plots. Lines are written whole as they happen (a killed agent loses nothing already
-//! reported). Times are the agent's wall clock, µs since the Unix epoch; rates in bit/s.
+//! and plots. Lines are buffered (one write per report would be one syscall per report) and
+//! written whole: when a flow starts and when it closes (so a reader waiting for a flow's
+//! `close` finds all of it), every [`FLUSH_INTERVAL`], and when the agent stops, on
+//! SIGTERM/SIGINT too ([`flush_all`]); only SIGKILL loses the last interval. Times are the
+//! agent's wall clock, µs since the Unix epoch; rates in bit/s.
 //!
 //! - `flow`: a flow was created (src/sport are the sender's side, dst/dport the receiver's; `mss` its maximum segment size in bytes, which datasets need for the loss rate);
 //!   `start` says where its algorithm came from (`pinned`, `datapath`, `memory`, `initial` or
@@ -14,10 +17,10 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{LineWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use ccswitch_algorithms::Measurement;
@@ -28,8 +31,31 @@ use crate::flow::Switch;
 use crate::memory::Start;
 use crate::registry::{Endpoints, FlowKey};
 
+/// Buffered lines reach the file at least this often.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(500);
+
+type Sink = Mutex<BufWriter<File>>;
+
+/// Every open events file, for [`flush_all`].
+static OPEN: Mutex<Vec<Weak<Sink>>> = Mutex::new(Vec::new());
+
+/// Write out every events file's buffered lines: for exits that run no destructors
+/// (`std::process::exit` on SIGTERM).
+pub fn flush_all() {
+    let open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    for sink in open.iter().filter_map(Weak::upgrade) {
+        flush(&sink);
+    }
+}
+
+fn flush(sink: &Sink) {
+    if let Err(e) = sink.lock().unwrap_or_else(|e| e.into_inner()).flush() {
+        warn!(error = %e, "cannot write to the events file");
+    }
+}
+
 pub struct EventLog {
-    out: Mutex<LineWriter<File>>,
+    out: Arc<Sink>,
     /// `on_report` exceptions of each open flow that raised at least once.
     errors: Mutex<HashMap<FlowKey, u64>>,
 }
@@ -52,15 +78,30 @@ impl EventLog {
             .append(true)
             .open(path)
             .with_context(|| format!("opening the events file {}", path.display()))?;
-        Ok(Self { out: Mutex::new(LineWriter::new(file)), errors: Mutex::new(HashMap::new()) })
+        let out = Arc::new(Mutex::new(BufWriter::new(file)));
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|w| w.strong_count() > 0);
+        open.push(Arc::downgrade(&out));
+        drop(open);
+        let weak = Arc::downgrade(&out);
+        std::thread::Builder::new().name("events-flush".into()).spawn(move || loop {
+            std::thread::sleep(FLUSH_INTERVAL);
+            match weak.upgrade() {
+                Some(sink) => flush(&sink),
+                None => return,
+            }
+        })?;
+        Ok(Self { out, errors: Mutex::new(HashMap::new()) })
     }
 
     fn write(&self, mut event: Value, key: FlowKey) {
         event["t_us"] = json!(now_us());
         event["datapath"] = json!(key.datapath);
         event["sid"] = json!(key.sid);
+        // One write_all per line: the buffer then only ever holds, and writes, whole lines.
+        let line = format!("{event}\n");
         let mut out = self.out.lock().expect("events file poisoned");
-        if let Err(e) = writeln!(out, "{event}") {
+        if let Err(e) = out.write_all(line.as_bytes()) {
             warn!(error = %e, "cannot write to the events file");
         }
     }
@@ -72,6 +113,7 @@ impl EventLog {
             e.extend(s);
         }
         self.write(event, key);
+        flush(&self.out);
     }
 
     pub fn report(
@@ -122,6 +164,7 @@ impl EventLog {
                    "on_report_errors": errors}),
             key,
         );
+        flush(&self.out);
     }
 }
 

@@ -162,6 +162,7 @@ fn stop_on_signals(owned: Arc<OwnedSockets>) -> Result<()> {
             let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
             let removed: Vec<String> = owned.remove_all().iter().map(|p| p.display().to_string()).collect();
             info!(signal = name, removed = ?removed, "agent stopping");
+            events::flush_all();
             std::process::exit(0);
         }
     })?;

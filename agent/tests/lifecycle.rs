@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use ccswitch_ccp::wire::{Msg, MsgType, Ready};
+use ccswitch_ccp::wire::{Create, Measure, Msg, MsgType, Ready};
 use common::Agent;
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -167,4 +167,31 @@ fn an_agent_that_cannot_start_leaves_no_control_socket() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("exists and is not a socket"), "{stderr}");
     assert!(!control_left, "the control socket was left behind");
+}
+
+#[test]
+fn sigterm_writes_out_the_buffered_events_of_open_flows() {
+    let dir = common::test_dir("events");
+    let (events, control) = (dir.join("events.jsonl"), dir.join("control.sock"));
+    let args = ["--control-socket", control.to_str().unwrap(), "--log-level", "debug", "--events", events.to_str().unwrap()];
+    let mut agent = Agent::start_in(dir, &args);
+    let mut dp = agent.connect();
+    dp.send(&Msg::Ready(Ready { id: 1 }));
+    let Msg::InstallExpr(install) = dp.recv() else { panic!("no program installed") };
+    let create = Create { sid: 1, init_cwnd: 14_480, mss: 1448, src_ip: 1, src_port: 80, dst_ip: 2, dst_port: 40_000, cong_alg: String::new() };
+    dp.send(&Msg::Create(create));
+    assert_eq!(dp.recv().msg_type(), MsgType::ChangeProg);
+    for _ in 0..3 {
+        let fields = vec![14_480, 0, 0, 0, 50_000, 50_000, 14_480, 2_000_000, 1_000_000];
+        dp.send(&Msg::Measure(Measure { sid: 1, program_uid: install.program_uid, fields }));
+        assert_eq!(dp.recv().msg_type(), MsgType::UpdateFields);
+    }
+    // The flow stays open: its reports are still buffered unless a flush interval passed.
+    assert_stopped_cleanly(&mut agent, "TERM");
+    let text = std::fs::read_to_string(&events).unwrap();
+    let kinds: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, ["flow", "report", "report", "report"], "{text}");
 }
