@@ -147,12 +147,18 @@ fn bench_tracker() {
     }
 }
 
+/// `NAME.json` beside the notebook's other outputs (`NAME.report.json` is not a model).
+fn is_model_file(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    name.ends_with(".json") && name.matches('.').count() == 1
+}
+
 fn main() {
     let args: Vec<PathBuf> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).map(PathBuf::from).collect();
     let models = if args.is_empty() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../learner/models");
         let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect())
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| is_model_file(p)).collect())
             .unwrap_or_default();
         found.sort();
         if found.is_empty() {
