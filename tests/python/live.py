@@ -9,14 +9,20 @@ from ccswitch.experiments.topology import CcswitchDaemons
 from test_integration import require_machine
 
 
-@contextlib.contextmanager
-def set_up_runner(tmp_path, scenario_text, before_scheme=lambda r: None):
-    """A Runner whose topology is up and whose first scheme is prepared; torn down on exit.
-    `before_scheme(r)` runs between the topology and the scheme (e.g. to interpose a proxy)."""
+def require_machine_and_binaries():
+    """Root, mahimahi and the rest of the machine (`require_machine`), and the Rust binaries a
+    kernel-datapath run starts; fails (never skips) without them."""
     require_machine()
     missing = CcswitchDaemons.missing_binaries(runner.bin_dir())
     if missing:
         pytest.fail(f"Rust binaries not built (make build): {missing}")
+
+
+@contextlib.contextmanager
+def set_up_runner(tmp_path, scenario_text, before_scheme=lambda r: None):
+    """A Runner whose topology is up and whose first scheme is prepared; torn down on exit.
+    `before_scheme(r)` runs between the topology and the scheme (e.g. to interpose a proxy)."""
+    require_machine_and_binaries()
     path = tmp_path / "scenario.toml"
     path.write_text(scenario_text)
     sc = scenario.load_scenario(str(path))

@@ -20,9 +20,9 @@ import sys
 
 import pytest
 
-from ccswitch.experiments import results, runner
-from ccswitch.experiments.topology import CcswitchDaemons
-from test_integration import PYTHONPATH, require_machine
+from ccswitch.experiments import results
+from live import require_machine_and_binaries
+from test_integration import PYTHONPATH
 
 ALGS = '''
 import os, signal
@@ -56,10 +56,7 @@ RAISES, DIES = "ccswitch:py:algs:Raises", "ccswitch:py:algs:Dies"
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    require_machine()
-    missing = CcswitchDaemons.missing_binaries(runner.bin_dir())
-    if missing:
-        pytest.fail(f"Rust binaries not built (make build): {missing}")
+    require_machine_and_binaries()
     d = tmp_path_factory.mktemp("failures")
     (d / "algs.py").write_text(ALGS)
     (d / "scenario.toml").write_text(SCENARIO)

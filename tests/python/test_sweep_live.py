@@ -9,11 +9,10 @@ import subprocess
 import sys
 import time
 
-import pytest
 
-from ccswitch.experiments import runner, sweep
-from ccswitch.experiments.topology import CcswitchDaemons
-from test_integration import PYTHONPATH, require_machine
+from ccswitch.experiments import sweep
+from live import require_machine_and_binaries
+from test_integration import PYTHONPATH
 
 SPEC = """
 name = "live"
@@ -55,10 +54,7 @@ def netns_names():
 
 
 def test_a_tiny_sweep_interrupted_after_its_first_cells_resumes_without_rerunning_them(tmp_path):
-    require_machine()
-    missing = CcswitchDaemons.missing_binaries(runner.bin_dir())
-    if missing:
-        pytest.fail(f"Rust binaries not built (make build): {missing}")
+    require_machine_and_binaries()
     spec_file = tmp_path / "live.toml"
     spec_file.write_text(SPEC)
     store, raw = tmp_path / "store", tmp_path / "raw"

@@ -7,11 +7,9 @@ fails rather than skips without them."""
 import json
 import os
 
-import pytest
 
 from ccswitch.experiments import runner, scenario, switching
-from ccswitch.experiments.topology import CcswitchDaemons
-from test_integration import require_machine
+from live import require_machine_and_binaries
 
 POLICY = """
 name = "cubic-then-bbr"
@@ -50,10 +48,7 @@ file_bytes = 2_000_000
 
 
 def test_a_policy_switches_a_live_flow(tmp_path):
-    require_machine()
-    missing = CcswitchDaemons.missing_binaries(runner.bin_dir())
-    if missing:
-        pytest.fail(f"Rust binaries not built (make build): {missing}")
+    require_machine_and_binaries()
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "cubic-then-bbr.toml").write_text(POLICY)
     path = tmp_path / "scenario.toml"
