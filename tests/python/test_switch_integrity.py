@@ -97,20 +97,26 @@ def shim_log(r, row):
         return f.read()
 
 
-def server_recoveries(r):
-    """Loss recoveries the server's own TCP has entered so far (its namespace's TcpExt MIB)."""
+SERVER_LOSS_COUNTERS = ("TCPSackRecovery", "TCPRenoRecovery", "TCPSACKReneging", "TCPSackShifted",
+                        "TCPLossProbes", "TCPTimeouts", "TCPDSACKRecv")
+
+
+def server_tcp_counters(r):
+    """The server namespace's TcpExt MIB counters that show loss handling by its own TCP."""
     lines = [l.split() for l in runner_run(r.ns.exec_cmd(["cat", "/proc/net/netstat"])).stdout.splitlines()
              if l.startswith("TcpExt:")]
     mib = dict(zip(lines[0][1:], map(int, lines[1][1:])))
-    return mib["TCPSackRecovery"] + mib["TCPRenoRecovery"]
+    return {k: mib.get(k, 0) for k in SERVER_LOSS_COUNTERS}
 
 
 def transfer(r, client_name, label, size=FILE_BYTES):
     s = scheme(r, label)
     r.prepare_scheme(s)
-    before = server_recoveries(r)
+    before = server_tcp_counters(r)
     row = r.transfer(0, client(r, client_name), s, size)
-    row["server_recoveries"] = server_recoveries(r) - before
+    after = server_tcp_counters(r)
+    row["server_tcp"] = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    row["server_recoveries"] = sum(row["server_tcp"].get(k, 0) for k in ("TCPSackRecovery", "TCPRenoRecovery"))
     return row
 
 

@@ -83,7 +83,8 @@ struct SwitchFlow {
     /// each ACK acknowledges, as slow start would. A window opened in one step lets the
     /// server send the whole increase back to back, a burst a droptail queue cannot absorb.
     enforced: u32,
-    /// The agent has commanded a window (and the flow has not fallen back).
+    /// The port enforces `enforced` (and hides losses): from establishment at the initial
+    /// window when the agent is answering, then the agent's windows, until a fallback.
     active: bool,
     /// The control last written, to skip identical map updates.
     written: Option<Control>,
@@ -262,7 +263,16 @@ impl<P: PortOps> Shim<P> {
                 let sender = SenderFlow::new(&e, self.cfg.recovery);
                 let init_cwnd = INIT_CWND_SEGMENTS * u32::from(e.mss);
                 self.totals.flows += 1;
-                self.flows.insert(id, SwitchFlow { key: e.key, sender, cwnd: init_cwnd, enforced: init_cwnd, active: false, written: None, fallen: false });
+                // Controlled from the first ACK, as a kernel datapath holds a new flow at its
+                // initial window until the agent speaks: the agent's first window follows its
+                // first report, a round trip later, and a loss in the first flight would
+                // otherwise reach the server as SACKs and put its own TCP into recovery.
+                let active = monotonic_now_ns() < self.session.valid_until_ns();
+                let mut flow = SwitchFlow { key: e.key, sender, cwnd: init_cwnd, enforced: init_cwnd, active, written: None, fallen: false };
+                if active {
+                    write_control(&self.port, id, &mut flow, &mut self.totals.control_writes);
+                }
+                self.flows.insert(id, flow);
                 let desc = FlowDesc {
                     sid: id,
                     src: e.key.server,
@@ -800,24 +810,26 @@ mod tests {
         shim.service_agent();
         let Msg::Create(c) = agent.next() else { panic!("expected CREATE") };
         assert_eq!((c.sid, c.init_cwnd, c.mss, c.src_port, c.dst_port), (3, 10 * MSS, MSS, 80, 40000));
-        assert!(shim.port().controls.borrow().is_empty(), "no control before the agent decides");
-        agent.set_cwnd(3, 20_000);
-        until(&mut shim, |s| s.port().controls.borrow().contains_key(&3));
         let ctl = shim.port().controls.borrow()[&3];
-        assert_eq!(ctl, Control { cwnd_bytes: 20_000, sacked_bytes: 0, sacked_una: raw(1), active: true });
+        assert_eq!(ctl, Control { cwnd_bytes: 10 * MSS, sacked_bytes: 0, sacked_una: raw(1), active: true }, "held at the initial window before the agent decides");
         assert!(*shim.port().valid_until.borrow() > monotonic_now_ns());
 
         for n in 1..=5 {
             shim.on_event(segment(3, n));
         }
         assert_eq!(shim.buffered_bytes(), 5 * 1054);
-        // Segment 2 is missing, three segments above it arrived: lost at once.
+        // Segment 2 is missing, three segments above it arrived: lost at once, and hidden from
+        // the server although the agent has not spoken yet.
         shim.on_event(ack(3, 1, &[(3, 5)]));
         assert_eq!(injected_ids(&shim), vec![2]);
         let t = shim.totals();
         assert_eq!((t.retransmit_fast + t.retransmit_rack, t.retransmit_timeout), (1, 0));
         let ctl = shim.port().controls.borrow()[&3];
-        assert_eq!((ctl.sacked_bytes, ctl.sacked_una, ctl.cwnd_bytes), (3 * MSS, raw(2), 20_000));
+        assert_eq!((ctl.sacked_bytes, ctl.sacked_una, ctl.cwnd_bytes), (3 * MSS, raw(2), 10 * MSS));
+
+        // A smaller window from the agent holds at once.
+        agent.set_cwnd(3, 5_000);
+        until(&mut shim, |s| s.port().controls.borrow()[&3].cwnd_bytes == 5_000);
         shim.on_event(ack(3, 5, &[]));
         assert_eq!(shim.buffered_bytes(), 0);
         assert_eq!(shim.port().controls.borrow()[&3].sacked_bytes, 0);
