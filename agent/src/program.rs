@@ -17,7 +17,7 @@ use portus::lang::{self, Reg, Scope};
 
 /// Initial value of the per-report minimum RTT: larger than any sample (µs); the compiler
 /// accepts immediates below 2^31 only.
-const NO_RTT_SAMPLE_US: u64 = (1 << 31) - 1;
+use ccswitch_ccp::program::standard::NO_RTT_SAMPLE_US;
 
 /// Register type of the implicit registers and the indices of `Cwnd` and `Rate` among them,
 /// as portus's compiler numbers them.
@@ -271,6 +271,34 @@ mod tests {
         let fields = p.reporting_fields(Reporting::PerAck);
         assert!(fields.iter().all(|f| f.reg_type == NONVOLATILE_CONTROL_REG_TYPE));
         assert_ne!(fields[0].reg_index, fields[1].reg_index);
+    }
+
+    /// Datapaths recognise the standard program by the copy in ccswitch-ccp and fold it with
+    /// that register layout; this program must be that one.
+    #[test]
+    fn the_standard_program_is_the_one_datapaths_fold() {
+        use ccswitch_ccp::program::standard::{self, control, report};
+        let p = SimpleProgram::compile().unwrap();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../datapaths/ccp/src/program/standard_program.bin");
+        if std::env::var_os("CCSWITCH_BLESS").is_some() {
+            std::fs::write(path, &p.program.install_message).unwrap();
+        }
+        let (msg, _) = wire::decode(&p.program.install_message).unwrap();
+        let wire::Msg::InstallExpr(install) = msg else { panic!("an INSTALL_EXPR") };
+        let program = ccswitch_ccp::Program::from_install(&install).unwrap();
+        assert!(
+            standard::is_standard(&program),
+            "the agent's standard program differs from {path}; after a deliberate change, rerun this test with CCSWITCH_BLESS=1 and rebuild"
+        );
+        let l = p.layout;
+        assert_eq!(
+            [l.acked, l.lost, l.timeout, l.ecn, l.rtt, l.minrtt, l.inflight, l.rate, l.now],
+            [report::ACKED, report::LOST, report::TIMEOUT, report::ECN, report::RTT, report::MINRTT, report::INFLIGHT, report::RATE, report::NOW]
+        );
+        assert_eq!(p.program.report_names.len(), report::COUNT);
+        let index = |name| p.program.controls[name];
+        assert_eq!(index("per_ack"), (NONVOLATILE_CONTROL_REG_TYPE, control::PER_ACK as u32));
+        assert_eq!(index("period_us"), (NONVOLATILE_CONTROL_REG_TYPE, control::PERIOD_US as u32));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::agent_link::{AgentAddr, AgentLink, FromAgent};
 use crate::wire::{Create, Measure, Msg, Ready};
+use crate::program::standard::{self, FoldMode};
 use crate::{Flow, Primitives, ProgramTable, Step};
 
 const RECONNECT_INTERVAL: Duration = Duration::from_millis(200);
@@ -47,6 +48,13 @@ pub trait SessionDatapath {
     /// The datapath ignores every directive once CLOCK_MONOTONIC passes `deadline_ns`;
     /// 0 revokes at once.
     fn set_valid_until(&mut self, deadline_ns: u64) -> Result<()>;
+    /// Fold flow `sid`'s standard program in the datapath (`Some((mode, start_us))`, a new
+    /// `start_us` restarting it) and deliver only its reports through
+    /// [`Session::on_folded_report`], or stop (`None`) and deliver every ACK again. Returns
+    /// whether the datapath folds; one that cannot keeps the default.
+    fn set_fold(&mut self, _sid: u32, _fold: Option<(FoldMode, u64)>) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// A flow as the agent learns it (CREATE).
@@ -80,6 +88,8 @@ struct SessionFlow {
     /// Latest RTT sample: libccp programs read 0 as "no sample" (infinite), so the last real
     /// sample is carried over ACKs that have none.
     rtt_us: u64,
+    /// The datapath folds the flow's standard program: its mode and start (µs).
+    fold: Option<(FoldMode, u64)>,
 }
 
 /// Counters for the shim's exit log.
@@ -203,6 +213,7 @@ impl Session {
             let flow = self.flows.get_mut(&id).expect("listed");
             let cwnd = flow.ccp.cwnd_bytes();
             flow.ccp = Flow::new(id, cwnd, flow.desc.mss);
+            flow.fold = None;
             let create = create_msg(&flow.desc, cwnd);
             self.send(dp, &create);
         }
@@ -221,7 +232,9 @@ impl Session {
         if let Err(e) = dp.set_valid_until(0) {
             error!(error = %e, "cannot revoke the agent deadline");
         }
-        for id in self.flows.keys() {
+        for (id, flow) in self.flows.iter_mut() {
+            // Clearing the directive ends a fold too.
+            flow.fold = None;
             let _ = dp.clear_directive(*id);
         }
     }
@@ -291,7 +304,10 @@ impl Session {
                     return debug!(sid, "message for a flow that is gone");
                 };
                 match flow.ccp.handle(&msg, &self.programs, now_us) {
-                    Ok(step) => self.apply(dp, sid, step),
+                    Ok(step) => {
+                        self.apply(dp, sid, step);
+                        self.sync_fold(dp, sid, matches!(msg, Msg::ChangeProg(_)), now_us);
+                    }
                     Err(e) => {
                         self.totals.agent_errors += 1;
                         error!(sid, error = %e, "rejected an agent message");
@@ -334,7 +350,7 @@ impl Session {
     pub fn add_flow(&mut self, dp: &mut impl SessionDatapath, desc: FlowDesc) {
         let create = create_msg(&desc, desc.init_cwnd_bytes);
         let ccp = Flow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
-        self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0 });
+        self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0, fold: None });
         self.send(dp, &create);
     }
 
@@ -369,13 +385,63 @@ impl Session {
         self.apply(dp, sid, step);
     }
 
-    /// Timer-driven evaluation of every flow (for flows whose ACKs stopped).
+    /// Timer-driven evaluation of every flow the datapath does not fold (for flows whose ACKs
+    /// stopped).
     pub fn tick(&mut self, dp: &mut impl SessionDatapath, now_us: u64) {
-        let ids: Vec<u32> = self.flows.keys().copied().collect();
+        let ids: Vec<u32> = self.flows.iter().filter(|(_, f)| f.fold.is_none()).map(|(id, _)| *id).collect();
         for id in ids {
             let step = self.flows.get_mut(&id).expect("listed").ccp.on_tick(now_us);
             self.apply(dp, id, step);
         }
+    }
+
+    /// Start, change or stop folding `sid` in the datapath after an agent message changed its
+    /// program (`restarted`: at `now_us`, when its registers reset) or its control registers.
+    fn sync_fold(&mut self, dp: &mut impl SessionDatapath, sid: u32, restarted: bool, now_us: u64) {
+        let Some(flow) = self.flows.get_mut(&sid) else { return };
+        let want = standard::fold_mode(&flow.ccp).map(|mode| match flow.fold {
+            Some((_, start_us)) if !restarted => (mode, start_us),
+            _ => (mode, now_us),
+        });
+        if want == flow.fold {
+            return;
+        }
+        match dp.set_fold(sid, want) {
+            Ok(folds) => flow.fold = want.filter(|_| folds),
+            Err(e) => {
+                error!(sid, error = %e, "cannot change the fold: the flow's ACKs stay in user space");
+                flow.fold = None;
+                let _ = dp.set_fold(sid, None);
+            }
+        }
+    }
+
+    /// A report of a flow whose standard program the datapath folds: sent to the agent as
+    /// the program's MEASURE. `start_us` is the fold it was folded under; a report from
+    /// before the program last restarted or stopped folding is dropped, as the interpreter
+    /// would have reset those registers. `datapath_cwnd_bytes` is the window after the
+    /// reporting ACK.
+    pub fn on_folded_report(
+        &mut self,
+        dp: &mut impl SessionDatapath,
+        sid: u32,
+        start_us: u64,
+        fields: Vec<u64>,
+        datapath_cwnd_bytes: u32,
+    ) {
+        let Some(flow) = self.flows.get_mut(&sid) else { return };
+        let (Some((_, fold_start)), Some(uid)) = (flow.fold, flow.ccp.program_uid()) else { return };
+        if fold_start != start_us {
+            return debug!(sid, "report of an earlier fold dropped");
+        }
+        let rtt = fields.get(standard::report::RTT).copied().unwrap_or(0);
+        if rtt != 0 && rtt < crate::program::INFINITY {
+            flow.rtt_us = rtt;
+        }
+        let rate = flow.ccp.rate_bytes_per_s();
+        flow.ccp.sync_datapath(datapath_cwnd_bytes, rate);
+        let report = Measure { sid, program_uid: uid, fields };
+        self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
     }
 
     /// Carry out what an evaluation or an agent message decided.

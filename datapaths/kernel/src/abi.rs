@@ -8,6 +8,11 @@ use std::mem::size_of;
 pub const EV_CREATE: u32 = 1;
 pub const EV_ACK: u32 = 2;
 pub const EV_CLOSE: u32 = 3;
+pub const EV_REPORT: u32 = 4;
+
+pub const FOLD_OFF: u32 = 0;
+pub const FOLD_PER_RTT: u32 = 1;
+pub const FOLD_PER_ACK: u32 = 2;
 
 pub const FALLBACK_RENO: u32 = 0;
 pub const FALLBACK_CUBIC: u32 = 1;
@@ -70,12 +75,79 @@ pub struct CloseEvent {
     pub ts_ns: u64,
 }
 
+/// The standard program's report registers, in MEASURE order.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FoldRegs {
+    pub acked: u64,
+    pub lost: u64,
+    pub timeout: u64,
+    pub ecn: u64,
+    pub rtt: u64,
+    pub minrtt: u64,
+    pub inflight: u64,
+    pub rate: u64,
+    pub now: u64,
+}
+
+impl FoldRegs {
+    /// The MEASURE fields, in the order of `ccswitch_ccp::program::standard::report`.
+    pub fn fields(&self) -> Vec<u64> {
+        vec![self.acked, self.lost, self.timeout, self.ecn, self.rtt, self.minrtt, self.inflight, self.rate, self.now]
+    }
+}
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
+pub struct FoldState {
+    pub regs: FoldRegs,
+    pub micros_zero_us: u64,
+    pub start_us: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FoldAck {
+    pub now_us: u64,
+    pub rate_incoming: u64,
+    pub bytes_acked: u32,
+    pub lost_packets: u32,
+    pub ecn_packets: u32,
+    pub was_timeout: u32,
+    pub rtt_us: u32,
+    pub bytes_in_flight: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReportEvent {
+    pub kind: u32,
+    pub flow_id: u32,
+    pub ts_ns: u64,
+    pub start_us: u64,
+    pub regs: FoldRegs,
+    pub snd_cwnd_bytes: u32,
+    pub _pad0: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FoldTest {
+    pub state: FoldState,
+    pub ack: FoldAck,
+    pub start_us: u64,
+    pub per_ack: u32,
+    pub reported: u32,
+    pub report: FoldRegs,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Directive {
     pub cwnd_bytes: u32,
-    pub _pad0: u32,
+    pub fold: u32,
     pub pacing_rate: u64,
+    pub fold_start_us: u64,
 }
 
 #[repr(C)]
@@ -95,14 +167,18 @@ pub struct StatsRaw {
     pub flows_closed: u64,
     pub acks_directive: u64,
     pub acks_fallback: u64,
+    pub acks_folded: u64,
+    pub reports: u64,
 }
 
 const _: () = assert!(size_of::<CreateEvent>() == 64);
 const _: () = assert!(size_of::<AckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
-const _: () = assert!(size_of::<Directive>() == 16);
+const _: () = assert!(size_of::<ReportEvent>() == 104);
+const _: () = assert!(size_of::<FoldTest>() == 216);
+const _: () = assert!(size_of::<Directive>() == 24);
 const _: () = assert!(size_of::<Config>() == 16);
-const _: () = assert!(size_of::<StatsRaw>() == 48);
+const _: () = assert!(size_of::<StatsRaw>() == 64);
 // The same layouts as seen through the BPF object's BTF.
 const _: () = assert!(size_of::<Directive>() == size_of::<crate::skel::types::ccsw_directive>());
 const _: () = assert!(size_of::<Config>() == size_of::<crate::skel::types::ccsw_config>());
@@ -118,6 +194,8 @@ unsafe impl Pod for CreateEvent {}
 unsafe impl Pod for AckEvent {}
 unsafe impl Pod for CloseEvent {}
 unsafe impl Pod for Directive {}
+unsafe impl Pod for ReportEvent {}
+unsafe impl Pod for FoldTest {}
 unsafe impl Pod for Config {}
 unsafe impl Pod for StatsRaw {}
 

@@ -42,7 +42,7 @@ mod skel {
 }
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -50,6 +50,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+pub use ccswitch_ccp::program::standard::FoldMode;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
@@ -179,11 +180,26 @@ pub struct AckSample {
     pub fallback: bool,
 }
 
+/// A report of the standard program, folded in the kernel (see [`KernelDatapath::set_fold`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldedReport {
+    pub flow_id: u32,
+    /// CLOCK_MONOTONIC nanoseconds of the ACK that reported.
+    pub ts_ns: u64,
+    /// The fold start (µs) the report was folded under.
+    pub start_us: u64,
+    /// The report registers, in MEASURE order.
+    pub fields: Vec<u64>,
+    /// Congestion window after the reporting ACK, bytes.
+    pub snd_cwnd_bytes: u32,
+}
+
 /// A ring-buffer record, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     Created(FlowInfo),
     Ack(AckSample),
+    Report(FoldedReport),
     Closed { flow_id: u32 },
 }
 
@@ -200,6 +216,10 @@ pub struct Stats {
     pub acks_directive: u64,
     /// ACKs on which the fallback algorithm set cwnd.
     pub acks_fallback: u64,
+    /// ACKs folded in the kernel (no record to the shim).
+    pub acks_folded: u64,
+    /// Reports of folded flows.
+    pub reports: u64,
     /// Records userspace could not decode (unknown kind or wrong size).
     pub malformed: u64,
 }
@@ -241,6 +261,8 @@ pub struct KernelDatapath {
     pending: Pending,
     fallback: std::cell::Cell<Fallback>,
     deadline_ns: std::cell::Cell<u64>,
+    /// What the directives map holds, so that a window and a fold can be set apart.
+    directives: RefCell<HashMap<u32, abi::Directive>>,
     cc_name: String,
     prog_ids: Vec<ProgId>,
     handed_back: bool,
@@ -346,6 +368,16 @@ fn decode(data: &[u8]) -> Option<Event> {
                 init_cwnd_bytes: c.init_cwnd_bytes,
             }))
         }
+        abi::EV_REPORT => {
+            let r: abi::ReportEvent = abi::from_bytes(data)?;
+            Some(Event::Report(FoldedReport {
+                flow_id: r.flow_id,
+                ts_ns: r.ts_ns,
+                start_us: r.start_us,
+                fields: r.regs.fields(),
+                snd_cwnd_bytes: r.snd_cwnd_bytes,
+            }))
+        }
         abi::EV_CLOSE => {
             let c: abi::CloseEvent = abi::from_bytes(data)?;
             Some(Event::Closed { flow_id: c.flow_id })
@@ -379,6 +411,7 @@ impl KernelDatapath {
                 pending,
                 fallback: std::cell::Cell::new(opts.fallback),
                 deadline_ns: std::cell::Cell::new(0),
+                directives: RefCell::new(HashMap::new()),
                 cc_name: opts.cc_name,
                 prog_ids,
                 handed_back: false,
@@ -444,6 +477,7 @@ impl KernelDatapath {
             &p.ccsw_pkts_acked,
             &p.ccsw_release,
             &p.ccsw_hand_back,
+            &p.ccsw_fold_test,
         ] {
             let id = libbpf_rs::Program::id_from_fd(prog.as_fd()).context("program id")?;
             prog_ids.push(ProgId {
@@ -568,21 +602,48 @@ impl KernelDatapath {
         cwnd_bytes: Option<u32>,
         pacing_rate: Option<u64>,
     ) -> Result<()> {
-        let d = abi::Directive {
-            cwnd_bytes: cwnd_bytes.unwrap_or(0),
-            _pad0: 0,
-            pacing_rate: pacing_rate.unwrap_or(0),
-        };
-        self.skel
-            .maps
-            .ccsw_directives
-            .update(&flow_id.to_ne_bytes(), abi::as_bytes(&d), MapFlags::ANY)
-            .with_context(|| format!("setting the directive of flow {flow_id}"))
+        self.update_directive(flow_id, |d| {
+            d.cwnd_bytes = cwnd_bytes.unwrap_or(0);
+            d.pacing_rate = pacing_rate.unwrap_or(0);
+        })
+        .with_context(|| format!("setting the directive of flow {flow_id}"))
+    }
+
+    /// Folds the standard program for `flow_id` in the kernel (`Some`): its ACKs no longer
+    /// reach the shim, only the program's reports ([`Event::Report`]). A new `start_us` (µs,
+    /// CLOCK_MONOTONIC) restarts the program: registers reset, `Micros` counts from it.
+    /// `None` sends every ACK again. Like a window, it applies only while the agent deadline
+    /// holds.
+    pub fn set_fold(&self, flow_id: u32, fold: Option<(FoldMode, u64)>) -> Result<()> {
+        self.update_directive(flow_id, |d| match fold {
+            Some((mode, start_us)) => {
+                d.fold = match mode {
+                    FoldMode::PerRtt => abi::FOLD_PER_RTT,
+                    FoldMode::PerAck => abi::FOLD_PER_ACK,
+                };
+                d.fold_start_us = start_us;
+            }
+            None => {
+                d.fold = abi::FOLD_OFF;
+                d.fold_start_us = 0;
+            }
+        })
+        .with_context(|| format!("setting the fold of flow {flow_id}"))
+    }
+
+    fn update_directive(&self, flow_id: u32, change: impl FnOnce(&mut abi::Directive)) -> Result<()> {
+        let mut directives = self.directives.borrow_mut();
+        let mut d = directives.get(&flow_id).copied().unwrap_or_default();
+        change(&mut d);
+        self.skel.maps.ccsw_directives.update(&flow_id.to_ne_bytes(), abi::as_bytes(&d), MapFlags::ANY)?;
+        directives.insert(flow_id, d);
+        Ok(())
     }
 
     /// Removes the directive of `flow_id` (the flow returns to fallback).
     /// Removing a directive that does not exist is not an error.
     pub fn clear_directive(&self, flow_id: u32) -> Result<()> {
+        self.directives.borrow_mut().remove(&flow_id);
         match self
             .skel
             .maps
@@ -643,6 +704,8 @@ impl KernelDatapath {
                     s.flows_closed += c.flows_closed;
                     s.acks_directive += c.acks_directive;
                     s.acks_fallback += c.acks_fallback;
+                    s.acks_folded += c.acks_folded;
+                    s.reports += c.reports;
                 }
             }
         }
@@ -664,6 +727,16 @@ impl KernelDatapath {
             .context("struct_ops map info")?
             .info
             .id)
+    }
+
+    /// Runs one ACK through the kernel's fold of the standard program (the
+    /// code cong_control runs), for tests against the shim's interpreter.
+    pub fn run_fold(&self, t: &mut abi::FoldTest) -> Result<()> {
+        let mut ctx = abi::as_bytes(t).to_vec();
+        let input = libbpf_rs::ProgramInput { context_in: Some(&mut ctx), ..Default::default() };
+        self.skel.progs.ccsw_fold_test.test_run(input).context("running the fold test program")?;
+        *t = abi::from_bytes(&ctx).context("fold test context")?;
+        Ok(())
     }
 
     /// Raw fd of the directives map (for tools that want to share it).

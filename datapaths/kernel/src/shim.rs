@@ -14,7 +14,7 @@ use anyhow::Result;
 use ccswitch_ccp::agent_link::AgentAddr;
 use ccswitch_ccp::session::{process_cpu_time, AckInput, FlowDesc, Session, SessionDatapath};
 use ccswitch_ccp::Primitives;
-use ccswitch_kernel::{monotonic_now_ns, AckSample, Event, KernelDatapath};
+use ccswitch_kernel::{monotonic_now_ns, AckSample, Event, FoldMode, KernelDatapath};
 use tracing::{debug, info};
 
 /// Period of timer-driven program evaluation for flows whose ACKs stopped.
@@ -32,6 +32,10 @@ impl SessionDatapath for Maps<'_> {
     }
     fn set_valid_until(&mut self, deadline_ns: u64) -> Result<()> {
         self.0.set_agent_valid_until(deadline_ns)
+    }
+    fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
+        self.0.set_fold(sid, fold)?;
+        Ok(true)
     }
 }
 
@@ -88,15 +92,18 @@ impl Shim {
     pub fn log_totals(&self) {
         let t = self.session.totals();
         let cpu = process_cpu_time();
-        let per_10k = |d: Duration| {
-            if t.acks == 0 { 0.0 } else { d.as_secs_f64() * 1e3 * 1e4 / t.acks as f64 }
-        };
         let stats = self.datapath.stats();
+        // ACKs the shim interpreted plus those the kernel folded.
+        let acks = t.acks + stats.acks_folded;
+        let per_10k = |d: Duration| {
+            if acks == 0 { 0.0 } else { d.as_secs_f64() * 1e3 * 1e4 / acks as f64 }
+        };
         info!(
-            acks = t.acks, reports = t.reports, directives = t.directives,
+            acks, acks_interpreted = t.acks, reports = t.reports, directives = t.directives,
             agent_errors = t.agent_errors, installs = t.installs, change_progs = t.change_progs,
             update_fields = t.update_fields, reports_dropped = t.reports_dropped,
             acks_directive = stats.acks_directive, acks_fallback = stats.acks_fallback,
+            acks_folded = stats.acks_folded, folded_reports = stats.reports,
             ring_drops = stats.ring_drops, cpu_ms = cpu.as_secs_f64() * 1e3,
             cpu_ms_per_10k_acks = per_10k(cpu), uptime_s = self.started.elapsed().as_secs_f64(),
             "shim totals"
@@ -120,6 +127,9 @@ impl Shim {
             Event::Ack(ack) => {
                 let input = ack_input(&ack);
                 self.session.on_ack(&mut maps, ack.flow_id, input);
+            }
+            Event::Report(r) => {
+                self.session.on_folded_report(&mut maps, r.flow_id, r.start_us, r.fields, r.snd_cwnd_bytes)
             }
             Event::Closed { flow_id } => self.session.remove_flow(&mut maps, flow_id),
         }

@@ -140,6 +140,10 @@ impl Registers {
         self.implicit[r as usize] = v;
     }
 
+    pub(crate) fn control(&self, index: usize) -> u64 {
+        self.control.get(index).copied().unwrap_or(0)
+    }
+
     pub(crate) fn set_control(&mut self, index: usize, v: u64) {
         self.control[index] = v;
     }

@@ -85,6 +85,15 @@ impl Flow {
         self.rate_bytes_per_s
     }
 
+    pub fn program(&self) -> Option<&Program> {
+        self.program.as_deref()
+    }
+
+    /// Control register `index` (0 beyond the register file).
+    pub fn control(&self, index: usize) -> u64 {
+        self.regs.control(index)
+    }
+
     pub fn program_uid(&self) -> Option<u32> {
         self.program.as_ref().map(|p| p.uid())
     }

@@ -30,6 +30,7 @@
 
 mod exec;
 mod flow;
+pub mod standard;
 
 use std::sync::Arc;
 

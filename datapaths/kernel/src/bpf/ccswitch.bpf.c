@@ -97,6 +97,9 @@ struct ccsw_sk_state {
 	__u8 directed;        /* the last ACK applied a cwnd directive */
 	__u8 paced;           /* we set SK_PACING_NEEDED for a pacing directive */
 	__u8 _pad;
+	__u32 rtt_us;         /* latest RTT sample (srtt until the first), as the shim carries it */
+	__u32 _pad1;
+	struct ccsw_fold_state fold;
 };
 
 struct {
@@ -284,6 +287,111 @@ static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_sk_stat
 	}
 }
 
+static __always_inline void fold_reset(struct ccsw_fold_regs *r)
+{
+	__builtin_memset(r, 0, sizeof(*r));
+	r->minrtt = CCSW_NO_RTT_SAMPLE_US;
+}
+
+/* One ACK through the agent's standard program (agent/src/program.rs), with
+ * the semantics of the shim's interpreter: sums, minimum, maximum and latest
+ * values, then a report on a timeout, a loss, per_ack, or once Micros passes
+ * the RTT, after which Micros restarts. Registers reset when the program
+ * (re)started (start_us changed). Returns true when it reports: the
+ * registers then hold the report, and the caller resets them once copied. */
+static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccsw_fold_ack *a,
+				     __u64 start_us, bool per_ack)
+{
+	struct ccsw_fold_regs *r = &s->regs;
+	__u64 rtt = a->rtt_us ? a->rtt_us : CCSW_RTT_INFINITY;
+
+	if (s->start_us != start_us) {
+		fold_reset(r);
+		s->micros_zero_us = start_us;
+		s->start_us = start_us;
+	}
+	r->acked += a->bytes_acked;
+	r->lost += a->lost_packets;
+	r->timeout = a->was_timeout ? 1 : 0;
+	r->ecn += a->ecn_packets;
+	r->rtt = rtt;
+	if (rtt < r->minrtt)
+		r->minrtt = rtt;
+	r->inflight = a->bytes_in_flight;
+	if (a->rate_incoming > r->rate)
+		r->rate = a->rate_incoming;
+	r->now = a->now_us;
+	if (r->timeout || r->lost > 0 || per_ack || a->now_us - s->micros_zero_us > rtt) {
+		s->micros_zero_us = a->now_us;
+		return true;
+	}
+	return false;
+}
+
+/* The flow's RTT as the standard program reads it: the latest sample, or
+ * srtt until the first (the shim's session carries it the same way). */
+static __always_inline void carry_rtt(struct tcp_sock *tp, struct ccsw_sk_state *st,
+				      const struct rate_sample *rs)
+{
+	if (rs->rtt_us >= 0)
+		st->rtt_us = (__u32)rs->rtt_us;
+	else if (!st->rtt_us)
+		st->rtt_us = tp->srtt_us >> 3;
+}
+
+static __always_inline __u64 delivery_rate(const struct rate_sample *rs, __u32 mss)
+{
+	__s32 delivered = rs->delivered;
+
+	if (delivered <= 0 || rs->rcv_interval_us <= 0)
+		return 0;
+	return (__u64)delivered * mss * USEC_PER_SEC / rs->rcv_interval_us;
+}
+
+/* A folded flow's ACK: no record unless the standard program reports. */
+static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_state *st, int flag,
+					    const struct rate_sample *rs, __u64 now,
+					    const struct ccsw_directive *d)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_report_event *e;
+	struct ccsw_fold_ack a = {};
+	struct ccsw_stats *s = stats_slot();
+	__u32 mss = tp->mss_cache;
+
+	a.now_us = now / 1000;
+	a.rate_incoming = delivery_rate(rs, mss);
+	a.bytes_acked = rs->acked_sacked * mss;
+	a.lost_packets = rs->losses > 0 ? rs->losses : 0;
+	a.ecn_packets = (flag & FLAG_ECE) ? rs->acked_sacked : 0;
+	a.was_timeout = st->was_timeout;
+	a.rtt_us = st->rtt_us;
+	a.bytes_in_flight = packets_in_flight(tp) * mss;
+	st->was_timeout = 0;
+	if (s)
+		__sync_fetch_and_add(&s->acks_folded, 1);
+	if (!fold_ack(&st->fold, &a, d->fold_start_us, d->fold == CCSW_FOLD_PER_ACK))
+		return;
+
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (e) {
+		e->kind = CCSW_EV_REPORT;
+		e->flow_id = st->flow_id;
+		e->ts_ns = now;
+		e->start_us = st->fold.start_us;
+		e->regs = st->fold.regs;
+		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
+		e->_pad0 = 0;
+		bpf_ringbuf_submit(e, 0);
+		if (s)
+			__sync_fetch_and_add(&s->reports, 1);
+	}
+	/* A report the ring could not take is lost, as a dropped ACK event
+	 * would be; the registers start over either way. */
+	count_event(e != NULL);
+	fold_reset(&st->fold.regs);
+}
+
 static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
 				     const struct rate_sample *rs, __u64 now, bool fell_back)
 {
@@ -384,6 +492,8 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	st->was_timeout = 0;
 	st->directed = 0;
 	st->paced = 0;
+	st->rtt_us = 0;
+	__builtin_memset(&st->fold, 0, sizeof(st->fold));
 
 	if (fallback == CCSW_FALLBACK_CUBIC)
 		cubictcp_init(sk);
@@ -498,8 +608,24 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 
 	if (st) {
 		st->directed = directed;
-		emit_ack(sk, st, flag, rs, now, !directed);
+		carry_rtt(tp, st, rs);
+		if (d && d->fold != CCSW_FOLD_OFF)
+			fold_and_report(sk, st, flag, rs, now, d);
+		else
+			emit_ack(sk, st, flag, rs, now, !directed);
 	}
+}
+
+/* The fold of cong_control on one ACK given in the context, for the test
+ * that compares it with the shim's interpreter (BPF_PROG_TEST_RUN). */
+SEC("syscall")
+int ccsw_fold_test(struct ccsw_fold_test *t)
+{
+	t->reported = fold_ack(&t->state, &t->ack, t->start_us, t->per_ack != 0);
+	t->report = t->state.regs;
+	if (t->reported)
+		fold_reset(&t->state.regs);
+	return 0;
 }
 
 SEC("struct_ops")

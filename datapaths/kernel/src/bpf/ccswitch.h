@@ -24,6 +24,18 @@ typedef int32_t __s32;
 #define CCSW_EV_CREATE 1
 #define CCSW_EV_ACK 2
 #define CCSW_EV_CLOSE 3
+#define CCSW_EV_REPORT 4
+
+/* struct ccsw_directive.fold: the flow runs the agent's standard program, and
+ * this program folds its ACKs and emits only its reports. */
+#define CCSW_FOLD_OFF 0
+#define CCSW_FOLD_PER_RTT 1 /* a report per RTT, at once on loss or timeout */
+#define CCSW_FOLD_PER_ACK 2 /* a report on every ACK */
+
+/* The standard program's minimum-RTT default: above any sample (us). */
+#define CCSW_NO_RTT_SAMPLE_US ((1ULL << 31) - 1)
+/* What its interpreter reads for Flow.rtt_sample_us before any sample (libccp's infinity). */
+#define CCSW_RTT_INFINITY 0xffffffffULL
 
 /* Fallback algorithms (struct ccsw_config.fallback). */
 #define CCSW_FALLBACK_RENO 0
@@ -85,11 +97,68 @@ struct ccsw_close_event {
 	__u64 ts_ns;
 };
 
+/* The standard program's report registers (agent/src/program.rs), in MEASURE
+ * order (ccswitch-ccp's program::standard::report). */
+struct ccsw_fold_regs {
+	__u64 acked;    /* bytes, summed */
+	__u64 lost;     /* packets, summed */
+	__u64 timeout;  /* 0/1: the latest ACK followed a timeout */
+	__u64 ecn;      /* packets, summed */
+	__u64 rtt;      /* us, latest (CCSW_RTT_INFINITY before any sample) */
+	__u64 minrtt;   /* us, minimum since the last report */
+	__u64 inflight; /* bytes, latest */
+	__u64 rate;     /* bytes/s, maximum of the delivery rate */
+	__u64 now;      /* us, CLOCK_MONOTONIC of the latest ACK */
+};
+
+/* The fold's registers in socket storage. */
+struct ccsw_fold_state {
+	struct ccsw_fold_regs regs;
+	__u64 micros_zero_us;  /* origin of the program's Micros */
+	__u64 start_us;        /* the directive's fold_start_us these registers belong to */
+};
+
+/* One ACK as the standard program reads it. */
+struct ccsw_fold_ack {
+	__u64 now_us;
+	__u64 rate_incoming;   /* bytes/s */
+	__u32 bytes_acked;
+	__u32 lost_packets;
+	__u32 ecn_packets;
+	__u32 was_timeout;
+	__u32 rtt_us;          /* the flow's latest RTT sample, carried over; 0 = none yet */
+	__u32 bytes_in_flight;
+};
+
+/* Emitted instead of ACK events while a flow is folded: one report of the
+ * standard program. */
+struct ccsw_report_event {
+	__u32 kind;            /* CCSW_EV_REPORT */
+	__u32 flow_id;
+	__u64 ts_ns;
+	__u64 start_us;        /* the fold_start_us it was folded under */
+	struct ccsw_fold_regs regs;
+	__u32 snd_cwnd_bytes;  /* after this ACK */
+	__u32 _pad0;
+};
+
+/* Context of the fold's test program (BPF_PROG_TEST_RUN): one ACK through
+ * the same fold as cong_control; state and report come back in it. */
+struct ccsw_fold_test {
+	struct ccsw_fold_state state;
+	struct ccsw_fold_ack ack;
+	__u64 start_us;
+	__u32 per_ack;
+	__u32 reported;        /* out: 1 if this ACK reported */
+	struct ccsw_fold_regs report; /* out: the report */
+};
+
 /* Value of the directives hash map (key: __u32 flow id). */
 struct ccsw_directive {
 	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
-	__u32 _pad0;
+	__u32 fold;            /* CCSW_FOLD_* */
 	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
+	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
 };
 
 /* The single entry of the config array map. */
@@ -107,14 +176,18 @@ struct ccsw_stats {
 	__u64 flows_closed;
 	__u64 acks_directive;  /* ACKs on which a directive set cwnd */
 	__u64 acks_fallback;   /* ACKs on which the fallback algorithm ran */
+	__u64 acks_folded;     /* ACKs folded here instead of sent to the shim */
+	__u64 reports;         /* reports of folded flows */
 };
 
 /* The Rust mirror (src/abi.rs) asserts the same sizes. */
 _Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
 _Static_assert(sizeof(struct ccsw_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
-_Static_assert(sizeof(struct ccsw_directive) == 16, "directive layout");
+_Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
+_Static_assert(sizeof(struct ccsw_fold_test) == 216, "fold test layout");
+_Static_assert(sizeof(struct ccsw_directive) == 24, "directive layout");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config layout");
-_Static_assert(sizeof(struct ccsw_stats) == 48, "stats layout");
+_Static_assert(sizeof(struct ccsw_stats) == 64, "stats layout");
 
 #endif /* CCSWITCH_H */

@@ -1,0 +1,189 @@
+//! A session over a datapath that folds the standard program: the fold starts when a flow
+//! changes to that program, follows its reporting mode, restarts with it, stops for any other
+//! program and with the agent; folded flows are left out of the timer, and their reports reach
+//! the agent as the program's MEASUREs unless they belong to an earlier fold.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use anyhow::Result;
+use ccswitch_ccp::agent_link::{AgentAddr, AgentLink};
+use ccswitch_ccp::program::standard::{self, control, report, FoldMode};
+use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, Session, SessionDatapath};
+use ccswitch_ccp::wire::{self, ChangeProg, Msg, UpdateField, UpdateFields};
+use ccswitch_ccp::FrameReader;
+
+const MSS: u32 = 1448;
+const OTHER: &str = "(def (Report (volatile acked 0)))
+    (when true
+        (:= Report.acked (+ Report.acked Ack.bytes_acked))
+        (report))";
+
+#[derive(Default)]
+struct Folding {
+    folds: HashMap<u32, (FoldMode, u64)>,
+    fold_calls: usize,
+}
+
+impl SessionDatapath for Folding {
+    fn set_directive(&mut self, _sid: u32, _cwnd: u32, _rate: Option<u64>) -> Result<()> {
+        Ok(())
+    }
+    fn clear_directive(&mut self, sid: u32) -> Result<()> {
+        self.folds.remove(&sid);
+        Ok(())
+    }
+    fn set_valid_until(&mut self, _deadline_ns: u64) -> Result<()> {
+        Ok(())
+    }
+    fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
+        self.fold_calls += 1;
+        match fold {
+            Some(f) => self.folds.insert(sid, f),
+            None => self.folds.remove(&sid),
+        };
+        Ok(true)
+    }
+}
+
+struct Agent {
+    stream: UnixStream,
+    frames: FrameReader,
+}
+
+impl Agent {
+    fn send(&mut self, msgs: impl IntoIterator<Item = Msg>) {
+        let mut bytes = Vec::new();
+        for m in msgs {
+            m.encode_into(&mut bytes).unwrap();
+        }
+        self.stream.write_all(&bytes).unwrap();
+    }
+
+    /// Every message the shim has sent so far.
+    fn received(&mut self) -> Vec<Msg> {
+        let mut buf = [0u8; 65536];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => self.frames.push(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let mut got = Vec::new();
+        while let Some(frame) = self.frames.next_frame().unwrap() {
+            got.push(wire::decode(frame).unwrap().0);
+        }
+        got
+    }
+}
+
+fn standard_install() -> wire::InstallExpr {
+    match wire::decode(standard::INSTALL_MESSAGE).unwrap().0 {
+        Msg::InstallExpr(i) => i,
+        _ => panic!("an INSTALL_EXPR"),
+    }
+}
+
+fn control_update(index: usize, value: u64) -> UpdateField {
+    UpdateField { reg_type: 0, reg_index: index as u32, value }
+}
+
+fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {
+    Msg::ChangeProg(ChangeProg { sid, program_uid, updates })
+}
+
+#[test]
+fn the_session_folds_the_standard_program_and_forwards_its_reports() {
+    let (shim_end, agent_end) = UnixStream::pair().unwrap();
+    shim_end.set_nonblocking(true).unwrap();
+    agent_end.set_nonblocking(true).unwrap();
+    let mut agent = Agent { stream: agent_end, frames: FrameReader::new() };
+    let mut dp = Folding::default();
+    let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
+    let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
+    session.add_flow(&mut dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });
+    session.attach(&mut dp, AgentLink::from_stream(Box::new(shim_end)));
+    assert_eq!(agent.received().len(), 2, "READY and CREATE");
+
+    // The standard program under the uid the agent chose, and another one.
+    let mut std_install = standard_install();
+    std_install.program_uid = 7;
+    let (mut other, _) = common::compile(OTHER);
+    other.program_uid = 8;
+    let before = monotonic_now_ns() / 1000;
+    agent.send([Msg::InstallExpr(std_install), Msg::InstallExpr(other), change(1, 7, vec![])]);
+    session.drain_agent(&mut dp);
+    let (mode, start) = dp.folds[&1];
+    assert_eq!(mode, FoldMode::PerRtt);
+    assert!(start >= before && start <= monotonic_now_ns() / 1000);
+
+    // Folded flows are not evaluated by the timer: nothing is reported, however late.
+    session.tick(&mut dp, start + 10_000_000);
+    session.flush(&mut dp);
+    assert!(agent.received().is_empty(), "a folded flow's registers are in the datapath");
+
+    // A report of this fold reaches the agent as the program's MEASURE.
+    let mut fields = vec![0u64; report::COUNT];
+    fields[report::ACKED] = 14_480;
+    fields[report::RTT] = 50_000;
+    session.on_folded_report(&mut dp, 1, start, fields.clone(), 20 * MSS);
+    session.flush(&mut dp);
+    match agent.received().as_slice() {
+        [Msg::Measure(m)] => assert_eq!((m.sid, m.program_uid, &m.fields), (1, 7, &fields)),
+        other => panic!("expected one MEASURE, got {other:?}"),
+    }
+    assert_eq!(session.cwnd_bytes(1), Some(20 * MSS), "the window the kernel reported");
+    // One of an earlier fold is dropped.
+    session.on_folded_report(&mut dp, 1, start - 1, fields.clone(), 20 * MSS);
+    session.flush(&mut dp);
+    assert!(agent.received().is_empty());
+
+    // Reporting per ACK: the same fold, in another mode.
+    agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PER_ACK, 1)] })]);
+    session.drain_agent(&mut dp);
+    assert_eq!(dp.folds[&1], (FoldMode::PerAck, start));
+
+    // Periodic reports stay in user space, where the timer drives them.
+    agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PERIOD_US, 20_000)] })]);
+    session.drain_agent(&mut dp);
+    assert!(!dp.folds.contains_key(&1));
+    session.tick(&mut dp, monotonic_now_ns() / 1000 + 1_000_000);
+    session.flush(&mut dp);
+    assert_eq!(agent.received().len(), 1, "the interpreter reports on the timer again");
+
+    // Back to the standard program: a restart, hence a new start.
+    std::thread::sleep(Duration::from_millis(2));
+    agent.send([change(1, 7, vec![])]);
+    session.drain_agent(&mut dp);
+    let (mode, restart) = dp.folds[&1];
+    assert_eq!(mode, FoldMode::PerRtt);
+    assert!(restart > start);
+
+    // Another program: no fold, and reports of the old fold are dropped.
+    agent.send([change(1, 8, vec![])]);
+    session.drain_agent(&mut dp);
+    assert!(!dp.folds.contains_key(&1));
+    session.on_folded_report(&mut dp, 1, restart, fields.clone(), 20 * MSS);
+    session.flush(&mut dp);
+    assert!(agent.received().is_empty());
+
+    // The agent goes away: no fold survives it, and a new agent starts from scratch.
+    agent.send([change(1, 7, vec![])]);
+    session.drain_agent(&mut dp);
+    assert!(dp.folds.contains_key(&1));
+    drop(agent);
+    session.drain_agent(&mut dp);
+    assert!(!session.connected());
+    assert!(dp.folds.is_empty());
+    let calls = dp.fold_calls;
+    let (shim_end, _agent_end) = UnixStream::pair().unwrap();
+    shim_end.set_nonblocking(true).unwrap();
+    session.attach(&mut dp, AgentLink::from_stream(Box::new(shim_end)));
+    assert!(dp.folds.is_empty() && dp.fold_calls == calls);
+}
