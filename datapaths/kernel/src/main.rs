@@ -1,8 +1,10 @@
 //! `ccswitch-kernel`: the kernel datapath's userspace shim.
 //!
-//! It registers the BPF congestion control `ccswitch`, turns each flow's per-ACK primitives
-//! into CCP datapath-program evaluations, exchanges CCP messages with the agent, and writes
-//! the agent's window and rate back where the BPF program applies them on the next ACK.
+//! It registers the BPF congestion control `ccswitch`, exchanges CCP messages with the agent,
+//! and writes the agent's window and rate back where the BPF program applies them on the next
+//! ACK. A flow on the standard program (every simple-API algorithm) is folded in the BPF
+//! program, which sends only its reports; any other program's per-ACK primitives are
+//! evaluated here.
 //! While the agent is absent, gone or silent, it lets the agent deadline in the BPF config
 //! lapse, and the BPF program carries every flow on with its in-kernel fallback algorithm.
 //!

@@ -29,20 +29,11 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{cc_available, make_blob, sha256_file, Env, FILE_BYTES, PORT};
+use common::{cc_available, make_blob, sha256_file, target_dir, Env, FILE_BYTES, PORT};
 
 const GCA_VERSION: &str = "0.4.0";
 /// Where portus 0.7's `start!("unix", ..)` binds the agent (not configurable in portus).
 const PORTUS_AGENT_SOCKET: &str = "/tmp/ccp/portus";
-
-/// The workspace's target directory: target/<profile>/deps/<this test> -> target.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.ancestors()
-        .nth(3)
-        .expect("test binary under target/<profile>/deps")
-        .to_path_buf()
-}
 
 /// generic_cong_avoid's `reno`, built from the package registry on first use.
 fn generic_cong_avoid_reno() -> PathBuf {

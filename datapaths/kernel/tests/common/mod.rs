@@ -266,3 +266,12 @@ pub fn cc_available(name: &str) -> bool {
         .split_whitespace()
         .any(|n| n == name)
 }
+
+/// The workspace's target directory: target/<profile>/deps/<this test> -> target.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors()
+        .nth(3)
+        .expect("test binary under target/<profile>/deps")
+        .to_path_buf()
+}

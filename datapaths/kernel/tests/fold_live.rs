@@ -1,0 +1,119 @@
+//! The fold end to end: the real agent (Cubic, a simple-API algorithm on the standard
+//! program) and the real shim drive a 20 MB transfer between two namespaces over a 50 Mbit/s
+//! link whose 20 ms token-bucket queue sets the RTT (this kernel has no netem). The kernel folds the flow's ACKs and only reports cross to user space: the shim
+//! interprets almost no ACK, the reports are a small fraction of the ACKs, the agent's reports
+//! account for the bytes the flow delivered, and its windows were applied.
+//!
+//! Needs root (CI runs as root): it FAILS when not root, on purpose. Processes are stopped by
+//! PID and the namespaces removed by the Env guard, also when an assertion panics.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{cc_available, make_blob, sha256_file, Env, FILE_BYTES};
+
+const SHIM: &str = env!("CARGO_BIN_EXE_ccswitch-kernel");
+
+/// The agent binary built beside this test (target/<profile>/).
+fn agent_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.ancestors().nth(2).expect("target/<profile>/deps/<test>").join("ccswitch-agent");
+    assert!(bin.exists(), "{} missing: build the workspace first (cargo build --workspace)", bin.display());
+    bin
+}
+
+/// The `key=value` fields of the shim's "shim totals" log line.
+fn shim_totals(log: &str) -> HashMap<String, f64> {
+    let line = log.lines().rev().find(|l| l.contains("shim totals")).unwrap_or_else(|| panic!("no totals in:\n{log}"));
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+#[test]
+fn a_folded_flow_sends_reports_not_acks() {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
+    let mut env = Env::new();
+    let want = make_blob(&env.dir);
+    let cc = format!("ccsw_l{}", std::process::id() % 1_000_000);
+    let (sock, events, shim_log) = (env.dir.join("agent.sock"), env.dir.join("events.jsonl"), env.dir.join("shim.log"));
+
+    let agent = env.spawn(
+        Command::new(agent_bin())
+            .arg("--socket")
+            .arg(&sock)
+            .args(["--algorithm", "cubic", "--events"])
+            .arg(&events)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "the agent did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let shim = env.spawn(
+        Command::new(SHIM)
+            .args(["--cc-name", &cc, "--fallback", "reno", "--agent-socket"])
+            .arg(&sock)
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&shim_log).unwrap()),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cc_available(&cc) {
+        assert!(Instant::now() < deadline, "the congestion control did not register");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    env.use_cc(&cc);
+    let dev = env.ns(&env.srv_ns, &["ip", "-o", "link", "show", "type", "veth"]);
+    let dev = dev.split(':').nth(1).unwrap().trim().split('@').next().unwrap().to_string();
+    env.ns(&env.srv_ns, &["tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "50mbit", "burst", "16kb", "latency", "20ms"]);
+    env.start_server();
+
+    let out = env.dir.join("got");
+    let curl = env.curl(&out);
+    env.wait_ok(curl, Duration::from_secs(60));
+    assert_eq!(sha256_file(&out), want, "the transfer is intact");
+
+    // SIGTERM: the shim logs its totals and unregisters.
+    let pid = env.children[shim].id() as i32;
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while env.children[shim].try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the shim did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    env.kill(agent);
+    let log = fs::read_to_string(&shim_log).unwrap();
+    let t = shim_totals(&log);
+    let (folded, interpreted, reports) = (t["acks_folded"], t["acks_interpreted"], t["folded_reports"]);
+    println!("ACKs folded {folded}, interpreted {interpreted}; reports {reports}; under directive {}", t["acks_directive"]);
+    assert!(folded > 1_000.0, "the kernel folded the flow's ACKs: {t:?}");
+    // Only the ACKs before the agent's program arrived reach the shim.
+    assert!(interpreted < 50.0, "the shim interpreted few ACKs: {t:?}");
+    assert!(reports > 50.0 && reports < folded / 5.0, "a report per RTT, not per ACK: {t:?}");
+    assert!(t["acks_directive"] > folded / 2.0, "the agent's windows were applied: {t:?}");
+    assert_eq!(t["ring_drops"], 0.0);
+
+    // The agent's reports account for what the flow delivered (all but the first ACKs'),
+    // in the fields the agent reads.
+    let text = fs::read_to_string(&events).unwrap();
+    let reports: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["event"] == "report")
+        .collect();
+    // Every folded report reached the agent (the last few may cross the shim's stop).
+    assert!(reports.len() as f64 + 5.0 >= t["folded_reports"], "{} agent reports", reports.len());
+    let acked: u64 = reports.iter().map(|r| r["acked_bytes"].as_u64().unwrap()).sum();
+    let file = FILE_BYTES as f64;
+    assert!((0.9 * file..1.02 * file).contains(&(acked as f64)), "acked {acked} of {FILE_BYTES} bytes");
+    let rtts: Vec<u64> = reports.iter().map(|r| r["rtt_us"].as_u64().unwrap()).collect();
+    assert!(rtts.iter().all(|&r| (1..1_000_000).contains(&r)), "real RTT samples: {rtts:?}");
+}
