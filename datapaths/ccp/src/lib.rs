@@ -19,6 +19,7 @@
 
 pub mod agent_link;
 pub mod cli;
+pub mod latency;
 pub mod program;
 pub mod session;
 pub mod wire;

@@ -22,6 +22,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::agent_link::{AgentAddr, AgentLink, FromAgent};
 use crate::wire::{Create, Measure, Msg, Ready};
+use crate::latency::LatencyHistogram;
 use crate::program::standard::{self, FoldMode};
 use crate::{Flow, Primitives, ProgramTable, Step};
 
@@ -90,6 +91,16 @@ struct SessionFlow {
     rtt_us: u64,
     /// The datapath folds the flow's standard program: its mode and start (µs).
     fold: Option<(FoldMode, u64)>,
+    /// The last report the agent has not answered: when its ACK was processed (µs,
+    /// CLOCK_MONOTONIC) and whether it was urgent (loss or timeout).
+    awaiting_answer: Option<(u64, bool)>,
+}
+
+/// Report → directive latencies: every answered report, and the urgent ones.
+#[derive(Clone, Debug, Default)]
+pub struct AnswerLatency {
+    pub all: LatencyHistogram,
+    pub urgent: LatencyHistogram,
 }
 
 /// Counters for the shim's exit log.
@@ -123,6 +134,7 @@ pub struct Session {
     totals: Totals,
     /// What the agent sent, between its receipt and its handling (kept for its allocation).
     inbox: Vec<FromAgent>,
+    latency: AnswerLatency,
 }
 
 impl Session {
@@ -140,6 +152,7 @@ impl Session {
             valid_until_ns: 0,
             totals: Totals::default(),
             inbox: Vec::new(),
+            latency: AnswerLatency::default(),
         }
     }
 
@@ -168,6 +181,12 @@ impl Session {
         let mut t = self.totals;
         t.reports_dropped += self.agent.as_ref().map_or(0, |l| l.dropped_reports());
         t
+    }
+
+    /// How long the agent took to answer reports, from the reporting ACK to its answer's
+    /// arrival (the first answer after each report).
+    pub fn answer_latency(&self) -> &AnswerLatency {
+        &self.latency
     }
 
     pub fn flow_count(&self) -> usize {
@@ -303,6 +322,13 @@ impl Session {
                 let Some(flow) = self.flows.get_mut(&sid) else {
                     return debug!(sid, "message for a flow that is gone");
                 };
+                if let Some((reported_us, urgent)) = flow.awaiting_answer.take() {
+                    let us = now_us.saturating_sub(reported_us);
+                    self.latency.all.record(us);
+                    if urgent {
+                        self.latency.urgent.record(us);
+                    }
+                }
                 match flow.ccp.handle(&msg, &self.programs, now_us) {
                     Ok(step) => {
                         self.apply(dp, sid, step);
@@ -350,7 +376,7 @@ impl Session {
     pub fn add_flow(&mut self, dp: &mut impl SessionDatapath, desc: FlowDesc) {
         let create = create_msg(&desc, desc.init_cwnd_bytes);
         let ccp = Flow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
-        self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0, fold: None });
+        self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0, fold: None, awaiting_answer: None });
         self.send(dp, &create);
     }
 
@@ -382,6 +408,9 @@ impl Session {
             flow.ccp.sync_datapath(cwnd, rate);
         }
         let step = flow.ccp.on_ack(&prims, prims.now);
+        if step.report.is_some() {
+            flow.awaiting_answer = Some((prims.now, prims.lost_pkts_sample > 0 || prims.was_timeout));
+        }
         self.apply(dp, sid, step);
     }
 
@@ -440,6 +469,9 @@ impl Session {
         }
         let rate = flow.ccp.rate_bytes_per_s();
         flow.ccp.sync_datapath(datapath_cwnd_bytes, rate);
+        let field = |i| fields.get(i).copied().unwrap_or(0);
+        let urgent = field(standard::report::LOST) > 0 || field(standard::report::TIMEOUT) != 0;
+        flow.awaiting_answer = Some((field(standard::report::NOW), urgent));
         let report = Measure { sid, program_uid: uid, fields };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
     }

@@ -132,6 +132,8 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     let mut fields = vec![0u64; report::COUNT];
     fields[report::ACKED] = 14_480;
     fields[report::RTT] = 50_000;
+    fields[report::LOST] = 1;
+    fields[report::NOW] = monotonic_now_ns() / 1000;
     session.on_folded_report(&mut dp, 1, start, fields.clone(), 20 * MSS);
     session.flush(&mut dp);
     match agent.received().as_slice() {
@@ -148,6 +150,10 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PER_ACK, 1)] })]);
     session.drain_agent(&mut dp);
     assert_eq!(dp.folds[&1], (FoldMode::PerAck, start));
+    // That answer timed the report: from its ACK to the answer, and it was urgent (a loss).
+    let lat = session.answer_latency();
+    assert_eq!((lat.all.count(), lat.urgent.count()), (1, 1));
+    assert!(lat.all.quantile(1.0).unwrap() < 1_000_000);
 
     // Periodic reports stay in user space, where the timer drives them.
     agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PERIOD_US, 20_000)] })]);

@@ -108,6 +108,15 @@ impl Shim {
             cpu_ms_per_10k_acks = per_10k(cpu), uptime_s = self.started.elapsed().as_secs_f64(),
             "shim totals"
         );
+        let lat = self.session.answer_latency();
+        let q = |h: &ccswitch_ccp::latency::LatencyHistogram, p| h.quantile(p).unwrap_or(0);
+        info!(
+            answers = lat.all.count(), p50_us = q(&lat.all, 0.5), p99_us = q(&lat.all, 0.99),
+            p999_us = q(&lat.all, 0.999), urgent = lat.urgent.count(),
+            urgent_p50_us = q(&lat.urgent, 0.5), urgent_p99_us = q(&lat.urgent, 0.99),
+            urgent_p999_us = q(&lat.urgent, 0.999),
+            "report to directive latency"
+        );
     }
 
     fn on_event(&mut self, ev: Event) {

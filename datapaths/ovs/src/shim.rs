@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use ccswitch_ccp::agent_link::AgentAddr;
+use ccswitch_ccp::latency::LatencyHistogram;
 use ccswitch_ccp::session::{
-    monotonic_now_ns, process_cpu_time, AckInput, FlowDesc, Session, SessionDatapath,
+    monotonic_now_ns, process_cpu_time, AckInput, AnswerLatency, FlowDesc, Session, SessionDatapath,
 };
 use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
@@ -468,6 +469,7 @@ impl<P: PortOps> Shim<P> {
             "idle_expired": t.idle_expired,
             "fallbacks": t.fallbacks,
             "buffered_bytes_now": self.pool.used(),
+            "answer_latency_us": latency_json(self.session.answer_latency()),
         })
     }
 
@@ -516,6 +518,19 @@ impl<P: PortOps> Shim<P> {
             },
         })
     }
+}
+
+/// Report → directive latency quantiles (µs), all answers and urgent ones.
+fn latency_json(lat: &AnswerLatency) -> Value {
+    let q = |h: &LatencyHistogram| {
+        json!({
+            "count": h.count(),
+            "p50": h.quantile(0.5),
+            "p99": h.quantile(0.99),
+            "p999": h.quantile(0.999),
+        })
+    };
+    json!({ "all": q(&lat.all), "urgent": q(&lat.urgent) })
 }
 
 impl Shim<SwitchDatapath> {
