@@ -1,5 +1,6 @@
 """`ccswitch bench overhead`: what the kernel datapath costs per ACK.
 `ccswitch bench authoring`: what writing an algorithm in Python costs per report.
+`ccswitch bench scale`: many concurrent flows (scale.py).
 
 For each ccswitch scheme it runs real transfers over a mahimahi link and reads, around them:
 the kernel's own BPF statistics of the struct_ops programs (`kernel.bpf_stats_enabled=1`:
@@ -169,9 +170,11 @@ def print_authoring(x: Dict[str, object]) -> None:
 
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser("bench", help="benchmarks (needs root, mahimahi and the Rust binaries)")
-    p.add_argument("which", choices=["overhead", "authoring"],
+    p.add_argument("which", choices=["overhead", "authoring", "scale"],
                    help="overhead: BPF run time per ACK, shim and agent CPU per 10k ACKs; "
-                        "authoring: µs per report of a Python algorithm vs the same in Rust (no root needed)")
+                        "authoring: µs per report of a Python algorithm vs the same in Rust (no root needed); "
+                        "scale: --flows concurrent long-lived flows on the kernel datapath (ACKs/s, reports/s, "
+                        "BPF ns/ACK, shim and agent CPU, report->directive latency, memory per flow)")
     p.add_argument("--scenario", help="scenario TOML (default: an embedded 24 Mbit/s, 50 ms path)")
     p.add_argument("--repetitions", type=int, help="override the scenario's repetitions")
     p.add_argument("--out", help="output directory for logs")
@@ -180,10 +183,30 @@ def add_cli(subparsers) -> None:
     p.add_argument("--rounds", type=int, default=7, help="authoring: runs of each algorithm (medians)")
     p.add_argument("--rust", default=AUTHORING_RUST, help="authoring: the Rust algorithm")
     p.add_argument("--python", default=AUTHORING_PYTHON, help="authoring: the Python algorithm (py:MODULE:CLASS)")
+    p.add_argument("--flows", type=int, default=100, help="scale: concurrent flows")
+    p.add_argument("--seconds", type=float, default=10.0, help="scale: measurement window once all flows are open")
+    p.add_argument("--rate-kbps", type=float, default=1000.0, help="scale: rate each flow is read at (kbit/s)")
+    p.add_argument("--delay-ms", type=int, default=50, help="scale: one-way delay (mm-delay); the RTT is twice this")
+    p.add_argument("--algorithm", default="cubic", help="scale: the agent's algorithm for every flow")
     p.set_defaults(func=_cli_bench, parser=p)
 
 
 def _cli_bench(args) -> int:
+    if args.which == "scale":
+        from . import scale as _scale
+        out = args.out or default_out_dir(_scale.scenario(args.algorithm, args.delay_ms))
+        try:
+            x = _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out, algorithm=args.algorithm)
+        except Interrupted as e:
+            log(f"interrupted by {e}; everything torn down")
+            return 128 + e.signum
+        except (RunError, TopologyError, subprocess.CalledProcessError) as e:
+            log(f"error: {e}")
+            return 1
+        _scale.print_scale(x)
+        if args.json:
+            print(json.dumps(x))
+        return 0
     if args.which == "authoring":
         if args.reports < 1 or args.rounds < 1:
             args.parser.error("--reports and --rounds: must be >= 1")

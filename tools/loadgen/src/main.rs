@@ -1,0 +1,298 @@
+//! `ccswitch-loadgen`: the load of the scale benchmark (`ccswitch bench scale`).
+//!
+//! `serve` accepts connections and keeps every one of them sending as fast as its congestion
+//! control lets it (edge-triggered epoll: a write until the socket buffer is full, the next
+//! when it drains). `fetch` opens N long-lived connections to it, spread over a ramp, and reads
+//! each at a fixed rate: a receiver that drains R bytes/s holds its sender to R by flow
+//! control, so N flows produce N realistic ACK clocks without a link emulator per flow. At the
+//! end it prints one JSON object: flows opened, failed, still receiving and closed early, bytes
+//! read, the slowest flow's.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "ccswitch-loadgen", version, about)]
+struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Accept connections and send to each as fast as it takes, until killed.
+    Serve {
+        #[arg(long)]
+        bind: SocketAddr,
+    },
+    /// Open --flows connections to --connect and read each at --rate-bps for --seconds.
+    Fetch {
+        #[arg(long)]
+        connect: SocketAddr,
+        #[arg(long)]
+        flows: usize,
+        /// Bits per second each flow is read at.
+        #[arg(long)]
+        rate_bps: u64,
+        /// How long to read once every flow is open.
+        #[arg(long)]
+        seconds: f64,
+        /// Connections are opened evenly over this time.
+        #[arg(long, default_value_t = 2000)]
+        ramp_ms: u64,
+        /// Period of the reading pass over all flows.
+        #[arg(long, default_value_t = 20)]
+        tick_ms: u64,
+        /// SO_RCVBUF of each connection, bytes (0: the kernel's autotuning).
+        #[arg(long, default_value_t = 65536)]
+        rcvbuf: usize,
+    },
+}
+
+fn main() -> Result<()> {
+    raise_fd_limit();
+    match Args::parse().cmd {
+        Cmd::Serve { bind } => serve(bind),
+        Cmd::Fetch { connect, flows, rate_bps, seconds, ramp_ms, tick_ms, rcvbuf } => {
+            if flows == 0 || rate_bps == 0 || seconds <= 0.0 || tick_ms == 0 {
+                bail!("--flows, --rate-bps, --seconds and --tick-ms must be positive");
+            }
+            let report = fetch(connect, flows, rate_bps, Duration::from_secs_f64(seconds), Duration::from_millis(ramp_ms), Duration::from_millis(tick_ms), rcvbuf)?;
+            println!("{report}");
+            Ok(())
+        }
+    }
+}
+
+/// Up to the hard limit: 10k flows need 10k descriptors.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid pointer to an rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+struct Epoll(RawFd);
+
+impl Epoll {
+    fn new() -> Result<Self> {
+        // SAFETY: plain syscall.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("epoll_create1");
+        }
+        Ok(Self(fd))
+    }
+
+    fn add(&self, fd: RawFd, events: u32, token: u64) -> Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: valid epoll fd and event.
+        if unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+            return Err(std::io::Error::last_os_error()).context("epoll_ctl");
+        }
+        Ok(())
+    }
+
+    fn wait(&self, out: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
+        // SAFETY: `out` is valid for its length.
+        let n = unsafe { libc::epoll_wait(self.0, out.as_mut_ptr(), out.len() as i32, timeout_ms) };
+        n.max(0) as usize
+    }
+}
+
+const LISTENER: u64 = u64::MAX;
+
+fn serve(bind: SocketAddr) -> Result<()> {
+    let listener = TcpListener::bind(bind).with_context(|| format!("binding {bind}"))?;
+    listener.set_nonblocking(true)?;
+    let epoll = Epoll::new()?;
+    epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
+    let chunk = vec![0x5au8; 256 * 1024];
+    let mut conns: Vec<Option<TcpStream>> = Vec::new();
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
+    loop {
+        let n = epoll.wait(&mut events, 1000);
+        for ev in &events[..n] {
+            let token = ev.u64;
+            if token == LISTENER {
+                while let Ok((s, _)) = listener.accept() {
+                    s.set_nonblocking(true)?;
+                    epoll.add(s.as_raw_fd(), (libc::EPOLLOUT | libc::EPOLLET) as u32, conns.len() as u64)?;
+                    conns.push(Some(s));
+                }
+                continue;
+            }
+            let slot = &mut conns[token as usize];
+            let Some(s) = slot.as_mut() else { continue };
+            loop {
+                match s.write(&chunk) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        *slot = None; // closed by the client: dropped, deregistered
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Flow {
+    stream: TcpStream,
+    budget: f64,
+    bytes: u64,
+    open: bool,
+}
+
+fn fetch(
+    to: SocketAddr,
+    n: usize,
+    rate_bps: u64,
+    duration: Duration,
+    ramp: Duration,
+    tick: Duration,
+    rcvbuf: usize,
+) -> Result<serde_json::Value> {
+    let bytes_per_s = rate_bps as f64 / 8.0;
+    let mut flows: Vec<Flow> = Vec::with_capacity(n);
+    let mut errors: Vec<String> = Vec::new();
+    let mut failed = 0usize;
+    let mut buf = vec![0u8; 256 * 1024];
+    let start = Instant::now();
+    let mut last = start;
+    let mut steady: Option<Instant> = None;
+    let mut steady_bytes = 0u64;
+    loop {
+        let now = Instant::now();
+        // Open the connections the ramp has reached by now.
+        let due = if ramp.is_zero() { n } else { ((now - start).as_secs_f64() / ramp.as_secs_f64() * n as f64).ceil() as usize };
+        while flows.len() + failed < due.min(n) {
+            match open(to, rcvbuf) {
+                Ok(stream) => flows.push(Flow { stream, budget: 0.0, bytes: 0, open: true }),
+                Err(e) => {
+                    failed += 1;
+                    if errors.len() < 5 {
+                        errors.push(format!("connect: {e}"));
+                    }
+                }
+            }
+        }
+        if steady.is_none() && flows.len() + failed == n {
+            steady = Some(now);
+            steady_bytes = flows.iter().map(|f| f.bytes).sum();
+        }
+        if steady.is_some_and(|t| now - t >= duration) {
+            break;
+        }
+        let dt = (now - last).as_secs_f64();
+        last = now;
+        for f in flows.iter_mut().filter(|f| f.open) {
+            // At most two ticks of budget: a flow that fell behind does not burst.
+            f.budget = (f.budget + bytes_per_s * dt).min(2.0 * bytes_per_s * tick.as_secs_f64().max(dt));
+            while f.budget >= 1.0 {
+                let want = (f.budget as usize).min(buf.len());
+                match f.stream.read(&mut buf[..want]) {
+                    Ok(0) => {
+                        f.open = false;
+                        break;
+                    }
+                    Ok(got) => {
+                        f.budget -= got as f64;
+                        f.bytes += got as u64;
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        f.open = false;
+                        if errors.len() < 5 {
+                            errors.push(format!("read: {e}"));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        std::thread::sleep(tick.saturating_sub(now.elapsed()));
+    }
+    let total: u64 = flows.iter().map(|f| f.bytes).sum();
+    let seconds = steady.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    let closed = flows.iter().filter(|f| !f.open).count();
+    let receiving = flows.iter().filter(|f| f.open && f.bytes > 0).count();
+    Ok(serde_json::json!({
+        "flows": n,
+        "opened": flows.len(),
+        "receiving": receiving,
+        "failed": failed,
+        "closed_early": closed,
+        "seconds": seconds,
+        "bytes": total,
+        "steady_bits_per_s": if seconds > 0.0 { (total - steady_bytes) as f64 * 8.0 / seconds } else { 0.0 },
+        "min_flow_bytes": flows.iter().map(|f| f.bytes).min().unwrap_or(0),
+        "errors": errors,
+    }))
+}
+
+/// A non-blocking connect with the receive buffer set first (so that the window scale the
+/// SYN offers fits it); reads return WouldBlock until the connection is up.
+fn open(to: SocketAddr, rcvbuf: usize) -> Result<TcpStream> {
+    let (family, addr, len) = sockaddr(&to);
+    // SAFETY: plain syscalls on a descriptor this function owns; `addr` is valid for `len`.
+    unsafe {
+        let fd = libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("socket");
+        }
+        let stream = TcpStream::from_raw_fd(fd);
+        if rcvbuf > 0 {
+            let v = rcvbuf as libc::c_int;
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&v as *const libc::c_int).cast(), std::mem::size_of_val(&v) as libc::socklen_t);
+        }
+        if libc::connect(fd, (&addr as *const libc::sockaddr_storage).cast(), len) < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINPROGRESS) {
+                return Err(e).context("connect");
+            }
+        }
+        Ok(stream)
+    }
+}
+
+fn sockaddr(to: &SocketAddr) -> (libc::c_int, libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    match to {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_in fits in sockaddr_storage.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
+            (libc::AF_INET, ss, std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_in6 fits in sockaddr_storage.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
+            (libc::AF_INET6, ss, std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+        }
+    }
+}
