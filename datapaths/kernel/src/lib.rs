@@ -572,6 +572,12 @@ impl KernelDatapath {
                 std::io::Error::from_raw_os_error(-rc)
             );
         }
+        // Records submitted without a wake-up (non-urgent reports) do not make the ring's
+        // fd readable: read whatever is there.
+        let rc = self.ring.consume_raw();
+        if rc < 0 {
+            bail!("ring buffer consume failed: {}", std::io::Error::from_raw_os_error(-rc));
+        }
         self.drain(&mut f);
         Ok(())
     }

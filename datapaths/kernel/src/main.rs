@@ -33,6 +33,11 @@ struct Args {
     /// Name under which the congestion control registers.
     #[arg(long, default_value = DEFAULT_CC_NAME)]
     cc_name: String,
+    /// Longest a report of a flow folded in the kernel waits before the shim reads it. Urgent
+    /// reports (loss, timeout, ECN) wake the shim at once; the others are read on its next
+    /// pass, so that a report does not cost an interrupt.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=10_000))]
+    report_delay_us: u64,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -53,7 +58,8 @@ fn main() -> Result<()> {
         "congestion control registered"
     );
     let agent_addr = args.agent.addr("ccswitch-kernel");
-    let mut shim = shim::Shim::new(datapath, agent_addr, args.agent.timeout());
+    let report_delay = std::time::Duration::from_micros(args.report_delay_us);
+    let mut shim = shim::Shim::new(datapath, agent_addr, args.agent.timeout(), report_delay);
     let result = shim.run(&stop);
     shim.log_totals();
     drop(shim);

@@ -42,15 +42,19 @@ impl SessionDatapath for Maps<'_> {
 pub struct Shim {
     datapath: KernelDatapath,
     session: Session,
+    /// How long a folded flow's non-urgent report may wait in the ring (the BPF program
+    /// submits those without waking the shim).
+    report_delay: Duration,
     last_tick: Instant,
     started: Instant,
 }
 
 impl Shim {
-    pub fn new(datapath: KernelDatapath, agent_addr: AgentAddr, timeout: Duration) -> Self {
+    pub fn new(datapath: KernelDatapath, agent_addr: AgentAddr, timeout: Duration, report_delay: Duration) -> Self {
         Self {
             datapath,
             session: Session::new(agent_addr, timeout),
+            report_delay,
             last_tick: Instant::now(),
             started: Instant::now(),
         }
@@ -60,7 +64,8 @@ impl Shim {
         let mut events = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             self.session.maybe_connect(&mut Maps(&self.datapath));
-            self.wait_for_input(TICK_INTERVAL);
+            let wait = if self.session.folded_flows() > 0 { self.report_delay.min(TICK_INTERVAL) } else { TICK_INTERVAL };
+            self.wait_for_input(wait);
             self.datapath.poll(Duration::ZERO, |ev| events.push(ev))?;
             for ev in events.drain(..) {
                 self.on_event(ev);
@@ -85,8 +90,10 @@ impl Shim {
         if let Some(fd) = self.session.agent_fd() {
             fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
         }
-        // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.as_millis() as i32) };
+        // ppoll: sub-millisecond timeouts (--report-delay-us).
+        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+        // SAFETY: `fds` is a valid array of pollfd and `ts` a valid timespec for the call.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
     }
 
     pub fn log_totals(&self) {

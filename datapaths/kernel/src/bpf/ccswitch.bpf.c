@@ -358,6 +358,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 	struct ccsw_fold_ack a = {};
 	struct ccsw_stats *s = stats_slot();
 	__u32 mss = tp->mss_cache;
+	bool urgent;
 
 	a.now_us = now / 1000;
 	a.rate_incoming = delivery_rate(rs, mss);
@@ -373,6 +374,10 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 	if (!fold_ack(&st->fold, &a, d->fold_start_us, d->fold == CCSW_FOLD_PER_ACK))
 		return;
 
+	/* A wake-up is an inter-processor interrupt, which costs more than the
+	 * whole fold (several us on a VM): only urgent reports pay for one. */
+	urgent = st->fold.regs.lost || st->fold.regs.timeout || st->fold.regs.ecn ||
+		 bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES;
 	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
 	if (e) {
 		e->kind = CCSW_EV_REPORT;
@@ -382,7 +387,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 		e->regs = st->fold.regs;
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
-		bpf_ringbuf_submit(e, 0);
+		bpf_ringbuf_submit(e, urgent ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 		if (s)
 			__sync_fetch_and_add(&s->reports, 1);
 	}
