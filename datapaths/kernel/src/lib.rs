@@ -96,13 +96,32 @@ pub struct LoadOptions {
     /// [`DEFAULT_CC_NAME`]; tests use unique names so that they can run
     /// beside a production instance.
     pub cc_name: String,
+    /// Flows that can hold a directive at once (the directives map). Beyond
+    /// it a flow stays on the fallback: [`KernelDatapath::set_directive`]
+    /// fails with [`DirectivesFull`].
+    pub max_flows: u32,
+    /// Ring buffer size, bytes: a power of two, at least a page. A full ring
+    /// loses records (counted in [`Stats::ring_drops`]).
+    pub ring_bytes: u32,
 }
+
+/// Default [`LoadOptions::max_flows`].
+pub const DEFAULT_MAX_FLOWS: u32 = 100_000;
+/// Default [`LoadOptions::ring_bytes`].
+pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
+
+/// The directives map is full: the flow stays on the fallback.
+#[derive(Debug, thiserror::Error)]
+#[error("the directives map is full ({0} flows; raise --max-flows)")]
+pub struct DirectivesFull(pub u32);
 
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             fallback: Fallback::Reno,
             cc_name: DEFAULT_CC_NAME.to_string(),
+            max_flows: DEFAULT_MAX_FLOWS,
+            ring_bytes: DEFAULT_RING_BYTES,
         }
     }
 }
@@ -261,6 +280,8 @@ pub struct KernelDatapath {
     pending: Pending,
     fallback: std::cell::Cell<Fallback>,
     deadline_ns: std::cell::Cell<u64>,
+    max_flows: u32,
+    directives_refused: std::cell::Cell<u64>,
     /// What the directives map holds, so that a window and a fold can be set apart.
     directives: RefCell<HashMap<u32, abi::Directive>>,
     cc_name: String,
@@ -391,6 +412,13 @@ impl KernelDatapath {
     /// flow starts in fallback) and registers the congestion control.
     /// Needs root (CAP_BPF + CAP_NET_ADMIN).
     pub fn load(opts: LoadOptions) -> Result<KernelDatapath> {
+        let page = 4096;
+        if !opts.ring_bytes.is_power_of_two() || opts.ring_bytes < page {
+            bail!("ring buffer size must be a power of two of at least {page} bytes: {}", opts.ring_bytes);
+        }
+        if opts.max_flows == 0 {
+            bail!("max_flows must be at least 1");
+        }
         if opts.cc_name.is_empty() || opts.cc_name.len() > 15 {
             bail!(
                 "congestion control name must be 1..=15 bytes: {:?}",
@@ -411,6 +439,8 @@ impl KernelDatapath {
                 pending,
                 fallback: std::cell::Cell::new(opts.fallback),
                 deadline_ns: std::cell::Cell::new(0),
+                max_flows: opts.max_flows,
+                directives_refused: std::cell::Cell::new(0),
                 directives: RefCell::new(HashMap::new()),
                 cc_name: opts.cc_name,
                 prog_ids,
@@ -446,6 +476,8 @@ impl KernelDatapath {
             for (dst, src) in ops.name.iter_mut().zip(opts.cc_name.bytes()) {
                 *dst = src as _;
             }
+            open.maps.ccsw_directives.set_max_entries(opts.max_flows).context("sizing the directives map")?;
+            open.maps.ccsw_events.set_max_entries(opts.ring_bytes).context("sizing the ring buffer")?;
             let names = open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?;
             for (dst, src) in names.ccsw_cc_name.iter_mut().zip(opts.cc_name.bytes()) {
                 *dst = src as _;
@@ -641,7 +673,13 @@ impl KernelDatapath {
         let mut directives = self.directives.borrow_mut();
         let mut d = directives.get(&flow_id).copied().unwrap_or_default();
         change(&mut d);
-        self.skel.maps.ccsw_directives.update(&flow_id.to_ne_bytes(), abi::as_bytes(&d), MapFlags::ANY)?;
+        if let Err(e) = self.skel.maps.ccsw_directives.update(&flow_id.to_ne_bytes(), abi::as_bytes(&d), MapFlags::ANY) {
+            if !directives.contains_key(&flow_id) && directives.len() >= self.max_flows as usize {
+                self.directives_refused.set(self.directives_refused.get() + 1);
+                return Err(DirectivesFull(self.max_flows).into());
+            }
+            return Err(e.into());
+        }
         directives.insert(flow_id, d);
         Ok(())
     }
@@ -688,6 +726,16 @@ impl KernelDatapath {
             .ccsw_config
             .update(&0u32.to_ne_bytes(), abi::as_bytes(&cfg), MapFlags::ANY)
             .context("writing the config map")
+    }
+
+    /// Directives (and folds) refused because the directives map was full.
+    pub fn directives_refused(&self) -> u64 {
+        self.directives_refused.get()
+    }
+
+    /// Flows that can hold a directive at once.
+    pub fn max_flows(&self) -> u32 {
+        self.max_flows
     }
 
     /// Kernel counters (summed over CPUs) and the shim's decode errors.

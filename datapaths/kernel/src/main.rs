@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use ccswitch_ccp::cli::{AgentArgs, LogArgs};
-use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME};
+use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_RING_BYTES};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -38,6 +38,14 @@ struct Args {
     /// pass, so that a report does not cost an interrupt.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=10_000))]
     report_delay_us: u64,
+    /// Flows that can hold a directive at once; beyond it a flow stays on the fallback
+    /// (counted, logged at most once per second).
+    #[arg(long, default_value_t = DEFAULT_MAX_FLOWS, value_parser = clap::value_parser!(u32).range(1..))]
+    max_flows: u32,
+    /// Ring buffer size in bytes (a power of two, at least 4096); a full ring loses records
+    /// (counted).
+    #[arg(long, default_value_t = DEFAULT_RING_BYTES)]
+    ring_bytes: u32,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -51,7 +59,12 @@ fn main() -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
 
     let fallback = if args.fallback == "cubic" { Fallback::Cubic } else { Fallback::Reno };
-    let datapath = KernelDatapath::load(LoadOptions { fallback, cc_name: args.cc_name.clone() })?;
+    let datapath = KernelDatapath::load(LoadOptions {
+        fallback,
+        cc_name: args.cc_name.clone(),
+        max_flows: args.max_flows,
+        ring_bytes: args.ring_bytes,
+    })?;
     tracing::info!(
         cc = %args.cc_name, fallback = %args.fallback, map_id = datapath.struct_ops_map_id().ok(),
         prog_ids = ?datapath.prog_ids().iter().map(|p| p.id).collect::<Vec<_>>(),

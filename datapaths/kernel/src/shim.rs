@@ -14,18 +14,25 @@ use anyhow::Result;
 use ccswitch_ccp::agent_link::AgentAddr;
 use ccswitch_ccp::session::{process_cpu_time, AckInput, FlowDesc, Session, SessionDatapath};
 use ccswitch_ccp::Primitives;
-use ccswitch_kernel::{monotonic_now_ns, AckSample, Event, FoldMode, KernelDatapath};
-use tracing::{debug, info};
+use ccswitch_kernel::{monotonic_now_ns, AckSample, DirectivesFull, Event, FoldMode, KernelDatapath};
+use tracing::{debug, info, warn};
 
 /// Period of timer-driven program evaluation for flows whose ACKs stopped.
 const TICK_INTERVAL: Duration = Duration::from_millis(10);
+/// Overflows (a full directives map) are logged at most this often.
+const OVERFLOW_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The kernel datapath as the session sees it.
 struct Maps<'a>(&'a KernelDatapath);
 
 impl SessionDatapath for Maps<'_> {
     fn set_directive(&mut self, sid: u32, cwnd_bytes: u32, rate: Option<u64>) -> Result<()> {
-        self.0.set_directive(sid, Some(cwnd_bytes), rate)
+        match self.0.set_directive(sid, Some(cwnd_bytes), rate) {
+            // Counted by the datapath and logged by the shim once per interval: the flow
+            // stays on the fallback, which is all a full table can offer it.
+            Err(e) if e.is::<DirectivesFull>() => Ok(()),
+            r => r,
+        }
     }
     fn clear_directive(&mut self, sid: u32) -> Result<()> {
         self.0.clear_directive(sid)
@@ -34,8 +41,11 @@ impl SessionDatapath for Maps<'_> {
         self.0.set_agent_valid_until(deadline_ns)
     }
     fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
-        self.0.set_fold(sid, fold)?;
-        Ok(true)
+        match self.0.set_fold(sid, fold) {
+            Ok(()) => Ok(true),
+            Err(e) if e.is::<DirectivesFull>() => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -47,6 +57,8 @@ pub struct Shim {
     report_delay: Duration,
     last_tick: Instant,
     started: Instant,
+    /// Refused directives and lost ring records already logged, and when.
+    overflow_logged: (u64, u64, Instant),
 }
 
 impl Shim {
@@ -57,6 +69,7 @@ impl Shim {
             report_delay,
             last_tick: Instant::now(),
             started: Instant::now(),
+            overflow_logged: (0, 0, Instant::now()),
         }
     }
 
@@ -79,6 +92,7 @@ impl Shim {
                 self.session.flush(&mut Maps(&self.datapath));
             }
             self.session.refresh_deadline(&mut Maps(&self.datapath));
+            self.log_overflow();
         }
         info!("stopping");
         Ok(())
@@ -96,6 +110,26 @@ impl Shim {
         unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
     }
 
+    /// Overflows since the last interval, one line each: never per packet.
+    fn log_overflow(&mut self) {
+        let (refused_logged, drops_logged, at) = self.overflow_logged;
+        if at.elapsed() < OVERFLOW_LOG_INTERVAL {
+            return;
+        }
+        let refused = self.datapath.directives_refused();
+        let drops = self.datapath.stats().ring_drops;
+        if refused > refused_logged {
+            warn!(
+                refused = refused - refused_logged, max_flows = self.datapath.max_flows(),
+                "directives map full: these flows stay on the in-kernel fallback (raise --max-flows)"
+            );
+        }
+        if drops > drops_logged {
+            warn!(lost = drops - drops_logged, "ring buffer full: records lost (raise --ring-bytes)");
+        }
+        self.overflow_logged = (refused, drops, Instant::now());
+    }
+
     pub fn log_totals(&self) {
         let t = self.session.totals();
         let cpu = process_cpu_time();
@@ -111,7 +145,8 @@ impl Shim {
             update_fields = t.update_fields, reports_dropped = t.reports_dropped,
             acks_directive = stats.acks_directive, acks_fallback = stats.acks_fallback,
             acks_folded = stats.acks_folded, folded_reports = stats.reports,
-            ring_drops = stats.ring_drops, cpu_ms = cpu.as_secs_f64() * 1e3,
+            ring_drops = stats.ring_drops, directives_refused = self.datapath.directives_refused(),
+            cpu_ms = cpu.as_secs_f64() * 1e3,
             cpu_ms_per_10k_acks = per_10k(cpu), uptime_s = self.started.elapsed().as_secs_f64(),
             "shim totals"
         );

@@ -61,6 +61,7 @@ fn kernel_fold_reports_as_the_interpreter() {
     let dp = KernelDatapath::load(LoadOptions {
         fallback: Fallback::Reno,
         cc_name: format!("ccsw_f{}", std::process::id() % 1_000_000),
+        ..Default::default()
     })
     .expect("load datapath");
     let program = standard_program();

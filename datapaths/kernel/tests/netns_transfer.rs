@@ -61,6 +61,7 @@ fn transfers_under_fallback_directive_and_agent_death() {
         let mut dp = KernelDatapath::load(LoadOptions {
             fallback: Fallback::Reno,
             cc_name: cc.clone(),
+            ..Default::default()
         })
         .expect("load datapath");
         assert!(cc_available(&cc));

@@ -75,8 +75,9 @@ char _license[] SEC("license") = "GPL";
 #define FLAG_ACKED (FLAG_DATA_ACKED | FLAG_SYN_ACKED)
 #define FLAG_FORWARD_PROGRESS (FLAG_ACKED | FLAG_DATA_SACKED)
 
+/* Defaults; the loader sizes both maps from its options. */
 #define RINGBUF_BYTES (4 << 20)
-#define MAX_FLOWS 65536
+#define MAX_FLOWS 100000
 
 extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
