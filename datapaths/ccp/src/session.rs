@@ -12,7 +12,7 @@
 //! announces itself (READY) and every live flow (CREATE with its current window), so the new
 //! agent takes all flows over.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -124,6 +124,9 @@ pub struct Session {
     agent: Option<AgentLink>,
     programs: ProgramTable,
     flows: HashMap<u32, SessionFlow>,
+    /// The flows the timer evaluates: those the datapath does not fold (a folded flow costs
+    /// the timer nothing).
+    ticked: HashSet<u32>,
     /// The first report the agent has not answered yet.
     unanswered_since: Option<Instant>,
     agent_healthy: bool,
@@ -145,6 +148,7 @@ impl Session {
             agent: None,
             programs: ProgramTable::new(),
             flows: HashMap::new(),
+            ticked: HashSet::new(),
             unanswered_since: None,
             agent_healthy: false,
             last_reconnect: None,
@@ -238,6 +242,7 @@ impl Session {
             let cwnd = flow.ccp.cwnd_bytes();
             flow.ccp = Flow::new(id, cwnd, flow.desc.mss);
             flow.fold = None;
+            self.ticked.insert(id);
             let create = create_msg(&flow.desc, cwnd);
             self.send(dp, &create);
         }
@@ -259,6 +264,7 @@ impl Session {
         for (id, flow) in self.flows.iter_mut() {
             // Clearing the directive ends a fold too.
             flow.fold = None;
+            self.ticked.insert(*id);
             let _ = dp.clear_directive(*id);
         }
     }
@@ -381,12 +387,14 @@ impl Session {
     pub fn add_flow(&mut self, dp: &mut impl SessionDatapath, desc: FlowDesc) {
         let create = create_msg(&desc, desc.init_cwnd_bytes);
         let ccp = Flow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
+        self.ticked.insert(desc.sid);
         self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0, fold: None, awaiting_answer: None });
         self.send(dp, &create);
     }
 
     /// The flow is gone (or leaves CCP for good): tell the agent and clear its directive.
     pub fn remove_flow(&mut self, dp: &mut impl SessionDatapath, sid: u32) {
+        self.ticked.remove(&sid);
         if self.flows.remove(&sid).is_some() {
             debug!(flow = sid, "flow closed");
             // libccp signals a closed flow with a MEASURE of no fields.
@@ -422,7 +430,7 @@ impl Session {
     /// Timer-driven evaluation of every flow the datapath does not fold (for flows whose ACKs
     /// stopped).
     pub fn tick(&mut self, dp: &mut impl SessionDatapath, now_us: u64) {
-        let ids: Vec<u32> = self.flows.iter().filter(|(_, f)| f.fold.is_none()).map(|(id, _)| *id).collect();
+        let ids: Vec<u32> = self.ticked.iter().copied().collect();
         for id in ids {
             let step = self.flows.get_mut(&id).expect("listed").ccp.on_tick(now_us);
             self.apply(dp, id, step);
@@ -447,6 +455,11 @@ impl Session {
                 flow.fold = None;
                 let _ = dp.set_fold(sid, None);
             }
+        }
+        if flow.fold.is_some() {
+            self.ticked.remove(&sid);
+        } else {
+            self.ticked.insert(sid);
         }
     }
 
