@@ -144,8 +144,10 @@ pub struct FoldTest {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Directive {
+    pub flow_id: u32,
     pub cwnd_bytes: u32,
     pub fold: u32,
+    pub _pad0: u32,
     pub pacing_rate: u64,
     pub fold_start_us: u64,
 }
@@ -176,7 +178,7 @@ const _: () = assert!(size_of::<AckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
 const _: () = assert!(size_of::<FoldTest>() == 216);
-const _: () = assert!(size_of::<Directive>() == 24);
+const _: () = assert!(size_of::<Directive>() == 32);
 const _: () = assert!(size_of::<Config>() == 16);
 const _: () = assert!(size_of::<StatsRaw>() == 64);
 // The same layouts as seen through the BPF object's BTF.

@@ -28,6 +28,7 @@
 //! the flow runs the fallback algorithm chosen in [`LoadOptions`].
 
 pub mod abi;
+mod mapped;
 mod teardown;
 
 #[allow(
@@ -42,10 +43,10 @@ mod skel {
 }
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, RawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -110,10 +111,15 @@ pub const DEFAULT_MAX_FLOWS: u32 = 100_000;
 /// Default [`LoadOptions::ring_bytes`].
 pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
 
-/// The directives map is full: the flow stays on the fallback.
+/// Another live flow holds the flow's directive slot (flow id modulo max_flows): the flow
+/// stays on the fallback.
 #[derive(Debug, thiserror::Error)]
-#[error("the directives map is full ({0} flows; raise --max-flows)")]
-pub struct DirectivesFull(pub u32);
+#[error("no directive slot for flow {flow_id}: flow {holder} holds it ({max_flows} slots; raise --max-flows)")]
+pub struct DirectivesFull {
+    pub flow_id: u32,
+    pub holder: u32,
+    pub max_flows: u32,
+}
 
 impl Default for LoadOptions {
     fn default() -> Self {
@@ -282,8 +288,9 @@ pub struct KernelDatapath {
     deadline_ns: std::cell::Cell<u64>,
     max_flows: u32,
     directives_refused: std::cell::Cell<u64>,
-    /// What the directives map holds, so that a window and a fold can be set apart.
-    directives: RefCell<HashMap<u32, abi::Directive>>,
+    /// The directives array and the config, mapped: writing them is a store, not a syscall.
+    directives: mapped::Mapped<abi::Directive>,
+    config: mapped::Mapped<abi::Config>,
     cc_name: String,
     prog_ids: Vec<ProgId>,
     handed_back: bool,
@@ -430,7 +437,7 @@ impl KernelDatapath {
         // below), after everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, &opts) {
-            Ok((skel, link, hand_back_link, ring, pending, prog_ids)) => Ok(KernelDatapath {
+            Ok((skel, link, hand_back_link, ring, pending, prog_ids, directives, config)) => Ok(KernelDatapath {
                 link: ManuallyDrop::new(link),
                 hand_back_link: ManuallyDrop::new(hand_back_link),
                 ring: ManuallyDrop::new(ring),
@@ -441,7 +448,8 @@ impl KernelDatapath {
                 deadline_ns: std::cell::Cell::new(0),
                 max_flows: opts.max_flows,
                 directives_refused: std::cell::Cell::new(0),
-                directives: RefCell::new(HashMap::new()),
+                directives,
+                config,
                 cc_name: opts.cc_name,
                 prog_ids,
                 handed_back: false,
@@ -466,6 +474,8 @@ impl KernelDatapath {
         RingBuffer<'static>,
         Pending,
         Vec<ProgId>,
+        mapped::Mapped<abi::Directive>,
+        mapped::Mapped<abi::Config>,
     )> {
         let mut open = CcswitchSkelBuilder::default()
             .open(storage)
@@ -479,6 +489,7 @@ impl KernelDatapath {
             open.maps.ccsw_directives.set_max_entries(opts.max_flows).context("sizing the directives map")?;
             open.maps.ccsw_events.set_max_entries(opts.ring_bytes).context("sizing the ring buffer")?;
             let names = open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?;
+            names.ccsw_max_flows = opts.max_flows;
             for (dst, src) in names.ccsw_cc_name.iter_mut().zip(opts.cc_name.bytes()) {
                 *dst = src as _;
             }
@@ -557,7 +568,10 @@ impl KernelDatapath {
             .ccswitch
             .attach_struct_ops()
             .with_context(|| format!("registering congestion control {:?}", opts.cc_name))?;
-        Ok((skel, link, hand_back_link, ring, pending, prog_ids))
+        let directives = mapped::Mapped::new(skel.maps.ccsw_directives.as_fd(), opts.max_flows as usize)
+            .context("mapping the directives array")?;
+        let config = mapped::Mapped::new(skel.maps.ccsw_config.as_fd(), 1).context("mapping the config")?;
+        Ok((skel, link, hand_back_link, ring, pending, prog_ids, directives, config))
     }
 
     /// Moves every namespace default and every socket on this congestion control to the
@@ -670,34 +684,22 @@ impl KernelDatapath {
     }
 
     fn update_directive(&self, flow_id: u32, change: impl FnOnce(&mut abi::Directive)) -> Result<()> {
-        let mut directives = self.directives.borrow_mut();
-        let mut d = directives.get(&flow_id).copied().unwrap_or_default();
-        change(&mut d);
-        if let Err(e) = self.skel.maps.ccsw_directives.update(&flow_id.to_ne_bytes(), abi::as_bytes(&d), MapFlags::ANY) {
-            if !directives.contains_key(&flow_id) && directives.len() >= self.max_flows as usize {
-                self.directives_refused.set(self.directives_refused.get() + 1);
-                return Err(DirectivesFull(self.max_flows).into());
-            }
-            return Err(e.into());
-        }
-        directives.insert(flow_id, d);
-        Ok(())
+        self.directives.update(flow_id, change).map_err(|holder| {
+            self.directives_refused.set(self.directives_refused.get() + 1);
+            DirectivesFull { flow_id, holder, max_flows: self.max_flows }.into()
+        })
     }
 
     /// Removes the directive of `flow_id` (the flow returns to fallback).
     /// Removing a directive that does not exist is not an error.
     pub fn clear_directive(&self, flow_id: u32) -> Result<()> {
-        self.directives.borrow_mut().remove(&flow_id);
-        match self
-            .skel
-            .maps
-            .ccsw_directives
-            .delete(&flow_id.to_ne_bytes())
-        {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("clearing the directive of flow {flow_id}")),
-        }
+        self.directives.clear(flow_id);
+        Ok(())
+    }
+
+    /// The directive `flow_id` holds now, if any.
+    pub fn directive(&self, flow_id: u32) -> Option<abi::Directive> {
+        self.directives.get(flow_id)
     }
 
     /// Sets the CLOCK_MONOTONIC deadline (ns, see [`monotonic_now_ns`])
@@ -716,16 +718,12 @@ impl KernelDatapath {
     }
 
     fn write_config(&self) -> Result<()> {
-        let cfg = abi::Config {
+        self.config.write(0, abi::Config {
             agent_valid_until_ns: self.deadline_ns.get(),
             fallback: self.fallback.get().raw(),
             _pad0: 0,
-        };
-        self.skel
-            .maps
-            .ccsw_config
-            .update(&0u32.to_ne_bytes(), abi::as_bytes(&cfg), MapFlags::ANY)
-            .context("writing the config map")
+        });
+        Ok(())
     }
 
     /// Directives (and folds) refused because the directives map was full.
@@ -793,10 +791,6 @@ impl KernelDatapath {
         Ok(())
     }
 
-    /// Raw fd of the directives map (for tools that want to share it).
-    pub fn directives_map_fd(&self) -> RawFd {
-        self.skel.maps.ccsw_directives.as_fd().as_raw_fd()
-    }
 }
 
 #[cfg(test)]

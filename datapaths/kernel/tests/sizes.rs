@@ -1,6 +1,7 @@
-//! Sizes come from the options, and a full directives map is visible: the flow that does not
-//! fit is refused with `DirectivesFull` and counted, the others keep theirs, and a freed slot
-//! is reused. Needs root (loads the BPF object).
+//! Sizes come from the options, and a full directives array is visible: a flow whose slot
+//! (flow id modulo max_flows) another live flow holds is refused with `DirectivesFull` and
+//! counted, the others keep theirs, and a freed slot is reused. Needs root (loads the BPF
+//! object).
 
 use ccswitch_kernel::{DirectivesFull, FoldMode, KernelDatapath, LoadOptions};
 
@@ -28,8 +29,14 @@ fn a_full_directives_map_refuses_new_flows_visibly() {
     dp.set_directive(1, Some(30_000), Some(1_000_000)).unwrap();
     dp.set_directive(2, Some(30_000), None).unwrap();
     dp.clear_directive(1).unwrap();
+    assert!(dp.directive(1).is_none());
     dp.set_directive(3, Some(20_000), None).unwrap();
     assert_eq!(dp.directives_refused(), 2);
+    // Flow 3 took slot 1 afresh: its own window, no fold or rate of the flow before it.
+    let d = dp.directive(3).unwrap();
+    assert_eq!((d.flow_id, d.cwnd_bytes, d.pacing_rate, d.fold), (3, 20_000, 0, 0));
+    let d = dp.directive(2).unwrap();
+    assert_eq!((d.cwnd_bytes, d.fold, d.fold_start_us), (30_000, 1, 5), "a window leaves the fold as it was");
 }
 
 #[test]

@@ -116,14 +116,19 @@ struct {
 } ccsw_events SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, MAX_FLOWS);
 	__type(key, __u32);
 	__type(value, struct ccsw_directive);
 } ccsw_directives SEC(".maps");
 
+/* Entries of ccsw_directives (set by the loader with the map's size). */
+const volatile __u32 ccsw_max_flows = MAX_FLOWS;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE); /* the shim stores the deadline directly */
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct ccsw_config);
@@ -161,6 +166,15 @@ static __always_inline struct ccsw_config *config_slot(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&ccsw_config, &zero);
+}
+
+/* The directive slot of a flow, if the flow holds it. */
+static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
+{
+	__u32 slot = ccsw_max_flows ? flow_id % ccsw_max_flows : 0;
+	struct ccsw_directive *d = bpf_map_lookup_elem(&ccsw_directives, &slot);
+
+	return d && d->flow_id == flow_id ? d : NULL;
 }
 
 static __always_inline void count_event(bool submitted)
@@ -563,7 +577,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 		fallback = st->fallback;
 		cfg = config_slot();
 		if (cfg && now < cfg->agent_valid_until_ns)
-			d = bpf_map_lookup_elem(&ccsw_directives, &st->flow_id);
+			d = directive_of(st->flow_id);
 	}
 
 	if (d && d->cwnd_bytes) {
@@ -705,6 +719,7 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 {
 	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
 	struct ccsw_close_event *e;
+	struct ccsw_directive *d;
 	struct ccsw_stats *s;
 	__u32 flow_id;
 
@@ -726,7 +741,9 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 	if (s)
 		__sync_fetch_and_add(&s->flows_closed, 1);
 
-	bpf_map_delete_elem(&ccsw_directives, &flow_id);
+	d = directive_of(flow_id);
+	if (d)
+		d->flow_id = 0;
 	bpf_sk_storage_delete(&ccsw_sk_state_map, sk);
 }
 

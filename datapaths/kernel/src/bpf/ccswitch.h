@@ -158,10 +158,16 @@ struct ccsw_fold_test {
 	struct ccsw_fold_regs report; /* out: the report */
 };
 
-/* Value of the directives hash map (key: __u32 flow id). */
+/* A slot of the directives array (BPF_F_MMAPABLE): flow F's directive is
+ * slot F % max_flows while its flow_id is F. The shim writes slots with
+ * plain stores into its mapping, no syscall: the fields first, flow_id last
+ * (and flow_id first when it takes a slot back), so BPF never applies a
+ * half-written slot to a flow. */
 struct ccsw_directive {
+	__u32 flow_id;         /* owner; 0 = free */
 	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
 	__u32 fold;            /* CCSW_FOLD_* */
+	__u32 _pad0;
 	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
 	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
 };
@@ -191,7 +197,7 @@ _Static_assert(sizeof(struct ccsw_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
 _Static_assert(sizeof(struct ccsw_fold_test) == 216, "fold test layout");
-_Static_assert(sizeof(struct ccsw_directive) == 24, "directive layout");
+_Static_assert(sizeof(struct ccsw_directive) == 32, "directive layout");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config layout");
 _Static_assert(sizeof(struct ccsw_stats) == 64, "stats layout");
 
