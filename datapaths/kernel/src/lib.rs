@@ -13,6 +13,7 @@
 //!     dp.poll(Duration::from_millis(100), |ev| match ev {
 //!         Event::Created(f) => created.push(f.flow_id),
 //!         Event::Ack(_a) => {}
+//!         Event::Report(_r) => {} // flows folded with set_fold
 //!         Event::Closed { .. } => {}
 //!     })?;
 //!     for id in created {
