@@ -862,6 +862,12 @@ impl SwitchDatapath {
                 std::io::Error::from_raw_os_error(-rc)
             );
         }
+        // Routine records are submitted without a wake-up and leave the ring's fd
+        // unreadable: read whatever is there.
+        let rc = self.ring.consume_raw();
+        if rc < 0 {
+            bail!("ring buffer consume failed: {}", std::io::Error::from_raw_os_error(-rc));
+        }
         self.drain(&mut f);
         Ok(())
     }

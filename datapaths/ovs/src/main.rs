@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use ccswitch_ccp::cli::{AgentArgs, LogArgs};
@@ -58,6 +59,11 @@ struct RunArgs {
     /// A flow with no traffic for this long is forgotten.
     #[arg(long, default_value_t = 120)]
     idle_timeout_s: u64,
+    /// Longest a routine record (a segment copy, an ACK that only moves forward) waits before
+    /// the shim reads it; urgent ones (losses, duplicates, a flow's start or end) wake it at
+    /// once, so that a packet does not cost an interrupt.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=5_000))]
+    record_delay_us: u64,
     /// Write counters, program run times and buffer occupancy here (JSON) at exit.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -104,6 +110,7 @@ fn run(args: RunArgs) -> Result<()> {
         },
         total_buffer_bytes: args.total_buffer_bytes,
         agent_timeout: args.agent.timeout(),
+        record_delay: Duration::from_micros(args.record_delay_us),
     };
     let mut shim = shim::Shim::new(datapath, agent_addr, cfg);
     let result = shim.run(&stop);

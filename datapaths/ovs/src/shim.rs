@@ -73,6 +73,9 @@ pub struct ShimConfig {
     pub recovery: RecoveryConfig,
     pub total_buffer_bytes: u64,
     pub agent_timeout: Duration,
+    /// Longest a routine record (a segment copy, an ACK that only moves forward) waits in
+    /// the ring: the port programs wake the shim only for urgent ones.
+    pub record_delay: Duration,
 }
 
 struct SwitchFlow {
@@ -540,7 +543,8 @@ impl Shim<SwitchDatapath> {
         let mut last_ccp = Instant::now();
         let mut last_sample = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            self.wait_for_input(RECOVERY_TICK);
+            let wait = if self.flows.is_empty() { RECOVERY_TICK } else { self.cfg.record_delay.min(RECOVERY_TICK) };
+            self.wait_for_input(wait);
             self.port.poll(Duration::ZERO, |ev| events.push(ev))?;
             // Every record older than this has been read. Loss timers judge by it, not by the
             // time after processing: records that arrived meanwhile (an ACK that delivers the
@@ -576,8 +580,10 @@ impl Shim<SwitchDatapath> {
         if let Some(fd) = self.session.agent_fd() {
             fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
         }
-        // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.as_millis() as i32) };
+        // ppoll: sub-millisecond timeouts (--record-delay-us).
+        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+        // SAFETY: `fds` is a valid array of pollfd and `ts` a valid timespec for the call.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
     }
 
     /// The whole stats file: the port's counters and program run times, then the shim's.
@@ -741,6 +747,7 @@ mod tests {
             recovery: RecoveryConfig::default(),
             total_buffer_bytes: 1 << 30,
             agent_timeout: Duration::from_millis(500),
+            record_delay: Duration::from_millis(1),
         }
     }
 

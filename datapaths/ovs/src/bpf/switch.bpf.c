@@ -313,9 +313,22 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p, bool from
 	return 1;
 }
 
-static __always_inline void emit_small(void *rec, __u32 size)
+/* Routine records (segment copies, ACKs that only move forward) wait for the
+ * shim's next pass, at most its --report-delay-us later; urgent ones (a flow
+ * established or closed, a resent or unbuffered segment, an ACK with SACK
+ * blocks, a duplicate, FIN or RST) and a ring holding CCSW_WAKE_BYTES wake it
+ * at once. A wake-up is an inter-processor interrupt, dearer than the rest of
+ * the program (several us on a VM). */
+static __always_inline __u64 wake_flags(bool urgent)
 {
-	if (bpf_ringbuf_output(&events, rec, size, 0) < 0)
+	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void emit_small(void *rec, __u32 size, bool urgent)
+{
+	if (bpf_ringbuf_output(&events, rec, size, wake_flags(urgent)) < 0)
 		COUNT(ring_drops);
 }
 
@@ -335,7 +348,7 @@ static __always_inline void close_flow(struct ccsw_flow_key *key, struct ccsw_fl
 
 		head(&ev.h, CCSW_EV_CLOSED, f->flow_id, now);
 		ev.reason = reason;
-		emit_small(&ev, sizeof(ev));
+		emit_small(&ev, sizeof(ev), true);
 		COUNT(closed);
 	}
 	bpf_map_delete_elem(&flows, key);
@@ -362,7 +375,7 @@ static __always_inline void set_unbuffered(struct ccsw_flow *f, __u32 reason, __
 	COUNT(unbuffered);
 	head(&ev.h, CCSW_EV_UNBUFFERED, f->flow_id, now);
 	ev.reason = reason;
-	emit_small(&ev, sizeof(ev));
+	emit_small(&ev, sizeof(ev), true);
 }
 
 static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow *f,
@@ -398,7 +411,7 @@ static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow
 	rec->frame_len = n;
 	rec->fin = !!(p->flags & TH_FIN);
 	__builtin_memset(rec->_pad0, 0, sizeof(rec->_pad0));
-	bpf_ringbuf_submit(rec, 0);
+	bpf_ringbuf_submit(rec, wake_flags(false));
 	COUNT(segments);
 }
 
@@ -464,7 +477,7 @@ int ccsw_ingress(struct __sk_buff *skb)
 		head(&ev.h, CCSW_EV_RESENT, f->flow_id, now);
 		ev.seq = p.seq;
 		ev.len = len;
-		emit_small(&ev, sizeof(ev));
+		emit_small(&ev, sizeof(ev), true);
 		COUNT(resent);
 	}
 	return TCX_NEXT;
@@ -518,7 +531,7 @@ static __always_inline void establish(struct ccsw_flow *f, struct pkt *p, __u64 
 	ev.timestamps = (copts & sopts & CCSW_O_TS) ? 1 : 0;
 	ev.server_isn = f->server_isn;
 	ev.client_isn = f->client_isn;
-	emit_small(&ev, sizeof(ev));
+	emit_small(&ev, sizeof(ev), true);
 	COUNT(established);
 }
 
@@ -585,10 +598,14 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	__u16 orig = p->window;
 	__u16 win;
 	__u64 allowed, units;
-	bool controlled, dup;
+	bool controlled, dup, urgent;
 	int ret = TCX_NEXT;
 
 	COUNT(acks);
+	/* Losses and the end of a flow reach the shim at once: SACK blocks, an
+	 * ACK that does not move forward, FIN/RST. */
+	urgent = p->o.nsack || (p->flags & (TH_FIN | TH_RST | TH_SYN)) ||
+		 ((f->flags & CCSW_F_HAVE_LAST) && p->ack == f->last_ack);
 	head(&ev.h, CCSW_EV_ACK, f->flow_id, now);
 	ev.ack = p->ack;
 	ev.window_bytes = (__u32)orig << ws;
@@ -637,7 +654,7 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	}
 	remember(f, p->ack, win, orig);
 out:
-	emit_small(&ev, sizeof(ev));
+	emit_small(&ev, sizeof(ev), urgent);
 	return ret;
 }
 

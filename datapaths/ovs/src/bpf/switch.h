@@ -22,6 +22,9 @@ typedef uint64_t __u64;
 /* Largest frame a SEGMENT record can carry: a 1500-byte MTU frame plus its Ethernet header,
  * rounded up. Larger frames (GSO super-packets, jumbo MTU) make the flow UNBUFFERED. */
 #define CCSW_FRAME_MAX 1536
+
+/* Routine records wake the shim only once this much waits in the ring. */
+#define CCSW_WAKE_BYTES (64u << 10)
 /* Data ending at most this far below the highest end seen is still copied (see ccsw_ingress). */
 #define CCSW_REORDER_BYTES (64 * 1024)
 
