@@ -29,7 +29,7 @@
 //! the flow runs the fallback algorithm chosen in [`LoadOptions`].
 
 pub mod abi;
-mod mapped;
+mod directives;
 mod teardown;
 
 #[allow(
@@ -53,6 +53,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 pub use ccswitch_ccp::program::standard::FoldMode;
+use ccswitch_datapath_support::mapped::MappedArray;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
@@ -290,8 +291,8 @@ pub struct KernelDatapath {
     max_flows: u32,
     directives_refused: std::cell::Cell<u64>,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
-    directives: mapped::Mapped<abi::Directive>,
-    config: mapped::Mapped<abi::Config>,
+    directives: directives::DirectiveSlots,
+    config: MappedArray<abi::Config>,
     cc_name: String,
     prog_ids: Vec<ProgId>,
     handed_back: bool,
@@ -475,8 +476,8 @@ impl KernelDatapath {
         RingBuffer<'static>,
         Pending,
         Vec<ProgId>,
-        mapped::Mapped<abi::Directive>,
-        mapped::Mapped<abi::Config>,
+        directives::DirectiveSlots,
+        MappedArray<abi::Config>,
     )> {
         let mut open = CcswitchSkelBuilder::default()
             .open(storage)
@@ -569,9 +570,10 @@ impl KernelDatapath {
             .ccswitch
             .attach_struct_ops()
             .with_context(|| format!("registering congestion control {:?}", opts.cc_name))?;
-        let directives = mapped::Mapped::new(skel.maps.ccsw_directives.as_fd(), opts.max_flows as usize)
+        let directives = MappedArray::new(skel.maps.ccsw_directives.as_fd(), opts.max_flows as usize)
             .context("mapping the directives array")?;
-        let config = mapped::Mapped::new(skel.maps.ccsw_config.as_fd(), 1).context("mapping the config")?;
+        let config = MappedArray::new(skel.maps.ccsw_config.as_fd(), 1).context("mapping the config")?;
+        let directives = directives::DirectiveSlots(directives);
         Ok((skel, link, hand_back_link, ring, pending, prog_ids, directives, config))
     }
 

@@ -26,11 +26,13 @@ use std::ffi::CString;
 use std::mem::{size_of, ManuallyDrop, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::NonNull;
+use std::ptr::{write_volatile, NonNull};
+use std::sync::atomic::{fence, Ordering};
 use std::rc::Rc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use ccswitch_datapath_support::mapped::MappedArray;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
@@ -256,10 +258,12 @@ pub mod raw {
     #[repr(C)]
     #[derive(Debug, Clone, Copy, Default)]
     pub struct Control {
+        pub flow_id: u32,
         pub cwnd_bytes: u32,
         pub sacked_bytes: u32,
         pub sacked_una: u32,
         pub active: u32,
+        pub _pad0: u32,
     }
 
     #[repr(C)]
@@ -352,7 +356,7 @@ pub mod raw {
 
     const _: () = assert!(size_of::<FlowKey>() == 40);
     const _: () = assert!(size_of::<Flow>() == 48);
-    const _: () = assert!(size_of::<Control>() == 16);
+    const _: () = assert!(size_of::<Control>() == 24);
     const _: () = assert!(size_of::<Config>() == 16);
     const _: () = assert!(size_of::<Stats>() == 136);
     const _: () = assert!(size_of::<Head>() == 16);
@@ -710,6 +714,16 @@ struct PendingEvents {
     malformed: u64,
 }
 
+/// Another live flow holds the flow's control slot (flow id modulo the slots): the flow is
+/// not controlled.
+#[derive(Debug, thiserror::Error)]
+#[error("no control slot for flow {flow_id}: flow {holder} holds it ({slots} slots; raise --max-flows)")]
+pub struct ControlSlotBusy {
+    pub flow_id: u32,
+    pub holder: u32,
+    pub slots: usize,
+}
+
 pub struct SwitchDatapath {
     // Field order is drop order: links first (detaching), then the ring buffer, the
     // skeleton, and the storage the skeleton borrows.
@@ -720,6 +734,9 @@ pub struct SwitchDatapath {
     pending: Pending,
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
+    /// The controls array and the config, mapped: writing them is a store, not a syscall.
+    controls: MappedArray<raw::Control>,
+    conf: MappedArray<raw::Config>,
 }
 
 impl Drop for SwitchDatapath {
@@ -795,7 +812,7 @@ impl SwitchDatapath {
         // everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, opts) {
-            Ok((skel, ring, pending)) => Ok(SwitchDatapath {
+            Ok((skel, ring, pending, controls, conf)) => Ok(SwitchDatapath {
                 links: Vec::new(),
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
@@ -803,6 +820,8 @@ impl SwitchDatapath {
                 pending,
                 stats_fd: None,
                 ifindex: None,
+                controls,
+                conf,
             }),
             Err(e) => {
                 // SAFETY: load_into dropped everything borrowing `object` before returning.
@@ -815,7 +834,7 @@ impl SwitchDatapath {
     fn load_into(
         storage: &'static mut MaybeUninit<OpenObject>,
         opts: &AttachOptions,
-    ) -> Result<(SwitchSkel<'static>, RingBuffer<'static>, Pending)> {
+    ) -> Result<(SwitchSkel<'static>, RingBuffer<'static>, Pending, MappedArray<raw::Control>, MappedArray<raw::Config>)> {
         let mut open = SwitchSkelBuilder::default()
             .open(storage)
             .context("opening the switch BPF object")?;
@@ -831,6 +850,7 @@ impl SwitchDatapath {
             .events
             .set_max_entries(opts.ring_bytes)
             .context("ring buffer size")?;
+        open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?.ccsw_max_flows = opts.max_flows;
         let skel = open
             .load()
             .context("loading the switch BPF programs (verifier)")?;
@@ -849,7 +869,9 @@ impl SwitchDatapath {
             })
             .context("ring buffer")?;
         let ring = builder.build().context("ring buffer")?;
-        Ok((skel, ring, pending))
+        let controls = MappedArray::new(skel.maps.controls.as_fd(), opts.max_flows as usize).context("mapping the controls")?;
+        let conf = MappedArray::new(skel.maps.conf.as_fd(), 1).context("mapping the config")?;
+        Ok((skel, ring, pending, controls, conf))
     }
 
     /// Deliver pending records to `f`, waiting at most `timeout` for the first.
@@ -893,38 +915,41 @@ impl SwitchDatapath {
     }
 
     pub fn set_control(&self, flow_id: u32, control: &Control) -> Result<()> {
-        let c = raw::Control {
-            cwnd_bytes: control.cwnd_bytes,
-            sacked_bytes: control.sacked_bytes,
-            sacked_una: control.sacked_una,
-            active: control.active as u32,
-        };
-        self.skel
-            .maps
-            .controls
-            .update(&flow_id.to_ne_bytes(), raw::bytes(&c), MapFlags::ANY)
-            .with_context(|| format!("setting the control of flow {flow_id}"))
+        let i = flow_id as usize % self.controls.len();
+        let holder = self.controls.read(i).flow_id;
+        if holder != 0 && holder != flow_id {
+            return Err(ControlSlotBusy { flow_id, holder, slots: self.controls.len() }.into());
+        }
+        let p = self.controls.at(i);
+        // SAFETY: in bounds; each field is one aligned 32-bit store. The owner goes last,
+        // so the egress program never applies a half-written slot to this flow.
+        unsafe {
+            write_volatile(&raw mut (*p).cwnd_bytes, control.cwnd_bytes);
+            write_volatile(&raw mut (*p).sacked_bytes, control.sacked_bytes);
+            write_volatile(&raw mut (*p).sacked_una, control.sacked_una);
+            write_volatile(&raw mut (*p).active, control.active as u32);
+            fence(Ordering::Release);
+            write_volatile(&raw mut (*p).flow_id, flow_id);
+        }
+        Ok(())
     }
 
-    /// Removing a control that does not exist is not an error.
+    /// Gives `flow_id`'s control slot back; clearing a control that does not exist is not an
+    /// error.
     pub fn clear_control(&self, flow_id: u32) -> Result<()> {
-        match self.skel.maps.controls.delete(&flow_id.to_ne_bytes()) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("clearing the control of flow {flow_id}")),
+        let i = flow_id as usize % self.controls.len();
+        if self.controls.read(i).flow_id == flow_id {
+            // SAFETY: in bounds, aligned.
+            unsafe { write_volatile(&raw mut (*self.controls.at(i)).flow_id, 0) };
+            fence(Ordering::Release);
         }
+        Ok(())
     }
 
     /// The control of `flow_id` as the egress program reads it.
     pub fn control(&self, flow_id: u32) -> Option<Control> {
-        let v = self
-            .skel
-            .maps
-            .controls
-            .lookup(&flow_id.to_ne_bytes(), MapFlags::ANY)
-            .ok()??;
-        let c: raw::Control = exact(&v)?;
-        Some(Control {
+        let c = self.controls.read(flow_id as usize % self.controls.len());
+        (c.flow_id == flow_id).then_some(Control {
             cwnd_bytes: c.cwnd_bytes,
             sacked_bytes: c.sacked_bytes,
             sacked_una: c.sacked_una,
@@ -932,39 +957,22 @@ impl SwitchDatapath {
         })
     }
 
-    fn config(&self) -> Result<raw::Config> {
-        let v = self
-            .skel
-            .maps
-            .conf
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .context("reading the config map")?
-            .context("config slot missing")?;
-        exact(&v).context("config size")
-    }
-
-    fn update_config(&self, f: impl FnOnce(&mut raw::Config)) -> Result<()> {
-        let mut c = self.config()?;
-        f(&mut c);
-        self.skel
-            .maps
-            .conf
-            .update(&0u32.to_ne_bytes(), raw::bytes(&c), MapFlags::ANY)
-            .context("writing the config map")
-    }
-
     /// The egress program controls no flow once CLOCK_MONOTONIC passes this (ns). 0 (the
     /// value after loading) means no flow is controlled at all: control needs
     /// `now < deadline`, so the shim must keep pushing the deadline forward while the agent
     /// answers, and the port fails open when it stops. See [`monotonic_now_ns`].
     pub fn set_valid_until(&self, deadline_ns: u64) -> Result<()> {
-        self.update_config(|c| c.valid_until_ns = deadline_ns)
+        // SAFETY: in bounds; one aligned 64-bit store.
+        unsafe { write_volatile(&raw mut (*self.conf.at(0)).valid_until_ns, deadline_ns) };
+        Ok(())
     }
 
     /// Frames longer than this are not copied (the flow becomes unbuffered); clamped to
     /// [`FRAME_MAX`]. 0 restores the default ([`FRAME_MAX`]).
     pub fn set_copy_limit(&self, bytes: u32) -> Result<()> {
-        self.update_config(|c| c.copy_limit = bytes)
+        // SAFETY: in bounds; one aligned 32-bit store.
+        unsafe { write_volatile(&raw mut (*self.conf.at(0)).copy_limit, bytes) };
+        Ok(())
     }
 
     /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.

@@ -26,7 +26,7 @@ use ccswitch_ccp::session::{
 use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
-use ccswitch_ovs::datapath::SwitchDatapath;
+use ccswitch_ovs::datapath::{ControlSlotBusy, SwitchDatapath};
 use ccswitch_ovs::events::{Ack, Control, Event, FlowKey};
 use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
 
@@ -106,7 +106,7 @@ pub struct SwitchTotals {
     pub retransmit_timeout: u64,
     pub timeouts: u64,
     pub inject_errors: u64,
-    pub control_writes: u64,
+    pub control_writes: ControlWrites,
     pub idle_expired: u64,
     pub fallbacks: HashMap<&'static str, u64>,
 }
@@ -130,7 +130,7 @@ struct FlowMax {
 struct Ctl<'a, P: PortOps> {
     port: &'a P,
     flows: &'a mut HashMap<u32, SwitchFlow>,
-    writes: &'a mut u64,
+    writes: &'a mut ControlWrites,
 }
 
 /// Headroom over `rate × min_rtt`, in segments (as BBR adds a few segments to its window for
@@ -148,16 +148,25 @@ fn enforced_window(cwnd: u32, rate: Option<u64>, min_rtt_ns: Option<u64>, mss: u
     cwnd.min(by_rate.min(u64::from(u32::MAX)) as u32)
 }
 
-fn write_control<P: PortOps>(port: &P, sid: u32, f: &mut SwitchFlow, writes: &mut u64) {
+/// Controls written to the port, and those refused because another live flow held the
+/// flow's slot (that flow is left to the server's own TCP; logged at most once per second).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ControlWrites {
+    pub written: u64,
+    pub refused: u64,
+}
+
+fn write_control<P: PortOps>(port: &P, sid: u32, f: &mut SwitchFlow, writes: &mut ControlWrites) {
     let c = f.sender.control(f.enforced);
     if f.written == Some(c) {
         return;
     }
     match port.set_control(sid, &c) {
         Ok(()) => {
-            *writes += 1;
+            writes.written += 1;
             f.written = Some(c);
         }
+        Err(e) if e.is::<ControlSlotBusy>() => writes.refused += 1,
         Err(e) => error!(sid, error = %e, "cannot write the control"),
     }
 }
@@ -200,6 +209,8 @@ pub struct Shim<P: PortOps> {
     samples: Vec<Sample>,
     samples_dropped: u64,
     max_by_flow: HashMap<u32, FlowMax>,
+    /// Refused controls already logged, and when.
+    refused_logged: (u64, Instant),
 }
 
 impl<P: PortOps> Shim<P> {
@@ -216,6 +227,7 @@ impl<P: PortOps> Shim<P> {
             samples: Vec::new(),
             samples_dropped: 0,
             max_by_flow: HashMap::new(),
+            refused_logged: (0, Instant::now()),
         }
     }
 
@@ -428,6 +440,16 @@ impl<P: PortOps> Shim<P> {
         session.tick(&mut ctl, now_ns / 1000);
     }
 
+    /// Controls refused since the last line, at most one line per second: never per packet.
+    fn log_refused(&mut self) {
+        let (logged, at) = self.refused_logged;
+        let refused = self.totals.control_writes.refused;
+        if refused > logged && at.elapsed() >= Duration::from_secs(1) {
+            warn!(refused = refused - logged, "control slots held by other flows: these flows are left to the server's TCP (raise --max-flows)");
+            self.refused_logged = (refused, Instant::now());
+        }
+    }
+
     /// Record every protected flow's buffer occupancy.
     pub fn sample(&mut self, now_ns: u64) {
         let t_s = now_ns.saturating_sub(self.started_ns) as f64 / 1e9;
@@ -459,7 +481,8 @@ impl<P: PortOps> Shim<P> {
             "change_progs": s.change_progs,
             "update_fields": s.update_fields,
             "reports_dropped": s.reports_dropped,
-            "control_writes": t.control_writes,
+            "control_writes": t.control_writes.written,
+            "controls_refused": t.control_writes.refused,
             "segments_buffered": t.segments_buffered,
             "retransmissions": {
                 "fast": t.retransmit_fast,
@@ -484,7 +507,8 @@ impl<P: PortOps> Shim<P> {
         info!(
             flows = t.flows, acks = s.acks, reports = s.reports, directives = s.directives,
             agent_errors = s.agent_errors, reports_dropped = s.reports_dropped,
-            control_writes = t.control_writes, segments_buffered = t.segments_buffered,
+            control_writes = t.control_writes.written, controls_refused = t.control_writes.refused,
+            segments_buffered = t.segments_buffered,
             retransmit_fast = t.retransmit_fast, retransmit_rack = t.retransmit_rack,
             retransmit_timeout = t.retransmit_timeout, timeouts = t.timeouts,
             inject_errors = t.inject_errors, fallbacks, idle_expired = t.idle_expired,
@@ -567,6 +591,7 @@ impl Shim<SwitchDatapath> {
             if last_sample.elapsed() >= SAMPLE_INTERVAL {
                 last_sample = Instant::now();
                 self.sample(now_ns);
+                self.log_refused();
             }
             self.flush_agent();
         }

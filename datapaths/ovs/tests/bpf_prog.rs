@@ -9,7 +9,7 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 
 use ccswitch_ovs::datapath::{
-    monotonic_now_ns, FlowPhase, Port, SwitchDatapath, RET_DROP, RET_NEXT,
+    monotonic_now_ns, ControlSlotBusy, FlowPhase, Port, SwitchDatapath, RET_DROP, RET_NEXT,
 };
 use ccswitch_ovs::events::{AckVerdict, CloseReason, Control, Event, SackBlock, UnbufferedReason};
 use common::*;
@@ -922,4 +922,22 @@ fn remove_flow_and_flows_listing() {
     assert_eq!(dp.flow_count(), 1);
     assert!(dp.flow(&b.key()).is_some());
     assert_eq!(dp.records_malformed(), 0);
+}
+
+/// Controls are slots of a mapped array (flow id modulo its size): a flow whose slot another
+/// live flow holds is refused visibly and left uncontrolled, and a freed slot is reused.
+#[test]
+fn a_control_slot_held_by_another_flow_is_refused_visibly() {
+    let dp = dp(2, 1 << 16);
+    let c = Control { cwnd_bytes: 3000, sacked_bytes: 0, sacked_una: 1, active: true };
+    dp.set_control(1, &c).unwrap();
+    dp.set_control(2, &Control { cwnd_bytes: 5000, ..c }).unwrap();
+    let err = dp.set_control(3, &c).unwrap_err();
+    assert!(err.is::<ControlSlotBusy>(), "{err:#}");
+    assert_eq!((dp.control(1), dp.control(3)), (Some(c), None));
+    dp.clear_control(1).unwrap();
+    dp.set_control(3, &Control { cwnd_bytes: 7000, ..c }).unwrap();
+    assert_eq!(dp.control(1), None);
+    assert_eq!(dp.control(3).map(|c| c.cwnd_bytes), Some(7000));
+    assert_eq!(dp.control(2).map(|c| c.cwnd_bytes), Some(5000));
 }

@@ -73,14 +73,19 @@ struct {
 } flows SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536); /* AttachOptions.max_flows, set before load */
 	__type(key, __u32);
 	__type(value, struct ccsw_control);
 } controls SEC(".maps");
 
+/* Entries of `controls` (set by the loader with the map's size). */
+const volatile __u32 ccsw_max_flows = 65536;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE); /* the shim stores the deadline directly */
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct ccsw_config);
@@ -98,8 +103,8 @@ struct {
 	__uint(max_entries, 16 << 20); /* AttachOptions.ring_bytes, set before load */
 } events SEC(".maps");
 
-/* Last flow id handed out. Kept out of `conf`, which userspace rewrites whole: a rewrite
- * racing with an establishment would roll the counter back and hand out an id twice. */
+/* Last flow id handed out. Kept out of `conf`, which userspace writes: a write racing
+ * with an establishment could roll the counter back and hand out an id twice. */
 __u32 next_flow_id = 0;
 
 #define COUNT(field)                                             \
@@ -113,6 +118,15 @@ __u32 next_flow_id = 0;
 static __always_inline bool seq_after(__u32 a, __u32 b)
 {
 	return (__s32)(a - b) > 0;
+}
+
+/* The control slot of a flow, if the flow holds it. */
+static __always_inline struct ccsw_control *control_of(__u32 flow_id)
+{
+	__u32 slot = ccsw_max_flows ? flow_id % ccsw_max_flows : 0;
+	struct ccsw_control *c = bpf_map_lookup_elem(&controls, &slot);
+
+	return c && c->flow_id == flow_id ? c : NULL;
 }
 
 static __always_inline struct ccsw_config *get_config(void)
@@ -615,7 +629,7 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	__builtin_memcpy(ev.sack, p->o.sack, sizeof(ev.sack));
 	ev.verdict = CCSW_VERDICT_PASSED;
 
-	ctl = bpf_map_lookup_elem(&controls, &f->flow_id);
+	ctl = control_of(f->flow_id);
 	controlled = ctl && ctl->active && cfg && now < cfg->valid_until_ns &&
 		     !(f->flags & CCSW_F_UNBUFFERED);
 	if (!controlled) {

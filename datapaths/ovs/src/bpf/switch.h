@@ -111,11 +111,16 @@ struct ccsw_flow {
 };
 
 /* Written by userspace only, keyed by flow_id. */
+/* A slot of the controls array (BPF_F_MMAPABLE): flow F's control is slot
+ * F % max_flows while its flow_id is F. The shim stores into its mapping,
+ * the fields before flow_id (and flow_id first when it gives the slot back). */
 struct ccsw_control {
+	__u32 flow_id;      /* owner; 0 = free */
 	__u32 cwnd_bytes;
 	__u32 sacked_bytes;
 	__u32 sacked_una;
 	__u32 active;
+	__u32 _pad0;
 };
 
 struct ccsw_config {
@@ -213,7 +218,7 @@ struct ccsw_unbuffered_event {
 
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_flow) == 48, "flow");
-_Static_assert(sizeof(struct ccsw_control) == 16, "control");
+_Static_assert(sizeof(struct ccsw_control) == 24, "control");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config");
 _Static_assert(sizeof(struct ccsw_stats) == 136, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");

@@ -1,0 +1,3 @@
+//! What both datapaths' loaders and shims share.
+
+pub mod mapped;
