@@ -47,9 +47,14 @@ struct RunArgs {
     port: String,
     #[command(flatten)]
     agent: AgentArgs,
-    /// Capacity of the port's flow table (half-open flows included).
-    #[arg(long, default_value_t = 65_536)]
+    /// Capacity of the port's flow table (half-open flows included) and of its control slots.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_flows: u32,
+    /// Ring buffer size in bytes (a power of two, at least 4096): it holds the copies of the
+    /// server's frames until the shim reads them; a full ring leaves flows unbuffered
+    /// (counted).
+    #[arg(long, default_value_t = 16 << 20)]
+    ring_bytes: u32,
     /// Frame bytes one flow may keep buffered before it falls back.
     #[arg(long, default_value_t = 8 << 20)]
     flow_buffer_bytes: u64,
@@ -97,7 +102,7 @@ fn run(args: RunArgs) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
 
-    let opts = AttachOptions { ifname: args.port.clone(), max_flows: args.max_flows, ..Default::default() };
+    let opts = AttachOptions { ifname: args.port.clone(), max_flows: args.max_flows, ring_bytes: args.ring_bytes };
     let datapath = SwitchDatapath::attach(opts).with_context(|| format!("attaching to port {}", args.port))?;
     let ids: Vec<String> = datapath.prog_stats().iter().map(|p| format!("{}={}", p.name, p.id)).collect();
     tracing::info!(port = %args.port, programs = %ids.join(","), "attached");
