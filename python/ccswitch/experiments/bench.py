@@ -173,8 +173,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("which", choices=["overhead", "authoring", "scale"],
                    help="overhead: BPF run time per ACK, shim and agent CPU per 10k ACKs; "
                         "authoring: µs per report of a Python algorithm vs the same in Rust (no root needed); "
-                        "scale: --flows concurrent long-lived flows on the kernel datapath (ACKs/s, reports/s, "
-                        "BPF ns/ACK, shim and agent CPU, report->directive latency, memory per flow)")
+                        "scale: --flows concurrent long-lived flows on a datapath (ACKs/s, reports/s, "
+                        "BPF ns per ACK or packet, shim and agent CPU, report->directive latency, memory per flow)")
     p.add_argument("--scenario", help="scenario TOML (default: an embedded 24 Mbit/s, 50 ms path)")
     p.add_argument("--repetitions", type=int, help="override the scenario's repetitions")
     p.add_argument("--out", help="output directory for logs")
@@ -188,15 +188,18 @@ def add_cli(subparsers) -> None:
     p.add_argument("--rate-kbps", type=float, default=1000.0, help="scale: rate each flow is read at (kbit/s)")
     p.add_argument("--delay-ms", type=int, default=50, help="scale: one-way delay (mm-delay); the RTT is twice this")
     p.add_argument("--algorithm", default="cubic", help="scale: the agent's algorithm for every flow")
+    p.add_argument("--datapath", default="kernel", choices=["kernel", "ovs"],
+                   help="scale: the kernel datapath, or the ovs bridge port in front of a stock-Cubic server")
     p.set_defaults(func=_cli_bench, parser=p)
 
 
 def _cli_bench(args) -> int:
     if args.which == "scale":
         from . import scale as _scale
-        out = args.out or default_out_dir(_scale.scenario(args.algorithm, args.delay_ms))
         try:
-            x = _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out, algorithm=args.algorithm)
+            out = args.out or default_out_dir(_scale.scenario(args.algorithm, args.delay_ms, args.datapath))
+            x = _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out,
+                             datapath=args.datapath, algorithm=args.algorithm)
         except Interrupted as e:
             log(f"interrupted by {e}; everything torn down")
             return 128 + e.signum

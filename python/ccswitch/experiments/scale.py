@@ -1,21 +1,24 @@
-"""`ccswitch bench scale`: what many concurrent flows cost the kernel datapath.
+"""`ccswitch bench scale`: what many concurrent flows cost a datapath.
 
 N long-lived TCP connections run from a mahimahi delay shell (`mm-delay D`, run as mmuser)
-to `ccswitch-loadgen serve` in the server namespace, whose congestion control is ccswitch,
-under the agent (`--algorithm`, Cubic by default) and the kernel shim. Each flow is read at a
-fixed rate by `ccswitch-loadgen fetch`, so flow control holds its sender to that rate and every
-flow has a realistic ACK clock. The connections open over a ramp; once all are open the
-figures are read over a steady window of `seconds`:
+to `ccswitch-loadgen serve` in the server namespace, under the agent (`--algorithm`, Cubic by
+default) and one datapath: `kernel` (the server's congestion control is ccswitch and the
+kernel shim drives it) or `ovs` (the server keeps its stock Cubic behind the OVS bridge, and
+`ccswitch-switch` on the bridge's server-facing port drives it). Each flow is read at a fixed
+rate by `ccswitch-loadgen fetch`, so flow control holds its sender to that rate and every flow
+has a realistic ACK clock. The connections open over a ramp; once all are open the figures are
+read over a steady window of `seconds`:
 
-- ACKs/s and BPF ns per ACK: run count and time of this shim's `ccsw_cong_control`
-  (`kernel.bpf_stats_enabled=1`; one run is one ACK);
-- reports/s, ACKs folded in BPF, ACKs under the fallback, ring records lost: this shim's
-  per-CPU stats map;
+- kernel: ACKs/s and BPF ns per ACK (run count and time of this shim's `ccsw_cong_control`,
+  `kernel.bpf_stats_enabled=1`; one run is one ACK), ACKs folded in BPF, reports/s, ACKs under
+  the fallback, ring records lost (this shim's per-CPU stats map);
+- ovs: packets/s and BPF ns per packet of the port's ingress (server data) and egress (client
+  ACKs) programs, ACKs rewritten, ring drops, flows fallen back, flows left uncontrolled;
 - shim and agent CPU as % of one core (user + system, /proc);
 - report -> directive latency p50/p99/p99.9, all and urgent (loss/timeout) reports: the
-  shim's histogram, logged when it stops;
+  shim's histogram, read when it stops;
 - memory per flow: growth of the shim's and agent's resident set from before the ramp to
-  the window, over N, and the BPF socket storage of one flow;
+  the window, over N;
 - flows: opened, still receiving at the end, failed.
 
 Only this run's programs and maps are read (by the ids its shim logs), so another ccswitch
@@ -39,11 +42,13 @@ from .topology import log, run
 
 LOADGEN = "ccswitch-loadgen"
 LOADGEN_PORT = 9000
+DATAPATHS = ("kernel", "ovs")
+SCHEME_PREFIX = {"kernel": "ccswitch", "ovs": "switch"}
 
 SCENARIO = """
 name = "scale"
 repetitions = 1
-schemes = ["ccswitch:{algorithm}"]
+schemes = ["{prefix}:{algorithm}"]
 timeout_s = 60
 agent_settle_s = 0.5
 [[clients]]
@@ -54,50 +59,62 @@ file_bytes = 10_000
 """
 
 
-def scenario(algorithm: str, delay_ms: int):
-    """The run's set-up as a scenario: the agent scheme, and the client path (its link is
-    not used: the flows cross only `mm-delay`)."""
-    return loads_scenario(SCENARIO.format(algorithm=algorithm, delay_ms=delay_ms))
-
-
-def _shim_prog_ids(log_path: str) -> List[int]:
-    with open(log_path, errors="replace") as f:
-        found = re.findall(r"prog_ids=\[([0-9, ]+)\]", f.read())
-    if not found:
-        raise RunError(f"the kernel shim did not log its program ids; see {log_path}")
-    # the log is appended to: this shim's line is the last
-    return [int(x) for x in found[-1].split(",")]
+def scenario(algorithm: str, delay_ms: int, datapath: str = "kernel"):
+    """The run's set-up as a scenario: the agent scheme on the datapath (`switch:` brings the
+    OVS bridge), and the client path (its link is not used: the flows cross only `mm-delay`)."""
+    if datapath not in DATAPATHS:
+        raise RunError(f"--datapath: {datapath!r} is not one of {', '.join(DATAPATHS)}")
+    return loads_scenario(SCENARIO.format(prefix=SCHEME_PREFIX[datapath], algorithm=algorithm, delay_ms=delay_ms))
 
 
 def _bpftool(*args: str):
     return json.loads(run(["bpftool", "--json", *args]).stdout or "null")
 
 
-class ShimBpf:
-    """The BPF programs and stats map of one kernel shim, found by the ids it logged."""
+def _programs(ids: List[int]) -> Dict[str, dict]:
+    return {p["name"]: p for p in (_bpftool("prog", "show", "id", str(i)) for i in ids)}
 
-    def __init__(self, log_path: str) -> None:
-        progs = {p["name"]: p for p in (_bpftool("prog", "show", "id", str(i)) for i in _shim_prog_ids(log_path))}
-        if "ccsw_cong_control" not in progs:
-            raise RunError(f"no ccsw_cong_control among the shim's programs: {sorted(progs)}")
-        self.cong_control_id = progs["ccsw_cong_control"]["id"]
-        maps = [_bpftool("map", "show", "id", str(m)) for m in progs["ccsw_cong_control"].get("map_ids", [])]
-        by_name = {m["name"]: m for m in maps}
-        if "ccsw_stats" not in by_name:
-            raise RunError(f"no ccsw_stats map among {sorted(by_name)}")
-        self.stats_map_id = by_name["ccsw_stats"]["id"]
-        storage = [m for m in maps if m.get("type") == "sk_storage"]
-        self.sk_storage_value_bytes = storage[0].get("bytes_value") if storage else None
 
-    def snapshot(self) -> Dict[str, float]:
-        prog = _bpftool("prog", "show", "id", str(self.cong_control_id))
-        out = {"run_cnt": prog.get("run_cnt", 0), "run_time_ns": prog.get("run_time_ns", 0)}
-        for entry in _bpftool("map", "dump", "id", str(self.stats_map_id)):
-            # bpftool's BTF view of the per-CPU struct ccsw_stats (the plain one is bytes)
-            for per_cpu in (entry.get("formatted") or {}).get("values", []):
-                for k, v in (per_cpu.get("value") or {}).items():
-                    out[k] = out.get(k, 0) + int(v)
-        return out
+def _map_named(prog: dict, name: str) -> dict:
+    maps = [_bpftool("map", "show", "id", str(m)) for m in prog.get("map_ids", [])]
+    found = [m for m in maps if m["name"] == name]
+    if not found:
+        raise RunError(f"no {name} map among {sorted(m['name'] for m in maps)}")
+    return found[0]
+
+
+def _run_stats(prog_id: int) -> Dict[str, int]:
+    p = _bpftool("prog", "show", "id", str(prog_id))
+    return {"run_cnt": p.get("run_cnt", 0), "run_time_ns": p.get("run_time_ns", 0)}
+
+
+def _per_cpu_counters(map_id: int) -> Dict[str, int]:
+    """A per-CPU array of counters summed over CPUs (bpftool's BTF view; the plain one is
+    bytes)."""
+    out: Dict[str, int] = {}
+    for entry in _bpftool("map", "dump", "id", str(map_id)):
+        for per_cpu in (entry.get("formatted") or {}).get("values", []):
+            for k, v in (per_cpu.get("value") or {}).items():
+                out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+def _logged_ids(log_path: str, pattern: str) -> List[int]:
+    with open(log_path, errors="replace") as f:
+        found = re.findall(pattern, f.read())
+    if not found:
+        raise RunError(f"the shim did not log its program ids; see {log_path}")
+    # the log is appended to: this shim's line is the last
+    return [int(x) for x in re.findall(r"\d+", found[-1])]
+
+
+def _log_fields(log_path: str, message: str) -> Dict[str, float]:
+    """The numeric key=value fields of the last log line carrying `message`."""
+    with open(log_path, errors="replace") as f:
+        lines = [l for l in f if message in l]
+    if not lines:
+        raise RunError(f"no {message!r} line in {log_path}")
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([-0-9.]+)\b", lines[-1])}
 
 
 def rss_kib(pid: int) -> int:
@@ -108,24 +125,111 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-def _log_fields(log_path: str, message: str) -> Dict[str, float]:
-    """The numeric key=value fields of the last log line carrying `message`."""
-    with open(log_path, errors="replace") as f:
-        lines = [l for l in f if message in l]
-    if not lines:
-        raise RunError(f"no {message!r} line in {log_path}")
-    fields = {}
-    for k, v in re.findall(r"(\w+)=([-0-9.]+)\b", lines[-1]):
-        fields[k] = float(v)
-    return fields
+class KernelSide:
+    """The kernel datapath: the agent and the kernel shim, the server's congestion control
+    ccswitch; figures from the shim's `ccsw_cong_control` and stats map, and its exit log."""
+
+    def __init__(self, r: Runner) -> None:
+        self.r = r
+        r.prepare_scheme(r.sc.schemes[0])
+        self.log = os.path.join(r.log_dir, "kernel-shim.log")
+        progs = _programs(_logged_ids(self.log, r"prog_ids=\[([0-9, ]+)\]"))
+        if "ccsw_cong_control" not in progs:
+            raise RunError(f"no ccsw_cong_control among the shim's programs: {sorted(progs)}")
+        self.cong_control = progs["ccsw_cong_control"]["id"]
+        self.stats_map = _map_named(progs["ccsw_cong_control"], "ccsw_stats")["id"]
+
+    def pids(self) -> Dict[str, int]:
+        return {"shim": self.r.daemons.shim.pid, "agent": self.r.daemons.agent.pid}
+
+    def snapshot(self) -> Dict[str, int]:
+        return {**_run_stats(self.cong_control), **_per_cpu_counters(self.stats_map)}
+
+    def finish(self, d: Dict[str, int], dt: float) -> Dict[str, object]:
+        self.r.daemons.stop()  # the shim logs its totals and latency on the way out
+        totals = _log_fields(self.log, "shim totals")
+        lat = _log_fields(self.log, "report to directive latency")
+        acks = d["run_cnt"]
+        return {
+            "acks_per_s": acks / dt,
+            "bpf_ns_per_ack": d["run_time_ns"] / acks if acks else None,
+            "acks_folded_per_s": d.get("acks_folded", 0) / dt,
+            "reports_per_s": d.get("reports", 0) / dt,
+            "acks_fallback_in_window": d.get("acks_fallback", 0),
+            "ring_records_lost": d.get("drops", 0),
+            "answer_p50_us": lat.get("p50_us"),
+            "answer_p99_us": lat.get("p99_us"),
+            "answer_p999_us": lat.get("p999_us"),
+            "urgent_answers": lat.get("urgent"),
+            "urgent_p99_us": lat.get("urgent_p99_us"),
+            "directives_refused": totals.get("directives_refused", 0),
+            "reports_dropped": totals.get("reports_dropped", 0),
+            "agent_errors": totals.get("agent_errors", 0),
+        }
+
+
+class OvsSide:
+    """The ovs datapath: the agent and `ccswitch-switch` on the bridge port in front of a
+    stock-Cubic server; figures from the port programs, their stats map and the shim's stats
+    file."""
+
+    def __init__(self, r: Runner, flows: int) -> None:
+        self.r = r
+        r.prepare_scheme(r.sc.schemes[0])
+        shim = r.switch_shim
+        shim.max_flows = max(100_000, 2 * flows)
+        shim.start("scale")
+        progs = _programs(_logged_ids(shim.log_path, r"programs=(\S+)"))
+        self.progs = {name: progs[name]["id"] for name in ("ccsw_ingress", "ccsw_egress")}
+        self.stats_map = _map_named(progs["ccsw_egress"], "stats")["id"]
+
+    def pids(self) -> Dict[str, int]:
+        return {"shim": self.r.switch_shim.proc.pid, "agent": self.r.daemons.agent.pid}
+
+    def snapshot(self) -> Dict[str, int]:
+        out = _per_cpu_counters(self.stats_map)
+        for name, pid in self.progs.items():
+            for k, v in _run_stats(pid).items():
+                out[f"{name}_{k}"] = v
+        return out
+
+    def finish(self, d: Dict[str, int], dt: float) -> Dict[str, object]:
+        shim = self.r.switch_shim
+        status = shim.stop()
+        with open(shim.stats_path) as f:
+            doc = json.load(f)
+        st, lat = doc["shim"], doc["shim"].get("answer_latency_us", {})
+        per = lambda prog: (d[f"{prog}_run_time_ns"] / d[f"{prog}_run_cnt"]) if d.get(f"{prog}_run_cnt") else None
+        return {
+            "packets_per_s": (d.get("ccsw_ingress_run_cnt", 0) + d.get("ccsw_egress_run_cnt", 0)) / dt,
+            "acks_per_s": d.get("acks", 0) / dt,
+            "bpf_ns_per_packet_ingress": per("ccsw_ingress"),
+            "bpf_ns_per_packet_egress": per("ccsw_egress"),
+            "acks_rewritten_per_s": d.get("acks_rewritten", 0) / dt,
+            "segments_copied_per_s": d.get("segments", 0) / dt,
+            "ring_records_lost": d.get("ring_drops", 0),
+            "flows_unbuffered": d.get("unbuffered", 0),
+            "flows_seen_by_shim": st.get("flows", 0),
+            "flows_fallen_back": sum((st.get("fallbacks") or {}).values()),
+            "controls_refused": st.get("controls_refused", 0),
+            "answer_p50_us": lat.get("all", {}).get("p50"),
+            "answer_p99_us": lat.get("all", {}).get("p99"),
+            "answer_p999_us": lat.get("all", {}).get("p999"),
+            "urgent_answers": lat.get("urgent", {}).get("count"),
+            "urgent_p99_us": lat.get("urgent", {}).get("p99"),
+            "reports_dropped": st.get("reports_dropped", 0),
+            "agent_errors": st.get("agent_errors", 0),
+            "shim_exit": status,
+        }
 
 
 def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: str, *,
-          algorithm: str = "cubic", ramp_s: Optional[float] = None, quiet: bool = False) -> Dict[str, object]:
+          datapath: str = "kernel", algorithm: str = "cubic", ramp_s: Optional[float] = None,
+          quiet: bool = False) -> Dict[str, object]:
     if flows < 1 or seconds <= 0 or rate_kbps <= 0 or delay_ms < 0:
         raise RunError("--flows, --seconds and --rate-kbps must be positive, --delay-ms >= 0")
     ramp_s = ramp_s if ramp_s is not None else max(1.0, flows / 2000)
-    sc = scenario(algorithm, delay_ms)
+    sc = scenario(algorithm, delay_ms, datapath)
     r = Runner(sc, out_dir, quiet=quiet)
     say = (lambda m: None) if quiet else log
     with torn_down_on_exit(r.teardown):
@@ -134,22 +238,20 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         if not os.access(loadgen, os.X_OK):
             raise RunError(f"{loadgen} not found (build the workspace: cargo build --release)")
         r.sysctls.set("kernel.bpf_stats_enabled", "1")
-        scheme = sc.schemes[0]
-        r.prepare_scheme(scheme)
-        shim, agent = r.daemons.shim, r.daemons.agent
-        bpf = ShimBpf(os.path.join(r.log_dir, "kernel-shim.log"))
+        side = KernelSide(r) if datapath == "kernel" else OvsSide(r, flows)
         server = f"{r.ns.server_ip}:{LOADGEN_PORT}"
         r.procs.start_and_wait(
             "ccswitch-loadgen serve", r.ns.exec_cmd([loadgen, "serve", "--bind", server]),
             os.path.join(r.log_dir, "loadgen-serve.log"),
             lambda: bool(run(r.ns.exec_cmd(["ss", "-Htln", f"sport = :{LOADGEN_PORT}"])).stdout.strip()),
             timeout_s=10, waiting_for=f"listening on {server}")
-        rss0 = {"shim": rss_kib(shim.pid), "agent": rss_kib(agent.pid)}
+        pids = side.pids()
+        rss0 = {k: rss_kib(pid) for k, pid in pids.items()}
         fetch_s = seconds + 3.0
         cmd = (["runuser", "-u", MM_USER, "--", "mm-delay", str(delay_ms), loadgen, "fetch",
                 "--connect", server, "--flows", str(flows), "--rate-bps", str(int(rate_kbps * 1000)),
                 "--seconds", f"{fetch_s:g}", "--ramp-ms", str(int(ramp_s * 1000))])
-        say(f"{flows} flows at {rate_kbps:g} kbit/s each over {2 * delay_ms} ms, ramp {ramp_s:g} s, "
+        say(f"{datapath}: {flows} flows at {rate_kbps:g} kbit/s each over {2 * delay_ms} ms, ramp {ramp_s:g} s, "
             f"window {seconds:g} s, {algorithm}")
         fetch = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  start_new_session=True)
@@ -158,27 +260,22 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         time.sleep(ramp_s + 1.0 + 4 * delay_ms / 1000)
         if fetch.poll() is not None:
             raise RunError(f"ccswitch-loadgen fetch exited early ({fetch.returncode}): {fetch.stderr.read().strip()}")
-        t0, b0 = time.monotonic(), bpf.snapshot()
-        cpu0 = {"shim": cpu_seconds(shim.pid), "agent": cpu_seconds(agent.pid)}
-        rss1 = {"shim": rss_kib(shim.pid), "agent": rss_kib(agent.pid)}
+        t0, b0 = time.monotonic(), side.snapshot()
+        cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+        rss1 = {k: rss_kib(pid) for k, pid in pids.items()}
         time.sleep(seconds)
-        t1, b1 = time.monotonic(), bpf.snapshot()
-        cpu1 = {"shim": cpu_seconds(shim.pid), "agent": cpu_seconds(agent.pid)}
+        t1, b1 = time.monotonic(), side.snapshot()
+        cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         out, err = fetch.communicate(timeout=fetch_s + 60)
         r.procs.forget(fetch)
         if fetch.returncode != 0:
             raise RunError(f"ccswitch-loadgen fetch failed ({fetch.returncode}): {err.strip()}")
         load = json.loads(out.strip().splitlines()[-1])
-        shim_log = os.path.join(r.log_dir, "kernel-shim.log")
-        r.daemons.stop()  # the shim logs its totals and latency on the way out
-        totals = _log_fields(shim_log, "shim totals")
-        latency = _log_fields(shim_log, "report to directive latency")
+        dt = t1 - t0
+        figures = side.finish({k: b1.get(k, 0) - b0.get(k, 0) for k in b1}, dt)
 
-    dt = t1 - t0
-    d = {k: b1.get(k, 0) - b0.get(k, 0) for k in b1}
-    acks = d["run_cnt"]
     result = {
-        "datapath": "kernel",
+        "datapath": datapath,
         "algorithm": algorithm,
         "flows": flows,
         "rate_kbps_per_flow": rate_kbps,
@@ -188,24 +285,11 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "flows_receiving": load["receiving"],
         "flows_failed": load["failed"],
         "goodput_mbps": load["steady_bits_per_s"] / 1e6,
-        "acks_per_s": acks / dt,
-        "bpf_ns_per_ack": d["run_time_ns"] / acks if acks else None,
-        "acks_folded_per_s": d.get("acks_folded", 0) / dt,
-        "reports_per_s": d.get("reports", 0) / dt,
-        "acks_fallback_in_window": d.get("acks_fallback", 0),
-        "ring_records_lost": d.get("drops", 0),
+        **figures,
         "shim_cpu_pct": 100 * (cpu1["shim"] - cpu0["shim"]) / dt,
         "agent_cpu_pct": 100 * (cpu1["agent"] - cpu0["agent"]) / dt,
-        "answer_p50_us": latency.get("p50_us"),
-        "answer_p99_us": latency.get("p99_us"),
-        "answer_p999_us": latency.get("p999_us"),
-        "urgent_answers": latency.get("urgent"),
-        "urgent_p99_us": latency.get("urgent_p99_us"),
         "shim_kib_per_flow": (rss1["shim"] - rss0["shim"]) / flows,
         "agent_kib_per_flow": (rss1["agent"] - rss0["agent"]) / flows,
-        "bpf_socket_storage_bytes_per_flow": bpf.sk_storage_value_bytes,
-        "reports_dropped": totals.get("reports_dropped", 0),
-        "agent_errors": totals.get("agent_errors", 0),
         "loadgen_errors": load["errors"],
     }
     os.makedirs(out_dir, exist_ok=True)
