@@ -88,16 +88,13 @@ impl CompiledProgram {
         let (bin, scope) = lang::compile(source.as_bytes(), &[])
             .map_err(|e| anyhow!("compiling datapath program {name:?}: {e}"))?;
         let (report_names, controls) = registers(source, &scope);
-        let msg = portus::serialize::install::Msg {
-            sid: 0,
-            program_uid: scope.program_uid,
-            num_events: bin.events.len() as u32,
-            num_instrs: bin.instrs.len() as u32,
-            instrs: bin,
-        };
-        let install_message = portus::serialize::serialize(&msg)
-            .map_err(|e| anyhow!("serializing the install message: {e:?}"))
-            .with_context(|| format!("program {name:?}"))?;
+        // portus compiles; the message is ccswitch-ccp's, the one codec of the protocol.
+        let records = bin.serialize().map_err(|e| anyhow!("program {name:?}: {e}"))?;
+        let install = wire::InstallExpr::from_records(0, scope.program_uid, bin.events.len(), bin.instrs.len(), &records)
+            .with_context(|| format!("program {name:?}: the compiler's records"))?;
+        let install_message = wire::Msg::InstallExpr(install)
+            .encode()
+            .with_context(|| format!("program {name:?}: encoding the install message"))?;
         Ok(Self {
             name: name.to_string(),
             uid: scope.program_uid,
@@ -299,6 +296,33 @@ mod tests {
         let index = |name| p.program.controls[name];
         assert_eq!(index("per_ack"), (NONVOLATILE_CONTROL_REG_TYPE, control::PER_ACK as u32));
         assert_eq!(index("period_us"), (NONVOLATILE_CONTROL_REG_TYPE, control::PERIOD_US as u32));
+    }
+
+    /// The install messages the agent encodes with ccswitch-ccp are byte for byte what
+    /// portus's own codec makes of the same programs.
+    #[test]
+    fn install_messages_are_portus_compatible() {
+        let mut sources = vec![("simple".to_string(), simple_source())];
+        for info in ccswitch_algorithms::ALGORITHMS {
+            if let ccswitch_algorithms::Instance::Full(a) = ccswitch_algorithms::instantiate(info.name).unwrap() {
+                sources.extend(a.programs().into_iter().map(|(n, src)| (n.to_string(), src)));
+            }
+        }
+        for (name, source) in sources {
+            let ours = CompiledProgram::compile(&name, &source).unwrap();
+            let (bin, scope) = lang::compile(source.as_bytes(), &[]).unwrap();
+            let msg = portus::serialize::install::Msg {
+                sid: 0,
+                program_uid: scope.program_uid,
+                num_events: bin.events.len() as u32,
+                num_instrs: bin.instrs.len() as u32,
+                instrs: bin,
+            };
+            let mut theirs = portus::serialize::serialize(&msg).unwrap();
+            // Each compile numbers its program anew: compare with our uid.
+            theirs[8..12].copy_from_slice(&ours.uid.to_le_bytes());
+            assert_eq!(ours.install_message, theirs, "{name}");
+        }
     }
 
     #[test]

@@ -538,6 +538,21 @@ fn decode_install(hdr: &Header, body: &mut Reader) -> Result<InstallExpr, WireEr
     let expected =
         INSTALL_FIXED_LEN + num_expressions * EXPR_RECORD_LEN + num_instructions * INSTR_RECORD_LEN;
     expect_len(MsgType::InstallExpr, hdr, expected)?;
+    let (expressions, instructions) = read_program(body, num_expressions, num_instructions)?;
+    Ok(InstallExpr {
+        sid: hdr.sid,
+        program_uid,
+        expressions,
+        instructions,
+    })
+}
+
+/// A program's records: its expressions, then its instructions.
+fn read_program(
+    body: &mut Reader,
+    num_expressions: usize,
+    num_instructions: usize,
+) -> Result<(Vec<ExprRecord>, Vec<InstrRecord>), WireError> {
     let expressions = (0..num_expressions)
         .map(|_| {
             Ok(ExprRecord {
@@ -558,12 +573,30 @@ fn decode_install(hdr: &Header, body: &mut Reader) -> Result<InstallExpr, WireEr
             })
         })
         .collect::<Result<_, WireError>>()?;
-    Ok(InstallExpr {
-        sid: hdr.sid,
-        program_uid,
-        expressions,
-        instructions,
-    })
+    Ok((expressions, instructions))
+}
+
+impl InstallExpr {
+    /// The INSTALL_EXPR of a compiled program: `records` holds its expression records then
+    /// its instruction records, in the wire layout (what portus's compiler emits for a
+    /// program, `Bin::serialize`). Every byte must be used.
+    pub fn from_records(
+        sid: u32,
+        program_uid: u32,
+        num_expressions: usize,
+        num_instructions: usize,
+        records: &[u8],
+    ) -> Result<Self, WireError> {
+        check_count("expressions", num_expressions, MAX_EXPRESSIONS)?;
+        check_count("instructions", num_instructions, MAX_INSTRUCTIONS)?;
+        let expected = num_expressions * EXPR_RECORD_LEN + num_instructions * INSTR_RECORD_LEN;
+        if records.len() != expected {
+            return Err(WireError::LengthMismatch { msg_type: MsgType::InstallExpr, len: records.len(), expected });
+        }
+        let mut body = Reader::new(records);
+        let (expressions, instructions) = read_program(&mut body, num_expressions, num_instructions)?;
+        Ok(Self { sid, program_uid, expressions, instructions })
+    }
 }
 
 fn decode_update_fields(hdr: &Header, body: &mut Reader) -> Result<UpdateFields, WireError> {
