@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ccswitch.experiments import runner
+from ccswitch.experiments import runner, scenario
 from ccswitch.experiments.scenario import (
     ScenarioError, load_scenario, loads_scenario, parse_scheme,
 )
@@ -164,6 +164,28 @@ def test_agent_command_for_policies_and_events(tmp_path):
     assert cmd[cmd.index("--algorithm") + 1] == "cubic:beta=0.8" and "--policy" not in cmd
     d = daemons(tmp_path, events=False)
     assert "--events" not in d.agent_command("reno")
+
+
+def test_policies_run_without_destination_memory_unless_the_scenario_keeps_it(tmp_path):
+    """Every client reaches the server from one NAT address: the memory would carry one
+    path's choice to the next path's flows."""
+    d = daemons(tmp_path)
+    assert "--no-destination-memory" in d.agent_command("policy:mystique", "mystique")
+    assert "--no-destination-memory" not in d.agent_command("bbr")
+    d.destination_memory = True
+    assert "--no-destination-memory" not in d.agent_command("policy:mystique", "mystique")
+    base = """
+name = "m"
+schemes = ["ccswitch:policy:mystique"]
+[[clients]]
+name = "c"
+link = { mbps = 10 }
+file_bytes = 100_000
+"""
+    assert scenario.loads_scenario(base).destination_memory is False
+    assert scenario.loads_scenario("destination_memory = true\n" + base).destination_memory is True
+    with pytest.raises(scenario.ScenarioError, match="destination_memory: must be true or false"):
+        scenario.loads_scenario("destination_memory = 1\n" + base)
 
 
 def test_parse_ss_peer():

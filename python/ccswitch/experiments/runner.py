@@ -444,7 +444,8 @@ class Runner:
         if sc.uses_agent:
             self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
                                            settle_s=sc.agent_settle_s, python_path=scenario_python_path(sc),
-                                           events_dir=os.path.join(self.out_dir, "events"))
+                                           events_dir=os.path.join(self.out_dir, "events"),
+                                           destination_memory=sc.destination_memory)
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
             self.collector = _switching.EventCollector(self.out_dir)
             self.teardown.push("close switches.jsonl", self.collector.close)

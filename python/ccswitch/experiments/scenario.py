@@ -163,6 +163,10 @@ class Scenario:
     #: of `plot_schemes`
     plots: Tuple[str, ...] = ()
     plot_schemes: Tuple[str, ...] = ()
+    #: per-destination memory of policy schemes. Off unless asked for: every client reaches the
+    #: server from the one NAT address of the root namespace, so the memory would carry one
+    #: path's choice over to the next path's flows.
+    destination_memory: bool = False
     source: Optional[str] = None  # path of the TOML file
     raw: Dict[str, Any] = field(default_factory=dict)
 
@@ -247,7 +251,7 @@ class Scenario:
 # ------------------------------------------------------------------ validation helpers
 
 _TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeout_s", "agent_settle_s",
-             "bridge", "switch_server_cc", "analysis", "plots", "plot_schemes"}
+             "bridge", "switch_server_cc", "analysis", "plots", "plot_schemes", "destination_memory"}
 _CLIENT_KEYS = {
     "name", "delay_ms", "loss_downlink", "loss_uplink", "link", "queue_packets", "file_bytes",
     "file_sizes", "description",
@@ -470,6 +474,9 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
     reps = _int(data, "repetitions", "", minimum=1, default=1)
     timeout = _float(data, "timeout_s", "", lo=0.0, hi=86400.0, default=DEFAULT_TIMEOUT_S, lo_open=True)
     settle = _float(data, "agent_settle_s", "", lo=0.0, hi=60.0, default=1.0)
+    memory = data.get("destination_memory", False)
+    if not isinstance(memory, bool):
+        raise ScenarioError(f"destination_memory: must be true or false, got {memory!r}")
     bridge = data.get("bridge")
     if bridge is not None and bridge not in BRIDGES:
         raise ScenarioError(f"bridge: must be one of {', '.join(repr(b) for b in BRIDGES)}, got {bridge!r}")
@@ -503,7 +510,7 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
     sc = Scenario(
         name=name, schemes=schemes, clients=clients, repetitions=reps, timeout_s=timeout,
         agent_settle_s=settle, bridge=bridge, switch_server_cc=server_cc, analysis=analysis, plots=plots,
-        plot_schemes=plot_schemes, source=source, raw=data,
+        plot_schemes=plot_schemes, source=source, raw=data, destination_memory=memory,
     )
     sc.check_bridge()
     sc.check_timeouts()

@@ -548,8 +548,11 @@ class CcswitchDaemons:
     CC_NAME = "ccswitch"
 
     def __init__(self, procs: Processes, sysctls: SysctlGuard, bin_dir: str, workdir: str, log_dir: str,
-                 settle_s: float = 1.0, python_path: Sequence[str] = (), events_dir: Optional[str] = None) -> None:
+                 settle_s: float = 1.0, python_path: Sequence[str] = (), events_dir: Optional[str] = None,
+                 destination_memory: bool = False) -> None:
         self.procs, self.sysctls = procs, sysctls
+        #: keep the policies' per-destination memory (see Scenario.destination_memory)
+        self.destination_memory = destination_memory
         self.agent_bin = os.path.join(bin_dir, "ccswitch-agent")
         self.shim_bin = os.path.join(bin_dir, "ccswitch-kernel")
         self.socket = os.path.join(workdir, "agent.sock")
@@ -590,9 +593,12 @@ class CcswitchDaemons:
 
     def agent_command(self, algorithm: str, policy: Optional[str] = None) -> List[str]:
         """The agent's command line: `--policy SPEC` for a policy (its initial algorithm is
-        the policy's), else `--algorithm ALG`; `--events FILE` when events are collected."""
+        the policy's; `--no-destination-memory` unless the scenario keeps the memory), else
+        `--algorithm ALG`; `--events FILE` when events are collected."""
         cmd = [self.agent_bin, "--socket", self.socket]
         cmd += ["--policy", policy] if policy is not None else ["--algorithm", algorithm]
+        if policy is not None and not self.destination_memory:
+            cmd.append("--no-destination-memory")
         cmd += ["--log-level", self.log_level]
         if self.events_path is not None:
             cmd += ["--events", self.events_path]
