@@ -1,11 +1,15 @@
 //! Records the port programs hand to userspace, decoded, and the per-flow directive userspace
-//! hands back. Their C layouts are in `bpf/switch.h`; `datapath` converts between the two.
+//! hands back. Their C layouts are in `bpf/switch.h` (mirrored in `abi`); [`decode`] converts
+//! records into these types.
 //!
 //! Sequence and acknowledgement numbers are raw 32-bit TCP numbers (they wrap); times are
 //! CLOCK_MONOTONIC nanoseconds taken by the BPF program when the frame crossed the port
 //! (`bpf_ktime_get_ns`), so RTT samples do not include the shim's own scheduling delay.
 
-use std::net::SocketAddr;
+use std::mem::size_of;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use crate::abi::{self, exact, FRAME_MAX};
 
 /// A connection, server side first. IPv4 and IPv6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,4 +153,221 @@ pub struct Control {
     pub sacked_bytes: u32,
     pub sacked_una: u32,
     pub active: bool,
+}
+
+pub(crate) fn key_from_raw(k: &abi::FlowKey) -> Option<FlowKey> {
+    let (s, c) = match k.family {
+        abi::FAMILY_V4 => {
+            let s: [u8; 4] = k.server_addr[..4].try_into().ok()?;
+            let c: [u8; 4] = k.client_addr[..4].try_into().ok()?;
+            (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(c)))
+        }
+        abi::FAMILY_V6 => (
+            IpAddr::V6(Ipv6Addr::from(k.server_addr)),
+            IpAddr::V6(Ipv6Addr::from(k.client_addr)),
+        ),
+        _ => return None,
+    };
+    Some(FlowKey {
+        server: SocketAddr::new(s, k.server_port),
+        client: SocketAddr::new(c, k.client_port),
+    })
+}
+
+/// The flow-table key of `key` (a v4 and a v6 address in one key cannot match any frame).
+pub fn key_to_raw(key: &FlowKey) -> abi::FlowKey {
+    let mut k = abi::FlowKey {
+        server_port: key.server.port(),
+        client_port: key.client.port(),
+        ..Default::default()
+    };
+    for (ip, out) in [
+        (key.server.ip(), &mut k.server_addr),
+        (key.client.ip(), &mut k.client_addr),
+    ] {
+        match ip {
+            IpAddr::V4(a) => {
+                k.family = abi::FAMILY_V4;
+                out[..4].copy_from_slice(&a.octets());
+            }
+            IpAddr::V6(a) => {
+                k.family = abi::FAMILY_V6;
+                out.copy_from_slice(&a.octets());
+            }
+        }
+    }
+    k
+}
+
+/// Decodes one ring-buffer record; `None` for an unknown kind or a record of the wrong size.
+pub fn decode(data: &[u8]) -> Option<Event> {
+    let h: abi::Head = abi::read(data)?;
+    match h.kind {
+        abi::EV_ESTABLISHED => {
+            let e: abi::EstablishedEvent = exact(data)?;
+            Some(Event::Established(Established {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                key: key_from_raw(&e.key)?,
+                mss: e.mss,
+                client_wscale: e.client_wscale,
+                server_wscale: e.server_wscale,
+                sack: e.sack != 0,
+                timestamps: e.timestamps != 0,
+                server_isn: e.server_isn,
+                client_isn: e.client_isn,
+            }))
+        }
+        abi::EV_SEGMENT => {
+            if data.len() != abi::SEGMENT_EVENT_SIZE {
+                return None;
+            }
+            let s: abi::SegmentHead = abi::read(data)?;
+            let start = size_of::<abi::SegmentHead>();
+            let n = s.frame_len as usize;
+            if n > FRAME_MAX {
+                return None;
+            }
+            Some(Event::Segment(Segment {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                seq: s.seq,
+                len: s.len,
+                fin: s.fin != 0,
+                frame: data[start..start + n].to_vec(),
+            }))
+        }
+        abi::EV_RESENT => {
+            let r: abi::ResentEvent = exact(data)?;
+            Some(Event::Resent(Resent {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                seq: r.seq,
+                len: r.len,
+            }))
+        }
+        abi::EV_ACK => {
+            let a: abi::AckEvent = exact(data)?;
+            let verdict = match a.verdict {
+                abi::VERDICT_PASSED => AckVerdict::Passed,
+                abi::VERDICT_REWRITTEN => AckVerdict::Rewritten,
+                abi::VERDICT_HIDDEN => AckVerdict::Hidden,
+                _ => return None,
+            };
+            if a.nsack as usize > abi::MAX_SACK {
+                return None;
+            }
+            Some(Event::Ack(Ack {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                ack: a.ack,
+                window_bytes: a.window_bytes,
+                payload_len: a.payload_len,
+                ece: a.flags & abi::ACK_F_ECE != 0,
+                fin: a.flags & abi::ACK_F_FIN != 0,
+                sack: a.sack[..a.nsack as usize]
+                    .iter()
+                    .map(|b| SackBlock {
+                        start: b.start,
+                        end: b.end,
+                    })
+                    .collect(),
+                verdict,
+            }))
+        }
+        abi::EV_CLOSED => {
+            let c: abi::ReasonEvent = exact(data)?;
+            let reason = match c.reason {
+                abi::CLOSE_FIN => CloseReason::Fin,
+                abi::CLOSE_RST => CloseReason::Rst,
+                _ => return None,
+            };
+            Some(Event::Closed {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                reason,
+            })
+        }
+        abi::EV_UNBUFFERED => {
+            let u: abi::ReasonEvent = exact(data)?;
+            let reason = match u.reason {
+                abi::UNBUF_RING_FULL => UnbufferedReason::RingFull,
+                abi::UNBUF_TOO_LARGE => UnbufferedReason::FrameTooLarge,
+                _ => return None,
+            };
+            Some(Event::Unbuffered {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                reason,
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_rejects_wrong_sizes_and_kinds() {
+        let r = abi::ResentEvent {
+            h: abi::Head {
+                kind: abi::EV_RESENT,
+                flow_id: 3,
+                ts_ns: 9,
+                ..Default::default()
+            },
+            seq: 100,
+            len: 1448,
+        };
+        let b = abi::bytes(&r);
+        assert_eq!(
+            decode(b),
+            Some(Event::Resent(Resent {
+                flow_id: 3,
+                ts_ns: 9,
+                seq: 100,
+                len: 1448
+            }))
+        );
+        assert_eq!(decode(&b[..b.len() - 1]), None);
+        let mut longer = b.to_vec();
+        longer.push(0);
+        assert_eq!(decode(&longer), None);
+        let mut unknown = b.to_vec();
+        unknown[0] = 99;
+        assert_eq!(decode(&unknown), None);
+        assert_eq!(decode(&[]), None);
+
+        let mut a = abi::AckEvent {
+            h: abi::Head {
+                kind: abi::EV_ACK,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        a.nsack = 5;
+        assert_eq!(decode(abi::bytes(&a)), None, "more SACK blocks than slots");
+        a.nsack = 1;
+        a.verdict = 7;
+        assert_eq!(decode(abi::bytes(&a)), None, "unknown verdict");
+    }
+
+    #[test]
+    fn keys_round_trip() {
+        for k in [
+            FlowKey {
+                server: "10.0.0.1:80".parse().unwrap(),
+                client: "10.0.0.2:4000".parse().unwrap(),
+            },
+            FlowKey {
+                server: "[2001:db8::1]:80".parse().unwrap(),
+                client: "[2001:db8::2]:4000".parse().unwrap(),
+            },
+        ] {
+            assert_eq!(key_from_raw(&key_to_raw(&k)), Some(k));
+        }
+    }
+
 }

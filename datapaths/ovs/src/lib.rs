@@ -13,10 +13,23 @@
 //! and retransmits them toward the client itself, turns data and ACKs into CCP measurement
 //! primitives, and speaks CCP to the agent exactly as the kernel datapath does.
 //!
-//! Modules: [`events`] (the decoded records and directives shared by the BPF side and the
-//! shim), [`datapath`] (loading, attaching, maps, injection), [`recovery`] (per-flow sender
-//! model: segment buffer, SACK scoreboard, loss detection, measurement).
+//! Modules: [`abi`] (the `#[repr(C)]` mirrors of `bpf/switch.h`), [`events`] (the decoded
+//! records and directives shared by the BPF side and the shim, and the decoder), [`loader`]
+//! (loading, attaching, maps, injection), [`recovery`] (per-flow sender model: segment
+//! buffer, SACK scoreboard, loss detection, measurement).
 
-pub mod datapath;
+pub mod abi;
 pub mod events;
+pub mod loader;
 pub mod recovery;
+
+#[allow(
+    clippy::all,
+    unused_imports,
+    dead_code,
+    non_camel_case_types,
+    non_snake_case
+)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/switch.skel.rs"));
+}

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use ccswitch_ccp::cli::{AgentArgs, LogArgs};
-use ccswitch_ovs::datapath::{detach_port, AttachOptions, SwitchDatapath};
+use ccswitch_ovs::loader::{detach_port, AttachOptions, SwitchDatapath};
 use ccswitch_ovs::recovery::RecoveryConfig;
 use clap::{Args, Parser, Subcommand};
 

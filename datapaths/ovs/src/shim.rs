@@ -26,7 +26,7 @@ use ccswitch_ccp::session::{
 use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
-use ccswitch_ovs::datapath::{ControlSlotBusy, SwitchDatapath};
+use ccswitch_ovs::loader::{ControlSlotBusy, SwitchDatapath};
 use ccswitch_ovs::events::{Ack, Control, Event, FlowKey};
 use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
 

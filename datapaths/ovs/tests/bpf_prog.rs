@@ -8,7 +8,7 @@ mod common;
 
 use std::net::{IpAddr, SocketAddr};
 
-use ccswitch_ovs::datapath::{
+use ccswitch_ovs::loader::{
     monotonic_now_ns, ControlSlotBusy, FlowPhase, Port, SwitchDatapath, RET_DROP, RET_NEXT,
 };
 use ccswitch_ovs::events::{AckVerdict, CloseReason, Control, Event, SackBlock, UnbufferedReason};

@@ -41,7 +41,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use ccswitch_ovs::datapath::{FlowPhase, FlowState, Port, SwitchDatapath, RET_DROP, RET_NEXT};
+use ccswitch_ovs::loader::{FlowPhase, FlowState, Port, SwitchDatapath, RET_DROP, RET_NEXT};
 use ccswitch_ovs::events::{AckVerdict, Control, Event, FlowKey};
 use common::*;
 

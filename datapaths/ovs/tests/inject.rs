@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ccswitch_ovs::datapath::{complete_tcp_checksum, AttachOptions, SwitchDatapath};
+use ccswitch_ovs::loader::{complete_tcp_checksum, AttachOptions, SwitchDatapath};
 use ccswitch_ovs::events::{Event, Segment};
 
 fn sh(args: &[&str]) -> Result<(), String> {
@@ -409,7 +409,7 @@ fn inject_through(kind: char, subnet: u8, ovs: bool) {
     // Dropping the datapath detaches everything: nothing of ours stays on the port.
     drop(dp);
     assert_eq!(
-        ccswitch_ovs::datapath::detach_port(&topo.srv_port).unwrap(),
+        ccswitch_ovs::loader::detach_port(&topo.srv_port).unwrap(),
         0
     );
     drop(topo);
@@ -435,11 +435,11 @@ fn detach_port_removes_programs_of_another_owner() {
     })
     .expect("attach");
     assert_eq!(
-        ccswitch_ovs::datapath::detach_port(&topo.srv_port).unwrap(),
+        ccswitch_ovs::loader::detach_port(&topo.srv_port).unwrap(),
         2
     );
     assert_eq!(
-        ccswitch_ovs::datapath::detach_port(&topo.srv_port).unwrap(),
+        ccswitch_ovs::loader::detach_port(&topo.srv_port).unwrap(),
         0
     );
     drop(dp);

@@ -719,7 +719,7 @@ int ccsw_egress(struct __sk_buff *skb)
 }
 
 /* Re-injection: run with BPF_PROG_TEST_RUN in live-frames mode, a frame that passes is
- * received by the kernel as if it had arrived on the given device (see datapath.rs). */
+ * received by the kernel as if it had arrived on the given device (see loader.rs). */
 SEC("xdp")
 int ccsw_inject(struct xdp_md *ctx)
 {

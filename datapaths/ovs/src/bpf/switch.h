@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
  * ccswitch switch datapath: layouts shared by the port programs (switch.bpf.c) and their
- * Rust loader (src/datapath.rs mirrors every struct here with #[repr(C)] and asserts the same
+ * Rust loader (src/abi.rs mirrors every struct here with #[repr(C)] and asserts the same
  * sizes at compile time).
  *
  * Only fixed-width types, every struct padded explicitly so that C and Rust agree without
@@ -129,7 +129,7 @@ struct ccsw_config {
 	__u32 _pad0;
 };
 
-/* Counters, one slot per CPU; same order as datapath::Stats. */
+/* Counters, one slot per CPU; same order as loader::Stats. */
 struct ccsw_stats {
 	__u64 packets;
 	__u64 malformed;

@@ -7,7 +7,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use ccswitch_ovs::datapath::{
+use ccswitch_ovs::loader::{
     monotonic_now_ns, AttachOptions, FlowPhase, Port, SwitchDatapath, RET_NEXT,
 };
 use ccswitch_ovs::events::{Control, Event, FlowKey};

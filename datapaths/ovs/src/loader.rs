@@ -24,7 +24,6 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::mem::{size_of, ManuallyDrop, MaybeUninit};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::{write_volatile, NonNull};
 use std::sync::atomic::{fence, Ordering};
@@ -36,27 +35,14 @@ use ccswitch_datapath_support::mapped::MappedArray;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
-use crate::events::{
-    Ack, AckVerdict, CloseReason, Control, Established, Event, FlowKey, Resent, SackBlock, Segment,
-    UnbufferedReason,
-};
+use crate::abi::{self, exact};
+use crate::events::{decode, key_from_raw, key_to_raw, Control, Event, FlowKey};
+use crate::skel::{SwitchSkel, SwitchSkelBuilder};
 
-#[allow(
-    clippy::all,
-    unused_imports,
-    dead_code,
-    non_camel_case_types,
-    non_snake_case
-)]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/switch.skel.rs"));
-}
-use skel::{SwitchSkel, SwitchSkelBuilder};
+pub use crate::abi::FRAME_MAX;
 
 /// Name prefix of every port program (what [`detach_port`] looks for).
 pub const PROG_PREFIX: &str = "ccsw_";
-/// Largest frame a segment record carries (`CCSW_FRAME_MAX`).
-pub const FRAME_MAX: usize = 1536;
 /// Return value of a port program that lets the frame continue (`TCX_NEXT`).
 pub const RET_NEXT: i32 = -1;
 /// Return value of a port program that drops the frame (`TCX_DROP`).
@@ -175,410 +161,24 @@ pub struct FlowState {
     pub last_forwarded: Option<(u32, u16, u16)>,
 }
 
-/// `#[repr(C)]` mirrors of `bpf/switch.h` (sizes asserted against the C `_Static_assert`s and
-/// against the skeleton's BTF-derived types).
-pub mod raw {
-    use std::mem::size_of;
-
-    pub const EV_ESTABLISHED: u8 = 1;
-    pub const EV_SEGMENT: u8 = 2;
-    pub const EV_RESENT: u8 = 3;
-    pub const EV_ACK: u8 = 4;
-    pub const EV_CLOSED: u8 = 5;
-    pub const EV_UNBUFFERED: u8 = 6;
-
-    pub const FAMILY_V4: u8 = 4;
-    pub const FAMILY_V6: u8 = 6;
-
-    pub const ST_SYN_SEEN: u8 = 1;
-    pub const ST_SYNACK_SEEN: u8 = 2;
-    pub const ST_ESTABLISHED: u8 = 3;
-
-    pub const F_UNBUFFERED: u8 = 1 << 0;
-    pub const F_CLIENT_FIN: u8 = 1 << 1;
-    pub const F_SERVER_FIN: u8 = 1 << 2;
-    pub const F_HAVE_LAST: u8 = 1 << 3;
-
-    pub const O_MSS: u8 = 1 << 0;
-    pub const O_WSCALE: u8 = 1 << 1;
-    pub const O_SACK: u8 = 1 << 2;
-    pub const O_TS: u8 = 1 << 3;
-    pub const O_CLIENT_SHIFT: u8 = 0;
-    pub const O_SERVER_SHIFT: u8 = 4;
-
-    pub const VERDICT_PASSED: u8 = 0;
-    pub const VERDICT_REWRITTEN: u8 = 1;
-    pub const VERDICT_HIDDEN: u8 = 2;
-
-    pub const ACK_F_ECE: u8 = 1 << 0;
-    pub const ACK_F_FIN: u8 = 1 << 1;
-
-    pub const CLOSE_FIN: u32 = 1;
-    pub const CLOSE_RST: u32 = 2;
-
-    pub const UNBUF_RING_FULL: u32 = 1;
-    pub const UNBUF_TOO_LARGE: u32 = 2;
-
-    pub const MAX_SACK: usize = 4;
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-    pub struct FlowKey {
-        pub family: u8,
-        pub _pad0: u8,
-        pub server_port: u16,
-        pub client_port: u16,
-        pub _pad1: u16,
-        pub server_addr: [u8; 16],
-        pub client_addr: [u8; 16],
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct Flow {
-        pub last_seen_ns: u64,
-        pub flow_id: u32,
-        pub client_isn: u32,
-        pub server_isn: u32,
-        pub snd_nxt: u32,
-        pub server_fin_end: u32,
-        pub last_ack: u32,
-        pub last_win_fwd: u16,
-        pub last_win_orig: u16,
-        pub client_mss: u16,
-        pub server_mss: u16,
-        pub client_wscale: u8,
-        pub server_wscale: u8,
-        pub state: u8,
-        pub flags: u8,
-        pub opts: u8,
-        pub _pad0: [u8; 3],
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct Control {
-        pub flow_id: u32,
-        pub cwnd_bytes: u32,
-        pub sacked_bytes: u32,
-        pub sacked_una: u32,
-        pub active: u32,
-        pub _pad0: u32,
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct Config {
-        pub valid_until_ns: u64,
-        pub copy_limit: u32,
-        pub _pad0: u32,
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct Stats {
-        pub counters: [u64; 17],
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct Head {
-        pub kind: u8,
-        pub _pad0: [u8; 3],
-        pub flow_id: u32,
-        pub ts_ns: u64,
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct EstablishedEvent {
-        pub h: Head,
-        pub key: FlowKey,
-        pub mss: u16,
-        pub client_wscale: u8,
-        pub server_wscale: u8,
-        pub sack: u8,
-        pub timestamps: u8,
-        pub _pad0: [u8; 2],
-        pub server_isn: u32,
-        pub client_isn: u32,
-    }
-
-    /// Head of a segment record; the frame bytes follow.
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct SegmentHead {
-        pub h: Head,
-        pub seq: u32,
-        pub len: u32,
-        pub frame_len: u16,
-        pub fin: u8,
-        pub _pad0: [u8; 5],
-    }
-    pub const SEGMENT_EVENT_SIZE: usize = size_of::<SegmentHead>() + super::FRAME_MAX;
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct ResentEvent {
-        pub h: Head,
-        pub seq: u32,
-        pub len: u32,
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct SackBlock {
-        pub start: u32,
-        pub end: u32,
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct AckEvent {
-        pub h: Head,
-        pub ack: u32,
-        pub window_bytes: u32,
-        pub payload_len: u32,
-        pub flags: u8,
-        pub verdict: u8,
-        pub nsack: u8,
-        pub _pad0: u8,
-        pub sack: [SackBlock; MAX_SACK],
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct ReasonEvent {
-        pub h: Head,
-        pub reason: u32,
-        pub _pad0: u32,
-    }
-
-    const _: () = assert!(size_of::<FlowKey>() == 40);
-    const _: () = assert!(size_of::<Flow>() == 48);
-    const _: () = assert!(size_of::<Control>() == 24);
-    const _: () = assert!(size_of::<Config>() == 16);
-    const _: () = assert!(size_of::<Stats>() == 136);
-    const _: () = assert!(size_of::<Head>() == 16);
-    const _: () = assert!(size_of::<EstablishedEvent>() == 72);
-    const _: () = assert!(size_of::<SegmentHead>() == 32);
-    const _: () = assert!(size_of::<ResentEvent>() == 24);
-    const _: () = assert!(size_of::<AckEvent>() == 64);
-    const _: () = assert!(size_of::<ReasonEvent>() == 24);
-    use super::skel::types as btf;
-    const _: () = assert!(size_of::<FlowKey>() == size_of::<btf::ccsw_flow_key>());
-    const _: () = assert!(size_of::<Flow>() == size_of::<btf::ccsw_flow>());
-    const _: () = assert!(size_of::<Control>() == size_of::<btf::ccsw_control>());
-    const _: () = assert!(size_of::<Config>() == size_of::<btf::ccsw_config>());
-    const _: () = assert!(size_of::<Stats>() == size_of::<btf::ccsw_stats>());
-
-    /// Plain old data: any bit pattern is a valid value.
-    ///
-    /// # Safety
-    /// Implementors are `#[repr(C)]`, hold only integers and arrays of them, without implicit
-    /// padding.
-    pub unsafe trait Pod: Copy + Default {}
-    unsafe impl Pod for FlowKey {}
-    unsafe impl Pod for Flow {}
-    unsafe impl Pod for Control {}
-    unsafe impl Pod for Config {}
-    unsafe impl Pod for Stats {}
-    unsafe impl Pod for Head {}
-    unsafe impl Pod for EstablishedEvent {}
-    unsafe impl Pod for SegmentHead {}
-    unsafe impl Pod for ResentEvent {}
-    unsafe impl Pod for AckEvent {}
-    unsafe impl Pod for ReasonEvent {}
-
-    /// Reads a `T` from the first `size_of::<T>()` bytes (unaligned).
-    pub fn read<T: Pod>(bytes: &[u8]) -> Option<T> {
-        if bytes.len() < size_of::<T>() {
-            return None;
-        }
-        // SAFETY: length checked; T is Pod.
-        Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
-    }
-
-    pub fn bytes<T: Pod>(v: &T) -> &[u8] {
-        // SAFETY: T is Pod without padding, so every byte is initialised.
-        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
-    }
-}
-
-fn exact<T: raw::Pod>(data: &[u8]) -> Option<T> {
-    (data.len() == size_of::<T>())
-        .then(|| raw::read(data))
-        .flatten()
-}
-
-fn key_from_raw(k: &raw::FlowKey) -> Option<FlowKey> {
-    let (s, c) = match k.family {
-        raw::FAMILY_V4 => {
-            let s: [u8; 4] = k.server_addr[..4].try_into().ok()?;
-            let c: [u8; 4] = k.client_addr[..4].try_into().ok()?;
-            (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(c)))
-        }
-        raw::FAMILY_V6 => (
-            IpAddr::V6(Ipv6Addr::from(k.server_addr)),
-            IpAddr::V6(Ipv6Addr::from(k.client_addr)),
-        ),
-        _ => return None,
-    };
-    Some(FlowKey {
-        server: SocketAddr::new(s, k.server_port),
-        client: SocketAddr::new(c, k.client_port),
-    })
-}
-
-/// The flow-table key of `key` (a v4 and a v6 address in one key cannot match any frame).
-pub fn key_to_raw(key: &FlowKey) -> raw::FlowKey {
-    let mut k = raw::FlowKey {
-        server_port: key.server.port(),
-        client_port: key.client.port(),
-        ..Default::default()
-    };
-    for (ip, out) in [
-        (key.server.ip(), &mut k.server_addr),
-        (key.client.ip(), &mut k.client_addr),
-    ] {
-        match ip {
-            IpAddr::V4(a) => {
-                k.family = raw::FAMILY_V4;
-                out[..4].copy_from_slice(&a.octets());
-            }
-            IpAddr::V6(a) => {
-                k.family = raw::FAMILY_V6;
-                out.copy_from_slice(&a.octets());
-            }
-        }
-    }
-    k
-}
-
-/// Decodes one ring-buffer record; `None` for an unknown kind or a record of the wrong size.
-pub fn decode(data: &[u8]) -> Option<Event> {
-    let h: raw::Head = raw::read(data)?;
-    match h.kind {
-        raw::EV_ESTABLISHED => {
-            let e: raw::EstablishedEvent = exact(data)?;
-            Some(Event::Established(Established {
-                flow_id: h.flow_id,
-                ts_ns: h.ts_ns,
-                key: key_from_raw(&e.key)?,
-                mss: e.mss,
-                client_wscale: e.client_wscale,
-                server_wscale: e.server_wscale,
-                sack: e.sack != 0,
-                timestamps: e.timestamps != 0,
-                server_isn: e.server_isn,
-                client_isn: e.client_isn,
-            }))
-        }
-        raw::EV_SEGMENT => {
-            if data.len() != raw::SEGMENT_EVENT_SIZE {
-                return None;
-            }
-            let s: raw::SegmentHead = raw::read(data)?;
-            let start = size_of::<raw::SegmentHead>();
-            let n = s.frame_len as usize;
-            if n > FRAME_MAX {
-                return None;
-            }
-            Some(Event::Segment(Segment {
-                flow_id: h.flow_id,
-                ts_ns: h.ts_ns,
-                seq: s.seq,
-                len: s.len,
-                fin: s.fin != 0,
-                frame: data[start..start + n].to_vec(),
-            }))
-        }
-        raw::EV_RESENT => {
-            let r: raw::ResentEvent = exact(data)?;
-            Some(Event::Resent(Resent {
-                flow_id: h.flow_id,
-                ts_ns: h.ts_ns,
-                seq: r.seq,
-                len: r.len,
-            }))
-        }
-        raw::EV_ACK => {
-            let a: raw::AckEvent = exact(data)?;
-            let verdict = match a.verdict {
-                raw::VERDICT_PASSED => AckVerdict::Passed,
-                raw::VERDICT_REWRITTEN => AckVerdict::Rewritten,
-                raw::VERDICT_HIDDEN => AckVerdict::Hidden,
-                _ => return None,
-            };
-            if a.nsack as usize > raw::MAX_SACK {
-                return None;
-            }
-            Some(Event::Ack(Ack {
-                flow_id: h.flow_id,
-                ts_ns: h.ts_ns,
-                ack: a.ack,
-                window_bytes: a.window_bytes,
-                payload_len: a.payload_len,
-                ece: a.flags & raw::ACK_F_ECE != 0,
-                fin: a.flags & raw::ACK_F_FIN != 0,
-                sack: a.sack[..a.nsack as usize]
-                    .iter()
-                    .map(|b| SackBlock {
-                        start: b.start,
-                        end: b.end,
-                    })
-                    .collect(),
-                verdict,
-            }))
-        }
-        raw::EV_CLOSED => {
-            let c: raw::ReasonEvent = exact(data)?;
-            let reason = match c.reason {
-                raw::CLOSE_FIN => CloseReason::Fin,
-                raw::CLOSE_RST => CloseReason::Rst,
-                _ => return None,
-            };
-            Some(Event::Closed {
-                flow_id: h.flow_id,
-                ts_ns: h.ts_ns,
-                reason,
-            })
-        }
-        raw::EV_UNBUFFERED => {
-            let u: raw::ReasonEvent = exact(data)?;
-            let reason = match u.reason {
-                raw::UNBUF_RING_FULL => UnbufferedReason::RingFull,
-                raw::UNBUF_TOO_LARGE => UnbufferedReason::FrameTooLarge,
-                _ => return None,
-            };
-            Some(Event::Unbuffered {
-                flow_id: h.flow_id,
-                ts_ns: h.ts_ns,
-                reason,
-            })
-        }
-        _ => None,
-    }
-}
-
 fn syn_options(bits: u8, mss: u16, wscale: u8) -> SynOptions {
     SynOptions {
-        mss: (bits & raw::O_MSS != 0).then_some(mss),
-        wscale: (bits & raw::O_WSCALE != 0).then_some(wscale),
-        sack_permitted: bits & raw::O_SACK != 0,
-        timestamps: bits & raw::O_TS != 0,
+        mss: (bits & abi::O_MSS != 0).then_some(mss),
+        wscale: (bits & abi::O_WSCALE != 0).then_some(wscale),
+        sack_permitted: bits & abi::O_SACK != 0,
+        timestamps: bits & abi::O_TS != 0,
     }
 }
 
-fn flow_from_raw(f: &raw::Flow) -> Option<FlowState> {
+fn flow_from_raw(f: &abi::Flow) -> Option<FlowState> {
     let phase = match f.state {
-        raw::ST_SYN_SEEN => FlowPhase::SynSeen,
-        raw::ST_SYNACK_SEEN => FlowPhase::SynAckSeen,
-        raw::ST_ESTABLISHED => FlowPhase::Established,
+        abi::ST_SYN_SEEN => FlowPhase::SynSeen,
+        abi::ST_SYNACK_SEEN => FlowPhase::SynAckSeen,
+        abi::ST_ESTABLISHED => FlowPhase::Established,
         _ => return None,
     };
-    let copts = (f.opts >> raw::O_CLIENT_SHIFT) & 0xf;
-    let sopts = (f.opts >> raw::O_SERVER_SHIFT) & 0xf;
+    let copts = (f.opts >> abi::O_CLIENT_SHIFT) & 0xf;
+    let sopts = (f.opts >> abi::O_SERVER_SHIFT) & 0xf;
     Some(FlowState {
         phase,
         flow_id: f.flow_id,
@@ -590,10 +190,10 @@ fn flow_from_raw(f: &raw::Flow) -> Option<FlowState> {
         server: syn_options(sopts, f.server_mss, f.server_wscale),
         client_wscale: f.client_wscale,
         server_wscale: f.server_wscale,
-        unbuffered: f.flags & raw::F_UNBUFFERED != 0,
-        client_fin: f.flags & raw::F_CLIENT_FIN != 0,
-        server_fin: f.flags & raw::F_SERVER_FIN != 0,
-        last_forwarded: (f.flags & raw::F_HAVE_LAST != 0).then_some((
+        unbuffered: f.flags & abi::F_UNBUFFERED != 0,
+        client_fin: f.flags & abi::F_CLIENT_FIN != 0,
+        server_fin: f.flags & abi::F_SERVER_FIN != 0,
+        last_forwarded: (f.flags & abi::F_HAVE_LAST != 0).then_some((
             f.last_ack,
             f.last_win_fwd,
             f.last_win_orig,
@@ -735,8 +335,8 @@ pub struct SwitchDatapath {
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
     /// The controls array and the config, mapped: writing them is a store, not a syscall.
-    controls: MappedArray<raw::Control>,
-    conf: MappedArray<raw::Config>,
+    controls: MappedArray<abi::Control>,
+    conf: MappedArray<abi::Config>,
 }
 
 impl Drop for SwitchDatapath {
@@ -834,7 +434,7 @@ impl SwitchDatapath {
     fn load_into(
         storage: &'static mut MaybeUninit<OpenObject>,
         opts: &AttachOptions,
-    ) -> Result<(SwitchSkel<'static>, RingBuffer<'static>, Pending, MappedArray<raw::Control>, MappedArray<raw::Config>)> {
+    ) -> Result<(SwitchSkel<'static>, RingBuffer<'static>, Pending, MappedArray<abi::Control>, MappedArray<abi::Config>)> {
         let mut open = SwitchSkelBuilder::default()
             .open(storage)
             .context("opening the switch BPF object")?;
@@ -978,7 +578,7 @@ impl SwitchDatapath {
     /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.
     pub fn remove_flow(&self, key: &FlowKey) -> Result<()> {
         let k = key_to_raw(key);
-        match self.skel.maps.flows.delete(raw::bytes(&k)) {
+        match self.skel.maps.flows.delete(abi::bytes(&k)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e).context("removing a flow"),
@@ -992,9 +592,9 @@ impl SwitchDatapath {
             .skel
             .maps
             .flows
-            .lookup(raw::bytes(&k), MapFlags::ANY)
+            .lookup(abi::bytes(&k), MapFlags::ANY)
             .ok()??;
-        flow_from_raw(&exact::<raw::Flow>(&v)?)
+        flow_from_raw(&exact::<abi::Flow>(&v)?)
     }
 
     /// Every flow-table entry, decoded.
@@ -1002,9 +602,9 @@ impl SwitchDatapath {
         let map = &self.skel.maps.flows;
         map.keys()
             .filter_map(|k| {
-                let key = key_from_raw(&exact::<raw::FlowKey>(&k)?)?;
+                let key = key_from_raw(&exact::<abi::FlowKey>(&k)?)?;
                 let v = map.lookup(&k, MapFlags::ANY).ok()??;
-                Some((key, flow_from_raw(&exact::<raw::Flow>(&v)?)?))
+                Some((key, flow_from_raw(&exact::<abi::Flow>(&v)?)?))
             })
             .collect()
     }
@@ -1089,7 +689,7 @@ impl SwitchDatapath {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         {
             for bytes in per_cpu {
-                if let Some(s) = raw::read::<raw::Stats>(&bytes) {
+                if let Some(s) = abi::read::<abi::Stats>(&bytes) {
                     for (acc, v) in sum.iter_mut().zip(s.counters) {
                         *acc += v;
                     }
@@ -1209,67 +809,6 @@ pub fn detach_port(ifname: &str) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decode_rejects_wrong_sizes_and_kinds() {
-        let r = raw::ResentEvent {
-            h: raw::Head {
-                kind: raw::EV_RESENT,
-                flow_id: 3,
-                ts_ns: 9,
-                ..Default::default()
-            },
-            seq: 100,
-            len: 1448,
-        };
-        let b = raw::bytes(&r);
-        assert_eq!(
-            decode(b),
-            Some(Event::Resent(Resent {
-                flow_id: 3,
-                ts_ns: 9,
-                seq: 100,
-                len: 1448
-            }))
-        );
-        assert_eq!(decode(&b[..b.len() - 1]), None);
-        let mut longer = b.to_vec();
-        longer.push(0);
-        assert_eq!(decode(&longer), None);
-        let mut unknown = b.to_vec();
-        unknown[0] = 99;
-        assert_eq!(decode(&unknown), None);
-        assert_eq!(decode(&[]), None);
-
-        let mut a = raw::AckEvent {
-            h: raw::Head {
-                kind: raw::EV_ACK,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        a.nsack = 5;
-        assert_eq!(decode(raw::bytes(&a)), None, "more SACK blocks than slots");
-        a.nsack = 1;
-        a.verdict = 7;
-        assert_eq!(decode(raw::bytes(&a)), None, "unknown verdict");
-    }
-
-    #[test]
-    fn keys_round_trip() {
-        for k in [
-            FlowKey {
-                server: "10.0.0.1:80".parse().unwrap(),
-                client: "10.0.0.2:4000".parse().unwrap(),
-            },
-            FlowKey {
-                server: "[2001:db8::1]:80".parse().unwrap(),
-                client: "[2001:db8::2]:4000".parse().unwrap(),
-            },
-        ] {
-            assert_eq!(key_from_raw(&key_to_raw(&k)), Some(k));
-        }
-    }
 
     #[test]
     fn checksum_completion_matches_a_known_frame() {

@@ -1,0 +1,588 @@
+//! Loading and registering the struct_ops congestion control, the maps between it and the
+//! shim (directives, config, counters), polling its ring buffer, and handing sockets back to
+//! the built-in algorithm when it goes.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::os::fd::{AsFd, RawFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use ccswitch_ccp::program::standard::FoldMode;
+use ccswitch_datapath_support::mapped::MappedArray;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+
+use crate::events::{decode, Event};
+use crate::skel::{CcswitchSkel, CcswitchSkelBuilder};
+use crate::{abi, directives, teardown};
+
+/// Name under which the congestion control registers by default.
+pub const DEFAULT_CC_NAME: &str = "ccswitch";
+
+/// In-kernel algorithm that carries a flow while no agent directive applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fallback {
+    /// Reno via the kernel's `tcp_reno_*` kfuncs, with PRR during recovery.
+    #[default]
+    Reno,
+    /// Cubic via the kernel's `cubictcp_*` kfuncs (state in icsk_ca_priv).
+    Cubic,
+}
+
+impl Fallback {
+    fn raw(self) -> u32 {
+        match self {
+            Fallback::Reno => abi::FALLBACK_RENO,
+            Fallback::Cubic => abi::FALLBACK_CUBIC,
+        }
+    }
+
+    /// The kernel's own congestion control of the same algorithm, which sockets and
+    /// namespace defaults are handed back to when the datapath goes.
+    pub fn builtin_name(self) -> &'static str {
+        match self {
+            Fallback::Reno => "reno",
+            Fallback::Cubic => "cubic",
+        }
+    }
+}
+
+/// Options for [`KernelDatapath::load`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Fallback algorithm for flows created from now on.
+    pub fallback: Fallback,
+    /// Congestion-control name to register (at most 15 bytes). Defaults to
+    /// [`DEFAULT_CC_NAME`]; tests use unique names so that they can run
+    /// beside a production instance.
+    pub cc_name: String,
+    /// Flows that can hold a directive at once (the directives map). Beyond
+    /// it a flow stays on the fallback: [`KernelDatapath::set_directive`]
+    /// fails with [`DirectivesFull`].
+    pub max_flows: u32,
+    /// Ring buffer size, bytes: a power of two, at least a page. A full ring
+    /// loses records (counted in [`Stats::ring_drops`]).
+    pub ring_bytes: u32,
+}
+
+/// Default [`LoadOptions::max_flows`].
+pub const DEFAULT_MAX_FLOWS: u32 = 100_000;
+/// Default [`LoadOptions::ring_bytes`].
+pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
+
+/// Another live flow holds the flow's directive slot (flow id modulo max_flows): the flow
+/// stays on the fallback.
+#[derive(Debug, thiserror::Error)]
+#[error("no directive slot for flow {flow_id}: flow {holder} holds it ({max_flows} slots; raise --max-flows)")]
+pub struct DirectivesFull {
+    pub flow_id: u32,
+    pub holder: u32,
+    pub max_flows: u32,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            fallback: Fallback::Reno,
+            cc_name: DEFAULT_CC_NAME.to_string(),
+            max_flows: DEFAULT_MAX_FLOWS,
+            ring_bytes: DEFAULT_RING_BYTES,
+        }
+    }
+}
+
+/// Counters from the kernel side plus the shim's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Records submitted to the ring buffer.
+    pub events: u64,
+    /// Records lost because the ring buffer was full.
+    pub ring_drops: u64,
+    pub flows_created: u64,
+    pub flows_closed: u64,
+    /// ACKs on which an agent directive set cwnd.
+    pub acks_directive: u64,
+    /// ACKs on which the fallback algorithm set cwnd.
+    pub acks_fallback: u64,
+    /// ACKs folded in the kernel (no record to the shim).
+    pub acks_folded: u64,
+    /// Reports of folded flows.
+    pub reports: u64,
+    /// Records userspace could not decode (unknown kind or wrong size).
+    pub malformed: u64,
+}
+
+/// The id of one loaded struct_ops program (see `bpftool prog show id N`;
+/// with `kernel.bpf_stats_enabled=1` its run_time_ns/run_cnt count).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgId {
+    /// Program name, e.g. "ccsw_cong_control".
+    pub name: String,
+    pub id: u32,
+}
+
+/// CLOCK_MONOTONIC now, nanoseconds: the clock of `bpf_ktime_get_ns`,
+/// hence of [`KernelDatapath::set_agent_valid_until`] deadlines.
+pub use ccswitch_ccp::session::monotonic_now_ns;
+
+type Pending = Rc<RefCell<PendingEvents>>;
+
+#[derive(Default)]
+struct PendingEvents {
+    queue: VecDeque<Event>,
+    malformed: u64,
+}
+
+/// The loaded and registered kernel datapath. Dropping it hands every
+/// namespace default and every socket still on it back to the built-in
+/// algorithm of the fallback (see `teardown.rs`), unregisters the congestion
+/// control, unloads everything and warns if the kernel still holds any of it.
+pub struct KernelDatapath {
+    // Drop order (see Drop): the hand-back runs through `hand_back_link`,
+    // then the registration goes, then the ring buffer, the skeleton and
+    // the storage it points into.
+    link: ManuallyDrop<Link>,
+    hand_back_link: ManuallyDrop<Link>,
+    ring: ManuallyDrop<RingBuffer<'static>>,
+    skel: ManuallyDrop<CcswitchSkel<'static>>,
+    object: *mut MaybeUninit<OpenObject>,
+    pending: Pending,
+    fallback: std::cell::Cell<Fallback>,
+    deadline_ns: std::cell::Cell<u64>,
+    max_flows: u32,
+    directives_refused: std::cell::Cell<u64>,
+    /// The directives array and the config, mapped: writing them is a store, not a syscall.
+    directives: directives::DirectiveSlots,
+    config: MappedArray<abi::Config>,
+    cc_name: String,
+    prog_ids: Vec<ProgId>,
+    handed_back: bool,
+}
+
+impl Drop for KernelDatapath {
+    fn drop(&mut self) {
+        let (report, moved) = self.hand_back();
+        if report.defaults_reset > 0 || moved > 0 {
+            tracing::info!(
+                cc = %self.cc_name, to = self.fallback.get().builtin_name(), sockets = moved,
+                namespace_defaults = report.defaults_reset, namespaces = report.namespaces,
+                "handed back to the built-in algorithm"
+            );
+        }
+        for failure in &report.failures {
+            tracing::warn!(cc = %self.cc_name, "hand-back: {failure}");
+        }
+        let map_id = self.struct_ops_map_id().ok();
+        let prog_ids: Vec<u32> = self.prog_ids.iter().map(|p| p.id).collect();
+        // SAFETY: each field is dropped exactly once, in dependency order;
+        // `object` came from Box::into_raw in `load` and is freed last,
+        // after the skeleton that borrowed it.
+        unsafe {
+            ManuallyDrop::drop(&mut self.link);
+            ManuallyDrop::drop(&mut self.hand_back_link);
+            ManuallyDrop::drop(&mut self.ring);
+            ManuallyDrop::drop(&mut self.skel);
+            drop(Box::from_raw(self.object));
+        }
+        let (map_left, progs_left) = teardown::wait_unloaded(map_id, &prog_ids, UNLOAD_WAIT);
+        if map_left.is_some() || !progs_left.is_empty() {
+            tracing::warn!(
+                cc = %self.cc_name, map_id = ?map_left, prog_ids = ?progs_left,
+                "still loaded after unregistering: held by a socket or namespace default that \
+                 appeared during the hand-back, or by the reference the kernel leaks when it \
+                 refuses this congestion control to a namespace (after \
+                 net.ipv4.tcp_allowed_congestion_control was rewritten without it); the first \
+                 goes when the socket closes, the second only at reboot"
+            );
+        }
+    }
+}
+
+/// How long dropping the datapath waits for the kernel to free the map and programs (it
+/// does so from a work queue, after RCU grace periods).
+const UNLOAD_WAIT: Duration = Duration::from_secs(3);
+
+pub use crate::teardown::HandBack;
+
+impl KernelDatapath {
+    /// Loads the BPF object, writes the config (agent deadline 0: every
+    /// flow starts in fallback) and registers the congestion control.
+    /// Needs root (CAP_BPF + CAP_NET_ADMIN).
+    pub fn load(opts: LoadOptions) -> Result<KernelDatapath> {
+        let page = 4096;
+        if !opts.ring_bytes.is_power_of_two() || opts.ring_bytes < page {
+            bail!("ring buffer size must be a power of two of at least {page} bytes: {}", opts.ring_bytes);
+        }
+        if opts.max_flows == 0 {
+            bail!("max_flows must be at least 1");
+        }
+        if opts.cc_name.is_empty() || opts.cc_name.len() > 15 {
+            bail!(
+                "congestion control name must be 1..=15 bytes: {:?}",
+                opts.cc_name
+            );
+        }
+        let object: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
+        // SAFETY: `object` stays allocated until Drop (or the error path
+        // below), after everything borrowing it is gone.
+        let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
+        match Self::load_into(storage, &opts) {
+            Ok((skel, link, hand_back_link, ring, pending, prog_ids, directives, config)) => Ok(KernelDatapath {
+                link: ManuallyDrop::new(link),
+                hand_back_link: ManuallyDrop::new(hand_back_link),
+                ring: ManuallyDrop::new(ring),
+                skel: ManuallyDrop::new(skel),
+                object,
+                pending,
+                fallback: std::cell::Cell::new(opts.fallback),
+                deadline_ns: std::cell::Cell::new(0),
+                max_flows: opts.max_flows,
+                directives_refused: std::cell::Cell::new(0),
+                directives,
+                config,
+                cc_name: opts.cc_name,
+                prog_ids,
+                handed_back: false,
+            }),
+            Err(e) => {
+                // SAFETY: everything borrowing `object` was dropped inside
+                // load_into when it returned an error.
+                unsafe { drop(Box::from_raw(object)) };
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn load_into(
+        storage: &'static mut MaybeUninit<OpenObject>,
+        opts: &LoadOptions,
+    ) -> Result<(
+        CcswitchSkel<'static>,
+        Link,
+        Link,
+        RingBuffer<'static>,
+        Pending,
+        Vec<ProgId>,
+        directives::DirectiveSlots,
+        MappedArray<abi::Config>,
+    )> {
+        let mut open = CcswitchSkelBuilder::default()
+            .open(storage)
+            .context("opening the ccswitch BPF object")?;
+        {
+            let ops = open.struct_ops.ccswitch_mut();
+            ops.name = [0; 16];
+            for (dst, src) in ops.name.iter_mut().zip(opts.cc_name.bytes()) {
+                *dst = src as _;
+            }
+            open.maps.ccsw_directives.set_max_entries(opts.max_flows).context("sizing the directives map")?;
+            open.maps.ccsw_events.set_max_entries(opts.ring_bytes).context("sizing the ring buffer")?;
+            let names = open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?;
+            names.ccsw_max_flows = opts.max_flows;
+            for (dst, src) in names.ccsw_cc_name.iter_mut().zip(opts.cc_name.bytes()) {
+                *dst = src as _;
+            }
+        }
+        let mut skel = open
+            .load()
+            .context("loading the ccswitch BPF programs (verifier or kfunc availability)")?;
+
+        let cfg = abi::Config {
+            agent_valid_until_ns: 0,
+            fallback: opts.fallback.raw(),
+            _pad0: 0,
+        };
+        skel.maps
+            .ccsw_config
+            .update(&0u32.to_ne_bytes(), abi::as_bytes(&cfg), MapFlags::ANY)
+            .context("writing the config map")?;
+
+        let p = &skel.progs;
+        let mut prog_ids = Vec::new();
+        for prog in [
+            &p.ccsw_init,
+            &p.ccsw_cong_control,
+            &p.ccsw_ssthresh,
+            &p.ccsw_undo_cwnd,
+            &p.ccsw_set_state,
+            &p.ccsw_cwnd_event,
+            &p.ccsw_pkts_acked,
+            &p.ccsw_release,
+            &p.ccsw_hand_back,
+            &p.ccsw_fold_test,
+        ] {
+            let id = libbpf_rs::Program::id_from_fd(prog.as_fd()).context("program id")?;
+            prog_ids.push(ProgId {
+                name: prog.name().to_string_lossy().into_owned(),
+                id,
+            });
+        }
+
+        let pending: Pending = Rc::new(RefCell::new(PendingEvents::default()));
+        let sink = pending.clone();
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&skel.maps.ccsw_events, move |data: &[u8]| {
+                let mut p = sink.borrow_mut();
+                match decode(data) {
+                    Some(ev) => p.queue.push_back(ev),
+                    None => p.malformed += 1,
+                }
+                0
+            })
+            .context("ring buffer")?;
+        let ring = builder.build().context("ring buffer")?;
+
+        let hand_back_link = skel.progs.ccsw_hand_back.attach().context("attaching the socket iterator")?;
+        if teardown::cc_registered(&opts.cc_name) {
+            bail!(
+                "congestion control {:?} is already registered (another ccswitch-kernel?); \
+                 choose another --cc-name",
+                opts.cc_name
+            );
+        }
+        // Sockets and namespace defaults can still be on a killed predecessor of the same
+        // name, holding its programs loaded: hand them back before registering anew.
+        let builtin = opts.fallback.builtin_name();
+        let (report, moved) = Self::hand_back_with(&mut skel, &hand_back_link, &opts.cc_name, builtin);
+        if report.defaults_reset > 0 || moved > 0 {
+            tracing::info!(
+                cc = %opts.cc_name, to = builtin, sockets = moved, namespace_defaults = report.defaults_reset,
+                "handed back what a previous, killed instance left behind"
+            );
+        }
+
+        let link = skel
+            .maps
+            .ccswitch
+            .attach_struct_ops()
+            .with_context(|| format!("registering congestion control {:?}", opts.cc_name))?;
+        let directives = MappedArray::new(skel.maps.ccsw_directives.as_fd(), opts.max_flows as usize)
+            .context("mapping the directives array")?;
+        let config = MappedArray::new(skel.maps.ccsw_config.as_fd(), 1).context("mapping the config")?;
+        let directives = directives::DirectiveSlots(directives);
+        Ok((skel, link, hand_back_link, ring, pending, prog_ids, directives, config))
+    }
+
+    /// Moves every namespace default and every socket on this congestion control to the
+    /// built-in algorithm of the fallback, once (see `teardown.rs`). Returns what was done and
+    /// the number of sockets moved.
+    fn hand_back(&mut self) -> (HandBack, u64) {
+        if std::mem::replace(&mut self.handed_back, true) {
+            return (HandBack::default(), 0);
+        }
+        let builtin = self.fallback.get().builtin_name();
+        Self::hand_back_with(&mut self.skel, &self.hand_back_link, &self.cc_name, builtin)
+    }
+
+    fn hand_back_with(skel: &mut CcswitchSkel<'_>, iter_link: &Link, cc_name: &str, builtin: &str) -> (HandBack, u64) {
+        let Some(bss) = skel.maps.bss_data.as_deref_mut() else {
+            return (HandBack { failures: vec!["BPF object without .bss".into()], ..Default::default() }, 0);
+        };
+        bss.ccsw_handback_cc = [0; 16];
+        for (dst, src) in bss.ccsw_handback_cc.iter_mut().zip(builtin.bytes()) {
+            *dst = src as _;
+        }
+        let before = bss.ccsw_handed_back;
+        let report = teardown::hand_back(cc_name, builtin, iter_link);
+        // The programs update the counter through the same memory-mapped page.
+        let after = unsafe { std::ptr::read_volatile(&bss.ccsw_handed_back) };
+        (report, after - before)
+    }
+
+    /// Name of the registered congestion control.
+    pub fn cc_name(&self) -> &str {
+        &self.cc_name
+    }
+
+    /// Waits up to `timeout` for events, then hands every available event
+    /// to `f` in ring-buffer order. A zero timeout only drains.
+    pub fn poll(&mut self, timeout: Duration, mut f: impl FnMut(Event)) -> Result<()> {
+        // Deliver leftovers first (f may not have been called for them if a
+        // previous call returned early).
+        self.drain(&mut f);
+        let rc = self.ring.poll_raw(timeout);
+        if rc < 0 && rc != -libc::EINTR {
+            bail!(
+                "ring buffer poll failed: {}",
+                std::io::Error::from_raw_os_error(-rc)
+            );
+        }
+        // Records submitted without a wake-up (non-urgent reports) do not make the ring's
+        // fd readable: read whatever is there.
+        let rc = self.ring.consume_raw();
+        if rc < 0 {
+            bail!("ring buffer consume failed: {}", std::io::Error::from_raw_os_error(-rc));
+        }
+        self.drain(&mut f);
+        Ok(())
+    }
+
+    fn drain(&self, f: &mut impl FnMut(Event)) {
+        loop {
+            let ev = self.pending.borrow_mut().queue.pop_front();
+            match ev {
+                Some(ev) => f(ev),
+                None => break,
+            }
+        }
+    }
+
+    /// File descriptor that becomes readable when events are available
+    /// (an epoll fd), for integration into an event loop.
+    pub fn events_fd(&self) -> RawFd {
+        self.ring.epoll_fd()
+    }
+
+    /// Installs (or replaces) the directive of `flow_id`: a congestion
+    /// window in bytes (converted to max(cwnd/mss, 2) packets, clamped to
+    /// snd_cwnd_clamp) and/or a pacing rate in bytes/s (TCP internal
+    /// pacing). `None` leaves that part to the fallback algorithm.
+    pub fn set_directive(
+        &self,
+        flow_id: u32,
+        cwnd_bytes: Option<u32>,
+        pacing_rate: Option<u64>,
+    ) -> Result<()> {
+        self.update_directive(flow_id, |d| {
+            d.cwnd_bytes = cwnd_bytes.unwrap_or(0);
+            d.pacing_rate = pacing_rate.unwrap_or(0);
+        })
+        .with_context(|| format!("setting the directive of flow {flow_id}"))
+    }
+
+    /// Folds the standard program for `flow_id` in the kernel (`Some`): its ACKs no longer
+    /// reach the shim, only the program's reports ([`Event::Report`]). A new `start_us` (µs,
+    /// CLOCK_MONOTONIC) restarts the program: registers reset, `Micros` counts from it.
+    /// `None` sends every ACK again. Like a window, it applies only while the agent deadline
+    /// holds.
+    pub fn set_fold(&self, flow_id: u32, fold: Option<(FoldMode, u64)>) -> Result<()> {
+        self.update_directive(flow_id, |d| match fold {
+            Some((mode, start_us)) => {
+                d.fold = match mode {
+                    FoldMode::PerRtt => abi::FOLD_PER_RTT,
+                    FoldMode::PerAck => abi::FOLD_PER_ACK,
+                };
+                d.fold_start_us = start_us;
+            }
+            None => {
+                d.fold = abi::FOLD_OFF;
+                d.fold_start_us = 0;
+            }
+        })
+        .with_context(|| format!("setting the fold of flow {flow_id}"))
+    }
+
+    fn update_directive(&self, flow_id: u32, change: impl FnOnce(&mut abi::Directive)) -> Result<()> {
+        self.directives.update(flow_id, change).map_err(|holder| {
+            self.directives_refused.set(self.directives_refused.get() + 1);
+            DirectivesFull { flow_id, holder, max_flows: self.max_flows }.into()
+        })
+    }
+
+    /// Removes the directive of `flow_id` (the flow returns to fallback).
+    /// Removing a directive that does not exist is not an error.
+    pub fn clear_directive(&self, flow_id: u32) -> Result<()> {
+        self.directives.clear(flow_id);
+        Ok(())
+    }
+
+    /// The directive `flow_id` holds now, if any.
+    pub fn directive(&self, flow_id: u32) -> Option<abi::Directive> {
+        self.directives.get(flow_id)
+    }
+
+    /// Sets the CLOCK_MONOTONIC deadline (ns, see [`monotonic_now_ns`])
+    /// until which directives are obeyed. The shim pushes it forward while
+    /// the agent is alive; 0 forces every flow into fallback.
+    pub fn set_agent_valid_until(&self, deadline_ns_monotonic: u64) -> Result<()> {
+        self.deadline_ns.set(deadline_ns_monotonic);
+        self.write_config()
+    }
+
+    /// Changes the fallback algorithm of flows created from now on
+    /// (existing flows keep theirs).
+    pub fn set_fallback(&self, fallback: Fallback) -> Result<()> {
+        self.fallback.set(fallback);
+        self.write_config()
+    }
+
+    fn write_config(&self) -> Result<()> {
+        self.config.write(0, abi::Config {
+            agent_valid_until_ns: self.deadline_ns.get(),
+            fallback: self.fallback.get().raw(),
+            _pad0: 0,
+        });
+        Ok(())
+    }
+
+    /// Directives (and folds) refused because the directives map was full.
+    pub fn directives_refused(&self) -> u64 {
+        self.directives_refused.get()
+    }
+
+    /// Flows that can hold a directive at once.
+    pub fn max_flows(&self) -> u32 {
+        self.max_flows
+    }
+
+    /// Kernel counters (summed over CPUs) and the shim's decode errors.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats {
+            malformed: self.pending.borrow().malformed,
+            ..Stats::default()
+        };
+        if let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .ccsw_stats
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        {
+            for bytes in per_cpu {
+                if let Some(c) = abi::from_bytes::<abi::StatsRaw>(&bytes) {
+                    s.events += c.events;
+                    s.ring_drops += c.drops;
+                    s.flows_created += c.flows_created;
+                    s.flows_closed += c.flows_closed;
+                    s.acks_directive += c.acks_directive;
+                    s.acks_fallback += c.acks_fallback;
+                    s.acks_folded += c.acks_folded;
+                    s.reports += c.reports;
+                }
+            }
+        }
+        s
+    }
+
+    /// Ids of the loaded struct_ops programs.
+    pub fn prog_ids(&self) -> &[ProgId] {
+        &self.prog_ids
+    }
+
+    /// Id of the struct_ops map (`bpftool struct_ops show`).
+    pub fn struct_ops_map_id(&self) -> Result<u32> {
+        Ok(self
+            .skel
+            .maps
+            .ccswitch
+            .info()
+            .context("struct_ops map info")?
+            .info
+            .id)
+    }
+
+    /// Runs one ACK through the kernel's fold of the standard program (the
+    /// code cong_control runs), for tests against the shim's interpreter.
+    pub fn run_fold(&self, t: &mut abi::FoldTest) -> Result<()> {
+        let mut ctx = abi::as_bytes(t).to_vec();
+        let input = libbpf_rs::ProgramInput { context_in: Some(&mut ctx), ..Default::default() };
+        self.skel.progs.ccsw_fold_test.test_run(input).context("running the fold test program")?;
+        *t = abi::from_bytes(&ctx).context("fold test context")?;
+        Ok(())
+    }
+
+}

@@ -1,0 +1,238 @@
+//! `#[repr(C)]` mirrors of `bpf/switch.h` (sizes asserted against the C `_Static_assert`s and
+//! against the skeleton's BTF-derived types).
+
+use std::mem::size_of;
+
+/// Largest frame a segment record carries (`CCSW_FRAME_MAX`).
+pub const FRAME_MAX: usize = 1536;
+
+pub const EV_ESTABLISHED: u8 = 1;
+pub const EV_SEGMENT: u8 = 2;
+pub const EV_RESENT: u8 = 3;
+pub const EV_ACK: u8 = 4;
+pub const EV_CLOSED: u8 = 5;
+pub const EV_UNBUFFERED: u8 = 6;
+
+pub const FAMILY_V4: u8 = 4;
+pub const FAMILY_V6: u8 = 6;
+
+pub const ST_SYN_SEEN: u8 = 1;
+pub const ST_SYNACK_SEEN: u8 = 2;
+pub const ST_ESTABLISHED: u8 = 3;
+
+pub const F_UNBUFFERED: u8 = 1 << 0;
+pub const F_CLIENT_FIN: u8 = 1 << 1;
+pub const F_SERVER_FIN: u8 = 1 << 2;
+pub const F_HAVE_LAST: u8 = 1 << 3;
+
+pub const O_MSS: u8 = 1 << 0;
+pub const O_WSCALE: u8 = 1 << 1;
+pub const O_SACK: u8 = 1 << 2;
+pub const O_TS: u8 = 1 << 3;
+pub const O_CLIENT_SHIFT: u8 = 0;
+pub const O_SERVER_SHIFT: u8 = 4;
+
+pub const VERDICT_PASSED: u8 = 0;
+pub const VERDICT_REWRITTEN: u8 = 1;
+pub const VERDICT_HIDDEN: u8 = 2;
+
+pub const ACK_F_ECE: u8 = 1 << 0;
+pub const ACK_F_FIN: u8 = 1 << 1;
+
+pub const CLOSE_FIN: u32 = 1;
+pub const CLOSE_RST: u32 = 2;
+
+pub const UNBUF_RING_FULL: u32 = 1;
+pub const UNBUF_TOO_LARGE: u32 = 2;
+
+pub const MAX_SACK: usize = 4;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowKey {
+    pub family: u8,
+    pub _pad0: u8,
+    pub server_port: u16,
+    pub client_port: u16,
+    pub _pad1: u16,
+    pub server_addr: [u8; 16],
+    pub client_addr: [u8; 16],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Flow {
+    pub last_seen_ns: u64,
+    pub flow_id: u32,
+    pub client_isn: u32,
+    pub server_isn: u32,
+    pub snd_nxt: u32,
+    pub server_fin_end: u32,
+    pub last_ack: u32,
+    pub last_win_fwd: u16,
+    pub last_win_orig: u16,
+    pub client_mss: u16,
+    pub server_mss: u16,
+    pub client_wscale: u8,
+    pub server_wscale: u8,
+    pub state: u8,
+    pub flags: u8,
+    pub opts: u8,
+    pub _pad0: [u8; 3],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Control {
+    pub flow_id: u32,
+    pub cwnd_bytes: u32,
+    pub sacked_bytes: u32,
+    pub sacked_una: u32,
+    pub active: u32,
+    pub _pad0: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Config {
+    pub valid_until_ns: u64,
+    pub copy_limit: u32,
+    pub _pad0: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stats {
+    pub counters: [u64; 17],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Head {
+    pub kind: u8,
+    pub _pad0: [u8; 3],
+    pub flow_id: u32,
+    pub ts_ns: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EstablishedEvent {
+    pub h: Head,
+    pub key: FlowKey,
+    pub mss: u16,
+    pub client_wscale: u8,
+    pub server_wscale: u8,
+    pub sack: u8,
+    pub timestamps: u8,
+    pub _pad0: [u8; 2],
+    pub server_isn: u32,
+    pub client_isn: u32,
+}
+
+/// Head of a segment record; the frame bytes follow.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SegmentHead {
+    pub h: Head,
+    pub seq: u32,
+    pub len: u32,
+    pub frame_len: u16,
+    pub fin: u8,
+    pub _pad0: [u8; 5],
+}
+pub const SEGMENT_EVENT_SIZE: usize = size_of::<SegmentHead>() + FRAME_MAX;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResentEvent {
+    pub h: Head,
+    pub seq: u32,
+    pub len: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SackBlock {
+    pub start: u32,
+    pub end: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AckEvent {
+    pub h: Head,
+    pub ack: u32,
+    pub window_bytes: u32,
+    pub payload_len: u32,
+    pub flags: u8,
+    pub verdict: u8,
+    pub nsack: u8,
+    pub _pad0: u8,
+    pub sack: [SackBlock; MAX_SACK],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReasonEvent {
+    pub h: Head,
+    pub reason: u32,
+    pub _pad0: u32,
+}
+
+const _: () = assert!(size_of::<FlowKey>() == 40);
+const _: () = assert!(size_of::<Flow>() == 48);
+const _: () = assert!(size_of::<Control>() == 24);
+const _: () = assert!(size_of::<Config>() == 16);
+const _: () = assert!(size_of::<Stats>() == 136);
+const _: () = assert!(size_of::<Head>() == 16);
+const _: () = assert!(size_of::<EstablishedEvent>() == 72);
+const _: () = assert!(size_of::<SegmentHead>() == 32);
+const _: () = assert!(size_of::<ResentEvent>() == 24);
+const _: () = assert!(size_of::<AckEvent>() == 64);
+const _: () = assert!(size_of::<ReasonEvent>() == 24);
+use crate::skel::types as btf;
+const _: () = assert!(size_of::<FlowKey>() == size_of::<btf::ccsw_flow_key>());
+const _: () = assert!(size_of::<Flow>() == size_of::<btf::ccsw_flow>());
+const _: () = assert!(size_of::<Control>() == size_of::<btf::ccsw_control>());
+const _: () = assert!(size_of::<Config>() == size_of::<btf::ccsw_config>());
+const _: () = assert!(size_of::<Stats>() == size_of::<btf::ccsw_stats>());
+
+/// Plain old data: any bit pattern is a valid value.
+///
+/// # Safety
+/// Implementors are `#[repr(C)]`, hold only integers and arrays of them, without implicit
+/// padding.
+pub unsafe trait Pod: Copy + Default {}
+unsafe impl Pod for FlowKey {}
+unsafe impl Pod for Flow {}
+unsafe impl Pod for Control {}
+unsafe impl Pod for Config {}
+unsafe impl Pod for Stats {}
+unsafe impl Pod for Head {}
+unsafe impl Pod for EstablishedEvent {}
+unsafe impl Pod for SegmentHead {}
+unsafe impl Pod for ResentEvent {}
+unsafe impl Pod for AckEvent {}
+unsafe impl Pod for ReasonEvent {}
+
+/// Reads a `T` from the first `size_of::<T>()` bytes (unaligned).
+pub fn read<T: Pod>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < size_of::<T>() {
+        return None;
+    }
+    // SAFETY: length checked; T is Pod.
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+pub fn bytes<T: Pod>(v: &T) -> &[u8] {
+    // SAFETY: T is Pod without padding, so every byte is initialised.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
+}
+
+/// Decodes `T` from exactly `size_of::<T>()` bytes (unaligned).
+pub fn exact<T: Pod>(data: &[u8]) -> Option<T> {
+    (data.len() == size_of::<T>())
+        .then(|| read(data))
+        .flatten()
+}
