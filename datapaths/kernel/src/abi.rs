@@ -5,6 +5,8 @@
 
 use std::mem::size_of;
 
+pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, Pod};
+
 pub const EV_CREATE: u32 = 1;
 pub const EV_ACK: u32 = 2;
 pub const EV_CLOSE: u32 = 3;
@@ -186,12 +188,8 @@ const _: () = assert!(size_of::<Directive>() == size_of::<crate::skel::types::cc
 const _: () = assert!(size_of::<Config>() == size_of::<crate::skel::types::ccsw_config>());
 const _: () = assert!(size_of::<StatsRaw>() == size_of::<crate::skel::types::ccsw_stats>());
 
-/// Plain-old-data marker: any bit pattern is a valid value.
-///
-/// # Safety
-/// Implementors must be `#[repr(C)]`, contain only integer fields and
-/// arrays of them, and have no implicit padding.
-pub unsafe trait Pod: Copy + Default {}
+// Plain-old-data: the ring buffer's records and the maps' values are read from and written
+// as bytes (`from_bytes`, `as_bytes`).
 unsafe impl Pod for CreateEvent {}
 unsafe impl Pod for AckEvent {}
 unsafe impl Pod for CloseEvent {}
@@ -200,18 +198,3 @@ unsafe impl Pod for ReportEvent {}
 unsafe impl Pod for FoldTest {}
 unsafe impl Pod for Config {}
 unsafe impl Pod for StatsRaw {}
-
-/// Decodes `T` from exactly `size_of::<T>()` bytes (unaligned read).
-pub fn from_bytes<T: Pod>(bytes: &[u8]) -> Option<T> {
-    if bytes.len() != size_of::<T>() {
-        return None;
-    }
-    // SAFETY: length checked; T is Pod, so every bit pattern is valid.
-    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
-}
-
-/// The bytes of a Pod value (for map updates).
-pub fn as_bytes<T: Pod>(v: &T) -> &[u8] {
-    // SAFETY: T is Pod without padding, so all bytes are initialised.
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
-}

@@ -2,18 +2,16 @@
 //! shim (directives, config, counters), polling its ring buffer, and handing sockets back to
 //! the built-in algorithm when it goes.
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, RawFd};
-use std::rc::Rc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use ccswitch_ccp::program::standard::FoldMode;
 use ccswitch_datapath_support::mapped::MappedArray;
+use ccswitch_datapath_support::ring::EventRing;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
 use crate::events::{decode, Event};
 use crate::skel::{CcswitchSkel, CcswitchSkelBuilder};
@@ -128,14 +126,6 @@ pub struct ProgId {
 /// hence of [`KernelDatapath::set_agent_valid_until`] deadlines.
 pub use ccswitch_ccp::session::monotonic_now_ns;
 
-type Pending = Rc<RefCell<PendingEvents>>;
-
-#[derive(Default)]
-struct PendingEvents {
-    queue: VecDeque<Event>,
-    malformed: u64,
-}
-
 /// The loaded and registered kernel datapath. Dropping it hands every
 /// namespace default and every socket still on it back to the built-in
 /// algorithm of the fallback (see `teardown.rs`), unregisters the congestion
@@ -146,10 +136,9 @@ pub struct KernelDatapath {
     // the storage it points into.
     link: ManuallyDrop<Link>,
     hand_back_link: ManuallyDrop<Link>,
-    ring: ManuallyDrop<RingBuffer<'static>>,
+    ring: ManuallyDrop<EventRing<Event>>,
     skel: ManuallyDrop<CcswitchSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
-    pending: Pending,
     fallback: std::cell::Cell<Fallback>,
     deadline_ns: std::cell::Cell<u64>,
     max_flows: u32,
@@ -230,13 +219,12 @@ impl KernelDatapath {
         // below), after everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, &opts) {
-            Ok((skel, link, hand_back_link, ring, pending, prog_ids, directives, config)) => Ok(KernelDatapath {
+            Ok((skel, link, hand_back_link, ring, prog_ids, directives, config)) => Ok(KernelDatapath {
                 link: ManuallyDrop::new(link),
                 hand_back_link: ManuallyDrop::new(hand_back_link),
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
                 object,
-                pending,
                 fallback: std::cell::Cell::new(opts.fallback),
                 deadline_ns: std::cell::Cell::new(0),
                 max_flows: opts.max_flows,
@@ -264,8 +252,7 @@ impl KernelDatapath {
         CcswitchSkel<'static>,
         Link,
         Link,
-        RingBuffer<'static>,
-        Pending,
+        EventRing<Event>,
         Vec<ProgId>,
         directives::DirectiveSlots,
         MappedArray<abi::Config>,
@@ -322,20 +309,7 @@ impl KernelDatapath {
             });
         }
 
-        let pending: Pending = Rc::new(RefCell::new(PendingEvents::default()));
-        let sink = pending.clone();
-        let mut builder = RingBufferBuilder::new();
-        builder
-            .add(&skel.maps.ccsw_events, move |data: &[u8]| {
-                let mut p = sink.borrow_mut();
-                match decode(data) {
-                    Some(ev) => p.queue.push_back(ev),
-                    None => p.malformed += 1,
-                }
-                0
-            })
-            .context("ring buffer")?;
-        let ring = builder.build().context("ring buffer")?;
+        let ring = EventRing::new(&skel.maps.ccsw_events, decode)?;
 
         let hand_back_link = skel.progs.ccsw_hand_back.attach().context("attaching the socket iterator")?;
         if teardown::cc_registered(&opts.cc_name) {
@@ -365,7 +339,7 @@ impl KernelDatapath {
             .context("mapping the directives array")?;
         let config = MappedArray::new(skel.maps.ccsw_config.as_fd(), 1).context("mapping the config")?;
         let directives = directives::DirectiveSlots(directives);
-        Ok((skel, link, hand_back_link, ring, pending, prog_ids, directives, config))
+        Ok((skel, link, hand_back_link, ring, prog_ids, directives, config))
     }
 
     /// Moves every namespace default and every socket on this congestion control to the
@@ -401,35 +375,8 @@ impl KernelDatapath {
 
     /// Waits up to `timeout` for events, then hands every available event
     /// to `f` in ring-buffer order. A zero timeout only drains.
-    pub fn poll(&mut self, timeout: Duration, mut f: impl FnMut(Event)) -> Result<()> {
-        // Deliver leftovers first (f may not have been called for them if a
-        // previous call returned early).
-        self.drain(&mut f);
-        let rc = self.ring.poll_raw(timeout);
-        if rc < 0 && rc != -libc::EINTR {
-            bail!(
-                "ring buffer poll failed: {}",
-                std::io::Error::from_raw_os_error(-rc)
-            );
-        }
-        // Records submitted without a wake-up (non-urgent reports) do not make the ring's
-        // fd readable: read whatever is there.
-        let rc = self.ring.consume_raw();
-        if rc < 0 {
-            bail!("ring buffer consume failed: {}", std::io::Error::from_raw_os_error(-rc));
-        }
-        self.drain(&mut f);
-        Ok(())
-    }
-
-    fn drain(&self, f: &mut impl FnMut(Event)) {
-        loop {
-            let ev = self.pending.borrow_mut().queue.pop_front();
-            match ev {
-                Some(ev) => f(ev),
-                None => break,
-            }
-        }
+    pub fn poll(&mut self, timeout: Duration, f: impl FnMut(Event)) -> Result<()> {
+        self.ring.poll(timeout, f)
     }
 
     /// File descriptor that becomes readable when events are available
@@ -533,7 +480,7 @@ impl KernelDatapath {
     /// Kernel counters (summed over CPUs) and the shim's decode errors.
     pub fn stats(&self) -> Stats {
         let mut s = Stats {
-            malformed: self.pending.borrow().malformed,
+            malformed: self.ring.malformed(),
             ..Stats::default()
         };
         if let Ok(Some(per_cpu)) = self

@@ -3,6 +3,8 @@
 
 use std::mem::size_of;
 
+pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, from_prefix, Pod};
+
 /// Largest frame a segment record carries (`CCSW_FRAME_MAX`).
 pub const FRAME_MAX: usize = 1536;
 
@@ -198,12 +200,8 @@ const _: () = assert!(size_of::<Control>() == size_of::<btf::ccsw_control>());
 const _: () = assert!(size_of::<Config>() == size_of::<btf::ccsw_config>());
 const _: () = assert!(size_of::<Stats>() == size_of::<btf::ccsw_stats>());
 
-/// Plain old data: any bit pattern is a valid value.
-///
-/// # Safety
-/// Implementors are `#[repr(C)]`, hold only integers and arrays of them, without implicit
-/// padding.
-pub unsafe trait Pod: Copy + Default {}
+// Plain old data: records and map values are read from and written as bytes
+// (`from_bytes`, `from_prefix`, `as_bytes`).
 unsafe impl Pod for FlowKey {}
 unsafe impl Pod for Flow {}
 unsafe impl Pod for Control {}
@@ -215,24 +213,3 @@ unsafe impl Pod for SegmentHead {}
 unsafe impl Pod for ResentEvent {}
 unsafe impl Pod for AckEvent {}
 unsafe impl Pod for ReasonEvent {}
-
-/// Reads a `T` from the first `size_of::<T>()` bytes (unaligned).
-pub fn read<T: Pod>(bytes: &[u8]) -> Option<T> {
-    if bytes.len() < size_of::<T>() {
-        return None;
-    }
-    // SAFETY: length checked; T is Pod.
-    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
-}
-
-pub fn bytes<T: Pod>(v: &T) -> &[u8] {
-    // SAFETY: T is Pod without padding, so every byte is initialised.
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
-}
-
-/// Decodes `T` from exactly `size_of::<T>()` bytes (unaligned).
-pub fn exact<T: Pod>(data: &[u8]) -> Option<T> {
-    (data.len() == size_of::<T>())
-        .then(|| read(data))
-        .flatten()
-}

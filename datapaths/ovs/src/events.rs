@@ -9,7 +9,7 @@
 use std::mem::size_of;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::abi::{self, exact, FRAME_MAX};
+use crate::abi::{self, from_bytes, from_prefix, FRAME_MAX};
 
 /// A connection, server side first. IPv4 and IPv6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -201,10 +201,10 @@ pub fn key_to_raw(key: &FlowKey) -> abi::FlowKey {
 
 /// Decodes one ring-buffer record; `None` for an unknown kind or a record of the wrong size.
 pub fn decode(data: &[u8]) -> Option<Event> {
-    let h: abi::Head = abi::read(data)?;
+    let h: abi::Head = from_prefix(data)?;
     match h.kind {
         abi::EV_ESTABLISHED => {
-            let e: abi::EstablishedEvent = exact(data)?;
+            let e: abi::EstablishedEvent = from_bytes(data)?;
             Some(Event::Established(Established {
                 flow_id: h.flow_id,
                 ts_ns: h.ts_ns,
@@ -222,7 +222,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             if data.len() != abi::SEGMENT_EVENT_SIZE {
                 return None;
             }
-            let s: abi::SegmentHead = abi::read(data)?;
+            let s: abi::SegmentHead = from_prefix(data)?;
             let start = size_of::<abi::SegmentHead>();
             let n = s.frame_len as usize;
             if n > FRAME_MAX {
@@ -238,7 +238,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             }))
         }
         abi::EV_RESENT => {
-            let r: abi::ResentEvent = exact(data)?;
+            let r: abi::ResentEvent = from_bytes(data)?;
             Some(Event::Resent(Resent {
                 flow_id: h.flow_id,
                 ts_ns: h.ts_ns,
@@ -247,7 +247,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             }))
         }
         abi::EV_ACK => {
-            let a: abi::AckEvent = exact(data)?;
+            let a: abi::AckEvent = from_bytes(data)?;
             let verdict = match a.verdict {
                 abi::VERDICT_PASSED => AckVerdict::Passed,
                 abi::VERDICT_REWRITTEN => AckVerdict::Rewritten,
@@ -276,7 +276,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             }))
         }
         abi::EV_CLOSED => {
-            let c: abi::ReasonEvent = exact(data)?;
+            let c: abi::ReasonEvent = from_bytes(data)?;
             let reason = match c.reason {
                 abi::CLOSE_FIN => CloseReason::Fin,
                 abi::CLOSE_RST => CloseReason::Rst,
@@ -289,7 +289,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             })
         }
         abi::EV_UNBUFFERED => {
-            let u: abi::ReasonEvent = exact(data)?;
+            let u: abi::ReasonEvent = from_bytes(data)?;
             let reason = match u.reason {
                 abi::UNBUF_RING_FULL => UnbufferedReason::RingFull,
                 abi::UNBUF_TOO_LARGE => UnbufferedReason::FrameTooLarge,
@@ -321,7 +321,7 @@ mod tests {
             seq: 100,
             len: 1448,
         };
-        let b = abi::bytes(&r);
+        let b = abi::as_bytes(&r);
         assert_eq!(
             decode(b),
             Some(Event::Resent(Resent {
@@ -348,10 +348,10 @@ mod tests {
             ..Default::default()
         };
         a.nsack = 5;
-        assert_eq!(decode(abi::bytes(&a)), None, "more SACK blocks than slots");
+        assert_eq!(decode(abi::as_bytes(&a)), None, "more SACK blocks than slots");
         a.nsack = 1;
         a.verdict = 7;
-        assert_eq!(decode(abi::bytes(&a)), None, "unknown verdict");
+        assert_eq!(decode(abi::as_bytes(&a)), None, "unknown verdict");
     }
 
     #[test]

@@ -20,22 +20,20 @@
 //! nothing would complete after injection. `inject` therefore recomputes the TCP checksum of a
 //! copy before sending (a no-op for frames whose checksum was already complete).
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::ffi::CString;
 use std::mem::{size_of, ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::{write_volatile, NonNull};
 use std::sync::atomic::{fence, Ordering};
-use std::rc::Rc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use ccswitch_datapath_support::mapped::MappedArray;
+use ccswitch_datapath_support::ring::EventRing;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
-use crate::abi::{self, exact};
+use crate::abi::{self, as_bytes, from_bytes, from_prefix};
 use crate::events::{decode, key_from_raw, key_to_raw, Control, Event, FlowKey};
 use crate::skel::{SwitchSkel, SwitchSkelBuilder};
 
@@ -260,15 +258,7 @@ pub fn complete_tcp_checksum(frame: &mut [u8]) -> bool {
 
 /// CLOCK_MONOTONIC now, nanoseconds: the clock of the programs' timestamps and of
 /// [`SwitchDatapath::set_valid_until`].
-pub fn monotonic_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use ccswitch_ccp::session::monotonic_now_ns;
 
 fn ifindex(ifname: &str) -> Result<u32> {
     let c = CString::new(ifname).context("interface name")?;
@@ -306,14 +296,6 @@ fn c_name(name: &[std::os::raw::c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-type Pending = Rc<RefCell<PendingEvents>>;
-
-#[derive(Default)]
-struct PendingEvents {
-    queue: VecDeque<Event>,
-    malformed: u64,
-}
-
 /// Another live flow holds the flow's control slot (flow id modulo the slots): the flow is
 /// not controlled.
 #[derive(Debug, thiserror::Error)]
@@ -328,10 +310,9 @@ pub struct SwitchDatapath {
     // Field order is drop order: links first (detaching), then the ring buffer, the
     // skeleton, and the storage the skeleton borrows.
     links: Vec<Link>,
-    ring: ManuallyDrop<RingBuffer<'static>>,
+    ring: ManuallyDrop<EventRing<Event>>,
     skel: ManuallyDrop<SwitchSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
-    pending: Pending,
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
     /// The controls array and the config, mapped: writing them is a store, not a syscall.
@@ -412,12 +393,11 @@ impl SwitchDatapath {
         // everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, opts) {
-            Ok((skel, ring, pending, controls, conf)) => Ok(SwitchDatapath {
+            Ok((skel, ring, controls, conf)) => Ok(SwitchDatapath {
                 links: Vec::new(),
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
                 object,
-                pending,
                 stats_fd: None,
                 ifindex: None,
                 controls,
@@ -434,7 +414,7 @@ impl SwitchDatapath {
     fn load_into(
         storage: &'static mut MaybeUninit<OpenObject>,
         opts: &AttachOptions,
-    ) -> Result<(SwitchSkel<'static>, RingBuffer<'static>, Pending, MappedArray<abi::Control>, MappedArray<abi::Config>)> {
+    ) -> Result<(SwitchSkel<'static>, EventRing<Event>, MappedArray<abi::Control>, MappedArray<abi::Config>)> {
         let mut open = SwitchSkelBuilder::default()
             .open(storage)
             .context("opening the switch BPF object")?;
@@ -455,53 +435,15 @@ impl SwitchDatapath {
             .load()
             .context("loading the switch BPF programs (verifier)")?;
 
-        let pending: Pending = Rc::new(RefCell::new(PendingEvents::default()));
-        let sink = pending.clone();
-        let mut builder = RingBufferBuilder::new();
-        builder
-            .add(&skel.maps.events, move |data: &[u8]| {
-                let mut p = sink.borrow_mut();
-                match decode(data) {
-                    Some(ev) => p.queue.push_back(ev),
-                    None => p.malformed += 1,
-                }
-                0
-            })
-            .context("ring buffer")?;
-        let ring = builder.build().context("ring buffer")?;
+        let ring = EventRing::new(&skel.maps.events, decode)?;
         let controls = MappedArray::new(skel.maps.controls.as_fd(), opts.max_flows as usize).context("mapping the controls")?;
         let conf = MappedArray::new(skel.maps.conf.as_fd(), 1).context("mapping the config")?;
-        Ok((skel, ring, pending, controls, conf))
+        Ok((skel, ring, controls, conf))
     }
 
     /// Deliver pending records to `f`, waiting at most `timeout` for the first.
-    pub fn poll(&mut self, timeout: Duration, mut f: impl FnMut(Event)) -> Result<()> {
-        self.drain(&mut f);
-        let rc = self.ring.poll_raw(timeout);
-        if rc < 0 && rc != -libc::EINTR {
-            bail!(
-                "ring buffer poll failed: {}",
-                std::io::Error::from_raw_os_error(-rc)
-            );
-        }
-        // Routine records are submitted without a wake-up and leave the ring's fd
-        // unreadable: read whatever is there.
-        let rc = self.ring.consume_raw();
-        if rc < 0 {
-            bail!("ring buffer consume failed: {}", std::io::Error::from_raw_os_error(-rc));
-        }
-        self.drain(&mut f);
-        Ok(())
-    }
-
-    fn drain(&self, f: &mut impl FnMut(Event)) {
-        loop {
-            let ev = self.pending.borrow_mut().queue.pop_front();
-            match ev {
-                Some(ev) => f(ev),
-                None => break,
-            }
-        }
+    pub fn poll(&mut self, timeout: Duration, f: impl FnMut(Event)) -> Result<()> {
+        self.ring.poll(timeout, f)
     }
 
     /// The ring buffer's epoll fd, readable when records are pending.
@@ -511,7 +453,7 @@ impl SwitchDatapath {
 
     /// Records the ring buffer delivered that could not be decoded (unknown kind, wrong size).
     pub fn records_malformed(&self) -> u64 {
-        self.pending.borrow().malformed
+        self.ring.malformed()
     }
 
     pub fn set_control(&self, flow_id: u32, control: &Control) -> Result<()> {
@@ -578,7 +520,7 @@ impl SwitchDatapath {
     /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.
     pub fn remove_flow(&self, key: &FlowKey) -> Result<()> {
         let k = key_to_raw(key);
-        match self.skel.maps.flows.delete(abi::bytes(&k)) {
+        match self.skel.maps.flows.delete(as_bytes(&k)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e).context("removing a flow"),
@@ -592,9 +534,9 @@ impl SwitchDatapath {
             .skel
             .maps
             .flows
-            .lookup(abi::bytes(&k), MapFlags::ANY)
+            .lookup(as_bytes(&k), MapFlags::ANY)
             .ok()??;
-        flow_from_raw(&exact::<abi::Flow>(&v)?)
+        flow_from_raw(&from_bytes::<abi::Flow>(&v)?)
     }
 
     /// Every flow-table entry, decoded.
@@ -602,9 +544,9 @@ impl SwitchDatapath {
         let map = &self.skel.maps.flows;
         map.keys()
             .filter_map(|k| {
-                let key = key_from_raw(&exact::<abi::FlowKey>(&k)?)?;
+                let key = key_from_raw(&from_bytes::<abi::FlowKey>(&k)?)?;
                 let v = map.lookup(&k, MapFlags::ANY).ok()??;
-                Some((key, flow_from_raw(&exact::<abi::Flow>(&v)?)?))
+                Some((key, flow_from_raw(&from_bytes::<abi::Flow>(&v)?)?))
             })
             .collect()
     }
@@ -689,7 +631,7 @@ impl SwitchDatapath {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         {
             for bytes in per_cpu {
-                if let Some(s) = abi::read::<abi::Stats>(&bytes) {
+                if let Some(s) = from_prefix::<abi::Stats>(&bytes) {
                     for (acc, v) in sum.iter_mut().zip(s.counters) {
                         *acc += v;
                     }

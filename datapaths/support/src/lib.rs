@@ -1,3 +1,7 @@
-//! What both datapaths' loaders and shims share.
+//! What both datapaths' loaders and shims share: BPF arrays mapped into the shim
+//! ([`mapped`]), the plain-old-data helpers for the `#[repr(C)]` mirrors ([`pod`]), and
+//! ring-buffer draining into a queue of decoded events ([`ring`]).
 
 pub mod mapped;
+pub mod pod;
+pub mod ring;
