@@ -1,0 +1,184 @@
+//! The segment buffer: every new server segment is kept, whole frame included, until the
+//! client acknowledges it cumulatively, against a per-flow and a shared budget; segments that
+//! reach the shim before the one preceding them wait in `early`.
+
+use super::{FallbackReason, SenderFlow};
+use super::scoreboard::{Seg, Tally};
+use crate::events::{Resent, Segment};
+
+/// Segments held while the one before them is missing (ring records out of order).
+pub const MAX_EARLY_SEGMENTS: usize = 64;
+
+/// Frame bytes buffered by all flows, against one limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BufferPool {
+    limit: u64,
+    used: u64,
+}
+
+impl BufferPool {
+    pub fn new(limit: u64) -> Self {
+        Self { limit, used: 0 }
+    }
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+    pub(super) fn try_take(&mut self, n: u64) -> bool {
+        if self.used + n > self.limit {
+            return false;
+        }
+        self.used += n;
+        true
+    }
+    pub(super) fn give(&mut self, n: u64) {
+        debug_assert!(n <= self.used, "pool accounting");
+        self.used = self.used.saturating_sub(n);
+    }
+}
+
+impl SenderFlow {
+    /// A new segment from the server. Returns the reason if the flow has to fall back now
+    /// (its buffer is then freed); a flow that already fell back ignores segments.
+    pub fn on_segment(&mut self, seg: Segment, pool: &mut BufferPool) -> Option<FallbackReason> {
+        if self.fallback.is_some() {
+            return None;
+        }
+        self.last_activity_ns = self.last_activity_ns.max(seg.ts_ns);
+        let start = self.unwrap(seg.seq);
+        let end = start + u64::from(seg.len);
+        if end <= self.nxt {
+            // Not new after all (the BPF side saw a higher end first): a retransmission.
+            let r = Resent { flow_id: seg.flow_id, ts_ns: seg.ts_ns, seq: seg.seq, len: seg.len };
+            return self.on_resent(&r, pool);
+        }
+        let size = seg.frame.len() as u64;
+        if self.buffered_bytes + size > self.cfg.flow_buffer_bytes {
+            self.fall_back(FallbackReason::FlowBudget, pool);
+            return self.fallback;
+        }
+        if !pool.try_take(size) {
+            self.fall_back(FallbackReason::GlobalBudget, pool);
+            return self.fallback;
+        }
+        self.buffered_bytes += size;
+        if start > self.nxt {
+            // Records from different CPUs can reach the ring out of order: hold this one
+            // until the segment before it arrives (or give up, see `on_tick`).
+            if self.early.len() >= MAX_EARLY_SEGMENTS {
+                self.fall_back(FallbackReason::Gap, pool);
+                return self.fallback;
+            }
+            let i = self.early.partition_point(|e| self.unwrap(e.seq) <= start);
+            self.early.insert(i, seg);
+            return None;
+        }
+        self.append(seg, start, end);
+        while self.early.first().is_some_and(|e| self.unwrap(e.seq) <= self.nxt) {
+            let e = self.early.remove(0);
+            let start = self.unwrap(e.seq);
+            let end = start + u64::from(e.len);
+            if end <= self.nxt {
+                self.buffered_bytes -= e.frame.len() as u64;
+                pool.give(e.frame.len() as u64);
+                let r = Resent { flow_id: e.flow_id, ts_ns: e.ts_ns, seq: e.seq, len: e.len };
+                self.on_resent(&r, pool);
+            } else {
+                self.append(e, start, end);
+            }
+        }
+        None
+    }
+
+    /// Buffer a segment that starts at or below `snd_nxt` and ends beyond it (budget taken).
+    fn append(&mut self, seg: Segment, start: u64, end: u64) {
+        let start = start.max(self.nxt);
+        if self.nxt == self.una {
+            // Nothing outstanding: a new flight starts (tcp_rate_skb_sent) and the timer runs.
+            self.first_tx_ns = seg.ts_ns;
+            self.delivered_ns = seg.ts_ns;
+            self.rto_since_ns = Some(seg.ts_ns);
+        }
+        let pkts = u64::from(seg.len).div_ceil(self.mss).max(1);
+        self.segs.push_back(Seg {
+            start,
+            end,
+            frame: seg.frame,
+            pkts,
+            sent_ns: seg.ts_ns,
+            tx: Some(self.tx_state()),
+            sacked: false,
+            lost: None,
+            retrans_out: false,
+            retransmitted: false,
+            echoes_pending: 0,
+        });
+        self.pkts_out += pkts;
+        self.nxt = end;
+    }
+
+    /// Stop protecting the flow for good and free its buffer.
+    pub fn fall_back(&mut self, reason: FallbackReason, pool: &mut BufferPool) {
+        self.release(pool);
+        self.fallback.get_or_insert(reason);
+    }
+
+    /// Return the buffer to the pool (before dropping the flow).
+    pub fn release(&mut self, pool: &mut BufferPool) {
+        pool.give(self.buffered_bytes);
+        self.buffered_bytes = 0;
+        self.segs.clear();
+        self.early.clear();
+        self.pkts_out = 0;
+        self.tally = Tally::default();
+        self.rto_since_ns = None;
+    }
+
+    /// Server data at or below the highest sequence seen: one of the shim's injected copies
+    /// coming back past the port, or the server's own retransmission.
+    ///
+    /// Data at or beyond `snd_nxt` reported this way lies in a hole before held segments:
+    /// the port saw a later segment first (frames from the server can cross it out of order
+    /// when sent from two CPUs) and handed this one over without its frame, so it cannot be
+    /// retransmitted and the flow falls back (returned).
+    pub fn on_resent(&mut self, r: &Resent, pool: &mut BufferPool) -> Option<FallbackReason> {
+        if self.fallback.is_some() {
+            return None;
+        }
+        self.last_activity_ns = self.last_activity_ns.max(r.ts_ns);
+        let start = self.unwrap(r.seq);
+        let end = start + u64::from(r.len);
+        if start >= self.nxt && !self.early.is_empty() {
+            self.fall_back(FallbackReason::Gap, pool);
+            return self.fallback;
+        }
+        if end <= self.una || start >= self.nxt {
+            return None;
+        }
+        let first = self.index_after(start);
+        // An injected frame ends where its segment ends.
+        if let Some(i) = (first..self.segs.len())
+            .take_while(|&i| self.segs[i].start < end)
+            .find(|&i| self.segs[i].end == end && self.segs[i].echoes_pending > 0)
+        {
+            let seg = &mut self.segs[i];
+            seg.echoes_pending -= 1;
+            seg.sent_ns = seg.sent_ns.max(r.ts_ns);
+            return None;
+        }
+        let mut i = first;
+        while i < self.segs.len() && self.segs[i].start < end {
+            self.update(i, |s| {
+                s.retransmitted = true;
+                s.sent_ns = s.sent_ns.max(r.ts_ns);
+                if s.lost.is_some() && !s.sacked {
+                    s.retrans_out = true;
+                }
+            });
+            i += 1;
+        }
+        None
+    }
+}
