@@ -8,7 +8,7 @@
 use thiserror::Error;
 
 use super::{
-    Expr, Implicit, Instr, Op, Primitive, Program, Reg, INFINITY, MAX_CONTROL_REGS, MAX_LOCAL_REGS,
+    Expr, Implicit, Instr, Op, Primitive, Program, Reg, INFINITY, MAX_LOCAL_REGS,
     MAX_REPORT_REGS, MAX_TMP_REGS, NUM_IMPLICIT_REGS,
 };
 
@@ -111,8 +111,10 @@ pub enum ExecError {
 /// One flow's registers (libccp `struct register_file`) and the origin of `Micros`.
 #[derive(Clone, Debug)]
 pub(crate) struct Registers {
-    report: [u64; MAX_REPORT_REGS],
-    control: [u64; MAX_CONTROL_REGS],
+    /// Report and control registers, as many as used so far (reads beyond are 0, a write
+    /// grows the file): a flow costs what its program uses, not libccp's fixed 110 + 110.
+    report: Vec<u64>,
+    control: Vec<u64>,
     tmp: [u64; MAX_TMP_REGS],
     local: [u64; MAX_LOCAL_REGS],
     implicit: [u64; NUM_IMPLICIT_REGS],
@@ -120,11 +122,20 @@ pub(crate) struct Registers {
     micros_zero_us: u64,
 }
 
+/// `regs[index] = v`, growing `regs` with zeros to reach `index` (validated indices stay
+/// below the register bank's size).
+fn set_grown(regs: &mut Vec<u64>, index: usize, v: u64) {
+    if index >= regs.len() {
+        regs.resize(index + 1, 0);
+    }
+    regs[index] = v;
+}
+
 impl Registers {
     pub(crate) fn new() -> Self {
         Self {
-            report: [0; MAX_REPORT_REGS],
-            control: [0; MAX_CONTROL_REGS],
+            report: Vec::new(),
+            control: Vec::new(),
             tmp: [0; MAX_TMP_REGS],
             local: [0; MAX_LOCAL_REGS],
             implicit: [0; NUM_IMPLICIT_REGS],
@@ -145,7 +156,7 @@ impl Registers {
     }
 
     pub(crate) fn set_control(&mut self, index: usize, v: u64) {
-        self.control[index] = v;
+        set_grown(&mut self.control, index, v);
     }
 
     /// Fresh registers for `prog` started at `now_us`: everything 0, then every `Def` default,
@@ -174,7 +185,7 @@ impl Registers {
 
     /// The MEASURE fields: report registers `0..n` (libccp `num_to_return`).
     pub(crate) fn report_fields(&self, n: usize) -> Vec<u64> {
-        self.report[..n.min(MAX_REPORT_REGS)].to_vec()
+        (0..n.min(MAX_REPORT_REGS)).map(|i| self.report.get(i).copied().unwrap_or(0)).collect()
     }
 
     /// Starts an evaluation at `now_us`: clears the per-evaluation flags and updates `Micros`
@@ -189,8 +200,8 @@ impl Registers {
     fn read(&self, reg: Reg, prims: &Primitives) -> u64 {
         match reg {
             Reg::Immediate(v) => u64::from(v),
-            Reg::Report { index, .. } => self.report[usize::from(index)],
-            Reg::Control { index, .. } => self.control[usize::from(index)],
+            Reg::Report { index, .. } => self.report.get(usize::from(index)).copied().unwrap_or(0),
+            Reg::Control { index, .. } => self.control.get(usize::from(index)).copied().unwrap_or(0),
             Reg::Tmp(i) => self.tmp[usize::from(i)],
             Reg::Local(i) => self.local[usize::from(i)],
             Reg::Implicit(r) => self.implicit(r),
@@ -202,8 +213,8 @@ impl Registers {
     /// Read-only registers are excluded by validation and ignored here.
     fn write(&mut self, reg: Reg, v: u64, now_us: u64) {
         match reg {
-            Reg::Report { index, .. } => self.report[usize::from(index)] = v,
-            Reg::Control { index, .. } => self.control[usize::from(index)] = v,
+            Reg::Report { index, .. } => set_grown(&mut self.report, usize::from(index), v),
+            Reg::Control { index, .. } => set_grown(&mut self.control, usize::from(index), v),
             Reg::Tmp(i) => self.tmp[usize::from(i)] = v,
             Reg::Local(i) => self.local[usize::from(i)] = v,
             Reg::Implicit(Implicit::Micros) => {
@@ -379,5 +390,20 @@ mod tests {
     fn rtt_zero_reads_as_infinity() {
         let p = Primitives::default();
         assert_eq!(p.read(Primitive::RttSampleUs), INFINITY);
+    }
+
+    /// A flow's registers cost what its program uses: the standard program's 9 report and 2
+    /// control registers, not libccp's fixed 110 + 110 (1.9 KB per flow before).
+    #[test]
+    fn a_flow_costs_what_its_program_uses() {
+        let prog = crate::program::standard::tests_program();
+        let mut regs = Registers::new();
+        regs.start_program(&prog, 0);
+        assert_eq!((regs.report.len(), regs.control.len()), (9, 2));
+        let bytes = std::mem::size_of::<Registers>() + 8 * (regs.report.capacity() + regs.control.capacity());
+        assert!(bytes < 512, "{bytes} bytes");
+        // An update of a register the program does not use still lands, as in libccp.
+        regs.set_control(40, 7);
+        assert_eq!((regs.control(40), regs.control(39), regs.control(200)), (7, 0, 0));
     }
 }

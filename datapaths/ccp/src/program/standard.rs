@@ -59,6 +59,11 @@ fn program() -> &'static Program {
     })
 }
 
+#[cfg(test)]
+pub(crate) fn tests_program() -> Program {
+    program().clone()
+}
+
 /// `prog` is the standard program (whatever uid the agent gave it).
 pub fn is_standard(prog: &Program) -> bool {
     let std = program();
