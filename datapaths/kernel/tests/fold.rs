@@ -4,30 +4,12 @@
 //! BPF_PROG_TEST_RUN), and every ACK must report the same, with the same fields. Needs root.
 
 use ccswitch_ccp::program::standard::{self, control, report};
+use ccswitch_datapath_support::rng::SplitMix64;
 use ccswitch_ccp::wire::{self, Msg, UpdateField};
 use ccswitch_ccp::{Flow, Primitives, Program};
 use ccswitch_kernel::abi::{FoldAck, FoldTest};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
 use std::sync::Arc;
-
-/// splitmix64: a seeded, dependency-free generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 fn standard_program() -> Arc<Program> {
     let (msg, _) = wire::decode(standard::INSTALL_MESSAGE).unwrap();
@@ -40,7 +22,7 @@ fn per_ack_update(on: bool) -> UpdateField {
 }
 
 /// One ACK of a flow whose path, losses and timing vary by sequence.
-fn random_ack(rng: &mut Rng, now_us: u64, rtt_us: u32) -> FoldAck {
+fn random_ack(rng: &mut SplitMix64, now_us: u64, rtt_us: u32) -> FoldAck {
     let mss = 1448;
     let packets = rng.below(4) as u32;
     FoldAck {
@@ -68,7 +50,7 @@ fn kernel_fold_reports_as_the_interpreter() {
     let (mut acks, mut reports) = (0u64, 0u64);
 
     for seed in 0..200u64 {
-        let mut rng = Rng(seed);
+        let mut rng = SplitMix64(seed);
         let mut now_us = 1_000_000 + rng.below(1 << 40);
         let mut start_us = now_us;
         let mut per_ack = rng.chance(20);

@@ -41,6 +41,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use ccswitch_datapath_support::rng::SplitMix64;
 use ccswitch_ovs::loader::{FlowPhase, FlowState, Port, SwitchDatapath, RET_DROP, RET_NEXT};
 use ccswitch_ovs::events::{AckVerdict, Control, Event, FlowKey};
 use common::*;
@@ -58,39 +59,18 @@ const DRAIN_EVERY: u64 = 256;
 const CHECK_FLOWS_EVERY: u64 = 100;
 const SENTINEL_EVERY: u64 = 1000;
 
-/// splitmix64: small, seedable, good enough to pick mutations.
-struct Rng(u64);
+/// The tests' generator, with the one draw this test adds.
+type Rng = SplitMix64;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.byte()).collect()
-    }
-    /// A sequence or acknowledgement number around one of the places where serial arithmetic
-    /// turns over: 0, 2^31 and 2^32, or anywhere.
-    fn near_wrap(&mut self) -> u32 {
-        let d = self.below(3000) as u32;
-        match self.below(4) {
-            0 => u32::MAX - d,
-            1 => d,
-            2 => 0x8000_0000u32.wrapping_add(d).wrapping_sub(1500),
-            _ => self.next() as u32,
-        }
+/// A sequence or acknowledgement number around one of the places where serial arithmetic
+/// turns over: 0, 2^31 and 2^32, or anywhere.
+fn near_wrap(r: &mut Rng) -> u32 {
+    let d = r.below(3000) as u32;
+    match r.below(4) {
+        0 => u32::MAX - d,
+        1 => d,
+        2 => 0x8000_0000u32.wrapping_add(d).wrapping_sub(1500),
+        _ => r.next() as u32,
     }
 }
 
@@ -465,7 +445,7 @@ fn sack_option(r: &mut Rng, una: u32, blocks: usize) -> Vec<u8> {
         let start = match r.below(4) {
             0 => una.wrapping_add(r.below(FLOW_DATA as u64) as u32),
             1 => una.wrapping_sub(r.below(2000) as u32), // D-SACK-like, below una
-            2 => r.near_wrap(),
+            2 => near_wrap(r),
             _ => r.next() as u32,
         };
         let end = match r.below(3) {
@@ -616,8 +596,8 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
         let seg = Seg {
             src: SocketAddr::new(random_addr(r, v6), r.next() as u16),
             dst: SocketAddr::new(random_addr(r, v6), r.next() as u16),
-            seq: r.near_wrap(),
-            ack: r.near_wrap(),
+            seq: near_wrap(r),
+            ack: near_wrap(r),
             flags: random_flags(r),
             window: window(r),
             opts: vec![],
@@ -649,7 +629,7 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
             }
             let ack = match r.below(5) {
                 0 => una.wrapping_add(FLOW_DATA),
-                1 => r.near_wrap(),
+                1 => near_wrap(r),
                 _ => una.wrapping_add(r.below(FLOW_DATA as u64 + 1) as u32),
             };
             let mut flags = ACK;
@@ -674,7 +654,7 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
             let seq = if r.chance(75) {
                 CLIENT_ISN
             } else {
-                r.near_wrap()
+                near_wrap(r)
             };
             let mut flags = SYN;
             if r.chance(20) {
@@ -694,7 +674,7 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
             let seq = if r.chance(80) {
                 una.wrapping_add(r.below(FLOW_DATA as u64 + 2000) as u32)
             } else {
-                r.near_wrap()
+                near_wrap(r)
             };
             let mut flags = ACK | PSH;
             if r.chance(10) {
@@ -714,7 +694,7 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
             let seq = if r.chance(50) {
                 SERVER_ISN
             } else {
-                r.near_wrap()
+                near_wrap(r)
             };
             let o = if r.chance(50) {
                 [
@@ -733,7 +713,7 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
             )
         }
         _ => {
-            let seg = Seg::from_server(&e, ACK, una.wrapping_add(FLOW_DATA), r.near_wrap());
+            let seg = Seg::from_server(&e, ACK, una.wrapping_add(FLOW_DATA), near_wrap(r));
             (Port::Ingress, seg)
         }
     }
@@ -1177,7 +1157,7 @@ fn mutated_frames_pass_unchanged_or_leave_valid_with_a_window_never_raised() {
         )
     };
     let start = Instant::now();
-    let mut r = Rng(seed);
+    let mut r = SplitMix64(seed);
     let mut z = Fuzz::new();
 
     // Deterministic sweeps first: every truncation of a controlled ACK with TS+SACK and of a
@@ -1246,10 +1226,10 @@ fn mutated_frames_pass_unchanged_or_leave_valid_with_a_window_never_raised() {
             seg.flags = random_flags(&mut r);
         }
         if r.chance(10) {
-            seg.seq = r.near_wrap();
+            seg.seq = near_wrap(&mut r);
         }
         if r.chance(10) {
-            seg.ack = r.near_wrap();
+            seg.ack = near_wrap(&mut r);
         }
         let mut f = seg.build();
         mutate(&mut r, &mut f);

@@ -1,7 +1,9 @@
 //! What both datapaths' loaders and shims share: BPF arrays mapped into the shim
 //! ([`mapped`]), the plain-old-data helpers for the `#[repr(C)]` mirrors ([`pod`]), and
-//! ring-buffer draining into a queue of decoded events ([`ring`]).
+//! ring-buffer draining into a queue of decoded events ([`ring`]), and the seeded generator of
+//! their randomized tests ([`rng`]).
 
 pub mod mapped;
 pub mod pod;
 pub mod ring;
+pub mod rng;

@@ -193,19 +193,30 @@ def add_cli(subparsers) -> None:
     p.set_defaults(func=_cli_bench, parser=p)
 
 
+def _measured(run):
+    """(result, None) from a benchmark on the machine, or (None, exit status) when it failed or
+    was interrupted (everything torn down either way)."""
+    try:
+        return run(), None
+    except Interrupted as e:
+        log(f"interrupted by {e}; everything torn down")
+        return None, 128 + e.signum
+    except (RunError, TopologyError, subprocess.CalledProcessError) as e:
+        log(f"error: {e}")
+        return None, 1
+
+
 def _cli_bench(args) -> int:
     if args.which == "scale":
         from . import scale as _scale
-        try:
+
+        def run_scale():
             out = args.out or default_out_dir(_scale.scenario(args.algorithm, args.delay_ms, args.datapath))
-            x = _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out,
-                             datapath=args.datapath, algorithm=args.algorithm)
-        except Interrupted as e:
-            log(f"interrupted by {e}; everything torn down")
-            return 128 + e.signum
-        except (RunError, TopologyError, subprocess.CalledProcessError) as e:
-            log(f"error: {e}")
-            return 1
+            return _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out,
+                                datapath=args.datapath, algorithm=args.algorithm)
+        x, status = _measured(run_scale)
+        if status is not None:
+            return status
         _scale.print_scale(x)
         if args.json:
             print(json.dumps(x))
@@ -230,14 +241,9 @@ def _cli_bench(args) -> int:
             sc.repetitions = args.repetitions
     except ScenarioError as e:
         args.parser.error(str(e))
-    try:
-        results = overhead(sc, args.out or default_out_dir(sc))
-    except Interrupted as e:
-        log(f"interrupted by {e}; everything torn down")
-        return 128 + e.signum
-    except (RunError, TopologyError, subprocess.CalledProcessError) as e:
-        log(f"error: {e}")
-        return 1
+    results, status = _measured(lambda: overhead(sc, args.out or default_out_dir(sc)))
+    if status is not None:
+        return status
     print_table(results)
     if args.json:
         print(json.dumps({"rows": results}))
