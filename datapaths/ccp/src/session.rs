@@ -193,11 +193,6 @@ impl Session {
         &self.latency
     }
 
-    /// Flows whose standard program the datapath folds.
-    pub fn folded_flows(&self) -> usize {
-        self.flows.values().filter(|f| f.fold.is_some()).count()
-    }
-
     pub fn flow_count(&self) -> usize {
         self.flows.len()
     }

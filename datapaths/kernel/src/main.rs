@@ -33,9 +33,10 @@ struct Args {
     /// Name under which the congestion control registers.
     #[arg(long, default_value = DEFAULT_CC_NAME)]
     cc_name: String,
-    /// Longest a report of a flow folded in the kernel waits before the shim reads it. Urgent
-    /// reports (loss, timeout, ECN) wake the shim at once; the others are read on its next
-    /// pass, so that a report does not cost an interrupt.
+    /// Longest a record (the report of a flow folded in the kernel, the ACK of a flow the shim
+    /// interprets) waits before the shim reads it. Urgent ones (a flow's start or end, loss,
+    /// timeout, ECN) wake the shim at once; the others are read on its next pass, so that a
+    /// record does not cost an interrupt.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=10_000))]
     report_delay_us: u64,
     /// Flows that can hold a directive at once; beyond it a flow stays on the fallback

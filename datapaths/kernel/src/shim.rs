@@ -52,8 +52,8 @@ impl SessionDatapath for Maps<'_> {
 pub struct Shim {
     datapath: KernelDatapath,
     session: Session,
-    /// How long a folded flow's non-urgent report may wait in the ring (the BPF program
-    /// submits those without waking the shim).
+    /// How long a non-urgent record may wait in the ring (the BPF program submits those
+    /// without waking the shim).
     report_delay: Duration,
     last_tick: Instant,
     started: Instant,
@@ -77,7 +77,8 @@ impl Shim {
         let mut events = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             self.session.maybe_connect(&mut Maps(&self.datapath));
-            let wait = if self.session.folded_flows() > 0 { self.report_delay.min(TICK_INTERVAL) } else { TICK_INTERVAL };
+            // Records that did not wake us wait at most report_delay.
+            let wait = if self.session.flow_count() > 0 { self.report_delay.min(TICK_INTERVAL) } else { TICK_INTERVAL };
             self.wait_for_input(wait);
             self.datapath.poll(Duration::ZERO, |ev| events.push(ev))?;
             for ev in events.drain(..) {

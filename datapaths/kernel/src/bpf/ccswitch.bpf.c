@@ -412,6 +412,18 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 	fold_reset(&st->fold.regs);
 }
 
+/* An ACK record of a flow the shim interprets wakes it only when urgent (loss,
+ * timeout, ECN) or when CCSW_WAKE_BYTES wait in the ring, as folded reports do:
+ * the others are read on the shim's next pass, at most --report-delay-us later.
+ * FORCE, not adaptive: records without a wake-up may be waiting before it. */
+static __always_inline __u64 ack_wake_flags(const struct ccsw_ack_event *e)
+{
+	if (e->lost_pkts_sample || e->was_timeout || (e->flags & CCSW_ACK_F_ECE) ||
+	    bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
 				     const struct rate_sample *rs, __u64 now, bool fell_back)
 {
@@ -482,7 +494,7 @@ static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, 
 	e->flags = flags;
 	e->ssthresh = tp->snd_ssthresh;
 
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, ack_wake_flags(e));
 	count_event(true);
 }
 
@@ -549,7 +561,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	}
 	e->mss = tp->mss_cache;
 	e->init_cwnd_bytes = tp->snd_cwnd * tp->mss_cache;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP); /* urgent: a new flow */
 	count_event(true);
 
 pacing:
@@ -732,7 +744,7 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 		e->kind = CCSW_EV_CLOSE;
 		e->flow_id = flow_id;
 		e->ts_ns = bpf_ktime_get_ns();
-		bpf_ringbuf_submit(e, 0);
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP); /* urgent: a flow gone */
 		count_event(true);
 	} else {
 		count_event(false);

@@ -32,9 +32,9 @@ typedef int32_t __s32;
 #define CCSW_FOLD_PER_RTT 1 /* a report per RTT, at once on loss or timeout */
 #define CCSW_FOLD_PER_ACK 2 /* a report on every ACK */
 
-/* A folded flow's report wakes the shim at once only when urgent (loss,
- * timeout, ECN) or when this much is waiting in the ring; the others wait
- * for the shim's next pass, which comes at most --report-delay-us later. */
+/* A record wakes the shim at once only when urgent (a flow created or
+ * closed, loss, timeout, ECN) or when this much is waiting in the ring; the
+ * others wait for the shim's next pass, at most --report-delay-us later. */
 #define CCSW_WAKE_BYTES (64u << 10)
 
 /* The standard program's minimum-RTT default: above any sample (us). */
