@@ -9,12 +9,16 @@
  * retransmission, SACK scoreboard, RACK, undo); this program only decides
  * snd_cwnd and sk_pacing_rate, and reports what it sees.
  *
- *  - On every ACK (cong_control) it emits an ACK event with the CCP
- *    measurement primitives (see ccswitch.h for fields and units) into a
- *    ring buffer read by the userspace shim, which forwards them to the agent.
+ *  - A flow on the agent's standard program (every simple-API algorithm) is
+ *    folded here: each ACK (cong_control) updates the program's report
+ *    registers in socket storage, and only its reports go into the ring
+ *    buffer read by the userspace shim, which forwards them to the agent.
+ *    Any other flow emits an ACK event with the CCP measurement primitives
+ *    (see ccswitch.h for fields and units) on every ACK, for the shim's
+ *    interpreter. Only urgent records wake the shim (see CCSW_WAKE_BYTES).
  *  - The agent answers with directives (cwnd in bytes, pacing rate in
- *    bytes/s) that the shim writes into the `directives` hash, keyed by the
- *    flow id handed out at init.
+ *    bytes/s, the fold) that the shim stores into the `directives` array,
+ *    mapped into its memory, in the slot of the flow id handed out at init.
  *  - A directive is obeyed only while the agent is known to be alive: the
  *    shim keeps pushing `config.agent_valid_until_ns` (CLOCK_MONOTONIC, the
  *    clock of bpf_ktime_get_ns) into the future. When that deadline has
