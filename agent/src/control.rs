@@ -32,7 +32,7 @@ use capnp::serialize;
 use tracing::{debug, error, info, warn};
 
 use crate::memory::{self, MemorySettings, MemorySnapshot, Prefix};
-use crate::registry::{FlowKey, FlowSnapshot, PinTarget, Registry};
+use crate::registry::{FlowId, FlowSnapshot, PinTarget, Registry};
 use crate::server::OwnedSockets;
 use crate::selector::features::Features;
 use crate::selector::policy::Policy;
@@ -344,7 +344,7 @@ fn read_target(t: target::Reader) -> Result<PinTarget> {
     match which {
         Which::Flow(id) => {
             let id = id?;
-            Ok(PinTarget::Flow(FlowKey { datapath: id.get_datapath(), sid: id.get_sid() }))
+            Ok(PinTarget::Flow(FlowId { datapath: id.get_datapath(), sid: id.get_sid() }))
         }
         Which::Port(0) => bail!("port 0 is not a port a flow can use"),
         Which::Port(p) => Ok(PinTarget::Port(p)),
@@ -577,7 +577,7 @@ mod tests {
         let r = Registry::new(None);
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let e = Endpoints { src: ip("192.168.1.1"), sport: 80, dst: ip("2001:db8::7"), dport: 40_000 };
-        r.register(FlowKey { datapath: 1, sid: 5 }, e, "reno");
+        r.register(FlowId { datapath: 1, sid: 5 }, e, "reno");
         r
     }
 
@@ -633,7 +633,7 @@ mod tests {
         let r = Registry::new(None);
         assert_eq!(answer(&r, &list_flows()), "flows: []");
         let r = registry_with_flow();
-        r.update(FlowKey { datapath: 1, sid: 5 }, "cubic", None, 4, 1, Some(14_480));
+        r.update(FlowId { datapath: 1, sid: 5 }, "cubic", None, 4, 1, Some(14_480));
         assert_eq!(
             answer(&r, &list_flows()),
             "flows: [1:5 192.168.1.1:80->2001:db8::7:40000 cubic pinned=\"\" reports=4 switches=1 cwnd=14480 features=0]"
@@ -646,7 +646,7 @@ mod tests {
     fn features_are_listed_by_name() {
         let r = registry_with_flow();
         let features = Features { min_rtt_ms: 20.0, samples: 8, ..Features::default() };
-        r.update(FlowKey { datapath: 1, sid: 5 }, "reno", Some(features), 9, 0, Some(1));
+        r.update(FlowId { datapath: 1, sid: 5 }, "reno", Some(features), 9, 0, Some(1));
         let bytes = handle(&r, &list_flows());
         let message = serialize::read_message(&mut &bytes[..], ReaderOptions::new()).unwrap();
         let response::Flows(flows) = message.get_root::<response::Reader>().unwrap().which().unwrap() else {

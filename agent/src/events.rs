@@ -29,7 +29,7 @@ use tracing::warn;
 
 use crate::flow::Switch;
 use crate::memory::Start;
-use crate::registry::{Endpoints, FlowKey};
+use crate::registry::{Endpoints, FlowId};
 
 /// Buffered lines reach the file at least this often.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(500);
@@ -57,7 +57,7 @@ fn flush(sink: &Sink) {
 pub struct EventLog {
     out: Arc<Sink>,
     /// `on_report` exceptions of each open flow that raised at least once.
-    errors: Mutex<HashMap<FlowKey, u64>>,
+    errors: Mutex<HashMap<FlowId, u64>>,
 }
 
 fn now_us() -> u64 {
@@ -94,7 +94,7 @@ impl EventLog {
         Ok(Self { out, errors: Mutex::new(HashMap::new()) })
     }
 
-    fn write(&self, mut event: Value, key: FlowKey) {
+    fn write(&self, mut event: Value, key: FlowId) {
         event["t_us"] = json!(now_us());
         event["datapath"] = json!(key.datapath);
         event["sid"] = json!(key.sid);
@@ -106,7 +106,7 @@ impl EventLog {
         }
     }
 
-    pub fn flow(&self, key: FlowKey, ends: &Endpoints, algorithm: &str, mss_bytes: u32, start: &Start) {
+    pub fn flow(&self, key: FlowId, ends: &Endpoints, algorithm: &str, mss_bytes: u32, start: &Start) {
         let mut event = json!({"event": "flow", "src": ends.src.to_string(), "sport": ends.sport,
                    "dst": ends.dst.to_string(), "dport": ends.dport, "algorithm": algorithm, "mss": mss_bytes});
         if let (Value::Object(e), Value::Object(s)) = (&mut event, start.to_json()) {
@@ -118,7 +118,7 @@ impl EventLog {
 
     pub fn report(
         &self,
-        key: FlowKey,
+        key: FlowId,
         algorithm: &str,
         m: &Measurement,
         cwnd_bytes: Option<u64>,
@@ -148,7 +148,7 @@ impl EventLog {
         self.write(event, key);
     }
 
-    pub fn switch(&self, key: FlowKey, s: &Switch) {
+    pub fn switch(&self, key: FlowId, s: &Switch) {
         self.write(
             json!({"event": "switch", "from": s.from, "to": s.to, "kind": s.kind.as_str(),
                    "reason": s.reason, "features": s.features, "cwnd_bytes": s.cwnd_bytes,
@@ -157,7 +157,7 @@ impl EventLog {
         );
     }
 
-    pub fn close(&self, key: FlowKey, algorithm: &str, reports: u64, switches: u32) {
+    pub fn close(&self, key: FlowId, algorithm: &str, reports: u64, switches: u32) {
         let errors = self.errors.lock().expect("error counts poisoned").remove(&key).unwrap_or(0);
         self.write(
             json!({"event": "close", "algorithm": algorithm, "reports": reports, "switches": switches,
@@ -183,7 +183,7 @@ mod tests {
         let path = dir.join("events.jsonl");
         let _ = std::fs::remove_file(&path);
         let log = EventLog::create(&path).unwrap();
-        let (a, b) = (FlowKey { datapath: 1, sid: 1 }, FlowKey { datapath: 1, sid: 2 });
+        let (a, b) = (FlowId { datapath: 1, sid: 1 }, FlowId { datapath: 1, sid: 2 });
         let m = Measurement::default();
         take_errors();
         log.report(a, "Raises", &m, Some(14480), None); // no error yet

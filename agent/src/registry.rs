@@ -34,12 +34,12 @@ use crate::selector::policy::Policy;
 /// A flow, as the agent names it: its datapath (1, 2, ... in connection order) and the
 /// datapath's socket id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FlowKey {
+pub struct FlowId {
     pub datapath: u64,
     pub sid: u32,
 }
 
-impl fmt::Display for FlowKey {
+impl fmt::Display for FlowId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.datapath, self.sid)
     }
@@ -57,7 +57,7 @@ pub struct Endpoints {
 /// What the control interface shows about one flow.
 #[derive(Clone, Debug)]
 pub struct FlowSnapshot {
-    pub key: FlowKey,
+    pub key: FlowId,
     pub endpoints: Endpoints,
     pub algorithm: String,
     /// The algorithm the flow's most specific pin names, if any pin applies.
@@ -71,7 +71,7 @@ pub struct FlowSnapshot {
 /// What a pin applies to.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PinTarget {
-    Flow(FlowKey),
+    Flow(FlowId),
     Port(u16),
     /// A network address (host bits zero) and its prefix length.
     Prefix(IpAddr, u8),
@@ -104,7 +104,7 @@ impl PinTarget {
     }
 
     /// Whether the target covers a flow (regardless of more specific pins).
-    fn matches(&self, key: FlowKey, endpoints: &Endpoints) -> bool {
+    fn matches(&self, key: FlowId, endpoints: &Endpoints) -> bool {
         match *self {
             PinTarget::Flow(k) => k == key,
             PinTarget::Port(p) => endpoints.sport == p || endpoints.dport == p,
@@ -166,7 +166,7 @@ struct FlowEntry {
 /// The operator's pins, one per target; a new pin on a target replaces the old one.
 #[derive(Default)]
 struct Pins {
-    flows: HashMap<FlowKey, String>,
+    flows: HashMap<FlowId, String>,
     ports: HashMap<u16, String>,
     prefixes: Vec<(IpAddr, u8, String)>,
 }
@@ -201,7 +201,7 @@ impl Pins {
         }
     }
 
-    fn most_specific(&self, key: FlowKey, e: &Endpoints) -> Option<&str> {
+    fn most_specific(&self, key: FlowId, e: &Endpoints) -> Option<&str> {
         if let Some(a) = self.flows.get(&key) {
             return Some(a);
         }
@@ -246,7 +246,7 @@ impl Pins {
 /// Flows, pins and the policy, shared by the datapath threads and the control interface.
 /// Where both locks are held, `flows` is taken first.
 pub struct Registry {
-    flows: Mutex<HashMap<FlowKey, FlowEntry>>,
+    flows: Mutex<HashMap<FlowId, FlowEntry>>,
     pins: Mutex<Pins>,
     policy: RwLock<Option<Arc<Policy>>>,
     generation: AtomicU64,
@@ -271,7 +271,7 @@ impl Registry {
     }
 
     /// A new flow (at CREATE), running `algorithm`.
-    pub fn register(&self, key: FlowKey, endpoints: Endpoints, algorithm: &str) {
+    pub fn register(&self, key: FlowId, endpoints: Endpoints, algorithm: &str) {
         let entry = FlowEntry {
             endpoints,
             algorithm: algorithm.to_string(),
@@ -286,7 +286,7 @@ impl Registry {
     /// The flow's state after a report. Unknown flows are ignored.
     pub fn update(
         &self,
-        key: FlowKey,
+        key: FlowId,
         algorithm: &str,
         features: Option<Features>,
         reports: u64,
@@ -307,7 +307,7 @@ impl Registry {
 
     /// A flow closed (or its datapath went away). Its own pin goes with it: socket ids are
     /// reused, and a later flow with the same id is another flow.
-    pub fn remove(&self, key: FlowKey) {
+    pub fn remove(&self, key: FlowId) {
         let mut flows = self.flows();
         flows.remove(&key);
         // Under the flows lock, as in `pin`, so a pin cannot land on a flow just removed.
@@ -381,7 +381,7 @@ impl Registry {
     }
 
     /// The algorithm the most specific pin covering the flow names, if any.
-    pub fn pinned_for(&self, key: FlowKey, endpoints: &Endpoints) -> Option<String> {
+    pub fn pinned_for(&self, key: FlowId, endpoints: &Endpoints) -> Option<String> {
         self.pins_lock().most_specific(key, endpoints).map(str::to_string)
     }
 
@@ -403,7 +403,7 @@ impl Registry {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn flows(&self) -> MutexGuard<'_, HashMap<FlowKey, FlowEntry>> {
+    fn flows(&self) -> MutexGuard<'_, HashMap<FlowId, FlowEntry>> {
         self.flows.lock().expect("registry flows poisoned")
     }
 
@@ -438,8 +438,8 @@ mod tests {
         Endpoints { src: src.parse().unwrap(), sport, dst: dst.parse().unwrap(), dport }
     }
 
-    fn key(datapath: u64, sid: u32) -> FlowKey {
-        FlowKey { datapath, sid }
+    fn key(datapath: u64, sid: u32) -> FlowId {
+        FlowId { datapath, sid }
     }
 
     fn prefix(text: &str) -> PinTarget {
@@ -447,7 +447,7 @@ mod tests {
     }
 
     /// A registry with one flow 1:1 from server 192.168.1.1:80 to client 10.1.2.3:40000.
-    fn one_flow() -> (Registry, FlowKey, Endpoints) {
+    fn one_flow() -> (Registry, FlowId, Endpoints) {
         let r = Registry::new(None);
         let (k, e) = (key(1, 1), endpoints("192.168.1.1", SERVER_PORT, "10.1.2.3", CLIENT_PORT));
         r.register(k, e, "reno");

@@ -34,7 +34,7 @@ use crate::events::EventLog;
 use crate::flow::{self, Answer, FlowController, ProgramCache, Switch};
 use crate::memory::{Start, StartFrom};
 use crate::program::{CompiledProgram, SimpleProgram};
-use crate::registry::{Endpoints, FlowKey, Registry};
+use crate::registry::{Endpoints, FlowId, Registry};
 use crate::selector::policy::Policy;
 use crate::selector::Selector;
 
@@ -379,8 +379,8 @@ impl<'a, W: Write> Connection<'a, W> {
         }
     }
 
-    fn key(&self, sid: u32) -> FlowKey {
-        FlowKey { datapath: self.datapath, sid }
+    fn key(&self, sid: u32) -> FlowId {
+        FlowId { datapath: self.datapath, sid }
     }
 
     fn closed(&self, sid: u32, entry: &FlowEntry) {
@@ -438,7 +438,7 @@ impl<'a, W: Write> Connection<'a, W> {
 
 /// Apply what changed in the registry since the flow last looked: its pin (switching at once)
 /// and the policy its selector follows.
-fn refresh(entry: &mut FlowEntry, key: FlowKey, registry: &Registry) -> Result<Option<Switch>> {
+fn refresh(entry: &mut FlowEntry, key: FlowId, registry: &Registry) -> Result<Option<Switch>> {
     let generation = registry.generation();
     if generation == entry.generation {
         return Ok(None);
@@ -459,7 +459,7 @@ fn refresh(entry: &mut FlowEntry, key: FlowKey, registry: &Registry) -> Result<O
     entry.ctl.pin(pinned.as_deref())
 }
 
-fn log_switch(agent: &Agent, key: FlowKey, s: &Switch) {
+fn log_switch(agent: &Agent, key: FlowId, s: &Switch) {
     info!(
         datapath = key.datapath, sid = key.sid, from = %s.from, to = %s.to, kind = s.kind.as_str(),
         reason = %s.reason, cwnd = s.cwnd_bytes, pacing_rate = s.pacing_rate_bytes_per_s,

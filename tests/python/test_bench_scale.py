@@ -50,7 +50,7 @@ def test_a_hundred_flows_on_the_kernel_datapath_have_their_acks_folded(tmp_path)
 def test_a_hundred_flows_on_the_ovs_datapath_are_all_controlled(tmp_path):
     x = run_scale(tmp_path, "ovs")
     assert x["flows_seen_by_shim"] == FLOWS
-    assert x["flows_fallen_back"] == 0 and x["flows_unbuffered"] == 0 and x["controls_refused"] == 0
+    assert x["flows_fallen_back"] == 0 and x["flows_unbuffered"] == 0 and x["directives_refused"] == 0
     assert x["shim_exit"] == 0
     assert x["acks_per_s"] > 1000 and x["segments_copied_per_s"] > 1000
     assert 0 < x["bpf_ns_per_packet_ingress"] < 1e6 and 0 < x["bpf_ns_per_packet_egress"] < 1e6

@@ -48,6 +48,6 @@ mod skel {
 pub use ccswitch_ccp::program::standard::FoldMode;
 pub use events::{AckSample, Event, FlowInfo, FoldedReport};
 pub use loader::{
-    monotonic_now_ns, DirectivesFull, Fallback, HandBack, KernelDatapath, LoadOptions, ProgId, Stats,
+    monotonic_now_ns, DirectiveSlotBusy, Fallback, HandBack, KernelDatapath, LoadOptions, ProgId, Stats,
     DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_RING_BYTES,
 };

@@ -59,7 +59,7 @@ pub struct LoadOptions {
     pub cc_name: String,
     /// Flows that can hold a directive at once (the directives map). Beyond
     /// it a flow stays on the fallback: [`KernelDatapath::set_directive`]
-    /// fails with [`DirectivesFull`].
+    /// fails with [`DirectiveSlotBusy`].
     pub max_flows: u32,
     /// Ring buffer size, bytes: a power of two, at least a page. A full ring
     /// loses records (counted in [`Stats::ring_drops`]).
@@ -74,11 +74,11 @@ pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
 /// Another live flow holds the flow's directive slot (flow id modulo max_flows): the flow
 /// stays on the fallback.
 #[derive(Debug, thiserror::Error)]
-#[error("no directive slot for flow {flow_id}: flow {holder} holds it ({max_flows} slots; raise --max-flows)")]
-pub struct DirectivesFull {
+#[error("no directive slot for flow {flow_id}: flow {holder} holds it ({slots} slots; raise --max-flows)")]
+pub struct DirectiveSlotBusy {
     pub flow_id: u32,
     pub holder: u32,
-    pub max_flows: u32,
+    pub slots: u32,
 }
 
 impl Default for LoadOptions {
@@ -427,7 +427,7 @@ impl KernelDatapath {
     fn update_directive(&self, flow_id: u32, change: impl FnOnce(&mut abi::Directive)) -> Result<()> {
         self.directives.update(flow_id, change).map_err(|holder| {
             self.directives_refused.set(self.directives_refused.get() + 1);
-            DirectivesFull { flow_id, holder, max_flows: self.max_flows }.into()
+            DirectiveSlotBusy { flow_id, holder, slots: self.max_flows }.into()
         })
     }
 
@@ -467,7 +467,7 @@ impl KernelDatapath {
         Ok(())
     }
 
-    /// Directives (and folds) refused because the directives map was full.
+    /// Directives (and folds) refused because another live flow held the flow's slot.
     pub fn directives_refused(&self) -> u64 {
         self.directives_refused.get()
     }

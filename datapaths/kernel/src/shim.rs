@@ -14,12 +14,12 @@ use anyhow::Result;
 use ccswitch_ccp::agent_link::AgentAddr;
 use ccswitch_ccp::session::{process_cpu_time, AckInput, FlowDesc, Session, SessionDatapath};
 use ccswitch_ccp::Primitives;
-use ccswitch_kernel::{monotonic_now_ns, AckSample, DirectivesFull, Event, FoldMode, KernelDatapath};
+use ccswitch_kernel::{monotonic_now_ns, AckSample, DirectiveSlotBusy, Event, FoldMode, KernelDatapath};
 use tracing::{debug, info, warn};
 
 /// Period of timer-driven program evaluation for flows whose ACKs stopped.
 const TICK_INTERVAL: Duration = Duration::from_millis(10);
-/// Overflows (a full directives map) are logged at most this often.
+/// Overflows (directive slots held by other flows, a full ring) are logged at most this often.
 const OVERFLOW_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The kernel datapath as the session sees it.
@@ -29,8 +29,8 @@ impl SessionDatapath for Maps<'_> {
     fn set_directive(&mut self, sid: u32, cwnd_bytes: u32, rate: Option<u64>) -> Result<()> {
         match self.0.set_directive(sid, Some(cwnd_bytes), rate) {
             // Counted by the datapath and logged by the shim once per interval: the flow
-            // stays on the fallback, which is all a full table can offer it.
-            Err(e) if e.is::<DirectivesFull>() => Ok(()),
+            // stays on the fallback, which is all a busy slot can offer it.
+            Err(e) if e.is::<DirectiveSlotBusy>() => Ok(()),
             r => r,
         }
     }
@@ -43,7 +43,7 @@ impl SessionDatapath for Maps<'_> {
     fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
         match self.0.set_fold(sid, fold) {
             Ok(()) => Ok(true),
-            Err(e) if e.is::<DirectivesFull>() => Ok(false),
+            Err(e) if e.is::<DirectiveSlotBusy>() => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -122,7 +122,7 @@ impl Shim {
         if refused > refused_logged {
             warn!(
                 refused = refused - refused_logged, max_flows = self.datapath.max_flows(),
-                "directives map full: these flows stay on the in-kernel fallback (raise --max-flows)"
+                "directive slots held by other flows: these flows stay on the in-kernel fallback (raise --max-flows)"
             );
         }
         if drops > drops_logged {

@@ -85,7 +85,7 @@ pub struct Flow {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Control {
+pub struct Directive {
     pub flow_id: u32,
     pub cwnd_bytes: u32,
     pub sacked_bytes: u32,
@@ -184,7 +184,7 @@ pub struct ReasonEvent {
 
 const _: () = assert!(size_of::<FlowKey>() == 40);
 const _: () = assert!(size_of::<Flow>() == 48);
-const _: () = assert!(size_of::<Control>() == 24);
+const _: () = assert!(size_of::<Directive>() == 24);
 const _: () = assert!(size_of::<Config>() == 16);
 const _: () = assert!(size_of::<Stats>() == 136);
 const _: () = assert!(size_of::<Head>() == 16);
@@ -196,7 +196,7 @@ const _: () = assert!(size_of::<ReasonEvent>() == 24);
 use crate::skel::types as btf;
 const _: () = assert!(size_of::<FlowKey>() == size_of::<btf::ccsw_flow_key>());
 const _: () = assert!(size_of::<Flow>() == size_of::<btf::ccsw_flow>());
-const _: () = assert!(size_of::<Control>() == size_of::<btf::ccsw_control>());
+const _: () = assert!(size_of::<Directive>() == size_of::<btf::ccsw_directive>());
 const _: () = assert!(size_of::<Config>() == size_of::<btf::ccsw_config>());
 const _: () = assert!(size_of::<Stats>() == size_of::<btf::ccsw_stats>());
 
@@ -204,7 +204,7 @@ const _: () = assert!(size_of::<Stats>() == size_of::<btf::ccsw_stats>());
 // (`from_bytes`, `from_prefix`, `as_bytes`).
 unsafe impl Pod for FlowKey {}
 unsafe impl Pod for Flow {}
-unsafe impl Pod for Control {}
+unsafe impl Pod for Directive {}
 unsafe impl Pod for Config {}
 unsafe impl Pod for Stats {}
 unsafe impl Pod for Head {}

@@ -148,7 +148,7 @@ impl Event {
 /// client already holds above a hole do not count against the window, as in TCP's
 /// `packets_in_flight` (`packets_out − sacked_out − lost_out + retrans_out`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Control {
+pub struct Directive {
     pub cwnd_bytes: u32,
     pub sacked_bytes: u32,
     pub sacked_una: u32,

@@ -34,7 +34,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
 use crate::abi::{self, as_bytes, from_bytes, from_prefix};
-use crate::events::{decode, key_from_raw, key_to_raw, Control, Event, FlowKey};
+use crate::events::{decode, key_from_raw, key_to_raw, Directive, Event, FlowKey};
 use crate::skel::{SwitchSkel, SwitchSkelBuilder};
 
 pub use crate::abi::FRAME_MAX;
@@ -136,7 +136,7 @@ pub struct SynOptions {
 
 /// One flow-table entry, decoded (for tests and diagnostics).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowState {
+pub struct FlowTableEntry {
     pub phase: FlowPhase,
     /// 0 until established.
     pub flow_id: u32,
@@ -168,7 +168,7 @@ fn syn_options(bits: u8, mss: u16, wscale: u8) -> SynOptions {
     }
 }
 
-fn flow_from_raw(f: &abi::Flow) -> Option<FlowState> {
+fn flow_from_raw(f: &abi::Flow) -> Option<FlowTableEntry> {
     let phase = match f.state {
         abi::ST_SYN_SEEN => FlowPhase::SynSeen,
         abi::ST_SYNACK_SEEN => FlowPhase::SynAckSeen,
@@ -177,7 +177,7 @@ fn flow_from_raw(f: &abi::Flow) -> Option<FlowState> {
     };
     let copts = (f.opts >> abi::O_CLIENT_SHIFT) & 0xf;
     let sopts = (f.opts >> abi::O_SERVER_SHIFT) & 0xf;
-    Some(FlowState {
+    Some(FlowTableEntry {
         phase,
         flow_id: f.flow_id,
         last_seen_ns: f.last_seen_ns,
@@ -296,11 +296,11 @@ fn c_name(name: &[std::os::raw::c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Another live flow holds the flow's control slot (flow id modulo the slots): the flow is
+/// Another live flow holds the flow's directive slot (flow id modulo the slots): the flow is
 /// not controlled.
 #[derive(Debug, thiserror::Error)]
-#[error("no control slot for flow {flow_id}: flow {holder} holds it ({slots} slots; raise --max-flows)")]
-pub struct ControlSlotBusy {
+#[error("no directive slot for flow {flow_id}: flow {holder} holds it ({slots} slots; raise --max-flows)")]
+pub struct DirectiveSlotBusy {
     pub flow_id: u32,
     pub holder: u32,
     pub slots: usize,
@@ -315,8 +315,8 @@ pub struct SwitchDatapath {
     object: *mut MaybeUninit<OpenObject>,
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
-    /// The controls array and the config, mapped: writing them is a store, not a syscall.
-    controls: MappedArray<abi::Control>,
+    /// The directives array and the config, mapped: writing them is a store, not a syscall.
+    directives: MappedArray<abi::Directive>,
     conf: MappedArray<abi::Config>,
 }
 
@@ -393,14 +393,14 @@ impl SwitchDatapath {
         // everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, opts) {
-            Ok((skel, ring, controls, conf)) => Ok(SwitchDatapath {
+            Ok((skel, ring, directives, conf)) => Ok(SwitchDatapath {
                 links: Vec::new(),
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
                 object,
                 stats_fd: None,
                 ifindex: None,
-                controls,
+                directives,
                 conf,
             }),
             Err(e) => {
@@ -414,7 +414,7 @@ impl SwitchDatapath {
     fn load_into(
         storage: &'static mut MaybeUninit<OpenObject>,
         opts: &AttachOptions,
-    ) -> Result<(SwitchSkel<'static>, EventRing<Event>, MappedArray<abi::Control>, MappedArray<abi::Config>)> {
+    ) -> Result<(SwitchSkel<'static>, EventRing<Event>, MappedArray<abi::Directive>, MappedArray<abi::Config>)> {
         let mut open = SwitchSkelBuilder::default()
             .open(storage)
             .context("opening the switch BPF object")?;
@@ -423,9 +423,9 @@ impl SwitchDatapath {
             .set_max_entries(opts.max_flows)
             .context("flows size")?;
         open.maps
-            .controls
+            .directives
             .set_max_entries(opts.max_flows)
-            .context("controls size")?;
+            .context("directives size")?;
         open.maps
             .events
             .set_max_entries(opts.ring_bytes)
@@ -436,9 +436,9 @@ impl SwitchDatapath {
             .context("loading the switch BPF programs (verifier)")?;
 
         let ring = EventRing::new(&skel.maps.events, decode)?;
-        let controls = MappedArray::new(skel.maps.controls.as_fd(), opts.max_flows as usize).context("mapping the controls")?;
+        let directives = MappedArray::new(skel.maps.directives.as_fd(), opts.max_flows as usize).context("mapping the directives")?;
         let conf = MappedArray::new(skel.maps.conf.as_fd(), 1).context("mapping the config")?;
-        Ok((skel, ring, controls, conf))
+        Ok((skel, ring, directives, conf))
     }
 
     /// Deliver pending records to `f`, waiting at most `timeout` for the first.
@@ -456,13 +456,13 @@ impl SwitchDatapath {
         self.ring.malformed()
     }
 
-    pub fn set_control(&self, flow_id: u32, control: &Control) -> Result<()> {
-        let i = flow_id as usize % self.controls.len();
-        let holder = self.controls.read(i).flow_id;
+    pub fn set_directive(&self, flow_id: u32, control: &Directive) -> Result<()> {
+        let i = flow_id as usize % self.directives.len();
+        let holder = self.directives.read(i).flow_id;
         if holder != 0 && holder != flow_id {
-            return Err(ControlSlotBusy { flow_id, holder, slots: self.controls.len() }.into());
+            return Err(DirectiveSlotBusy { flow_id, holder, slots: self.directives.len() }.into());
         }
-        let p = self.controls.at(i);
+        let p = self.directives.at(i);
         // SAFETY: in bounds; each field is one aligned 32-bit store. The owner goes last,
         // so the egress program never applies a half-written slot to this flow.
         unsafe {
@@ -476,22 +476,22 @@ impl SwitchDatapath {
         Ok(())
     }
 
-    /// Gives `flow_id`'s control slot back; clearing a control that does not exist is not an
+    /// Gives `flow_id`'s directive slot back; clearing a directive that does not exist is not an
     /// error.
-    pub fn clear_control(&self, flow_id: u32) -> Result<()> {
-        let i = flow_id as usize % self.controls.len();
-        if self.controls.read(i).flow_id == flow_id {
+    pub fn clear_directive(&self, flow_id: u32) -> Result<()> {
+        let i = flow_id as usize % self.directives.len();
+        if self.directives.read(i).flow_id == flow_id {
             // SAFETY: in bounds, aligned.
-            unsafe { write_volatile(&raw mut (*self.controls.at(i)).flow_id, 0) };
+            unsafe { write_volatile(&raw mut (*self.directives.at(i)).flow_id, 0) };
             fence(Ordering::Release);
         }
         Ok(())
     }
 
     /// The control of `flow_id` as the egress program reads it.
-    pub fn control(&self, flow_id: u32) -> Option<Control> {
-        let c = self.controls.read(flow_id as usize % self.controls.len());
-        (c.flow_id == flow_id).then_some(Control {
+    pub fn directive(&self, flow_id: u32) -> Option<Directive> {
+        let c = self.directives.read(flow_id as usize % self.directives.len());
+        (c.flow_id == flow_id).then_some(Directive {
             cwnd_bytes: c.cwnd_bytes,
             sacked_bytes: c.sacked_bytes,
             sacked_una: c.sacked_una,
@@ -528,7 +528,7 @@ impl SwitchDatapath {
     }
 
     /// The flow-table entry of `key`, decoded.
-    pub fn flow(&self, key: &FlowKey) -> Option<FlowState> {
+    pub fn flow(&self, key: &FlowKey) -> Option<FlowTableEntry> {
         let k = key_to_raw(key);
         let v = self
             .skel
@@ -540,7 +540,7 @@ impl SwitchDatapath {
     }
 
     /// Every flow-table entry, decoded.
-    pub fn flows(&self) -> Vec<(FlowKey, FlowState)> {
+    pub fn flows(&self) -> Vec<(FlowKey, FlowTableEntry)> {
         let map = &self.skel.maps.flows;
         map.keys()
             .filter_map(|k| {

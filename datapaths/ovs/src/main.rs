@@ -47,7 +47,7 @@ struct RunArgs {
     port: String,
     #[command(flatten)]
     agent: AgentArgs,
-    /// Capacity of the port's flow table (half-open flows included) and of its control slots.
+    /// Capacity of the port's flow table (half-open flows included) and of its directive slots.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_flows: u32,
     /// Ring buffer size in bytes (a power of two, at least 4096): it holds the copies of the

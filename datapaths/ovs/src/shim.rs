@@ -1,6 +1,6 @@
 //! The switch shim's event loop: port records in, per-flow sender models
 //! ([`SenderFlow`]), CCP evaluations and agent messages through the shared
-//! [`Session`], and back out the per-flow `Control`, the agent deadline and retransmissions.
+//! [`Session`], and back out the per-flow `Directive`, the agent deadline and retransmissions.
 //!
 //! A flow is under control (the egress program clamps its window and hides its loss signals)
 //! only while the agent has commanded a window for it, it has not fallen back, and the
@@ -26,8 +26,8 @@ use ccswitch_ccp::session::{
 use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
-use ccswitch_ovs::loader::{ControlSlotBusy, SwitchDatapath};
-use ccswitch_ovs::events::{Ack, Control, Event, FlowKey};
+use ccswitch_ovs::loader::{DirectiveSlotBusy, SwitchDatapath};
+use ccswitch_ovs::events::{Ack, Directive, Event, FlowKey};
 use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
 
 /// Period of loss-detection timers (RACK reordering timeout, RTO).
@@ -43,19 +43,19 @@ const INIT_CWND_SEGMENTS: u32 = 10;
 
 /// What the shim needs from the port (the [`SwitchDatapath`], or a stand-in in tests).
 pub trait PortOps {
-    fn set_control(&self, flow_id: u32, control: &Control) -> Result<()>;
-    fn clear_control(&self, flow_id: u32) -> Result<()>;
+    fn set_directive(&self, flow_id: u32, control: &Directive) -> Result<()>;
+    fn clear_directive(&self, flow_id: u32) -> Result<()>;
     fn set_valid_until(&self, deadline_ns: u64) -> Result<()>;
     fn remove_flow(&self, key: &FlowKey) -> Result<()>;
     fn inject(&self, frame: &[u8]) -> Result<()>;
 }
 
 impl PortOps for SwitchDatapath {
-    fn set_control(&self, flow_id: u32, control: &Control) -> Result<()> {
-        SwitchDatapath::set_control(self, flow_id, control)
+    fn set_directive(&self, flow_id: u32, control: &Directive) -> Result<()> {
+        SwitchDatapath::set_directive(self, flow_id, control)
     }
-    fn clear_control(&self, flow_id: u32) -> Result<()> {
-        SwitchDatapath::clear_control(self, flow_id)
+    fn clear_directive(&self, flow_id: u32) -> Result<()> {
+        SwitchDatapath::clear_directive(self, flow_id)
     }
     fn set_valid_until(&self, deadline_ns: u64) -> Result<()> {
         SwitchDatapath::set_valid_until(self, deadline_ns)
@@ -91,7 +91,7 @@ struct SwitchFlow {
     /// window when the agent is answering, then the agent's windows, until a fallback.
     active: bool,
     /// The control last written, to skip identical map updates.
-    written: Option<Control>,
+    written: Option<Directive>,
     /// Fell back for good (counted, control cleared, agent told).
     fallen: bool,
 }
@@ -106,7 +106,7 @@ pub struct SwitchTotals {
     pub retransmit_timeout: u64,
     pub timeouts: u64,
     pub inject_errors: u64,
-    pub control_writes: ControlWrites,
+    pub directive_writes: DirectiveWrites,
     pub idle_expired: u64,
     pub fallbacks: HashMap<&'static str, u64>,
 }
@@ -125,12 +125,12 @@ struct FlowMax {
     bytes: u64,
 }
 
-/// The session's view of the port: directives become controls built from the flow's
+/// The session's view of the port: the agent's windows become port directives built from the flow's
 /// scoreboard.
 struct Ctl<'a, P: PortOps> {
     port: &'a P,
     flows: &'a mut HashMap<u32, SwitchFlow>,
-    writes: &'a mut ControlWrites,
+    writes: &'a mut DirectiveWrites,
 }
 
 /// Headroom over `rate × min_rtt`, in segments (as BBR adds a few segments to its window for
@@ -148,25 +148,25 @@ fn enforced_window(cwnd: u32, rate: Option<u64>, min_rtt_ns: Option<u64>, mss: u
     cwnd.min(by_rate.min(u64::from(u32::MAX)) as u32)
 }
 
-/// Controls written to the port, and those refused because another live flow held the
+/// Directives written to the port, and those refused because another live flow held the
 /// flow's slot (that flow is left to the server's own TCP; logged at most once per second).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct ControlWrites {
+pub struct DirectiveWrites {
     pub written: u64,
     pub refused: u64,
 }
 
-fn write_control<P: PortOps>(port: &P, sid: u32, f: &mut SwitchFlow, writes: &mut ControlWrites) {
-    let c = f.sender.control(f.enforced);
+fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut SwitchFlow, writes: &mut DirectiveWrites) {
+    let c = f.sender.directive(f.enforced);
     if f.written == Some(c) {
         return;
     }
-    match port.set_control(sid, &c) {
+    match port.set_directive(sid, &c) {
         Ok(()) => {
             writes.written += 1;
             f.written = Some(c);
         }
-        Err(e) if e.is::<ControlSlotBusy>() => writes.refused += 1,
+        Err(e) if e.is::<DirectiveSlotBusy>() => writes.refused += 1,
         Err(e) => error!(sid, error = %e, "cannot write the control"),
     }
 }
@@ -182,7 +182,7 @@ impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
             f.enforced = f.cwnd;
         }
         f.active = true;
-        write_control(self.port, sid, f, self.writes);
+        write_directive(self.port, sid, f, self.writes);
         Ok(())
     }
     fn clear_directive(&mut self, sid: u32) -> Result<()> {
@@ -190,7 +190,7 @@ impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
             f.active = false;
             f.written = None;
         }
-        self.port.clear_control(sid)
+        self.port.clear_directive(sid)
     }
     fn set_valid_until(&mut self, deadline_ns: u64) -> Result<()> {
         self.port.set_valid_until(deadline_ns)
@@ -209,7 +209,7 @@ pub struct Shim<P: PortOps> {
     samples: Vec<Sample>,
     samples_dropped: u64,
     max_by_flow: HashMap<u32, FlowMax>,
-    /// Refused controls already logged, and when.
+    /// Refused directives already logged, and when.
     refused_logged: (u64, Instant),
 }
 
@@ -234,7 +234,7 @@ impl<P: PortOps> Shim<P> {
     fn ctl(&mut self) -> (&mut Session, Ctl<'_, P>) {
         (
             &mut self.session,
-            Ctl { port: &self.port, flows: &mut self.flows, writes: &mut self.totals.control_writes },
+            Ctl { port: &self.port, flows: &mut self.flows, writes: &mut self.totals.directive_writes },
         )
     }
 
@@ -286,7 +286,7 @@ impl<P: PortOps> Shim<P> {
                 let active = monotonic_now_ns() < self.session.valid_until_ns();
                 let mut flow = SwitchFlow { key: e.key, sender, cwnd: init_cwnd, enforced: init_cwnd, active, written: None, fallen: false };
                 if active {
-                    write_control(&self.port, id, &mut flow, &mut self.totals.control_writes);
+                    write_directive(&self.port, id, &mut flow, &mut self.totals.directive_writes);
                 }
                 self.flows.insert(id, flow);
                 let desc = FlowDesc {
@@ -360,7 +360,7 @@ impl<P: PortOps> Shim<P> {
             f.enforced = f.cwnd.min(f.enforced.saturating_add(step));
         }
         if (out.scoreboard_changed || grown) && f.active {
-            write_control(&self.port, id, f, &mut self.totals.control_writes);
+            write_directive(&self.port, id, f, &mut self.totals.directive_writes);
         }
         self.retransmit(id, a.ts_ns.max(monotonic_now_ns()));
     }
@@ -440,12 +440,12 @@ impl<P: PortOps> Shim<P> {
         session.tick(&mut ctl, now_ns / 1000);
     }
 
-    /// Controls refused since the last line, at most one line per second: never per packet.
+    /// Directives refused since the last line, at most one line per second: never per packet.
     fn log_refused(&mut self) {
         let (logged, at) = self.refused_logged;
-        let refused = self.totals.control_writes.refused;
+        let refused = self.totals.directive_writes.refused;
         if refused > logged && at.elapsed() >= Duration::from_secs(1) {
-            warn!(refused = refused - logged, "control slots held by other flows: these flows are left to the server's TCP (raise --max-flows)");
+            warn!(refused = refused - logged, "directive slots held by other flows: these flows are left to the server's TCP (raise --max-flows)");
             self.refused_logged = (refused, Instant::now());
         }
     }
@@ -481,8 +481,8 @@ impl<P: PortOps> Shim<P> {
             "change_progs": s.change_progs,
             "update_fields": s.update_fields,
             "reports_dropped": s.reports_dropped,
-            "control_writes": t.control_writes.written,
-            "controls_refused": t.control_writes.refused,
+            "directive_writes": t.directive_writes.written,
+            "directives_refused": t.directive_writes.refused,
             "segments_buffered": t.segments_buffered,
             "retransmissions": {
                 "fast": t.retransmit_fast,
@@ -507,7 +507,7 @@ impl<P: PortOps> Shim<P> {
         info!(
             flows = t.flows, acks = s.acks, reports = s.reports, directives = s.directives,
             agent_errors = s.agent_errors, reports_dropped = s.reports_dropped,
-            control_writes = t.control_writes.written, controls_refused = t.control_writes.refused,
+            directive_writes = t.directive_writes.written, directives_refused = t.directive_writes.refused,
             segments_buffered = t.segments_buffered,
             retransmit_fast = t.retransmit_fast, retransmit_rack = t.retransmit_rack,
             retransmit_timeout = t.retransmit_timeout, timeouts = t.timeouts,
@@ -675,7 +675,7 @@ mod tests {
 
     #[derive(Default)]
     struct FakePort {
-        controls: RefCell<HashMap<u32, Control>>,
+        directives: RefCell<HashMap<u32, Directive>>,
         cleared: RefCell<Vec<u32>>,
         valid_until: RefCell<u64>,
         removed: RefCell<Vec<FlowKey>>,
@@ -683,12 +683,12 @@ mod tests {
     }
 
     impl PortOps for FakePort {
-        fn set_control(&self, id: u32, c: &Control) -> Result<()> {
-            self.controls.borrow_mut().insert(id, *c);
+        fn set_directive(&self, id: u32, c: &Directive) -> Result<()> {
+            self.directives.borrow_mut().insert(id, *c);
             Ok(())
         }
-        fn clear_control(&self, id: u32) -> Result<()> {
-            self.controls.borrow_mut().remove(&id);
+        fn clear_directive(&self, id: u32) -> Result<()> {
+            self.directives.borrow_mut().remove(&id);
             self.cleared.borrow_mut().push(id);
             Ok(())
         }
@@ -857,8 +857,8 @@ mod tests {
         shim.service_agent();
         let Msg::Create(c) = agent.next() else { panic!("expected CREATE") };
         assert_eq!((c.sid, c.init_cwnd, c.mss, c.src_port, c.dst_port), (3, 10 * MSS, MSS, 80, 40000));
-        let ctl = shim.port().controls.borrow()[&3];
-        assert_eq!(ctl, Control { cwnd_bytes: 10 * MSS, sacked_bytes: 0, sacked_una: raw(1), active: true }, "held at the initial window before the agent decides");
+        let ctl = shim.port().directives.borrow()[&3];
+        assert_eq!(ctl, Directive { cwnd_bytes: 10 * MSS, sacked_bytes: 0, sacked_una: raw(1), active: true }, "held at the initial window before the agent decides");
         assert!(*shim.port().valid_until.borrow() > monotonic_now_ns());
 
         for n in 1..=5 {
@@ -871,21 +871,21 @@ mod tests {
         assert_eq!(injected_ids(&shim), vec![2]);
         let t = shim.totals();
         assert_eq!((t.retransmit_fast + t.retransmit_rack, t.retransmit_timeout), (1, 0));
-        let ctl = shim.port().controls.borrow()[&3];
+        let ctl = shim.port().directives.borrow()[&3];
         assert_eq!((ctl.sacked_bytes, ctl.sacked_una, ctl.cwnd_bytes), (3 * MSS, raw(2), 10 * MSS));
 
         // A smaller window from the agent holds at once.
         agent.set_cwnd(3, 5_000);
-        until(&mut shim, |s| s.port().controls.borrow()[&3].cwnd_bytes == 5_000);
+        until(&mut shim, |s| s.port().directives.borrow()[&3].cwnd_bytes == 5_000);
         shim.on_event(ack(3, 5, &[]));
         assert_eq!(shim.buffered_bytes(), 0);
-        assert_eq!(shim.port().controls.borrow()[&3].sacked_bytes, 0);
+        assert_eq!(shim.port().directives.borrow()[&3].sacked_bytes, 0);
 
         shim.on_event(Event::Closed { flow_id: 3, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::CloseReason::Fin });
         shim.service_agent();
         let Msg::Measure(m) = agent.next() else { panic!("expected the closing MEASURE") };
         assert_eq!((m.sid, m.fields.len()), (3, 0));
-        assert!(!shim.port().controls.borrow().contains_key(&3));
+        assert!(!shim.port().directives.borrow().contains_key(&3));
     }
 
     #[test]
@@ -897,13 +897,13 @@ mod tests {
         shim.service_agent();
         agent.next();
         agent.set_cwnd(4, 20_000);
-        until(&mut shim, |s| s.port().controls.borrow().contains_key(&4));
+        until(&mut shim, |s| s.port().directives.borrow().contains_key(&4));
         for n in 1..=4 {
             shim.on_event(segment(4, n));
         }
         assert_eq!(shim.totals().fallbacks.get("flow_budget"), Some(&1));
         assert!(shim.port().cleared.borrow().contains(&4));
-        assert!(!shim.port().controls.borrow().contains_key(&4));
+        assert!(!shim.port().directives.borrow().contains_key(&4));
         assert_eq!(shim.buffered_bytes(), 0);
         shim.service_agent();
         let Msg::Measure(m) = agent.next() else { panic!("the agent is told the flow is gone") };
@@ -916,7 +916,7 @@ mod tests {
             shim.service_agent();
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert!(!shim.port().controls.borrow().contains_key(&4));
+        assert!(!shim.port().directives.borrow().contains_key(&4));
         assert!(shim.port().injected.borrow().is_empty());
         assert_eq!(shim.totals().fallbacks.get("flow_budget"), Some(&1));
     }
@@ -932,7 +932,7 @@ mod tests {
         shim.on_event(ack(5, 1, &[(3, 5)]));
         shim.recovery_tick(monotonic_now_ns());
         assert!(shim.port().injected.borrow().is_empty());
-        assert!(shim.port().controls.borrow().is_empty());
+        assert!(shim.port().directives.borrow().is_empty());
         // Still tracked: the buffer follows the ACKs.
         assert_eq!(shim.buffered_bytes(), 4 * 1054);
     }

@@ -9,9 +9,9 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 
 use ccswitch_ovs::loader::{
-    monotonic_now_ns, ControlSlotBusy, FlowPhase, Port, SwitchDatapath, RET_DROP, RET_NEXT,
+    monotonic_now_ns, DirectiveSlotBusy, FlowPhase, Port, SwitchDatapath, RET_DROP, RET_NEXT,
 };
-use ccswitch_ovs::events::{AckVerdict, CloseReason, Control, Event, SackBlock, UnbufferedReason};
+use ccswitch_ovs::events::{AckVerdict, CloseReason, Directive, Event, SackBlock, UnbufferedReason};
 use common::*;
 
 #[test]
@@ -286,9 +286,9 @@ fn duplicate_acks_hidden_only_while_controlled() {
         assert_eq!(run(&dp, Port::Egress, &data).0, RET_NEXT);
 
         // Not controlled: duplicates pass unchanged.
-        dp.set_control(
+        dp.set_directive(
             id,
-            &Control {
+            &Directive {
                 cwnd_bytes: 5000,
                 active: false,
                 ..Default::default()
@@ -310,7 +310,7 @@ fn duplicate_acks_hidden_only_while_controlled() {
         dp.set_valid_until(0).unwrap();
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!((ret, out), (RET_NEXT, ack.build()));
-        dp.clear_control(id).unwrap();
+        dp.clear_directive(id).unwrap();
         dp.set_valid_until(far_future()).unwrap();
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!((ret, out), (RET_NEXT, ack.build()), "no control entry");
@@ -325,9 +325,9 @@ fn sacked_bytes_count_only_at_sacked_una() {
     let id = handshake(&mut dp, &e, &full_opts(0), &full_opts(0));
     server_sends(&mut dp, &e, 20_000);
     let una = SERVER_ISN.wrapping_add(1001);
-    dp.set_control(
+    dp.set_directive(
         id,
-        &Control {
+        &Directive {
             cwnd_bytes: 10_000,
             sacked_bytes: 5000,
             sacked_una: una,
@@ -929,15 +929,15 @@ fn remove_flow_and_flows_listing() {
 #[test]
 fn a_control_slot_held_by_another_flow_is_refused_visibly() {
     let dp = dp(2, 1 << 16);
-    let c = Control { cwnd_bytes: 3000, sacked_bytes: 0, sacked_una: 1, active: true };
-    dp.set_control(1, &c).unwrap();
-    dp.set_control(2, &Control { cwnd_bytes: 5000, ..c }).unwrap();
-    let err = dp.set_control(3, &c).unwrap_err();
-    assert!(err.is::<ControlSlotBusy>(), "{err:#}");
-    assert_eq!((dp.control(1), dp.control(3)), (Some(c), None));
-    dp.clear_control(1).unwrap();
-    dp.set_control(3, &Control { cwnd_bytes: 7000, ..c }).unwrap();
-    assert_eq!(dp.control(1), None);
-    assert_eq!(dp.control(3).map(|c| c.cwnd_bytes), Some(7000));
-    assert_eq!(dp.control(2).map(|c| c.cwnd_bytes), Some(5000));
+    let c = Directive { cwnd_bytes: 3000, sacked_bytes: 0, sacked_una: 1, active: true };
+    dp.set_directive(1, &c).unwrap();
+    dp.set_directive(2, &Directive { cwnd_bytes: 5000, ..c }).unwrap();
+    let err = dp.set_directive(3, &c).unwrap_err();
+    assert!(err.is::<DirectiveSlotBusy>(), "{err:#}");
+    assert_eq!((dp.directive(1), dp.directive(3)), (Some(c), None));
+    dp.clear_directive(1).unwrap();
+    dp.set_directive(3, &Directive { cwnd_bytes: 7000, ..c }).unwrap();
+    assert_eq!(dp.directive(1), None);
+    assert_eq!(dp.directive(3).map(|c| c.cwnd_bytes), Some(7000));
+    assert_eq!(dp.directive(2).map(|c| c.cwnd_bytes), Some(5000));
 }

@@ -24,11 +24,11 @@
 //!    rejects the frame, and a rejected or non-TCP frame leaves every flow entry untouched.
 //!
 //! "Fuzzed" flows take all of this and may legitimately be closed (RST, FIN) or replaced (a
-//! new SYN); they are then set up again, and their controls change now and then as the
+//! new SYN); they are then set up again, and their directives change now and then as the
 //! agent's would. While they live, their handshake state never changes and a fresh valid ACK
 //! is clamped as the model says. "Sentinel" flows (tuples no single bit flip of a fuzzed frame
 //! reaches) receive only valid ACKs, in this datapath and in a clean one that sees no fuzz:
-//! verdicts, output frames and final entries must match. At the end, controls are as last set
+//! verdicts, output frames and final entries must match. At the end, directives are as last set
 //! and the counters add up.
 //!
 //! CCSWITCH_FUZZ_SEED (decimal or 0x-hex) replays a run; the seed is printed first and in
@@ -42,8 +42,8 @@ use std::ops::Range;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ccswitch_datapath_support::rng::SplitMix64;
-use ccswitch_ovs::loader::{FlowPhase, FlowState, Port, SwitchDatapath, RET_DROP, RET_NEXT};
-use ccswitch_ovs::events::{AckVerdict, Control, Event, FlowKey};
+use ccswitch_ovs::loader::{FlowPhase, FlowTableEntry, Port, SwitchDatapath, RET_DROP, RET_NEXT};
+use ccswitch_ovs::events::{AckVerdict, Directive, Event, FlowKey};
 use common::*;
 
 const URG: u8 = 0x20;
@@ -300,7 +300,7 @@ struct Flow {
     /// Current incarnation.
     id: u32,
     /// Its entry right after setup: what must not change while it lives.
-    setup: Option<FlowState>,
+    setup: Option<FlowTableEntry>,
     incarnations: u32,
     /// Last ACK built for it, replayed to make duplicates.
     last_ack: Option<Seg>,
@@ -395,7 +395,7 @@ fn flows(sentinel: bool) -> Vec<Flow> {
 }
 
 /// Handshake, FLOW_DATA bytes from the server, control. Returns the control set, if any.
-fn bring_up(dp: &mut SwitchDatapath, f: &mut Flow) -> Option<(u32, Control)> {
+fn bring_up(dp: &mut SwitchDatapath, f: &mut Flow) -> Option<(u32, Directive)> {
     dp.remove_flow(&f.ends.key()).unwrap();
     f.id = handshake(dp, &f.ends, &f.client_opts, &f.server_opts);
     server_sends(dp, &f.ends, FLOW_DATA as usize);
@@ -404,12 +404,12 @@ fn bring_up(dp: &mut SwitchDatapath, f: &mut Flow) -> Option<(u32, Control)> {
     f.last_ack = None;
     let c = f.cwnd?;
     control(dp, f.id, c);
-    Some((f.id, dp.control(f.id).unwrap()))
+    Some((f.id, dp.directive(f.id).unwrap()))
 }
 
 /// The window a fresh ACK of window `w` at `ack` (not a duplicate) must leave with, from the
 /// flow's entry and control: the clamp of switch.bpf.c restated.
-fn clamp_model(st: &FlowState, ctl: Option<&Control>, ack: u32, w: u16) -> u16 {
+fn clamp_model(st: &FlowTableEntry, ctl: Option<&Directive>, ack: u32, w: u16) -> u16 {
     let stale = st.last_forwarded.is_some_and(|(la, _, _)| {
         (la.wrapping_sub(ack) as i32) > 0 && la.wrapping_sub(ack) > 1 << 30
     });
@@ -430,8 +430,8 @@ fn clamp_model(st: &FlowState, ctl: Option<&Control>, ack: u32, w: u16) -> u16 {
 }
 
 /// A flow entry without the fields that legitimately move.
-fn without_time(st: &FlowState) -> FlowState {
-    FlowState {
+fn without_time(st: &FlowTableEntry) -> FlowTableEntry {
+    FlowTableEntry {
         last_seen_ns: 0,
         ..st.clone()
     }
@@ -858,7 +858,7 @@ struct Fuzz {
     fuzzed: Vec<Flow>,
     sentinels: Vec<Flow>,
     clean: SwitchDatapath,
-    controls: HashMap<u32, Control>,
+    directives: HashMap<u32, Directive>,
     t: Tally,
     packets: u64,
     malformed: u64,
@@ -869,15 +869,15 @@ impl Fuzz {
     fn new() -> Self {
         let mut dp = dp(MAX_FLOWS, RING_BYTES);
         let mut clean = common::dp(MAX_FLOWS, RING_BYTES);
-        let mut controls = HashMap::new();
+        let mut directives = HashMap::new();
         let mut fuzzed = flows(false);
         for f in &mut fuzzed {
-            controls.extend(bring_up(&mut dp, f));
+            directives.extend(bring_up(&mut dp, f));
         }
         let mut sentinels = flows(true);
         for s in &mut sentinels {
             let mut twin = s.clone();
-            controls.extend(bring_up(&mut dp, s));
+            directives.extend(bring_up(&mut dp, s));
             bring_up(&mut clean, &mut twin);
         }
         let _ = drain(&mut dp);
@@ -888,7 +888,7 @@ impl Fuzz {
             fuzzed,
             sentinels,
             clean,
-            controls,
+            directives,
             t: Tally {
                 setup_packets: st.packets,
                 ..Default::default()
@@ -910,7 +910,7 @@ impl Fuzz {
             Parsed::Tcp(t) => {
                 if matches!(port, Port::Egress) && t.flags & ACK != 0 && t.flags & RST == 0 {
                     if let Some(st) = self.dp.flow(&key_for(port, t)) {
-                        let ctl = self.controls.get(&st.flow_id);
+                        let ctl = self.directives.get(&st.flow_id);
                         controlled = st.phase == FlowPhase::Established
                             && !st.unbuffered
                             && ctl.is_some_and(|c| c.active);
@@ -997,7 +997,7 @@ impl Fuzz {
         Ok(Some((r.ret, r.frame)))
     }
 
-    fn snapshot(&self) -> Vec<Option<FlowState>> {
+    fn snapshot(&self) -> Vec<Option<FlowTableEntry>> {
         self.fuzzed
             .iter()
             .chain(&self.sentinels)
@@ -1038,13 +1038,13 @@ impl Fuzz {
                 _ => {
                     // Closed by an RST or FIN, or replaced by a new SYN: legitimate.
                     let c = self.setup(|z| bring_up(&mut z.dp, &mut z.fuzzed[i]));
-                    self.controls.extend(c);
+                    self.directives.extend(c);
                     continue;
                 }
             };
             let f = &self.fuzzed[i];
             let setup = f.setup.as_ref().unwrap();
-            let same = |a: &FlowState| {
+            let same = |a: &FlowTableEntry| {
                 (a.phase, a.client_isn, a.server_isn, a.client, a.server)
                     == (
                         setup.phase,
@@ -1069,7 +1069,7 @@ impl Fuzz {
                 60_000
             };
             let seg = Seg::to_server(&f.ends, ACK, CLIENT_ISN + 1, ack, w).build();
-            let want = clamp_model(&st, self.controls.get(&id), ack, w);
+            let want = clamp_model(&st, self.directives.get(&id), ack, w);
             let name = f.name;
             let (ret, out) = self.run(Port::Egress, &seg)?.unwrap();
             if ret != RET_NEXT || window_of(&out) != want {
@@ -1080,7 +1080,7 @@ impl Fuzz {
             }
             if self.fuzzed[i].cwnd.is_some() && r.chance(20) {
                 let una = SERVER_ISN.wrapping_add(1);
-                let c = Control {
+                let c = Directive {
                     cwnd_bytes: match r.below(4) {
                         0 => 1,
                         1 => 3000,
@@ -1095,8 +1095,8 @@ impl Fuzz {
                     },
                     active: r.chance(90),
                 };
-                self.dp.set_control(id, &c).unwrap();
-                self.controls.insert(id, c);
+                self.dp.set_directive(id, &c).unwrap();
+                self.directives.insert(id, c);
             }
         }
         Ok(())
@@ -1268,14 +1268,14 @@ fn mutated_frames_pass_unchanged_or_leave_valid_with_a_window_never_raised() {
     z.account();
     let elapsed = start.elapsed();
 
-    // No flow state corrupted: sentinels match the clean run, controls are as set, every entry
+    // No flow state corrupted: sentinels match the clean run, directives are as set, every entry
     // is sane.
     for s in &z.sentinels {
-        let here = z.dp.flow(&s.ends.key()).map(|st| FlowState {
+        let here = z.dp.flow(&s.ends.key()).map(|st| FlowTableEntry {
             flow_id: 0,
             ..without_time(&st)
         });
-        let clean = z.clean.flow(&s.ends.key()).map(|st| FlowState {
+        let clean = z.clean.flow(&s.ends.key()).map(|st| FlowTableEntry {
             flow_id: 0,
             ..without_time(&st)
         });
@@ -1286,9 +1286,9 @@ fn mutated_frames_pass_unchanged_or_leave_valid_with_a_window_never_raised() {
             s.name
         );
     }
-    for (id, c) in &z.controls {
+    for (id, c) in &z.directives {
         assert_eq!(
-            z.dp.control(*id).as_ref(),
+            z.dp.directive(*id).as_ref(),
             Some(c),
             "seed {seed:#x}: control of flow {id}"
         );

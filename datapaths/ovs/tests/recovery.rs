@@ -202,7 +202,7 @@ fn sack_blocks_mark_segments_and_count_sacked_bytes() {
     assert_eq!(s.flow.sacked_bytes(), 2 * u64::from(MSS));
     assert_eq!((out.prims.bytes_misordered, out.prims.packets_misordered), (2000, 2));
     assert!(out.scoreboard_changed);
-    let c = s.flow.control(50_000);
+    let c = s.flow.directive(50_000);
     assert_eq!((c.cwnd_bytes, c.sacked_bytes, c.sacked_una, c.active), (50_000, 2000, s.raw(seq_of(2)), true));
     // A D-SACK below snd_una, a block beyond snd_nxt and a block repeated add nothing.
     let beyond = SackBlock { start: s.raw(seq_of(6)), end: s.raw(seq_of(9)) };
@@ -219,7 +219,7 @@ fn sack_blocks_mark_segments_and_count_sacked_bytes() {
     let out = s.ack(4, &[], 23 * MS);
     assert_eq!((s.flow.sacked_bytes(), out.prims.bytes_acked), (0, 3000));
     // The cwnd floor is two segments.
-    assert_eq!(s.flow.control(100).cwnd_bytes, 2 * MSS);
+    assert_eq!(s.flow.directive(100).cwnd_bytes, 2 * MSS);
 }
 
 #[test]
@@ -475,12 +475,12 @@ fn sequence_numbers_wrap_across_2_pow_32() {
     assert_eq!(s.flow.snd_nxt(), seq_of(7));
     let out = s.ack(2, &[(4, 5)], 20 * MS);
     assert_eq!((out.prims.bytes_acked, s.flow.sacked_bytes()), (2000, 2000));
-    let c = s.flow.control(10_000);
+    let c = s.flow.directive(10_000);
     assert_eq!(c.sacked_una, isn.wrapping_add(seq_of(3) as u32));
     assert!(c.sacked_una > isn, "still below the wrap");
     let out = s.ack(6, &[], 30 * MS);
     assert_eq!((out.prims.bytes_acked, s.flow.buffered_segments()), (4000, 0));
-    assert!(s.flow.control(10_000).sacked_una < 10_000, "past the wrap");
+    assert!(s.flow.directive(10_000).sacked_una < 10_000, "past the wrap");
     // A full turn of the sequence space later, numbers still unwrap relative to snd_una.
     let mut t = 40 * MS;
     let last = 7 + (1u64 << 32) / u64::from(MSS) + 10;

@@ -211,7 +211,7 @@ class OvsSide:
             "flows_unbuffered": d.get("unbuffered", 0),
             "flows_seen_by_shim": st.get("flows", 0),
             "flows_fallen_back": sum((st.get("fallbacks") or {}).values()),
-            "controls_refused": st.get("controls_refused", 0),
+            "directives_refused": st.get("directives_refused", 0),
             "answer_p50_us": lat.get("all", {}).get("p50"),
             "answer_p99_us": lat.get("all", {}).get("p99"),
             "answer_p999_us": lat.get("all", {}).get("p999"),

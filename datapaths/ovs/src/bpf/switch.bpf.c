@@ -17,7 +17,7 @@
  *    removes SACK blocks and ECE, so the server's own congestion control sees a loss-free
  *    path whose receiver window is the agent's congestion window.
  *
- * Control is all-or-nothing per ACK and fails open: it applies only while a `controls` entry
+ * Directive is all-or-nothing per ACK and fails open: it applies only while a `directives` slot
  * is active, the global deadline (`config.valid_until_ns`, pushed forward by userspace while
  * the agent answers) lies ahead, and the flow's data is still being copied (not UNBUFFERED).
  * Otherwise every frame passes unchanged and the server's TCP recovers on its own.
@@ -77,10 +77,10 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 65536); /* AttachOptions.max_flows, set before load */
 	__type(key, __u32);
-	__type(value, struct ccsw_control);
-} controls SEC(".maps");
+	__type(value, struct ccsw_directive);
+} directives SEC(".maps");
 
-/* Entries of `controls` (set by the loader with the map's size). */
+/* Entries of `directives` (set by the loader with the map's size). */
 const volatile __u32 ccsw_max_flows = 65536;
 
 struct {
@@ -120,11 +120,11 @@ static __always_inline bool seq_after(__u32 a, __u32 b)
 	return (__s32)(a - b) > 0;
 }
 
-/* The control slot of a flow, if the flow holds it. */
-static __always_inline struct ccsw_control *control_of(__u32 flow_id)
+/* The directive slot of a flow, if the flow holds it. */
+static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
 {
 	__u32 slot = ccsw_max_flows ? flow_id % ccsw_max_flows : 0;
-	struct ccsw_control *c = bpf_map_lookup_elem(&controls, &slot);
+	struct ccsw_directive *c = bpf_map_lookup_elem(&directives, &slot);
 
 	return c && c->flow_id == flow_id ? c : NULL;
 }
@@ -606,7 +606,7 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 				  __u64 now)
 {
 	struct ccsw_config *cfg = get_config();
-	struct ccsw_control *ctl;
+	struct ccsw_directive *ctl;
 	struct ccsw_ack_event ev = {};
 	__u8 ws = f->client_wscale & 0xf;
 	__u16 orig = p->window;
@@ -629,7 +629,7 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	__builtin_memcpy(ev.sack, p->o.sack, sizeof(ev.sack));
 	ev.verdict = CCSW_VERDICT_PASSED;
 
-	ctl = control_of(f->flow_id);
+	ctl = directive_of(f->flow_id);
 	controlled = ctl && ctl->active && cfg && now < cfg->valid_until_ns &&
 		     !(f->flags & CCSW_F_UNBUFFERED);
 	if (!controlled) {

@@ -111,10 +111,10 @@ struct ccsw_flow {
 };
 
 /* Written by userspace only, keyed by flow_id. */
-/* A slot of the controls array (BPF_F_MMAPABLE): flow F's control is slot
+/* A slot of the directives array (BPF_F_MMAPABLE): flow F's directive is slot
  * F % max_flows while its flow_id is F. The shim stores into its mapping,
  * the fields before flow_id (and flow_id first when it gives the slot back). */
-struct ccsw_control {
+struct ccsw_directive {
 	__u32 flow_id;      /* owner; 0 = free */
 	__u32 cwnd_bytes;
 	__u32 sacked_bytes;
@@ -218,7 +218,7 @@ struct ccsw_unbuffered_event {
 
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_flow) == 48, "flow");
-_Static_assert(sizeof(struct ccsw_control) == 24, "control");
+_Static_assert(sizeof(struct ccsw_directive) == 24, "directive");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config");
 _Static_assert(sizeof(struct ccsw_stats) == 136, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");

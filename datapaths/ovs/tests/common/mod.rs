@@ -10,7 +10,7 @@ use std::time::Duration;
 use ccswitch_ovs::loader::{
     monotonic_now_ns, AttachOptions, FlowPhase, Port, SwitchDatapath, RET_NEXT,
 };
-use ccswitch_ovs::events::{Control, Event, FlowKey};
+use ccswitch_ovs::events::{Directive, Event, FlowKey};
 
 pub const FIN: u8 = 0x01;
 pub const SYN: u8 = 0x02;
@@ -312,9 +312,9 @@ pub fn server_sends(dp: &mut SwitchDatapath, e: &Ends, n: usize) {
 }
 
 pub fn control(dp: &SwitchDatapath, id: u32, cwnd: u32) {
-    dp.set_control(
+    dp.set_directive(
         id,
-        &Control {
+        &Directive {
             cwnd_bytes: cwnd,
             sacked_bytes: 0,
             sacked_una: 0,
