@@ -39,11 +39,14 @@ test_fraction = 0.3  # share of paths held out for the final figures
 seed = 1
 kinds = ["tree", "forest"]  # model kinds to compare
 strategies = ["oracle", "weighted", "expanded"]  # exportable training strategies to compare
+switch_margins = [0.0, 0.05, 0.1, 0.2]  # relative gains a switch must beat in training (labels.with_switch_margin)
 reference = True  # also score per-candidate regressors and the best fixed choice (not exported)
 max_depth = 5  # of every tree, forests included
 n_trees = 50  # per forest
 min_samples_leaf = 2
 cv_folds = 3  # folds over training paths for choosing the strategy
+cv_repeats = 5  # draws of those folds, averaged
+cv_metric = "total"  # "total": total TCT over the oracle's (what mean-TCT targets judge); "mean": mean relative regret
 candidates = []  # algorithm specs to choose among; empty: every candidate of the dataset
 rules_depth = 3  # depth of the tree written as a rules policy
 golden_rows = 10000
@@ -128,34 +131,48 @@ print(f"train: {len(train_paths)} paths, {len(fit_rows)} rows with a decision; "
 # algorithm best on the training rows) whether the features help at all.
 
 # %%
-fit_kw = dict(max_depth=max_depth, n_trees=n_trees, min_samples_leaf=min_samples_leaf)
+if isinstance(switch_margins, (int, float)):
+    switch_margins = [switch_margins]
+fit_kw = dict(max_depth=max_depth, n_trees=n_trees, min_samples_leaf=min_samples_leaf, initial_index=initial_index)
+if initial_index is None:
+    switch_margins = [0.0]  # a margin is relative to the initial algorithm
 folds = min(cv_folds, len(set(groups_tr)))
+if cv_metric not in ("total", "mean"):
+    raise ValueError(f"cv_metric {cv_metric!r}: must be 'total' or 'mean'")
+cv_kw = dict(folds=folds, seed=seed, repeats=cv_repeats,
+             row_weights=labels.oracle_tct(tct_all[fit_rows]) if cv_metric == "total" else None)
 rows = []
-for kind in kinds:
-    for strategy in strategies:
-        r = training.cv_regret(strategy, kind, x_tr, cost_tr, groups_tr, folds=folds, seed=seed, **fit_kw)
-        rows.append({"kind": kind, "strategy": strategy, "cv_mean_regret": r, "exportable": True})
+for margin in switch_margins:
+    for kind in kinds:
+        for strategy in strategies:
+            r = training.cv_regret(strategy, kind, x_tr, cost_tr, groups_tr, switch_margin=margin, **cv_kw, **fit_kw)
+            rows.append({"kind": kind, "strategy": strategy, "switch_margin": margin, f"cv_{cv_metric}_regret": r,
+                         "exportable": True})
 if reference:
     for strategy in training.REFERENCE_STRATEGIES:
-        r = training.cv_regret(strategy, "forest", x_tr, cost_tr, groups_tr, folds=folds, seed=seed, **fit_kw)
+        r = training.cv_regret(strategy, "forest", x_tr, cost_tr, groups_tr, **cv_kw, **fit_kw)
         rows.append({"kind": "forest" if strategy == "regress" else "-", "strategy": strategy,
-                     "cv_mean_regret": r, "exportable": False})
-cv = pd.DataFrame(rows).sort_values("cv_mean_regret").reset_index(drop=True)
+                     "switch_margin": 0.0, f"cv_{cv_metric}_regret": r, "exportable": False})
+cv = pd.DataFrame(rows).sort_values(f"cv_{cv_metric}_regret", kind="stable").reset_index(drop=True)
 best = cv[cv["exportable"]].iloc[0]
 best_tree = cv[cv["exportable"] & (cv["kind"] == "tree")]
-rules_strategy = best_tree.iloc[0]["strategy"] if len(best_tree) else best["strategy"]
-print(f"chosen: {best['kind']} / {best['strategy']}; rules from a tree / {rules_strategy}")
+rules_row = best_tree.iloc[0] if len(best_tree) else best
+print(f"chosen: {best['kind']} / {best['strategy']} / margin {best['switch_margin']}; "
+      f"rules from a tree / {rules_row['strategy']} / margin {rules_row['switch_margin']}")
 cv
 
 # %% [markdown]
 # ## Held-out paths: the chosen model against the oracle and every fixed algorithm
 
 # %%
-model = training.fit(best["strategy"], best["kind"], x_tr, cost_tr, seed=seed, **fit_kw)
-rules_tree = training.fit(rules_strategy, "tree", x_tr, cost_tr, seed=seed,
-                          max_depth=rules_depth, min_samples_leaf=min_samples_leaf)
+model = training.fit(best["strategy"], best["kind"], x_tr, cost_tr, seed=seed,
+                     switch_margin=best["switch_margin"], **fit_kw)
+rules_strategy = rules_row["strategy"]
+rules_tree = training.fit(rules_strategy, "tree", x_tr, cost_tr, seed=seed, max_depth=rules_depth,
+                          min_samples_leaf=min_samples_leaf, initial_index=initial_index,
+                          switch_margin=rules_row["switch_margin"])
 policies = {}
-model_key = f"model ({best['kind']}/{best['strategy']})"
+model_key = f"model ({best['kind']}/{best['strategy']}, margin {best['switch_margin']:g})"
 policies[model_key] = labels.decided_choice(model.predict(x_te), decided_te, initial_index)
 policies[f"rules (depth {rules_tree.get_depth()} tree)"] = labels.decided_choice(rules_tree.predict(x_te), decided_te, initial_index)
 if reference:
@@ -179,6 +196,29 @@ for j, alg in enumerate(cands):
 held_out = pd.DataFrame({name: labels.evaluate(tct_te, pick).as_dict() for name, pick in policies.items()}).T
 held_out = held_out.sort_values("mean_regret")
 held_out[["mean_tct_s", "mean_regret", "total_regret", "p90_regret", "oracle_share", "failed", "rows"]]
+
+# %% [markdown]
+# Per held-out path, the model's total TCT over the oracle's (all sizes of the path together),
+# worst first: where the model loses, and what it chose there.
+
+# %%
+te_df = df.iloc[test_idx].reset_index(drop=True)
+priced = np.where(np.isnan(tct_te), np.nanmax(tct_te, axis=1)[:, None] * labels.FAILED_TCT_FACTOR, tct_te)
+te_df = te_df.assign(chosen=[cands[c] for c in policies[model_key]],
+                     model_tct_s=priced[np.arange(len(test_idx)), policies[model_key]],
+                     oracle_tct_s=labels.oracle_tct(tct_te), oracle=[cands[c] for c in labels.oracle(tct_te)])
+path_cols = [c for c in ["link_kind", "rtt_ms", "mbps", "downlink_trace", "loss_downlink", "queue_bdp"] if c in te_df]
+by_path = te_df.groupby("path_id").agg(
+    **{c: (c, "first") for c in path_cols},
+    sizes=("file_bytes", lambda v: ",".join(str(int(b)) for b in sorted(v))),
+    chosen=("chosen", lambda v: ",".join(v)), oracle=("oracle", lambda v: ",".join(v)),
+    model_tct_s=("model_tct_s", "sum"), oracle_tct_s=("oracle_tct_s", "sum"))
+by_path["regret"] = by_path["model_tct_s"] / by_path["oracle_tct_s"] - 1
+by_path = by_path.sort_values("regret", ascending=False)
+worst_path = by_path.iloc[0]
+print(f"worst held-out path {by_path.index[0]}: regret {worst_path['regret']:.1%} "
+      f"({worst_path['model_tct_s']:.2f} s against the oracle's {worst_path['oracle_tct_s']:.2f} s)")
+by_path.head(10)
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4))
@@ -223,7 +263,7 @@ provenance = {
     "dataset": os.path.basename(dataset),
     "dataset_rows": int(len(df)),
     "dataset_paths": int(df["path_id"].nunique()),
-    "strategy": f"{best['kind']}/{best['strategy']}",
+    "strategy": f"{best['kind']}/{best['strategy']}, switch margin {best['switch_margin']:g}",
     "train_paths": len(train_paths),
     "seed": seed,
     "held_out_mean_regret": float(held_out.loc[model_key, "mean_regret"]),
@@ -302,6 +342,7 @@ report = {
     "chosen": provenance["strategy"],
     "cv": cv.to_dict(orient="records"),
     "held_out": held_out.reset_index(names="policy").to_dict(orient="records"),
+    "worst_held_out_paths": by_path.head(5).reset_index().to_dict(orient="records"),
     "confusion": {"labels": cands, "rows_oracle_cols_chosen": cm.tolist()},
     "importance": importance.to_dict(),
     "golden_rows": int(len(golden_x)),

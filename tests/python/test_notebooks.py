@@ -66,7 +66,7 @@ def executed(tmp_path_factory):
             str(src), str(tmp / (nb_path.stem + ".out.ipynb")), kernel_name=KERNEL, cwd=str(nb_path.parent),
             progress_bar=False,
             parameters=dict(dataset=str(data), out_dir=str(out_dir), model_name=name, n_trees=8, max_depth=4,
-                            cv_folds=2, rules_depth=3, golden_rows=10_000, seed=3),
+                            cv_folds=2, cv_repeats=1, rules_depth=3, golden_rows=10_000, seed=3),
         )
         done[nb_path.stem] = (out_dir, name)
     return done
@@ -87,6 +87,8 @@ def test_every_notebook_runs_and_writes_a_model_golden_data_rules_and_a_report(e
         report = json.loads((out_dir / f"{name}.report.json").read_text())
         policies = {row["policy"] for row in report["held_out"]}
         assert "oracle" in policies and {f"always {c}" for c in report["candidates"]} <= policies
+        worst = report["worst_held_out_paths"]
+        assert worst and worst[0]["regret"] == max(p["regret"] for p in worst) and worst[0]["regret"] >= 0
         for png in ("regret", "model"):
             assert (out_dir / f"{name}.{png}.png").stat().st_size > 0
 

@@ -115,6 +115,24 @@ def regret_weights(cost: np.ndarray, how: str = "mean") -> np.ndarray:
     return np.maximum(w, floor)
 
 
+def with_switch_margin(cost: np.ndarray, initial_index: Optional[int], margin: float) -> np.ndarray:
+    """The cost matrix with `margin` added to every candidate but the initial one.
+
+    A deployed selector leaves the initial algorithm only mid-flow, after its decision window,
+    so a candidate never earns the whole of its measured advantage, and single measurements
+    differ by a few percent from run to run. Training on this matrix makes a model leave the
+    initial algorithm only where the measured gain exceeds `margin` (relative TCT)."""
+    if margin < 0:
+        raise ValueError(f"switch margin {margin} < 0 would reward leaving the initial algorithm")
+    if margin == 0:
+        return cost
+    if initial_index is None:
+        raise ValueError("a switch margin needs the initial algorithm among the candidates")
+    shifted = cost + margin
+    shifted[:, initial_index] = cost[:, initial_index]
+    return shifted
+
+
 def expand_by_cost(x: np.ndarray, cost: np.ndarray):
     """One training example per (row, candidate): label `j`, weight `worst_i - cost[i, j]`.
 
