@@ -28,10 +28,14 @@ use tracing::{debug, error, info, trace, warn};
 
 use ccswitch_ovs::loader::{DirectiveSlotBusy, SwitchDatapath};
 use ccswitch_ovs::events::{Ack, Directive, Event, FlowKey};
+use ccswitch_datapath_support::wheel::TimerWheel;
 use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
 
 /// Period of loss-detection timers (RACK reordering timeout, RTO).
 const RECOVERY_TICK: Duration = Duration::from_millis(5);
+/// Slots of the timer wheel, one per recovery tick: about 20 s a revolution, so the usual
+/// deadlines (RTOs, the wait for a missing segment) are found in their first pass.
+const TIMER_SLOTS: usize = 4096;
 /// Period of timer-driven program evaluation for flows whose ACKs stopped.
 const CCP_TICK: Duration = Duration::from_millis(10);
 /// Period of the buffer-occupancy samples in the stats file.
@@ -92,6 +96,9 @@ struct SwitchFlow {
     active: bool,
     /// The control last written, to skip identical map updates.
     written: Option<Directive>,
+    /// The deadline under which the flow waits in the timer wheel (`u64::MAX`: none); an
+    /// expired entry with another deadline is stale.
+    timer_at: u64,
     /// Fell back for good (counted, control cleared, agent told).
     fallen: bool,
 }
@@ -209,6 +216,10 @@ pub struct Shim<P: PortOps> {
     samples: Vec<Sample>,
     samples_dropped: u64,
     max_by_flow: HashMap<u32, FlowMax>,
+    /// Each flow's next loss-timer or idle deadline.
+    timers: TimerWheel,
+    /// Entries the wheel returned, kept to reuse the allocation.
+    due: Vec<(u32, u64)>,
     /// Refused directives already logged, and when.
     refused_logged: (u64, Instant),
 }
@@ -227,6 +238,8 @@ impl<P: PortOps> Shim<P> {
             samples: Vec::new(),
             samples_dropped: 0,
             max_by_flow: HashMap::new(),
+            timers: TimerWheel::new(RECOVERY_TICK.as_nanos() as u64, TIMER_SLOTS, monotonic_now_ns()),
+            due: Vec::new(),
             refused_logged: (0, Instant::now()),
         }
     }
@@ -284,11 +297,21 @@ impl<P: PortOps> Shim<P> {
                 // first report, a round trip later, and a loss in the first flight would
                 // otherwise reach the server as SACKs and put its own TCP into recovery.
                 let active = monotonic_now_ns() < self.session.valid_until_ns();
-                let mut flow = SwitchFlow { key: e.key, sender, cwnd: init_cwnd, enforced: init_cwnd, active, written: None, fallen: false };
+                let mut flow = SwitchFlow {
+                    key: e.key,
+                    sender,
+                    cwnd: init_cwnd,
+                    enforced: init_cwnd,
+                    active,
+                    written: None,
+                    timer_at: u64::MAX,
+                    fallen: false,
+                };
                 if active {
                     write_directive(&self.port, id, &mut flow, &mut self.totals.directive_writes);
                 }
                 self.flows.insert(id, flow);
+                self.rearm(id, e.ts_ns);
                 let desc = FlowDesc {
                     sid: id,
                     src: e.key.server,
@@ -305,6 +328,7 @@ impl<P: PortOps> Shim<P> {
                 if f.sender.fallback().is_some() {
                     return;
                 }
+                let ts_ns = s.ts_ns;
                 match f.sender.on_segment(s, &mut self.pool) {
                     Some(reason) => self.fall_back(id, reason),
                     None => {
@@ -314,12 +338,14 @@ impl<P: PortOps> Shim<P> {
                         m.bytes = m.bytes.max(f.sender.buffered_bytes());
                     }
                 }
+                self.rearm(id, ts_ns);
             }
             Event::Resent(r) => {
                 let Some(f) = self.flows.get_mut(&r.flow_id) else { return };
                 if let Some(reason) = f.sender.on_resent(&r, &mut self.pool) {
                     self.fall_back(r.flow_id, reason);
                 }
+                self.rearm(r.flow_id, r.ts_ns);
             }
             Event::Ack(a) => self.on_ack(&a),
             Event::Closed { flow_id, reason, .. } => {
@@ -363,6 +389,18 @@ impl<P: PortOps> Shim<P> {
             write_directive(&self.port, id, f, &mut self.totals.directive_writes);
         }
         self.retransmit(id, a.ts_ns.max(monotonic_now_ns()));
+        self.rearm(id, a.ts_ns);
+    }
+
+    /// Put the flow in the timer wheel at its next deadline if that is earlier than the one
+    /// it waits under (a later one is found at the old time and moved on from there).
+    fn rearm(&mut self, id: u32, now_ns: u64) {
+        let Some(f) = self.flows.get_mut(&id) else { return };
+        let at = f.sender.next_timer_ns(now_ns);
+        if at < f.timer_at {
+            self.timers.schedule(id, at);
+            f.timer_at = at;
+        }
     }
 
     fn retransmit(&mut self, id: u32, now_ns: u64) {
@@ -406,11 +444,17 @@ impl<P: PortOps> Shim<P> {
         session.remove_flow(&mut ctl, id);
     }
 
-    /// Loss timers of every flow, idle expiry, and their retransmissions.
+    /// Loss timers, idle expiry and retransmissions of the flows whose deadline has come
+    /// (the timer wheel's): a flow with nothing outstanding costs nothing here.
     pub fn recovery_tick(&mut self, now_ns: u64) {
-        let ids: Vec<u32> = self.flows.keys().copied().collect();
-        for id in ids {
-            let f = self.flows.get_mut(&id).expect("listed");
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.expire(now_ns, &mut due);
+        for (id, deadline) in due.drain(..) {
+            let Some(f) = self.flows.get_mut(&id) else { continue };
+            if f.timer_at != deadline {
+                continue; // moved earlier since, and already handled then
+            }
+            f.timer_at = u64::MAX;
             if f.sender.is_idle(now_ns) {
                 let mut f = self.flows.remove(&id).expect("listed");
                 self.totals.idle_expired += 1;
@@ -426,13 +470,15 @@ impl<P: PortOps> Shim<P> {
             let tick = f.sender.on_tick(now_ns, &mut self.pool);
             if let Some(reason) = tick.fell_back {
                 self.fall_back(id, reason);
-                continue;
+            } else {
+                if tick.timed_out {
+                    self.totals.timeouts += 1;
+                }
+                self.retransmit(id, now_ns);
             }
-            if tick.timed_out {
-                self.totals.timeouts += 1;
-            }
-            self.retransmit(id, now_ns);
+            self.rearm(id, now_ns);
         }
+        self.due = due;
     }
 
     pub fn ccp_tick(&mut self, now_ns: u64) {

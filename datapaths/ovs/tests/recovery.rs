@@ -506,3 +506,89 @@ fn a_flow_with_no_records_expires() {
     s.flow.release(&mut s.pool);
     assert_eq!(s.pool.used(), 0);
 }
+
+/// The shim ticks a flow only at `next_timer_ns` (its timer wheel). Over random traffic with
+/// losses, reordering-free delivery, SACKs and retransmissions that are lost again, every tick
+/// the wheel would skip must be one that changes nothing.
+#[test]
+fn ticks_before_the_next_timer_change_nothing() {
+    use ccswitch_datapath_support::rng::SplitMix64;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    for (seed, sack) in [(1, true), (2, true), (3, false), (4, true)] {
+        let mut rng = SplitMix64(seed);
+        let mut s = Sim::new(1000 * seed as u32, sack);
+        let mut next_seg = 1;
+        let mut arrivals: BTreeMap<u64, Vec<u64>> = BTreeMap::new(); // ms -> segments arriving
+        let mut received = BTreeSet::new();
+        let mut cum = 0; // every segment <= cum received
+        let mut next_timer = s.flow.next_timer_ns(0);
+        let (mut skipped, mut due_ticks, mut lost_found) = (0, 0, 0);
+        let in_flight =
+            |rng: &mut SplitMix64, arrivals: &mut BTreeMap<u64, Vec<u64>>, n: u64, t_ms: u64| {
+                if !rng.chance(8) {
+                    arrivals
+                        .entry(t_ms + 30 + rng.below(3))
+                        .or_default()
+                        .push(n);
+                }
+            };
+        for t_ms in 1..6_000u64 {
+            let t = t_ms * MS;
+            if next_seg - cum <= 20 && rng.chance(60) {
+                s.send(next_seg, t);
+                in_flight(&mut rng, &mut arrivals, next_seg, t_ms);
+                next_seg += 1;
+                next_timer = next_timer.min(s.flow.next_timer_ns(t));
+            }
+            if let Some(arrived) = arrivals.remove(&t_ms) {
+                received.extend(arrived);
+                while received.contains(&(cum + 1)) {
+                    cum += 1;
+                }
+                let mut blocks = vec![];
+                let mut above = received.range(cum + 1..).copied().peekable();
+                while let Some(a) = above.next() {
+                    let mut b = a;
+                    while above.peek() == Some(&(b + 1)) {
+                        b = above.next().unwrap();
+                    }
+                    blocks.push((a, b));
+                }
+                blocks.truncate(3);
+                let acked = s.ack(cum, if sack { &blocks } else { &[] }, t);
+                lost_found += acked.prims.lost_pkts_sample;
+                next_timer = next_timer.min(s.flow.next_timer_ns(t));
+            }
+            let tick = s.flow.on_tick(t, &mut s.pool);
+            if t < next_timer {
+                skipped += 1;
+                assert_eq!(
+                    tick,
+                    Default::default(),
+                    "seed {seed}: a tick the wheel skips at {t_ms} ms changed the flow"
+                );
+            } else {
+                due_ticks += 1;
+            }
+            lost_found += tick.newly_lost_pkts;
+            for n in s.retransmit(t) {
+                s.echo(n, t);
+                in_flight(&mut rng, &mut arrivals, n, t_ms);
+            }
+            next_timer = s.flow.next_timer_ns(t);
+        }
+        assert!(
+            cum > 300,
+            "seed {seed}: the transfer progressed ({cum} segments)"
+        );
+        assert!(
+            lost_found > 20,
+            "seed {seed}: losses were found ({lost_found})"
+        );
+        assert!(
+            skipped >= 1000,
+            "seed {seed}: ticks are skipped ({skipped} skipped, {due_ticks} due)"
+        );
+    }
+}
