@@ -99,6 +99,8 @@ struct SwitchFlow {
     /// The deadline under which the flow waits in the timer wheel (`u64::MAX`: none); an
     /// expired entry with another deadline is stale.
     timer_at: u64,
+    /// Listed in `Shim::changed` for the next occupancy sample.
+    changed: bool,
     /// Fell back for good (counted, control cleared, agent told).
     fallen: bool,
 }
@@ -220,6 +222,8 @@ pub struct Shim<P: PortOps> {
     timers: TimerWheel,
     /// Entries the wheel returned, kept to reuse the allocation.
     due: Vec<(u32, u64)>,
+    /// Flows changed since the last occupancy sample.
+    changed: Vec<u32>,
     /// Refused directives already logged, and when.
     refused_logged: (u64, Instant),
 }
@@ -240,6 +244,7 @@ impl<P: PortOps> Shim<P> {
             max_by_flow: HashMap::new(),
             timers: TimerWheel::new(RECOVERY_TICK.as_nanos() as u64, TIMER_SLOTS, monotonic_now_ns()),
             due: Vec::new(),
+            changed: Vec::new(),
             refused_logged: (0, Instant::now()),
         }
     }
@@ -305,13 +310,14 @@ impl<P: PortOps> Shim<P> {
                     active,
                     written: None,
                     timer_at: u64::MAX,
+                    changed: false,
                     fallen: false,
                 };
                 if active {
                     write_directive(&self.port, id, &mut flow, &mut self.totals.directive_writes);
                 }
                 self.flows.insert(id, flow);
-                self.rearm(id, e.ts_ns);
+                self.after_change(id, e.ts_ns);
                 let desc = FlowDesc {
                     sid: id,
                     src: e.key.server,
@@ -338,14 +344,14 @@ impl<P: PortOps> Shim<P> {
                         m.bytes = m.bytes.max(f.sender.buffered_bytes());
                     }
                 }
-                self.rearm(id, ts_ns);
+                self.after_change(id, ts_ns);
             }
             Event::Resent(r) => {
                 let Some(f) = self.flows.get_mut(&r.flow_id) else { return };
                 if let Some(reason) = f.sender.on_resent(&r, &mut self.pool) {
                     self.fall_back(r.flow_id, reason);
                 }
-                self.rearm(r.flow_id, r.ts_ns);
+                self.after_change(r.flow_id, r.ts_ns);
             }
             Event::Ack(a) => self.on_ack(&a),
             Event::Closed { flow_id, reason, .. } => {
@@ -389,17 +395,22 @@ impl<P: PortOps> Shim<P> {
             write_directive(&self.port, id, f, &mut self.totals.directive_writes);
         }
         self.retransmit(id, a.ts_ns.max(monotonic_now_ns()));
-        self.rearm(id, a.ts_ns);
+        self.after_change(id, a.ts_ns);
     }
 
-    /// Put the flow in the timer wheel at its next deadline if that is earlier than the one
-    /// it waits under (a later one is found at the old time and moved on from there).
-    fn rearm(&mut self, id: u32, now_ns: u64) {
+    /// After anything happened to a flow: put it in the timer wheel at its next deadline if
+    /// that is earlier than the one it waits under (a later one is found at the old time and
+    /// moved on from there), and list it for the next occupancy sample.
+    fn after_change(&mut self, id: u32, now_ns: u64) {
         let Some(f) = self.flows.get_mut(&id) else { return };
         let at = f.sender.next_timer_ns(now_ns);
         if at < f.timer_at {
             self.timers.schedule(id, at);
             f.timer_at = at;
+        }
+        if !f.changed {
+            f.changed = true;
+            self.changed.push(id);
         }
     }
 
@@ -476,7 +487,7 @@ impl<P: PortOps> Shim<P> {
                 }
                 self.retransmit(id, now_ns);
             }
-            self.rearm(id, now_ns);
+            self.after_change(id, now_ns);
         }
         self.due = due;
     }
@@ -496,13 +507,17 @@ impl<P: PortOps> Shim<P> {
         }
     }
 
-    /// Record every protected flow's buffer occupancy.
+    /// Record the buffer occupancy of every protected flow that changed since the last
+    /// sample (an untouched flow's occupancy is its last sample's: idle flows cost nothing).
     pub fn sample(&mut self, now_ns: u64) {
         let t_s = now_ns.saturating_sub(self.started_ns) as f64 / 1e9;
-        let mut ids: Vec<u32> = self.flows.keys().copied().collect();
+        let mut ids = std::mem::take(&mut self.changed);
         ids.sort_unstable();
-        for id in ids {
-            let s = &self.flows[&id].sender;
+        ids.dedup(); // an id reused by a new flow may be listed twice
+        for id in ids.drain(..) {
+            let Some(f) = self.flows.get_mut(&id) else { continue };
+            f.changed = false;
+            let s = &f.sender;
             if s.fallback().is_some() {
                 continue;
             }
@@ -512,6 +527,7 @@ impl<P: PortOps> Shim<P> {
             }
             self.samples.push(Sample { t_s, flow_id: id, segments: s.buffered_segments(), bytes: s.buffered_bytes() });
         }
+        self.changed = ids;
     }
 
     fn totals_json(&self) -> Value {
@@ -996,5 +1012,29 @@ mod tests {
         assert_eq!(*shim.port().removed.borrow(), vec![key()]);
         assert_eq!(shim.buffered_bytes(), 0);
         assert_eq!(shim.totals().idle_expired, 1);
+    }
+
+    #[test]
+    fn only_flows_that_changed_are_sampled_and_a_flow_with_nothing_outstanding_leaves_the_wheel() {
+        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(socket_path()), cfg());
+        for id in [8, 9] {
+            shim.on_event(established(id));
+            shim.on_event(segment(id, 1));
+        }
+        shim.sample(monotonic_now_ns());
+        let flows = |shim: &Shim<FakePort>, from: usize| -> Vec<u32> { shim.samples[from..].iter().map(|s| s.flow_id).collect() };
+        assert_eq!(flows(&shim, 0), vec![8, 9]);
+        shim.on_event(ack(8, 1, &[]));
+        shim.sample(monotonic_now_ns());
+        assert_eq!(flows(&shim, 2), vec![8], "flow 9 did not change");
+        assert_eq!(shim.samples[2].segments, 0);
+        shim.sample(monotonic_now_ns());
+        assert_eq!(shim.samples.len(), 3, "nothing changed");
+        // Flow 8 has nothing outstanding: past its RTO only flow 9's timer fires, and flow 8
+        // waits for its idle deadline alone.
+        shim.recovery_tick(monotonic_now_ns() + 1_500_000_000);
+        assert_eq!(shim.totals().timeouts, 1);
+        let waiting: Vec<u64> = [8, 9].iter().map(|id| shim.flows[id].timer_at).collect();
+        assert!(waiting[0] > monotonic_now_ns() + 100_000_000_000, "flow 8 waits for its idle expiry: {waiting:?}");
     }
 }
