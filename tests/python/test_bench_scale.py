@@ -27,7 +27,8 @@ def run_scale(tmp_path, datapath):
     x = scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=25, out_dir=str(out), datapath=datapath, quiet=True)
     print(json.dumps(x, indent=1))
     assert json.loads((out / "scale.json").read_text()) == x
-    assert (x["flows_opened"], x["flows_receiving"], x["flows_failed"]) == (FLOWS, FLOWS, 0), x["loadgen_errors"]
+    assert (x["flows_opened"], x["flows_receiving"], x["flows_silent"], x["flows_failed"]) == (FLOWS, FLOWS, 0, 0), \
+        x["loadgen_errors"]
     # 100 flows read at 1 Mbit/s each.
     assert 80 < x["goodput_mbps"] < 110
     assert x["ring_records_lost"] == 0 and x["reports_dropped"] == 0 and x["agent_errors"] == 0

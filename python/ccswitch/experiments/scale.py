@@ -19,7 +19,7 @@ read over a steady window of `seconds`:
   shim's histogram, read when it stops;
 - memory per flow: growth of the shim's and agent's resident set from before the ramp to
   the window, over N;
-- flows: opened, still receiving at the end, failed.
+- flows: opened, still receiving at the end, open but never sent a byte (silent), failed.
 
 Only this run's programs and maps are read (by the ids its shim logs), so another ccswitch
 datapath on the machine does not mix in.
@@ -240,6 +240,9 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         r.sysctls.set("kernel.bpf_stats_enabled", "1")
         side = KernelSide(r) if datapath == "kernel" else OvsSide(r, flows)
         server = f"{r.ns.server_ip}:{LOADGEN_PORT}"
+        # Room for every handshake of the ramp in the server's accept and SYN queues.
+        r.ns.sysctl("net.core.somaxconn", str(max(4096, flows)))
+        r.ns.sysctl("net.ipv4.tcp_max_syn_backlog", str(max(4096, flows)))
         r.procs.start_and_wait(
             "ccswitch-loadgen serve", r.ns.exec_cmd([loadgen, "serve", "--bind", server]),
             os.path.join(r.log_dir, "loadgen-serve.log"),
@@ -283,6 +286,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "window_s": round(dt, 3),
         "flows_opened": load["opened"],
         "flows_receiving": load["receiving"],
+        "flows_silent": load["silent"],
         "flows_failed": load["failed"],
         "goodput_mbps": load["steady_bits_per_s"] / 1e6,
         **figures,

@@ -111,9 +111,36 @@ impl Epoll {
 
 const LISTENER: u64 = u64::MAX;
 
+/// Accept-queue length asked of `listen` (the kernel caps it at `net.core.somaxconn`, which
+/// the scale benchmark raises in the server's namespace). The standard library's 128 overflows
+/// while thousands of connections open in a ramp: the kernel then drops their handshake's last
+/// ACK and retries its SYN-ACK after 1, 2, 4... s, so flows sit connected at the client with
+/// nothing to read for most of a short measurement.
+const LISTEN_BACKLOG: libc::c_int = 65535;
+
+fn listen(bind: SocketAddr) -> Result<TcpListener> {
+    let (family, addr, len) = sockaddr(&bind);
+    // SAFETY: plain syscalls on a descriptor this function owns; `addr` is valid for `len`.
+    unsafe {
+        let fd = libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("socket");
+        }
+        let listener = TcpListener::from_raw_fd(fd);
+        let one: libc::c_int = 1;
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const libc::c_int).cast(), std::mem::size_of_val(&one) as libc::socklen_t);
+        if libc::bind(fd, (&addr as *const libc::sockaddr_storage).cast(), len) < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("binding {bind}"));
+        }
+        if libc::listen(fd, LISTEN_BACKLOG) < 0 {
+            return Err(std::io::Error::last_os_error()).context("listen");
+        }
+        Ok(listener)
+    }
+}
+
 fn serve(bind: SocketAddr) -> Result<()> {
-    let listener = TcpListener::bind(bind).with_context(|| format!("binding {bind}"))?;
-    listener.set_nonblocking(true)?;
+    let listener = listen(bind)?;
     let epoll = Epoll::new()?;
     epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
     let chunk = vec![0x5au8; 256 * 1024];
@@ -228,10 +255,13 @@ fn fetch(
     let seconds = steady.map_or(0.0, |t| t.elapsed().as_secs_f64());
     let closed = flows.iter().filter(|f| !f.open).count();
     let receiving = flows.iter().filter(|f| f.open && f.bytes > 0).count();
+    // Open to the end without a byte: never accepted, or never sent to.
+    let silent = flows.iter().filter(|f| f.open && f.bytes == 0).count();
     Ok(serde_json::json!({
         "flows": n,
         "opened": flows.len(),
         "receiving": receiving,
+        "silent": silent,
         "failed": failed,
         "closed_early": closed,
         "seconds": seconds,
