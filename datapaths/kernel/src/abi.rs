@@ -173,6 +173,8 @@ pub struct StatsRaw {
     pub acks_fallback: u64,
     pub acks_folded: u64,
     pub reports: u64,
+    pub acks_fallback_awaiting: u64,
+    pub acks_fallback_agent_late: u64,
 }
 
 const _: () = assert!(size_of::<CreateEvent>() == 64);
@@ -182,7 +184,7 @@ const _: () = assert!(size_of::<ReportEvent>() == 104);
 const _: () = assert!(size_of::<FoldTest>() == 216);
 const _: () = assert!(size_of::<Directive>() == 32);
 const _: () = assert!(size_of::<Config>() == 16);
-const _: () = assert!(size_of::<StatsRaw>() == 64);
+const _: () = assert!(size_of::<StatsRaw>() == 80);
 // The same layouts as seen through the BPF object's BTF.
 const _: () = assert!(size_of::<Directive>() == size_of::<crate::skel::types::ccsw_directive>());
 const _: () = assert!(size_of::<Config>() == size_of::<crate::skel::types::ccsw_config>());

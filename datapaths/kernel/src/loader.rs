@@ -103,8 +103,12 @@ pub struct Stats {
     pub flows_closed: u64,
     /// ACKs on which an agent directive set cwnd.
     pub acks_directive: u64,
-    /// ACKs on which the fallback algorithm set cwnd.
+    /// ACKs on which the fallback algorithm set cwnd...
     pub acks_fallback: u64,
+    /// ... of them, before the agent's first directive for the flow...
+    pub acks_fallback_awaiting: u64,
+    /// ... or past the agent's deadline (the rest: a directed flow without a directive now).
+    pub acks_fallback_agent_late: u64,
     /// ACKs folded in the kernel (no record to the shim).
     pub acks_folded: u64,
     /// Reports of folded flows.
@@ -497,6 +501,8 @@ impl KernelDatapath {
                     s.flows_closed += c.flows_closed;
                     s.acks_directive += c.acks_directive;
                     s.acks_fallback += c.acks_fallback;
+                    s.acks_fallback_awaiting += c.acks_fallback_awaiting;
+                    s.acks_fallback_agent_late += c.acks_fallback_agent_late;
                     s.acks_folded += c.acks_folded;
                     s.reports += c.reports;
                 }

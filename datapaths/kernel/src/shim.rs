@@ -145,6 +145,8 @@ impl Shim {
             agent_errors = t.agent_errors, installs = t.installs, change_progs = t.change_progs,
             update_fields = t.update_fields, reports_dropped = t.reports_dropped,
             acks_directive = stats.acks_directive, acks_fallback = stats.acks_fallback,
+            acks_fallback_awaiting = stats.acks_fallback_awaiting,
+            acks_fallback_agent_late = stats.acks_fallback_agent_late,
             acks_folded = stats.acks_folded, folded_reports = stats.reports,
             ring_drops = stats.ring_drops, directives_refused = self.datapath.directives_refused(),
             cpu_ms = cpu.as_secs_f64() * 1e3,

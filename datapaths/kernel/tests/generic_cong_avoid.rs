@@ -380,6 +380,10 @@ fn generic_cong_avoid_reno_drives_the_kernel_datapath() {
         "ACKs after reno's death ran the fallback"
     );
     assert!(
+        json_u64(&totals, "acks_fallback_agent_late") > 0,
+        "and are counted as past the agent's deadline: {totals}"
+    );
+    assert!(
         !cc_available(&cc),
         "registration must be gone after the shim exits"
     );

@@ -142,6 +142,11 @@ fn transfers_under_fallback_directive_and_agent_death() {
         );
         assert_eq!(stats.acks_directive, 0);
         assert!(stats.acks_fallback > 0 && stats.flows_created >= 1);
+        assert_eq!(
+            (stats.acks_fallback_agent_late, stats.acks_fallback_awaiting),
+            (stats.acks_fallback, 0),
+            "no agent: every fallback ACK is past the agent's (never set) deadline"
+        );
         // Unregister: the sender namespace must stop referencing it first.
         env.ns(
             &env.srv_ns.clone(),

@@ -156,6 +156,10 @@ class KernelSide:
             "acks_folded_per_s": d.get("acks_folded", 0) / dt,
             "reports_per_s": d.get("reports", 0) / dt,
             "acks_fallback_in_window": d.get("acks_fallback", 0),
+            # of which: before the agent's first directive, past its deadline (the rest: a
+            # directed flow found no directive)
+            "acks_fallback_awaiting_agent": d.get("acks_fallback_awaiting", 0),
+            "acks_fallback_agent_late": d.get("acks_fallback_agent_late", 0),
             "ring_records_lost": d.get("drops", 0),
             "answer_p50_us": lat.get("p50_us"),
             "answer_p99_us": lat.get("p99_us"),

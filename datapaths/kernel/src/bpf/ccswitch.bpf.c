@@ -101,7 +101,7 @@ struct ccsw_sk_state {
 	__u8 was_timeout;     /* entered TCP_CA_Loss since the last ACK event */
 	__u8 directed;        /* the last ACK applied a cwnd directive */
 	__u8 paced;           /* we set SK_PACING_NEEDED for a pacing directive */
-	__u8 _pad;
+	__u8 ever_directed;   /* a directive has set cwnd on some ACK */
 	__u32 rtt_us;         /* latest RTT sample (srtt until the first), as the shim carries it */
 	__u32 _pad1;
 	struct ccsw_fold_state fold;
@@ -586,13 +586,14 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	struct ccsw_stats *s;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 fallback = CCSW_FALLBACK_RENO;
-	bool directed = false;
+	bool directed = false, agent_live = false;
 
 	st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
 	if (st) {
 		fallback = st->fallback;
 		cfg = config_slot();
-		if (cfg && now < cfg->agent_valid_until_ns)
+		agent_live = cfg && now < cfg->agent_valid_until_ns;
+		if (agent_live)
 			d = directive_of(st->flow_id);
 	}
 
@@ -636,14 +637,21 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 
 	s = stats_slot();
 	if (s) {
-		if (directed)
+		if (directed) {
 			__sync_fetch_and_add(&s->acks_directive, 1);
-		else
+		} else {
 			__sync_fetch_and_add(&s->acks_fallback, 1);
+			if (!agent_live)
+				__sync_fetch_and_add(&s->acks_fallback_agent_late, 1);
+			else if (st && !st->ever_directed)
+				__sync_fetch_and_add(&s->acks_fallback_awaiting, 1);
+		}
 	}
 
 	if (st) {
 		st->directed = directed;
+		if (directed)
+			st->ever_directed = 1;
 		carry_rtt(tp, st, rs);
 		if (d && d->fold != CCSW_FOLD_OFF)
 			fold_and_report(sk, st, flag, rs, now, d);

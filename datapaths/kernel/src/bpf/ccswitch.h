@@ -189,6 +189,11 @@ struct ccsw_stats {
 	__u64 acks_fallback;   /* ACKs on which the fallback algorithm ran */
 	__u64 acks_folded;     /* ACKs folded here instead of sent to the shim */
 	__u64 reports;         /* reports of folded flows */
+	/* Of acks_fallback: the agent had not directed the flow yet (a new flow's
+	 * first round trip), or the agent's deadline had passed. The rest had been
+	 * directed before and had no directive now (removed, or its slot lost). */
+	__u64 acks_fallback_awaiting;
+	__u64 acks_fallback_agent_late;
 };
 
 /* The Rust mirror (src/abi.rs) asserts the same sizes. */
@@ -199,6 +204,6 @@ _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
 _Static_assert(sizeof(struct ccsw_fold_test) == 216, "fold test layout");
 _Static_assert(sizeof(struct ccsw_directive) == 32, "directive layout");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config layout");
-_Static_assert(sizeof(struct ccsw_stats) == 64, "stats layout");
+_Static_assert(sizeof(struct ccsw_stats) == 80, "stats layout");
 
 #endif /* CCSWITCH_H */
