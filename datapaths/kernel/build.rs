@@ -14,6 +14,7 @@ use libbpf_cargo::SkeletonBuilder;
 
 const SRC: &str = "src/bpf/ccswitch.bpf.c";
 const HDR: &str = "src/bpf/ccswitch.h";
+const VM: &str = "src/bpf/vm.bpf.h";
 
 include!("../vmlinux_h.rs");
 
@@ -22,6 +23,7 @@ fn main() {
 
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed={HDR}");
+    println!("cargo:rerun-if-changed={VM}");
 
     write_vmlinux_h(&out);
 

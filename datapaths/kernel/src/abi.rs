@@ -143,6 +143,100 @@ pub struct FoldTest {
     pub report: FoldRegs,
 }
 
+/// Limits of the BPF interpreter (`CCSW_VM_*` in ccswitch.h).
+pub const VM_MAX_INSTRS: usize = 128;
+pub const VM_MAX_EXPRS: usize = 32;
+pub const VM_REPORT_REGS: usize = 32;
+pub const VM_CONTROL_REGS: usize = 32;
+pub const VM_TMP_REGS: usize = 8;
+pub const VM_LOCAL_REGS: usize = 8;
+pub const VM_IMPLICIT_REGS: usize = 8;
+pub const VM_PRIMITIVES: usize = 16;
+pub const VM_MAX_DEFAULTS: usize = VM_REPORT_REGS + VM_CONTROL_REGS;
+pub const VM_PROGRAMS: usize = 16;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VmInstr {
+    pub op: u8,
+    pub res_kind: u8,
+    pub left_kind: u8,
+    pub right_kind: u8,
+    pub res: u32,
+    pub left: u32,
+    pub right: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VmExpr {
+    pub cond_start: u16,
+    pub cond_end: u16,
+    pub body_start: u16,
+    pub body_end: u16,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VmDefault {
+    pub kind: u32,
+    pub index: u32,
+    pub value: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VmProgram {
+    pub uid: u32,
+    pub n_instrs: u16,
+    pub n_exprs: u16,
+    pub n_defaults: u16,
+    pub n_report_fields: u16,
+    pub _pad0: u32,
+    pub instrs: [VmInstr; VM_MAX_INSTRS],
+    pub exprs: [VmExpr; VM_MAX_EXPRS],
+    pub defaults: [VmDefault; VM_MAX_DEFAULTS],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VmRegs {
+    pub report: [u64; VM_REPORT_REGS],
+    pub control: [u64; VM_CONTROL_REGS],
+    pub tmp: [u64; VM_TMP_REGS],
+    pub local: [u64; VM_LOCAL_REGS],
+    pub implicit: [u64; VM_IMPLICIT_REGS],
+    pub micros_zero_us: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VmTest {
+    pub regs: VmRegs,
+    pub prims: [u64; VM_PRIMITIVES],
+    pub now_us: u64,
+    pub cwnd_bytes: u64,
+    pub rate: u64,
+    pub slot: u32,
+    pub start: u32,
+    pub error: u32,
+    pub reported: u32,
+    pub report: [u64; VM_REPORT_REGS],
+}
+
+/// All zeros, as the kernel starts a map entry (the arrays are too long for `derive`).
+macro_rules! zeroed_default {
+    ($($t:ty),*) => {$(
+        impl Default for $t {
+            fn default() -> Self {
+                // SAFETY: integers and arrays of them only: all zeros is a valid value.
+                unsafe { std::mem::zeroed() }
+            }
+        }
+    )*};
+}
+zeroed_default!(VmProgram, VmRegs, VmTest);
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Directive {
@@ -183,6 +277,10 @@ const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
 const _: () = assert!(size_of::<FoldTest>() == 216);
 const _: () = assert!(size_of::<Directive>() == 32);
+const _: () = assert!(size_of::<VmInstr>() == 16);
+const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);
+const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));
+const _: () = assert!(size_of::<VmTest>() == size_of::<VmRegs>() + 8 * VM_PRIMITIVES + 24 + 16 + 8 * VM_REPORT_REGS);
 const _: () = assert!(size_of::<Config>() == 16);
 const _: () = assert!(size_of::<StatsRaw>() == 80);
 // The same layouts as seen through the BPF object's BTF.
@@ -198,5 +296,7 @@ unsafe impl Pod for CloseEvent {}
 unsafe impl Pod for Directive {}
 unsafe impl Pod for ReportEvent {}
 unsafe impl Pod for FoldTest {}
+unsafe impl Pod for VmProgram {}
+unsafe impl Pod for VmTest {}
 unsafe impl Pod for Config {}
 unsafe impl Pod for StatsRaw {}

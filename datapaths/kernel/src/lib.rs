@@ -33,6 +33,7 @@ mod directives;
 mod events;
 mod loader;
 mod teardown;
+pub mod vm;
 
 #[allow(
     clippy::all,

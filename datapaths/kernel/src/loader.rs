@@ -305,6 +305,7 @@ impl KernelDatapath {
             &p.ccsw_release,
             &p.ccsw_hand_back,
             &p.ccsw_fold_test,
+            &p.ccsw_vm_test,
         ] {
             let id = libbpf_rs::Program::id_from_fd(prog.as_fd()).context("program id")?;
             prog_ids.push(ProgId {
@@ -535,6 +536,32 @@ impl KernelDatapath {
         let input = libbpf_rs::ProgramInput { context_in: Some(&mut ctx), ..Default::default() };
         self.skel.progs.ccsw_fold_test.test_run(input).context("running the fold test program")?;
         *t = abi::from_bytes(&ctx).context("fold test context")?;
+        Ok(())
+    }
+
+    /// Puts a program in slot `slot` of the BPF interpreter's program map.
+    pub fn install_vm_program(&self, slot: u32, prog: &abi::VmProgram) -> Result<()> {
+        if slot as usize >= abi::VM_PROGRAMS {
+            bail!("interpreter program slot {slot}: there are {}", abi::VM_PROGRAMS);
+        }
+        self.skel
+            .maps
+            .ccsw_vm_programs
+            .update(&slot.to_ne_bytes(), abi::as_bytes(prog), MapFlags::ANY)
+            .context("installing an interpreter program")
+    }
+
+    /// Runs one evaluation (or start, with `t.start`) of the BPF interpreter on `t`, for
+    /// tests against the shim's interpreter.
+    pub fn run_vm(&self, t: &mut abi::VmTest) -> Result<()> {
+        let scratch = &self.skel.maps.ccsw_vm_scratch;
+        scratch.update(&0u32.to_ne_bytes(), abi::as_bytes(t), MapFlags::ANY).context("writing the interpreter test entry")?;
+        let out = self.skel.progs.ccsw_vm_test.test_run(libbpf_rs::ProgramInput::default()).context("running the interpreter test program")?;
+        if out.return_value != 0 {
+            bail!("the interpreter test program found no program in slot {} ({})", t.slot, out.return_value);
+        }
+        let bytes = scratch.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?.context("the interpreter test entry")?;
+        *t = abi::from_bytes(&bytes).context("interpreter test entry")?;
         Ok(())
     }
 

@@ -220,6 +220,22 @@ pub enum Reg {
 }
 
 impl Reg {
+    /// The operand as libccp's wire form has it: its type code and its index (or, for an
+    /// immediate, its value).
+    pub fn record(self) -> RegRecord {
+        use reg_type::*;
+        let (reg_type, value) = match self {
+            Reg::Control { index, volatile } => (if volatile { VOLATILE_CONTROL } else { NONVOLATILE_CONTROL }, u32::from(index)),
+            Reg::Immediate(v) => (IMMEDIATE, v),
+            Reg::Implicit(r) => (IMPLICIT, r as u32),
+            Reg::Local(i) => (LOCAL, u32::from(i)),
+            Reg::Primitive(p) => (PRIMITIVE, p as u32),
+            Reg::Report { index, volatile } => (if volatile { VOLATILE_REPORT } else { NONVOLATILE_REPORT }, u32::from(index)),
+            Reg::Tmp(i) => (TMP, u32::from(i)),
+        };
+        RegRecord { reg_type, value }
+    }
+
     fn is_writable(self) -> bool {
         !matches!(self, Reg::Immediate(_) | Reg::Primitive(_))
     }
@@ -345,6 +361,12 @@ impl Program {
 
     pub fn expressions(&self) -> &[Expr] {
         &self.exprs
+    }
+
+    /// The `Def` preamble's defaults: each report or control register with its value (what
+    /// a start sets and a report restores for the volatile ones).
+    pub fn defaults(&self) -> impl Iterator<Item = (Reg, u64)> + '_ {
+        self.defaults.iter().map(|d| (d.reg, d.value))
     }
 
     /// Fields in this program's MEASURE: report registers `0..n`, where `n` counts the report

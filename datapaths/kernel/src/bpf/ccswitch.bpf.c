@@ -312,6 +312,8 @@ static __always_inline void fold_reset(struct ccsw_fold_regs *r)
 	r->minrtt = CCSW_NO_RTT_SAMPLE_US;
 }
 
+#include "vm.bpf.h"
+
 /* One ACK through the agent's standard program (agent/src/program.rs), with
  * the semantics of the shim's interpreter: sums, minimum, maximum and latest
  * values, then a report on a timeout, a loss, per_ack, or once Micros passes

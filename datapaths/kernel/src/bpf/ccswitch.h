@@ -158,6 +158,110 @@ struct ccsw_fold_test {
 	struct ccsw_fold_regs report; /* out: the report */
 };
 
+/* ---- The bounded interpreter (vm.bpf.h): CCP programs other than the
+ * standard one, with libccp's semantics (the shim's Rust interpreter,
+ * datapaths/ccp/src/program/exec.rs, is the reference). A program that
+ * needs more than these limits runs in the shim instead. */
+#define CCSW_VM_MAX_INSTRS 128
+#define CCSW_VM_MAX_EXPRS 32
+#define CCSW_VM_REPORT_REGS 32
+#define CCSW_VM_CONTROL_REGS 32
+#define CCSW_VM_TMP_REGS 8      /* libccp MAX_TMP_REG */
+#define CCSW_VM_LOCAL_REGS 8    /* libccp MAX_LOCAL_REG */
+#define CCSW_VM_IMPLICIT_REGS 8 /* 6 used (libccp's), padded to a power of two */
+#define CCSW_VM_PRIMITIVES 16   /* 15 used (libccp's ACK_* and FLOW_*) */
+#define CCSW_VM_MAX_DEFAULTS (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS)
+#define CCSW_VM_PROGRAMS 16     /* installed programs (map entries) */
+
+/* Register kinds: libccp's wire type codes (ccp_priv.h). */
+#define CCSW_VM_CONTROL 0
+#define CCSW_VM_IMMEDIATE 1
+#define CCSW_VM_IMPLICIT 2
+#define CCSW_VM_LOCAL 3
+#define CCSW_VM_PRIMITIVE 4
+#define CCSW_VM_VOLATILE_REPORT 5
+#define CCSW_VM_REPORT 6
+#define CCSW_VM_TMP 7
+#define CCSW_VM_VOLATILE_CONTROL 8
+
+/* Implicit registers (libccp EXPR_FLAG_REG ... RATE_REG). */
+#define CCSW_VM_EXPR_FLAG 0
+#define CCSW_VM_SHOULD_FALLTHROUGH 1
+#define CCSW_VM_SHOULD_REPORT 2
+#define CCSW_VM_MICROS 3
+#define CCSW_VM_CWND 4
+#define CCSW_VM_RATE 5
+
+/* Evaluation faults (struct ccsw_vm_test.error), as the reference's ExecError. */
+#define CCSW_VM_OK 0
+#define CCSW_VM_ADD_OVERFLOW 1
+#define CCSW_VM_SUB_UNDERFLOW 2
+#define CCSW_VM_MUL_OVERFLOW 3
+#define CCSW_VM_DIV_BY_ZERO 4
+
+/* Operand: a register kind and its index, or the immediate itself. */
+struct ccsw_vm_instr {
+	__u8 op;              /* libccp's op code (Op in the reference) */
+	__u8 res_kind;
+	__u8 left_kind;
+	__u8 right_kind;
+	__u32 res;
+	__u32 left;
+	__u32 right;
+};
+
+struct ccsw_vm_expr {
+	__u16 cond_start;
+	__u16 cond_end;       /* exclusive */
+	__u16 body_start;
+	__u16 body_end;
+};
+
+struct ccsw_vm_default {
+	__u32 kind;           /* a report or control kind */
+	__u32 index;
+	__u64 value;
+};
+
+/* One installed program (map ccsw_vm_programs, by slot). */
+struct ccsw_vm_program {
+	__u32 uid;
+	__u16 n_instrs;
+	__u16 n_exprs;
+	__u16 n_defaults;
+	__u16 n_report_fields;
+	__u32 _pad0;
+	struct ccsw_vm_instr instrs[CCSW_VM_MAX_INSTRS];
+	struct ccsw_vm_expr exprs[CCSW_VM_MAX_EXPRS];
+	struct ccsw_vm_default defaults[CCSW_VM_MAX_DEFAULTS];
+};
+
+/* One flow's registers (libccp struct register_file). */
+struct ccsw_vm_regs {
+	__u64 report[CCSW_VM_REPORT_REGS];
+	__u64 control[CCSW_VM_CONTROL_REGS];
+	__u64 tmp[CCSW_VM_TMP_REGS];
+	__u64 local[CCSW_VM_LOCAL_REGS];
+	__u64 implicit[CCSW_VM_IMPLICIT_REGS];
+	__u64 micros_zero_us; /* clock reading at which Micros was 0 */
+};
+
+/* The interpreter's test entry (map ccsw_vm_scratch, run by ccsw_vm_test):
+ * one evaluation of the program in slot `slot`, as on an ACK; registers and
+ * outcome come back in it. */
+struct ccsw_vm_test {
+	struct ccsw_vm_regs regs;
+	__u64 prims[CCSW_VM_PRIMITIVES]; /* by libccp's primitive code */
+	__u64 now_us;
+	__u64 cwnd_bytes;     /* in: the flow's window; out: the program's */
+	__u64 rate;           /* in: the flow's rate; out: the program's */
+	__u32 slot;
+	__u32 start;          /* in: 1 = start the program first (defaults, Micros) */
+	__u32 error;          /* out: CCSW_VM_* fault, or CCSW_VM_OK */
+	__u32 reported;       /* out: 1 when the program reported */
+	__u64 report[CCSW_VM_REPORT_REGS]; /* out: the report's fields */
+};
+
 /* A slot of the directives array (BPF_F_MMAPABLE): flow F's directive is
  * slot F % max_flows while its flow_id is F. The shim writes slots with
  * plain stores into its mapping, no syscall: the fields first, flow_id last
@@ -203,6 +307,10 @@ _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
 _Static_assert(sizeof(struct ccsw_fold_test) == 216, "fold test layout");
 _Static_assert(sizeof(struct ccsw_directive) == 32, "directive layout");
+_Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
+_Static_assert(sizeof(struct ccsw_vm_program) == 16 + 16 * CCSW_VM_MAX_INSTRS + 8 * CCSW_VM_MAX_EXPRS + 16 * CCSW_VM_MAX_DEFAULTS, "vm program layout");
+_Static_assert(sizeof(struct ccsw_vm_regs) == 8 * (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS + CCSW_VM_TMP_REGS + CCSW_VM_LOCAL_REGS + CCSW_VM_IMPLICIT_REGS + 1), "vm registers layout");
+_Static_assert(sizeof(struct ccsw_vm_test) == sizeof(struct ccsw_vm_regs) + 8 * CCSW_VM_PRIMITIVES + 24 + 16 + 8 * CCSW_VM_REPORT_REGS, "vm test layout");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config layout");
 _Static_assert(sizeof(struct ccsw_stats) == 80, "stats layout");
 
