@@ -8,7 +8,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -18,7 +17,6 @@ use ccswitch_ccp::program::standard::{self, FoldMode};
 use ccswitch_ccp::program::RegisterSnapshot;
 use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, ProgramRun, Session, SessionDatapath};
 use ccswitch_ccp::wire::{self, ChangeProg, Msg, UpdateField, UpdateFields};
-use ccswitch_ccp::FrameReader;
 
 const MSS: u32 = 1448;
 /// A program with a control register (`gain`, control 0) and a report every ACK.
@@ -76,38 +74,6 @@ impl SessionDatapath for Interpreting {
     }
 }
 
-struct Agent {
-    stream: UnixStream,
-    frames: FrameReader,
-}
-
-impl Agent {
-    fn send(&mut self, msgs: impl IntoIterator<Item = Msg>) {
-        let mut bytes = Vec::new();
-        for m in msgs {
-            m.encode_into(&mut bytes).unwrap();
-        }
-        self.stream.write_all(&bytes).unwrap();
-    }
-
-    fn received(&mut self) -> Vec<Msg> {
-        let mut buf = [0u8; 65536];
-        loop {
-            match self.stream.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => self.frames.push(&buf[..n]),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) => panic!("{e}"),
-            }
-        }
-        let mut got = Vec::new();
-        while let Some(frame) = self.frames.next_frame().unwrap() {
-            got.push(wire::decode(frame).unwrap().0);
-        }
-        got
-    }
-}
-
 fn gain(value: u64) -> UpdateField {
     UpdateField { reg_type: 0, reg_index: 0, value }
 }
@@ -116,11 +82,10 @@ fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {
     Msg::ChangeProg(ChangeProg { sid, program_uid, updates })
 }
 
-fn connected(dp: &mut Interpreting) -> (Session, Agent) {
+fn connected(dp: &mut Interpreting) -> (Session, common::Agent) {
     let (shim_end, agent_end) = UnixStream::pair().unwrap();
     shim_end.set_nonblocking(true).unwrap();
-    agent_end.set_nonblocking(true).unwrap();
-    let mut agent = Agent { stream: agent_end, frames: FrameReader::new() };
+    let mut agent = common::Agent::new(agent_end);
     let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
     let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
     session.add_flow(dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });
