@@ -369,6 +369,17 @@ static __always_inline __u64 delivery_rate(const struct rate_sample *rs, __u32 m
 	return (__u64)delivered * mss * USEC_PER_SEC / rs->rcv_interval_us;
 }
 
+/* A wake-up is an inter-processor interrupt, which costs more than a whole
+ * fold (several us on a VM): a record wakes the shim only when urgent or when
+ * CCSW_WAKE_BYTES wait in the ring; the others are read on its next pass.
+ * FORCE, not adaptive: records without a wake-up may be waiting before it. */
+static __always_inline __u64 wake_flags(bool urgent)
+{
+	if (urgent || bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 /* A folded flow's ACK: no record unless the standard program reports. */
 static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_state *st, int flag,
 					    const struct rate_sample *rs, __u64 now,
@@ -395,10 +406,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 	if (!fold_ack(&st->fold, &a, d->fold_start_us, d->fold == CCSW_FOLD_PER_ACK))
 		return;
 
-	/* A wake-up is an inter-processor interrupt, which costs more than the
-	 * whole fold (several us on a VM): only urgent reports pay for one. */
-	urgent = st->fold.regs.lost || st->fold.regs.timeout || st->fold.regs.ecn ||
-		 bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES;
+	urgent = st->fold.regs.lost || st->fold.regs.timeout || st->fold.regs.ecn;
 	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
 	if (e) {
 		e->kind = CCSW_EV_REPORT;
@@ -408,7 +416,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 		e->regs = st->fold.regs;
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
-		bpf_ringbuf_submit(e, urgent ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+		bpf_ringbuf_submit(e, wake_flags(urgent));
 		if (s)
 			__sync_fetch_and_add(&s->reports, 1);
 	}
@@ -518,8 +526,7 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 	}
 	if (!b->regs.implicit[CCSW_VM_SHOULD_REPORT])
 		return;
-	urgent = prims[4] || prims[14] || (flag & FLAG_ECE) ||
-		 bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES;
+	urgent = prims[4] || prims[14] || (flag & FLAG_ECE);
 	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
 	if (e) {
 		e->kind = CCSW_EV_VM_REPORT;
@@ -531,7 +538,7 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
 		__builtin_memcpy(e->fields, b->regs.report, sizeof(e->fields));
-		bpf_ringbuf_submit(e, urgent ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+		bpf_ringbuf_submit(e, wake_flags(urgent));
 		if (s)
 			__sync_fetch_and_add(&s->reports, 1);
 	}
@@ -539,16 +546,11 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 	vm_reset_volatile(p, &b->regs);
 }
 
-/* An ACK record of a flow the shim interprets wakes it only when urgent (loss,
- * timeout, ECN) or when CCSW_WAKE_BYTES wait in the ring, as folded reports do:
- * the others are read on the shim's next pass, at most --report-delay-us later.
- * FORCE, not adaptive: records without a wake-up may be waiting before it. */
+/* An ACK record of a flow the shim interprets is urgent on loss, timeout or ECN,
+ * as folded reports are. */
 static __always_inline __u64 ack_wake_flags(const struct ccsw_ack_event *e)
 {
-	if (e->lost_pkts_sample || e->was_timeout || (e->flags & CCSW_ACK_F_ECE) ||
-	    bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
+	return wake_flags(e->lost_pkts_sample || e->was_timeout || (e->flags & CCSW_ACK_F_ECE));
 }
 
 static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
