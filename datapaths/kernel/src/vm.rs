@@ -120,8 +120,9 @@ impl VmRuns {
 
     /// Starts (or restarts) `flow_id`'s program from `run`'s registers: the program in a slot
     /// (installed with `install` when new), the registers in the bank BPF is not evaluating,
-    /// then the bank flipped. Returns the flow's entry, or `None` (logged once per program)
-    /// when the program is left to the shim.
+    /// then the bank flipped. The flow's directive window and rate (the session's, which the
+    /// registers' Cwnd and Rate match) apply on the next ACK. Returns the flow's entry, or
+    /// `None` (logged once per program) when the program is left to the shim.
     pub(crate) fn start(
         &mut self,
         flow_id: u32,
@@ -184,11 +185,12 @@ impl VmRuns {
                 write_volatile(&raw mut (*p).banks[next as usize], bank);
                 fence(Ordering::Release);
                 write_volatile(&raw mut (*p).bank, next);
+                write_volatile(&raw mut (*p).window_gen, read_volatile(&raw const (*p).window_gen).wrapping_add(1));
             } else {
                 write_volatile(&raw mut (*p).flow_id, 0);
                 fence(Ordering::Release);
                 write_volatile(&raw mut (*p).bank, 0);
-                write_volatile(&raw mut (*p).window_gen, 0);
+                write_volatile(&raw mut (*p).window_gen, 1);
                 write_volatile(&raw mut (*p).window_applied, 0);
                 write_volatile(&raw mut (*p).rate, 0);
                 write_volatile(&raw mut (*p).banks[0], bank);
