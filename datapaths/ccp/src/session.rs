@@ -69,6 +69,11 @@ pub trait SessionDatapath {
     fn set_program_controls(&mut self, _sid: u32, _updates: &[(usize, u64)]) -> Result<()> {
         Ok(())
     }
+    /// The agent set the window and/or the rate of a program the datapath runs: each part
+    /// given applies once, then the program owns it again.
+    fn set_program_window(&mut self, _sid: u32, _cwnd_bytes: Option<u32>, _rate: Option<u64>) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A program handed to the datapath mid-flow: the state the session's interpreter reached
@@ -363,10 +368,12 @@ impl Session {
                 }
                 match flow.ccp.handle(&msg, &self.programs, now_us) {
                     Ok(step) => {
-                        self.apply(dp, sid, step);
+                        // The datapath takes the program first, so that a window the message
+                        // set reaches the program the datapath now runs.
                         let restarted = matches!(msg, Msg::ChangeProg(_));
                         self.sync_fold(dp, sid, restarted, now_us);
                         self.sync_program_run(dp, sid, restarted, control_updates(&msg), now_us);
+                        self.apply(dp, sid, step);
                     }
                     Err(e) => {
                         self.totals.agent_errors += 1;
@@ -599,11 +606,18 @@ impl Session {
         }
         if step.cwnd_bytes.is_some() || step.rate_bytes_per_s.is_some() {
             let Some(flow) = self.flows.get(&sid) else { return };
-            let rate = flow.ccp.rate_bytes_per_s();
-            let cwnd = flow.ccp.cwnd_bytes();
-            self.totals.directives += 1;
-            if let Err(e) = dp.set_directive(sid, cwnd, (rate > 0).then_some(rate)) {
-                error!(sid, error = %e, "cannot write the directive");
+            if flow.program_run.is_some() {
+                self.totals.directives += 1;
+                if let Err(e) = dp.set_program_window(sid, step.cwnd_bytes, step.rate_bytes_per_s) {
+                    error!(sid, error = %e, "cannot set the window of the program the datapath runs");
+                }
+            } else {
+                let rate = flow.ccp.rate_bytes_per_s();
+                let cwnd = flow.ccp.cwnd_bytes();
+                self.totals.directives += 1;
+                if let Err(e) = dp.set_directive(sid, cwnd, (rate > 0).then_some(rate)) {
+                    error!(sid, error = %e, "cannot write the directive");
+                }
             }
         }
         if let Some(report) = step.report {

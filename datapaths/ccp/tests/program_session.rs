@@ -31,6 +31,8 @@ struct Interpreting {
     runs: HashMap<u32, (u32, RegisterSnapshot, u64)>,
     run_calls: usize,
     controls: Vec<(u32, Vec<(usize, u64)>)>,
+    /// Windows and rates set for running programs, with whether the run had started then.
+    windows: Vec<(u32, Option<u32>, Option<u64>, bool)>,
     folds: HashMap<u32, (FoldMode, u64)>,
     /// Declines every program, as a datapath whose interpreter it does not fit.
     decline: bool,
@@ -72,10 +74,20 @@ impl SessionDatapath for Interpreting {
         self.controls.push((sid, updates.to_vec()));
         Ok(())
     }
+    fn set_program_window(&mut self, sid: u32, cwnd: Option<u32>, rate: Option<u64>) -> Result<()> {
+        let running = self.runs.contains_key(&sid);
+        self.windows.push((sid, cwnd, rate, running));
+        Ok(())
+    }
 }
 
 fn gain(value: u64) -> UpdateField {
     UpdateField { reg_type: 0, reg_index: 0, value }
+}
+
+/// The implicit Cwnd (2, 4) or Rate (2, 5).
+fn implicit(index: u32, value: u64) -> UpdateField {
+    UpdateField { reg_type: 2, reg_index: index, value }
 }
 
 fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {
@@ -108,9 +120,11 @@ fn the_datapath_runs_the_program_from_the_sessions_registers_and_its_reports_rea
     let mut dp = Interpreting::default();
     let (mut session, mut agent) = connected(&mut dp);
     let before = monotonic_now_ns() / 1000;
-    agent.send([change(1, 8, vec![gain(3)])]);
+    agent.send([change(1, 8, vec![gain(3), implicit(4, 40 * u64::from(MSS))])]);
     session.drain_agent(&mut dp);
     let (uid, regs, start) = dp.runs[&1].clone();
+    // The window the change set reaches the program the datapath runs, once started.
+    assert_eq!(dp.windows, vec![(1, Some(40 * MSS), None, true)]);
     assert_eq!(uid, 8);
     assert!(start >= before && start <= monotonic_now_ns() / 1000);
     // The registers the change left: the report default, the agent's gain, Micros from now.
@@ -142,6 +156,10 @@ fn the_datapath_runs_the_program_from_the_sessions_registers_and_its_reports_rea
     session.drain_agent(&mut dp);
     assert_eq!(dp.controls, vec![(1, vec![(0, 5)])]);
     assert_eq!(dp.run_calls, calls);
+    // A rate alone: only the rate, and no directive of the window the session last heard of.
+    agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![implicit(5, 2_000_000)] })]);
+    session.drain_agent(&mut dp);
+    assert_eq!(dp.windows.last(), Some(&(1, None, Some(2_000_000), true)));
 
     // The standard program is folded instead, which ends the run.
     agent.send([change(1, 7, vec![])]);

@@ -17,6 +17,8 @@ pub const FOLD_OFF: u32 = 0;
 pub const FOLD_PER_RTT: u32 = 1;
 pub const FOLD_PER_ACK: u32 = 2;
 pub const FOLD_VM: u32 = 3;
+pub const VM_SET_CWND: u32 = 1;
+pub const VM_SET_RATE: u32 = 2;
 
 pub const FALLBACK_RENO: u32 = 0;
 pub const FALLBACK_CUBIC: u32 = 1;
@@ -251,8 +253,8 @@ pub struct VmBank {
 pub struct VmFlow {
     pub flow_id: u32,
     pub bank: u32,
-    pub window_gen: u32,
-    pub window_applied: u32,
+    pub window_parts: u32,
+    pub _pad0: u32,
     pub rate: u64,
     pub banks: [VmBank; 2],
 }

@@ -422,9 +422,24 @@ impl KernelDatapath {
             d.cwnd_bytes = cwnd_bytes.unwrap_or(0);
             d.pacing_rate = pacing_rate.unwrap_or(0);
         })
-        .with_context(|| format!("setting the directive of flow {flow_id}"))?;
-        // A flow whose program the interpreter runs takes the agent's window once.
-        self.vm.borrow().window_changed(flow_id);
+        .with_context(|| format!("setting the directive of flow {flow_id}"))
+    }
+
+    /// The agent set the window and/or the rate of `flow_id`, whose program the interpreter
+    /// runs: the interpreter applies each part given once, on the next ACK (the program owns
+    /// them in between).
+    pub fn set_program_window(&self, flow_id: u32, cwnd_bytes: Option<u32>, pacing_rate: Option<u64>) -> Result<()> {
+        self.update_directive(flow_id, |d| {
+            if let Some(c) = cwnd_bytes {
+                d.cwnd_bytes = c;
+            }
+            if let Some(r) = pacing_rate {
+                d.pacing_rate = r;
+            }
+        })
+        .with_context(|| format!("setting the window of flow {flow_id}'s program"))?;
+        let parts = if cwnd_bytes.is_some() { abi::VM_SET_CWND } else { 0 } | if pacing_rate.is_some() { abi::VM_SET_RATE } else { 0 };
+        self.vm.borrow().flag_window(flow_id, parts);
         Ok(())
     }
 

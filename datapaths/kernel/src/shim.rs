@@ -57,6 +57,9 @@ impl SessionDatapath for Maps<'_> {
         self.0.set_program_controls(sid, updates);
         Ok(())
     }
+    fn set_program_window(&mut self, sid: u32, cwnd_bytes: Option<u32>, rate: Option<u64>) -> Result<()> {
+        self.0.set_program_window(sid, cwnd_bytes, rate)
+    }
 }
 
 pub struct Shim {

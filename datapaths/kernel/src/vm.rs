@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ptr::{read_volatile, write_volatile};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 
 use ccswitch_ccp::program::{Program, Reg, RegisterSnapshot};
 use ccswitch_ccp::session::ProgramRun;
@@ -120,9 +120,8 @@ impl VmRuns {
 
     /// Starts (or restarts) `flow_id`'s program from `run`'s registers: the program in a slot
     /// (installed with `install` when new), the registers in the bank BPF is not evaluating,
-    /// then the bank flipped. The flow's directive window and rate (the session's, which the
-    /// registers' Cwnd and Rate match) apply on the next ACK. Returns the flow's entry, or
-    /// `None` (logged once per program) when the program is left to the shim.
+    /// then the bank flipped. Returns the flow's entry, or `None` (logged once per program)
+    /// when the program is left to the shim.
     pub(crate) fn start(
         &mut self,
         flow_id: u32,
@@ -185,13 +184,11 @@ impl VmRuns {
                 write_volatile(&raw mut (*p).banks[next as usize], bank);
                 fence(Ordering::Release);
                 write_volatile(&raw mut (*p).bank, next);
-                write_volatile(&raw mut (*p).window_gen, read_volatile(&raw const (*p).window_gen).wrapping_add(1));
             } else {
                 write_volatile(&raw mut (*p).flow_id, 0);
                 fence(Ordering::Release);
                 write_volatile(&raw mut (*p).bank, 0);
-                write_volatile(&raw mut (*p).window_gen, 1);
-                write_volatile(&raw mut (*p).window_applied, 0);
+                write_volatile(&raw mut (*p).window_parts, 0);
                 write_volatile(&raw mut (*p).rate, 0);
                 write_volatile(&raw mut (*p).banks[0], bank);
                 fence(Ordering::Release);
@@ -217,14 +214,15 @@ impl VmRuns {
         }
     }
 
-    /// The agent set the window or the rate of `flow_id` (already in its directive): BPF
-    /// applies it once, on the next ACK.
-    pub(crate) fn window_changed(&self, flow_id: u32) {
-        let Some(&(entry, _)) = self.by_flow.get(&flow_id) else { return };
-        let p = self.entries.at(entry);
-        fence(Ordering::Release);
-        // SAFETY: in bounds and aligned; only the shim writes window_gen.
-        unsafe { write_volatile(&raw mut (*p).window_gen, read_volatile(&raw const (*p).window_gen).wrapping_add(1)) };
+    /// The agent set the window and/or the rate of `flow_id` (`VM_SET_*` in `parts`, the
+    /// values already in its directive): BPF applies them once, on the next ACK, and takes
+    /// the flags with an atomic exchange, so none set meanwhile is lost.
+    pub(crate) fn flag_window(&self, flow_id: u32, parts: u32) -> bool {
+        let Some(&(entry, _)) = self.by_flow.get(&flow_id) else { return false };
+        // SAFETY: in bounds and 4-byte aligned; BPF only changes this word atomically too.
+        let flags = unsafe { AtomicU32::from_ptr(&raw mut (*self.entries.at(entry)).window_parts) };
+        flags.fetch_or(parts, Ordering::SeqCst);
+        true
     }
 
     /// `flow_id` no longer runs a program here: its entry and program slot are freed.

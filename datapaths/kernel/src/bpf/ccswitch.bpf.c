@@ -468,19 +468,18 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 	__u32 acked = rs->acked_sacked, in_flight = packets_in_flight(tp), pending, pslot = b->program;
 	__s32 delivered = rs->delivered;
 	__u64 bytes_delivered, cwnd, rate;
+	__u32 parts;
 	bool urgent;
 
 	p = bpf_map_lookup_elem(&ccsw_vm_programs, &pslot);
 	if (!p)
 		return;
-	if (vf->window_applied != vf->window_gen) {
-		/* The agent set the window or rate (UPDATE_FIELDS Cwnd/Rate): once. */
-		vf->window_applied = vf->window_gen;
-		if (d->cwnd_bytes)
-			set_cwnd_bytes(tp, d->cwnd_bytes);
-		if (d->pacing_rate)
-			vf->rate = d->pacing_rate;
-	}
+	/* The agent set the window or the rate (UPDATE_FIELDS, CHANGE_PROG): once. */
+	parts = vf->window_parts ? __sync_fetch_and_and(&vf->window_parts, 0) : 0;
+	if ((parts & CCSW_VM_SET_CWND) && d->cwnd_bytes)
+		set_cwnd_bytes(tp, d->cwnd_bytes);
+	if ((parts & CCSW_VM_SET_RATE) && d->pacing_rate)
+		vf->rate = d->pacing_rate;
 	prims[0] = (__u64)acked * mss;             /* Ack.bytes_acked */
 	prims[1] = (__u64)tp->sacked_out * mss;    /* Ack.bytes_misordered */
 	if (flag & FLAG_ECE) {

@@ -257,7 +257,8 @@ struct ccsw_vm_regs {
  * the agent's updates), then flipping `bank`: an evaluation in progress
  * finishes on the old bank, the next one runs the new. The agent's control
  * updates are plain stores into the running bank's registers; its window and
- * rate come through the directive and apply once per `window_gen`. */
+ * rate come through the directive and apply once, on the next ACK, each time
+ * the shim flags them in `window_parts`. */
 struct ccsw_vm_bank {
 	__u32 program;         /* slot in ccsw_vm_programs */
 	__u32 _pad0;
@@ -265,11 +266,15 @@ struct ccsw_vm_bank {
 	struct ccsw_vm_regs regs;
 };
 
+/* struct ccsw_vm_flow.window_parts: what of the directive the agent set. */
+#define CCSW_VM_SET_CWND 1
+#define CCSW_VM_SET_RATE 2
+
 struct ccsw_vm_flow {
 	__u32 flow_id;         /* owner; 0 = free */
 	__u32 bank;            /* the bank BPF evaluates (0 or 1) */
-	__u32 window_gen;      /* bumped by the shim after writing a window or rate directive */
-	__u32 window_applied;  /* the window_gen BPF applied last */
+	__u32 window_parts;    /* CCSW_VM_SET_*: the shim ORs them in after writing the directive, BPF takes them atomically */
+	__u32 _pad0;
 	__u64 rate;            /* the program's latest rate, bytes/s (0: not paced) */
 	struct ccsw_vm_bank banks[2];
 };
