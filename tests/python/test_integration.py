@@ -177,29 +177,6 @@ def test_ccswitch_schemes_end_to_end(tmp_path):
     assert not registered & set(available), (registered, available)
 
 
-def test_a_full_api_program_runs_in_the_kernels_interpreter(tmp_path):
-    """reno-datapath brings its own datapath program: the kernel interprets it, so its ACKs
-    stay in the kernel and only the program's reports reach the shim."""
-    require_machine()
-    if CcswitchDaemons.missing_binaries(runner.bin_dir()):
-        pytest.fail("Rust binaries not built; run `make build`")
-    sc = write_scenario(tmp_path, ["ccswitch:reno-datapath"], size=4_000_000)
-    out = tmp_path / "out"
-    proc = start_cli([str(sc), "--out", str(out)])
-    _, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stderr
-    rows = results.read_transfers_parquet(out / "transfers.parquet")
-    assert rows and all(r["sha256_ok"] and r["error"] is None for r in rows), rows
-    totals = [l for l in (out / "logs" / "kernel-shim.log").read_text().splitlines() if "shim totals" in l][-1]
-    field = lambda name: int(re.search(rf"\b{name}=(\d+)", totals).group(1))
-    print(totals)
-    assert field("acks_interpreted_in_kernel") > 500, totals
-    assert field("kernel_program_faults") == 0, totals
-    # ACK records crossed only before the program started (the flow's first round trip).
-    assert field("acks_interpreted") < field("acks_interpreted_in_kernel") / 20, totals
-    assert field("reports") > 0 and field("agent_errors") == 0, totals
-
-
 def test_ccswitch_daemon_failure_is_reported_and_torn_down(tmp_path):
     """With stand-in binaries (an agent that just waits, a shim that fails to load), the run
     stops with a clear error and leaves nothing behind: not the agent, not the namespace."""

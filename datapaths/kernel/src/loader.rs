@@ -68,6 +68,9 @@ pub struct LoadOptions {
     /// Flows whose (non-standard) program the BPF interpreter can run at once;
     /// beyond it their programs run in the shim, as a logged warning says.
     pub max_vm_flows: u32,
+    /// Run programs other than the standard one in the BPF interpreter
+    /// ([`KernelDatapath::run_program`]); off, they run in the shim's interpreter.
+    pub programs_in_kernel: bool,
 }
 
 /// Default [`LoadOptions::max_flows`].
@@ -95,6 +98,7 @@ impl Default for LoadOptions {
             max_flows: DEFAULT_MAX_FLOWS,
             ring_bytes: DEFAULT_RING_BYTES,
             max_vm_flows: DEFAULT_MAX_VM_FLOWS,
+            programs_in_kernel: false,
         }
     }
 }
@@ -163,6 +167,7 @@ pub struct KernelDatapath {
     config: MappedArray<abi::Config>,
     /// Flows whose program the BPF interpreter runs.
     vm: std::cell::RefCell<vm::VmRuns>,
+    programs_in_kernel: bool,
     cc_name: String,
     prog_ids: Vec<ProgId>,
     handed_back: bool,
@@ -249,6 +254,7 @@ impl KernelDatapath {
                 directives,
                 config,
                 vm: std::cell::RefCell::new(vm::VmRuns::new(vm_flows)),
+                programs_in_kernel: opts.programs_in_kernel,
                 cc_name: opts.cc_name,
                 prog_ids,
                 handed_back: false,
@@ -445,9 +451,9 @@ impl KernelDatapath {
 
     /// Runs `flow_id`'s program (any but the standard one) in the BPF interpreter from
     /// `run`'s registers (`Some`): its ACKs no longer reach the shim, only the program's
-    /// reports ([`Event::ProgramReport`]). Returns false, having logged why once per
-    /// program, when the program does not fit the interpreter or its tables are full: the
-    /// flow then stays with the shim's interpreter. `None` stops and sends every ACK again.
+    /// reports ([`Event::ProgramReport`]). Returns false when [`LoadOptions::programs_in_kernel`]
+    /// is off, and, having logged why once per program, when the program does not fit the
+    /// interpreter or its tables are full: the flow then stays with the shim's interpreter. `None` stops and sends every ACK again.
     /// Like a window, it applies only while the agent deadline holds.
     pub fn run_program(&self, flow_id: u32, run: Option<&ProgramRun<'_>>) -> Result<bool> {
         let Some(run) = run else {
@@ -460,6 +466,9 @@ impl KernelDatapath {
             }
             return Ok(false);
         };
+        if !self.programs_in_kernel {
+            return Ok(false);
+        }
         let install = |slot: u32, p: &abi::VmProgram| self.install_vm_program(slot, p);
         let Some(entry) = self.vm.borrow_mut().start(flow_id, run, install)? else {
             self.run_program(flow_id, None)?;

@@ -13,8 +13,7 @@
 //!
 //!  a. 20 MB over HTTP between two namespaces under generic-cong-avoid's Reno: intact; Reno
 //!     saw the flow (its log) and the shim applied its windows (UPDATE_FIELDS received,
-//!     ACKs under directive in the BPF counters); its programs ran in the kernel's
-//!     interpreter (ACKs it evaluated, no faults).
+//!     ACKs under directive in the BPF counters).
 //!  b. a rate-limited transfer; Reno is stopped (SIGSTOP) mid-way, so the shim finds it
 //!     silent and lets the flow fall back, then killed (SIGKILL), so the shim drops the link:
 //!     the flow carries on under the in-kernel algorithm and completes intact.
@@ -376,12 +375,6 @@ fn generic_cong_avoid_reno_drives_the_kernel_datapath() {
         acks_directive >= 20,
         "ACKs under generic-cong-avoid's window: {acks_directive}"
     );
-    // Its programs are not the standard one: the kernel's interpreter ran them.
-    assert!(
-        json_u64(&totals, "acks_interpreted_in_kernel") >= 20,
-        "generic-cong-avoid's programs ran in the kernel: {totals}"
-    );
-    assert_eq!(json_u64(&totals, "kernel_program_faults"), 0, "{totals}");
     assert!(
         acks_fallback > 0,
         "ACKs after reno's death ran the fallback"
