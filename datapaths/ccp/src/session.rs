@@ -21,6 +21,7 @@ use anyhow::Result;
 use tracing::{debug, error, info, warn};
 
 use crate::agent_link::{AgentAddr, AgentLink, FromAgent};
+use crate::program::{reg_type, Program, RegisterSnapshot};
 use crate::wire::{Create, Measure, Msg, Ready};
 use crate::latency::LatencyHistogram;
 use crate::program::standard::{self, FoldMode};
@@ -56,6 +57,32 @@ pub trait SessionDatapath {
     fn set_fold(&mut self, _sid: u32, _fold: Option<(FoldMode, u64)>) -> Result<bool> {
         Ok(false)
     }
+    /// Run flow `sid`'s program (any but the standard one) in the datapath from the given
+    /// registers on (`Some`), delivering only its reports through [`Session::on_program_report`],
+    /// or stop (`None`) and deliver every ACK again. Returns whether the datapath runs it; one
+    /// that cannot (the program does not fit, no room) says why in its log and keeps the
+    /// default, the session's interpreter.
+    fn run_program(&mut self, _sid: u32, _run: Option<ProgramRun<'_>>) -> Result<bool> {
+        Ok(false)
+    }
+    /// The agent set control registers (index, value) of a program the datapath runs.
+    fn set_program_controls(&mut self, _sid: u32, _updates: &[(usize, u64)]) -> Result<()> {
+        Ok(())
+    }
+    /// The agent set the window and/or the rate of a program the datapath runs: each part
+    /// given applies once, then the program owns it again.
+    fn set_program_window(&mut self, _sid: u32, _cwnd_bytes: Option<u32>, _rate: Option<u64>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A program handed to the datapath mid-flow: the state the session's interpreter reached
+/// (defaults, the agent's updates, `Micros`'s origin), which the datapath continues from.
+pub struct ProgramRun<'a> {
+    pub program: &'a Program,
+    pub registers: RegisterSnapshot,
+    /// When the program (re)started (µs, CLOCK_MONOTONIC): reports of an earlier start are stale.
+    pub start_us: u64,
 }
 
 /// A flow as the agent learns it (CREATE).
@@ -91,6 +118,8 @@ struct SessionFlow {
     rtt_us: u64,
     /// The datapath folds the flow's standard program: its mode and start (µs).
     fold: Option<(FoldMode, u64)>,
+    /// The datapath runs the flow's (other) program: since when (µs).
+    program_run: Option<u64>,
     /// The last report the agent has not answered: when its ACK was processed (µs,
     /// CLOCK_MONOTONIC) and whether it was urgent (loss or timeout).
     awaiting_answer: Option<(u64, bool)>,
@@ -237,6 +266,7 @@ impl Session {
             let cwnd = flow.ccp.cwnd_bytes();
             flow.ccp = Flow::new(id, cwnd, flow.desc.mss);
             flow.fold = None;
+            flow.program_run = None;
             self.ticked.insert(id);
             let create = create_msg(&flow.desc, cwnd);
             self.send(dp, &create);
@@ -257,8 +287,9 @@ impl Session {
             error!(error = %e, "cannot revoke the agent deadline");
         }
         for (id, flow) in self.flows.iter_mut() {
-            // Clearing the directive ends a fold too.
+            // Clearing the directive ends a fold or a program run too.
             flow.fold = None;
+            flow.program_run = None;
             self.ticked.insert(*id);
             let _ = dp.clear_directive(*id);
         }
@@ -337,8 +368,12 @@ impl Session {
                 }
                 match flow.ccp.handle(&msg, &self.programs, now_us) {
                     Ok(step) => {
+                        // The datapath takes the program first, so that a window the message
+                        // set reaches the program the datapath now runs.
+                        let restarted = matches!(msg, Msg::ChangeProg(_));
+                        self.sync_fold(dp, sid, restarted, now_us);
+                        self.sync_program_run(dp, sid, restarted, control_updates(&msg), now_us);
                         self.apply(dp, sid, step);
-                        self.sync_fold(dp, sid, matches!(msg, Msg::ChangeProg(_)), now_us);
                     }
                     Err(e) => {
                         self.totals.agent_errors += 1;
@@ -383,7 +418,7 @@ impl Session {
         let create = create_msg(&desc, desc.init_cwnd_bytes);
         let ccp = Flow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
         self.ticked.insert(desc.sid);
-        self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0, fold: None, awaiting_answer: None });
+        self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0, fold: None, program_run: None, awaiting_answer: None });
         self.send(dp, &create);
     }
 
@@ -458,6 +493,81 @@ impl Session {
         }
     }
 
+    /// Start, restart or stop running `sid`'s program in the datapath after an agent message
+    /// (`restarted`: a CHANGE_PROG at `now_us`; `controls`: the control registers it set). A
+    /// standard program is folded instead (`sync_fold`).
+    fn sync_program_run(
+        &mut self,
+        dp: &mut impl SessionDatapath,
+        sid: u32,
+        restarted: bool,
+        controls: Vec<(usize, u64)>,
+        now_us: u64,
+    ) {
+        let Some(flow) = self.flows.get_mut(&sid) else { return };
+        let wanted = flow.fold.is_none() && flow.ccp.program().is_some_and(|p| !standard::is_standard(p));
+        if !wanted {
+            if flow.program_run.take().is_some() {
+                if let Err(e) = dp.run_program(sid, None) {
+                    error!(sid, error = %e, "cannot stop the datapath's run of the program");
+                }
+                if flow.fold.is_none() {
+                    self.ticked.insert(sid);
+                }
+            }
+            return;
+        }
+        if flow.program_run.is_some() && !restarted {
+            if !controls.is_empty() {
+                if let Err(e) = dp.set_program_controls(sid, &controls) {
+                    error!(sid, error = %e, "cannot set the program's control registers in the datapath");
+                }
+            }
+            return;
+        }
+        let program = flow.ccp.program().expect("wanted");
+        let run = ProgramRun { program, registers: flow.ccp.registers(), start_us: now_us };
+        flow.program_run = match dp.run_program(sid, Some(run)) {
+            Ok(true) => Some(now_us),
+            Ok(false) => None,
+            Err(e) => {
+                error!(sid, error = %e, "cannot run the program in the datapath: its ACKs stay in user space");
+                let _ = dp.run_program(sid, None);
+                None
+            }
+        };
+        if flow.program_run.is_some() {
+            self.ticked.remove(&sid);
+        } else {
+            self.ticked.insert(sid);
+        }
+    }
+
+    /// A report of a program the datapath runs (see [`SessionDatapath::run_program`]), sent
+    /// to the agent as the program's MEASURE. A report from a run that has since restarted or
+    /// stopped, or of another program, is dropped. `reported_us` is when its ACK was processed,
+    /// `datapath_cwnd_bytes` the window after it.
+    pub fn on_program_report(
+        &mut self,
+        dp: &mut impl SessionDatapath,
+        sid: u32,
+        start_us: u64,
+        program_uid: u32,
+        fields: Vec<u64>,
+        reported_us: u64,
+        datapath_cwnd_bytes: u32,
+    ) {
+        let Some(flow) = self.flows.get_mut(&sid) else { return };
+        if flow.program_run != Some(start_us) || flow.ccp.program_uid() != Some(program_uid) {
+            return debug!(sid, "report of an earlier program run dropped");
+        }
+        let rate = flow.ccp.rate_bytes_per_s();
+        flow.ccp.sync_datapath(datapath_cwnd_bytes, rate);
+        flow.awaiting_answer = Some((reported_us, false));
+        let report = Measure { sid, program_uid, fields };
+        self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
+    }
+
     /// A report of a flow whose standard program the datapath folds: sent to the agent as
     /// the program's MEASURE. `start_us` is the fold it was folded under; a report from
     /// before the program last restarted or stopped folding is dropped, as the interpreter
@@ -496,11 +606,18 @@ impl Session {
         }
         if step.cwnd_bytes.is_some() || step.rate_bytes_per_s.is_some() {
             let Some(flow) = self.flows.get(&sid) else { return };
-            let rate = flow.ccp.rate_bytes_per_s();
-            let cwnd = flow.ccp.cwnd_bytes();
-            self.totals.directives += 1;
-            if let Err(e) = dp.set_directive(sid, cwnd, (rate > 0).then_some(rate)) {
-                error!(sid, error = %e, "cannot write the directive");
+            if flow.program_run.is_some() {
+                self.totals.directives += 1;
+                if let Err(e) = dp.set_program_window(sid, step.cwnd_bytes, step.rate_bytes_per_s) {
+                    error!(sid, error = %e, "cannot set the window of the program the datapath runs");
+                }
+            } else {
+                let rate = flow.ccp.rate_bytes_per_s();
+                let cwnd = flow.ccp.cwnd_bytes();
+                self.totals.directives += 1;
+                if let Err(e) = dp.set_directive(sid, cwnd, (rate > 0).then_some(rate)) {
+                    error!(sid, error = %e, "cannot write the directive");
+                }
             }
         }
         if let Some(report) = step.report {
@@ -511,6 +628,20 @@ impl Session {
             }
         }
     }
+}
+
+/// The control registers an UPDATE_FIELDS or CHANGE_PROG sets, as (index, value).
+fn control_updates(msg: &Msg) -> Vec<(usize, u64)> {
+    let updates = match msg {
+        Msg::UpdateFields(m) => &m.updates,
+        Msg::ChangeProg(m) => &m.updates,
+        _ => return Vec::new(),
+    };
+    updates
+        .iter()
+        .filter(|u| matches!(u.reg_type, reg_type::NONVOLATILE_CONTROL | reg_type::VOLATILE_CONTROL))
+        .map(|u| (u.reg_index as usize, u.value))
+        .collect()
 }
 
 fn ipv4_u32(addr: &SocketAddr) -> u32 {

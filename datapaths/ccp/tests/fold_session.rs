@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -15,7 +14,6 @@ use ccswitch_ccp::agent_link::{AgentAddr, AgentLink};
 use ccswitch_ccp::program::standard::{self, control, report, FoldMode};
 use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, Session, SessionDatapath};
 use ccswitch_ccp::wire::{self, ChangeProg, Msg, UpdateField, UpdateFields};
-use ccswitch_ccp::FrameReader;
 
 const MSS: u32 = 1448;
 const OTHER: &str = "(def (Report (volatile acked 0)))
@@ -50,39 +48,6 @@ impl SessionDatapath for Folding {
     }
 }
 
-struct Agent {
-    stream: UnixStream,
-    frames: FrameReader,
-}
-
-impl Agent {
-    fn send(&mut self, msgs: impl IntoIterator<Item = Msg>) {
-        let mut bytes = Vec::new();
-        for m in msgs {
-            m.encode_into(&mut bytes).unwrap();
-        }
-        self.stream.write_all(&bytes).unwrap();
-    }
-
-    /// Every message the shim has sent so far.
-    fn received(&mut self) -> Vec<Msg> {
-        let mut buf = [0u8; 65536];
-        loop {
-            match self.stream.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => self.frames.push(&buf[..n]),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) => panic!("{e}"),
-            }
-        }
-        let mut got = Vec::new();
-        while let Some(frame) = self.frames.next_frame().unwrap() {
-            got.push(wire::decode(frame).unwrap().0);
-        }
-        got
-    }
-}
-
 fn standard_install() -> wire::InstallExpr {
     match wire::decode(standard::INSTALL_MESSAGE).unwrap().0 {
         Msg::InstallExpr(i) => i,
@@ -102,8 +67,7 @@ fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {
 fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     let (shim_end, agent_end) = UnixStream::pair().unwrap();
     shim_end.set_nonblocking(true).unwrap();
-    agent_end.set_nonblocking(true).unwrap();
-    let mut agent = Agent { stream: agent_end, frames: FrameReader::new() };
+    let mut agent = common::Agent::new(agent_end);
     let mut dp = Folding::default();
     let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
     let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();

@@ -82,8 +82,8 @@ fn main() -> Result<()> {
                 acks += 1;
                 last_cwnd = a.snd_cwnd_bytes;
             }
-            // Only flows this program folds report; it folds none.
-            Event::Report(_) => {}
+            // Only flows whose program the kernel runs report; this one runs none.
+            Event::Report(_) | Event::ProgramReport(_) => {}
             Event::Closed { flow_id } => {
                 closes += 1;
                 println!("closed flow {flow_id}");

@@ -11,10 +11,14 @@ pub const EV_CREATE: u32 = 1;
 pub const EV_ACK: u32 = 2;
 pub const EV_CLOSE: u32 = 3;
 pub const EV_REPORT: u32 = 4;
+pub const EV_VM_REPORT: u32 = 5;
 
 pub const FOLD_OFF: u32 = 0;
 pub const FOLD_PER_RTT: u32 = 1;
 pub const FOLD_PER_ACK: u32 = 2;
+pub const FOLD_VM: u32 = 3;
+pub const VM_SET_CWND: u32 = 1;
+pub const VM_SET_RATE: u32 = 2;
 
 pub const FALLBACK_RENO: u32 = 0;
 pub const FALLBACK_CUBIC: u32 = 1;
@@ -235,7 +239,41 @@ macro_rules! zeroed_default {
         }
     )*};
 }
-zeroed_default!(VmProgram, VmRegs, VmTest);
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VmBank {
+    pub program: u32,
+    pub _pad0: u32,
+    pub start_us: u64,
+    pub regs: VmRegs,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VmFlow {
+    pub flow_id: u32,
+    pub bank: u32,
+    pub window_parts: u32,
+    pub _pad0: u32,
+    pub rate: u64,
+    pub banks: [VmBank; 2],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VmReportEvent {
+    pub kind: u32,
+    pub flow_id: u32,
+    pub ts_ns: u64,
+    pub start_us: u64,
+    pub program_uid: u32,
+    pub n_fields: u32,
+    pub snd_cwnd_bytes: u32,
+    pub _pad0: u32,
+    pub fields: [u64; VM_REPORT_REGS],
+}
+
+zeroed_default!(VmProgram, VmRegs, VmTest, VmReportEvent);
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -243,7 +281,7 @@ pub struct Directive {
     pub flow_id: u32,
     pub cwnd_bytes: u32,
     pub fold: u32,
-    pub _pad0: u32,
+    pub vm_slot: u32,
     pub pacing_rate: u64,
     pub fold_start_us: u64,
 }
@@ -269,6 +307,8 @@ pub struct StatsRaw {
     pub reports: u64,
     pub acks_fallback_awaiting: u64,
     pub acks_fallback_agent_late: u64,
+    pub acks_vm: u64,
+    pub vm_faults: u64,
 }
 
 const _: () = assert!(size_of::<CreateEvent>() == 64);
@@ -282,11 +322,15 @@ const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM
 const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));
 const _: () = assert!(size_of::<VmTest>() == size_of::<VmRegs>() + 8 * VM_PRIMITIVES + 24 + 16 + 8 * VM_REPORT_REGS);
 const _: () = assert!(size_of::<Config>() == 16);
-const _: () = assert!(size_of::<StatsRaw>() == 80);
+const _: () = assert!(size_of::<StatsRaw>() == 96);
+const _: () = assert!(size_of::<VmFlow>() == 24 + 2 * (16 + size_of::<VmRegs>()));
+const _: () = assert!(size_of::<VmReportEvent>() == 40 + 8 * VM_REPORT_REGS);
 // The same layouts as seen through the BPF object's BTF.
 const _: () = assert!(size_of::<Directive>() == size_of::<crate::skel::types::ccsw_directive>());
 const _: () = assert!(size_of::<Config>() == size_of::<crate::skel::types::ccsw_config>());
 const _: () = assert!(size_of::<StatsRaw>() == size_of::<crate::skel::types::ccsw_stats>());
+const _: () = assert!(size_of::<VmFlow>() == size_of::<crate::skel::types::ccsw_vm_flow>());
+const _: () = assert!(size_of::<VmProgram>() == size_of::<crate::skel::types::ccsw_vm_program>());
 
 // Plain-old-data: the ring buffer's records and the maps' values are read from and written
 // as bytes (`from_bytes`, `as_bytes`).
@@ -298,5 +342,7 @@ unsafe impl Pod for ReportEvent {}
 unsafe impl Pod for FoldTest {}
 unsafe impl Pod for VmProgram {}
 unsafe impl Pod for VmTest {}
+unsafe impl Pod for VmFlow {}
+unsafe impl Pod for VmReportEvent {}
 unsafe impl Pod for Config {}
 unsafe impl Pod for StatsRaw {}

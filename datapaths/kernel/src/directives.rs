@@ -34,6 +34,7 @@ impl DirectiveSlots {
         unsafe {
             write_volatile(&raw mut (*p).cwnd_bytes, d.cwnd_bytes);
             write_volatile(&raw mut (*p).fold, d.fold);
+            write_volatile(&raw mut (*p).vm_slot, d.vm_slot);
             write_volatile(&raw mut (*p).pacing_rate, d.pacing_rate);
             write_volatile(&raw mut (*p).fold_start_us, d.fold_start_us);
             fence(Ordering::Release);

@@ -92,12 +92,29 @@ pub struct FoldedReport {
     pub snd_cwnd_bytes: u32,
 }
 
+/// A report of a program the kernel interprets (see
+/// [`KernelDatapath::run_program`](crate::KernelDatapath::run_program)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramReport {
+    pub flow_id: u32,
+    /// CLOCK_MONOTONIC nanoseconds of the ACK that reported.
+    pub ts_ns: u64,
+    /// The program start (µs) whose registers reported.
+    pub start_us: u64,
+    pub program_uid: u32,
+    /// The report registers, in MEASURE order.
+    pub fields: Vec<u64>,
+    /// Congestion window after the reporting ACK, bytes.
+    pub snd_cwnd_bytes: u32,
+}
+
 /// A ring-buffer record, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     Created(FlowInfo),
     Ack(AckSample),
     Report(FoldedReport),
+    ProgramReport(ProgramReport),
     Closed { flow_id: u32 },
 }
 
@@ -164,6 +181,18 @@ pub(crate) fn decode(data: &[u8]) -> Option<Event> {
                 ts_ns: r.ts_ns,
                 start_us: r.start_us,
                 fields: r.regs.fields(),
+                snd_cwnd_bytes: r.snd_cwnd_bytes,
+            }))
+        }
+        abi::EV_VM_REPORT => {
+            let r: abi::VmReportEvent = abi::from_bytes(data)?;
+            let n = (r.n_fields as usize).min(r.fields.len());
+            Some(Event::ProgramReport(ProgramReport {
+                flow_id: r.flow_id,
+                ts_ns: r.ts_ns,
+                start_us: r.start_us,
+                program_uid: r.program_uid,
+                fields: r.fields[..n].to_vec(),
                 snd_cwnd_bytes: r.snd_cwnd_bytes,
             }))
         }

@@ -47,8 +47,8 @@ mod skel {
 }
 
 pub use ccswitch_ccp::program::standard::FoldMode;
-pub use events::{AckSample, Event, FlowInfo, FoldedReport};
+pub use events::{AckSample, Event, FlowInfo, FoldedReport, ProgramReport};
 pub use loader::{
     monotonic_now_ns, DirectiveSlotBusy, Fallback, HandBack, KernelDatapath, LoadOptions, ProgId, Stats,
-    DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_RING_BYTES,
+    DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_RING_BYTES,
 };

@@ -15,7 +15,8 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
 use crate::events::{decode, Event};
 use crate::skel::{CcswitchSkel, CcswitchSkelBuilder};
-use crate::{abi, directives, teardown};
+use crate::{abi, directives, teardown, vm};
+use ccswitch_ccp::session::ProgramRun;
 
 /// Name under which the congestion control registers by default.
 pub const DEFAULT_CC_NAME: &str = "ccswitch";
@@ -64,12 +65,20 @@ pub struct LoadOptions {
     /// Ring buffer size, bytes: a power of two, at least a page. A full ring
     /// loses records (counted in [`Stats::ring_drops`]).
     pub ring_bytes: u32,
+    /// Flows whose (non-standard) program the BPF interpreter can run at once;
+    /// beyond it their programs run in the shim, as a logged warning says.
+    pub max_vm_flows: u32,
+    /// Run programs other than the standard one in the BPF interpreter
+    /// ([`KernelDatapath::run_program`]); off, they run in the shim's interpreter.
+    pub programs_in_kernel: bool,
 }
 
 /// Default [`LoadOptions::max_flows`].
 pub const DEFAULT_MAX_FLOWS: u32 = 100_000;
 /// Default [`LoadOptions::ring_bytes`].
 pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
+/// Default [`LoadOptions::max_vm_flows`] (1.5 KB each).
+pub const DEFAULT_MAX_VM_FLOWS: u32 = 4096;
 
 /// Another live flow holds the flow's directive slot (flow id modulo max_flows): the flow
 /// stays on the fallback.
@@ -88,6 +97,8 @@ impl Default for LoadOptions {
             cc_name: DEFAULT_CC_NAME.to_string(),
             max_flows: DEFAULT_MAX_FLOWS,
             ring_bytes: DEFAULT_RING_BYTES,
+            max_vm_flows: DEFAULT_MAX_VM_FLOWS,
+            programs_in_kernel: false,
         }
     }
 }
@@ -109,6 +120,10 @@ pub struct Stats {
     pub acks_fallback_awaiting: u64,
     /// ... or past the agent's deadline (the rest: a directed flow without a directive now).
     pub acks_fallback_agent_late: u64,
+    /// ACKs on which the kernel's interpreter ran a flow's program...
+    pub acks_vm: u64,
+    /// ... and evaluations a fault aborted.
+    pub vm_faults: u64,
     /// ACKs folded in the kernel (no record to the shim).
     pub acks_folded: u64,
     /// Reports of folded flows.
@@ -150,6 +165,9 @@ pub struct KernelDatapath {
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
     directives: directives::DirectiveSlots,
     config: MappedArray<abi::Config>,
+    /// Flows whose program the BPF interpreter runs.
+    vm: std::cell::RefCell<vm::VmRuns>,
+    programs_in_kernel: bool,
     cc_name: String,
     prog_ids: Vec<ProgId>,
     handed_back: bool,
@@ -209,8 +227,8 @@ impl KernelDatapath {
         if !opts.ring_bytes.is_power_of_two() || opts.ring_bytes < page {
             bail!("ring buffer size must be a power of two of at least {page} bytes: {}", opts.ring_bytes);
         }
-        if opts.max_flows == 0 {
-            bail!("max_flows must be at least 1");
+        if opts.max_flows == 0 || opts.max_vm_flows == 0 {
+            bail!("max_flows and max_vm_flows must be at least 1");
         }
         if opts.cc_name.is_empty() || opts.cc_name.len() > 15 {
             bail!(
@@ -223,7 +241,7 @@ impl KernelDatapath {
         // below), after everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, &opts) {
-            Ok((skel, link, hand_back_link, ring, prog_ids, directives, config)) => Ok(KernelDatapath {
+            Ok((skel, link, hand_back_link, ring, prog_ids, directives, config, vm_flows)) => Ok(KernelDatapath {
                 link: ManuallyDrop::new(link),
                 hand_back_link: ManuallyDrop::new(hand_back_link),
                 ring: ManuallyDrop::new(ring),
@@ -235,6 +253,8 @@ impl KernelDatapath {
                 directives_refused: std::cell::Cell::new(0),
                 directives,
                 config,
+                vm: std::cell::RefCell::new(vm::VmRuns::new(vm_flows)),
+                programs_in_kernel: opts.programs_in_kernel,
                 cc_name: opts.cc_name,
                 prog_ids,
                 handed_back: false,
@@ -260,6 +280,7 @@ impl KernelDatapath {
         Vec<ProgId>,
         directives::DirectiveSlots,
         MappedArray<abi::Config>,
+        MappedArray<abi::VmFlow>,
     )> {
         let mut open = CcswitchSkelBuilder::default()
             .open(storage)
@@ -272,6 +293,7 @@ impl KernelDatapath {
             }
             open.maps.ccsw_directives.set_max_entries(opts.max_flows).context("sizing the directives map")?;
             open.maps.ccsw_events.set_max_entries(opts.ring_bytes).context("sizing the ring buffer")?;
+            open.maps.ccsw_vm_flows.set_max_entries(opts.max_vm_flows).context("sizing the interpreter's flow map")?;
             let names = open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?;
             names.ccsw_max_flows = opts.max_flows;
             for (dst, src) in names.ccsw_cc_name.iter_mut().zip(opts.cc_name.bytes()) {
@@ -344,7 +366,9 @@ impl KernelDatapath {
             .context("mapping the directives array")?;
         let config = MappedArray::new(skel.maps.ccsw_config.as_fd(), 1).context("mapping the config")?;
         let directives = directives::DirectiveSlots(directives);
-        Ok((skel, link, hand_back_link, ring, prog_ids, directives, config))
+        let vm_flows = MappedArray::new(skel.maps.ccsw_vm_flows.as_fd(), opts.max_vm_flows as usize)
+            .context("mapping the interpreter's flow map")?;
+        Ok((skel, link, hand_back_link, ring, prog_ids, directives, config, vm_flows))
     }
 
     /// Moves every namespace default and every socket on this congestion control to the
@@ -407,12 +431,75 @@ impl KernelDatapath {
         .with_context(|| format!("setting the directive of flow {flow_id}"))
     }
 
+    /// The agent set the window and/or the rate of `flow_id`, whose program the interpreter
+    /// runs: the interpreter applies each part given once, on the next ACK (the program owns
+    /// them in between).
+    pub fn set_program_window(&self, flow_id: u32, cwnd_bytes: Option<u32>, pacing_rate: Option<u64>) -> Result<()> {
+        self.update_directive(flow_id, |d| {
+            if let Some(c) = cwnd_bytes {
+                d.cwnd_bytes = c;
+            }
+            if let Some(r) = pacing_rate {
+                d.pacing_rate = r;
+            }
+        })
+        .with_context(|| format!("setting the window of flow {flow_id}'s program"))?;
+        let parts = if cwnd_bytes.is_some() { abi::VM_SET_CWND } else { 0 } | if pacing_rate.is_some() { abi::VM_SET_RATE } else { 0 };
+        self.vm.borrow().flag_window(flow_id, parts);
+        Ok(())
+    }
+
+    /// Runs `flow_id`'s program (any but the standard one) in the BPF interpreter from
+    /// `run`'s registers (`Some`): its ACKs no longer reach the shim, only the program's
+    /// reports ([`Event::ProgramReport`]). Returns false when [`LoadOptions::programs_in_kernel`]
+    /// is off, and, having logged why once per program, when the program does not fit the
+    /// interpreter or its tables are full: the flow then stays with the shim's interpreter. `None` stops and sends every ACK again.
+    /// Like a window, it applies only while the agent deadline holds.
+    pub fn run_program(&self, flow_id: u32, run: Option<&ProgramRun<'_>>) -> Result<bool> {
+        let Some(run) = run else {
+            if self.vm.borrow_mut().stop(flow_id) {
+                self.update_directive(flow_id, |d| {
+                    if d.fold == abi::FOLD_VM {
+                        d.fold = abi::FOLD_OFF;
+                    }
+                })?;
+            }
+            return Ok(false);
+        };
+        if !self.programs_in_kernel {
+            return Ok(false);
+        }
+        let install = |slot: u32, p: &abi::VmProgram| self.install_vm_program(slot, p);
+        let Some(entry) = self.vm.borrow_mut().start(flow_id, run, install)? else {
+            self.run_program(flow_id, None)?;
+            return Ok(false);
+        };
+        let started = self.update_directive(flow_id, |d| {
+            d.fold = abi::FOLD_VM;
+            d.vm_slot = entry;
+            d.fold_start_us = run.start_us;
+        });
+        if let Err(e) = started {
+            self.vm.borrow_mut().stop(flow_id);
+            return Err(e.context(format!("running the program of flow {flow_id}")));
+        }
+        Ok(true)
+    }
+
+    /// The agent set control registers (index, value) of `flow_id`'s running program.
+    pub fn set_program_controls(&self, flow_id: u32, updates: &[(usize, u64)]) {
+        self.vm.borrow().set_controls(flow_id, updates);
+    }
+
     /// Folds the standard program for `flow_id` in the kernel (`Some`): its ACKs no longer
     /// reach the shim, only the program's reports ([`Event::Report`]). A new `start_us` (µs,
     /// CLOCK_MONOTONIC) restarts the program: registers reset, `Micros` counts from it.
     /// `None` sends every ACK again. Like a window, it applies only while the agent deadline
     /// holds.
     pub fn set_fold(&self, flow_id: u32, fold: Option<(FoldMode, u64)>) -> Result<()> {
+        if fold.is_some() {
+            self.vm.borrow_mut().stop(flow_id);
+        }
         self.update_directive(flow_id, |d| match fold {
             Some((mode, start_us)) => {
                 d.fold = match mode {
@@ -440,6 +527,7 @@ impl KernelDatapath {
     /// Removing a directive that does not exist is not an error.
     pub fn clear_directive(&self, flow_id: u32) -> Result<()> {
         self.directives.clear(flow_id);
+        self.vm.borrow_mut().stop(flow_id);
         Ok(())
     }
 
@@ -504,6 +592,8 @@ impl KernelDatapath {
                     s.acks_fallback += c.acks_fallback;
                     s.acks_fallback_awaiting += c.acks_fallback_awaiting;
                     s.acks_fallback_agent_late += c.acks_fallback_agent_late;
+                    s.acks_vm += c.acks_vm;
+                    s.vm_faults += c.vm_faults;
                     s.acks_folded += c.acks_folded;
                     s.reports += c.reports;
                 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use ccswitch_ccp::cli::{AgentArgs, LogArgs};
-use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_RING_BYTES};
+use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_RING_BYTES};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -47,6 +47,15 @@ struct Args {
     /// (counted).
     #[arg(long, default_value_t = DEFAULT_RING_BYTES)]
     ring_bytes: u32,
+    /// Flows whose program (other than the standard one) the kernel can interpret at once;
+    /// beyond it their programs run in this process (logged).
+    #[arg(long, default_value_t = DEFAULT_MAX_VM_FLOWS, value_parser = clap::value_parser!(u32).range(1..))]
+    max_vm_flows: u32,
+    /// Run programs other than the standard one (full-API algorithms, portus's) in the
+    /// kernel's interpreter instead of this process. Off by default until generic-cong-avoid's
+    /// stall test passes with it (see the README).
+    #[arg(long)]
+    programs_in_kernel: bool,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -65,6 +74,8 @@ fn main() -> Result<()> {
         cc_name: args.cc_name.clone(),
         max_flows: args.max_flows,
         ring_bytes: args.ring_bytes,
+        max_vm_flows: args.max_vm_flows,
+        programs_in_kernel: args.programs_in_kernel,
     })?;
     tracing::info!(
         cc = %args.cc_name, fallback = %args.fallback, map_id = datapath.struct_ops_map_id().ok(),

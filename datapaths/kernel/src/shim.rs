@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use ccswitch_ccp::agent_link::AgentAddr;
-use ccswitch_ccp::session::{process_cpu_time, AckInput, FlowDesc, Session, SessionDatapath};
+use ccswitch_ccp::session::{process_cpu_time, AckInput, FlowDesc, ProgramRun, Session, SessionDatapath};
 use ccswitch_ccp::Primitives;
 use ccswitch_kernel::{monotonic_now_ns, AckSample, DirectiveSlotBusy, Event, FoldMode, KernelDatapath};
 use tracing::{debug, info, warn};
@@ -46,6 +46,19 @@ impl SessionDatapath for Maps<'_> {
             Err(e) if e.is::<DirectiveSlotBusy>() => Ok(false),
             Err(e) => Err(e),
         }
+    }
+    fn run_program(&mut self, sid: u32, run: Option<ProgramRun<'_>>) -> Result<bool> {
+        match self.0.run_program(sid, run.as_ref()) {
+            Err(e) if e.is::<DirectiveSlotBusy>() => Ok(false),
+            r => r,
+        }
+    }
+    fn set_program_controls(&mut self, sid: u32, updates: &[(usize, u64)]) -> Result<()> {
+        self.0.set_program_controls(sid, updates);
+        Ok(())
+    }
+    fn set_program_window(&mut self, sid: u32, cwnd_bytes: Option<u32>, rate: Option<u64>) -> Result<()> {
+        self.0.set_program_window(sid, cwnd_bytes, rate)
     }
 }
 
@@ -147,6 +160,7 @@ impl Shim {
             acks_directive = stats.acks_directive, acks_fallback = stats.acks_fallback,
             acks_fallback_awaiting = stats.acks_fallback_awaiting,
             acks_fallback_agent_late = stats.acks_fallback_agent_late,
+            acks_interpreted_in_kernel = stats.acks_vm, kernel_program_faults = stats.vm_faults,
             acks_folded = stats.acks_folded, folded_reports = stats.reports,
             ring_drops = stats.ring_drops, directives_refused = self.datapath.directives_refused(),
             cpu_ms = cpu.as_secs_f64() * 1e3,
@@ -185,6 +199,15 @@ impl Shim {
             Event::Report(r) => {
                 self.session.on_folded_report(&mut maps, r.flow_id, r.start_us, r.fields, r.snd_cwnd_bytes)
             }
+            Event::ProgramReport(r) => self.session.on_program_report(
+                &mut maps,
+                r.flow_id,
+                r.start_us,
+                r.program_uid,
+                r.fields,
+                r.ts_ns / 1000,
+                r.snd_cwnd_bytes,
+            ),
             Event::Closed { flow_id } => self.session.remove_flow(&mut maps, flow_id),
         }
     }

@@ -10,7 +10,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -120,22 +120,36 @@ const LISTEN_BACKLOG: libc::c_int = 65535;
 
 fn listen(bind: SocketAddr) -> Result<TcpListener> {
     let (family, addr, len) = sockaddr(&bind);
-    // SAFETY: plain syscalls on a descriptor this function owns; `addr` is valid for `len`.
+    let fd = tcp_socket(family)?;
+    set_int_option(fd.as_raw_fd(), libc::SO_REUSEADDR, 1);
+    // SAFETY: plain syscalls on a descriptor owned here; `addr` is valid for `len`.
     unsafe {
-        let fd = libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error()).context("socket");
-        }
-        let listener = TcpListener::from_raw_fd(fd);
-        let one: libc::c_int = 1;
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const libc::c_int).cast(), std::mem::size_of_val(&one) as libc::socklen_t);
-        if libc::bind(fd, (&addr as *const libc::sockaddr_storage).cast(), len) < 0 {
+        if libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_storage).cast(), len) < 0 {
             return Err(std::io::Error::last_os_error()).with_context(|| format!("binding {bind}"));
         }
-        if libc::listen(fd, LISTEN_BACKLOG) < 0 {
+        if libc::listen(fd.as_raw_fd(), LISTEN_BACKLOG) < 0 {
             return Err(std::io::Error::last_os_error()).context("listen");
         }
-        Ok(listener)
+    }
+    Ok(TcpListener::from(fd))
+}
+
+/// A non-blocking TCP socket of `family`.
+fn tcp_socket(family: libc::c_int) -> Result<OwnedFd> {
+    // SAFETY: plain syscall; the descriptor is owned by the result from here on.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("socket");
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A SOL_SOCKET option of integer value (best effort: the kernel's default stays otherwise).
+fn set_int_option(fd: RawFd, name: libc::c_int, value: libc::c_int) {
+    // SAFETY: valid descriptor and a pointer to an int of the size given.
+    unsafe {
+        libc::setsockopt(fd, libc::SOL_SOCKET, name, (&value as *const libc::c_int).cast(), std::mem::size_of_val(&value) as libc::socklen_t);
     }
 }
 
@@ -276,25 +290,18 @@ fn fetch(
 /// SYN offers fits it); reads return WouldBlock until the connection is up.
 fn open(to: SocketAddr, rcvbuf: usize) -> Result<TcpStream> {
     let (family, addr, len) = sockaddr(&to);
-    // SAFETY: plain syscalls on a descriptor this function owns; `addr` is valid for `len`.
-    unsafe {
-        let fd = libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error()).context("socket");
-        }
-        let stream = TcpStream::from_raw_fd(fd);
-        if rcvbuf > 0 {
-            let v = rcvbuf as libc::c_int;
-            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&v as *const libc::c_int).cast(), std::mem::size_of_val(&v) as libc::socklen_t);
-        }
-        if libc::connect(fd, (&addr as *const libc::sockaddr_storage).cast(), len) < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINPROGRESS) {
-                return Err(e).context("connect");
-            }
-        }
-        Ok(stream)
+    let fd = tcp_socket(family)?;
+    if rcvbuf > 0 {
+        set_int_option(fd.as_raw_fd(), libc::SO_RCVBUF, rcvbuf as libc::c_int);
     }
+    // SAFETY: plain syscall on a descriptor owned here; `addr` is valid for `len`.
+    if unsafe { libc::connect(fd.as_raw_fd(), (&addr as *const libc::sockaddr_storage).cast(), len) } < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(e).context("connect");
+        }
+    }
+    Ok(TcpStream::from(fd))
 }
 
 fn sockaddr(to: &SocketAddr) -> (libc::c_int, libc::sockaddr_storage, libc::socklen_t) {

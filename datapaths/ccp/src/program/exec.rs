@@ -122,6 +122,21 @@ pub(crate) struct Registers {
     micros_zero_us: u64,
 }
 
+/// A copy of a flow's registers, for a datapath that takes the evaluation over (the kernel's
+/// interpreter starts from exactly the state this one reached). Banks hold what the flow
+/// used: a register beyond `report`/`control` reads 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RegisterSnapshot {
+    pub report: Vec<u64>,
+    pub control: Vec<u64>,
+    pub tmp: [u64; MAX_TMP_REGS],
+    pub local: [u64; MAX_LOCAL_REGS],
+    /// By [`Implicit`] index.
+    pub implicit: [u64; NUM_IMPLICIT_REGS],
+    /// Clock reading (µs) at which `Micros` was 0.
+    pub micros_zero_us: u64,
+}
+
 /// `regs[index] = v`, growing `regs` with zeros to reach `index` (validated indices stay
 /// below the register bank's size).
 fn set_grown(regs: &mut Vec<u64>, index: usize, v: u64) {
@@ -140,6 +155,17 @@ impl Registers {
             local: [0; MAX_LOCAL_REGS],
             implicit: [0; NUM_IMPLICIT_REGS],
             micros_zero_us: 0,
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> RegisterSnapshot {
+        RegisterSnapshot {
+            report: self.report.clone(),
+            control: self.control.clone(),
+            tmp: self.tmp,
+            local: self.local,
+            implicit: self.implicit,
+            micros_zero_us: self.micros_zero_us,
         }
     }
 

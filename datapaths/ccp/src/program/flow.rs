@@ -89,6 +89,11 @@ impl Flow {
         self.program.as_deref()
     }
 
+    /// Its registers now (for a datapath that runs the program from here on).
+    pub fn registers(&self) -> super::RegisterSnapshot {
+        self.regs.snapshot()
+    }
+
     /// Control register `index` (0 beyond the register file).
     pub fn control(&self, index: usize) -> u64 {
         self.regs.control(index)

@@ -38,7 +38,7 @@ use thiserror::Error;
 
 use crate::wire::{InstallExpr, InstrRecord, RegRecord, MAX_EXPRESSIONS, MAX_INSTRUCTIONS};
 
-pub use exec::{ExecError, Primitives};
+pub use exec::{ExecError, Primitives, RegisterSnapshot};
 pub use flow::{Flow, Step};
 
 /// Report registers per flow (libccp `MAX_REPORT_REG`).

@@ -2,8 +2,11 @@
 //! through portus's own serializers, so every test also exercises wire compatibility.
 #![allow(dead_code)] // each test binary uses a subset
 
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+
 use ccswitch_ccp::wire::{self, InstallExpr, Measure, Msg};
-use ccswitch_ccp::{Flow, ProgramTable, Step};
+use ccswitch_ccp::{Flow, FrameReader, ProgramTable, Step};
 use portus::lang::{self, Reg as PReg, Scope, Type};
 use portus::serialize as ps;
 
@@ -98,4 +101,44 @@ pub fn cwnd_reg() -> PReg {
 
 pub fn rate_reg() -> PReg {
     PReg::Implicit(5, Type::Num(None))
+}
+
+/// The agent's end of a session's connection: sends messages, reads what the shim sent.
+pub struct Agent {
+    pub stream: UnixStream,
+    pub frames: FrameReader,
+}
+
+impl Agent {
+    /// A non-blocking end.
+    pub fn new(stream: UnixStream) -> Self {
+        stream.set_nonblocking(true).unwrap();
+        Self { stream, frames: FrameReader::new() }
+    }
+
+    pub fn send(&mut self, msgs: impl IntoIterator<Item = Msg>) {
+        let mut bytes = Vec::new();
+        for m in msgs {
+            m.encode_into(&mut bytes).unwrap();
+        }
+        self.stream.write_all(&bytes).unwrap();
+    }
+
+    /// Every message the shim has sent since the last call.
+    pub fn received(&mut self) -> Vec<Msg> {
+        let mut buf = [0u8; 65536];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => self.frames.push(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let mut got = Vec::new();
+        while let Some(frame) = self.frames.next_frame().unwrap() {
+            got.push(wire::decode(frame).unwrap().0);
+        }
+        got
+    }
 }

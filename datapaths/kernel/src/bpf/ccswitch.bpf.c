@@ -369,6 +369,17 @@ static __always_inline __u64 delivery_rate(const struct rate_sample *rs, __u32 m
 	return (__u64)delivered * mss * USEC_PER_SEC / rs->rcv_interval_us;
 }
 
+/* A wake-up is an inter-processor interrupt, which costs more than a whole
+ * fold (several us on a VM): a record wakes the shim only when urgent or when
+ * CCSW_WAKE_BYTES wait in the ring; the others are read on its next pass.
+ * FORCE, not adaptive: records without a wake-up may be waiting before it. */
+static __always_inline __u64 wake_flags(bool urgent)
+{
+	if (urgent || bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 /* A folded flow's ACK: no record unless the standard program reports. */
 static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_state *st, int flag,
 					    const struct rate_sample *rs, __u64 now,
@@ -395,10 +406,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 	if (!fold_ack(&st->fold, &a, d->fold_start_us, d->fold == CCSW_FOLD_PER_ACK))
 		return;
 
-	/* A wake-up is an inter-processor interrupt, which costs more than the
-	 * whole fold (several us on a VM): only urgent reports pay for one. */
-	urgent = st->fold.regs.lost || st->fold.regs.timeout || st->fold.regs.ecn ||
-		 bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES;
+	urgent = st->fold.regs.lost || st->fold.regs.timeout || st->fold.regs.ecn;
 	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
 	if (e) {
 		e->kind = CCSW_EV_REPORT;
@@ -408,7 +416,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 		e->regs = st->fold.regs;
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
-		bpf_ringbuf_submit(e, urgent ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+		bpf_ringbuf_submit(e, wake_flags(urgent));
 		if (s)
 			__sync_fetch_and_add(&s->reports, 1);
 	}
@@ -418,16 +426,130 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 	fold_reset(&st->fold.regs);
 }
 
-/* An ACK record of a flow the shim interprets wakes it only when urgent (loss,
- * timeout, ECN) or when CCSW_WAKE_BYTES wait in the ring, as folded reports do:
- * the others are read on the shim's next pass, at most --report-delay-us later.
- * FORCE, not adaptive: records without a wake-up may be waiting before it. */
+static __always_inline void set_cwnd_bytes(struct tcp_sock *tp, __u64 bytes)
+{
+	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
+	__u64 cwnd = bytes / mss;
+
+	if (cwnd < MIN_CWND_PKTS)
+		cwnd = MIN_CWND_PKTS;
+	if (cwnd > tp->snd_cwnd_clamp)
+		cwnd = tp->snd_cwnd_clamp;
+	tp->snd_cwnd = cwnd;
+}
+
+/* The flow's entry of ccsw_vm_flows, if its directive runs a program there
+ * and the entry is still its own. */
+static __always_inline struct ccsw_vm_flow *vm_flow_of(const struct ccsw_directive *d, __u32 flow_id)
+{
+	__u32 slot = d->vm_slot;
+	struct ccsw_vm_flow *vf;
+
+	if (d->fold != CCSW_FOLD_VM)
+		return NULL;
+	vf = bpf_map_lookup_elem(&ccsw_vm_flows, &slot);
+	return vf && vf->flow_id == flow_id ? vf : NULL;
+}
+
+/* An ACK of a flow whose program the interpreter runs: the primitives the
+ * shim's session would give its interpreter for this ACK's record, one
+ * evaluation, then its window, rate and report, as libccp applies them. */
+static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
+				      const struct rate_sample *rs, __u64 now,
+				      const struct ccsw_directive *d, struct ccsw_vm_flow *vf)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_vm_bank *b = &vf->banks[vf->bank & 1];
+	struct ccsw_stats *s = stats_slot();
+	struct ccsw_vm_report_event *e;
+	struct ccsw_vm_program *p;
+	__u64 prims[CCSW_VM_PRIMITIVES] = {};
+	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
+	__u32 acked = rs->acked_sacked, in_flight = packets_in_flight(tp), pending, pslot = b->program;
+	__s32 delivered = rs->delivered;
+	__u64 bytes_delivered, cwnd, rate;
+	__u32 parts;
+	bool urgent;
+
+	p = bpf_map_lookup_elem(&ccsw_vm_programs, &pslot);
+	if (!p)
+		return;
+	/* The agent set the window or the rate (UPDATE_FIELDS, CHANGE_PROG): once. */
+	parts = vf->window_parts ? __sync_fetch_and_and(&vf->window_parts, 0) : 0;
+	if ((parts & CCSW_VM_SET_CWND) && d->cwnd_bytes)
+		set_cwnd_bytes(tp, d->cwnd_bytes);
+	if ((parts & CCSW_VM_SET_RATE) && d->pacing_rate)
+		vf->rate = d->pacing_rate;
+	prims[0] = (__u64)acked * mss;             /* Ack.bytes_acked */
+	prims[1] = (__u64)tp->sacked_out * mss;    /* Ack.bytes_misordered */
+	if (flag & FLAG_ECE) {
+		prims[2] = (__u64)acked * mss;     /* Ack.ecn_bytes */
+		prims[3] = acked;                  /* Ack.ecn_packets */
+	}
+	prims[4] = rs->losses > 0 ? rs->losses : 0; /* Ack.lost_pkts_sample */
+	prims[5] = now / 1000;                     /* Ack.now */
+	prims[6] = acked;                          /* Ack.packets_acked */
+	prims[7] = tp->sacked_out;                 /* Ack.packets_misordered */
+	prims[8] = (__u64)in_flight * mss;         /* Flow.bytes_in_flight */
+	pending = tp->write_seq - tp->snd_nxt;
+	prims[9] = (__s32)pending > 0 ? pending : 0; /* Flow.bytes_pending */
+	prims[10] = in_flight;                     /* Flow.packets_in_flight */
+	if (delivered > 0) {
+		bytes_delivered = (__u64)delivered * mss * USEC_PER_SEC;
+		if (rs->rcv_interval_us > 0)
+			prims[11] = bytes_delivered / rs->rcv_interval_us; /* Flow.rate_incoming */
+		if (rs->snd_interval_us > 0)
+			prims[12] = bytes_delivered / rs->snd_interval_us; /* Flow.rate_outgoing */
+	}
+	prims[13] = st->rtt_us;                    /* Flow.rtt_sample_us */
+	prims[14] = st->was_timeout;               /* Flow.was_timeout */
+	st->was_timeout = 0;
+
+	if (s)
+		__sync_fetch_and_add(&s->acks_vm, 1);
+	if (vm_evaluate(p, &b->regs, prims, now / 1000, (__u64)tp->snd_cwnd * mss, vf->rate) != CCSW_VM_OK) {
+		if (s)
+			__sync_fetch_and_add(&s->vm_faults, 1);
+		return; /* libccp applies nothing of a faulted evaluation */
+	}
+	cwnd = b->regs.implicit[CCSW_VM_CWND];
+	rate = b->regs.implicit[CCSW_VM_RATE];
+	if (cwnd)
+		set_cwnd_bytes(tp, cwnd);
+	if (rate)
+		vf->rate = rate;
+	if (vf->rate) {
+		sk->sk_pacing_rate = vf->rate < sk->sk_max_pacing_rate ? vf->rate : sk->sk_max_pacing_rate;
+		sk->sk_pacing_status = SK_PACING_NEEDED;
+		st->paced = 1;
+	}
+	if (!b->regs.implicit[CCSW_VM_SHOULD_REPORT])
+		return;
+	urgent = prims[4] || prims[14] || (flag & FLAG_ECE);
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (e) {
+		e->kind = CCSW_EV_VM_REPORT;
+		e->flow_id = st->flow_id;
+		e->ts_ns = now;
+		e->start_us = b->start_us;
+		e->program_uid = p->uid;
+		e->n_fields = p->n_report_fields < CCSW_VM_REPORT_REGS ? p->n_report_fields : CCSW_VM_REPORT_REGS;
+		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
+		e->_pad0 = 0;
+		__builtin_memcpy(e->fields, b->regs.report, sizeof(e->fields));
+		bpf_ringbuf_submit(e, wake_flags(urgent));
+		if (s)
+			__sync_fetch_and_add(&s->reports, 1);
+	}
+	count_event(e != NULL);
+	vm_reset_volatile(p, &b->regs);
+}
+
+/* An ACK record of a flow the shim interprets is urgent on loss, timeout or ECN,
+ * as folded reports are. */
 static __always_inline __u64 ack_wake_flags(const struct ccsw_ack_event *e)
 {
-	if (e->lost_pkts_sample || e->was_timeout || (e->flags & CCSW_ACK_F_ECE) ||
-	    bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
+	return wake_flags(e->lost_pkts_sample || e->was_timeout || (e->flags & CCSW_ACK_F_ECE));
 }
 
 static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
@@ -584,6 +706,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccsw_sk_state *st;
 	struct ccsw_directive *d = NULL;
+	struct ccsw_vm_flow *vf = NULL;
 	struct ccsw_config *cfg;
 	struct ccsw_stats *s;
 	__u64 now = bpf_ktime_get_ns();
@@ -599,15 +722,12 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 			d = directive_of(st->flow_id);
 	}
 
-	if (d && d->cwnd_bytes) {
-		__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
-		__u32 cwnd = d->cwnd_bytes / mss;
-
-		if (cwnd < MIN_CWND_PKTS)
-			cwnd = MIN_CWND_PKTS;
-		if (cwnd > tp->snd_cwnd_clamp)
-			cwnd = tp->snd_cwnd_clamp;
-		tp->snd_cwnd = cwnd;
+	if (d && st)
+		vf = vm_flow_of(d, st->flow_id);
+	if (vf) {
+		directed = true; /* the program sets the window below, once the RTT is carried */
+	} else if (d && d->cwnd_bytes) {
+		set_cwnd_bytes(tp, d->cwnd_bytes);
 		directed = true;
 	} else {
 		if (st && st->directed) {
@@ -620,7 +740,9 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 		fallback_on_ack(sk, st, fallback, ack, flag, rs);
 	}
 
-	if (d && d->pacing_rate) {
+	if (vf) {
+		/* paced by the program (vm_on_ack) */
+	} else if (d && d->pacing_rate) {
 		__u64 rate = d->pacing_rate;
 
 		if (rate > sk->sk_max_pacing_rate)
@@ -655,7 +777,9 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 		if (directed)
 			st->ever_directed = 1;
 		carry_rtt(tp, st, rs);
-		if (d && d->fold != CCSW_FOLD_OFF)
+		if (vf)
+			vm_on_ack(sk, st, flag, rs, now, d, vf);
+		else if (d && d->fold != CCSW_FOLD_OFF)
 			fold_and_report(sk, st, flag, rs, now, d);
 		else
 			emit_ack(sk, st, flag, rs, now, !directed);

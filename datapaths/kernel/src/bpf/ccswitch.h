@@ -25,12 +25,16 @@ typedef int32_t __s32;
 #define CCSW_EV_ACK 2
 #define CCSW_EV_CLOSE 3
 #define CCSW_EV_REPORT 4
+#define CCSW_EV_VM_REPORT 5
 
 /* struct ccsw_directive.fold: the flow runs the agent's standard program, and
  * this program folds its ACKs and emits only its reports. */
 #define CCSW_FOLD_OFF 0
 #define CCSW_FOLD_PER_RTT 1 /* a report per RTT, at once on loss or timeout */
 #define CCSW_FOLD_PER_ACK 2 /* a report on every ACK */
+/* Any other program, run by the interpreter (vm.bpf.h) on the registers of
+ * struct ccsw_vm_flow directive.vm_slot. */
+#define CCSW_FOLD_VM 3
 
 /* A record wakes the shim at once only when urgent (a flow created or
  * closed, loss, timeout, ECN) or when this much is waiting in the ring; the
@@ -172,6 +176,7 @@ struct ccsw_fold_test {
 #define CCSW_VM_PRIMITIVES 16   /* 15 used (libccp's ACK_* and FLOW_*) */
 #define CCSW_VM_MAX_DEFAULTS (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS)
 #define CCSW_VM_PROGRAMS 16     /* installed programs (map entries) */
+#define CCSW_VM_FLOWS 4096      /* default entries of ccsw_vm_flows (the loader sizes it) */
 
 /* Register kinds: libccp's wire type codes (ccp_priv.h). */
 #define CCSW_VM_CONTROL 0
@@ -246,6 +251,47 @@ struct ccsw_vm_regs {
 	__u64 micros_zero_us; /* clock reading at which Micros was 0 */
 };
 
+/* One flow's program state for the interpreter (BPF_F_MMAPABLE array
+ * ccsw_vm_flows). The shim starts a program by writing the bank BPF is not
+ * evaluating (registers as its own interpreter has them after the start and
+ * the agent's updates), then flipping `bank`: an evaluation in progress
+ * finishes on the old bank, the next one runs the new. The agent's control
+ * updates are plain stores into the running bank's registers; its window and
+ * rate come through the directive and apply once, on the next ACK, each time
+ * the shim flags them in `window_parts`. */
+struct ccsw_vm_bank {
+	__u32 program;         /* slot in ccsw_vm_programs */
+	__u32 _pad0;
+	__u64 start_us;        /* the program start these registers belong to */
+	struct ccsw_vm_regs regs;
+};
+
+/* struct ccsw_vm_flow.window_parts: what of the directive the agent set. */
+#define CCSW_VM_SET_CWND 1
+#define CCSW_VM_SET_RATE 2
+
+struct ccsw_vm_flow {
+	__u32 flow_id;         /* owner; 0 = free */
+	__u32 bank;            /* the bank BPF evaluates (0 or 1) */
+	__u32 window_parts;    /* CCSW_VM_SET_*: the shim ORs them in after writing the directive, BPF takes them atomically */
+	__u32 _pad0;
+	__u64 rate;            /* the program's latest rate, bytes/s (0: not paced) */
+	struct ccsw_vm_bank banks[2];
+};
+
+/* A report of a program the interpreter runs: its report registers. */
+struct ccsw_vm_report_event {
+	__u32 kind;            /* CCSW_EV_VM_REPORT */
+	__u32 flow_id;
+	__u64 ts_ns;
+	__u64 start_us;        /* the bank's start_us: reports of an earlier start are stale */
+	__u32 program_uid;
+	__u32 n_fields;
+	__u32 snd_cwnd_bytes;  /* after this ACK */
+	__u32 _pad0;
+	__u64 fields[CCSW_VM_REPORT_REGS];
+};
+
 /* The interpreter's test entry (map ccsw_vm_scratch, run by ccsw_vm_test):
  * one evaluation of the program in slot `slot`, as on an ACK; registers and
  * outcome come back in it. */
@@ -271,7 +317,7 @@ struct ccsw_directive {
 	__u32 flow_id;         /* owner; 0 = free */
 	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
 	__u32 fold;            /* CCSW_FOLD_* */
-	__u32 _pad0;
+	__u32 vm_slot;         /* CCSW_FOLD_VM: the flow's entry of ccsw_vm_flows */
 	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
 	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
 };
@@ -298,6 +344,8 @@ struct ccsw_stats {
 	 * directed before and had no directive now (removed, or its slot lost). */
 	__u64 acks_fallback_awaiting;
 	__u64 acks_fallback_agent_late;
+	__u64 acks_vm;         /* ACKs the interpreter evaluated a program on */
+	__u64 vm_faults;       /* of them, evaluations a fault aborted */
 };
 
 /* The Rust mirror (src/abi.rs) asserts the same sizes. */
@@ -311,7 +359,9 @@ _Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
 _Static_assert(sizeof(struct ccsw_vm_program) == 16 + 16 * CCSW_VM_MAX_INSTRS + 8 * CCSW_VM_MAX_EXPRS + 16 * CCSW_VM_MAX_DEFAULTS, "vm program layout");
 _Static_assert(sizeof(struct ccsw_vm_regs) == 8 * (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS + CCSW_VM_TMP_REGS + CCSW_VM_LOCAL_REGS + CCSW_VM_IMPLICIT_REGS + 1), "vm registers layout");
 _Static_assert(sizeof(struct ccsw_vm_test) == sizeof(struct ccsw_vm_regs) + 8 * CCSW_VM_PRIMITIVES + 24 + 16 + 8 * CCSW_VM_REPORT_REGS, "vm test layout");
+_Static_assert(sizeof(struct ccsw_vm_flow) == 24 + 2 * (16 + sizeof(struct ccsw_vm_regs)), "vm flow layout");
+_Static_assert(sizeof(struct ccsw_vm_report_event) == 40 + 8 * CCSW_VM_REPORT_REGS, "vm report layout");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config layout");
-_Static_assert(sizeof(struct ccsw_stats) == 80, "stats layout");
+_Static_assert(sizeof(struct ccsw_stats) == 96, "stats layout");
 
 #endif /* CCSWITCH_H */

@@ -45,6 +45,15 @@ struct {
 	__type(value, struct ccsw_vm_program);
 } ccsw_vm_programs SEC(".maps");
 
+/* Flows running a program here: their registers (struct ccsw_vm_flow). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE); /* the shim writes starts and control updates directly */
+	__uint(max_entries, CCSW_VM_FLOWS);
+	__type(key, __u32);
+	__type(value, struct ccsw_vm_flow);
+} ccsw_vm_flows SEC(".maps");
+
 struct vm_run {
 	const struct ccsw_vm_program *p;
 	struct ccsw_vm_regs *r;
