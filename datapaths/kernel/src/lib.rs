@@ -14,6 +14,7 @@
 //!         Event::Created(f) => created.push(f.flow_id),
 //!         Event::Ack(_a) => {}
 //!         Event::Report(_r) => {} // flows folded with set_fold
+//!         Event::ProgramReport(_r) => {} // flows whose program runs in the kernel (run_program)
 //!         Event::Closed { .. } => {}
 //!     })?;
 //!     for id in created {
