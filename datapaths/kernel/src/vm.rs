@@ -122,6 +122,10 @@ impl VmRuns {
     /// (installed with `install` when new), the registers in the bank BPF is not evaluating,
     /// then the bank flipped. Returns the flow's entry, or `None` (logged once per program)
     /// when the program is left to the shim.
+    ///
+    /// Two restarts of one flow within a single evaluation (microseconds) would write the
+    /// bank that evaluation still uses; agents restart a flow's program at most once per
+    /// report, so this is not guarded.
     pub(crate) fn start(
         &mut self,
         flow_id: u32,
