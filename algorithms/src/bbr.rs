@@ -75,7 +75,7 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
         Param { name: "min_rtt_window_s", default: 10.0, unit: "s", help: "min_rtt expires (and probe_rtt runs) after this long without a lower sample" },
         Param { name: "probe_rtt_ms", default: 200.0, unit: "ms", help: "time held at 4 segments in probe_rtt" },
         Param { name: "seed", default: 1.0, unit: "integer", help: "seed of the random start phase of the probe_bw gain cycle" },
-        Param { name: "startup_per_ack", default: 0.0, unit: "0/1", help: "1: a report per ACK in startup and drain, as Linux grows the window and the rate per ACK (off: the learned models' features assume per-RTT reports)" },
+        Param { name: "startup_per_ack", default: 1.0, unit: "0/1", help: "1: a report per ACK in startup and drain, as Linux grows the window and the rate per ACK; 0: one per RTT" },
     ],
     make: Make::Simple(|p| Box::new(Bbr::new(Config::from_params(p)))),
 };
@@ -524,8 +524,8 @@ impl Algorithm for Bbr {
     /// window and raises the pacing rate on every ACK while the rate doubles each round, and
     /// leaves Drain on the ACK that brings in flight down to one BDP, where a report per round
     /// lags both by up to a round (2 MB at 300 ms RTT: 3.58 s per RTT, 2.95-2.98 s per ACK,
-    /// native 2.93 s). Off by default: the selector's feature window counts reports, and the
-    /// learned models were trained on per-RTT reports.
+    /// native 2.93 s). The selector's features take one RTT sample per round trip, so they do
+    /// not depend on this choice.
     fn reporting(&self) -> Reporting {
         match self.mode {
             Mode::Startup | Mode::Drain if self.cfg.startup_per_ack => Reporting::PerAck,
@@ -1085,10 +1085,10 @@ mod tests {
     }
 
     #[test]
-    fn reports_per_ack_in_startup_and_drain_only_when_asked() {
-        let plain = bbr("");
-        assert_eq!(plain.reporting(), Reporting::PerRtt);
-        let mut per_ack = bbr("startup_per_ack=1");
+    fn reports_per_ack_in_startup_and_drain_unless_told_not_to() {
+        let per_rtt = bbr("startup_per_ack=0");
+        assert_eq!(per_rtt.reporting(), Reporting::PerRtt);
+        let mut per_ack = bbr("");
         assert_eq!(per_ack.reporting(), Reporting::PerAck);
         per_ack.mode = Mode::Drain;
         assert_eq!(per_ack.reporting(), Reporting::PerAck);
