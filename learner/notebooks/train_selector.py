@@ -283,7 +283,7 @@ print(f"wrote {model_path} ({len(model_doc['trees'])} tree(s)) and {golden_path}
 
 # %% [markdown]
 # ## Export: the policy that runs the model
-# `ccswitch:policy:learner/models/NAME.policy.toml` in a scenario, or `ccswitch-agent --policy`.
+# `kernel:policy:learner/models/NAME.policy.toml` in a scenario, or `ccswitch-agent --policy`.
 # Its window and minimum samples are the model's (the agent refuses any other).
 
 # %%

@@ -4,7 +4,7 @@ A Python algorithm is a class with an ``on_report(self, flow)`` method. The agen
 an interpreter embedded in ``ccswitch-agent`` (no rebuild), loaded by dotted path::
 
     ccswitch-agent --algorithm py:mypkg.mymod:MyAlgorithm
-    schemes = ["ccswitch:py:mypkg.mymod:MyAlgorithm"]        # in a scenario file
+    schemes = ["kernel:py:mypkg.mymod:MyAlgorithm"]        # in a scenario file
 
 The module must be importable by the agent: from ``PYTHONPATH``, from the ``site-packages`` of
 the venv in ``VIRTUAL_ENV``, or (under ``ccswitch run``) from the scenario file's directory.

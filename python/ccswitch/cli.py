@@ -14,17 +14,17 @@ SCHEMES_HELP = """\
 schemes (the scenario's `schemes` list, or --schemes A,B,...):
   native:reno|cubic|bbr        the kernel's own congestion control in the server's namespace
                                (the only ones this kernel has built in)
-  ccswitch:ALG                 the BPF datapath in the server's kernel, driven by the agent
+  kernel:ALG                 the BPF datapath in the server's kernel, driven by the agent
                                running ALG
-  switch:ALG                   the switch datapath: ALG enforced from the bridge port in front
-                               of a server that keeps its own CC (scenario key switch_server_cc)
+  ovs:ALG                   the switch datapath: ALG enforced from the bridge port in front
+                               of a server that keeps its own CC (scenario key ovs_server_cc)
 where ALG is
-  NAME                         an agent algorithm, e.g. ccswitch:cubic (list: ccswitch algorithms)
-  NAME:PARAM=VALUE,...         with parameters, e.g. ccswitch:cubic:beta=0.8,hystart=0
-  py:MODULE:CLASS              a Python class, e.g. ccswitch:py:ccswitch.examples.reno:Reno
+  NAME                         an agent algorithm, e.g. kernel:cubic (list: ccswitch algorithms)
+  NAME:PARAM=VALUE,...         with parameters, e.g. kernel:cubic:beta=0.8,hystart=0
+  py:MODULE:CLASS              a Python class, e.g. kernel:py:ccswitch.examples.reno:Reno
                                (the scenario's directory is on PYTHONPATH)
   policy:NAME[:KEY=VALUE,...]  a built-in policy choosing and switching each flow's algorithm,
-                               e.g. ccswitch:policy:mystique:rtt_threshold_ms=40
+                               e.g. kernel:policy:mystique:rtt_threshold_ms=40
                                (built-ins and their rules: ccswitch algorithms)
   policy:FILE[:KEY=VALUE,...]  a policy file (contains '/' or ends in .toml; relative to the
                                scenario, to the current directory in --schemes; format in

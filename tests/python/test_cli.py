@@ -45,19 +45,19 @@ def test_version_is_the_package_version_and_the_workspace_version():
 def test_run_help_explains_every_scheme_form():
     r = run_cli("run", "--help")
     assert r.returncode == 0, r
-    for form in ["native:reno|cubic|bbr", "ccswitch:ALG", "switch:ALG", "NAME:PARAM=VALUE,...",
+    for form in ["native:reno|cubic|bbr", "kernel:ALG", "ovs:ALG", "NAME:PARAM=VALUE,...",
                  "py:MODULE:CLASS", "policy:NAME[:KEY=VALUE,...]", "policy:FILE[:KEY=VALUE,...]",
-                 "ccswitch:cubic:beta=0.8", "ccswitch:policy:mystique", "switch_server_cc"]:
+                 "kernel:cubic:beta=0.8", "kernel:policy:mystique", "ovs_server_cc"]:
         assert form in r.stdout, f"{form!r} not in run --help:\n{r.stdout}"
     # Kept as written: one line per form, not re-wrapped into a paragraph.
-    assert "\n  ccswitch:ALG " in r.stdout, r.stdout
+    assert "\n  kernel:ALG " in r.stdout, r.stdout
 
 
 def test_every_example_scheme_in_the_help_parses():
     from ccswitch.experiments.scenario import parse_scheme
     import re
 
-    examples = re.findall(r"e\.g\. ((?:native|ccswitch|switch):\S+)", cli.SCHEMES_HELP)
+    examples = re.findall(r"e\.g\. ((?:native|kernel|ovs):\S+)", cli.SCHEMES_HELP)
     assert len(examples) >= 3, examples
     for text in examples:
         parse_scheme(text, "help")

@@ -1,4 +1,4 @@
-"""A SYN flood against the switch datapath, for real: while a `switch:` transfer runs, 100 000
+"""A SYN flood against the switch datapath, for real: while a `ovs:` transfer runs, 100 000
 SYNs from spoofed client addresses and ports cross the bridge toward the server's port. The
 transfer completes intact, the shim survives and counts every SYN, and its flow table stays
 within --max-flows. Needs root, mahimahi, openvswitch-switch and the Rust binaries; fails
@@ -33,7 +33,7 @@ MAX_FLOWS = 4096
 SCENARIO = """
 name = "switch-flood"
 repetitions = 1
-schemes = ["switch:bbr"]
+schemes = ["ovs:bbr"]
 bridge = "ovs"
 timeout_s = 90
 agent_settle_s = 0.5

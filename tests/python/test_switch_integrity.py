@@ -1,5 +1,5 @@
 """Data integrity under the switch datapath, for real: transfers through the OVS bridge while
-`ccswitch-switch` controls them, with TCP options negotiated off, under random loss, and with
+`ccswitch-ovs` controls them, with TCP options negotiated off, under random loss, and with
 the agent killed in the middle. Each transfer's SHA-256 must match, and the shim's stats file
 must show that the flow really was controlled (ACKs rewritten; under loss, the shim's own
 retransmissions and hidden duplicate ACKs). Needs root, mahimahi, openvswitch-switch and the
@@ -25,7 +25,7 @@ FILE_BYTES = 3_000_000
 SCENARIO = f"""
 name = "switch-integrity"
 repetitions = 1
-schemes = ["switch:bbr", "switch:reno"]
+schemes = ["ovs:bbr", "ovs:reno"]
 bridge = "ovs"
 timeout_s = 120
 agent_settle_s = 0.5
@@ -145,7 +145,7 @@ def test_option_negotiated_off(r, sysctl):
     """Under 1 % loss, so that recovery without the option is exercised too."""
     r.ns.sysctl(sysctl, "0")
     try:
-        row = transfer(r, "rtt50-loss1", "switch:bbr")
+        row = transfer(r, "rtt50-loss1", "ovs:bbr")
     finally:
         r.ns.sysctl(sysctl, "1")
     doc = assert_intact_and_controlled(r, row, lossy=True)
@@ -155,12 +155,12 @@ def test_option_negotiated_off(r, sysctl):
 
 @pytest.mark.parametrize("client_name", ["rtt50-loss1", "rtt50-loss5"])
 def test_random_loss(r, client_name):
-    row = transfer(r, client_name, "switch:bbr")
+    row = transfer(r, client_name, "ovs:bbr")
     assert_intact_and_controlled(r, row, lossy=True)
 
 
 def test_reno_under_loss(r):
-    row = transfer(r, "rtt50-loss1", "switch:reno")
+    row = transfer(r, "rtt50-loss1", "ovs:reno")
     assert_intact_and_controlled(r, row, lossy=True)
 
 
@@ -168,7 +168,7 @@ def test_agent_killed_mid_transfer(r):
     """SIGKILL the agent once a third of the file has arrived: the port stops controlling, the
     server's own TCP finishes the transfer, intact."""
     size = 8_000_000
-    s = scheme(r, "switch:reno")
+    s = scheme(r, "ovs:reno")
     r.prepare_scheme(s)
     agent = r.daemons.agent
     result = {}

@@ -1,5 +1,5 @@
 """How `ccswitch run` drives the switch datapath's shim, checked with a stand-in for
-`ccswitch-switch` beside the real agent: one shim per switch transfer, in the switch
+`ccswitch-ovs` beside the real agent: one shim per switch transfer, in the switch
 namespace, on the server's port, connected to the agent, stopped with SIGTERM; its stats file
 in the results and its figures in the report; a shim that fails to attach stops the run with a
 clear error and a full teardown. Needs root, mahimahi, openvswitch-switch and ccswitch-agent;
@@ -62,7 +62,7 @@ while True:
 SCENARIO = """
 name = "switch-plumbing"
 repetitions = 2
-schemes = ["switch:reno", "native:cubic"]
+schemes = ["ovs:reno", "native:cubic"]
 timeout_s = 60
 agent_settle_s = 0.2
 [[clients]]
@@ -83,8 +83,8 @@ def bins(tmp_path):
     d = tmp_path / "bin"
     d.mkdir()
     os.symlink(agent, d / "ccswitch-agent")
-    (d / "ccswitch-switch").write_text(STAND_IN.replace("PYTHON", sys.executable))
-    (d / "ccswitch-switch").chmod(0o755)
+    (d / "ccswitch-ovs").write_text(STAND_IN.replace("PYTHON", sys.executable))
+    (d / "ccswitch-ovs").chmod(0o755)
     return d
 
 
@@ -109,13 +109,13 @@ def test_one_shim_per_switch_transfer(tmp_path, bins):
     netns, nginx_pid, work = created_objects(stderr)
     sw_ns, vswitchd, ovsdb = switch_objects(stderr)
     rows = [json.loads(l) for l in (out / "transfers.jsonl").read_text().splitlines()]
-    assert [r["scheme"] for r in rows] == ["switch:reno", "native:cubic", "native:cubic", "switch:reno"]
-    switch_rows = [r for r in rows if r["scheme"] == "switch:reno"]
+    assert [r["scheme"] for r in rows] == ["ovs:reno", "native:cubic", "native:cubic", "ovs:reno"]
+    switch_rows = [r for r in rows if r["scheme"] == "ovs:reno"]
     docs = []
     for r in rows:
         assert r["error"] is None and r["sha256_ok"], r
         assert r["cc_observed"] in (None, "cubic"), "the server keeps Cubic under every scheme"
-        if r["scheme"] != "switch:reno":
+        if r["scheme"] != "ovs:reno":
             assert "switch_stats" not in r
             continue
         assert r["switch_exit"] == 0
@@ -142,7 +142,7 @@ def test_one_shim_per_switch_transfer(tmp_path, bins):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run"]["bridge"] == "ovs"
     (ov,) = summary["switch_overhead"]
-    assert (ov["client"], ov["scheme"], ov["transfers"]) == ("c-20ms", "switch:reno", 2)
+    assert (ov["client"], ov["scheme"], ov["transfers"]) == ("c-20ms", "ovs:reno", 2)
     assert ov["max_buffered_segments"] == 30 and ov["shim_cpu_ms"] == 12.5 and ov["retransmissions"] == 3
     expected_ns = sum(100 * d["datapath"]["segments"] + 200 * d["datapath"]["acks"] for d in docs)
     per_transfer = [(100 * d["datapath"]["segments"] + 200 * d["datapath"]["acks"]) / d["datapath"]["packets"]
@@ -160,7 +160,7 @@ def test_shim_that_cannot_attach_stops_the_run(tmp_path, bins):
     rc, stdout, stderr, out = run_cli(tmp_path, bins, {"STAND_IN_FAIL": "1"})
     assert rc == 1, stderr
     assert stdout == ""
-    assert "ccswitch-switch exited with status 2 before attaching" in stderr
+    assert "ccswitch-ovs exited with status 2 before attaching" in stderr
     logs = [f for f in os.listdir(out / "logs") if f.startswith("switch-")]
     assert logs and "cannot attach" in (out / "logs" / logs[0]).read_text()
     netns, nginx_pid, work = created_objects(stderr)

@@ -12,11 +12,11 @@ from ccswitch.experiments.scenario import loads_scenario
 
 T0_US = 1_700_000_000_000_000
 STEP_US = 50_000  # one report every 50 ms
-POLICY = "ccswitch:policy:policies/cubic-bbr-westwood.toml"
+POLICY = "kernel:policy:policies/cubic-bbr-westwood.toml"
 
 SCENARIO = """
 name = "smooth"
-schemes = ["{policy}", "switch:policy:policies/cubic-bbr-westwood.toml", "ccswitch:bbr", "ccswitch:westwood"]
+schemes = ["{policy}", "ovs:policy:policies/cubic-bbr-westwood.toml", "kernel:bbr", "kernel:westwood"]
 analysis = "{analysis}"
 plots = ["flows"]
 timeout_s = 60
@@ -81,9 +81,9 @@ def smooth_run(tmp_path, analysis="smoothness"):
     rows = []
     for i, (scheme, flow) in enumerate([
         (POLICY, policy_flow()),
-        ("switch:policy:policies/cubic-bbr-westwood.toml", policy_flow()),
-        ("ccswitch:bbr", Flow(2, "bbr").run(20, 2, 20_000, 15_000)),
-        ("ccswitch:westwood", Flow(3, "westwood").run(20, 1, 12_000, 10_000)),
+        ("ovs:policy:policies/cubic-bbr-westwood.toml", policy_flow()),
+        ("kernel:bbr", Flow(2, "bbr").run(20, 2, 20_000, 15_000)),
+        ("kernel:westwood", Flow(3, "westwood").run(20, 1, 12_000, 10_000)),
     ], 1):
         rows.append({"transfer": i, "client": "c", "scheme": scheme, "repetition": 1, "file_bytes": 5_000_000,
                      "tct_s": 30.0, "sha256_ok": True, "error": None, "events": flow.write(run, f"{i:03d}")})
@@ -94,7 +94,7 @@ def smooth_run(tmp_path, analysis="smoothness"):
 
 def test_smoothness_figures_of_a_known_dip(tmp_path):
     res = switching.smoothness(str(tmp_path), smooth_run(tmp_path))
-    assert res["steady_bps"] == pytest.approx({"ccswitch:bbr": 2e6, "ccswitch:westwood": 1e6})
+    assert res["steady_bps"] == pytest.approx({"kernel:bbr": 2e6, "kernel:westwood": 1e6})
     to_bbr, to_westwood, sw_bbr, sw_westwood = res["switches"]
     # 0.5 s of nothing, 1.5 s at 2 Mbit/s: 1.5 Mbit/s in the 2 s after the switch, 75% of BBR's 2
     assert to_bbr["switch"] == "cubic->bbr" and to_bbr["t_s"] == pytest.approx(10.0)
@@ -107,8 +107,8 @@ def test_smoothness_figures_of_a_known_dip(tmp_path):
     assert (to_westwood["burst"], to_westwood["max_excess_bytes"]) == (True, 5000)
     assert (to_westwood["max_inflight_bytes"], to_westwood["window_bytes"]) == (17_000, 12_000)
     # the switch datapath has no fixed schemes here: the kernel datapath's steady state serves
-    assert sw_bbr["steady_scheme"] == "ccswitch:bbr" and sw_bbr["ratio"] == pytest.approx(0.75)
-    assert sw_westwood["steady_scheme"] == "ccswitch:westwood"
+    assert sw_bbr["steady_scheme"] == "kernel:bbr" and sw_bbr["ratio"] == pytest.approx(0.75)
+    assert sw_westwood["steady_scheme"] == "kernel:westwood"
     assert res["verdict"] == {"switches": 4, "all_smooth": False, "stalls": 2, "bursts": 2}
     text = switching.format_smoothness(res)
     assert "cubic->bbr" in text and "75%" in text and "FAIL" in text
@@ -120,7 +120,7 @@ def test_a_smooth_switch_passes(tmp_path):
     flow = Flow(1, "cubic").run(10, 1, 20_000, 15_000).switch("bbr", 20_000).run(10, 1.8, 20_000, 15_000)
     rows = [{"transfer": 1, "client": "c", "scheme": POLICY, "repetition": 1, "file_bytes": 1, "tct_s": 20.0,
              "sha256_ok": True, "error": None, "events": flow.write(run, "001")},
-            {"transfer": 2, "client": "c", "scheme": "ccswitch:bbr", "repetition": 1, "file_bytes": 1,
+            {"transfer": 2, "client": "c", "scheme": "kernel:bbr", "repetition": 1, "file_bytes": 1,
              "tct_s": 20.0, "sha256_ok": True, "error": None,
              "events": Flow(2, "bbr").run(20, 2, 20_000, 15_000).write(run, "002")}]
     res = switching.smoothness(run, rows)
@@ -142,7 +142,7 @@ def tct_row(client, scheme, tct, rep=1, algorithms=None, error=None):
 
 
 def mix_rows():
-    A, B, P = "ccswitch:cubic", "ccswitch:bbr", "ccswitch:policy:mystique"
+    A, B, P = "kernel:cubic", "kernel:bbr", "kernel:policy:mystique"
     return [
         tct_row("c1", A, 10), tct_row("c1", A, 10, 2),
         tct_row("c1", B, 20), tct_row("c1", B, None, 2, error="timeout: no result after 90 s"),
@@ -151,54 +151,54 @@ def mix_rows():
         tct_row("c2", B, 10), tct_row("c2", B, 10, 2),
         tct_row("c2", P, 10, algorithms=["cubic", "bbr"]), tct_row("c2", P, 10, 2, algorithms=["cubic"]),
         # the switch datapath: the policy loses everywhere
-        tct_row("c1", "switch:cubic", 10), tct_row("c2", "switch:cubic", 10),
-        tct_row("c1", "switch:policy:mystique", 12), tct_row("c2", "switch:policy:mystique", 12),
+        tct_row("c1", "ovs:cubic", 10), tct_row("c2", "ovs:cubic", 10),
+        tct_row("c1", "ovs:policy:mystique", 12), tct_row("c2", "ovs:policy:mystique", 12),
     ]
 
 
 def test_mix_against_average_best_and_oracle():
     res = switching.mix(mix_rows(), timeout_s=60)
-    k = res["datapaths"]["ccswitch"]
+    k = res["datapaths"]["kernel"]
     # c1: cubic 10, bbr (20 + 60 for the timeout) / 2 = 40, policy 10.5; c2: 30, 10, 10
-    assert k["mean_tct_s"] == pytest.approx({"ccswitch:cubic": 20, "ccswitch:bbr": 25,
-                                             "ccswitch:policy:mystique": 10.25})
-    assert k["best_fixed"] == "ccswitch:cubic" and k["oracle_tct_s"] == pytest.approx(10)
-    assert k["oracle_choice"] == {"c1@1000": "ccswitch:cubic", "c2@1000": "ccswitch:bbr"}
-    assert k["failed"]["ccswitch:bbr"] == 1
-    p = k["policies"]["ccswitch:policy:mystique"]
+    assert k["mean_tct_s"] == pytest.approx({"kernel:cubic": 20, "kernel:bbr": 25,
+                                             "kernel:policy:mystique": 10.25})
+    assert k["best_fixed"] == "kernel:cubic" and k["oracle_tct_s"] == pytest.approx(10)
+    assert k["oracle_choice"] == {"c1@1000": "kernel:cubic", "c2@1000": "kernel:bbr"}
+    assert k["failed"]["kernel:bbr"] == 1
+    p = k["policies"]["kernel:policy:mystique"]
     assert p["reduction_vs_fixed_avg"] == pytest.approx(((1 - 10.25 / 20) + (1 - 10.25 / 25)) / 2)
     assert p["reduction_vs_fixed_avg_tct"] == pytest.approx(1 - 10.25 / 22.5)
     assert p["reduction_vs_best"] == pytest.approx(1 - 10.25 / 20)
     assert p["over_oracle"] == pytest.approx(0.025)
     assert (p["pass_avg"], p["pass_best"], p["pass_oracle"]) == (True, True, True)
     assert p["chosen"] == {"c1@1000": "cubic>hybla x2", "c2@1000": "cubic>bbr, cubic"}
-    s = res["datapaths"]["switch"]["policies"]["switch:policy:mystique"]
+    s = res["datapaths"]["ovs"]["policies"]["ovs:policy:mystique"]
     assert s["reduction_vs_best"] == pytest.approx(-0.2) and s["over_oracle"] == pytest.approx(0.2)
     assert (s["pass_avg"], s["pass_best"], s["pass_oracle"]) == (False, False, False)
     text = switching.format_mix(res)
-    assert "mix on the ccswitch datapath" in text and "mix on the switch datapath" in text
+    assert "mix on the kernel datapath" in text and "mix on the ovs datapath" in text
     assert "over the per-cell oracle +2.5% (within 5%) PASS" in text
-    assert "vs the best fixed (switch:cubic) -20.0% (must not lose) FAIL" in text
+    assert "vs the best fixed (ovs:cubic) -20.0% (must not lose) FAIL" in text
 
 
 def test_mcc_policy_must_beat_every_fixed_scheme():
-    rows = [tct_row("jittery", "ccswitch:bbr", 3.0), tct_row("wired", "ccswitch:bbr", 2.0),
-            tct_row("jittery", "ccswitch:westwood", 2.0), tct_row("wired", "ccswitch:westwood", 2.5),
-            tct_row("jittery", "ccswitch:policy:mcc-wifi", 2.0, algorithms=["bbr", "westwood"]),
-            tct_row("wired", "ccswitch:policy:mcc-wifi", 2.0, algorithms=["bbr"]),
-            tct_row("jittery", "switch:westwood", 2.0), tct_row("wired", "switch:westwood", 2.5),
-            tct_row("jittery", "switch:policy:mcc-wifi", 2.6), tct_row("wired", "switch:policy:mcc-wifi", 2.0)]
+    rows = [tct_row("jittery", "kernel:bbr", 3.0), tct_row("wired", "kernel:bbr", 2.0),
+            tct_row("jittery", "kernel:westwood", 2.0), tct_row("wired", "kernel:westwood", 2.5),
+            tct_row("jittery", "kernel:policy:mcc-wifi", 2.0, algorithms=["bbr", "westwood"]),
+            tct_row("wired", "kernel:policy:mcc-wifi", 2.0, algorithms=["bbr"]),
+            tct_row("jittery", "ovs:westwood", 2.0), tct_row("wired", "ovs:westwood", 2.5),
+            tct_row("jittery", "ovs:policy:mcc-wifi", 2.6), tct_row("wired", "ovs:policy:mcc-wifi", 2.0)]
     res = switching.mcc(rows, timeout_s=60)
-    k = res["datapaths"]["ccswitch"]
-    assert k["mean_tct_s"] == pytest.approx({"ccswitch:bbr": 2.5, "ccswitch:westwood": 2.25,
-                                             "ccswitch:policy:mcc-wifi": 2.0})
-    assert k["policy_beats_all_fixed"] == {"ccswitch:policy:mcc-wifi": True}
-    assert k["chosen"]["ccswitch:policy:mcc-wifi"] == {"jittery@1000": "bbr>westwood", "wired@1000": "bbr"}
-    assert res["datapaths"]["switch"]["policy_beats_all_fixed"] == {"switch:policy:mcc-wifi": False}
+    k = res["datapaths"]["kernel"]
+    assert k["mean_tct_s"] == pytest.approx({"kernel:bbr": 2.5, "kernel:westwood": 2.25,
+                                             "kernel:policy:mcc-wifi": 2.0})
+    assert k["policy_beats_all_fixed"] == {"kernel:policy:mcc-wifi": True}
+    assert k["chosen"]["kernel:policy:mcc-wifi"] == {"jittery@1000": "bbr>westwood", "wired@1000": "bbr"}
+    assert res["datapaths"]["ovs"]["policy_beats_all_fixed"] == {"ovs:policy:mcc-wifi": False}
     text = switching.format_mcc(res)
     assert "MCC paper" in text and "2.75" in text
-    assert "ccswitch:policy:mcc-wifi beats every fixed scheme on mean TCT: PASS" in text
-    assert "switch:policy:mcc-wifi beats every fixed scheme on mean TCT: FAIL" in text
+    assert "kernel:policy:mcc-wifi beats every fixed scheme on mean TCT: PASS" in text
+    assert "ovs:policy:mcc-wifi beats every fixed scheme on mean TCT: FAIL" in text
 
 
 def test_cli_analyze_and_switching(tmp_path, capsys):
@@ -210,7 +210,7 @@ def test_cli_analyze_and_switching(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["verdict"]["switches"] == 4
     assert cli.main(["analyze", str(tmp_path), "--kind", "mcc"]) == 0
-    assert "mcc on the ccswitch datapath" in capsys.readouterr().out
+    assert "mcc on the kernel datapath" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         cli.main(["analyze", str(tmp_path / "absent")])
     assert "absent/scenario.toml: cannot read scenario" in capsys.readouterr().err
@@ -223,16 +223,16 @@ def test_cli_plot_flows(tmp_path, capsys):
     assert [os.path.basename(p) for p in written] == ["001.png", "002.png"]
     assert cli.main(["plot-flows", str(tmp_path), "--transfer", "3"]) == 0
     assert capsys.readouterr().out.strip().endswith("003.png")
-    assert cli.main(["plot-flows", str(tmp_path), "--scheme", "ccswitch:westwood"]) == 0
+    assert cli.main(["plot-flows", str(tmp_path), "--scheme", "kernel:westwood"]) == 0
     assert capsys.readouterr().out.strip().endswith("004.png")
 
 
 def test_runner_writes_plots_and_the_analysis(tmp_path):
     rows = smooth_run(tmp_path)
-    sc = loads_scenario(SCENARIO.format(policy="ccswitch:policy:mystique", analysis="smoothness"),
+    sc = loads_scenario(SCENARIO.format(policy="kernel:policy:mystique", analysis="smoothness"),
                         check_files=False)
     r = runner.Runner(sc, str(tmp_path), quiet=True)
-    r.rows = [dict(row, scheme="ccswitch:policy:mystique") if row["scheme"] == POLICY else row for row in rows]
+    r.rows = [dict(row, scheme="kernel:policy:mystique") if row["scheme"] == POLICY else row for row in rows]
     doc = {}
     text = r._switching_outputs(doc)
     assert text.startswith("\n\nsmoothness (MCC Fig. 5)")

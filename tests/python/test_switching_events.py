@@ -110,7 +110,7 @@ def test_match_by_address_then_time():
     assert (fl.sid, how) == (3, "time (largest of 2)")
 
 
-def row(scheme="ccswitch:policy:p.toml"):
+def row(scheme="kernel:policy:p.toml"):
     return {"client": "c", "scheme": scheme, "repetition": 1, "file_bytes": 2_000_000, "tct_s": 1.9,
             "sha256_ok": True, "error": None}
 
@@ -129,12 +129,12 @@ def test_collector_attaches_switches_and_writes_the_slice(tmp_path):
     assert sw["reason"].startswith("rule 2") and sw["features"]["samples"] == 1 and sw["kind"] == "temporal"
     assert r["flow"] == {"datapath": 1, "sid": 3, "peer": f"{CLIENT}:40003", "matched_by": "address+time",
                          "closed": True, "reports": 2}
-    assert r["events"] == "flows/004-c-2000000-ccswitch_policy_p.toml-rep1.jsonl"
+    assert r["events"] == "flows/004-c-2000000-kernel_policy_p.toml-rep1.jsonl"
     sliced = switching.read_events(str(tmp_path / r["events"]))
     assert [e["event"] for e in sliced] == ["flow", "report", "switch", "report", "close"]
     assert {e["sid"] for e in sliced} == {3}
     logged = [json.loads(l) for l in (tmp_path / "switches.jsonl").read_text().splitlines()]
-    assert logged == [dict(sw, transfer=4, client="c", scheme="ccswitch:policy:p.toml", repetition=1,
+    assert logged == [dict(sw, transfer=4, client="c", scheme="kernel:policy:p.toml", repetition=1,
                            file_bytes=2_000_000)]
 
 
@@ -191,13 +191,13 @@ def test_plot_run_draws_the_policy_transfers(tmp_path):
     events_path = tmp_path / "agent-001.jsonl"
     write_events(events_path, three_flows())
     rows = []
-    for i, (scheme, t) in enumerate([("ccswitch:policy:p.toml", 0), ("ccswitch:bbr", 30), ("native:cubic", 40)], 1):
+    for i, (scheme, t) in enumerate([("kernel:policy:p.toml", 0), ("kernel:bbr", 30), ("native:cubic", 40)], 1):
         r = dict(row(scheme), transfer=i)
         EventCollector(str(tmp_path)).attach(i, r, str(events_path), T0_US / 1e6 + t, T0_US / 1e6 + t + 3,
                                              None, wait_close_s=0)
         rows.append(r)
     written = switching.plot_run(str(tmp_path), rows)
-    assert [os.path.basename(p) for p in written] == ["001-c-2000000-ccswitch_policy_p.toml-rep1.png"]
+    assert [os.path.basename(p) for p in written] == ["001-c-2000000-kernel_policy_p.toml-rep1.png"]
     with open(written[0], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SwitchingError, match="transfer 3 .* has no events"):

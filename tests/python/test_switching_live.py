@@ -1,5 +1,5 @@
 """A live switch, for real: one 2 MB transfer over mahimahi (30 ms RTT, 1% loss, 8 Mbit/s)
-under `ccswitch:policy:FILE`, a tiny policy that runs Cubic for the flow's first second and
+under `kernel:policy:FILE`, a tiny policy that runs Cubic for the flow's first second and
 BBR after it. The row must carry the cubic -> bbr switch with its reason and features, the
 run must have its switches.jsonl and a flow plot. Needs root, mahimahi and the Rust binaries;
 fails rather than skips without them."""
@@ -33,7 +33,7 @@ use = "cubic"
 
 SCENARIO = """
 name = "switching-live"
-schemes = ["ccswitch:policy:policies/cubic-then-bbr.toml"]
+schemes = ["kernel:policy:policies/cubic-then-bbr.toml"]
 timeout_s = 60
 agent_settle_s = 0.5
 plots = ["flows"]

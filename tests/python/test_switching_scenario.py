@@ -1,4 +1,4 @@
-"""Policy schemes in scenarios (`ccswitch:policy:NAME|FILE`, `switch:policy:NAME|FILE`), the
+"""Policy schemes in scenarios (`kernel:policy:NAME|FILE`, `ovs:policy:NAME|FILE`), the
 scenario keys of the switching experiments, and how the agent is started for them."""
 
 import os
@@ -33,19 +33,19 @@ def scenario_text(schemes, extra=""):
 
 
 def test_builtin_policies_with_and_without_parameters():
-    s = parse_scheme("ccswitch:policy:mystique")
-    assert (s.kind, s.algorithm, s.policy, s.label) == ("ccswitch", "policy:mystique", "mystique",
-                                                        "ccswitch:policy:mystique")
+    s = parse_scheme("kernel:policy:mystique")
+    assert (s.kind, s.algorithm, s.policy, s.label) == ("kernel", "policy:mystique", "mystique",
+                                                        "kernel:policy:mystique")
     assert s.is_policy and s.uses_agent and s.kernel_cc == "ccswitch"
-    s = parse_scheme("switch:policy:mcc-wifi:rtt_cov_threshold=0.25,window.samples=30")
+    s = parse_scheme("ovs:policy:mcc-wifi:rtt_cov_threshold=0.25,window.samples=30")
     assert s.policy == "mcc-wifi:rtt_cov_threshold=0.25,window.samples=30"
-    assert s.kernel_cc is None and s.label == "switch:policy:mcc-wifi:rtt_cov_threshold=0.25,window.samples=30"
-    assert not parse_scheme("ccswitch:bbr").is_policy
+    assert s.kernel_cc is None and s.label == "ovs:policy:mcc-wifi:rtt_cov_threshold=0.25,window.samples=30"
+    assert not parse_scheme("kernel:bbr").is_policy
 
 
 @pytest.mark.parametrize("text, message", [
-    ("switch:policy:", "bad policy ''"),
-    ("ccswitch:policy:mystique:loss_threshold", "bad policy 'mystique:loss_threshold'"),
+    ("ovs:policy:", "bad policy ''"),
+    ("kernel:policy:mystique:loss_threshold", "bad policy 'mystique:loss_threshold'"),
     ("native:policy:mystique", "native algorithm must be one of"),
 ])
 def test_bad_policy_schemes_say_what_is_wrong(text, message):
@@ -59,23 +59,23 @@ def test_policy_file_is_relative_to_the_scenario(tmp_path):
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "p.toml").write_text(POLICY)
     path = tmp_path / "s.toml"
-    path.write_text(scenario_text(["ccswitch:policy:policies/p.toml",
-                                   "switch:policy:policies/p.toml:default=westwood"]))
+    path.write_text(scenario_text(["kernel:policy:policies/p.toml",
+                                   "ovs:policy:policies/p.toml:default=westwood"]))
     sc = load_scenario(path)
     expected = str(tmp_path / "policies" / "p.toml")
     assert [s.policy for s in sc.schemes] == [expected, expected + ":default=westwood"]
     # labels stay as written
-    assert sc.schemes[0].label == "ccswitch:policy:policies/p.toml"
+    assert sc.schemes[0].label == "kernel:policy:policies/p.toml"
     assert sc.bridge_kind == "ovs"
 
 
 def test_missing_policy_file_names_the_scheme_and_the_path(tmp_path):
     path = tmp_path / "s.toml"
-    path.write_text(scenario_text(["native:cubic", "ccswitch:policy:policies/absent.toml"]))
+    path.write_text(scenario_text(["native:cubic", "kernel:policy:policies/absent.toml"]))
     with pytest.raises(ScenarioError) as e:
         load_scenario(path)
     msg = str(e.value)
-    assert "schemes[1]: 'ccswitch:policy:policies/absent.toml'" in msg
+    assert "schemes[1]: 'kernel:policy:policies/absent.toml'" in msg
     assert f"policy file not found: {tmp_path / 'policies' / 'absent.toml'}" in msg
     # without file checks (a copied scenario in a run directory) it still parses
     sc = load_scenario(path, check_files=False)
@@ -85,7 +85,7 @@ def test_missing_policy_file_names_the_scheme_and_the_path(tmp_path):
 def test_malformed_policy_file_is_reported(tmp_path):
     (tmp_path / "bad.toml").write_text("name = \n")
     path = tmp_path / "s.toml"
-    path.write_text(scenario_text(["ccswitch:policy:bad.toml"]))
+    path.write_text(scenario_text(["kernel:policy:bad.toml"]))
     with pytest.raises(ScenarioError, match=r"schemes\[0\].*policy file .*bad.toml: TOML syntax error"):
         load_scenario(path)
 
@@ -93,37 +93,37 @@ def test_malformed_policy_file_is_reported(tmp_path):
 def test_command_line_policy_files_are_relative_to_the_current_directory(tmp_path, monkeypatch):
     (tmp_path / "p.toml").write_text(POLICY)
     monkeypatch.chdir(tmp_path)
-    s = parse_scheme("ccswitch:policy:p.toml", "--schemes", base_dir=os.getcwd())
+    s = parse_scheme("kernel:policy:p.toml", "--schemes", base_dir=os.getcwd())
     assert s.policy == str(tmp_path / "p.toml")
-    with pytest.raises(ScenarioError, match="--schemes: 'ccswitch:policy:q.toml': policy file not found"):
-        parse_scheme("ccswitch:policy:q.toml", "--schemes", base_dir=os.getcwd())
+    with pytest.raises(ScenarioError, match="--schemes: 'kernel:policy:q.toml': policy file not found"):
+        parse_scheme("kernel:policy:q.toml", "--schemes", base_dir=os.getcwd())
 
 
 @pytest.mark.parametrize("extra, message", [
     ('analysis = "speed"', "analysis: must be one of 'smoothness', 'mix', 'mcc', got 'speed'"),
     ('plots = ["tct"]', "plots: must be a list of 'flows'"),
     ('plots = "flows"', "plots: must be a list of 'flows'"),
-    ('plot_schemes = ["ccswitch:reno"]', "plot_schemes[0]: 'ccswitch:reno' is not one of the schemes"),
+    ('plot_schemes = ["kernel:reno"]', "plot_schemes[0]: 'kernel:reno' is not one of the schemes"),
 ])
 def test_output_keys_are_checked(extra, message):
     with pytest.raises(ScenarioError) as e:
-        loads_scenario(scenario_text(["ccswitch:bbr"], extra))
+        loads_scenario(scenario_text(["kernel:bbr"], extra))
     assert message in str(e.value)
 
 
 def test_output_keys():
-    sc = loads_scenario(scenario_text(["ccswitch:bbr", "ccswitch:policy:mystique"],
-                                      'analysis = "mix"\nplots = ["flows"]\nplot_schemes = ["ccswitch:bbr"]'))
-    assert (sc.analysis, sc.plots, sc.plot_schemes) == ("mix", ("flows",), ("ccswitch:bbr",))
-    sc = loads_scenario(scenario_text(["ccswitch:bbr"]))
+    sc = loads_scenario(scenario_text(["kernel:bbr", "kernel:policy:mystique"],
+                                      'analysis = "mix"\nplots = ["flows"]\nplot_schemes = ["kernel:bbr"]'))
+    assert (sc.analysis, sc.plots, sc.plot_schemes) == ("mix", ("flows",), ("kernel:bbr",))
+    sc = loads_scenario(scenario_text(["kernel:bbr"]))
     assert (sc.analysis, sc.plots, sc.plot_schemes) == (None, (), ())
 
 
 def test_the_switching_scenarios():
     smooth = load_scenario(os.path.join(REPO, "experiments", "switching-smoothness.toml"))
     policy_file = os.path.join(REPO, "experiments", "policies", "cubic-bbr-westwood.toml")
-    assert {s.kind for s in smooth.schemes if s.policy == policy_file} == {"ccswitch", "switch"}
-    for kind in ("ccswitch", "switch"):
+    assert {s.kind for s in smooth.schemes if s.policy == policy_file} == {"kernel", "ovs"}
+    for kind in ("kernel", "ovs"):
         for alg in ("bbr", "westwood"):
             assert f"{kind}:{alg}" in {s.label for s in smooth.schemes}
     (c,) = smooth.clients
@@ -133,7 +133,7 @@ def test_the_switching_scenarios():
     mix = load_scenario(os.path.join(REPO, "experiments", "mystique-mix.toml"))
     assert len(mix.clients) >= 5 and mix.analysis == "mix" and mix.bridge_kind == "ovs"
     labels = {s.label for s in mix.schemes}
-    for kind in ("ccswitch", "switch"):
+    for kind in ("kernel", "ovs"):
         assert {f"{kind}:{a}" for a in ("cubic", "hybla", "illinois", "bbr", "policy:mystique")} <= labels
     rtts = [2 * c.delay_ms for c in mix.clients]
     assert min(rtts) <= 2 and max(rtts) >= 300
@@ -142,7 +142,7 @@ def test_the_switching_scenarios():
     assert all(c.file_sizes == (1_200_000, 20_000_000) for c in mix.clients)
 
     mcc = load_scenario(os.path.join(REPO, "experiments", "mcc-wifi.toml"))
-    assert {"ccswitch:bbr", "ccswitch:westwood", "ccswitch:policy:mcc-wifi"} <= {s.label for s in mcc.schemes}
+    assert {"kernel:bbr", "kernel:westwood", "kernel:policy:mcc-wifi"} <= {s.label for s in mcc.schemes}
     assert [c.link.is_constant for c in mcc.clients] == [False, True]
     assert mcc.analysis == "mcc"
 
@@ -176,7 +176,7 @@ def test_policies_run_without_destination_memory_unless_the_scenario_keeps_it(tm
     assert "--no-destination-memory" not in d.agent_command("policy:mystique", "mystique")
     base = """
 name = "m"
-schemes = ["ccswitch:policy:mystique"]
+schemes = ["kernel:policy:mystique"]
 [[clients]]
 name = "c"
 link = { mbps = 10 }

@@ -1,5 +1,5 @@
 //! Records the port programs hand to userspace, decoded, and the per-flow directive userspace
-//! hands back. Their C layouts are in `bpf/switch.h` (mirrored in `abi`); [`decode`] converts
+//! hands back. Their C layouts are in `bpf/ovs.h` (mirrored in `abi`); [`decode`] converts
 //! records into these types.
 //!
 //! Sequence and acknowledgement numbers are raw 32-bit TCP numbers (they wrap); times are

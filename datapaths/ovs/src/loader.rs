@@ -1,7 +1,7 @@
 //! Loading the port programs, attaching them to a port, and the maps and ring buffer between
 //! them and the shim.
 //!
-//! The programs (`bpf/switch.bpf.c`) attach with TCX links owned by [`SwitchDatapath`]: no
+//! The programs (`bpf/ovs.bpf.c`) attach with TCX links owned by [`SwitchDatapath`]: no
 //! qdisc is created, dropping the value detaches them, and so does the death of the process
 //! (the links die with their last file descriptor).
 //!
@@ -35,7 +35,7 @@ use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
 use crate::abi::{self, as_bytes, from_bytes, from_prefix};
 use crate::events::{decode, key_from_raw, key_to_raw, Directive, Event, FlowKey};
-use crate::skel::{SwitchSkel, SwitchSkelBuilder};
+use crate::skel::{OvsSkel, OvsSkelBuilder};
 
 pub use crate::abi::FRAME_MAX;
 
@@ -311,7 +311,7 @@ pub struct SwitchDatapath {
     // skeleton, and the storage the skeleton borrows.
     links: Vec<Link>,
     ring: ManuallyDrop<EventRing<Event>>,
-    skel: ManuallyDrop<SwitchSkel<'static>>,
+    skel: ManuallyDrop<OvsSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
@@ -414,8 +414,8 @@ impl SwitchDatapath {
     fn load_into(
         storage: &'static mut MaybeUninit<OpenObject>,
         opts: &AttachOptions,
-    ) -> Result<(SwitchSkel<'static>, EventRing<Event>, MappedArray<abi::Directive>, MappedArray<abi::Config>)> {
-        let mut open = SwitchSkelBuilder::default()
+    ) -> Result<(OvsSkel<'static>, EventRing<Event>, MappedArray<abi::Directive>, MappedArray<abi::Config>)> {
+        let mut open = OvsSkelBuilder::default()
             .open(storage)
             .context("opening the switch BPF object")?;
         open.maps

@@ -1,4 +1,4 @@
-//! `ccswitch-switch`: the switch datapath's userspace shim.
+//! `ccswitch-ovs`: the switch datapath's userspace shim.
 //!
 //! `run` attaches the port programs to the bridge port facing an unmodified TCP server, keeps
 //! every unacknowledged server segment, retransmits losses toward the client itself, and
@@ -22,7 +22,7 @@ use ccswitch_ovs::recovery::RecoveryConfig;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "ccswitch-switch", version, about)]
+#[command(name = "ccswitch-ovs", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ccswitch-switch: {e:#}");
+            eprintln!("ccswitch-ovs: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -107,7 +107,7 @@ fn run(args: RunArgs) -> Result<()> {
     let ids: Vec<String> = datapath.prog_stats().iter().map(|p| format!("{}={}", p.name, p.id)).collect();
     tracing::info!(port = %args.port, programs = %ids.join(","), "attached");
 
-    let agent_addr = args.agent.addr("ccswitch-switch");
+    let agent_addr = args.agent.addr("ccswitch-ovs");
     let cfg = shim::ShimConfig {
         recovery: RecoveryConfig {
             flow_buffer_bytes: args.flow_buffer_bytes,

@@ -408,7 +408,7 @@ fn bring_up(dp: &mut SwitchDatapath, f: &mut Flow) -> Option<(u32, Directive)> {
 }
 
 /// The window a fresh ACK of window `w` at `ack` (not a duplicate) must leave with, from the
-/// flow's entry and control: the clamp of switch.bpf.c restated.
+/// flow's entry and control: the clamp of ovs.bpf.c restated.
 fn clamp_model(st: &FlowTableEntry, ctl: Option<&Directive>, ack: u32, w: u16) -> u16 {
     let stale = st.last_forwarded.is_some_and(|(la, _, _)| {
         (la.wrapping_sub(ack) as i32) > 0 && la.wrapping_sub(ack) > 1 << 30

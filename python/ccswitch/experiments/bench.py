@@ -26,7 +26,7 @@ from .topology import TopologyError, log, python_agent_env
 DEFAULT_SCENARIO = """
 name = "overhead"
 repetitions = 3
-schemes = ["ccswitch:reno", "ccswitch:cubic"]
+schemes = ["kernel:reno", "kernel:cubic"]
 timeout_s = 120
 [[clients]]
 name = "wan-50ms"
@@ -91,8 +91,8 @@ def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
 
 def overhead(sc, out_dir: str) -> List[Dict[str, float]]:
     for scheme in sc.schemes:
-        if scheme.kind != "ccswitch":
-            raise RunError(f"{scheme.label}: the overhead benchmark measures ccswitch schemes only")
+        if scheme.kind != "kernel":
+            raise RunError(f"{scheme.label}: the overhead benchmark measures kernel: schemes only")
     r = Runner(sc, out_dir)
     results = []
     with torn_down_on_exit(r.teardown):

@@ -123,7 +123,18 @@ def write_transfers_parquet(path, rows: Sequence[Dict]) -> None:
 def read_transfers_parquet(path) -> List[Dict]:
     import pyarrow.parquet as pq
 
-    return pq.read_table(path).to_pylist()
+    return [upgrade_row(r) for r in pq.read_table(path).to_pylist()]
+
+
+def upgrade_row(row: Dict) -> Dict:
+    """A transfer row as stored by any version, in today's names (the row itself, updated):
+    schemes `ccswitch:ALG` / `switch:ALG` become `kernel:ALG` / `ovs:ALG`. Every reader of
+    stored transfers (transfers.parquet, transfers.jsonl) passes its rows through this."""
+    from .scenario import canonical_scheme
+
+    if "scheme" in row:
+        row["scheme"] = canonical_scheme(row["scheme"])
+    return row
 
 
 class JsonlLog:

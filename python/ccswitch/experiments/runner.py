@@ -11,12 +11,12 @@ namespace, made from inside a fresh mahimahi shell stack run as user `mmuser`:
 The TCT is curl's time_total (connection set-up included, mahimahi's own start-up not). The
 downloaded file is hashed and compared with the served file, then deleted.
 
-With a bridge (scenario key `bridge`, automatic for `switch:` schemes) every scheme's traffic
-crosses the same bridge in a switch namespace (switch.py); a `switch:` transfer additionally
-runs `ccswitch-switch` on the bridge's server-facing port for its duration and leaves the
+With a bridge (scenario key `bridge`, automatic for `ovs:` schemes) every scheme's traffic
+crosses the same bridge in a switch namespace (switch.py); a `ovs:` transfer additionally
+runs `ccswitch-ovs` on the bridge's server-facing port for its duration and leaves the
 shim's stats file in `switch/` of the results.
 
-Schemes that use the agent (`ccswitch:`, `switch:`, their `policy:` forms) run it with
+Schemes that use the agent (`kernel:`, `ovs:`, their `policy:` forms) run it with
 `--events events/agent-NNN.jsonl`; after each of their transfers the flow's events are found
 and attached to the row (`switching.EventCollector`: `algorithms`, `switches`, `events`), and
 scenarios with `analysis` / `plots = ["flows"]` get their switching analysis and flow plots at
@@ -111,7 +111,7 @@ def check_environment(scenario: Scenario) -> Optional[str]:
         raise RunError(f"user {MM_USER!r} does not exist (mahimahi refuses to run as root; "
                        f"create it with: useradd -m {MM_USER})") from None
     bridge = scenario.bridge_kind
-    if scenario.uses_switch and bridge == "none":
+    if scenario.uses_ovs and bridge == "none":
         raise RunError("switch: schemes need a bridge; set bridge = \"ovs\" or \"linux\" in the scenario")
     missing = [t for t in _switch.BRIDGE_TOOLS[bridge] if shutil.which(t) is None]
     if missing:
@@ -123,8 +123,8 @@ def check_environment(scenario: Scenario) -> Optional[str]:
     if scenario.uses_agent:
         bdir = bin_dir()
         names = ["ccswitch-agent"]
-        names += ["ccswitch-kernel"] if scenario.uses_ccswitch else []
-        names += [_switch.SWITCH_BIN] if scenario.uses_switch else []
+        names += ["ccswitch-kernel"] if scenario.uses_kernel else []
+        names += [_switch.SWITCH_BIN] if scenario.uses_ovs else []
         missing = CcswitchDaemons.missing_binaries(bdir, names)
         if missing:
             raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.uses_agent)} "
@@ -424,7 +424,7 @@ class Runner:
         if read_sysctl("net.ipv4.ip_forward") != "1":
             self.sysctls.set("net.ipv4.ip_forward", "1")
         for s in sc.schemes:
-            if s.kind in ("native", "switch"):
+            if s.kind in ("native", "ovs"):
                 self.sysctls.allow_congestion_control(sc.server_cc(s))
         self.ns = ServerNamespace(self.teardown)
         self.fabric: Optional[_switch.SwitchFabric] = None
@@ -449,7 +449,7 @@ class Runner:
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
             self.collector = _switching.EventCollector(self.out_dir)
             self.teardown.push("close switches.jsonl", self.collector.close)
-        if sc.uses_switch:
+        if sc.uses_ovs:
             if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
                 # run time of the port programs, for the overhead figures
                 self.sysctls.set("kernel.bpf_stats_enabled", "1")
@@ -496,13 +496,13 @@ class Runner:
 
     def kernel_cc(self, scheme: Scheme) -> str:
         """Congestion control to set in the server namespace for a scheme."""
-        if scheme.kind == "ccswitch" and self.daemons is not None:
+        if scheme.kind == "kernel" and self.daemons is not None:
             return self.daemons.cc_name
         return self.sc.server_cc(scheme)
 
     def prepare_scheme(self, scheme: Scheme) -> None:
         if scheme.uses_agent:
-            self.daemons.ensure(scheme.algorithm, kernel_shim=scheme.kind == "ccswitch", policy=scheme.policy)
+            self.daemons.ensure(scheme.algorithm, kernel_shim=scheme.kind == "kernel", policy=scheme.policy)
         cc = self.kernel_cc(scheme)
         if self.current_cc != cc:
             # Again at every switch: another run on this machine that also needed `cc` may have
@@ -552,7 +552,7 @@ class Runner:
                + curl_command(url, out_file, self.sc.timeout_s))
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": self.downloads, "LANG": "C"}
         row = self.new_row(rep, client, scheme, size)
-        if scheme.kind == "switch":
+        if scheme.kind == "ovs":
             row.update(switch_stats=None, switch_log=None, switch_exit=None)
             self.switch_shim.start(f"{client.name}-{size}-{scheme.algorithm}-rep{rep + 1}")
             row["switch_log"] = os.path.relpath(self.switch_shim.log_path, self.out_dir)
@@ -616,7 +616,7 @@ class Runner:
             self.current_download = None
             if os.path.exists(out_file):
                 os.unlink(out_file)
-            if scheme.kind == "switch":
+            if scheme.kind == "ovs":
                 self._finish_switch(row)
         return row
 
@@ -751,7 +751,7 @@ class Runner:
         }
         doc = {"run": meta, "rows": summary}
         table = stats.format_table(summary)
-        if self.sc.uses_switch:
+        if self.sc.uses_ovs:
             overhead = _switch.overhead_rows(self.labelled_rows(), self.out_dir)
             doc["switch_overhead"] = overhead
             if overhead:

@@ -4,7 +4,7 @@ N long-lived TCP connections run from a mahimahi delay shell (`mm-delay D`, run 
 to `ccswitch-loadgen serve` in the server namespace, under the agent (`--algorithm`, Cubic by
 default) and one datapath: `kernel` (the server's congestion control is ccswitch and the
 kernel shim drives it) or `ovs` (the server keeps its stock Cubic behind the OVS bridge, and
-`ccswitch-switch` on the bridge's server-facing port drives it). Each flow is read at a fixed
+`ccswitch-ovs` on the bridge's server-facing port drives it). Each flow is read at a fixed
 rate by `ccswitch-loadgen fetch`, so flow control holds its sender to that rate and every flow
 has a realistic ACK clock. The connections open over a ramp; once all are open the figures are
 read over a steady window of `seconds`:
@@ -43,7 +43,6 @@ from .topology import log, run
 LOADGEN = "ccswitch-loadgen"
 LOADGEN_PORT = 9000
 DATAPATHS = ("kernel", "ovs")
-SCHEME_PREFIX = {"kernel": "ccswitch", "ovs": "switch"}
 
 SCENARIO = """
 name = "scale"
@@ -60,11 +59,11 @@ file_bytes = 10_000
 
 
 def scenario(algorithm: str, delay_ms: int, datapath: str = "kernel"):
-    """The run's set-up as a scenario: the agent scheme on the datapath (`switch:` brings the
+    """The run's set-up as a scenario: the agent scheme on the datapath (`ovs:` brings the
     OVS bridge), and the client path (its link is not used: the flows cross only `mm-delay`)."""
     if datapath not in DATAPATHS:
         raise RunError(f"--datapath: {datapath!r} is not one of {', '.join(DATAPATHS)}")
-    return loads_scenario(SCENARIO.format(prefix=SCHEME_PREFIX[datapath], algorithm=algorithm, delay_ms=delay_ms))
+    return loads_scenario(SCENARIO.format(prefix=datapath, algorithm=algorithm, delay_ms=delay_ms))
 
 
 def _bpftool(*args: str):
@@ -173,7 +172,7 @@ class KernelSide:
 
 
 class OvsSide:
-    """The ovs datapath: the agent and `ccswitch-switch` on the bridge port in front of a
+    """The ovs datapath: the agent and `ccswitch-ovs` on the bridge port in front of a
     stock-Cubic server; figures from the port programs, their stats map and the shim's stats
     file."""
 

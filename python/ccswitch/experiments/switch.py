@@ -1,8 +1,8 @@
-"""The bridged topology of `switch:` schemes, the switch datapath's shim, and its figures.
+"""The bridged topology of `ovs:` schemes, the switch datapath's shim, and its figures.
 
     mahimahi shells            root netns            switch netns ccsw-sw-T                 server netns ccsw-srv-T
     curl ─ mm-link ─ ... ─NAT─ ccswTg 198.18.N.1 ══ ccswTu ─[ bridge ]─ ccswTr ══ ccswTs 198.18.N.2:8080 nginx
-                                                                        ▲ TC programs of ccswitch-switch
+                                                                        ▲ TC programs of ccswitch-ovs
 
 The bridge (Open vSwitch with the userspace datapath, or a Linux bridge) lives in a namespace
 of its own, not in the root namespace: the userspace datapath of every ovs-vswitchd in one
@@ -22,7 +22,7 @@ Open vSwitch reads its ports with packet sockets, whose receive buffer (net.core
 global: read-only in other namespaces) overflows under load: the run raises it for its
 duration.
 
-`SwitchShim` runs `ccswitch-switch run` once per transfer (so each transfer has its own stats
+`SwitchShim` runs `ccswitch-ovs run` once per transfer (so each transfer has its own stats
 file and log), inside the switch namespace, against the run's agent; `overhead_rows` turns the
 stats files of a run into the figures of its report.
 """
@@ -49,7 +49,7 @@ BRIDGE_TOOLS = {"ovs": OVS_TOOLS + ("ethtool",), "linux": ("ethtool",), "none": 
 #: overflow the default 208 KiB when the daemon is descheduled on a 2-core machine.
 PACKET_RMEM_BYTES = 8 << 20
 
-SWITCH_BIN = "ccswitch-switch"
+SWITCH_BIN = "ccswitch-ovs"
 #: The shim's log line once its programs sit on the port.
 ATTACHED_RE = re.compile(r"\battached\b")
 
@@ -234,7 +234,7 @@ class SwitchFabric:
 
 
 class SwitchShim:
-    """`ccswitch-switch run` on the bridge's server-facing port, one instance per transfer."""
+    """`ccswitch-ovs run` on the bridge's server-facing port, one instance per transfer."""
 
     def __init__(self, procs: Processes, fabric: SwitchFabric, daemons, bin_dir: str, out_dir: str,
                  log_dir: str, *, attach_timeout_s: float = 30.0) -> None:
@@ -245,7 +245,7 @@ class SwitchShim:
         self.attach_timeout_s = attach_timeout_s
         #: --max-flows for the shim (None: its default)
         self.max_flows: Optional[int] = None
-        #: further arguments of `ccswitch-switch run`
+        #: further arguments of `ccswitch-ovs run`
         self.extra_args: List[str] = []
         self.proc: Optional[subprocess.Popen] = None
         self.log_path: Optional[str] = None
@@ -324,7 +324,7 @@ def normalize_stats(doc: dict) -> dict:
     """One view of a stats file: `stats` (the port programs' counters), `prog_stats`, `totals`
     (the shim's counters, flat: retransmissions_fast/_rack/_timeout, fallbacks as a count and
     fallback_reasons by reason), `cpu_ms`, `buffer_samples` and `max_buffered_segments` (the
-    largest buffer of any one flow). ccswitch-switch writes the counters under `datapath` and
+    largest buffer of any one flow). ccswitch-ovs writes the counters under `datapath` and
     `shim`, with nested retransmissions and fallbacks by reason, the CPU time as
     `shim_cpu_ms` and the buffer under `buffer`; the flat names are accepted too."""
     shim = dict(doc.get("shim") or doc.get("totals") or {})
@@ -377,7 +377,7 @@ def transfer_figures(doc: dict) -> Dict[str, Optional[float]]:
 
 
 def overhead_rows(rows: Sequence[dict], out_dir: str) -> List[dict]:
-    """Per (client, scheme) of a run's `switch:` transfers: means of the BPF cost per packet, the
+    """Per (client, scheme) of a run's `ovs:` transfers: means of the BPF cost per packet, the
     shim's CPU time and the retransmissions, and the largest per-flow buffer seen."""
     groups: Dict[tuple, List[dict]] = {}
     for r in rows:

@@ -460,7 +460,7 @@ def load_rows(run_dir: str) -> List[dict]:
         for i, line in enumerate(f, 1):
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
+                    rows.append(results.upgrade_row(json.loads(line)))
                 except json.JSONDecodeError as e:
                     raise SwitchingError(f"{path}:{i}: not JSON: {e}") from None
     return rows
@@ -469,7 +469,7 @@ def load_rows(run_dir: str) -> List[dict]:
 def load_run_scenario(run_dir: str) -> Scenario:
     path = os.path.join(run_dir, "scenario.toml")
     try:
-        return load_scenario(path, check_files=False)
+        return load_scenario(path, check_files=False, stored=True)
     except ScenarioError as e:
         raise SwitchingError(str(e)) from None
 
@@ -574,7 +574,7 @@ def smoothness(run_dir: str, rows: Sequence[dict]) -> dict:
 
     steady: Dict[str, List[float]] = {}
     for i, row in enumerate(rows):
-        if row["scheme"].split(":")[0] in ("ccswitch", "switch") and not _is_policy(row["scheme"]):
+        if row["scheme"].split(":")[0] in ("kernel", "ovs") and not _is_policy(row["scheme"]):
             v = steady_throughput_bps(row, flow(i, row))
             if v is not None:
                 steady.setdefault(row["scheme"], []).append(v)
@@ -592,7 +592,7 @@ def smoothness(run_dir: str, rows: Sequence[dict]) -> dict:
         kind = _kind(row["scheme"])
         for sw in series.switches:
             new = str(sw.get("to"))
-            ref_scheme = next((s for s in (f"{kind}:{new}", f"{'switch' if kind == 'ccswitch' else 'ccswitch'}:{new}")
+            ref_scheme = next((s for s in (f"{kind}:{new}", f"{'ovs' if kind == 'kernel' else 'kernel'}:{new}")
                                if s in steady_med), None)
             fig = after_switch(series, sw)
             ref = steady_med.get(ref_scheme) if ref_scheme else None
@@ -680,7 +680,7 @@ def mix(rows: Sequence[dict], timeout_s: float) -> dict:
     and the oracle (best fixed scheme per cell in hindsight)."""
     means = cell_means(rows, timeout_s)
     out = {"analysis": "mix", "datapaths": {}}
-    for kind in ("ccswitch", "switch"):
+    for kind in ("kernel", "ovs"):
         schemes = list(dict.fromkeys(r["scheme"] for r in rows if _kind(r["scheme"]) == kind))
         fixed = [s for s in schemes if not _is_policy(s)]
         policies = [s for s in schemes if _is_policy(s)]
@@ -753,7 +753,7 @@ def mcc(rows: Sequence[dict], timeout_s: float) -> dict:
     every fixed scheme."""
     means = cell_means(rows, timeout_s)
     out = {"analysis": "mcc", "datapaths": {}}
-    for kind in ("ccswitch", "switch"):
+    for kind in ("kernel", "ovs"):
         schemes = list(dict.fromkeys(r["scheme"] for r in rows if _kind(r["scheme"]) == kind))
         cells = sorted(c for c, d in means.items() if all(s in d for s in schemes))
         if not schemes or not cells:

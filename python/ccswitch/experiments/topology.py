@@ -537,7 +537,7 @@ def check_agent_spec(agent_bin: str, algorithm: Optional[str], policy: Optional[
 
 class CcswitchDaemons:
     """The agent (restarted whenever the algorithm or policy changes) and the kernel datapath
-    shim (kept for the whole run once a `ccswitch:` scheme needs it; it registers the BPF
+    shim (kept for the whole run once a `kernel:` scheme needs it; it registers the BPF
     congestion control "ccswitch"). The switch datapath's shim (`switch.SwitchShim`) talks to
     the same agent.
 
