@@ -16,7 +16,7 @@ schemes (the scenario's `schemes` list, or --schemes A,B,...):
                                (the only ones this kernel has built in)
   kernel:ALG                 the BPF datapath in the server's kernel, driven by the agent
                                running ALG
-  ovs:ALG                   the switch datapath: ALG enforced from the bridge port in front
+  ovs:ALG                   the ovs datapath: ALG enforced from the bridge port in front
                                of a server that keeps its own CC (scenario key ovs_server_cc)
 where ALG is
   NAME                         an agent algorithm, e.g. kernel:cubic (list: ccswitch algorithms)

@@ -12,7 +12,7 @@ import pytest
 from ccswitch.experiments import runner, scale
 from ccswitch.experiments.topology import CcswitchDaemons
 from live import require_machine_and_binaries
-from test_switch_topology import require_bridge_tools
+from test_ovs_topology import require_bridge_tools
 
 FLOWS = 100
 

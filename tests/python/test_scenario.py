@@ -67,8 +67,8 @@ def test_trace_link_relative_to_scenario(tmp_path):
 
 
 def test_repo_scenarios_are_valid():
-    for name in ("demo.toml", "kernel-fidelity.toml", "algorithms-grid.toml", "switch-vs-native.toml",
-                 "switch-smoke.toml"):
+    for name in ("demo.toml", "kernel-fidelity.toml", "algorithms-grid.toml", "ovs-vs-native.toml",
+                 "ovs-smoke.toml"):
         sc = load_scenario(os.path.join(REPO, "experiments", name), check_files=False)
         assert sc.clients and sc.schemes
 
@@ -184,7 +184,7 @@ def test_old_scheme_names_are_refused_with_the_new_ones(old, new):
 
 
 def test_old_scenario_key_is_refused_but_read_in_stored_runs():
-    text = SWITCH.replace('name = "sw"', 'name = "sw"\nswitch_server_cc = "reno"')
+    text = OVS.replace('name = "sw"', 'name = "sw"\nswitch_server_cc = "reno"')
     with pytest.raises(ScenarioError, match="switch_server_cc: renamed, write ovs_server_cc"):
         parse(text)
     old = text.replace('"ovs:', '"switch:')
@@ -198,7 +198,7 @@ def test_parse_scheme():
         parse_scheme("kernel:Bad Name")
 
 
-SWITCH = """
+OVS = """
 name = "sw"
 schemes = ["ovs:bbr", "native:cubic", "ovs:cubic:beta=0.7", "ovs:py:mymod:MyAlg"]
 [[clients]]
@@ -208,15 +208,15 @@ file_bytes = 1000
 """
 
 
-def test_switch_schemes_get_an_ovs_bridge_and_a_stock_server():
-    sc = parse(SWITCH)
+def test_ovs_schemes_get_an_ovs_bridge_and_a_stock_server():
+    sc = parse(OVS)
     assert [s.kind for s in sc.schemes] == ["ovs", "native", "ovs", "ovs"]
     assert sc.schemes[2].algorithm == "cubic:beta=0.7" and sc.schemes[3].algorithm == "py:mymod:MyAlg"
     assert sc.uses_ovs and sc.uses_agent and not sc.uses_kernel
     assert sc.bridge is None and sc.bridge_kind == "ovs", "every scheme crosses the bridge"
     assert sc.schemes[0].kernel_cc is None and sc.schemes[0].uses_agent
     assert [sc.server_cc(s) for s in sc.schemes] == ["cubic"] * 4
-    sc = parse(SWITCH.replace('name = "sw"', 'name = "sw"\novs_server_cc = "reno"\nbridge = "linux"'))
+    sc = parse(OVS.replace('name = "sw"', 'name = "sw"\novs_server_cc = "reno"\nbridge = "linux"'))
     assert sc.bridge_kind == "linux"
     assert [sc.server_cc(s) for s in sc.schemes] == ["reno", "cubic", "reno", "reno"]
 
@@ -229,24 +229,24 @@ def test_bridge_defaults_and_explicit_values():
 
 
 @pytest.mark.parametrize("text, message", [
-    (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = "none"'),
+    (OVS.replace('name = "sw"', 'name = "sw"\nbridge = "none"'),
      "bridge: 'ovs:bbr' needs a bridge (\"ovs\" or \"linux\")"),
-    (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = "vde"'), "bridge: must be one of 'none', 'ovs', 'linux'"),
-    (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = 1'), "bridge: must be one of"),
-    (SWITCH.replace('name = "sw"', 'name = "sw"\novs_server_cc = "vegas"'), "ovs_server_cc: must be one of"),
-    (SWITCH.replace('"ovs:bbr"', '"ovs:b br"'), "schemes[0]: 'ovs:b br': bad algorithm"),
-    (SWITCH.replace('"ovs:bbr"', '"ovs:"'), "schemes[0]: 'ovs:': bad algorithm"),
-    (SWITCH.replace('"native:cubic"', '"ovs:bbr"'), "schemes: duplicate scheme 'ovs:bbr'"),
-    (SWITCH.replace('"ovs:bbr"', '"ovz:bbr"'), "kind must be 'native', 'kernel' or 'ovs'"),
+    (OVS.replace('name = "sw"', 'name = "sw"\nbridge = "vde"'), "bridge: must be one of 'none', 'ovs', 'linux'"),
+    (OVS.replace('name = "sw"', 'name = "sw"\nbridge = 1'), "bridge: must be one of"),
+    (OVS.replace('name = "sw"', 'name = "sw"\novs_server_cc = "vegas"'), "ovs_server_cc: must be one of"),
+    (OVS.replace('"ovs:bbr"', '"ovs:b br"'), "schemes[0]: 'ovs:b br': bad algorithm"),
+    (OVS.replace('"ovs:bbr"', '"ovs:"'), "schemes[0]: 'ovs:': bad algorithm"),
+    (OVS.replace('"native:cubic"', '"ovs:bbr"'), "schemes: duplicate scheme 'ovs:bbr'"),
+    (OVS.replace('"ovs:bbr"', '"ovz:bbr"'), "kind must be 'native', 'kernel' or 'ovs'"),
 ])
-def test_switch_errors_name_the_key(text, message):
+def test_ovs_errors_name_the_key(text, message):
     with pytest.raises(ScenarioError) as e:
         parse(text)
     assert message in str(e.value)
 
 
 def test_bridge_check_after_schemes_are_replaced():
-    """`ccswitch run --schemes switch:...` on a scenario without switch schemes gets a bridge;
+    """`ccswitch run --schemes switch:...` on a scenario without ovs schemes gets a bridge;
     an explicit bridge = "none" refuses them."""
     sc = parse(GOOD)
     sc.schemes = [parse_scheme("ovs:reno")]
@@ -257,8 +257,8 @@ def test_bridge_check_after_schemes_are_replaced():
         sc.check_bridge()
 
 
-def test_switch_vs_native_shape():
-    sc = load_scenario(os.path.join(REPO, "experiments", "switch-vs-native.toml"))
+def test_ovs_vs_native_shape():
+    sc = load_scenario(os.path.join(REPO, "experiments", "ovs-vs-native.toml"))
     assert [s.label for s in sc.schemes] == ["ovs:bbr", "native:bbr", "native:cubic", "ovs:reno", "native:reno"]
     assert sc.bridge_kind == "ovs" and sc.ovs_server_cc == "cubic" and sc.repetitions >= 5
     constant = [c for c in sc.clients if c.link.is_constant]

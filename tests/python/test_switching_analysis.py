@@ -106,7 +106,7 @@ def test_smoothness_figures_of_a_known_dip(tmp_path):
     assert to_westwood["stall_bins"] == 0
     assert (to_westwood["burst"], to_westwood["max_excess_bytes"]) == (True, 5000)
     assert (to_westwood["max_inflight_bytes"], to_westwood["window_bytes"]) == (17_000, 12_000)
-    # the switch datapath has no fixed schemes here: the kernel datapath's steady state serves
+    # the ovs datapath has no fixed schemes here: the kernel datapath's steady state serves
     assert sw_bbr["steady_scheme"] == "kernel:bbr" and sw_bbr["ratio"] == pytest.approx(0.75)
     assert sw_westwood["steady_scheme"] == "kernel:westwood"
     assert res["verdict"] == {"switches": 4, "all_smooth": False, "stalls": 2, "bursts": 2}
@@ -150,7 +150,7 @@ def mix_rows():
         tct_row("c2", A, 30), tct_row("c2", A, 30, 2),
         tct_row("c2", B, 10), tct_row("c2", B, 10, 2),
         tct_row("c2", P, 10, algorithms=["cubic", "bbr"]), tct_row("c2", P, 10, 2, algorithms=["cubic"]),
-        # the switch datapath: the policy loses everywhere
+        # the ovs datapath: the policy loses everywhere
         tct_row("c1", "ovs:cubic", 10), tct_row("c2", "ovs:cubic", 10),
         tct_row("c1", "ovs:policy:mystique", 12), tct_row("c2", "ovs:policy:mystique", 12),
     ]

@@ -1,4 +1,4 @@
-//! The switch datapath: enforces an agent's congestion window on an unmodified TCP server
+//! The ovs datapath: enforces an agent's congestion window on an unmodified TCP server
 //! from the switch port in front of it.
 //!
 //! Two TC-eBPF programs sit on the server-facing port of a bridge (Open vSwitch or Linux):

@@ -1,12 +1,12 @@
 //! Loading the port programs, attaching them to a port, and the maps and ring buffer between
 //! them and the shim.
 //!
-//! The programs (`bpf/ovs.bpf.c`) attach with TCX links owned by [`SwitchDatapath`]: no
+//! The programs (`bpf/ovs.bpf.c`) attach with TCX links owned by [`OvsDatapath`]: no
 //! qdisc is created, dropping the value detaches them, and so does the death of the process
 //! (the links die with their last file descriptor).
 //!
 //! # Re-injection
-//! [`SwitchDatapath::inject`] hands a stored server frame back to the kernel as if it had just
+//! [`OvsDatapath::inject`] hands a stored server frame back to the kernel as if it had just
 //! arrived from the server on the port: it runs the trivial XDP program `ccsw_inject` with
 //! `BPF_PROG_TEST_RUN` in live-frames mode (`BPF_F_TEST_XDP_LIVE_FRAMES`), whose `XDP_PASS`
 //! frames enter the receive path of the device named by `xdp_md.ingress_ifindex`. Everything
@@ -257,7 +257,7 @@ pub fn complete_tcp_checksum(frame: &mut [u8]) -> bool {
 }
 
 /// CLOCK_MONOTONIC now, nanoseconds: the clock of the programs' timestamps and of
-/// [`SwitchDatapath::set_valid_until`].
+/// [`OvsDatapath::set_valid_until`].
 pub use ccswitch_ccp::session::monotonic_now_ns;
 
 fn ifindex(ifname: &str) -> Result<u32> {
@@ -306,7 +306,7 @@ pub struct DirectiveSlotBusy {
     pub slots: usize,
 }
 
-pub struct SwitchDatapath {
+pub struct OvsDatapath {
     // Field order is drop order: links first (detaching), then the ring buffer, the
     // skeleton, and the storage the skeleton borrows.
     links: Vec<Link>,
@@ -320,7 +320,7 @@ pub struct SwitchDatapath {
     conf: MappedArray<abi::Config>,
 }
 
-impl Drop for SwitchDatapath {
+impl Drop for OvsDatapath {
     fn drop(&mut self) {
         self.links.clear();
         // SAFETY: each field is dropped once, in dependency order; `object` came from
@@ -333,10 +333,10 @@ impl Drop for SwitchDatapath {
     }
 }
 
-impl SwitchDatapath {
+impl OvsDatapath {
     /// Load the programs and attach them to `opts.ifname` (TCX links owned by this value:
     /// dropping it detaches them, and so does the process's death). Kernel run-time
-    /// statistics are enabled while it lives (see [`SwitchDatapath::prog_stats`]).
+    /// statistics are enabled while it lives (see [`OvsDatapath::prog_stats`]).
     pub fn attach(opts: AttachOptions) -> Result<Self> {
         let idx = ifindex(&opts.ifname)?;
         let mut dp = Self::load_detached(&opts)?;
@@ -377,7 +377,7 @@ impl SwitchDatapath {
     }
 
     /// Load the programs and create the maps without attaching anything (tests run the
-    /// programs with [`SwitchDatapath::test_run`]; [`SwitchDatapath::inject`] needs a port).
+    /// programs with [`OvsDatapath::test_run`]; [`OvsDatapath::inject`] needs a port).
     pub fn load_detached(opts: &AttachOptions) -> Result<Self> {
         if !opts.ring_bytes.is_power_of_two() || opts.ring_bytes < 4096 {
             bail!(
@@ -393,7 +393,7 @@ impl SwitchDatapath {
         // everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, opts) {
-            Ok((skel, ring, directives, conf)) => Ok(SwitchDatapath {
+            Ok((skel, ring, directives, conf)) => Ok(OvsDatapath {
                 links: Vec::new(),
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
@@ -681,7 +681,7 @@ impl SwitchDatapath {
 
 /// Remove any ccswitch program left attached to `ifname` (e.g. by a killed shim whose links
 /// were pinned); returns how many were removed. TCX attachments only: these programs are
-/// never attached through clsact. Also removes the programs of a live [`SwitchDatapath`] on
+/// never attached through clsact. Also removes the programs of a live [`OvsDatapath`] on
 /// that port.
 pub fn detach_port(ifname: &str) -> Result<usize> {
     let idx = ifindex(ifname)?;

@@ -1,4 +1,4 @@
-//! The switch shim's event loop: port records in, per-flow sender models
+//! The ovs shim's event loop: port records in, per-flow sender models
 //! ([`SenderFlow`]), CCP evaluations and agent messages through the shared
 //! [`Session`], and back out the per-flow `Directive`, the agent deadline and retransmissions.
 //!
@@ -26,7 +26,7 @@ use ccswitch_ccp::session::{
 use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
-use ccswitch_ovs::loader::{DirectiveSlotBusy, SwitchDatapath};
+use ccswitch_ovs::loader::{DirectiveSlotBusy, OvsDatapath};
 use ccswitch_ovs::events::{Ack, Directive, Event, FlowKey};
 use ccswitch_datapath_support::wheel::TimerWheel;
 use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
@@ -45,7 +45,7 @@ const MAX_SAMPLES: usize = 1 << 20;
 /// Initial window announced to the agent, in segments (RFC 6928).
 const INIT_CWND_SEGMENTS: u32 = 10;
 
-/// What the shim needs from the port (the [`SwitchDatapath`], or a stand-in in tests).
+/// What the shim needs from the port (the [`OvsDatapath`], or a stand-in in tests).
 pub trait PortOps {
     fn set_directive(&self, flow_id: u32, control: &Directive) -> Result<()>;
     fn clear_directive(&self, flow_id: u32) -> Result<()>;
@@ -54,21 +54,21 @@ pub trait PortOps {
     fn inject(&self, frame: &[u8]) -> Result<()>;
 }
 
-impl PortOps for SwitchDatapath {
+impl PortOps for OvsDatapath {
     fn set_directive(&self, flow_id: u32, control: &Directive) -> Result<()> {
-        SwitchDatapath::set_directive(self, flow_id, control)
+        OvsDatapath::set_directive(self, flow_id, control)
     }
     fn clear_directive(&self, flow_id: u32) -> Result<()> {
-        SwitchDatapath::clear_directive(self, flow_id)
+        OvsDatapath::clear_directive(self, flow_id)
     }
     fn set_valid_until(&self, deadline_ns: u64) -> Result<()> {
-        SwitchDatapath::set_valid_until(self, deadline_ns)
+        OvsDatapath::set_valid_until(self, deadline_ns)
     }
     fn remove_flow(&self, key: &FlowKey) -> Result<()> {
-        SwitchDatapath::remove_flow(self, key)
+        OvsDatapath::remove_flow(self, key)
     }
     fn inject(&self, frame: &[u8]) -> Result<()> {
-        SwitchDatapath::inject(self, frame)
+        OvsDatapath::inject(self, frame)
     }
 }
 
@@ -622,7 +622,7 @@ fn latency_json(lat: &AnswerLatency) -> Value {
     json!({ "all": q(&lat.all), "urgent": q(&lat.urgent) })
 }
 
-impl Shim<SwitchDatapath> {
+impl Shim<OvsDatapath> {
     pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
         let mut events = Vec::new();
         let mut last_recovery = Instant::now();

@@ -9,7 +9,7 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 
 use ccswitch_ovs::loader::{
-    monotonic_now_ns, DirectiveSlotBusy, FlowPhase, Port, SwitchDatapath, RET_DROP, RET_NEXT,
+    monotonic_now_ns, DirectiveSlotBusy, FlowPhase, Port, OvsDatapath, RET_DROP, RET_NEXT,
 };
 use ccswitch_ovs::events::{AckVerdict, CloseReason, Directive, Event, SackBlock, UnbufferedReason};
 use common::*;
@@ -889,7 +889,7 @@ fn reused_tuple_closes_the_old_flow() {
     assert_ne!(id2, id);
 }
 
-fn handshake_after_syn(dp: &mut SwitchDatapath, e: &Ends, isn: u32) -> u32 {
+fn handshake_after_syn(dp: &mut OvsDatapath, e: &Ends, isn: u32) -> u32 {
     run(
         dp,
         Port::Ingress,

@@ -42,7 +42,7 @@ use std::ops::Range;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ccswitch_datapath_support::rng::SplitMix64;
-use ccswitch_ovs::loader::{FlowPhase, FlowTableEntry, Port, SwitchDatapath, RET_DROP, RET_NEXT};
+use ccswitch_ovs::loader::{FlowPhase, FlowTableEntry, Port, OvsDatapath, RET_DROP, RET_NEXT};
 use ccswitch_ovs::events::{AckVerdict, Directive, Event, FlowKey};
 use common::*;
 
@@ -395,7 +395,7 @@ fn flows(sentinel: bool) -> Vec<Flow> {
 }
 
 /// Handshake, FLOW_DATA bytes from the server, control. Returns the control set, if any.
-fn bring_up(dp: &mut SwitchDatapath, f: &mut Flow) -> Option<(u32, Directive)> {
+fn bring_up(dp: &mut OvsDatapath, f: &mut Flow) -> Option<(u32, Directive)> {
     dp.remove_flow(&f.ends.key()).unwrap();
     f.id = handshake(dp, &f.ends, &f.client_opts, &f.server_opts);
     server_sends(dp, &f.ends, FLOW_DATA as usize);
@@ -854,10 +854,10 @@ struct Tally {
 }
 
 struct Fuzz {
-    dp: SwitchDatapath,
+    dp: OvsDatapath,
     fuzzed: Vec<Flow>,
     sentinels: Vec<Flow>,
-    clean: SwitchDatapath,
+    clean: OvsDatapath,
     directives: HashMap<u32, Directive>,
     t: Tally,
     packets: u64,

@@ -128,13 +128,21 @@ def read_transfers_parquet(path) -> List[Dict]:
 
 def upgrade_row(row: Dict) -> Dict:
     """A transfer row as stored by any version, in today's names (the row itself, updated):
-    schemes `ccswitch:ALG` / `switch:ALG` become `kernel:ALG` / `ovs:ALG`. Every reader of
+    schemes `ccswitch:ALG` / `switch:ALG` become `kernel:ALG` / `ovs:ALG`, `switch_*` fields
+    `ovs_*` (RENAMED_ROW_FIELDS). Every reader of
     stored transfers (transfers.parquet, transfers.jsonl) passes its rows through this."""
     from .scenario import canonical_scheme
 
     if "scheme" in row:
         row["scheme"] = canonical_scheme(row["scheme"])
+    for old, new in RENAMED_ROW_FIELDS.items():
+        if old in row and new not in row:
+            row[new] = row.pop(old)
     return row
+
+
+#: Row fields of earlier versions and their names now (the ovs datapath's shim outputs).
+RENAMED_ROW_FIELDS = {"switch_stats": "ovs_stats", "switch_log": "ovs_log", "switch_exit": "ovs_exit"}
 
 
 class JsonlLog:

@@ -12,7 +12,7 @@ The TCT is curl's time_total (connection set-up included, mahimahi's own start-u
 downloaded file is hashed and compared with the served file, then deleted.
 
 With a bridge (scenario key `bridge`, automatic for `ovs:` schemes) every scheme's traffic
-crosses the same bridge in a switch namespace (switch.py); a `ovs:` transfer additionally
+crosses the same bridge in a bridge namespace (ovs.py); an `ovs:` transfer additionally
 runs `ccswitch-ovs` on the bridge's server-facing port for its duration and leaves the
 shim's stats file in `switch/` of the results.
 
@@ -43,7 +43,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import traces as _traces
 from . import results, stats
-from . import switch as _switch
+from . import ovs as _ovs
 from . import switching as _switching
 from .scenario import Client, Scenario, Scheme, check_schemes
 from .topology import (
@@ -112,19 +112,19 @@ def check_environment(scenario: Scenario) -> Optional[str]:
                        f"create it with: useradd -m {MM_USER})") from None
     bridge = scenario.bridge_kind
     if scenario.uses_ovs and bridge == "none":
-        raise RunError("switch: schemes need a bridge; set bridge = \"ovs\" or \"linux\" in the scenario")
-    missing = [t for t in _switch.BRIDGE_TOOLS[bridge] if shutil.which(t) is None]
+        raise RunError("ovs: schemes need a bridge; set bridge = \"ovs\" or \"linux\" in the scenario")
+    missing = [t for t in _ovs.BRIDGE_TOOLS[bridge] if shutil.which(t) is None]
     if missing:
         raise RunError(f"bridge = {bridge!r} needs {', '.join(missing)} (openvswitch-switch, ethtool; "
                        "see scripts/setup.sh)")
-    if bridge == "ovs" and not os.path.exists(_switch.OVS_SCHEMA):
-        raise RunError(f"bridge = 'ovs': the OVS database schema {_switch.OVS_SCHEMA} is missing")
+    if bridge == "ovs" and not os.path.exists(_ovs.OVS_SCHEMA):
+        raise RunError(f"bridge = 'ovs': the OVS database schema {_ovs.OVS_SCHEMA} is missing")
     bdir = None
     if scenario.uses_agent:
         bdir = bin_dir()
         names = ["ccswitch-agent"]
         names += ["ccswitch-kernel"] if scenario.uses_kernel else []
-        names += [_switch.SWITCH_BIN] if scenario.uses_ovs else []
+        names += [_ovs.OVS_BIN] if scenario.uses_ovs else []
         missing = CcswitchDaemons.missing_binaries(bdir, names)
         if missing:
             raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.uses_agent)} "
@@ -427,9 +427,9 @@ class Runner:
             if s.kind in ("native", "ovs"):
                 self.sysctls.allow_congestion_control(sc.server_cc(s))
         self.ns = ServerNamespace(self.teardown)
-        self.fabric: Optional[_switch.SwitchFabric] = None
+        self.fabric: Optional[_ovs.BridgeFabric] = None
         if sc.bridge_kind != "none":
-            self.fabric = _switch.SwitchFabric(sc.bridge_kind, self.teardown, self.procs, self.sysctls,
+            self.fabric = _ovs.BridgeFabric(sc.bridge_kind, self.teardown, self.procs, self.sysctls,
                                                self.work, self.log_dir)
             self.fabric.create_namespace()
             self.ns.create(outer_netns=self.fabric.ns_name, gateway_dev=self.fabric.gateway)
@@ -440,7 +440,7 @@ class Runner:
         self.teardown.push("stop nginx", self.nginx.stop)
         self.nginx.start()
         self.daemons = None
-        self.switch_shim: Optional[_switch.SwitchShim] = None
+        self.ovs_shim: Optional[_ovs.OvsShim] = None
         if sc.uses_agent:
             self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
                                            settle_s=sc.agent_settle_s, python_path=scenario_python_path(sc),
@@ -453,9 +453,9 @@ class Runner:
             if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
                 # run time of the port programs, for the overhead figures
                 self.sysctls.set("kernel.bpf_stats_enabled", "1")
-            self.switch_shim = _switch.SwitchShim(self.procs, self.fabric, self.daemons, self.bin_dir,
+            self.ovs_shim = _ovs.OvsShim(self.procs, self.fabric, self.daemons, self.bin_dir,
                                                   self.out_dir, self.log_dir)
-            self.teardown.push(f"stop {_switch.SWITCH_BIN}", self.switch_shim.stop)
+            self.teardown.push(f"stop {_ovs.OVS_BIN}", self.ovs_shim.stop)
         self.teardown.push("stop current transfer", self._stop_current)
         self.current_cc: Optional[str] = None
         self._say(f"server netns {self.ns.name} at {self.ns.server_ip}:{SERVER_PORT} (nginx pid "
@@ -553,9 +553,9 @@ class Runner:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": self.downloads, "LANG": "C"}
         row = self.new_row(rep, client, scheme, size)
         if scheme.kind == "ovs":
-            row.update(switch_stats=None, switch_log=None, switch_exit=None)
-            self.switch_shim.start(f"{client.name}-{size}-{scheme.algorithm}-rep{rep + 1}")
-            row["switch_log"] = os.path.relpath(self.switch_shim.log_path, self.out_dir)
+            row.update(ovs_stats=None, ovs_log=None, ovs_exit=None)
+            self.ovs_shim.start(f"{client.name}-{size}-{scheme.algorithm}-rep{rep + 1}")
+            row["ovs_log"] = os.path.relpath(self.ovs_shim.log_path, self.out_dir)
         self.current_download = out_file
         observer = CcObserver(self.ns)
         events_path = self.daemons.events_path if scheme.uses_agent and self.daemons is not None else None
@@ -623,16 +623,16 @@ class Runner:
     def _finish_switch(self, row: dict) -> None:
         """Stop the transfer's shim; a shim that died during the transfer fails the row (the
         scheme was not what ran)."""
-        shim = self.switch_shim
+        shim = self.ovs_shim
         died = not shim.alive()
         status = shim.stop()
-        row["switch_exit"] = status
+        row["ovs_exit"] = status
         if shim.stats_path and os.path.exists(shim.stats_path):
-            row["switch_stats"] = os.path.relpath(shim.stats_path, self.out_dir)
+            row["ovs_stats"] = os.path.relpath(shim.stats_path, self.out_dir)
         if died and row["error"] is None:
-            row["error"] = f"{_switch.SWITCH_BIN} died during the transfer (status {status}); see {row['switch_log']}"
-        elif row["switch_stats"] is None and row["error"] is None:
-            row["error"] = f"{_switch.SWITCH_BIN} wrote no stats file (exit status {status}); see {row['switch_log']}"
+            row["error"] = f"{_ovs.OVS_BIN} died during the transfer (status {status}); see {row['ovs_log']}"
+        elif row["ovs_stats"] is None and row["error"] is None:
+            row["error"] = f"{_ovs.OVS_BIN} wrote no stats file (exit status {status}); see {row['ovs_log']}"
 
     # -- whole run -------------------------------------------------------------
     def run(self) -> List[dict]:
@@ -704,13 +704,13 @@ class Runner:
             self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}{sw}")
 
     def _switch_note(self, row: dict) -> str:
-        if not row.get("switch_stats"):
+        if not row.get("ovs_stats"):
             return ""
-        doc = _switch.load_stats(os.path.join(self.out_dir, row["switch_stats"]))
+        doc = _ovs.load_stats(os.path.join(self.out_dir, row["ovs_stats"]))
         if doc is None:
             return ""
-        f = _switch.transfer_figures(doc)
-        return (f" [switch: {f['acks_rewritten']} ACKs rewritten, {f['dupacks_hidden']} dupACKs hidden, "
+        f = _ovs.transfer_figures(doc)
+        return (f" [ovs: {f['acks_rewritten']} ACKs rewritten, {f['dupacks_hidden']} dupACKs hidden, "
                 f"{f['retransmissions']} retx, {f['fallbacks']} fallbacks]")
 
     @staticmethod
@@ -752,10 +752,10 @@ class Runner:
         doc = {"run": meta, "rows": summary}
         table = stats.format_table(summary)
         if self.sc.uses_ovs:
-            overhead = _switch.overhead_rows(self.labelled_rows(), self.out_dir)
-            doc["switch_overhead"] = overhead
+            overhead = _ovs.overhead_rows(self.labelled_rows(), self.out_dir)
+            doc["ovs_overhead"] = overhead
             if overhead:
-                table += "\n\n" + _switch.format_overhead(overhead)
+                table += "\n\n" + _ovs.format_overhead(overhead)
         table += self._switching_outputs(doc)
         results.write_json_atomic(os.path.join(self.out_dir, "summary.json"), doc)
         results.write_text_atomic(os.path.join(self.out_dir, "summary.txt"), table + "\n")

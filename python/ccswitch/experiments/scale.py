@@ -179,7 +179,7 @@ class OvsSide:
     def __init__(self, r: Runner, flows: int) -> None:
         self.r = r
         r.prepare_scheme(r.sc.schemes[0])
-        shim = r.switch_shim
+        shim = r.ovs_shim
         shim.max_flows = max(100_000, 2 * flows)
         shim.start("scale")
         progs = _programs(_logged_ids(shim.log_path, r"programs=(\S+)"))
@@ -187,7 +187,7 @@ class OvsSide:
         self.stats_map = _map_named(progs["ccsw_egress"], "stats")["id"]
 
     def pids(self) -> Dict[str, int]:
-        return {"shim": self.r.switch_shim.proc.pid, "agent": self.r.daemons.agent.pid}
+        return {"shim": self.r.ovs_shim.proc.pid, "agent": self.r.daemons.agent.pid}
 
     def snapshot(self) -> Dict[str, int]:
         out = _per_cpu_counters(self.stats_map)
@@ -197,7 +197,7 @@ class OvsSide:
         return out
 
     def finish(self, d: Dict[str, int], dt: float) -> Dict[str, object]:
-        shim = self.r.switch_shim
+        shim = self.r.ovs_shim
         status = shim.stop()
         with open(shim.stats_path) as f:
             doc = json.load(f)

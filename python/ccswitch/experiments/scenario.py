@@ -44,7 +44,7 @@ DEFAULT_TIMEOUT_S = 120.0
 #: than TCP's initial 1 s retransmission timeout for its delivery opportunity.
 MIN_LINK_MBPS = 0.012
 MAX_LINK_MBPS = 1000.0
-#: What sits between the server's namespace and the clients (see `switch.py`): nothing (the
+#: What sits between the server's namespace and the clients (see `ovs.py`): nothing (the
 #: root namespace routes to the server's veth), an Open vSwitch bridge or a Linux bridge.
 BRIDGES = ("none", "ovs", "linux")
 SCHEME_KINDS = ("native", "kernel", "ovs")

@@ -290,10 +290,10 @@ class EventCollector:
         self.out_dir = out_dir
         self.flows_dir = os.path.join(out_dir, "flows")
         self.streams: Dict[str, EventStream] = {}
-        self.switch_log = results.JsonlLog(os.path.join(out_dir, "switches.jsonl"))
+        self.ovs_log = results.JsonlLog(os.path.join(out_dir, "switches.jsonl"))
 
     def close(self) -> None:
-        self.switch_log.close()
+        self.ovs_log.close()
 
     def attach(self, index: int, row: dict, events_path: Optional[str], t0_s: float, t1_s: float,
                peer: Optional[str], *, wait_close_s: float = CLOSE_WAIT_S, sleep=None) -> None:
@@ -329,7 +329,7 @@ class EventCollector:
         row["switches"] = switch_records(flow)
         row["on_report_errors"] = flow.on_report_errors
         for s in row["switches"]:
-            self.switch_log.append({"transfer": index, "client": row["client"], "scheme": row["scheme"],
+            self.ovs_log.append({"transfer": index, "client": row["client"], "scheme": row["scheme"],
                                     "repetition": row["repetition"], "file_bytes": row["file_bytes"], **s})
 
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * ccswitch switch datapath: the port programs.
+ * ccswitch ovs datapath: the port programs.
  *
  * Model
  * -----

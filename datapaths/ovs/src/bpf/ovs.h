@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
- * ccswitch switch datapath: layouts shared by the port programs (ovs.bpf.c) and their
+ * ccswitch ovs datapath: layouts shared by the port programs (ovs.bpf.c) and their
  * Rust loader (src/abi.rs mirrors every struct here with #[repr(C)] and asserts the same
  * sizes at compile time).
  *

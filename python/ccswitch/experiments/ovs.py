@@ -1,6 +1,6 @@
-"""The bridged topology of `ovs:` schemes, the switch datapath's shim, and its figures.
+"""The bridged topology of `ovs:` schemes, the ovs datapath's shim, and its figures.
 
-    mahimahi shells            root netns            switch netns ccsw-sw-T                 server netns ccsw-srv-T
+    mahimahi shells            root netns            bridge netns ccsw-sw-T                 server netns ccsw-srv-T
     curl ─ mm-link ─ ... ─NAT─ ccswTg 198.18.N.1 ══ ccswTu ─[ bridge ]─ ccswTr ══ ccswTs 198.18.N.2:8080 nginx
                                                                         ▲ TC programs of ccswitch-ovs
 
@@ -10,11 +10,11 @@ namespace is the tap device `ovs-netdev`, so a second private instance in the ro
 (another run, a test) fails with "creating tap device failed: Device or resource busy". In a
 namespace of its own each run has its own `ovs-netdev`. The root namespace joins the bridge
 through a veth whose root end carries the gateway address the server routes through; the
-switch namespace itself has no address (a pure layer-2 switch).
+bridge namespace itself has no address (a pure layer-2 switch).
 
 Checksum offload is off (`ethtool -K DEV tx off`, which turns TSO off too) on every veth end in
 every namespace: Open vSwitch's userspace datapath forwards frames whose checksum was left to
-the hardware unfixed (TCP through it fails), and the switch datapath must see MTU-sized
+the hardware unfixed (TCP through it fails), and the ovs datapath must see MTU-sized
 segments, not 64 KiB GSO super-packets, to keep and retransmit them one by one. Both bridge
 kinds get the same treatment so that their figures compare.
 
@@ -22,8 +22,8 @@ Open vSwitch reads its ports with packet sockets, whose receive buffer (net.core
 global: read-only in other namespaces) overflows under load: the run raises it for its
 duration.
 
-`SwitchShim` runs `ccswitch-ovs run` once per transfer (so each transfer has its own stats
-file and log), inside the switch namespace, against the run's agent; `overhead_rows` turns the
+`OvsShim` runs `ccswitch-ovs run` once per transfer (so each transfer has its own stats
+file and log), inside the bridge namespace, against the run's agent; `overhead_rows` turns the
 stats files of a run into the figures of its report.
 """
 
@@ -49,7 +49,7 @@ BRIDGE_TOOLS = {"ovs": OVS_TOOLS + ("ethtool",), "linux": ("ethtool",), "none": 
 #: overflow the default 208 KiB when the daemon is descheduled on a 2-core machine.
 PACKET_RMEM_BYTES = 8 << 20
 
-SWITCH_BIN = "ccswitch-ovs"
+OVS_BIN = "ccswitch-ovs"
 #: The shim's log line once its programs sit on the port.
 ATTACHED_RE = re.compile(r"\battached\b")
 
@@ -59,8 +59,8 @@ def ethtool_tx_off(dev: str, netns: Optional[str] = None) -> None:
     run(["ip", "netns", "exec", netns] + cmd if netns else cmd)
 
 
-class SwitchFabric:
-    """The switch namespace, its bridge and the root namespace's veth into it."""
+class BridgeFabric:
+    """The bridge namespace, its bridge and the root namespace's veth into it."""
 
     def __init__(self, kind: str, teardown: Teardown, procs: Processes, sysctls: SysctlGuard, workdir: str,
                  log_dir: str, tag: Optional[str] = None) -> None:
@@ -154,7 +154,7 @@ class SwitchFabric:
         run(["ovsdb-tool", "create", db, OVS_SCHEMA])
         env = self.ovs_env
         # Both daemons run in the foreground under Processes (their own process groups), so the
-        # teardown stops them by PID; ovs-vswitchd in the switch namespace, where its ports are.
+        # teardown stops them by PID; ovs-vswitchd in the bridge namespace, where its ports are.
         self.ovsdb = self.procs.start_and_wait(
             "ovsdb-server", ["ovsdb-server", db, f"--remote=punix:{self.db_socket}",
                              f"--unixctl={os.path.join(self.ovs_dir, 'ovsdb-server.ctl')}",
@@ -201,7 +201,7 @@ class SwitchFabric:
 
     # -- inspection -----------------------------------------------------------------
     def link_stats(self, dev: str) -> Dict[str, int]:
-        """The kernel's counters of an interface of the switch namespace (rx/tx packets, bytes,
+        """The kernel's counters of an interface of the bridge namespace (rx/tx packets, bytes,
         drops)."""
         cp = run(self.exec_cmd(["ip", "-s", "-s", "-j", "link", "show", "dev", dev]))
         st = json.loads(cp.stdout)[0]["stats64"]
@@ -227,21 +227,21 @@ class SwitchFabric:
         what = f"{self.kind} bridge {self.bridge}"
         if self.kind == "ovs":
             what += " (" + ", ".join(f"{n} pid {p}" for n, p in self.daemon_pids().items()) + ")"
-        return f"switch netns {self.ns_name}: {what}, server port {self.server_port}, gateway {self.gateway}"
+        return f"bridge netns {self.ns_name}: {what}, server port {self.server_port}, gateway {self.gateway}"
 
 
 # ----------------------------------------------------------------------- the shim
 
 
-class SwitchShim:
+class OvsShim:
     """`ccswitch-ovs run` on the bridge's server-facing port, one instance per transfer."""
 
-    def __init__(self, procs: Processes, fabric: SwitchFabric, daemons, bin_dir: str, out_dir: str,
+    def __init__(self, procs: Processes, fabric: BridgeFabric, daemons, bin_dir: str, out_dir: str,
                  log_dir: str, *, attach_timeout_s: float = 30.0) -> None:
         self.procs, self.fabric, self.daemons = procs, fabric, daemons
-        self.bin = os.path.join(bin_dir, SWITCH_BIN)
+        self.bin = os.path.join(bin_dir, OVS_BIN)
         self.out_dir, self.log_dir = out_dir, log_dir
-        self.stats_dir = os.path.join(out_dir, "switch")
+        self.stats_dir = os.path.join(out_dir, "ovs")
         self.attach_timeout_s = attach_timeout_s
         #: --max-flows for the shim (None: its default)
         self.max_flows: Optional[int] = None
@@ -260,7 +260,7 @@ class SwitchShim:
         os.makedirs(self.stats_dir, exist_ok=True)
         self._starts += 1
         safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
-        self.log_path = os.path.join(self.log_dir, f"switch-{self._starts:03d}-{safe}.log")
+        self.log_path = os.path.join(self.log_dir, f"ovs-{self._starts:03d}-{safe}.log")
         self.stats_path = os.path.join(self.stats_dir, f"{self._starts:03d}-{safe}.json")
         cmd = [self.bin, "run", "--port", self.fabric.server_port, "--agent-socket", self.daemons.shim_socket,
                "--stats-file", self.stats_path, "--log-level", self.daemons.log_level]
@@ -269,16 +269,16 @@ class SwitchShim:
         cmd += self.extra_args
         connected_before = self.daemons.datapath_connections()
         self.proc = self.procs.start_and_wait(
-            SWITCH_BIN, self.fabric.exec_cmd(cmd), self.log_path, lambda: self._logged(ATTACHED_RE),
+            OVS_BIN, self.fabric.exec_cmd(cmd), self.log_path, lambda: self._logged(ATTACHED_RE),
             timeout_s=self.attach_timeout_s, waiting_for=f"attaching to {self.fabric.server_port}",
             env=self.daemons.env)
         deadline = time.monotonic() + 5.0
         while self.daemons.datapath_connections() <= connected_before:
             if self.proc.poll() is not None:
-                raise TopologyError(f"{SWITCH_BIN} exited with status {self.proc.returncode} after attaching; "
+                raise TopologyError(f"{OVS_BIN} exited with status {self.proc.returncode} after attaching; "
                                     f"see {self.log_path}")
             if time.monotonic() > deadline:
-                log(f"warning: {SWITCH_BIN} attached but the agent logged no new datapath connection "
+                log(f"warning: {OVS_BIN} attached but the agent logged no new datapath connection "
                     f"within 5 s; see {self.log_path}")
                 break
             time.sleep(0.02)
@@ -381,7 +381,7 @@ def overhead_rows(rows: Sequence[dict], out_dir: str) -> List[dict]:
     shim's CPU time and the retransmissions, and the largest per-flow buffer seen."""
     groups: Dict[tuple, List[dict]] = {}
     for r in rows:
-        rel = r.get("switch_stats")
+        rel = r.get("ovs_stats")
         if not rel:
             continue
         doc = load_stats(os.path.join(out_dir, rel))
@@ -421,4 +421,4 @@ def format_overhead(rows: Sequence[dict]) -> str:
                       for r in rows]
     widths = [max(len(l[i]) for l in lines) for i in range(len(head))]
     text = ["  ".join(c.ljust(w) for c, w in zip(l, widths)).rstrip() for l in lines]
-    return "\n".join(["switch datapath (means per transfer)"] + text)
+    return "\n".join(["ovs datapath (means per transfer)"] + text)

@@ -1,5 +1,5 @@
-"""The bridged topology of switch experiments, for real: a native-scheme transfer crosses a
-private Open vSwitch (or a Linux bridge) in the switch namespace intact, and the teardown
+"""The bridged topology of ovs experiments, for real: a native-scheme transfer crosses a
+private Open vSwitch (or a Linux bridge) in the bridge namespace intact, and the teardown
 leaves nothing behind, after a normal end, an interrupt, or a failed start. Needs root,
 mahimahi, nginx and openvswitch-switch (scripts/setup.sh); fails rather than skips without
 them. No Rust binary is involved."""
@@ -44,7 +44,7 @@ def require_bridge_tools():
     missing = [t for t in ("ovs-vsctl", "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ethtool")
                if shutil.which(t) is None]
     if missing:
-        pytest.fail(f"switch topology tests need openvswitch-switch and ethtool (scripts/setup.sh): {missing}")
+        pytest.fail(f"ovs topology tests need openvswitch-switch and ethtool (scripts/setup.sh): {missing}")
 
 
 def links(netns=None):
@@ -91,7 +91,7 @@ def check_common(r, row, before, after):
     assert d[f.server_port]["tx_packets"] > 0 and d[f.uplink]["rx_packets"] > 0, d
     assert d[f.server_port]["rx_bytes"] >= FILE_BYTES, d
     # The root namespace reaches the server only through the gateway veth into the switch.
-    assert f.server_port not in links(), "the server's outer veth end must be in the switch namespace"
+    assert f.server_port not in links(), "the server's outer veth end must be in the bridge namespace"
     addrs = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", f.gateway], capture_output=True, text=True).stdout
     assert f"{r.ns.root_ip}/30" in addrs, addrs
     for dev, ns in ((f.gateway, None), (f.uplink, f.ns_name), (f.server_port, f.ns_name), (r.ns.veth_srv, r.ns.name)):
@@ -160,8 +160,8 @@ def test_native_transfer_through_linux_bridge(tmp_path):
     assert {k: read_sysctl(k) for k in SYSCTLS} == sysctls_before
 
 
-def switch_objects(stderr):
-    m = re.search(r"switch netns (\S+): ovs bridge \S+ \(ovs-vswitchd pid (\d+), ovsdb-server pid (\d+)\)", stderr)
+def bridge_objects(stderr):
+    m = re.search(r"bridge netns (\S+): ovs bridge \S+ \(ovs-vswitchd pid (\d+), ovsdb-server pid (\d+)\)", stderr)
     assert m, stderr
     return m.group(1), int(m.group(2)), int(m.group(3))
 
@@ -183,7 +183,7 @@ def test_interrupted_ovs_run_is_torn_down(tmp_path):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGINT, stderr
     netns, nginx_pid, work = created_objects(stderr)
-    sw_ns, vswitchd, ovsdb = switch_objects(stderr)
+    sw_ns, vswitchd, ovsdb = bridge_objects(stderr)
     assert_torn_down(netns, nginx_pid, work)
     assert sw_ns not in netns_list().split()
     assert not pid_alive(vswitchd) and not pid_alive(ovsdb)

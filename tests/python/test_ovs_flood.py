@@ -1,4 +1,4 @@
-"""A SYN flood against the switch datapath, for real: while a `ovs:` transfer runs, 100 000
+"""A SYN flood against the ovs datapath, for real: while an `ovs:` transfer runs, 100 000
 SYNs from spoofed client addresses and ports cross the bridge toward the server's port. The
 transfer completes intact, the shim survives and counts every SYN, and its flow table stays
 within --max-flows. Needs root, mahimahi, openvswitch-switch and the Rust binaries; fails
@@ -23,15 +23,15 @@ import time
 
 import pytest
 
-from ccswitch.experiments.switch import normalize_stats
-from test_switch_integrity import set_up_switch_runner
+from ccswitch.experiments.ovs import normalize_stats
+from test_ovs_integrity import set_up_ovs_runner
 
 SPOOF_NET = ipaddress.ip_network("198.19.0.0/16")
 SYN_COUNT = 100_000
 MAX_FLOWS = 4096
 
 SCENARIO = """
-name = "switch-flood"
+name = "ovs-flood"
 repetitions = 1
 schemes = ["ovs:bbr"]
 bridge = "ovs"
@@ -131,8 +131,8 @@ def server_syns(ns) -> int:
 
 
 def test_syn_flood_during_a_controlled_transfer(tmp_path):
-    with set_up_switch_runner(tmp_path, SCENARIO) as r:
-        r.switch_shim.max_flows = MAX_FLOWS
+    with set_up_ovs_runner(tmp_path, SCENARIO) as r:
+        r.ovs_shim.max_flows = MAX_FLOWS
         client, scheme = r.sc.clients[0], r.sc.schemes[0]
         f, ns = r.fabric, r.ns
         # the server's answers to spoofed clients go nowhere (never out of the machine)
@@ -167,8 +167,8 @@ def test_syn_flood_during_a_controlled_transfer(tmp_path):
         flood["ovs_uplink"] = f.ovs_port_stats(f.uplink)
         flood["ovs_port"] = f.ovs_port_stats(f.server_port)
         assert t.is_alive(), "the flood ran while the transfer did: make the file larger"
-        assert r.switch_shim.alive(), "the shim survives the flood"
-        maps = shim_maps(r.switch_shim.log_text())
+        assert r.ovs_shim.alive(), "the shim survives the flood"
+        maps = shim_maps(r.ovs_shim.log_text())
         flows = [m for m in maps if m.get("name") == "flows"]
         assert len(flows) == 1, maps
         table["max_entries"] = flows[0]["max_entries"]
@@ -180,8 +180,8 @@ def test_syn_flood_during_a_controlled_transfer(tmp_path):
     assert flood["delivered"] >= SYN_COUNT, json.dumps(flood)
     assert result["error"] is None and result["sha256_ok"], result
     assert result["cc_observed"] in (None, "cubic")
-    assert result["switch_exit"] == 0, f"the shim exits cleanly after the flood: {result}"
-    with open(os.path.join(r.out_dir, result["switch_stats"])) as fh:
+    assert result["ovs_exit"] == 0, f"the shim exits cleanly after the flood: {result}"
+    with open(os.path.join(r.out_dir, result["ovs_stats"])) as fh:
         doc = normalize_stats(json.load(fh))
     st = doc["stats"]
     # the port's egress program saw every SYN that reached the server (and the transfer's own)

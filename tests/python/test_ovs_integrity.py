@@ -1,4 +1,4 @@
-"""Data integrity under the switch datapath, for real: transfers through the OVS bridge while
+"""Data integrity under the ovs datapath, for real: transfers through the OVS bridge while
 `ccswitch-ovs` controls them, with TCP options negotiated off, under random loss, and with
 the agent killed in the middle. Each transfer's SHA-256 must match, and the shim's stats file
 must show that the flow really was controlled (ACKs rewritten; under loss, the shim's own
@@ -16,14 +16,14 @@ import time
 import pytest
 
 from ccswitch.experiments import runner, scenario
-from ccswitch.experiments.switch import SWITCH_BIN, normalize_stats
+from ccswitch.experiments.ovs import OVS_BIN, normalize_stats
 from ccswitch.experiments.topology import CcswitchDaemons, run as runner_run
-from test_switch_topology import require_bridge_tools
+from test_ovs_topology import require_bridge_tools
 
 FILE_BYTES = 3_000_000
 
 SCENARIO = f"""
-name = "switch-integrity"
+name = "ovs-integrity"
 repetitions = 1
 schemes = ["ovs:bbr", "ovs:reno"]
 bridge = "ovs"
@@ -53,11 +53,11 @@ file_bytes = {FILE_BYTES}
 
 
 @contextlib.contextmanager
-def set_up_switch_runner(tmp_path, scenario_text):
+def set_up_ovs_runner(tmp_path, scenario_text):
     """A Runner whose bridged topology is up and whose first scheme is prepared (agent
-    running); torn down on exit. Shared with the other switch tests."""
+    running); torn down on exit. Shared with the other ovs tests."""
     require_bridge_tools()
-    missing = CcswitchDaemons.missing_binaries(runner.bin_dir(), ("ccswitch-agent", SWITCH_BIN))
+    missing = CcswitchDaemons.missing_binaries(runner.bin_dir(), ("ccswitch-agent", OVS_BIN))
     if missing:
         pytest.fail(f"Rust binaries not built (cargo build --release --workspace): {missing}")
     path = tmp_path / "scenario.toml"
@@ -74,7 +74,7 @@ def set_up_switch_runner(tmp_path, scenario_text):
 
 @pytest.fixture(scope="module")
 def r(tmp_path_factory):
-    with set_up_switch_runner(tmp_path_factory.mktemp("switch-integrity"), SCENARIO) as r:
+    with set_up_ovs_runner(tmp_path_factory.mktemp("ovs-integrity"), SCENARIO) as r:
         yield r
 
 
@@ -87,13 +87,13 @@ def client(r, name):
 
 
 def stats_of(r, row):
-    assert row.get("switch_stats"), f"no stats file: {row}"
-    with open(os.path.join(r.out_dir, row["switch_stats"])) as f:
+    assert row.get("ovs_stats"), f"no stats file: {row}"
+    with open(os.path.join(r.out_dir, row["ovs_stats"])) as f:
         return normalize_stats(json.load(f))
 
 
 def shim_log(r, row):
-    with open(os.path.join(r.out_dir, row["switch_log"])) as f:
+    with open(os.path.join(r.out_dir, row["ovs_log"])) as f:
         return f.read()
 
 
@@ -123,7 +123,7 @@ def transfer(r, client_name, label, size=FILE_BYTES):
 def assert_intact_and_controlled(r, row, *, lossy):
     assert row["error"] is None and row["sha256_ok"], row
     assert row["cc_observed"] in (None, "cubic"), "the server kept its stock congestion control"
-    assert row["switch_exit"] == 0, row
+    assert row["ovs_exit"] == 0, row
     doc = stats_of(r, row)
     st, totals = doc["stats"], doc["totals"]
     assert st["established"] >= 1 and st["segments"] > FILE_BYTES // 1500, st
@@ -190,7 +190,7 @@ def test_agent_killed_mid_transfer(r):
     # Not the scheme's transfer any more (no TCT), but the server's own TCP delivered every byte.
     assert result["agent_died"] and result["error"].startswith("ccswitch-agent exited"), result
     assert result["sha256_ok"] and result["tct_s"] is None, result
-    assert result["switch_exit"] == 0, result
+    assert result["ovs_exit"] == 0, result
     st = stats_of(r, result)["stats"]
     assert st["acks_rewritten"] > 0, "the flow was controlled before the agent died"
     assert st["acks_rewritten"] < st["acks"], f"after the fallback the port passed ACKs unchanged: {st}"
