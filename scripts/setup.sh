@@ -46,7 +46,7 @@ DEB_PKGS=(
     nginx-light curl iproute2 ethtool procps kmod patchelf
     python3-dev                         # libpython + headers: the agent embeds Python (pyo3)
     openvswitch-switch                  # the harness runs private instances (ovs.py)
-    tcpdump                             # captures at the switch port when debugging the ovs datapath
+    tcpdump                             # captures at the bridge port when debugging the ovs datapath
     capnproto                           # compiles the agent's control schema (agent/build.rs)
     mahimahi mahimahi-traces            # from bullseye, see the pin below
 )

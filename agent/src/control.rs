@@ -448,7 +448,7 @@ fn write_flow(mut out: control_capnp::flow_info::Builder, f: &FlowSnapshot) {
     out.set_algorithm(f.algorithm.as_str());
     out.set_pinned(f.pinned.as_deref().unwrap_or(""));
     out.set_reports(f.reports);
-    out.set_switches(f.switches);
+    out.set_handovers(f.handovers);
     out.set_cwnd_bytes(f.cwnd_bytes.unwrap_or(0));
     if let Some(features) = &f.features {
         write_features(out, features);
@@ -566,10 +566,10 @@ mod tests {
     fn flow_line(f: flow_info::Reader) -> String {
         let text = |t: capnp::Result<capnp::text::Reader>| t.unwrap().to_str().unwrap().to_string();
         format!(
-            "{}:{} {}:{}->{}:{} {} pinned={:?} reports={} switches={} cwnd={} features={}",
+            "{}:{} {}:{}->{}:{} {} pinned={:?} reports={} handovers={} cwnd={} features={}",
             f.get_datapath(), f.get_sid(), text(f.get_src()), f.get_sport(), text(f.get_dst()),
             f.get_dport(), text(f.get_algorithm()), text(f.get_pinned()), f.get_reports(),
-            f.get_switches(), f.get_cwnd_bytes(), f.get_features().unwrap().len()
+            f.get_handovers(), f.get_cwnd_bytes(), f.get_features().unwrap().len()
         )
     }
 
@@ -636,7 +636,7 @@ mod tests {
         r.update(FlowId { datapath: 1, sid: 5 }, "cubic", None, 4, 1, Some(14_480));
         assert_eq!(
             answer(&r, &list_flows()),
-            "flows: [1:5 192.168.1.1:80->2001:db8::7:40000 cubic pinned=\"\" reports=4 switches=1 cwnd=14480 features=0]"
+            "flows: [1:5 192.168.1.1:80->2001:db8::7:40000 cubic pinned=\"\" reports=4 handovers=1 cwnd=14480 features=0]"
         );
         assert_eq!(answer(&r, &pin_port(80, "bbr")), "ok: pinned port 80 to bbr (1 flow now)");
         assert!(answer(&r, &list_flows()).contains("cubic pinned=\"bbr\""));

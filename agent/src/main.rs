@@ -43,14 +43,14 @@ struct Args {
     algorithm: String,
     /// Choose each flow's algorithm by a policy: a built-in name (`mystique`, `mcc-wifi`),
     /// `NAME:PARAM=VALUE,...` to override its thresholds, or a policy TOML file. Flows start on
-    /// the policy's initial algorithm (else --algorithm) and switch as it decides.
+    /// the policy's initial algorithm (else --algorithm) and hand flows over as it decides.
     #[arg(long, value_name = "SPEC")]
     policy: Option<String>,
-    /// Switch the per-destination memory off whatever the policy's [memory] says: every policy
+    /// Handover the per-destination memory off whatever the policy's [memory] says: every policy
     /// flow starts on the policy's initial algorithm and closing flows teach it nothing.
     #[arg(long)]
     no_destination_memory: bool,
-    /// Append every flow's creation, reports, algorithm switches and close to FILE, one JSON
+    /// Append every flow's creation, reports, algorithm handovers and close to FILE, one JSON
     /// object per line.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,

@@ -64,7 +64,7 @@ pub struct FlowSnapshot {
     pub pinned: Option<String>,
     pub features: Option<Features>,
     pub reports: u64,
-    pub switches: u32,
+    pub handovers: u32,
     pub cwnd_bytes: Option<u64>,
 }
 
@@ -159,7 +159,7 @@ struct FlowEntry {
     algorithm: String,
     features: Option<Features>,
     reports: u64,
-    switches: u32,
+    handovers: u32,
     cwnd_bytes: Option<u64>,
 }
 
@@ -277,7 +277,7 @@ impl Registry {
             algorithm: algorithm.to_string(),
             features: None,
             reports: 0,
-            switches: 0,
+            handovers: 0,
             cwnd_bytes: None,
         };
         self.flows().insert(key, entry);
@@ -290,7 +290,7 @@ impl Registry {
         algorithm: &str,
         features: Option<Features>,
         reports: u64,
-        switches: u32,
+        handovers: u32,
         cwnd_bytes: Option<u64>,
     ) {
         let mut flows = self.flows();
@@ -301,7 +301,7 @@ impl Registry {
         }
         entry.features = features;
         entry.reports = reports;
-        entry.switches = switches;
+        entry.handovers = handovers;
         entry.cwnd_bytes = cwnd_bytes;
     }
 
@@ -330,7 +330,7 @@ impl Registry {
                 pinned: None,
                 features: e.features,
                 reports: e.reports,
-                switches: e.switches,
+                handovers: e.handovers,
                 cwnd_bytes: e.cwnd_bytes,
             })
             .collect();
@@ -412,7 +412,7 @@ impl Registry {
     }
 }
 
-/// Pins name simple algorithms only: a pinned flow switches live, which the full API's
+/// Pins name simple algorithms only: a pinned flow is handed over live, which the full API's
 /// own datapath programs do not support.
 fn check_simple(spec: &str) -> Result<()> {
     match crate::flow::instantiate(spec)
@@ -421,7 +421,7 @@ fn check_simple(spec: &str) -> Result<()> {
         Instance::Simple(_) => Ok(()),
         Instance::Full(a) => bail!(
             "algorithm {spec:?}: {} uses the full API (its own datapath programs); only simple \
-             algorithms can be pinned, since a pinned flow switches algorithm while it runs",
+             algorithms can be pinned, since a pinned flow is handed over to another algorithm while it runs",
             a.name()
         ),
     }
@@ -619,7 +619,7 @@ mod tests {
         r.pin(PinTarget::Port(80), "hybla").unwrap();
         let f = r.list().into_iter().find(|f| f.key == k).unwrap();
         assert_eq!(f.algorithm, "bbr");
-        assert_eq!((f.reports, f.switches, f.cwnd_bytes), (12, 2, Some(29_000)));
+        assert_eq!((f.reports, f.handovers, f.cwnd_bytes), (12, 2, Some(29_000)));
         assert_eq!(f.pinned.as_deref(), Some("hybla"));
         assert_eq!(f.endpoints.dport, CLIENT_PORT);
         assert!(r.list().iter().all(|f| f.key != key(9, 9)), "an update for an unknown flow does not create it");

@@ -31,7 +31,7 @@ use ccswitch_ccp::wire::{self, FrameReader, Msg};
 use tracing::{debug, error, info, warn};
 
 use crate::events::EventLog;
-use crate::flow::{self, Answer, FlowController, ProgramCache, Switch};
+use crate::flow::{self, Answer, FlowController, ProgramCache, Handover};
 use crate::memory::{Start, StartFrom};
 use crate::program::{CompiledProgram, SimpleProgram};
 use crate::registry::{Endpoints, FlowId, Registry};
@@ -322,7 +322,7 @@ impl<'a, W: Write> Connection<'a, W> {
                 if let Some(p) = &policy {
                     let mut selector = Selector::new(Arc::clone(p));
                     // The flow may start on something other than the policy's initial algorithm.
-                    selector.note_switch(spec, 0);
+                    selector.note_handover(spec, 0);
                     ctl.set_selector(selector);
                 }
                 if let Some(spec) = &pinned {
@@ -362,13 +362,13 @@ impl<'a, W: Write> Connection<'a, W> {
                 let pinned = refresh(entry, key, &agent.registry)?;
                 let reported = entry.ctl.on_report(&m.fields, &agent.simple)?;
                 let ctl = &entry.ctl;
-                for s in pinned.iter().chain(reported.switch.iter()) {
-                    log_switch(agent, key, s);
+                for s in pinned.iter().chain(reported.handover.iter()) {
+                    log_handover(agent, key, s);
                 }
                 if let (Some(ev), Some(meas)) = (&agent.events, &reported.measurement) {
                     ev.report(key, ctl.name(), meas, ctl.cwnd_bytes(), ctl.pacing_rate_bytes_per_s());
                 }
-                agent.registry.update(key, ctl.name(), ctl.features(), ctl.reports, ctl.switches, ctl.cwnd_bytes());
+                agent.registry.update(key, ctl.name(), ctl.features(), ctl.reports, ctl.handovers, ctl.cwnd_bytes());
                 debug!(sid = m.sid, fields = ?m.fields, answer = ?reported.answer, "report answered");
                 self.answer(m.sid, reported.answer)
             }
@@ -396,11 +396,11 @@ impl<'a, W: Write> Connection<'a, W> {
         };
         info!(
             datapath = self.datapath, sid, algorithm = ctl.name(), reports = ctl.reports,
-            switches = ctl.switches, cwnd = ctl.cwnd_bytes(), remembered, "flow closed"
+            handovers = ctl.handovers, cwnd = ctl.cwnd_bytes(), remembered, "flow closed"
         );
         self.agent.registry.remove(key);
         if let Some(ev) = &self.agent.events {
-            ev.close(key, ctl.name(), ctl.reports, ctl.switches);
+            ev.close(key, ctl.name(), ctl.reports, ctl.handovers);
         }
     }
 
@@ -436,9 +436,9 @@ impl<'a, W: Write> Connection<'a, W> {
     }
 }
 
-/// Apply what changed in the registry since the flow last looked: its pin (switching at once)
+/// Apply what changed in the registry since the flow last looked: its pin (handing over at once)
 /// and the policy its selector follows.
-fn refresh(entry: &mut FlowEntry, key: FlowId, registry: &Registry) -> Result<Option<Switch>> {
+fn refresh(entry: &mut FlowEntry, key: FlowId, registry: &Registry) -> Result<Option<Handover>> {
     let generation = registry.generation();
     if generation == entry.generation {
         return Ok(None);
@@ -459,15 +459,15 @@ fn refresh(entry: &mut FlowEntry, key: FlowId, registry: &Registry) -> Result<Op
     entry.ctl.pin(pinned.as_deref())
 }
 
-fn log_switch(agent: &Agent, key: FlowId, s: &Switch) {
+fn log_handover(agent: &Agent, key: FlowId, s: &Handover) {
     info!(
         datapath = key.datapath, sid = key.sid, from = %s.from, to = %s.to, kind = s.kind.as_str(),
         reason = %s.reason, cwnd = s.cwnd_bytes, pacing_rate = s.pacing_rate_bytes_per_s,
         features = %s.features.as_ref().map_or_else(String::new, |f| serde_json::to_string(f).unwrap_or_default()),
-        "flow switched algorithm"
+        "flow handed over to another algorithm"
     );
     if let Some(ev) = &agent.events {
-        ev.switch(key, s);
+        ev.handover(key, s);
     }
 }
 

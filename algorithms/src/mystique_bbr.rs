@@ -42,7 +42,7 @@
 //! means inheriting it as a window. The model is seeded from the flow — `max_bw` = window /
 //! recent RTT ([`FlowState::handover_rate_bytes_per_s`]), `min_rtt` = the flow's minimum RTT —
 //! and the flow cruises at once (no startup burst), with the first probe `t_step` and the
-//! first recalibration `period` after the switch. The cruise window `gain × max_bw × min_rtt`
+//! first recalibration `period` after the handover. The cruise window `gain × max_bw × min_rtt`
 //! is the inherited window less the queue the predecessor kept (`cwnd × min_rtt / srtt`): the
 //! same delivery rate, the standing queue drained. It is never above the inherited window.
 //! Before any RTT sample there is nothing to inherit, and the flow starts afresh in Startup.
@@ -447,7 +447,7 @@ mod tests {
         }
         s.state.ssthresh_bytes = s.state.cwnd_bytes;
         let shared = Arc::new(Mutex::new(MystiqueBbr::default()));
-        s.switch_to(Box::new(Shared(shared.clone())));
+        s.hand_over_to(Box::new(Shared(shared.clone())));
         (s, shared)
     }
 

@@ -35,7 +35,7 @@ This report's measurement:
     ``delivery_rate``  delivery rate of this report (also ``bw``)
     ``now_us``         datapath clock
 
-The flow's state (shared by every algorithm, kept across algorithm switches):
+The flow's state (shared by every algorithm, kept across algorithm handovers):
     ``min_rtt_us``, ``srtt_us`` (RFC 6298), ``max_bw`` (largest delivery rate), ``mss``,
     ``cwnd``, ``ssthresh``, ``rate`` (pacing rate or None), ``in_slow_start`` (cwnd <
     ssthresh), ``in_recovery`` (a recovery episode started by ``classify()``),

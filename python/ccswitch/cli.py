@@ -23,7 +23,7 @@ where ALG is
   NAME:PARAM=VALUE,...         with parameters, e.g. kernel:cubic:beta=0.8,hystart=0
   py:MODULE:CLASS              a Python class, e.g. kernel:py:ccswitch.examples.reno:Reno
                                (the scenario's directory is on PYTHONPATH)
-  policy:NAME[:KEY=VALUE,...]  a built-in policy choosing and switching each flow's algorithm,
+  policy:NAME[:KEY=VALUE,...]  a built-in policy choosing each flow's algorithm and handing it over,
                                e.g. kernel:policy:mystique:rtt_threshold_ms=40
                                (built-ins and their rules: ccswitch algorithms)
   policy:FILE[:KEY=VALUE,...]  a policy file (contains '/' or ends in .toml; relative to the
@@ -52,7 +52,25 @@ def build_parser() -> argparse.ArgumentParser:
     control.add_cli(sub)
     sweep.add_cli(sub)
     dataset.add_cli(sub)
+    for old, new in RENAMED_COMMANDS.items():
+        _refuse_renamed(sub, old, new)
     return parser
+
+
+#: Subcommands of earlier versions and what they are called now; the old name is refused with
+#: an error naming the new one (one word per concept: a change of algorithm is a handover).
+RENAMED_COMMANDS = {"switching": "handover"}
+
+
+def _refuse_renamed(sub, old: str, new: str) -> None:
+    p = sub.add_parser(old, add_help=False, help=argparse.SUPPRESS)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def refuse(args) -> int:
+        print(f"ccswitch: error: `ccswitch {old}` was renamed: use `ccswitch {new}`", file=sys.stderr)
+        return 2
+
+    p.set_defaults(func=refuse)
 
 
 def _explain_schemes(run: argparse.ArgumentParser) -> None:

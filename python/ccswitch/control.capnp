@@ -82,7 +82,7 @@ struct FlowInfo {
   algorithm @6 :Text;          # the algorithm running now
   pinned @7 :Text;             # the algorithm a pin holds the flow to; empty if none
   reports @8 :UInt64;
-  switches @9 :UInt32;
+  handovers @9 :UInt32;
   cwndBytes @10 :UInt64;       # 0 until the first report
   # The selector's features, by name (see the agent's selector); empty while the flow has
   # none. A list of pairs, so that new features need no schema change.

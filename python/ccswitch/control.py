@@ -101,7 +101,7 @@ class ControlClient:
 
     def list_flows(self) -> List[Dict[str, Any]]:
         """Every flow: datapath, sid, src, sport, dst, dport, algorithm, pinned (None if no
-        pin applies), reports, switches, cwnd_bytes (None before the first report) and
+        pin applies), reports, handovers, cwnd_bytes (None before the first report) and
         features (a dict by name, empty while the flow has none)."""
         req = schema().Request.new_message()
         req.listFlows = None
@@ -267,7 +267,7 @@ def _flow(f) -> Dict[str, Any]:
         "algorithm": f.algorithm,
         "pinned": f.pinned or None,
         "reports": f.reports,
-        "switches": f.switches,
+        "handovers": f.handovers,
         "cwnd_bytes": f.cwndBytes or None,
         "features": {x.name: x.value for x in f.features},
     }
@@ -516,7 +516,7 @@ def format_flows(flows: List[Dict[str, Any]]) -> str:
     rows = []
     for f in flows:
         row = [f"{f['datapath']}:{f['sid']}", _endpoint(f["src"], f["sport"]), _endpoint(f["dst"], f["dport"]),
-               f["algorithm"], f["pinned"] or "-", str(f["reports"]), str(f["switches"]),
+               f["algorithm"], f["pinned"] or "-", str(f["reports"]), str(f["handovers"]),
                str(f["cwnd_bytes"]) if f["cwnd_bytes"] is not None else "-"]
         for name, _, fmt in LIST_FEATURES:
             v = f["features"].get(name)

@@ -106,3 +106,8 @@ def test_the_readme_calls_the_cli_one_way_without_sudo():
     bare = [c for c in commands if c.startswith("ccswitch ")]
     assert not bare, f"README calls ccswitch without .venv/bin/: {bare}"
     assert sum(c.startswith(".venv/bin/ccswitch ") for c in commands) >= 10
+
+
+def test_a_renamed_command_is_refused_with_its_new_name():
+    r = run_cli("switching", "smoothness", "somewhere")
+    assert r.returncode == 2 and "`ccswitch switching` was renamed: use `ccswitch handover`" in r.stderr, r

@@ -1,7 +1,7 @@
 """The agent's control interface through the Python client and `ccswitch control`: a real
 `ccswitch-agent` with --control-socket, flows from a fake CCP datapath speaking the wire
 protocol on its datapath socket. Lists flows, pins ports, prefixes and flows (a pinned flow
-switches at its next report), loads policies by name and as text, and answers unknown or
+is handed over at its next report), loads policies by name and as text, and answers unknown or
 malformed requests with clear errors while staying up. Needs the Rust binaries (make build);
 fails rather than skips without them. The client-side helpers at the end need nothing."""
 
@@ -82,15 +82,15 @@ def test_a_flow_is_listed_and_switches_to_its_pin_at_the_next_report(agent):
             f = only_flow(c)
             assert (f["datapath"], f["sid"], f["algorithm"], f["pinned"]) == (1, 3, "reno", None)
             assert (f["src"], f["sport"], f["dst"], f["dport"]) == (SERVER, SERVER_PORT, CLIENT, CLIENT_PORT)
-            assert (f["reports"], f["switches"]) == (1, 0)
+            assert (f["reports"], f["handovers"]) == (1, 0)
             assert f["cwnd_bytes"] and f["cwnd_bytes"] >= 10 * MSS_BYTES
 
             assert c.pin("cubic", flow=(1, 3)) == "pinned flow 1:3 to cubic (1 flow now)"
             f = only_flow(c)
-            assert (f["algorithm"], f["pinned"]) == ("reno", "cubic"), "switches at the next report"
+            assert (f["algorithm"], f["pinned"]) == ("reno", "cubic"), "handed over at the next report"
             dp.report(sid=3)
             f = only_flow(c)
-            assert (f["algorithm"], f["pinned"], f["switches"], f["reports"]) == ("cubic", "cubic", 1, 2)
+            assert (f["algorithm"], f["pinned"], f["handovers"], f["reports"]) == ("cubic", "cubic", 1, 2)
 
             # A prefix pin covers the flow, but the flow pin is more specific.
             assert c.pin("bbr", prefix="10.20.0.0/16") == "pinned prefix 10.20.0.0/16 to bbr (1 flow now)"
@@ -99,7 +99,7 @@ def test_a_flow_is_listed_and_switches_to_its_pin_at_the_next_report(agent):
             c.unpin(flow=(1, 3))
             dp.report(sid=3)
             f = only_flow(c)
-            assert (f["algorithm"], f["pinned"], f["switches"]) == ("bbr", "bbr", 2)
+            assert (f["algorithm"], f["pinned"], f["handovers"]) == ("bbr", "bbr", 2)
 
             with pytest.raises(ControlError, match=r"no flow 1:99 \(datapath 1, socket id 99\)"):
                 c.pin("bbr", flow=(1, 99))
@@ -168,7 +168,7 @@ def test_python_algorithms_can_be_pinned_and_import_errors_are_reported(agent):
         with agent.client() as c:
             assert c.pin("py:ccswitch.examples.reno:Reno", flow=(1, 2)).startswith("pinned flow 1:2")
             dp.report(sid=2)
-            assert only_flow(c)["switches"] == 1
+            assert only_flow(c)["handovers"] == 1
             with pytest.raises(ControlError, match="cannot import no_such_module"):
                 c.pin("py:no_such_module:Algo", port=80)
             with pytest.raises(ControlError, match="expected py:MODULE:CLASS"):
@@ -389,7 +389,7 @@ def test_the_client_checks_its_arguments_before_sending():
 
 def test_the_flow_table_shows_key_features():
     flows = [{"datapath": 1, "sid": 2, "src": "2001:db8::1", "sport": 443, "dst": "10.0.0.1", "dport": 5000,
-              "algorithm": "bbr", "pinned": None, "reports": 7, "switches": 1, "cwnd_bytes": 28960,
+              "algorithm": "bbr", "pinned": None, "reports": 7, "handovers": 1, "cwnd_bytes": 28960,
               "features": {"min_rtt_ms": 20.04, "rtt_cov": 0.1234, "loss_rate": 0.015}}]
     header, row = control.format_flows(flows).splitlines()
     assert header.split() == ["FLOW", "SERVER", "CLIENT", "ALGORITHM", "PINNED", "REPORTS", "SWITCHES", "CWND",

@@ -50,7 +50,7 @@ def events(t0_us, rtts, mss=1448, lost_at=()):
                     "delivery_rate_bps": 8_000_000, "timeout": False, "dp_us": 1000 + 10_000 * i,
                     "cwnd_bytes": 14480, "bytes_in_flight": 2896, "pacing_rate_bps": None})
     out.append({"event": "close", "t_us": t0_us + 10_000 * (len(rtts) + 2), "datapath": 1, "sid": 7,
-                "algorithm": "bbr", "reports": len(rtts), "switches": 0})
+                "algorithm": "bbr", "reports": len(rtts), "handovers": 0})
     return out
 
 

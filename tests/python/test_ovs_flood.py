@@ -82,7 +82,7 @@ def mac_of(dev: str, netns: str = None) -> bytes:
 def syn_flood(ifname: str, dst_mac: bytes, dst_ip: str, dport: int, count: int, *, seed: int = 1,
               burst: int = 200, pause_s: float = 0.003, deadline_s: float = 60.0) -> int:
     """Send `count` SYNs with random sources from SPOOF_NET and random ports; bounded in count
-    and time. Bursts with pauses keep the veth backlog and the switch's socket from
+    and time. Bursts with pauses keep the veth backlog and ovs-vswitchd's socket from
     overflowing, so that every SYN reaches the port. Returns how many were sent."""
     rng = random.Random(seed)
     src_mac = mac_of(ifname)

@@ -1,5 +1,5 @@
 """How `ccswitch run` drives the ovs datapath's shim, checked with a stand-in for
-`ccswitch-ovs` beside the real agent: one shim per ovs transfer, in the switch
+`ccswitch-ovs` beside the real agent: one shim per ovs transfer, in the bridge
 namespace, on the server's port, connected to the agent, stopped with SIGTERM; its stats file
 in the results and its figures in the report; a shim that fails to attach stops the run with a
 clear error and a full teardown. Needs root, mahimahi, openvswitch-switch and ccswitch-agent;

@@ -83,14 +83,14 @@ def check_common(r, row, before, after):
     assert row["error"] is None and row["sha256_ok"], row
     assert row["bytes"] == FILE_BYTES
     assert row["cc_observed"] in (None, "cubic")
-    # The server's frames entered the switch at its port and left through the uplink, and the
+    # The server's frames entered the bridge at its port and left through the uplink, and the
     # clients' frames the other way: the bridge carried the transfer.
     d = {dev: {k: after[dev][k] - before[dev][k] for k in after[dev]} for dev in after}
     assert d[f.server_port]["rx_packets"] >= MIN_FRAMES, d
     assert d[f.uplink]["tx_packets"] >= MIN_FRAMES, d
     assert d[f.server_port]["tx_packets"] > 0 and d[f.uplink]["rx_packets"] > 0, d
     assert d[f.server_port]["rx_bytes"] >= FILE_BYTES, d
-    # The root namespace reaches the server only through the gateway veth into the switch.
+    # The root namespace reaches the server only through the gateway veth into the bridge namespace.
     assert f.server_port not in links(), "the server's outer veth end must be in the bridge namespace"
     addrs = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", f.gateway], capture_output=True, text=True).stdout
     assert f"{r.ns.root_ip}/30" in addrs, addrs

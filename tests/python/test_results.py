@@ -28,13 +28,13 @@ def test_parquet_roundtrip(tmp_path):
 
 
 def agent_row(**kw):
-    """A row as the runner writes it for an agent scheme that switched once."""
+    """A row as the runner writes it for an agent scheme handed over once."""
     row = dict(sample_rows()[0], scheme="kernel:policy:mystique", curl_exit=None,
                path="RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts", rtt_ms=50, delay_ms=25,
                loss_downlink=0.01, loss_uplink=0.0, downlink_mbps=24.0, uplink_mbps=24.0,
                downlink_trace=None, uplink_trace=None, queue_packets=100,
                algorithms=["cubic", "hybla"], on_report_errors=0,
-               switches=[{"t_s": 0.5, "from": "cubic", "to": "hybla", "kind": "spatial", "reason": "rule 1",
+               handover_events=[{"t_s": 0.5, "from": "cubic", "to": "hybla", "kind": "spatial", "reason": "rule 1",
                           "features": {"loss_rate": 0.0, "rtt_ms": 50.0}, "cwnd_bytes": 14480,
                           "pacing_rate_bps": None}])
     row.update(kw)
@@ -45,17 +45,17 @@ def test_parquet_carries_the_path_the_algorithms_and_the_handovers(tmp_path):
     p = tmp_path / "transfers.parquet"
     trace = "/usr/share/mahimahi/traces/TMobile-LTE-short.down"
     rows = [agent_row(), agent_row(downlink_mbps=None, uplink_mbps=None, downlink_trace=trace, uplink_trace=trace,
-                                   queue_packets=None, algorithms=["Raises"], switches=[], on_report_errors=73)]
+                                   queue_packets=None, algorithms=["Raises"], handover_events=[], on_report_errors=73)]
     results.write_transfers_parquet(p, rows)
     a, b = results.read_transfers_parquet(p)
     assert (a["rtt_ms"], a["loss_downlink"], a["downlink_mbps"], a["queue_packets"]) == (50, 0.01, 24.0, 100)
     assert a["path"] == "RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts"
     assert a["algorithms"] == ["cubic", "hybla"] and a["handovers"] == 1
-    (sw,) = a["switches"]
+    (sw,) = a["handover_events"]
     assert (sw["from"], sw["to"], sw["kind"], sw["t_s"]) == ("cubic", "hybla", "spatial", 0.5)
     assert json.loads(sw["features"]) == {"loss_rate": 0.0, "rtt_ms": 50.0}
     assert (b["downlink_trace"], b["downlink_mbps"], b["queue_packets"]) == (trace, None, None)
-    assert (b["handovers"], b["switches"], b["on_report_errors"]) == (0, [], 73)
+    assert (b["handovers"], b["handover_events"], b["on_report_errors"]) == (0, [], 73)
 
 
 def test_parquet_columns_are_the_documented_ones(tmp_path):
@@ -138,3 +138,13 @@ def test_a_panel_whose_transfers_all_failed_is_marked_with_aligned_ticks(tmp_pat
     assert a["marks"] == [(1, "2 failed"), (2, "2 failed"), (3, "2 failed")]
     assert b["marks"] == [(1, "2 failed"), (2, "2 failed"), (3, "2 failed")]
     assert b["ticks"] == a["ticks"] and b["xlim"] == a["xlim"]
+
+
+def test_rows_of_earlier_versions_are_read_in_todays_names():
+    old = {"scheme": "switch:bbr", "switches": [{"t_s": 1.0}], "switch_stats": "switch/001.json",
+           "switch_log": "logs/switch-001.log", "switch_exit": 0}
+    row = results.upgrade_row(dict(old))
+    assert row == {"scheme": "ovs:bbr", "handover_events": [{"t_s": 1.0}], "ovs_stats": "switch/001.json",
+                   "ovs_log": "logs/switch-001.log", "ovs_exit": 0}
+    assert results.upgrade_row({"scheme": "ccswitch:py:m:C"})["scheme"] == "kernel:py:m:C"
+    assert results.upgrade_row({"scheme": "native:cubic"})["scheme"] == "native:cubic"

@@ -18,7 +18,7 @@
 //!
 //! [hysteresis]              # temporal decisions only (required with temporal = true)
 //! min_dwell_ms = 3000       # at least this long on an algorithm (datapath clock)
-//! agreeing = 3              # this many equal decisions in a row before switching
+//! agreeing = 3              # this many equal decisions in a row before a handover
 //!
 //! [params]                  # named numbers for the rules, overridable from the spec
 //! rtt_threshold_ms = 50
@@ -131,9 +131,9 @@ struct RuleFile {
 /// How a temporal decision is held back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hysteresis {
-    /// Least time on an algorithm before the next switch, µs of the datapath clock.
+    /// Least time on an algorithm before the next handover, µs of the datapath clock.
     pub min_dwell_us: u64,
-    /// Equal decisions in a row needed for a switch.
+    /// Equal decisions in a row needed for a handover.
     pub agreeing: u32,
 }
 
@@ -708,7 +708,7 @@ fn read_file(table: &Table) -> PolicyFile {
         f.unknown(HYSTERESIS_FIELDS);
         HysteresisFile {
             min_dwell_ms: f.whole("min_dwell_ms", Some("least time on an algorithm, ms")).unwrap_or_default(),
-            agreeing: f.whole("agreeing", Some("equal decisions in a row before a switch")).unwrap_or_default(),
+            agreeing: f.whole("agreeing", Some("equal decisions in a row before a handover")).unwrap_or_default(),
         }
     });
 

@@ -14,13 +14,13 @@ downloaded file is hashed and compared with the served file, then deleted.
 With a bridge (scenario key `bridge`, automatic for `ovs:` schemes) every scheme's traffic
 crosses the same bridge in a bridge namespace (ovs.py); an `ovs:` transfer additionally
 runs `ccswitch-ovs` on the bridge's server-facing port for its duration and leaves the
-shim's stats file in `switch/` of the results.
+shim's stats file in `ovs/` of the results.
 
 Schemes that use the agent (`kernel:`, `ovs:`, their `policy:` forms) run it with
 `--events events/agent-NNN.jsonl`; after each of their transfers the flow's events are found
-and attached to the row (`switching.EventCollector`: `algorithms`, `switches`, `events`), and
-scenarios with `analysis` / `plots = ["flows"]` get their switching analysis and flow plots at
-the end (switching.py).
+and attached to the row (`handover.EventCollector`: `algorithms`, `handover_events`, `events`), and
+scenarios with `analysis` / `plots = ["flows"]` get their handover analysis and flow plots at
+the end (handover.py).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .. import traces as _traces
 from . import results, stats
 from . import ovs as _ovs
-from . import switching as _switching
+from . import handover as _handover
 from .scenario import Client, Scenario, Scheme, check_schemes
 from .topology import (
     SERVER_PORT, AgentError, CcswitchDaemons, Nginx, Processes, ServerNamespace, SysctlGuard, Teardown,
@@ -240,7 +240,7 @@ def parse_ss_peer(text: str) -> Optional[str]:
         found = _SS_ADDR_RE.findall(line)
         if len(found) >= 2:
             ip, port = found[1]
-            return _switching.format_peer(ip.strip("[]"), port)
+            return _handover.format_peer(ip.strip("[]"), port)
     return None
 
 
@@ -396,7 +396,7 @@ class Runner:
         self.current_download: Optional[str] = None
         #: (wall-clock start, end, agent events file) of the last transfer, for its flow's events
         self.last_transfer: Optional[tuple] = None
-        self.collector: Optional[_switching.EventCollector] = None
+        self.collector: Optional[_handover.EventCollector] = None
 
     # -- setup -----------------------------------------------------------------
     def setup(self) -> None:
@@ -447,8 +447,8 @@ class Runner:
                                            events_dir=os.path.join(self.out_dir, "events"),
                                            destination_memory=sc.destination_memory)
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
-            self.collector = _switching.EventCollector(self.out_dir)
-            self.teardown.push("close switches.jsonl", self.collector.close)
+            self.collector = _handover.EventCollector(self.out_dir)
+            self.teardown.push("close handovers.jsonl", self.collector.close)
         if sc.uses_ovs:
             if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
                 # run time of the port programs, for the overhead figures
@@ -522,7 +522,7 @@ class Runner:
                "error": None, "curl_exit": None}
         row.update(client.path_fields())
         if scheme.uses_agent:
-            row.update(algorithms=None, switches=None, on_report_errors=None)
+            row.update(algorithms=None, handover_events=None, on_report_errors=None)
         return row
 
     def _communicate(self, what: str, out_file: str, size: int, t0: float) -> Tuple[str, str]:
@@ -617,10 +617,10 @@ class Runner:
             if os.path.exists(out_file):
                 os.unlink(out_file)
             if scheme.kind == "ovs":
-                self._finish_switch(row)
+                self._finish_handover(row)
         return row
 
-    def _finish_switch(self, row: dict) -> None:
+    def _finish_handover(self, row: dict) -> None:
         """Stop the transfer's shim; a shim that died during the transfer fails the row (the
         scheme was not what ran)."""
         shim = self.ovs_shim
@@ -700,10 +700,10 @@ class Runner:
             cc = (f" (server socket used {row['cc_observed']})"
                   if row["cc_observed"] and row["cc_observed"] != self.kernel_cc(scheme) else "")
             sz = f" {size}B" if len(client.file_sizes) > 1 else ""
-            sw = self._switch_note(row) + self._algorithms_note(row)
+            sw = self._handover_note(row) + self._algorithms_note(row)
             self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}{sw}")
 
-    def _switch_note(self, row: dict) -> str:
+    def _handover_note(self, row: dict) -> str:
         if not row.get("ovs_stats"):
             return ""
         doc = _ovs.load_stats(os.path.join(self.out_dir, row["ovs_stats"]))
@@ -715,7 +715,7 @@ class Runner:
 
     @staticmethod
     def _algorithms_note(row: dict) -> str:
-        if row.get("switches"):
+        if row.get("handover_events"):
             return f" [{' > '.join(str(a) for a in row['algorithms'])}]"
         if row.get("events_note"):
             return f" [events: {row['events_note']}]"
@@ -756,7 +756,7 @@ class Runner:
             doc["ovs_overhead"] = overhead
             if overhead:
                 table += "\n\n" + _ovs.format_overhead(overhead)
-        table += self._switching_outputs(doc)
+        table += self._handover_outputs(doc)
         results.write_json_atomic(os.path.join(self.out_dir, "summary.json"), doc)
         results.write_text_atomic(os.path.join(self.out_dir, "summary.txt"), table + "\n")
         self.table = table
@@ -771,21 +771,21 @@ class Runner:
             log(f"warning: could not draw tct.png: {e}")
 
 
-    def _switching_outputs(self, doc: dict) -> str:
-        """The flow plots and the scenario's switching analysis (text for summary.txt; the
+    def _handover_outputs(self, doc: dict) -> str:
+        """The flow plots and the scenario's handover analysis (text for summary.txt; the
         result goes into `doc`). Neither may lose the run's data: failures are logged."""
         sc, text = self.sc, ""
         if "flows" in sc.plots:
             schemes = [s.label for s in sc.schemes if s.is_policy] + list(sc.plot_schemes)
             try:
-                n = len(_switching.plot_run(self.out_dir, self.rows, schemes))
+                n = len(_handover.plot_run(self.out_dir, self.rows, schemes))
                 self._say(f"{n} flow plots in {os.path.join(self.out_dir, 'flows')}")
             except Exception as e:
                 log(f"warning: could not draw the flow plots: {e}")
         if sc.analysis:
             try:
-                res, analysis = _switching.analyze(self.out_dir, sc.analysis, rows=self.rows, scenario=sc)
-                doc["switching"] = res
+                res, analysis = _handover.analyze(self.out_dir, sc.analysis, rows=self.rows, scenario=sc)
+                doc["handover"] = res
                 text = "\n\n" + analysis
             except Exception as e:
                 log(f"warning: the {sc.analysis} analysis failed: {e}")
@@ -813,7 +813,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--bridge", choices=("ovs", "linux", "none"),
                    help="bridge between server and clients (overrides the scenario's bridge)")
     p.set_defaults(func=_cli_run, parser=p)
-    _switching.add_cli(subparsers)
+    _handover.add_cli(subparsers)
 
 
 def _cli_run(args) -> int:

@@ -31,7 +31,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _POLICY_PARAMS = r"[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+(,[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+)*"
 _POLICY_RE = re.compile(r"^(?P<target>[^:]+)(:(?P<params>" + _POLICY_PARAMS + "))?$")
 POLICY_PREFIX = "policy:"
-#: What `Scenario.analysis` may name (switching.py) and what `plots` may ask for.
+#: What `Scenario.analysis` may name (handover.py) and what `plots` may ask for.
 ANALYSES = ("smoothness", "mix", "mcc")
 PLOTS = ("flows",)
 
@@ -64,7 +64,7 @@ class Scheme:
     """`native:ALG` (kernel CC in the server namespace), `kernel:ALG` (agent algorithm on
     the kernel datapath) or `ovs:ALG` (agent algorithm enforced from the bridge port in
     front of a server that keeps its stock congestion control). `kernel:policy:SPEC` and
-    `ovs:policy:SPEC` let the agent's selector choose (and switch) each flow's algorithm
+    `ovs:policy:SPEC` let the agent's selector choose each flow's algorithm (and hand it over)
     by a policy: a built-in name or a TOML file, with optional `:PARAM=VALUE,...`."""
 
     kind: str  # one of SCHEME_KINDS
@@ -162,7 +162,7 @@ class Scenario:
     agent_settle_s: float = 1.0
     bridge: Optional[str] = None  # as written; None = automatic (see bridge_kind)
     ovs_server_cc: str = "cubic"
-    #: the analysis of switching.py that runs at the end ("smoothness", "mix", "mcc"), if any
+    #: the analysis of handover.py that runs at the end ("smoothness", "mix", "mcc"), if any
     analysis: Optional[str] = None
     #: extra outputs: "flows" = window/throughput plots of the transfers of policy schemes and
     #: of `plot_schemes`
@@ -192,8 +192,8 @@ class Scenario:
     def check_bridge(self) -> None:
         """`ovs:` schemes need a bridge port to act on."""
         if self.uses_ovs and self.bridge_kind == "none":
-            switch = next(s.label for s in self.schemes if s.kind == "ovs")
-            raise ScenarioError(f'bridge: {switch!r} needs a bridge ("ovs" or "linux"), got "none"')
+            ovs_scheme = next(s.label for s in self.schemes if s.kind == "ovs")
+            raise ScenarioError(f'bridge: {ovs_scheme!r} needs a bridge ("ovs" or "linux"), got "none"')
 
     def check_timeouts(self) -> None:
         """Every file can arrive within `timeout_s` at its client's constant link rate (a

@@ -542,7 +542,7 @@ class CcswitchDaemons:
     the same agent.
 
     With `events_dir`, every agent start writes its flow events (creation, reports, algorithm
-    switches, close; JSONL) to `events_dir/agent-NNN.jsonl`, NNN counting the starts like the
+    handovers, close; JSONL) to `events_dir/agent-NNN.jsonl`, NNN counting the starts like the
     logs `agent-NNN-ALG.log`; `events_path` is the current agent's file."""
 
     CC_NAME = "ccswitch"

@@ -1,5 +1,5 @@
 """Policy schemes in scenarios (`kernel:policy:NAME|FILE`, `ovs:policy:NAME|FILE`), the
-scenario keys of the switching experiments, and how the agent is started for them."""
+scenario keys of the handover experiments, and how the agent is started for them."""
 
 import os
 
@@ -120,7 +120,7 @@ def test_output_keys():
 
 
 def test_the_switching_scenarios():
-    smooth = load_scenario(os.path.join(REPO, "experiments", "switching-smoothness.toml"))
+    smooth = load_scenario(os.path.join(REPO, "experiments", "handover-smoothness.toml"))
     policy_file = os.path.join(REPO, "experiments", "policies", "cubic-bbr-westwood.toml")
     assert {s.kind for s in smooth.schemes if s.policy == policy_file} == {"kernel", "ovs"}
     for kind in ("kernel", "ovs"):

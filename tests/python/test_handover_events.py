@@ -1,13 +1,13 @@
 """The agent's flow events in experiment results: reading them while the agent writes, matching
-flows to transfers, attaching switches to rows, and the flow plots. Synthetic event files."""
+flows to transfers, attaching handovers to rows, and the flow plots. Synthetic event files."""
 
 import json
 import os
 
 import pytest
 
-from ccswitch.experiments import switching
-from ccswitch.experiments.switching import EventCollector, EventStream, SwitchingError
+from ccswitch.experiments import handover
+from ccswitch.experiments.handover import EventCollector, EventStream, HandoverError
 
 T0_US = 1_700_000_000_000_000
 CLIENT = "198.18.0.1"
@@ -24,8 +24,8 @@ def report(t_us, sid, acked, cwnd=20_000, inflight=15_000, algorithm="cubic", da
             "lost_packets": 0, "bytes_in_flight": inflight, "delivery_rate_bps": acked * 8 * 20, "timeout": False}
 
 
-def switch(t_us, sid, frm, to, cwnd=20_000, datapath=1):
-    return {"event": "switch", "t_us": t_us, "datapath": datapath, "sid": sid, "from": frm, "to": to,
+def handover_event(t_us, sid, frm, to, cwnd=20_000, datapath=1):
+    return {"event": "handover", "t_us": t_us, "datapath": datapath, "sid": sid, "from": frm, "to": to,
             "kind": "temporal", "reason": f"rule 2: elapsed_s < 20 -> {to}",
             "features": {"elapsed_s": (t_us - T0_US) / 1e6, "samples": 1}, "cwnd_bytes": cwnd,
             "pacing_rate_bps": None}
@@ -33,7 +33,7 @@ def switch(t_us, sid, frm, to, cwnd=20_000, datapath=1):
 
 def close(t_us, sid, algorithm, datapath=1):
     return {"event": "close", "t_us": t_us, "datapath": datapath, "sid": sid, "algorithm": algorithm,
-            "reports": 3, "switches": 1}
+            "reports": 3, "handovers": 1}
 
 
 def write_events(path, events, tail=""):
@@ -43,14 +43,14 @@ def write_events(path, events, tail=""):
 
 def three_flows():
     """sid 1: an earlier transfer; sid 2: a stray connection during the transfer; sid 3: the
-    transfer (client port 40003), switched cubic -> bbr 1 s after it started."""
+    transfer (client port 40003), handed over from cubic to bbr 1 s after it started."""
     s = 1_000_000
     return [
         flow_event(T0_US - 20 * s, 1, 40001), report(T0_US - 19 * s, 1, 90_000), close(T0_US - 18 * s, 1, "cubic"),
         flow_event(T0_US + 100_000, 3, 40003),
         flow_event(T0_US + 150_000, 2, 40002), report(T0_US + 200_000, 2, 500),
         report(T0_US + 500_000, 3, 30_000),
-        switch(T0_US + 1_100_000, 3, "cubic", "bbr"),
+        handover_event(T0_US + 1_100_000, 3, "cubic", "bbr"),
         report(T0_US + 1_200_000, 3, 40_000, algorithm="bbr"),
         close(T0_US + 2_000_000, 3, "bbr"),
     ]
@@ -90,23 +90,23 @@ def test_match_by_address_then_time():
         st.add(e)
     flows = list(st.flows.values())
     t1 = T0_US + 3_000_000
-    fl, how = switching.match_flow(flows, T0_US, t1, f"{CLIENT}:40003")
+    fl, how = handover.match_flow(flows, T0_US, t1, f"{CLIENT}:40003")
     assert (fl.sid, how) == (3, "address+time")
     # the address of the stray connection picks it, even though it acknowledged less
-    fl, how = switching.match_flow(flows, T0_US, t1, f"{CLIENT}:40002")
+    fl, how = handover.match_flow(flows, T0_US, t1, f"{CLIENT}:40002")
     assert fl.sid == 2
     # unknown address: the flow of the window that acknowledged most
-    fl, how = switching.match_flow(flows, T0_US, t1, None)
+    fl, how = handover.match_flow(flows, T0_US, t1, None)
     assert (fl.sid, how) == (3, "time (largest of 2)")
     # an address nobody has: fall back to the window
-    fl, how = switching.match_flow(flows, T0_US, t1, f"{CLIENT}:1")
+    fl, how = handover.match_flow(flows, T0_US, t1, f"{CLIENT}:1")
     assert fl.sid == 3 and how.startswith("time")
     # a window without flows (the earlier transfer lies outside it)
-    assert switching.match_flow(flows, T0_US + 5_000_000, T0_US + 6_000_000, None) == (None, "none")
+    assert handover.match_flow(flows, T0_US + 5_000_000, T0_US + 6_000_000, None) == (None, "none")
     # a live flow re-announced to a restarted agent just before the transfer is not it
     for e in [flow_event(T0_US - 300_000, 4, 40004), report(T0_US + 100_000, 4, 10_000_000)]:
         st.add(e)
-    fl, how = switching.match_flow(list(st.flows.values()), T0_US, t1, None)
+    fl, how = handover.match_flow(list(st.flows.values()), T0_US, t1, None)
     assert (fl.sid, how) == (3, "time (largest of 2)")
 
 
@@ -115,7 +115,7 @@ def row(scheme="kernel:policy:p.toml"):
             "sha256_ok": True, "error": None}
 
 
-def test_collector_attaches_switches_and_writes_the_slice(tmp_path):
+def test_collector_attaches_handovers_and_writes_the_slice(tmp_path):
     events_path = tmp_path / "events" / "agent-001.jsonl"
     events_path.parent.mkdir()
     write_events(events_path, three_flows())
@@ -124,16 +124,16 @@ def test_collector_attaches_switches_and_writes_the_slice(tmp_path):
     c.attach(4, r, str(events_path), T0_US / 1e6, T0_US / 1e6 + 3, f"{CLIENT}:40003", wait_close_s=0)
     c.close()
     assert r["algorithms"] == ["cubic", "bbr"]
-    (sw,) = r["switches"]
+    (sw,) = r["handover_events"]
     assert sw["t_s"] == pytest.approx(1.0) and (sw["from"], sw["to"]) == ("cubic", "bbr")
     assert sw["reason"].startswith("rule 2") and sw["features"]["samples"] == 1 and sw["kind"] == "temporal"
     assert r["flow"] == {"datapath": 1, "sid": 3, "peer": f"{CLIENT}:40003", "matched_by": "address+time",
                          "closed": True, "reports": 2}
     assert r["events"] == "flows/004-c-2000000-kernel_policy_p.toml-rep1.jsonl"
-    sliced = switching.read_events(str(tmp_path / r["events"]))
-    assert [e["event"] for e in sliced] == ["flow", "report", "switch", "report", "close"]
+    sliced = handover.read_events(str(tmp_path / r["events"]))
+    assert [e["event"] for e in sliced] == ["flow", "report", "handover", "report", "close"]
     assert {e["sid"] for e in sliced} == {3}
-    logged = [json.loads(l) for l in (tmp_path / "switches.jsonl").read_text().splitlines()]
+    logged = [json.loads(l) for l in (tmp_path / "handovers.jsonl").read_text().splitlines()]
     assert logged == [dict(sw, transfer=4, client="c", scheme="kernel:policy:p.toml", repetition=1,
                            file_bytes=2_000_000)]
 
@@ -160,7 +160,7 @@ def test_collector_notes_a_missing_flow(tmp_path):
     r = row()
     EventCollector(str(tmp_path)).attach(1, r, str(events_path), T0_US / 1e6 + 60, T0_US / 1e6 + 61, None,
                                          wait_close_s=0)
-    assert r["switches"] is None and r["events"] is None
+    assert r["handover_events"] is None and r["events"] is None
     assert r["events_note"] == "no flow of agent-001.jsonl started during the transfer"
     r = row()
     EventCollector(str(tmp_path)).attach(1, r, None, 0, 1, None, wait_close_s=0)
@@ -170,21 +170,21 @@ def test_collector_notes_a_missing_flow(tmp_path):
 def test_strict_reading_names_the_line(tmp_path):
     p = tmp_path / "slice.jsonl"
     write_events(p, three_flows()[:2], tail='{"event": "report", "t_us": 1, "datapath": 1}\n')
-    with pytest.raises(SwitchingError, match=r"slice.jsonl:3: report event without an integer 'sid'"):
-        switching.read_events(str(p))
-    with pytest.raises(SwitchingError, match="events file not found"):
-        switching.read_events(str(tmp_path / "absent.jsonl"))
+    with pytest.raises(HandoverError, match=r"slice.jsonl:3: report event without an integer 'sid'"):
+        handover.read_events(str(p))
+    with pytest.raises(HandoverError, match="events file not found"):
+        handover.read_events(str(tmp_path / "absent.jsonl"))
 
 
 def test_series_bins_acknowledged_bytes():
-    fl = switching.flow_of([e for e in three_flows() if e["sid"] == 3])
-    s = switching.Series.of(fl)
+    fl = handover.flow_of([e for e in three_flows() if e["sid"] == 3])
+    s = handover.Series.of(fl)
     assert s.t == pytest.approx([0.4, 1.1])
     starts, mbps = s.throughput_bins(0.25)
     assert starts == pytest.approx([0, 0.25, 0.5, 0.75, 1.0])
     # 30 kB in the bin of 0.4 s, 40 kB in the bin of 1.1 s
     assert mbps == pytest.approx([0, 30_000 * 8 / 0.25 / 1e6, 0, 0, 40_000 * 8 / 0.25 / 1e6])
-    assert s.switches[0]["t"] == pytest.approx(1.0)
+    assert s.handovers[0]["t"] == pytest.approx(1.0)
 
 
 def test_plot_run_draws_the_policy_transfers(tmp_path):
@@ -196,11 +196,19 @@ def test_plot_run_draws_the_policy_transfers(tmp_path):
         EventCollector(str(tmp_path)).attach(i, r, str(events_path), T0_US / 1e6 + t, T0_US / 1e6 + t + 3,
                                              None, wait_close_s=0)
         rows.append(r)
-    written = switching.plot_run(str(tmp_path), rows)
+    written = handover.plot_run(str(tmp_path), rows)
     assert [os.path.basename(p) for p in written] == ["001-c-2000000-kernel_policy_p.toml-rep1.png"]
     with open(written[0], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(SwitchingError, match="transfer 3 .* has no events"):
-        switching.plot_run(str(tmp_path), rows, transfer=3)
-    with pytest.raises(SwitchingError, match="no transfer number 7"):
-        switching.plot_run(str(tmp_path), rows, transfer=7)
+    with pytest.raises(HandoverError, match="transfer 3 .* has no events"):
+        handover.plot_run(str(tmp_path), rows, transfer=3)
+    with pytest.raises(HandoverError, match="no transfer number 7"):
+        handover.plot_run(str(tmp_path), rows, transfer=7)
+
+
+def test_events_of_earlier_agents_are_read_as_handovers(tmp_path):
+    p = tmp_path / "old.jsonl"
+    p.write_text(json.dumps({"event": "switch", "t_us": 1, "datapath": 1, "sid": 3, "from": "cubic", "to": "bbr"})
+                 + "\n" + json.dumps({"event": "close", "t_us": 2, "datapath": 1, "sid": 3, "switches": 1}) + "\n")
+    sw, close = handover.read_events(str(p))
+    assert sw["event"] == "handover" and (close["handovers"], "switches" in close) == (1, False)

@@ -1,4 +1,4 @@
-"""The analyses of the switching scenarios on synthetic runs whose figures are known: a switch
+"""The analyses of the handover scenarios on synthetic runs whose figures are known: a handover
 with a known dip (smoothness), TCT tables with a known oracle (mix) and MCC's comparison."""
 
 import json
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from ccswitch import cli
-from ccswitch.experiments import runner, switching
+from ccswitch.experiments import runner, handover
 from ccswitch.experiments.scenario import loads_scenario
 
 T0_US = 1_700_000_000_000_000
@@ -28,7 +28,7 @@ file_bytes = 5_000_000
 
 
 class Flow:
-    """Builds one flow's events: reports every 50 ms at a given rate, switches, a close."""
+    """Builds one flow's events: reports every 50 ms at a given rate, handovers, a close."""
 
     def __init__(self, sid, algorithm):
         self.sid, self.algorithm, self.t_us = sid, algorithm, T0_US
@@ -48,8 +48,8 @@ class Flow:
                                 "timeout": False})
         return self
 
-    def switch(self, to, cwnd):
-        self.events.append({"event": "switch", "t_us": self.t_us, "datapath": 1, "sid": self.sid,
+    def handover(self, to, cwnd):
+        self.events.append({"event": "handover", "t_us": self.t_us, "datapath": 1, "sid": self.sid,
                             "from": self.algorithm, "to": to, "kind": "temporal",
                             "reason": f"rule -> {to}", "features": {"elapsed_s": (self.t_us - T0_US) / 1e6},
                             "cwnd_bytes": cwnd, "pacing_rate_bps": None})
@@ -58,7 +58,7 @@ class Flow:
 
     def write(self, run_dir, name):
         self.events.append({"event": "close", "t_us": self.t_us + 1000, "datapath": 1, "sid": self.sid,
-                            "algorithm": self.algorithm, "reports": 0, "switches": 0})
+                            "algorithm": self.algorithm, "reports": 0, "handovers": 0})
         os.makedirs(os.path.join(run_dir, "flows"), exist_ok=True)
         rel = f"flows/{name}.jsonl"
         with open(os.path.join(run_dir, rel), "w") as f:
@@ -67,12 +67,12 @@ class Flow:
 
 
 def policy_flow():
-    """Cubic at 1 Mbit/s for 10 s; switch to BBR, which delivers nothing for 0.5 s (a stall)
+    """Cubic at 1 Mbit/s for 10 s; handed over to BBR, which delivers nothing for 0.5 s (a stall)
     and then 2 Mbit/s; at 20 s Westwood at 1 Mbit/s, which at 20.5 s has 17 kB in flight
     against its 12 kB window (a 5 kB burst)."""
     return (Flow(1, "cubic").run(10, 1, 20_000, 15_000)
-            .switch("bbr", 20_000).run(0.5, 0, 20_000, 15_000).run(9.5, 2, 20_000, 15_000)
-            .switch("westwood", 20_000).run(10, 1, 12_000, 10_000, spikes={20_500_000: 17_000}))
+            .handover("bbr", 20_000).run(0.5, 0, 20_000, 15_000).run(9.5, 2, 20_000, 15_000)
+            .handover("westwood", 20_000).run(10, 1, 12_000, 10_000, spikes={20_500_000: 17_000}))
 
 
 def smooth_run(tmp_path, analysis="smoothness"):
@@ -93,11 +93,11 @@ def smooth_run(tmp_path, analysis="smoothness"):
 
 
 def test_smoothness_figures_of_a_known_dip(tmp_path):
-    res = switching.smoothness(str(tmp_path), smooth_run(tmp_path))
+    res = handover.smoothness(str(tmp_path), smooth_run(tmp_path))
     assert res["steady_bps"] == pytest.approx({"kernel:bbr": 2e6, "kernel:westwood": 1e6})
-    to_bbr, to_westwood, sw_bbr, sw_westwood = res["switches"]
-    # 0.5 s of nothing, 1.5 s at 2 Mbit/s: 1.5 Mbit/s in the 2 s after the switch, 75% of BBR's 2
-    assert to_bbr["switch"] == "cubic->bbr" and to_bbr["t_s"] == pytest.approx(10.0)
+    to_bbr, to_westwood, sw_bbr, sw_westwood = res["handovers"]
+    # 0.5 s of nothing, 1.5 s at 2 Mbit/s: 1.5 Mbit/s in the 2 s after the handover, 75% of BBR's 2
+    assert to_bbr["handover"] == "cubic->bbr" and to_bbr["t_s"] == pytest.approx(10.0)
     assert to_bbr["throughput_bps"] == pytest.approx(1.5e6)
     assert to_bbr["ratio"] == pytest.approx(0.75) and to_bbr["smooth"] is False
     assert to_bbr["stall_bins"] == 1
@@ -109,30 +109,30 @@ def test_smoothness_figures_of_a_known_dip(tmp_path):
     # the ovs datapath has no fixed schemes here: the kernel datapath's steady state serves
     assert sw_bbr["steady_scheme"] == "kernel:bbr" and sw_bbr["ratio"] == pytest.approx(0.75)
     assert sw_westwood["steady_scheme"] == "kernel:westwood"
-    assert res["verdict"] == {"switches": 4, "all_smooth": False, "stalls": 2, "bursts": 2}
-    text = switching.format_smoothness(res)
+    assert res["verdict"] == {"handovers": 4, "all_smooth": False, "stalls": 2, "bursts": 2}
+    text = handover.format_smoothness(res)
     assert "cubic->bbr" in text and "75%" in text and "FAIL" in text
-    assert "4 switches: throughput target FAIL, stalls 2 (FAIL), bursts 2 (FAIL)" in text
+    assert "4 handovers: throughput target FAIL, stalls 2 (FAIL), bursts 2 (FAIL)" in text
 
 
 def test_a_smooth_switch_passes(tmp_path):
     run = str(tmp_path)
-    flow = Flow(1, "cubic").run(10, 1, 20_000, 15_000).switch("bbr", 20_000).run(10, 1.8, 20_000, 15_000)
+    flow = Flow(1, "cubic").run(10, 1, 20_000, 15_000).handover("bbr", 20_000).run(10, 1.8, 20_000, 15_000)
     rows = [{"transfer": 1, "client": "c", "scheme": POLICY, "repetition": 1, "file_bytes": 1, "tct_s": 20.0,
              "sha256_ok": True, "error": None, "events": flow.write(run, "001")},
             {"transfer": 2, "client": "c", "scheme": "kernel:bbr", "repetition": 1, "file_bytes": 1,
              "tct_s": 20.0, "sha256_ok": True, "error": None,
              "events": Flow(2, "bbr").run(20, 2, 20_000, 15_000).write(run, "002")}]
-    res = switching.smoothness(run, rows)
-    (sw,) = res["switches"]
+    res = handover.smoothness(run, rows)
+    (sw,) = res["handovers"]
     assert sw["ratio"] == pytest.approx(0.9) and sw["smooth"] and sw["stall_bins"] == 0 and sw["burst"] is False
-    assert res["verdict"] == {"switches": 1, "all_smooth": True, "stalls": 0, "bursts": 0}
+    assert res["verdict"] == {"handovers": 1, "all_smooth": True, "stalls": 0, "bursts": 0}
 
 
 def test_steady_state_without_events_is_size_over_tct():
-    assert switching.steady_throughput_bps({"file_bytes": 1_000_000, "tct_s": 4.0, "sha256_ok": True,
+    assert handover.steady_throughput_bps({"file_bytes": 1_000_000, "tct_s": 4.0, "sha256_ok": True,
                                             "error": None}, None) == pytest.approx(2e6)
-    assert switching.steady_throughput_bps({"file_bytes": 1, "tct_s": None, "sha256_ok": False,
+    assert handover.steady_throughput_bps({"file_bytes": 1, "tct_s": None, "sha256_ok": False,
                                             "error": "timeout: x"}, None) is None
 
 
@@ -157,7 +157,7 @@ def mix_rows():
 
 
 def test_mix_against_average_best_and_oracle():
-    res = switching.mix(mix_rows(), timeout_s=60)
+    res = handover.mix(mix_rows(), timeout_s=60)
     k = res["datapaths"]["kernel"]
     # c1: cubic 10, bbr (20 + 60 for the timeout) / 2 = 40, policy 10.5; c2: 30, 10, 10
     assert k["mean_tct_s"] == pytest.approx({"kernel:cubic": 20, "kernel:bbr": 25,
@@ -175,7 +175,7 @@ def test_mix_against_average_best_and_oracle():
     s = res["datapaths"]["ovs"]["policies"]["ovs:policy:mystique"]
     assert s["reduction_vs_best"] == pytest.approx(-0.2) and s["over_oracle"] == pytest.approx(0.2)
     assert (s["pass_avg"], s["pass_best"], s["pass_oracle"]) == (False, False, False)
-    text = switching.format_mix(res)
+    text = handover.format_mix(res)
     assert "mix on the kernel datapath" in text and "mix on the ovs datapath" in text
     assert "over the per-cell oracle +2.5% (within 5%) PASS" in text
     assert "vs the best fixed (ovs:cubic) -20.0% (must not lose) FAIL" in text
@@ -188,27 +188,27 @@ def test_mcc_policy_must_beat_every_fixed_scheme():
             tct_row("wired", "kernel:policy:mcc-wifi", 2.0, algorithms=["bbr"]),
             tct_row("jittery", "ovs:westwood", 2.0), tct_row("wired", "ovs:westwood", 2.5),
             tct_row("jittery", "ovs:policy:mcc-wifi", 2.6), tct_row("wired", "ovs:policy:mcc-wifi", 2.0)]
-    res = switching.mcc(rows, timeout_s=60)
+    res = handover.mcc(rows, timeout_s=60)
     k = res["datapaths"]["kernel"]
     assert k["mean_tct_s"] == pytest.approx({"kernel:bbr": 2.5, "kernel:westwood": 2.25,
                                              "kernel:policy:mcc-wifi": 2.0})
     assert k["policy_beats_all_fixed"] == {"kernel:policy:mcc-wifi": True}
     assert k["chosen"]["kernel:policy:mcc-wifi"] == {"jittery@1000": "bbr>westwood", "wired@1000": "bbr"}
     assert res["datapaths"]["ovs"]["policy_beats_all_fixed"] == {"ovs:policy:mcc-wifi": False}
-    text = switching.format_mcc(res)
+    text = handover.format_mcc(res)
     assert "MCC paper" in text and "2.75" in text
     assert "kernel:policy:mcc-wifi beats every fixed scheme on mean TCT: PASS" in text
     assert "ovs:policy:mcc-wifi beats every fixed scheme on mean TCT: FAIL" in text
 
 
-def test_cli_analyze_and_switching(tmp_path, capsys):
+def test_cli_analyze_and_handover(tmp_path, capsys):
     smooth_run(tmp_path)
     assert cli.main(["analyze", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("smoothness (MCC Fig. 5)") and "cubic->bbr" in out
-    assert cli.main(["switching", "smoothness", str(tmp_path), "--json"]) == 0
+    assert cli.main(["handover", "smoothness", str(tmp_path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["verdict"]["switches"] == 4
+    assert doc["verdict"]["handovers"] == 4
     assert cli.main(["analyze", str(tmp_path), "--kind", "mcc"]) == 0
     assert "mcc on the kernel datapath" in capsys.readouterr().out
     with pytest.raises(SystemExit):
@@ -234,8 +234,8 @@ def test_runner_writes_plots_and_the_analysis(tmp_path):
     r = runner.Runner(sc, str(tmp_path), quiet=True)
     r.rows = [dict(row, scheme="kernel:policy:mystique") if row["scheme"] == POLICY else row for row in rows]
     doc = {}
-    text = r._switching_outputs(doc)
+    text = r._handover_outputs(doc)
     assert text.startswith("\n\nsmoothness (MCC Fig. 5)")
-    assert doc["switching"]["verdict"]["switches"] == 4
+    assert doc["handover"]["verdict"]["handovers"] == 4
     assert sorted(os.listdir(tmp_path / "flows")) == ["001.jsonl", "001.png", "002.jsonl", "002.png",
                                                        "003.jsonl", "004.jsonl"]

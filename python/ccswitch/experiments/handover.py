@@ -1,5 +1,5 @@
-"""Per-flow selection and live switching in experiment results: the agent's flow events,
-matched to transfers, plotted, and the analyses of the switching scenarios.
+"""Per-flow selection and live handover in experiment results: the agent's flow events,
+matched to transfers, plotted, and the analyses of the handover scenarios.
 
 The agent started with `--events FILE` appends one JSON object per line (`t_us` = its wall
 clock, µs since the Unix epoch; `*_bps` in bit/s):
@@ -8,9 +8,9 @@ clock, µs since the Unix epoch; `*_bps` in bit/s):
     {"event": "report", "t_us", "datapath", "sid", "algorithm", "cwnd_bytes", "pacing_rate_bps",
                         "rtt_us", "acked_bytes", "lost_packets", "bytes_in_flight",
                         "delivery_rate_bps", "timeout"}
-    {"event": "switch", "t_us", "datapath", "sid", "from", "to", "kind", "reason", "features",
+    {"event": "handover", "t_us", "datapath", "sid", "from", "to", "kind", "reason", "features",
                         "cwnd_bytes", "pacing_rate_bps"}
-    {"event": "close",  "t_us", "datapath", "sid", "algorithm", "reports", "switches"}
+    {"event": "close",  "t_us", "datapath", "sid", "algorithm", "reports", "handovers"}
 
 A flow is (datapath, sid) within one agent's file; `dst:dport` is the client as the server
 sees it. The runner runs one transfer at a time and knows the address the server saw for it
@@ -18,13 +18,13 @@ sees it. The runner runs one transfer at a time and knows the address the server
 during the transfer's wall-clock window whose `dst:dport` is that address (the window alone
 when the address was not caught; the flow that acknowledged most bytes if several remain).
 Its events are copied into `flows/NNN-LABEL.jsonl`, and the row gets `algorithms` (in the
-order the flow ran them), `switches` (each with `t_s`, seconds since the flow was created)
-and `events` (that file, relative to the run directory); `switches.jsonl` lists every switch
+order the flow ran them), `handover_events` (each with `t_s`, seconds since the flow was created)
+and `events` (that file, relative to the run directory); `handovers.jsonl` lists every handover
 of the run with its transfer.
 
 Throughput over time is the bytes the reports acknowledge (`acked_bytes` is per report) per
 250 ms bin of the agent's clock. The analyses (`ccswitch analyze RUN_DIR`):
-  smoothness  per switch: throughput in the 2 s after it against the new algorithm's steady
+  smoothness  per handover: throughput in the 2 s after it against the new algorithm's steady
               state (median over the run's transfers of its fixed scheme on the same datapath,
               their first 2 s excluded), stalls (500 ms bins without a delivered byte while
               data was outstanding), and bursts (bytes in flight growing beyond the window)
@@ -56,11 +56,11 @@ CLOSE_WAIT_S = 2.0
 PLOT_BIN_S = 0.25
 
 # -- smoothness (MCC Fig. 5)
-AFTER_SWITCH_S = 2.0
+AFTER_HANDOVER_S = 2.0
 #: a fixed scheme's start-up, excluded from its steady-state throughput
 STEADY_SKIP_S = 2.0
 STALL_BIN_S = 0.5
-#: throughput after a switch must reach this fraction of the new algorithm's steady state
+#: throughput after a handover must reach this fraction of the new algorithm's steady state
 SMOOTH_RATIO_TARGET = 0.8
 #: bytes in flight may exceed the window by up to two full segments (whole segments are sent)
 BURST_TOLERANCE_BYTES = 2 * 1500
@@ -72,7 +72,7 @@ ORACLE_TOLERANCE = 0.05
 MCC_PUBLISHED_S = {"policy:mcc-wifi": 2.10, "bbr": 2.75, "westwood": 2.34}
 
 
-class SwitchingError(ValueError):
+class HandoverError(ValueError):
     """Bad run directory or events file; the message says what and where."""
 
 
@@ -108,8 +108,8 @@ class FlowEvents:
         return [e for e in self.events if e["event"] == "report"]
 
     @property
-    def switches(self) -> List[dict]:
-        return [e for e in self.events if e["event"] == "switch"]
+    def handovers(self) -> List[dict]:
+        return [e for e in self.events if e["event"] == "handover"]
 
     @property
     def on_report_errors(self) -> int:
@@ -124,16 +124,16 @@ class FlowEvents:
         return sum(int(e.get("acked_bytes") or 0) for e in self.events if e["event"] == "report")
 
     def algorithms(self) -> List[str]:
-        """The algorithms the flow ran, in order (initial, then each switch's target)."""
+        """The algorithms the flow ran, in order (initial, then each handover's target)."""
         first = None
         if self.flow is not None:
             first = self.flow.get("algorithm")
         if first is None:
-            sw = self.switches
+            sw = self.handovers
             reps = self.reports
             first = sw[0].get("from") if sw else (reps[0].get("algorithm") if reps else None)
         out = [first] if first is not None else []
-        for s in self.switches:
+        for s in self.handovers:
             out.append(s.get("to"))
         return out
 
@@ -147,11 +147,26 @@ def format_peer(ip, port) -> Optional[str]:
     return f"{ip}:{int(port)}"
 
 
-_EVENT_KINDS = ("flow", "report", "switch", "close")
+_EVENT_KINDS = ("flow", "report", "handover", "close")
+#: Event kinds of earlier agents and their names now (a handover was logged as "switch", and
+#: the close event counted "switches"); events files in stored runs keep being read.
+RENAMED_EVENT_KINDS = {"switch": "handover"}
+RENAMED_EVENT_FIELDS = {"switches": "handovers"}
+
+
+def upgrade_event(ev: dict) -> dict:
+    """An event as written by any agent, in today's names (the event itself, updated)."""
+    kind = ev.get("event")
+    if kind in RENAMED_EVENT_KINDS:
+        ev["event"] = RENAMED_EVENT_KINDS[kind]
+    for old, new in RENAMED_EVENT_FIELDS.items():
+        if old in ev and new not in ev:
+            ev[new] = ev.pop(old)
+    return ev
 
 
 def parse_event_line(line: str, where: str) -> Optional[dict]:
-    """One line of an events file; None for a blank line; SwitchingError naming `where`
+    """One line of an events file; None for a blank line; HandoverError naming `where`
     for anything that is not an event object."""
     line = line.strip()
     if not line:
@@ -159,12 +174,14 @@ def parse_event_line(line: str, where: str) -> Optional[dict]:
     try:
         ev = json.loads(line)
     except json.JSONDecodeError as e:
-        raise SwitchingError(f"{where}: not JSON: {e}") from None
+        raise HandoverError(f"{where}: not JSON: {e}") from None
+    if isinstance(ev, dict):
+        upgrade_event(ev)
     if not isinstance(ev, dict) or ev.get("event") not in _EVENT_KINDS:
-        raise SwitchingError(f"{where}: not an event (\"event\" must be one of {', '.join(_EVENT_KINDS)})")
+        raise HandoverError(f"{where}: not an event (\"event\" must be one of {', '.join(_EVENT_KINDS)})")
     for k in ("t_us", "datapath", "sid"):
         if not isinstance(ev.get(k), int) or isinstance(ev.get(k), bool):
-            raise SwitchingError(f"{where}: {ev['event']} event without an integer {k!r}")
+            raise HandoverError(f"{where}: {ev['event']} event without an integer {k!r}")
     return ev
 
 
@@ -194,7 +211,7 @@ class EventStream:
             self._line_no += 1
             try:
                 ev = parse_event_line(raw.decode("utf-8", "replace"), f"{self.path}:{self._line_no}")
-            except SwitchingError:
+            except HandoverError:
                 self.bad_lines += 1
                 continue
             if ev is not None:
@@ -224,14 +241,14 @@ def read_events(path: str) -> List[dict]:
                 if ev is not None:
                     out.append(ev)
     except FileNotFoundError:
-        raise SwitchingError(f"{path}: events file not found") from None
+        raise HandoverError(f"{path}: events file not found") from None
     return out
 
 
 def flow_of(events: Sequence[dict]) -> FlowEvents:
     """The events of one transfer's slice as a FlowEvents."""
     if not events:
-        raise SwitchingError("no events")
+        raise HandoverError("no events")
     fl = FlowEvents(events[0]["datapath"], events[0]["sid"])
     for ev in events:
         fl.events.append(ev)
@@ -263,11 +280,11 @@ def match_flow(flows: Iterable[FlowEvents], t0_us: int, t1_us: int,
     return max(in_window, key=lambda f: f.acked_bytes), how
 
 
-def switch_records(flow: FlowEvents) -> List[dict]:
-    """The flow's switches for a transfer row: `t_s` since the flow was created."""
+def handover_records(flow: FlowEvents) -> List[dict]:
+    """The flow's handovers for a transfer row: `t_s` since the flow was created."""
     t0 = flow.start_us
     out = []
-    for s in flow.switches:
+    for s in flow.handovers:
         out.append({
             "t_s": round((s["t_us"] - t0) / 1e6, 6), "from": s.get("from"), "to": s.get("to"),
             "kind": s.get("kind"), "reason": s.get("reason"), "features": s.get("features"),
@@ -283,24 +300,24 @@ def transfer_label(index: int, row: dict) -> str:
 
 class EventCollector:
     """Used by the runner: after each agent-scheme transfer, finds its flow in the agent's
-    events file, writes the flow's slice, and fills the row's `algorithms`, `switches`,
-    `events`, `flow`, `on_report_errors`; appends the switches to the run's `switches.jsonl`."""
+    events file, writes the flow's slice, and fills the row's `algorithms`, `handovers`,
+    `events`, `flow`, `on_report_errors`; appends the handovers to the run's `handovers.jsonl`."""
 
     def __init__(self, out_dir: str) -> None:
         self.out_dir = out_dir
         self.flows_dir = os.path.join(out_dir, "flows")
         self.streams: Dict[str, EventStream] = {}
-        self.ovs_log = results.JsonlLog(os.path.join(out_dir, "switches.jsonl"))
+        self.handover_log = results.JsonlLog(os.path.join(out_dir, "handovers.jsonl"))
 
     def close(self) -> None:
-        self.ovs_log.close()
+        self.handover_log.close()
 
     def attach(self, index: int, row: dict, events_path: Optional[str], t0_s: float, t1_s: float,
                peer: Optional[str], *, wait_close_s: float = CLOSE_WAIT_S, sleep=None) -> None:
         import time
 
         sleep = sleep or time.sleep
-        row.update(algorithms=None, switches=None, events=None, flow=None, events_note=None, on_report_errors=None)
+        row.update(algorithms=None, handover_events=None, events=None, flow=None, events_note=None, on_report_errors=None)
         if events_path is None:
             row["events_note"] = "the agent wrote no events file"
             return
@@ -326,10 +343,10 @@ class EventCollector:
         row["flow"] = {"datapath": flow.datapath, "sid": flow.sid, "peer": flow.peer, "matched_by": how,
                        "closed": flow.close is not None, "reports": len(flow.reports)}
         row["algorithms"] = flow.algorithms()
-        row["switches"] = switch_records(flow)
+        row["handover_events"] = handover_records(flow)
         row["on_report_errors"] = flow.on_report_errors
-        for s in row["switches"]:
-            self.ovs_log.append({"transfer": index, "client": row["client"], "scheme": row["scheme"],
+        for s in row["handover_events"]:
+            self.handover_log.append({"transfer": index, "client": row["client"], "scheme": row["scheme"],
                                     "repetition": row["repetition"], "file_bytes": row["file_bytes"], **s})
 
 
@@ -345,18 +362,18 @@ class Series:
     inflight: List[int]
     acked: List[int]
     delivery_bps: List[float]
-    switches: List[dict]  # switch events with "t" added
+    handovers: List[dict]  # handover events with "t" added
 
     @classmethod
     def of(cls, flow: FlowEvents) -> "Series":
         t0 = flow.start_us
         reps = flow.reports
-        sw = [dict(s, t=(s["t_us"] - t0) / 1e6) for s in flow.switches]
+        sw = [dict(s, t=(s["t_us"] - t0) / 1e6) for s in flow.handovers]
         return cls(t=[(r["t_us"] - t0) / 1e6 for r in reps],
                    cwnd=[int(r.get("cwnd_bytes") or 0) for r in reps],
                    inflight=[int(r.get("bytes_in_flight") or 0) for r in reps],
                    acked=[int(r.get("acked_bytes") or 0) for r in reps],
-                   delivery_bps=[float(r.get("delivery_rate_bps") or 0) for r in reps], switches=sw)
+                   delivery_bps=[float(r.get("delivery_rate_bps") or 0) for r in reps], handovers=sw)
 
     @property
     def end(self) -> float:
@@ -379,7 +396,7 @@ class Series:
 
 
 def plot_flow(path: str, flow: FlowEvents, title: str = "") -> None:
-    """Window and bytes in flight (top) and throughput (bottom) over time, switches as
+    """Window and bytes in flight (top) and throughput (bottom) over time, handovers as
     vertical lines labelled with the new algorithm; written atomically."""
     import matplotlib
 
@@ -401,7 +418,7 @@ def plot_flow(path: str, flow: FlowEvents, title: str = "") -> None:
     first = flow.algorithms()[:1]
     if first:
         ax_w.text(0.0, 1.02, first[0], transform=ax_w.get_xaxis_transform(), fontsize=8, color="C3")
-    for sw in s.switches:
+    for sw in s.handovers:
         for ax in (ax_w, ax_t):
             ax.axvline(sw["t"], color="C3", ls="--", lw=0.9)
         ax_w.text(sw["t"], 1.02, str(sw.get("to")), transform=ax_w.get_xaxis_transform(), fontsize=8,
@@ -434,7 +451,7 @@ def plot_run(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]
                 continue
         if not row.get("events"):
             if transfer is not None:
-                raise SwitchingError(f"transfer {transfer} ({row['scheme']}) has no events "
+                raise HandoverError(f"transfer {transfer} ({row['scheme']}) has no events "
                                      f"({row.get('events_note') or 'not an agent scheme'})")
             continue
         flow = flow_of(read_events(os.path.join(run_dir, row["events"])))
@@ -443,7 +460,7 @@ def plot_run(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]
         plot_flow(path, flow, f"{row['client']} {row['file_bytes']} B {row['scheme']} rep {row['repetition']}{tct}")
         written.append(path)
     if transfer is not None and not written:
-        raise SwitchingError(f"{run_dir}: no transfer number {transfer} (there are {len(rows)})")
+        raise HandoverError(f"{run_dir}: no transfer number {transfer} (there are {len(rows)})")
     return written
 
 
@@ -451,10 +468,10 @@ def plot_run(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]
 
 
 def load_rows(run_dir: str) -> List[dict]:
-    """The rows of a run, from transfers.jsonl (which carries the switches)."""
+    """The rows of a run, from transfers.jsonl (which carries the handovers)."""
     path = os.path.join(run_dir, "transfers.jsonl")
     if not os.path.exists(path):
-        raise SwitchingError(f"{run_dir}: no transfers.jsonl (is it a run directory?)")
+        raise HandoverError(f"{run_dir}: no transfers.jsonl (is it a run directory?)")
     rows = []
     with open(path, encoding="utf-8") as f:
         for i, line in enumerate(f, 1):
@@ -462,7 +479,7 @@ def load_rows(run_dir: str) -> List[dict]:
                 try:
                     rows.append(results.upgrade_row(json.loads(line)))
                 except json.JSONDecodeError as e:
-                    raise SwitchingError(f"{path}:{i}: not JSON: {e}") from None
+                    raise HandoverError(f"{path}:{i}: not JSON: {e}") from None
     return rows
 
 
@@ -471,7 +488,7 @@ def load_run_scenario(run_dir: str) -> Scenario:
     try:
         return load_scenario(path, check_files=False, stored=True)
     except ScenarioError as e:
-        raise SwitchingError(str(e)) from None
+        raise HandoverError(str(e)) from None
 
 
 def _ok(row: dict) -> bool:
@@ -523,13 +540,13 @@ def steady_throughput_bps(row: dict, flow: Optional[FlowEvents]) -> Optional[flo
     return None
 
 
-def after_switch(series: Series, sw: dict) -> dict:
-    """Throughput, stalls and bursts in the AFTER_SWITCH_S after a switch (sw has "t")."""
+def after_handover(series: Series, sw: dict) -> dict:
+    """Throughput, stalls and bursts in the AFTER_HANDOVER_S after a handover (sw has "t")."""
     t_sw = sw["t"]
-    span = min(AFTER_SWITCH_S, series.end - t_sw)
+    span = min(AFTER_HANDOVER_S, series.end - t_sw)
     thr = series.acked_between(t_sw, t_sw + span) * 8 / span if span > 0 else None
     stalls = 0
-    for k in range(int(round(AFTER_SWITCH_S / STALL_BIN_S))):
+    for k in range(int(round(AFTER_HANDOVER_S / STALL_BIN_S))):
         a, b = t_sw + k * STALL_BIN_S, t_sw + (k + 1) * STALL_BIN_S
         if b > series.end:
             break
@@ -537,7 +554,7 @@ def after_switch(series: Series, sw: dict) -> dict:
         outstanding = before[-1] > 0 if before else False
         if outstanding and series.acked_between(a, b) == 0:
             stalls += 1
-    # A burst: bytes in flight growing past both the window in force (from the switch on, the
+    # A burst: bytes in flight growing past both the window in force (from the handover on, the
     # one the new algorithm inherited, then each report's) and what was already out.
     before = [(c, f) for t, c, f in zip(series.t, series.cwnd, series.inflight) if t <= t_sw]
     window = sw.get("cwnd_bytes")
@@ -548,7 +565,7 @@ def after_switch(series: Series, sw: dict) -> dict:
     for t, c, f in zip(series.t, series.cwnd, series.inflight):
         if t <= t_sw:
             continue
-        if t > t_sw + AFTER_SWITCH_S:
+        if t > t_sw + AFTER_HANDOVER_S:
             break
         if window is not None:
             excess = f - max(window, prev_inflight)
@@ -563,7 +580,7 @@ def after_switch(series: Series, sw: dict) -> dict:
 
 
 def smoothness(run_dir: str, rows: Sequence[dict]) -> dict:
-    """Per switch of every policy transfer: its figures against the new algorithm's steady
+    """Per handover of every policy transfer: its figures against the new algorithm's steady
     state on the same datapath (the other datapath's fixed scheme if that one has none)."""
     flows: Dict[int, Optional[FlowEvents]] = {}
 
@@ -585,63 +602,63 @@ def smoothness(run_dir: str, rows: Sequence[dict]) -> dict:
             continue
         fl = flow(i, row)
         if fl is None:
-            out.append({"transfer": row.get("transfer", i + 1), "scheme": row["scheme"], "switch": None,
+            out.append({"transfer": row.get("transfer", i + 1), "scheme": row["scheme"], "handover": None,
                         "note": row.get("events_note") or "no events"})
             continue
         series = Series.of(fl)
         kind = _kind(row["scheme"])
-        for sw in series.switches:
+        for sw in series.handovers:
             new = str(sw.get("to"))
             ref_scheme = next((s for s in (f"{kind}:{new}", f"{'ovs' if kind == 'kernel' else 'kernel'}:{new}")
                                if s in steady_med), None)
-            fig = after_switch(series, sw)
+            fig = after_handover(series, sw)
             ref = steady_med.get(ref_scheme) if ref_scheme else None
             ratio = fig["throughput_bps"] / ref if ref and fig["throughput_bps"] is not None else None
             out.append({
                 "transfer": row.get("transfer", i + 1), "scheme": row["scheme"], "repetition": row["repetition"],
-                "switch": f"{sw.get('from')}->{new}", "t_s": sw["t"], "reason": sw.get("reason"),
+                "handover": f"{sw.get('from')}->{new}", "t_s": sw["t"], "reason": sw.get("reason"),
                 "steady_scheme": ref_scheme, "steady_bps": ref, "ratio": ratio,
                 "smooth": None if ratio is None else ratio >= SMOOTH_RATIO_TARGET,
                 **fig,
             })
-    switches = [r for r in out if r.get("switch")]
+    handovers = [r for r in out if r.get("handover")]
     verdict = {
-        "switches": len(switches),
-        "all_smooth": all(r["smooth"] for r in switches) if switches else None,
-        "stalls": sum(r["stall_bins"] for r in switches),
-        "bursts": sum(1 for r in switches if r["burst"]),
+        "handovers": len(handovers),
+        "all_smooth": all(r["smooth"] for r in handovers) if handovers else None,
+        "stalls": sum(r["stall_bins"] for r in handovers),
+        "bursts": sum(1 for r in handovers if r["burst"]),
     }
-    return {"analysis": "smoothness", "steady_bps": steady_med, "switches": out, "verdict": verdict}
+    return {"analysis": "smoothness", "steady_bps": steady_med, "handovers": out, "verdict": verdict}
 
 
 def format_smoothness(res: dict) -> str:
     mb = lambda x: "-" if x is None else f"{x / 1e6:.2f}"
     kb = lambda x: "-" if x is None else f"{x / 1000:.1f}"
     lines = []
-    for r in res["switches"]:
-        if not r.get("switch"):
+    for r in res["handovers"]:
+        if not r.get("handover"):
             lines.append([str(r["transfer"]), r["scheme"], "-", "-", "-", "-", "-", "-", "-", "-", "-", r["note"]])
             continue
-        short = "" if r["span_s"] >= AFTER_SWITCH_S - 1e-9 else f" ({r['span_s']:.1f} s left)"
+        short = "" if r["span_s"] >= AFTER_HANDOVER_S - 1e-9 else f" ({r['span_s']:.1f} s left)"
         lines.append([
-            str(r["transfer"]), r["scheme"], r["switch"], f"{r['t_s']:.2f}", mb(r["throughput_bps"]) + short,
+            str(r["transfer"]), r["scheme"], r["handover"], f"{r['t_s']:.2f}", mb(r["throughput_bps"]) + short,
             mb(r["steady_bps"]), "-" if r["ratio"] is None else f"{100 * r['ratio']:.0f}%",
             str(r["stall_bins"]), kb(r["max_inflight_bytes"]), kb(r["window_bytes"]),
             "-" if r["burst"] is None else ("yes" if r["burst"] else "no"), _pass(r["smooth"]),
         ])
-    head = ["#", "scheme", "switch", "t s", "Mbit/s 2 s after", "steady", "ratio", "stalls", "max inflight kB",
+    head = ["#", "scheme", "handover", "t s", "Mbit/s 2 s after", "steady", "ratio", "stalls", "max inflight kB",
             "window kB", "burst", f">= {SMOOTH_RATIO_TARGET:.0%}"]
     v = res["verdict"]
     steady = ", ".join(f"{k} {x / 1e6:.2f}" for k, x in sorted(res["steady_bps"].items())) or "none"
     return "\n".join([
-        f"smoothness (MCC Fig. 5): per switch, throughput in the {AFTER_SWITCH_S:g} s after it vs the new "
+        f"smoothness (MCC Fig. 5): per handover, throughput in the {AFTER_HANDOVER_S:g} s after it vs the new "
         f"algorithm's steady state;", f"stalls = {STALL_BIN_S * 1000:.0f} ms bins without a delivered byte "
         f"while data was outstanding; burst = in flight grew > {BURST_TOLERANCE_BYTES} B past the window",
         f"steady state (Mbit/s, median of fixed schemes, first {STEADY_SKIP_S:g} s excluded): {steady}",
         _fmt_table(head, lines),
-        f"{v['switches']} switches: throughput target {_pass(v['all_smooth'])}, stalls {v['stalls']} "
-        f"({_pass(v['stalls'] == 0 if v['switches'] else None)}), bursts {v['bursts']} "
-        f"({_pass(v['bursts'] == 0 if v['switches'] else None)})",
+        f"{v['handovers']} handovers: throughput target {_pass(v['all_smooth'])}, stalls {v['stalls']} "
+        f"({_pass(v['stalls'] == 0 if v['handovers'] else None)}), bursts {v['bursts']} "
+        f"({_pass(v['bursts'] == 0 if v['handovers'] else None)})",
     ])
 
 
@@ -801,7 +818,7 @@ def analyze(run_dir: str, kind: Optional[str] = None, rows: Optional[Sequence[di
     scenario = scenario or load_run_scenario(run_dir)
     kind = kind or scenario.analysis
     if kind is None:
-        raise SwitchingError(f"{run_dir}: the scenario names no analysis; choose one with --kind smoothness|mix|mcc")
+        raise HandoverError(f"{run_dir}: the scenario names no analysis; choose one with --kind smoothness|mix|mcc")
     rows = list(rows) if rows is not None else load_rows(run_dir)
     if kind == "smoothness":
         res = smoothness(run_dir, rows)
@@ -812,13 +829,13 @@ def analyze(run_dir: str, kind: Optional[str] = None, rows: Optional[Sequence[di
     if kind == "mcc":
         res = mcc(rows, scenario.timeout_s)
         return res, format_mcc(res)
-    raise SwitchingError(f"unknown analysis {kind!r} (smoothness, mix, mcc)")
+    raise HandoverError(f"unknown analysis {kind!r} (smoothness, mix, mcc)")
 
 
 def _cli_analyze(args) -> int:
     try:
         res, text = analyze(args.run_dir, getattr(args, "kind", None))
-    except (SwitchingError, OSError) as e:
+    except (HandoverError, OSError) as e:
         args.parser.error(str(e))
     print(json.dumps(res, indent=2) if args.json else text)
     return 0
@@ -834,7 +851,7 @@ def _cli_plot(args) -> int:
         elif args.transfer is None:
             schemes = [s.label for s in scenario.schemes if s.is_policy] + list(scenario.plot_schemes)
         written = plot_run(args.run_dir, rows, schemes, args.transfer)
-    except (SwitchingError, OSError) as e:
+    except (HandoverError, OSError) as e:
         args.parser.error(str(e))
     for p in written:
         print(p)
@@ -847,20 +864,20 @@ def _cli_plot(args) -> int:
 def add_cli(sub) -> None:
     p = sub.add_parser("plot-flows", help="plot window and throughput over time of a run's transfers",
                        description="Plot cwnd, bytes in flight and throughput over time, with algorithm "
-                                   "switches, for transfers of a run (default: those of policy schemes and "
+                                   "handovers, for transfers of a run (default: those of policy schemes and "
                                    "the scenario's plot_schemes); PNGs next to flows/NNN-*.jsonl.")
     p.add_argument("run_dir")
     p.add_argument("--transfer", type=int, help="only transfer N (1-based, the order of transfers.jsonl)")
     p.add_argument("--scheme", action="append", help="plot every transfer of this scheme (repeatable)")
     p.set_defaults(func=_cli_plot, parser=p)
-    what = "run the scenario's switching analysis (smoothness, mix or mcc) on a run directory"
-    a = sub.add_parser("analyze", help=what, description=what + "; see ccswitch.experiments.switching")
+    what = "run the scenario's handover analysis (smoothness, mix or mcc) on a run directory"
+    a = sub.add_parser("analyze", help=what, description=what + "; see ccswitch.experiments.handover")
     a.add_argument("run_dir")
     a.add_argument("--kind", choices=("smoothness", "mix", "mcc"),
                    help="analysis to run instead of the scenario's `analysis`")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
     a.set_defaults(func=_cli_analyze, parser=a)
-    s = sub.add_parser("switching", help="switching analyses: smoothness | mix | mcc RUN_DIR")
+    s = sub.add_parser("handover", help="handover analyses: smoothness | mix | mcc RUN_DIR")
     s.add_argument("kind", choices=("smoothness", "mix", "mcc"))
     s.add_argument("run_dir")
     s.add_argument("--json", action="store_true", help="print the result as JSON")
