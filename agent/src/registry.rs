@@ -154,7 +154,7 @@ fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
 }
 
 /// The registry's copy of one flow.
-struct FlowEntry {
+struct FlowRecord {
     endpoints: Endpoints,
     algorithm: String,
     features: Option<Features>,
@@ -246,7 +246,7 @@ impl Pins {
 /// Flows, pins and the policy, shared by the datapath threads and the control interface.
 /// Where both locks are held, `flows` is taken first.
 pub struct Registry {
-    flows: Mutex<HashMap<FlowId, FlowEntry>>,
+    flows: Mutex<HashMap<FlowId, FlowRecord>>,
     pins: Mutex<Pins>,
     policy: RwLock<Option<Arc<Policy>>>,
     generation: AtomicU64,
@@ -272,7 +272,7 @@ impl Registry {
 
     /// A new flow (at CREATE), running `algorithm`.
     pub fn register(&self, key: FlowId, endpoints: Endpoints, algorithm: &str) {
-        let entry = FlowEntry {
+        let entry = FlowRecord {
             endpoints,
             algorithm: algorithm.to_string(),
             features: None,
@@ -403,7 +403,7 @@ impl Registry {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn flows(&self) -> MutexGuard<'_, HashMap<FlowId, FlowEntry>> {
+    fn flows(&self) -> MutexGuard<'_, HashMap<FlowId, FlowRecord>> {
         self.flows.lock().expect("registry flows poisoned")
     }
 

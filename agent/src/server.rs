@@ -177,7 +177,7 @@ fn looks_like_capnp(first: &[u8]) -> bool {
 }
 
 /// One flow of a connection: its controller and what it last saw of the registry.
-struct FlowEntry {
+struct ConnectionFlow {
     ctl: FlowController,
     endpoints: Endpoints,
     generation: u64,
@@ -190,7 +190,7 @@ struct Connection<'a, W: Write> {
     out: W,
     /// Answers not yet written: everything answered to one read leaves in one write.
     queued: Vec<u8>,
-    flows: HashMap<u32, FlowEntry>,
+    flows: HashMap<u32, ConnectionFlow>,
     /// Programs installed on this datapath, by uid.
     installed: HashSet<u32>,
 }
@@ -339,7 +339,7 @@ impl<'a, W: Write> Connection<'a, W> {
                 if let Some(ev) = &self.agent.events {
                     ev.flow(key, &endpoints, &name, c.mss, &start);
                 }
-                self.flows.insert(c.sid, FlowEntry { ctl, endpoints, generation, policy });
+                self.flows.insert(c.sid, ConnectionFlow { ctl, endpoints, generation, policy });
                 self.answer(c.sid, answer)
             }
             Msg::Measure(m) if m.fields.is_empty() => {
@@ -383,7 +383,7 @@ impl<'a, W: Write> Connection<'a, W> {
         FlowId { datapath: self.datapath, sid }
     }
 
-    fn closed(&self, sid: u32, entry: &FlowEntry) {
+    fn closed(&self, sid: u32, entry: &ConnectionFlow) {
         let key = self.key(sid);
         let ctl = &entry.ctl;
         // A flow the selector decided for tells the memory what its destination ended on.
@@ -438,7 +438,7 @@ impl<'a, W: Write> Connection<'a, W> {
 
 /// Apply what changed in the registry since the flow last looked: its pin (handing over at once)
 /// and the policy its selector follows.
-fn refresh(entry: &mut FlowEntry, key: FlowId, registry: &Registry) -> Result<Option<Handover>> {
+fn refresh(entry: &mut ConnectionFlow, key: FlowId, registry: &Registry) -> Result<Option<Handover>> {
     let generation = registry.generation();
     if generation == entry.generation {
         return Ok(None);

@@ -34,7 +34,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
 use crate::abi::{self, as_bytes, from_bytes, from_prefix};
-use crate::events::{decode, key_from_raw, key_to_raw, Directive, Event, FlowKey};
+use crate::events::{decode, key_from_raw, key_to_raw, Directive, Event, FlowAddrs};
 use crate::skel::{OvsSkel, OvsSkelBuilder};
 
 pub use crate::abi::FRAME_MAX;
@@ -456,7 +456,7 @@ impl OvsDatapath {
         self.ring.malformed()
     }
 
-    pub fn set_directive(&self, flow_id: u32, control: &Directive) -> Result<()> {
+    pub fn set_directive(&self, flow_id: u32, directive: &Directive) -> Result<()> {
         let i = flow_id as usize % self.directives.len();
         let holder = self.directives.read(i).flow_id;
         if holder != 0 && holder != flow_id {
@@ -466,10 +466,10 @@ impl OvsDatapath {
         // SAFETY: in bounds; each field is one aligned 32-bit store. The owner goes last,
         // so the egress program never applies a half-written slot to this flow.
         unsafe {
-            write_volatile(&raw mut (*p).cwnd_bytes, control.cwnd_bytes);
-            write_volatile(&raw mut (*p).sacked_bytes, control.sacked_bytes);
-            write_volatile(&raw mut (*p).sacked_una, control.sacked_una);
-            write_volatile(&raw mut (*p).active, control.active as u32);
+            write_volatile(&raw mut (*p).cwnd_bytes, directive.cwnd_bytes);
+            write_volatile(&raw mut (*p).sacked_bytes, directive.sacked_bytes);
+            write_volatile(&raw mut (*p).sacked_una, directive.sacked_una);
+            write_volatile(&raw mut (*p).active, directive.active as u32);
             fence(Ordering::Release);
             write_volatile(&raw mut (*p).flow_id, flow_id);
         }
@@ -488,7 +488,7 @@ impl OvsDatapath {
         Ok(())
     }
 
-    /// The control of `flow_id` as the egress program reads it.
+    /// The directive of `flow_id` as the egress program reads it.
     pub fn directive(&self, flow_id: u32) -> Option<Directive> {
         let c = self.directives.read(flow_id as usize % self.directives.len());
         (c.flow_id == flow_id).then_some(Directive {
@@ -518,7 +518,7 @@ impl OvsDatapath {
     }
 
     /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.
-    pub fn remove_flow(&self, key: &FlowKey) -> Result<()> {
+    pub fn remove_flow(&self, key: &FlowAddrs) -> Result<()> {
         let k = key_to_raw(key);
         match self.skel.maps.flows.delete(as_bytes(&k)) {
             Ok(()) => Ok(()),
@@ -528,7 +528,7 @@ impl OvsDatapath {
     }
 
     /// The flow-table entry of `key`, decoded.
-    pub fn flow(&self, key: &FlowKey) -> Option<FlowTableEntry> {
+    pub fn flow(&self, key: &FlowAddrs) -> Option<FlowTableEntry> {
         let k = key_to_raw(key);
         let v = self
             .skel
@@ -540,7 +540,7 @@ impl OvsDatapath {
     }
 
     /// Every flow-table entry, decoded.
-    pub fn flows(&self) -> Vec<(FlowKey, FlowTableEntry)> {
+    pub fn flows(&self) -> Vec<(FlowAddrs, FlowTableEntry)> {
         let map = &self.skel.maps.flows;
         map.keys()
             .filter_map(|k| {

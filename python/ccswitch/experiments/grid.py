@@ -97,7 +97,8 @@ def cells(scenario: Scenario, rows: Sequence[dict]) -> List[Cell]:
 
 def short(scheme: str) -> str:
     kind, alg = scheme.split(":", 1)
-    return alg if kind == "kernel" else f"{alg} (kernel)"
+    # the agent's algorithms by name; the kernel's own (native:) ones marked
+    return alg if kind == "kernel" else f"{alg} ({kind})"
 
 
 def markdown(cells_: Sequence[Cell], schemes: Sequence[str]) -> str:

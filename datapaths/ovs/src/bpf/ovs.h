@@ -124,7 +124,7 @@ struct ccsw_directive {
 };
 
 struct ccsw_config {
-	__u64 valid_until_ns; /* CLOCK_MONOTONIC; control applies only while now < this (0: never) */
+	__u64 valid_until_ns; /* CLOCK_MONOTONIC; the directives apply only while now < this (0: never) */
 	__u32 copy_limit;     /* frames longer than this are not copied (0: CCSW_FRAME_MAX) */
 	__u32 _pad0;
 };

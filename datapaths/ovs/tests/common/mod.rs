@@ -10,7 +10,7 @@ use std::time::Duration;
 use ccswitch_ovs::loader::{
     monotonic_now_ns, AttachOptions, FlowPhase, Port, OvsDatapath, RET_NEXT,
 };
-use ccswitch_ovs::events::{Directive, Event, FlowKey};
+use ccswitch_ovs::events::{Directive, Event, FlowAddrs};
 
 pub const FIN: u8 = 0x01;
 pub const SYN: u8 = 0x02;
@@ -54,8 +54,8 @@ impl Ends {
             client: "[2001:db8:ffff::7]:40001".parse().unwrap(),
         }
     }
-    pub fn key(&self) -> FlowKey {
-        FlowKey {
+    pub fn key(&self) -> FlowAddrs {
+        FlowAddrs {
             server: self.server,
             client: self.client,
         }
@@ -282,7 +282,7 @@ pub fn handshake(dp: &mut OvsDatapath, e: &Ends, client_opts: &[u8], server_opts
     assert_eq!(
         out,
         ack.build(),
-        "handshake ACK passes unchanged (no control yet)"
+        "handshake ACK passes unchanged (no directive yet)"
     );
     let evs = drain(dp);
     let est = evs
@@ -311,7 +311,7 @@ pub fn server_sends(dp: &mut OvsDatapath, e: &Ends, n: usize) {
     }
 }
 
-pub fn control(dp: &OvsDatapath, id: u32, cwnd: u32) {
+pub fn give_directive(dp: &OvsDatapath, id: u32, cwnd: u32) {
     dp.set_directive(
         id,
         &Directive {
