@@ -47,7 +47,7 @@ DEB_PKGS=(
     python3-dev                         # libpython + headers: the agent embeds Python (pyo3)
     openvswitch-switch                  # the harness runs private instances (ovs.py)
     tcpdump                             # captures at the bridge port when debugging the ovs datapath
-    capnproto                           # compiles the agent's control schema (agent/build.rs)
+    capnproto                           # compiles the agent's operator schema (agent/build.rs)
     mahimahi mahimahi-traces            # from bullseye, see the pin below
 )
 IPT_VER="1.8.7-1"

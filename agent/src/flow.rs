@@ -87,7 +87,7 @@ pub enum HandoverKind {
     Spatial,
     /// A later decision of the selector, past its hysteresis.
     Temporal,
-    /// An operator's pin through the control interface.
+    /// An operator's pin through the operator interface.
     Pinned,
 }
 
@@ -207,7 +207,7 @@ impl FlowController {
             }
             return Ok(None);
         };
-        let reason = format!("pinned to {spec} through the control interface");
+        let reason = format!("pinned to {spec} through the operator interface");
         self.hand_over_to(spec, HandoverKind::Pinned, reason, None)
     }
 
@@ -313,7 +313,7 @@ impl FlowController {
                 state.observe(&m);
                 algorithm.on_measurement(state, &m);
                 // A pinned flow's selector keeps measuring (its features stay current for the
-                // control interface) but its decisions are not acted on.
+                // operator interface) but its decisions are not acted on.
                 let decision = self
                     .selector
                     .as_mut()

@@ -32,7 +32,7 @@
 //! and apply to the next start or vote, so `load-policy` changes them at once. Entries keep the
 //! prefix length they were made with: after a change of `prefix_v4`/`prefix_v6`, old entries no
 //! longer match and age out. `ccswitch-agent --no-destination-memory` switches the memory off
-//! whatever the policy says. The control interface lists the table and clears all of it or the
+//! whatever the policy says. The operator interface lists the table and clears all of it or the
 //! prefixes inside one prefix.
 
 use std::collections::{BTreeMap, HashMap};
@@ -296,7 +296,7 @@ pub struct Recall {
     pub score: f64,
 }
 
-/// A remembered prefix as the control interface lists it.
+/// A remembered prefix as the operator interface lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemorySnapshot {
     pub prefix: Prefix,
@@ -508,7 +508,7 @@ pub fn choose(recall: Recall, settings: &MemorySettings, initial: &str, choosabl
 // ---- Shared by the agent's threads ---------------------------------------------------------
 
 /// The agent's memory: the table and the agent's own off switch, shared by the datapath threads
-/// (a start at CREATE, a vote at close) and the control interface. Each call holds the lock
+/// (a start at CREATE, a vote at close) and the operator interface. Each call holds the lock
 /// for one table operation.
 #[derive(Debug, Default)]
 pub struct DestinationMemory {

@@ -1,6 +1,6 @@
-//! The agent's view of its flows for the control interface, and the operator's pins.
+//! The agent's view of its flows for the operator interface, and the operator's pins.
 //!
-//! Every datapath thread owns its flows; the registry holds a copy of what the control
+//! Every datapath thread owns its flows; the registry holds a copy of what the operator
 //! interface shows about each (endpoints, algorithm, features, counters), refreshed once per
 //! report, plus the state the operator sets: pins and the policy.
 //!
@@ -54,7 +54,7 @@ pub struct Endpoints {
     pub dport: u16,
 }
 
-/// What the control interface shows about one flow.
+/// What the operator interface shows about one flow.
 #[derive(Clone, Debug)]
 pub struct FlowSnapshot {
     pub key: FlowId,
@@ -243,7 +243,7 @@ impl Pins {
     }
 }
 
-/// Flows, pins and the policy, shared by the datapath threads and the control interface.
+/// Flows, pins and the policy, shared by the datapath threads and the operator interface.
 /// Where both locks are held, `flows` is taken first.
 pub struct Registry {
     flows: Mutex<HashMap<FlowId, FlowRecord>>,

@@ -1,6 +1,6 @@
 //! The IPC server: one thread per connected datapath, one controller per flow.
 //!
-//! Every flow is listed in the shared [`Registry`], where the control interface reads it and
+//! Every flow is listed in the shared [`Registry`], where the operator interface reads it and
 //! sets pins and the policy. A flow thread looks at pins and policy again only when the
 //! registry's generation moved, so the per-report cost of the control plane is one atomic load
 //! and one short update of the flow's entry.
@@ -11,7 +11,7 @@
 //! that cannot be right) ends that datapath's connection. Other datapaths are unaffected.
 //!
 //! A connection whose first bytes are a Cap'n Proto segment table (someone pointed `ccswitch
-//! control` at this socket) is answered with a control-protocol error that names the right
+//! operator` at this socket) is answered with an operator-protocol error that names the right
 //! socket, then closed: no CCP message has a length below its 8-byte header, while a segment
 //! table starts with a small segment count, which reads as a CCP length of 0.
 //!
@@ -96,9 +96,9 @@ impl Agent {
         let mut conn = Connection::new(self, datapath, out);
         let reason = match conn.run(&mut stream) {
             Ended::Closed(reason) => reason,
-            Ended::ControlClient => {
-                crate::control::drain_and_close(stream);
-                "a control request on the datapath socket".into()
+            Ended::OperatorClient => {
+                crate::operator::drain_and_close(stream);
+                "an operator request on the datapath socket".into()
             }
         };
         info!(datapath, flows = conn.flows.len(), reason = %reason, "datapath disconnected");
@@ -163,9 +163,9 @@ pub fn bind(socket: &Path, mode: u32, owned: &OwnedSockets) -> Result<UnixListen
     Ok(listener)
 }
 
-/// What the agent answers, in the control protocol, to a control request on its datapath socket.
+/// What the agent answers, in the operator protocol, to an operator request on its datapath socket.
 pub const DATAPATH_SOCKET_ANSWER: &str = "this is the agent's datapath socket (--socket), where CCP datapaths \
-     connect, not its control socket; use the path given to --control-socket";
+     connect, not its operator socket; use the path given to --operator-socket";
 
 /// Whether the first bytes of a connection are a Cap'n Proto segment table rather than a CCP
 /// header: a segment count below 2^16 makes the CCP length field (bytes 2-3) zero, which no
@@ -199,8 +199,8 @@ struct Connection<'a, W: Write> {
 enum Ended {
     /// The datapath went away, or its stream cannot be framed; says why.
     Closed(String),
-    /// A control client connected to the datapath socket and has been told so.
-    ControlClient,
+    /// A operator client connected to the datapath socket and has been told so.
+    OperatorClient,
 }
 
 impl<'a, W: Write> Connection<'a, W> {
@@ -221,9 +221,9 @@ impl<'a, W: Write> Connection<'a, W> {
             }
             // Before the first frame, every byte received is still unread.
             if !framed && looks_like_capnp(frames.unread()) {
-                warn!(datapath = self.datapath, "a control client connected to the datapath socket; telling it which socket to use");
-                let _ = self.out.write_all(&crate::control::error_response(DATAPATH_SOCKET_ANSWER));
-                return Ended::ControlClient;
+                warn!(datapath = self.datapath, "a operator client connected to the datapath socket; telling it which socket to use");
+                let _ = self.out.write_all(&crate::operator::error_response(DATAPATH_SOCKET_ANSWER));
+                return Ended::OperatorClient;
             }
             loop {
                 match frames.next_frame() {

@@ -1,4 +1,4 @@
-"""Command line: `ccswitch run|trace|bench|grid|algorithms|control|analyze|plot-flows ...`."""
+"""Command line: `ccswitch run|trace|bench|grid|algorithms|operator|analyze|plot-flows ...`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ Names, parameters and policies are checked by the agent before the first transfe
 def build_parser() -> argparse.ArgumentParser:
     from . import traces
     from . import algorithms
-    from . import control
+    from . import operator
     from .experiments import bench, grid, runner, sweep
     from .learner import dataset
 
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_cli(sub)
     grid.add_cli(sub)
     algorithms.add_cli(sub)
-    control.add_cli(sub)
+    operator.add_cli(sub)
     sweep.add_cli(sub)
     dataset.add_cli(sub)
     for old, new in RENAMED_COMMANDS.items():
@@ -58,8 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Subcommands of earlier versions and what they are called now; the old name is refused with
-#: an error naming the new one (one word per concept: a change of algorithm is a handover).
-RENAMED_COMMANDS = {"switching": "handover"}
+#: an error naming the new one (one word per concept: a change of algorithm is a handover,
+#: the socket an operator talks to is the operator interface).
+RENAMED_COMMANDS = {"switching": "handover", "control": "operator"}
 
 
 def _refuse_renamed(sub, old: str, new: str) -> None:

@@ -111,3 +111,13 @@ def test_the_readme_calls_the_cli_one_way_without_sudo():
 def test_a_renamed_command_is_refused_with_its_new_name():
     r = run_cli("switching", "smoothness", "somewhere")
     assert r.returncode == 2 and "`ccswitch switching` was renamed: use `ccswitch handover`" in r.stderr, r
+
+
+def test_the_old_operator_command_is_refused_with_its_new_name():
+    r = run_cli("control", "list", "--socket", "/nowhere")
+    assert r.returncode == 2 and "`ccswitch control` was renamed: use `ccswitch operator`" in r.stderr, r
+
+
+def test_the_agents_old_operator_option_is_refused_with_its_new_name():
+    r = subprocess.run([agent_binary(), "--control-socket", "/nowhere"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--control-socket was renamed: use --operator-socket" in r.stderr, r

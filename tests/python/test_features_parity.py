@@ -1,10 +1,10 @@
 """One feature implementation: the features `ccswitch._native` computes from reports are the
-ones the agent decides on. A real `ccswitch-agent` (--events, --control-socket, a policy whose
+ones the agent decides on. A real `ccswitch-agent` (--events, --operator-socket, a policy whose
 only rule always hands over, so its first decision is logged with its features) is driven by a
 fake CCP datapath with irregular reports (RTT samples missing, losses, partial segments, rates
 coming and going, timeouts). Checked, bit for bit:
 
-- after every report, the agent's live features (control interface) against
+- after every report, the agent's live features (operator interface) against
   `_native.FeatureTracker` fed the same report;
 - the features of the agent's `handover` event against `_native.decision_features` over the
   flow's `report` events from the same events file (the dataset's path), at the same report;

@@ -210,7 +210,7 @@ def test_failed_ovs_start_is_torn_down(tmp_path):
     finally:
         os.environ["PATH"] = old_path
     assert proc.returncode == 1, stderr
-    assert "ovs-vswitchd exited with status 1 before its control socket" in stderr
+    assert "ovs-vswitchd exited with status 1 before its operator socket" in stderr
     assert "cannot start" in (out / "logs" / "ovs-vswitchd.out").read_text()
     new_ns = {n for n in set(netns_list().split()) - ns_before if n.startswith("ccsw-")}
     assert not new_ns, new_ns

@@ -80,7 +80,7 @@ pub struct Selector {
     decided: bool,
     streak: Option<Streak>,
     /// The features of the window as it stands, computed at most once per report: the
-    /// decision and the registry's copy for the control interface read the same value.
+    /// decision and the registry's copy for the operator interface read the same value.
     features: Cell<Option<Features>>,
 }
 

@@ -1556,9 +1556,9 @@ mod model_policy_tests {
     fn a_policy_sent_as_text_takes_its_model_path_as_given() {
         let files = Files::new("text", MODEL, POLICY);
         let text = POLICY.replace("models/m.json", &files.model());
-        let p = Policy::parse(&text, "sent through the control interface").unwrap();
+        let p = Policy::parse(&text, "sent through the operator interface").unwrap();
         assert_eq!(p.model().map(Model::origin), Some(files.model().as_str()));
-        let e = format!("{:#}", Policy::parse(&text.replace("\"first\"", "\"sliding\""), "sent through the control interface").unwrap_err());
-        assert!(e.starts_with("policy sent through the control interface: [window]"), "{e}");
+        let e = format!("{:#}", Policy::parse(&text.replace("\"first\"", "\"sliding\""), "sent through the operator interface").unwrap_err());
+        assert!(e.starts_with("policy sent through the operator interface: [window]"), "{e}");
     }
 }

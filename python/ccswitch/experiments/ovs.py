@@ -170,7 +170,7 @@ class BridgeFabric:
                                            f"--log-file={os.path.join(self.log_dir, 'ovs-vswitchd.log')}",
                                            "-vconsole:off"]),
             os.path.join(self.log_dir, "ovs-vswitchd.out"), lambda: os.path.exists(ctl),
-            timeout_s=15.0, waiting_for=f"its control socket {ctl}", env=env)
+            timeout_s=15.0, waiting_for=f"its operator socket {ctl}", env=env)
         self.teardown.push(f"delete OVS bridge {self.bridge}", self._delete_ovs_bridge)
         # Without --no-wait, ovs-vsctl returns once ovs-vswitchd has applied the change.
         self.vsctl("add-br", self.bridge, "--", "set", "bridge", self.bridge, "datapath_type=netdev")

@@ -1,7 +1,7 @@
-# The ccswitch agent's control interface (`ccswitch-agent --control-socket PATH`).
+# The ccswitch agent's operator interface (`ccswitch-agent --operator-socket PATH`).
 #
 # One schema, two users: the agent's build script compiles this file (agent/build.rs) and
-# the Python client (ccswitch.control) loads it from the package at run time.
+# the Python client (ccswitch.operator) loads it from the package at run time.
 #
 # Transport: a unix stream socket. The client sends a Request, the agent answers with one
 # Response, and the connection stays open for the next request. Each message is framed the
@@ -104,7 +104,7 @@ struct PolicyInfo {
   loaded @0 :Bool;             # false: no policy, each flow keeps its initial algorithm
   name @1 :Text;
   description @2 :Text;
-  origin @3 :Text;             # where it was loaded from: built-in, a path, or the control interface
+  origin @3 :Text;             # where it was loaded from: built-in, a path, or the operator interface
   summary @4 :Text;            # human-readable: window, decisions, initial algorithm, rules
 }
 

@@ -1,11 +1,11 @@
-"""Client of the agent's control interface (`ccswitch-agent --control-socket PATH`).
+"""Client of the agent's operator interface (`ccswitch-agent --operator-socket PATH`).
 
 The agent listens on a unix stream socket. Each request and each response is one Cap'n
 Proto message in the standard stream framing (segment table, then segments); the schema is
-`control.capnp` beside this file, the same file the agent is built from. A connection carries
+`operator.capnp` beside this file, the same file the agent is built from. A connection carries
 any number of requests, each answered in order.
 
-    with ControlClient("/run/ccswitch/control.sock") as c:
+    with OperatorClient("/run/ccswitch/operator.sock") as c:
         for f in c.list_flows():
             print(f["sid"], f["algorithm"], f["features"].get("min_rtt_ms"))
         c.pin("bbr", port=443)
@@ -15,8 +15,8 @@ any number of requests, each answered in order.
         c.clear_memory("10.0.0.0/8")
 
 Whatever the agent refuses (unknown algorithm, bad prefix, unknown flow, a policy that does
-not parse) raises `ControlError` with the agent's message; the connection stays usable.
-`ccswitch control ...` is the command-line front end.
+not parse) raises `OperatorError` with the agent's message; the connection stays usable.
+`ccswitch operator ...` is the command-line front end.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import struct
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "control.capnp")
-SOCKET_ENV = "CCSWITCH_CONTROL_SOCKET"
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "operator.capnp")
+SOCKET_ENV = "CCSWITCH_OPERATOR_SOCKET"
 
 BYTES_PER_WORD = 8
 # Responses list every flow with its features (about 600 bytes each); this bounds a broken
@@ -45,7 +45,7 @@ _schema = None
 
 
 def schema():
-    """The control schema, loaded from the package on first use."""
+    """The operator schema, loaded from the package on first use."""
     global _schema
     if _schema is None:
         import capnp  # pycapnp
@@ -54,26 +54,26 @@ def schema():
     return _schema
 
 
-class ControlError(Exception):
+class OperatorError(Exception):
     """The agent refused a request; the message says why."""
 
 
-#: What to do when the path given is not a control socket but, most likely, the agent's
+#: What to do when the path given is not a operator socket but, most likely, the agent's
 #: datapath socket (where CCP datapaths connect).
 DATAPATH_SOCKET_HINT = ("this looks like the agent's datapath socket (--socket); "
-                        "use the path given to --control-socket")
+                        "use the path given to --operator-socket")
 
 
-class NotAControlSocket(ConnectionError):
-    """The peer does not speak the control protocol: it closed or reset the connection
+class NotAnOperatorSocket(ConnectionError):
+    """The peer does not speak the operator protocol: it closed or reset the connection
     without answering, or answered with something that is not a Cap'n Proto response."""
 
 
 FlowId = Tuple[int, int]
 
 
-class ControlClient:
-    """One connection to the agent's control socket."""
+class OperatorClient:
+    """One connection to the agent's operator socket."""
 
     def __init__(self, socket_path: str, timeout: float = DEFAULT_TIMEOUT_S):
         self.socket_path = socket_path
@@ -84,11 +84,11 @@ class ControlClient:
         except OSError as e:
             self.sock.close()
             raise ConnectionError(
-                f"cannot connect to the agent's control socket {socket_path}: {e.strerror or e} "
-                "(is the agent running with --control-socket?)"
+                f"cannot connect to the agent's operator socket {socket_path}: {e.strerror or e} "
+                "(is the agent running with --operator-socket?)"
             ) from e
 
-    def __enter__(self) -> "ControlClient":
+    def __enter__(self) -> "OperatorClient":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -119,7 +119,7 @@ class ControlClient:
 
     def unpin(self, *, flow: Optional[FlowId] = None, port: Optional[int] = None,
               prefix: Optional[str] = None) -> str:
-        """Remove the pin on exactly that target (ControlError if there is none)."""
+        """Remove the pin on exactly that target (OperatorError if there is none)."""
         req = schema().Request.new_message()
         _set_target(req.init("unpin"), flow, port, prefix)
         return self._call(req, "ok", str)
@@ -146,7 +146,7 @@ class ControlClient:
 
     def policy(self) -> Optional[Dict[str, str]]:
         """The policy flows follow: name, description, origin (built-in, a path, or sent
-        through the control interface) and summary (its window, decisions and rules); None if
+        through the operator interface) and summary (its window, decisions and rules); None if
         there is none."""
         req = schema().Request.new_message()
         req.getPolicy = None
@@ -165,7 +165,7 @@ class ControlClient:
 
     def clear_memory(self, prefix: Optional[str] = None) -> str:
         """Forget every remembered prefix, or (with `prefix`, e.g. "10.1.0.0/16") those inside
-        it; ControlError if `prefix` covers none. Returns the agent's summary."""
+        it; OperatorError if `prefix` covers none. Returns the agent's summary."""
         req = schema().Request.new_message()
         scope = req.init("clearMemory")
         if prefix is None:
@@ -181,14 +181,14 @@ class ControlClient:
             self.sock.sendall(req.to_bytes())
             data = read_message(self.sock)
         except (BrokenPipeError, ConnectionResetError) as e:
-            raise NotAControlSocket(f"{self.socket_path} reset the connection without answering "
+            raise NotAnOperatorSocket(f"{self.socket_path} reset the connection without answering "
                                     f"({e.strerror or e})") from None
         except socket.timeout:
             raise ConnectionError(f"{self.socket_path} did not answer within {self.sock.gettimeout():g} s "
-                                  "(is it the agent's --control-socket?)") from None
+                                  "(is it the agent's --operator-socket?)") from None
 
-        def not_capnp(e: Exception) -> NotAControlSocket:
-            return NotAControlSocket(f"{self.socket_path} answered with something that is not a "
+        def not_capnp(e: Exception) -> NotAnOperatorSocket:
+            return NotAnOperatorSocket(f"{self.socket_path} answered with something that is not a "
                                      f"Cap'n Proto response ({e})")
 
         # The limit counts words read, repeated reads included; reading a response whole a
@@ -204,9 +204,9 @@ class ControlClient:
             except Exception as e:
                 raise not_capnp(e) from None
             if which == "error":
-                raise ControlError(resp.error)
+                raise OperatorError(resp.error)
             if which != expected:
-                raise ControlError(f"the agent answered {which!r} to a request expecting {expected!r}")
+                raise OperatorError(f"the agent answered {which!r} to a request expecting {expected!r}")
             return convert(getattr(resp, expected))
 
 
@@ -215,14 +215,14 @@ def read_message(sock: socket.socket) -> bytes:
     first = _recv_exactly(sock, 4, at_start=True)
     segments = struct.unpack("<I", first)[0] + 1
     if segments > MAX_SEGMENTS:
-        raise NotAControlSocket(f"the peer answered with something that is not a Cap'n Proto "
+        raise NotAnOperatorSocket(f"the peer answered with something that is not a Cap'n Proto "
                                 f"response (its segment table announces {segments} segments)")
     table_bytes = (4 * (1 + segments) + BYTES_PER_WORD - 1) // BYTES_PER_WORD * BYTES_PER_WORD
     table = first + _recv_exactly(sock, table_bytes - 4)
     words = sum(struct.unpack_from(f"<{segments}I", table, 4))
     total = table_bytes + words * BYTES_PER_WORD
     if total > MAX_RESPONSE_BYTES:
-        raise NotAControlSocket(f"the peer answered with something that is not a Cap'n Proto "
+        raise NotAnOperatorSocket(f"the peer answered with something that is not a Cap'n Proto "
                                 f"response (it announces {total} bytes)")
     return table + _recv_exactly(sock, total - table_bytes)
 
@@ -233,8 +233,8 @@ def _recv_exactly(sock: socket.socket, n: int, at_start: bool = False) -> bytes:
         chunk = sock.recv(min(n - got, 1 << 20))
         if not chunk:
             if at_start and got == 0:
-                raise NotAControlSocket("the peer closed the connection without answering")
-            raise ConnectionError("the agent closed the control connection in the middle of a response")
+                raise NotAnOperatorSocket("the peer closed the connection without answering")
+            raise ConnectionError("the agent closed the operator connection in the middle of a response")
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
@@ -293,9 +293,9 @@ def _memory(m) -> Dict[str, Any]:
     }
 
 
-# Command line: `ccswitch control --socket PATH COMMAND ...`
+# Command line: `ccswitch operator --socket PATH COMMAND ...`
 
-# Features shown in `ccswitch control list` (all are in --json).
+# Features shown in `ccswitch operator list` (all are in --json).
 LIST_FEATURES = [("min_rtt_ms", "minRTT ms", "{:.1f}"), ("rtt_cov", "RTT cov", "{:.2f}"),
                  ("loss_rate", "loss", "{:.2%}"), ("delivery_rate_mbps", "Mbit/s", "{:.2f}")]
 
@@ -306,14 +306,14 @@ MAX_DATAPATH = 0xFFFF_FFFF_FFFF_FFFF
 
 
 def parse_flow(text: str) -> FlowId:
-    """`DATAPATH:SID`, as `ccswitch control list` prints it."""
+    """`DATAPATH:SID`, as `ccswitch operator list` prints it."""
     try:
         datapath, sid = (int(x, 10) for x in text.split(":"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not DATAPATH:SID (e.g. 1:3)") from None
     if not 1 <= datapath <= MAX_DATAPATH or not 0 <= sid <= MAX_SID:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a flow: DATAPATH counts from 1 and SID is 0-{MAX_SID} (see `ccswitch control list`)")
+            f"{text!r} is not a flow: DATAPATH counts from 1 and SID is 0-{MAX_SID} (see `ccswitch operator list`)")
     return datapath, sid
 
 
@@ -370,7 +370,7 @@ AGENT_DEFAULT_SOCKET = "/run/ccswitch/agent.sock"
 
 
 def running_agents() -> List[Dict[str, Any]]:
-    """Every ccswitch-agent process this user can see: pid, socket and control_socket (None
+    """Every ccswitch-agent process this user can see: pid, socket and operator_socket (None
     if it has none), as absolute paths."""
     agents = []
     try:
@@ -387,7 +387,7 @@ def running_agents() -> List[Dict[str, Any]]:
             cwd = "/"
         paths = {}
         for key, option, default in (("socket", "--socket", AGENT_DEFAULT_SOCKET),
-                                     ("control_socket", "--control-socket", None)):
+                                     ("operator_socket", "--operator-socket", None)):
             value = _option(args, option) or default
             paths[key] = os.path.normpath(os.path.join(cwd, value)) if value else None
         agents.append({"pid": int(pid), **paths})
@@ -404,21 +404,21 @@ def datapath_socket_owner(path: str) -> Optional[Dict[str, Any]]:
 
 
 def wrong_socket_message(path: str, agent: Optional[Dict[str, Any]]) -> str:
-    """Why `path` is not a control socket, and which path to use instead."""
+    """Why `path` is not a operator socket, and which path to use instead."""
     if agent is None:
         return f"{path}: {DATAPATH_SOCKET_HINT}"
-    where = (f"this agent's is {agent['control_socket']}" if agent["control_socket"]
-             else "this agent was started without --control-socket")
+    where = (f"this agent's is {agent['operator_socket']}" if agent["operator_socket"]
+             else "this agent was started without --operator-socket")
     return (f"{path} is the datapath socket (--socket) of ccswitch-agent pid {agent['pid']}; "
-            f"use the path given to --control-socket ({where})")
+            f"use the path given to --operator-socket ({where})")
 
 
 def add_cli(sub) -> None:
-    p = sub.add_parser("control", help="talk to a running agent: list flows, pin algorithms, load a policy, "
+    p = sub.add_parser("operator", help="talk to a running agent: list flows, pin algorithms, load a policy, "
                                        "see the destination memory")
     p.add_argument("--socket", default=os.environ.get(SOCKET_ENV),
-                   help=f"the agent's --control-socket (default: ${SOCKET_ENV})")
-    cmds = p.add_subparsers(dest="control_command", metavar="COMMAND", required=True)
+                   help=f"the agent's --operator-socket (default: ${SOCKET_ENV})")
+    cmds = p.add_subparsers(dest="operator_command", metavar="COMMAND", required=True)
     c = cmds.add_parser("list", help="flows with their algorithm, pin and key features")
     c.add_argument("--json", action="store_true", help="print JSON (every feature)")
     c = cmds.add_parser("pins", help="the pins in force")
@@ -451,29 +451,29 @@ def _add_target_args(p) -> None:
 
 def _cli(args) -> int:
     if not args.socket:
-        print(f"ccswitch control: give --socket (or set ${SOCKET_ENV})", file=sys.stderr)
+        print(f"ccswitch operator: give --socket (or set ${SOCKET_ENV})", file=sys.stderr)
         return 2
     # Connecting to a datapath socket would count as a datapath for that agent: say so first.
     owner = datapath_socket_owner(args.socket)
     if owner is not None:
-        print(f"ccswitch control: {wrong_socket_message(args.socket, owner)}", file=sys.stderr)
+        print(f"ccswitch operator: {wrong_socket_message(args.socket, owner)}", file=sys.stderr)
         return 2
     try:
-        with ControlClient(args.socket) as c:
+        with OperatorClient(args.socket) as c:
             return _run(c, args)
-    except NotAControlSocket as e:
-        print(f"ccswitch control: {e}; {wrong_socket_message(args.socket, None)}", file=sys.stderr)
+    except NotAnOperatorSocket as e:
+        print(f"ccswitch operator: {e}; {wrong_socket_message(args.socket, None)}", file=sys.stderr)
         return 1
-    except (ControlError, ConnectionError, OSError) as e:
-        print(f"ccswitch control: {e}", file=sys.stderr)
+    except (OperatorError, ConnectionError, OSError) as e:
+        print(f"ccswitch operator: {e}", file=sys.stderr)
         return 1
     except ValueError as e:  # arguments the client refuses before sending
-        print(f"ccswitch control: {e}", file=sys.stderr)
+        print(f"ccswitch operator: {e}", file=sys.stderr)
         return 2
 
 
-def _run(c: ControlClient, args) -> int:
-    cmd = args.control_command
+def _run(c: OperatorClient, args) -> int:
+    cmd = args.operator_command
     if cmd == "list":
         flows = c.list_flows()
         print(json.dumps(flows, indent=2) if args.json else format_flows(flows))

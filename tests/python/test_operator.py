@@ -1,5 +1,5 @@
-"""The agent's control interface through the Python client and `ccswitch control`: a real
-`ccswitch-agent` with --control-socket, flows from a fake CCP datapath speaking the wire
+"""The agent's operator interface through the Python client and `ccswitch operator`: a real
+`ccswitch-agent` with --operator-socket, flows from a fake CCP datapath speaking the wire
 protocol on its datapath socket. Lists flows, pins ports, prefixes and flows (a pinned flow
 is handed over at its next report), loads policies by name and as text, and answers unknown or
 malformed requests with clear errors while staying up. Needs the Rust binaries (make build);
@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from ccswitch import control
-from ccswitch.control import ControlClient, ControlError
+from ccswitch import operator
+from ccswitch.operator import OperatorClient, OperatorError
 from ccswitch.experiments import runner
 from agent_process import Agent
 from fake_datapath import (ANSWER_TIMEOUT_S, CLIENT, CLIENT_PORT, HEADER, INSTALL_EXPR, MSS_BYTES, RTT_US, SERVER,
@@ -67,9 +67,9 @@ def test_port_and_prefix_pins_are_listed_and_removed(agent):
         ]
         assert c.unpin(port=443) == "unpinned port 443 (0 flows now)"
         assert [p["value"] for p in c.list_pins()] == ["10.0.0.0/8", "2001:db8::/32"]
-        with pytest.raises(ControlError, match="^no pin on port 443$"):
+        with pytest.raises(OperatorError, match="^no pin on port 443$"):
             c.unpin(port=443)
-        with pytest.raises(ControlError, match="^no pin on prefix 10.0.0.0/16$"):
+        with pytest.raises(OperatorError, match="^no pin on prefix 10.0.0.0/16$"):
             c.unpin(prefix="10.0.0.0/16")
 
 
@@ -101,7 +101,7 @@ def test_a_flow_is_listed_and_switches_to_its_pin_at_the_next_report(agent):
             f = only_flow(c)
             assert (f["algorithm"], f["pinned"], f["handovers"]) == ("bbr", "bbr", 2)
 
-            with pytest.raises(ControlError, match=r"no flow 1:99 \(datapath 1, socket id 99\)"):
+            with pytest.raises(OperatorError, match=r"no flow 1:99 \(datapath 1, socket id 99\)"):
                 c.pin("bbr", flow=(1, 99))
 
             dp.close_flow(sid=3)
@@ -122,10 +122,10 @@ def test_policies_load_by_name_and_as_text(agent):
             text = f.read().replace('name = "mystique"', 'name = "my-mystique"')
         assert c.load_policy(toml=text) == "loaded policy my-mystique (0 flows to choose for, 0 pinned)"
         p = c.policy()
-        assert (p["name"], p["origin"]) == ("my-mystique", "sent through the control interface")
-        with pytest.raises(ControlError, match="^policy sent through the control interface: .*TOML parse error"):
+        assert (p["name"], p["origin"]) == ("my-mystique", "sent through the operator interface")
+        with pytest.raises(OperatorError, match="^policy sent through the operator interface: .*TOML parse error"):
             c.load_policy(toml="[rules\nname = ")
-        with pytest.raises(ControlError, match='^no built-in policy "no-such-policy"; built-in: mystique'):
+        with pytest.raises(OperatorError, match='^no built-in policy "no-such-policy"; built-in: mystique'):
             c.load_policy("no-such-policy")
         assert c.policy()["name"] == "my-mystique", "a failed load keeps the policy"
 
@@ -148,15 +148,15 @@ def test_a_policy_gives_listed_flows_their_features(agent):
 
 def test_bad_requests_get_clear_errors_and_the_connection_goes_on(agent):
     with agent.client() as c:
-        with pytest.raises(ControlError, match="unknown algorithm.*nosuch"):
+        with pytest.raises(OperatorError, match="unknown algorithm.*nosuch"):
             c.pin("nosuch", port=80)
-        with pytest.raises(ControlError, match=r"bad prefix \"10.1.2.3/8\": host bits are set \(the network is 10.0.0.0/8\)"):
+        with pytest.raises(OperatorError, match=r"bad prefix \"10.1.2.3/8\": host bits are set \(the network is 10.0.0.0/8\)"):
             c.pin("bbr", prefix="10.1.2.3/8")
-        with pytest.raises(ControlError, match="is not an IPv4 or IPv6 address"):
+        with pytest.raises(OperatorError, match="is not an IPv4 or IPv6 address"):
             c.pin("bbr", prefix="not-an-address/8")
-        with pytest.raises(ControlError, match="only simple algorithms can be pinned"):
+        with pytest.raises(OperatorError, match="only simple algorithms can be pinned"):
             c.pin("reno-datapath", port=80)
-        with pytest.raises(ControlError, match="port 0"):
+        with pytest.raises(OperatorError, match="port 0"):
             c.pin("bbr", port=0)
         assert c.list_pins() == [], "nothing was pinned, and the same connection still works"
 
@@ -169,9 +169,9 @@ def test_python_algorithms_can_be_pinned_and_import_errors_are_reported(agent):
             assert c.pin("py:ccswitch.examples.reno:Reno", flow=(1, 2)).startswith("pinned flow 1:2")
             dp.report(sid=2)
             assert only_flow(c)["handovers"] == 1
-            with pytest.raises(ControlError, match="cannot import no_such_module"):
+            with pytest.raises(OperatorError, match="cannot import no_such_module"):
                 c.pin("py:no_such_module:Algo", port=80)
-            with pytest.raises(ControlError, match="expected py:MODULE:CLASS"):
+            with pytest.raises(OperatorError, match="expected py:MODULE:CLASS"):
                 c.pin("py:nocolon", port=80)
     finally:
         dp.close()
@@ -186,20 +186,20 @@ def test_garbage_on_the_socket_gets_an_error_and_the_agent_stays_up(agent):
     # A framed message with an unknown request: an error, and the connection goes on.
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(ANSWER_TIMEOUT_S)
-        s.connect(agent.control)
+        s.connect(agent.operator_socket)
         s.sendall(raw_request_with_tag(99))
-        assert "unknown request (member 99 of the Request union)" in error_text(control.read_message(s))
-        req = control.schema().Request.new_message()
+        assert "unknown request (member 99 of the Request union)" in error_text(operator.read_message(s))
+        req = operator.schema().Request.new_message()
         req.listPins = None
         s.sendall(req.to_bytes())
-        with control.schema().Response.from_bytes(control.read_message(s)) as resp:
+        with operator.schema().Response.from_bytes(operator.read_message(s)) as resp:
             assert resp.which() == "pins" and len(resp.pins) == 0
     # Bytes that cannot be a framed message: an error, then the agent closes that connection.
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(ANSWER_TIMEOUT_S)
-        s.connect(agent.control)
+        s.connect(agent.operator_socket)
         s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-        text = error_text(control.read_message(s))
+        text = error_text(operator.read_message(s))
         assert text.startswith("malformed request framing: the segment table announces"), text
         assert s.recv(1) == b"", "closed"
     assert agent.alive()
@@ -208,13 +208,13 @@ def test_garbage_on_the_socket_gets_an_error_and_the_agent_stays_up(agent):
 
 
 def error_text(data):
-    with control.schema().Response.from_bytes(data) as resp:
+    with operator.schema().Response.from_bytes(data) as resp:
         assert resp.which() == "error", resp.which()
         return resp.error
 
 
 def cli(agent, *args):
-    return subprocess.run([sys.executable, "-m", "ccswitch", "control", "--socket", agent.control, *args],
+    return subprocess.run([sys.executable, "-m", "ccswitch", "operator", "--socket", agent.operator_socket, *args],
                           capture_output=True, text=True, timeout=30,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
 
@@ -330,9 +330,9 @@ def test_the_memory_is_cleared_whole_or_inside_a_prefix(policy_agent):
             decided_flows(dp, c, [3], "192.0.2.1")
             assert [e["prefix"] for e in c.memory()["entries"]] == ["10.20.0.0/24", "10.20.1.0/24", "192.0.2.0/24"]
             assert c.clear_memory("10.20.0.0/16") == "forgot 2 prefixes inside 10.20.0.0/16 (10.20.0.0/24, 10.20.1.0/24)"
-            with pytest.raises(ControlError, match="^the destination memory holds no prefix inside 10.20.0.0/16$"):
+            with pytest.raises(OperatorError, match="^the destination memory holds no prefix inside 10.20.0.0/16$"):
                 c.clear_memory("10.20.0.0/16")
-            with pytest.raises(ControlError, match="host bits are set"):
+            with pytest.raises(OperatorError, match="host bits are set"):
                 c.clear_memory("10.20.0.1/16")
             r = cli(policy_agent, "memory", "--clear", "10.20.0.1/16")
             assert r.returncode == 2 and "has host bits set" in r.stderr, r
@@ -375,28 +375,28 @@ def test_no_destination_memory_switches_it_off_whatever_the_policy(tmp_path):
 # Client-side checks (no agent needed).
 
 def test_the_client_checks_its_arguments_before_sending():
-    req = control.schema().Request.new_message()
+    req = operator.schema().Request.new_message()
     with pytest.raises(ValueError, match="exactly one of flow=, port= and prefix="):
-        control._set_target(req.init("pin").target, (1, 2), 80, None)
+        operator._set_target(req.init("pin").target, (1, 2), 80, None)
     with pytest.raises(ValueError, match="got none"):
-        control._set_target(req.init("unpin"), None, None, None)
+        operator._set_target(req.init("unpin"), None, None, None)
     with pytest.raises(ValueError, match="out of range"):
-        control._set_target(req.init("unpin"), None, 70_000, None)
-    assert control.parse_flow("2:17") == (2, 17)
+        operator._set_target(req.init("unpin"), None, 70_000, None)
+    assert operator.parse_flow("2:17") == (2, 17)
     with pytest.raises(Exception, match="is not DATAPATH:SID"):
-        control.parse_flow("2")
+        operator.parse_flow("2")
 
 
 def test_the_flow_table_shows_key_features():
     flows = [{"datapath": 1, "sid": 2, "src": "2001:db8::1", "sport": 443, "dst": "10.0.0.1", "dport": 5000,
               "algorithm": "bbr", "pinned": None, "reports": 7, "handovers": 1, "cwnd_bytes": 28960,
               "features": {"min_rtt_ms": 20.04, "rtt_cov": 0.1234, "loss_rate": 0.015}}]
-    header, row = control.format_flows(flows).splitlines()
+    header, row = operator.format_flows(flows).splitlines()
     assert header.split() == ["FLOW", "SERVER", "CLIENT", "ALGORITHM", "PINNED", "REPORTS", "SWITCHES", "CWND",
                               "minRTT", "ms", "RTT", "cov", "loss", "Mbit/s"]
     assert row.split() == ["1:2", "[2001:db8::1]:443", "10.0.0.1:5000", "bbr", "-", "7", "1", "28960",
                            "20.0", "0.12", "1.50%", "-"]
-    assert control.format_flows([]) == "no flows"
+    assert operator.format_flows([]) == "no flows"
 
 
 # Command-line arguments are checked before anything is sent, with argparse's exit status 2.
@@ -425,27 +425,27 @@ def test_valid_edge_ports_and_single_addresses_are_accepted(agent):
     assert r.returncode == 0 and "pinned prefix 2001:db8::1" in r.stdout, r
 
 
-# Pointed at the datapath socket instead of the control socket.
+# Pointed at the datapath socket instead of the operator socket.
 
-def test_the_command_line_names_the_control_socket_of_the_agent_whose_datapath_socket_it_was_given(agent):
+def test_the_command_line_names_the_operator_socket_of_the_agent_whose_datapath_socket_it_was_given(agent):
     r = cli_at(agent.socket, "list")
     assert r.returncode == 2, r
     assert r.stderr.strip() == (
-        f"ccswitch control: {agent.socket} is the datapath socket (--socket) of ccswitch-agent pid "
-        f"{agent.proc.pid}; use the path given to --control-socket (this agent's is {agent.control})"), r.stderr
+        f"ccswitch operator: {agent.socket} is the datapath socket (--socket) of ccswitch-agent pid "
+        f"{agent.proc.pid}; use the path given to --operator-socket (this agent's is {agent.operator_socket})"), r.stderr
     with agent.client() as c:
         assert c.list_flows() == []
     with open(agent.log_path) as f:
         assert "datapath connected" not in f.read(), "the command line did not connect to the datapath socket"
 
 
-def test_the_agent_answers_a_control_request_on_its_datapath_socket_with_the_socket_to_use(agent):
+def test_the_agent_answers_an_operator_request_on_its_datapath_socket_with_the_socket_to_use(agent):
     # The client library connects wherever it is told; the agent recognises the request.
-    with ControlClient(agent.socket, timeout=ANSWER_TIMEOUT_S) as c:
-        with pytest.raises(ControlError) as e:
+    with OperatorClient(agent.socket, timeout=ANSWER_TIMEOUT_S) as c:
+        with pytest.raises(OperatorError) as e:
             c.list_flows()
     assert "datapath socket (--socket)" in str(e.value), e.value
-    assert "use the path given to --control-socket" in str(e.value), e.value
+    assert "use the path given to --operator-socket" in str(e.value), e.value
     assert agent.alive()
     dp = FakeDatapath(agent.socket)  # datapaths are still served
     try:
@@ -482,7 +482,7 @@ class FakePeer:
 
 
 def cli_at(path, *args):
-    return subprocess.run([sys.executable, "-m", "ccswitch", "control", "--socket", path, *args],
+    return subprocess.run([sys.executable, "-m", "ccswitch", "operator", "--socket", path, *args],
                           capture_output=True, text=True, timeout=30,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
 
@@ -491,7 +491,7 @@ def cli_at(path, *args):
     (b"", "the peer closed the connection without answering"),
     (HEADER.pack(INSTALL_EXPR, 64, 0) + bytes(56), "answered with something that is not a Cap'n Proto response"),
 ])
-def test_a_peer_that_does_not_speak_the_control_protocol_gets_the_socket_hint(tmp_path, answer, why):
+def test_a_peer_that_does_not_speak_the_operator_protocol_gets_the_socket_hint(tmp_path, answer, why):
     path = str(tmp_path / "other.sock")
     peer = FakePeer(path, answer)
     try:
@@ -500,5 +500,5 @@ def test_a_peer_that_does_not_speak_the_control_protocol_gets_the_socket_hint(tm
         peer.close()
     assert r.returncode == 1, r
     assert why in r.stderr, r.stderr
-    assert r.stderr.rstrip().endswith(f"{path}: {control.DATAPATH_SOCKET_HINT}"), r.stderr
+    assert r.stderr.rstrip().endswith(f"{path}: {operator.DATAPATH_SOCKET_HINT}"), r.stderr
     assert "Traceback" not in r.stderr, r.stderr

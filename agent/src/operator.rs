@@ -1,8 +1,8 @@
-//! The control interface: a unix socket through which an operator (or `ccswitch control`)
+//! The operator interface: a unix socket through which an operator (or `ccswitch operator`)
 //! lists flows, pins flows, ports and prefixes to algorithms, loads a policy, and lists or
 //! clears the per-destination memory (crate::memory).
 //!
-//! Requests and responses are Cap'n Proto messages (schema: python/ccswitch/control.capnp,
+//! Requests and responses are Cap'n Proto messages (schema: python/ccswitch/operator.capnp,
 //! shared with the Python client), each in the standard stream framing: a segment table
 //! (segment count - 1, then each segment's size in words, all u32 little endian, padded to a
 //! word) followed by the segments. Every request gets exactly one response, in order, and a
@@ -38,11 +38,11 @@ use crate::selector::features::Features;
 use crate::selector::policy::Policy;
 
 #[allow(clippy::all, unused_qualifications)]
-pub mod control_capnp {
-    include!(concat!(env!("OUT_DIR"), "/control_capnp.rs"));
+pub mod operator_capnp {
+    include!(concat!(env!("OUT_DIR"), "/operator_capnp.rs"));
 }
 
-use control_capnp::{memory_scope, policy_source, request, response, target};
+use operator_capnp::{memory_scope, policy_source, request, response, target};
 
 /// Largest request accepted, segment table included (1 MiB: a policy file is a few KiB).
 pub const MAX_REQUEST_BYTES: usize = 1 << 20;
@@ -57,14 +57,14 @@ const DRAIN_TIMEOUT: Duration = Duration::from_millis(200);
 /// Listen on `path` (replacing a stale socket, with permissions `mode`; listed in `owned`) and serve clients
 /// from a thread of its own. Returns once the socket is bound.
 pub fn serve(registry: Arc<Registry>, path: &Path, mode: u32, owned: &OwnedSockets) -> Result<()> {
-    let listener = crate::server::bind(path, mode, owned).context("control socket")?;
-    info!(socket = %path.display(), "control interface listening");
+    let listener = crate::server::bind(path, mode, owned).context("operator socket")?;
+    info!(socket = %path.display(), "operator interface listening");
     let clients = Arc::new(AtomicUsize::new(0));
-    std::thread::Builder::new().name("control".into()).spawn(move || {
+    std::thread::Builder::new().name("operator".into()).spawn(move || {
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => accept(&registry, &clients, stream),
-                Err(e) => error!(error = %e, "control: accept failed"),
+                Err(e) => error!(error = %e, "operator: accept failed"),
             }
         }
     })?;
@@ -74,20 +74,20 @@ pub fn serve(registry: Arc<Registry>, path: &Path, mode: u32, owned: &OwnedSocke
 fn accept(registry: &Arc<Registry>, clients: &Arc<AtomicUsize>, mut stream: UnixStream) {
     if clients.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
         clients.fetch_sub(1, Ordering::AcqRel);
-        warn!(max = MAX_CLIENTS, "control: too many clients, refusing one");
-        let msg = format!("too many control clients (at most {MAX_CLIENTS} at a time)");
+        warn!(max = MAX_CLIENTS, "operator: too many clients, refusing one");
+        let msg = format!("too many operator clients (at most {MAX_CLIENTS} at a time)");
         let _ = stream.write_all(&error_response(&msg));
         drain_and_close(stream);
         return;
     }
     let (registry, clients) = (Arc::clone(registry), Arc::clone(clients));
-    let spawned = std::thread::Builder::new().name("control-client".into()).spawn(move || {
+    let spawned = std::thread::Builder::new().name("operator-client".into()).spawn(move || {
         let reason = serve_client(&registry, stream);
         clients.fetch_sub(1, Ordering::AcqRel);
-        debug!(reason = %reason, "control client gone");
+        debug!(reason = %reason, "operator client gone");
     });
     if let Err(e) = spawned {
-        error!(error = %e, "control: cannot start a client thread");
+        error!(error = %e, "operator: cannot start a client thread");
     }
 }
 
@@ -99,7 +99,7 @@ fn serve_client(registry: &Registry, mut stream: UnixStream) -> String {
             Ok(None) => return "closed".into(),
             Err(FrameError::Io(e)) => return format!("read error: {e}"),
             Err(FrameError::Broken(why)) => {
-                warn!(error = %why, "control: broken framing, closing the connection");
+                warn!(error = %why, "operator: broken framing, closing the connection");
                 let msg = format!("malformed request framing: {why}; closing the connection");
                 let _ = stream.write_all(&error_response(&msg));
                 drain_and_close(stream);
@@ -196,7 +196,7 @@ pub fn handle(registry: &Registry, request: &[u8]) -> Vec<u8> {
     match decode_and_run(registry, request) {
         Ok(reply) => encode(&reply),
         Err(e) => {
-            debug!(error = %format!("{e:#}"), "control: request refused");
+            debug!(error = %format!("{e:#}"), "operator: request refused");
             error_response(&format!("{e:#}"))
         }
     }
@@ -257,13 +257,13 @@ fn run(registry: &Registry, req: request::Reader) -> Result<Reply> {
                 bail!("pin {target}: the algorithm is empty");
             }
             let matched = registry.pin(target.clone(), algorithm).with_context(|| format!("pin {target}"))?;
-            info!(target = %target, algorithm, flows = matched, "control: pinned");
+            info!(target = %target, algorithm, flows = matched, "operator: pinned");
             Ok(Reply::Ok(format!("pinned {target} to {algorithm} ({} now)", flows(matched))))
         }
         Which::Unpin(target) => {
             let target = read_target(target?)?;
             let matched = registry.unpin(&target)?;
-            info!(target = %target, flows = matched, "control: unpinned");
+            info!(target = %target, flows = matched, "operator: unpinned");
             Ok(Reply::Ok(format!("unpinned {target} ({} now)", flows(matched))))
         }
         Which::LoadPolicy(source) => load_policy(registry, source?),
@@ -310,7 +310,7 @@ fn clear_memory(registry: &Registry, scope: memory_scope::Reader) -> Result<Repl
         n if n <= 8 => format!(" ({})", gone.iter().map(Prefix::to_string).collect::<Vec<_>>().join(", ")),
         _ => format!(" ({}, ...)", gone[..8].iter().map(Prefix::to_string).collect::<Vec<_>>().join(", ")),
     };
-    info!(within = within.map(|p| p.to_string()), forgotten = gone.len(), "control: destination memory cleared");
+    info!(within = within.map(|p| p.to_string()), forgotten = gone.len(), "operator: destination memory cleared");
     match (within, gone.len()) {
         (Some(w), 0) => bail!("the destination memory holds no prefix inside {w}"),
         (Some(w), n) => Ok(Reply::Ok(format!("forgot {} inside {w}{listed}", prefixes(n)))),
@@ -364,14 +364,14 @@ fn load_policy(registry: &Registry, source: policy_source::Reader) -> Result<Rep
         }
         Which::Toml(text) => {
             let text = read_text(text?, "toml")?;
-            Policy::parse(text, CONTROL_ORIGIN)?
+            Policy::parse(text, OPERATOR_ORIGIN)?
         }
     };
     let name = policy.name().to_string();
     registry.set_policy(Arc::new(policy));
     let all = registry.list();
     let pinned = all.iter().filter(|f| f.pinned.is_some()).count();
-    info!(policy = %name, flows = all.len(), pinned, "control: policy loaded");
+    info!(policy = %name, flows = all.len(), pinned, "operator: policy loaded");
     Ok(Reply::Ok(format!(
         "loaded policy {name} ({} to choose for, {pinned} pinned)",
         flows(all.len() - pinned)
@@ -379,7 +379,7 @@ fn load_policy(registry: &Registry, source: policy_source::Reader) -> Result<Rep
 }
 
 /// Where a policy sent as text came from, for its error messages and its summary.
-const CONTROL_ORIGIN: &str = "sent through the control interface";
+const OPERATOR_ORIGIN: &str = "sent through the operator interface";
 
 fn encode(reply: &Reply) -> Vec<u8> {
     let mut message = Builder::new_default();
@@ -416,7 +416,7 @@ fn encode(reply: &Reply) -> Vec<u8> {
     serialize::write_message_to_words(&message)
 }
 
-fn write_memory(mut out: control_capnp::memory_info::Builder, m: &MemoryListing) {
+fn write_memory(mut out: operator_capnp::memory_info::Builder, m: &MemoryListing) {
     out.set_enabled(m.state.is_ok());
     out.set_why(m.state.err().unwrap_or(""));
     out.set_prefix_v4(m.settings.prefix_v4);
@@ -438,7 +438,7 @@ fn write_memory(mut out: control_capnp::memory_info::Builder, m: &MemoryListing)
     }
 }
 
-fn write_flow(mut out: control_capnp::flow_info::Builder, f: &FlowSnapshot) {
+fn write_flow(mut out: operator_capnp::flow_info::Builder, f: &FlowSnapshot) {
     out.set_datapath(f.key.datapath);
     out.set_sid(f.key.sid);
     out.set_src(f.endpoints.src.to_string().as_str());
@@ -455,7 +455,7 @@ fn write_flow(mut out: control_capnp::flow_info::Builder, f: &FlowSnapshot) {
     }
 }
 
-fn write_features(out: control_capnp::flow_info::Builder, features: &Features) {
+fn write_features(out: operator_capnp::flow_info::Builder, features: &Features) {
     let present: Vec<(&str, f64)> =
         Features::NAMES.iter().filter_map(|&n| features.get(n).map(|v| (n, v))).collect();
     let mut list = out.init_features(present.len() as u32);
@@ -493,7 +493,7 @@ mod tests {
 
     use super::*;
     use crate::registry::Endpoints;
-    use control_capnp::flow_info;
+    use operator_capnp::flow_info;
 
     fn request(build: impl FnOnce(request::Builder)) -> Vec<u8> {
         let mut message = Builder::new_default();
@@ -733,9 +733,9 @@ mod tests {
         let e = answer(&r, &request(|r| r.init_load_policy().set_spec("nosuch-policy")));
         assert!(e.starts_with("error: no built-in policy \"nosuch-policy\""), "{e}");
         let e = answer(&r, &request(|r| r.init_load_policy().set_toml("name = [unclosed")));
-        assert!(e.starts_with("error: policy sent through the control interface: "), "{e}");
+        assert!(e.starts_with("error: policy sent through the operator interface: "), "{e}");
         let e = answer(&r, &request(|r| r.init_load_policy().set_toml(r#"name = "x""#)));
-        assert!(e.starts_with("error: policy sent through the control interface: "), "{e}");
+        assert!(e.starts_with("error: policy sent through the operator interface: "), "{e}");
         assert_eq!(r.generation(), g, "failed loads change nothing");
         assert_eq!(answer(&r, &get), mystique);
         let text = include_str!("../policies/mystique.toml").replace("name = \"mystique\"", "name = \"mine\"");
@@ -744,7 +744,7 @@ mod tests {
             "ok: loaded policy mine (1 flow to choose for, 0 pinned)"
         );
         let e = answer(&r, &get);
-        assert!(e.starts_with("policy: loaded=true name=mine origin=sent through the control interface"), "{e}");
+        assert!(e.starts_with("policy: loaded=true name=mine origin=sent through the operator interface"), "{e}");
     }
 
     fn list_memory() -> Vec<u8> {
@@ -848,8 +848,8 @@ mod tests {
 
     #[test]
     fn the_socket_serves_clients_after_a_broken_one() {
-        let dir = std::env::temp_dir().join(format!("ccswitch-control-test-{}", std::process::id()));
-        let path = dir.join("control.sock");
+        let dir = std::env::temp_dir().join(format!("ccswitch-operator-test-{}", std::process::id()));
+        let path = dir.join("operator.sock");
         let r = Arc::new(registry_with_flow());
         serve(Arc::clone(&r), &path, 0o600, &OwnedSockets::default()).unwrap();
         let mut bad = UnixStream::connect(&path).unwrap();
@@ -867,8 +867,8 @@ mod tests {
 
     #[test]
     fn clients_beyond_the_limit_are_told_so() {
-        let dir = std::env::temp_dir().join(format!("ccswitch-control-limit-{}", std::process::id()));
-        let path = dir.join("control.sock");
+        let dir = std::env::temp_dir().join(format!("ccswitch-operator-limit-{}", std::process::id()));
+        let path = dir.join("operator.sock");
         serve(Arc::new(Registry::new(None)), &path, 0o600, &OwnedSockets::default()).unwrap();
         let mut held: Vec<UnixStream> = (0..MAX_CLIENTS).map(|_| UnixStream::connect(&path).unwrap()).collect();
         // Every held connection is served (so counted) once it answers.
@@ -879,7 +879,7 @@ mod tests {
         let mut refused = UnixStream::connect(&path).unwrap();
         let mut rest = Vec::new();
         refused.read_to_end(&mut rest).unwrap();
-        assert_eq!(summarize(&rest), format!("error: too many control clients (at most {MAX_CLIENTS} at a time)"));
+        assert_eq!(summarize(&rest), format!("error: too many operator clients (at most {MAX_CLIENTS} at a time)"));
         drop(held.pop());
         // The freed slot is taken back once the server notices the close.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
