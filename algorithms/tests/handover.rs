@@ -1,4 +1,4 @@
-//! Switching a running flow between algorithms (MCC §3.1.1) on the fake sender and its
+//! Handing a running flow over between algorithms (MCC §3.1.1) on the fake sender and its
 //! modelled link, the way the agent hands a flow over (`FlowState::prepare_handover`, then the new
 //! algorithm's `take_over`):
 //! - the window survives every handover between the selector's algorithms (no collapse, no

@@ -511,7 +511,7 @@ def _endpoint(addr: str, port: int) -> str:
 def format_flows(flows: List[Dict[str, Any]]) -> str:
     if not flows:
         return "no flows"
-    header = ["FLOW", "SERVER", "CLIENT", "ALGORITHM", "PINNED", "REPORTS", "SWITCHES", "CWND"]
+    header = ["FLOW", "SERVER", "CLIENT", "ALGORITHM", "PINNED", "REPORTS", "HANDOVERS", "CWND"]
     header += [title for _, title, _ in LIST_FEATURES]
     rows = []
     for f in flows:

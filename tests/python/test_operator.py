@@ -392,7 +392,7 @@ def test_the_flow_table_shows_key_features():
               "algorithm": "bbr", "pinned": None, "reports": 7, "handovers": 1, "cwnd_bytes": 28960,
               "features": {"min_rtt_ms": 20.04, "rtt_cov": 0.1234, "loss_rate": 0.015}}]
     header, row = operator.format_flows(flows).splitlines()
-    assert header.split() == ["FLOW", "SERVER", "CLIENT", "ALGORITHM", "PINNED", "REPORTS", "SWITCHES", "CWND",
+    assert header.split() == ["FLOW", "SERVER", "CLIENT", "ALGORITHM", "PINNED", "REPORTS", "HANDOVERS", "CWND",
                               "minRTT", "ms", "RTT", "cov", "loss", "Mbit/s"]
     assert row.split() == ["1:2", "[2001:db8::1]:443", "10.0.0.1:5000", "bbr", "-", "7", "1", "28960",
                            "20.0", "0.12", "1.50%", "-"]

@@ -1,5 +1,5 @@
 //! The ovs datapath: enforces an agent's congestion window on an unmodified TCP server
-//! from the switch port in front of it.
+//! from the bridge port in front of it.
 //!
 //! Two TC-eBPF programs sit on the server-facing port of a bridge (Open vSwitch or Linux):
 //! on the port's **ingress** (frames from the server) one observes the server's data and

@@ -417,7 +417,7 @@ impl OvsDatapath {
     ) -> Result<(OvsSkel<'static>, EventRing<Event>, MappedArray<abi::Directive>, MappedArray<abi::Config>)> {
         let mut open = OvsSkelBuilder::default()
             .open(storage)
-            .context("opening the switch BPF object")?;
+            .context("opening the ovs BPF object")?;
         open.maps
             .flows
             .set_max_entries(opts.max_flows)
@@ -433,7 +433,7 @@ impl OvsDatapath {
         open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?.ccsw_max_flows = opts.max_flows;
         let skel = open
             .load()
-            .context("loading the switch BPF programs (verifier)")?;
+            .context("loading the ovs BPF programs (verifier)")?;
 
         let ring = EventRing::new(&skel.maps.events, decode)?;
         let directives = MappedArray::new(skel.maps.directives.as_fd(), opts.max_flows as usize).context("mapping the directives")?;

@@ -146,7 +146,7 @@ struct Ctl<'a, P: PortOps> {
 /// delayed and stretched ACKs).
 const RATE_WINDOW_HEADROOM_SEGMENTS: u64 = 3;
 
-/// The window the port enforces. A switch cannot pace, and a window alone lets the server
+/// The window the port enforces. A port cannot pace, and a window alone lets the server
 /// send it in bursts at line rate: an algorithm that paces (BBR's `cwnd_gain` of 2 counts on
 /// pacing to keep the queue short) would keep a droptail queue full. So a pacing rate becomes
 /// a window too, the bytes it delivers in one minimum round trip, and the smaller one holds.

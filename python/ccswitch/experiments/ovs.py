@@ -72,9 +72,9 @@ class BridgeFabric:
         self.workdir, self.log_dir = workdir, log_dir
         self.ns_name = f"ccsw-sw-{tag}"
         self.bridge = f"ccswbr{tag}"[:15]
-        self.uplink = f"ccsw{tag}u"[:15]    # switch-namespace end of the root link
+        self.uplink = f"ccsw{tag}u"[:15]    # bridge-namespace end of the root link
         self.gateway = f"ccsw{tag}g"[:15]   # root end, carries the server subnet's gateway address
-        self.server_port: Optional[str] = None  # switch-namespace end of the server's veth
+        self.server_port: Optional[str] = None  # bridge-namespace end of the server's veth
         self.ovs_dir = os.path.join(workdir, "ovs")
         self.ovsdb: Optional[subprocess.Popen] = None
         self.vswitchd: Optional[subprocess.Popen] = None
