@@ -77,7 +77,7 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
         Param { name: "seed", default: 1.0, unit: "integer", help: "seed of the random start phase of the probe_bw gain cycle" },
         Param { name: "startup_per_ack", default: 0.0, unit: "0/1", help: "1: a report per ACK in startup and drain, as Linux grows the window and the rate per ACK (off: the learned models' features assume per-RTT reports)" },
     ],
-    make: Make::Simple(|p| Box::new(Bbr::new(Config::from_params(p)))),
+    make: Make::Simple(|p| Box::new(Bbr::new(BbrConfig::from_params(p)))),
 };
 
 /// Startup gain, 2/ln 2: doubles the delivery rate every round (Linux `bbr_high_gain`).
@@ -119,7 +119,7 @@ const PROBE_BW_CRUISE_PHASES: std::ops::Range<usize> = 2..8;
 const HANDOVER_CAP_ROUNDS: u64 = 2;
 
 #[derive(Clone, Copy, Debug)]
-struct Config {
+struct BbrConfig {
     high_gain: f64,
     cwnd_gain: f64,
     bw_window_rounds: u64,
@@ -129,7 +129,7 @@ struct Config {
     startup_per_ack: bool,
 }
 
-impl Config {
+impl BbrConfig {
     fn from_params(p: &Params) -> Self {
         Self {
             high_gain: p.get("high_gain").max(1.0),
@@ -180,7 +180,7 @@ impl WindowedMax {
 
 #[derive(Debug)]
 pub struct Bbr {
-    cfg: Config,
+    cfg: BbrConfig,
     mode: Mode,
     pacing_gain: f64,
     cwnd_gain: f64,
@@ -218,12 +218,12 @@ pub struct Bbr {
 
 impl Default for Bbr {
     fn default() -> Self {
-        Self::new(Config::from_params(&Params::defaults(INFO.params)))
+        Self::new(BbrConfig::from_params(&Params::defaults(INFO.params)))
     }
 }
 
 impl Bbr {
-    fn new(cfg: Config) -> Self {
+    fn new(cfg: BbrConfig) -> Self {
         Self {
             cfg,
             mode: Mode::Startup,
@@ -590,7 +590,7 @@ mod tests {
     }
 
     fn bbr(spec: &str) -> Bbr {
-        Bbr::new(Config::from_params(&Params::parse(&INFO, spec).unwrap()))
+        Bbr::new(BbrConfig::from_params(&Params::parse(&INFO, spec).unwrap()))
     }
 
     fn sender(spec: &str, rtt_ms: u64) -> (FakeSender, Arc<Mutex<Bbr>>) {
