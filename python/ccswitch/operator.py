@@ -32,6 +32,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "operator.capnp")
 SOCKET_ENV = "CCSWITCH_OPERATOR_SOCKET"
+#: Its name before the operator interface was called so; refused with the new one.
+OLD_SOCKET_ENV = "CCSWITCH_CONTROL_SOCKET"
 
 BYTES_PER_WORD = 8
 # Responses list every flow with its features (about 600 bytes each); this bounds a broken
@@ -451,6 +453,9 @@ def _add_target_args(p) -> None:
 
 def _cli(args) -> int:
     if not args.socket:
+        if os.environ.get(OLD_SOCKET_ENV):
+            print(f"ccswitch operator: ${OLD_SOCKET_ENV} was renamed: set ${SOCKET_ENV}", file=sys.stderr)
+            return 2
         print(f"ccswitch operator: give --socket (or set ${SOCKET_ENV})", file=sys.stderr)
         return 2
     # Connecting to a datapath socket would count as a datapath for that agent: say so first.

@@ -16,9 +16,9 @@ from ccswitch import algorithms, cli
 from ccswitch.experiments import runner
 
 
-def run_cli(*args):
+def run_cli(*args, env=None):
     return subprocess.run([sys.executable, "-m", "ccswitch", *args], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+                          env=dict(env if env is not None else os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
 
 
 def agent_binary():
@@ -121,3 +121,9 @@ def test_the_old_operator_command_is_refused_with_its_new_name():
 def test_the_agents_old_operator_option_is_refused_with_its_new_name():
     r = subprocess.run([agent_binary(), "--control-socket", "/nowhere"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--control-socket was renamed: use --operator-socket" in r.stderr, r
+
+
+def test_the_old_operator_socket_variable_is_refused_with_its_new_name():
+    env = {k: v for k, v in os.environ.items() if k != "CCSWITCH_OPERATOR_SOCKET"}
+    r = run_cli("operator", "list", env=dict(env, CCSWITCH_CONTROL_SOCKET="/nowhere"))
+    assert r.returncode == 2 and "$CCSWITCH_CONTROL_SOCKET was renamed: set $CCSWITCH_OPERATOR_SOCKET" in r.stderr, r
