@@ -145,7 +145,7 @@ def test_interrupt_tears_down_and_writes_no_parquet(tmp_path):
     assert not mine, ps
 
 
-def test_ccswitch_schemes_end_to_end(tmp_path):
+def test_kernel_schemes_end_to_end(tmp_path):
     require_machine()
     bdir = runner.bin_dir()
     missing = CcswitchDaemons.missing_binaries(bdir)

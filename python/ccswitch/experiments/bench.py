@@ -2,7 +2,7 @@
 `ccswitch bench authoring`: what writing an algorithm in Python costs per report.
 `ccswitch bench scale`: many concurrent flows (scale.py).
 
-For each ccswitch scheme it runs real transfers over a mahimahi link and reads, around them:
+For each kernel: scheme it runs real transfers over a mahimahi link and reads, around them:
 the kernel's own BPF statistics of the struct_ops programs (`kernel.bpf_stats_enabled=1`:
 run count and run time per program; one `ccsw_cong_control` run is one ACK), and the CPU
 time (user + system, from /proc) of the shim and of the agent. Figures are per ACK for the
