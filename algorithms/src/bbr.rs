@@ -75,7 +75,8 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
         Param { name: "min_rtt_window_s", default: 10.0, unit: "s", help: "min_rtt expires (and probe_rtt runs) after this long without a lower sample" },
         Param { name: "probe_rtt_ms", default: 200.0, unit: "ms", help: "time held at 4 segments in probe_rtt" },
         Param { name: "seed", default: 1.0, unit: "integer", help: "seed of the random start phase of the probe_bw gain cycle" },
-        Param { name: "startup_per_ack", default: 0.0, unit: "0/1", help: "1: a report per ACK in startup and drain, as Linux grows the window and the rate per ACK (off: the learned models' features assume per-RTT reports)" },
+        Param { name: "pace", default: 1.0, unit: "0/1", help: "0: the rate stays inside the model and the datapath never paces (window only, what the ovs datapath can enforce); for measuring what pacing is worth" },
+        Param { name: "startup_per_ack", default: 1.0, unit: "0/1", help: "1: a report per ACK in startup and drain, as Linux grows the window and the rate per ACK; 0: one per RTT" },
     ],
     make: Make::Simple(|p| Box::new(Bbr::new(BbrConfig::from_params(p)))),
 };
@@ -127,6 +128,7 @@ struct BbrConfig {
     probe_rtt_us: u64,
     seed: u64,
     startup_per_ack: bool,
+    pace: bool,
 }
 
 impl BbrConfig {
@@ -139,6 +141,7 @@ impl BbrConfig {
             probe_rtt_us: (p.get("probe_rtt_ms").max(0.0) * 1e3) as u64,
             seed: p.get("seed").abs() as u64,
             startup_per_ack: p.get("startup_per_ack") != 0.0,
+            pace: p.get("pace") != 0.0,
         }
     }
 }
@@ -214,6 +217,8 @@ pub struct Bbr {
     pacing_initialised: bool,
     /// After a take-over: the inherited window, a cap until round `HANDOVER_CAP_ROUNDS`.
     handover_cwnd_cap: Option<u64>,
+    /// With `pace = 0`: the model's pacing rate, kept out of the flow state the datapath reads.
+    unpublished_rate: Option<u64>,
 }
 
 impl Default for Bbr {
@@ -249,7 +254,19 @@ impl Bbr {
             init_cwnd: None,
             pacing_initialised: false,
             handover_cwnd_cap: None,
+            unpublished_rate: None,
         }
+    }
+
+    /// With `pace = 0`, runs `update` on the model's own rate and takes the rate back out of
+    /// the flow state before the datapath sees it.
+    fn unpaced(&mut self, state: &mut FlowState, update: impl FnOnce(&mut Self, &mut FlowState)) {
+        if self.cfg.pace {
+            return update(self, state);
+        }
+        state.pacing_rate_bytes_per_s = self.unpublished_rate;
+        update(self, state);
+        self.unpublished_rate = state.pacing_rate_bytes_per_s.take();
     }
 
     fn max_bw(&self) -> u64 {
@@ -524,8 +541,8 @@ impl Algorithm for Bbr {
     /// window and raises the pacing rate on every ACK while the rate doubles each round, and
     /// leaves Drain on the ACK that brings in flight down to one BDP, where a report per round
     /// lags both by up to a round (2 MB at 300 ms RTT: 3.58 s per RTT, 2.95-2.98 s per ACK,
-    /// native 2.93 s). Off by default: the selector's feature window counts reports, and the
-    /// learned models were trained on per-RTT reports.
+    /// native 2.93 s). The selector's features take one RTT sample per round trip, so they do
+    /// not depend on this choice.
     fn reporting(&self) -> Reporting {
         match self.mode {
             Mode::Startup | Mode::Drain if self.cfg.startup_per_ack => Reporting::PerAck,
@@ -541,10 +558,16 @@ impl Algorithm for Bbr {
 
     fn take_over(&mut self, state: &mut FlowState) {
         *self = Self::new(self.cfg);
-        self.seed_from(state);
+        self.unpaced(state, |bbr, state| bbr.seed_from(state));
     }
 
     fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+        self.unpaced(state, |bbr, state| bbr.measure(state, m));
+    }
+}
+
+impl Bbr {
+    fn measure(&mut self, state: &mut FlowState, m: &Measurement) {
         let init_cwnd = *self.init_cwnd.get_or_insert(state.cwnd_bytes);
         if m.timeout {
             self.on_timeout(state);
@@ -1085,10 +1108,24 @@ mod tests {
     }
 
     #[test]
-    fn reports_per_ack_in_startup_and_drain_only_when_asked() {
-        let plain = bbr("");
-        assert_eq!(plain.reporting(), Reporting::PerRtt);
-        let mut per_ack = bbr("startup_per_ack=1");
+    fn pace_0_keeps_the_rate_from_the_datapath() {
+        let (mut unpaced, model) = sender("pace=0", 50);
+        let link = Link::new(24, 50, 200_000);
+        for _ in 0..60 {
+            unpaced.round_on_link(&link);
+            assert_eq!(unpaced.state.pacing_rate_bytes_per_s, None);
+        }
+        let model = model.lock().unwrap();
+        // The model still runs on its rate, past Startup.
+        assert!(model.full_bw_reached, "{model:?}");
+        assert!(model.unpublished_rate.is_some_and(|r| r > 0), "{:?}", model.unpublished_rate);
+    }
+
+    #[test]
+    fn reports_per_ack_in_startup_and_drain_unless_told_not_to() {
+        let per_rtt = bbr("startup_per_ack=0");
+        assert_eq!(per_rtt.reporting(), Reporting::PerRtt);
+        let mut per_ack = bbr("");
         assert_eq!(per_ack.reporting(), Reporting::PerAck);
         per_ack.mode = Mode::Drain;
         assert_eq!(per_ack.reporting(), Reporting::PerAck);

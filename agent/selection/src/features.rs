@@ -12,10 +12,15 @@
 //! - **Bytes** acknowledged and **time** elapsed (datapath clock) since the flow's first
 //!   report, over the whole flow whatever the window.
 //!
-//! The window counts RTT samples. Each slot holds one RTT sample plus the losses,
-//! acknowledgements and rate samples of the reports since the previous RTT sample, so loss and
-//! rate cover the same stretch of the flow as the RTTs. Reports after the newest RTT sample
-//! wait in a pending slot that the statistics already include. Two kinds of window:
+//! The window counts RTT samples, at most one per round trip: a report's RTT sample opens a
+//! new slot only once that RTT has elapsed since the previous slot opened. The standard
+//! program's per-RTT reports each open one; reports that come sooner (per-ACK reports, as BBR's
+//! Startup asks for, or reports sent at once on loss) add their acknowledgements, losses and
+//! rates to the pending slot and drop their RTT sample, so a window of N samples covers N round
+//! trips whatever the algorithm's reporting. Each slot holds one RTT sample plus the losses,
+//! acknowledgements and rate samples of the reports since the previous slot, so loss and rate
+//! cover the same stretch of the flow as the RTTs. Reports after the newest slot wait in a
+//! pending slot that the statistics already include. Two kinds of window:
 //!
 //! - [`FeatureWindow::FirstSamples`]`(N)`: the first N samples of the flow (MCC decides "within
 //!   the first N samples"); once full, the window statistics freeze.
@@ -186,8 +191,10 @@ pub struct FeatureTracker {
     /// Ring of the window's samples; once full, `next` is the oldest (next to overwrite).
     slots: Vec<Slot>,
     next: usize,
-    /// Reports since the newest RTT sample.
+    /// Reports since the newest slot.
     pending: Slot,
+    /// When the newest slot opened (datapath clock, µs).
+    slot_opened_us: Option<u64>,
     total_acked_bytes: u64,
     first_us: Option<u64>,
     last_us: u64,
@@ -200,6 +207,7 @@ impl FeatureTracker {
             slots: Vec::with_capacity(window.samples()),
             next: 0,
             pending: Slot::default(),
+            slot_opened_us: None,
             total_acked_bytes: 0,
             first_us: None,
             last_us: 0,
@@ -216,6 +224,7 @@ impl FeatureTracker {
         self.slots = Vec::with_capacity(window.samples());
         self.next = 0;
         self.pending = Slot::default();
+        self.slot_opened_us = None;
     }
 
     /// Whether the window has all its samples.
@@ -246,7 +255,9 @@ impl FeatureTracker {
             return;
         }
         self.pending.absorb(m, mss_bytes.max(1));
-        if m.rtt_us > 0 {
+        let round_elapsed = self.slot_opened_us.map_or(true, |t| m.now_us.saturating_sub(t) >= m.rtt_us);
+        if m.rtt_us > 0 && round_elapsed {
+            self.slot_opened_us = Some(m.now_us);
             let slot = Slot { rtt_us: m.rtt_us, ..std::mem::take(&mut self.pending) };
             self.push(slot);
         }
@@ -405,6 +416,30 @@ mod tests {
     }
 
     #[test]
+    fn reports_within_a_round_trip_share_its_slot() {
+        // Per-RTT reports at 100 ms over a 100 ms path, and per-ACK reports every 10 ms over the
+        // same stretch: the same slots, the same acknowledgements.
+        let mut per_rtt = FeatureTracker::new(FeatureWindow::FirstSamples(3));
+        let mut per_ack = FeatureTracker::new(FeatureWindow::FirstSamples(3));
+        for round in 1..=3u64 {
+            per_rtt.observe(&Measurement { now_us: round * 100_000, rtt_us: 100_000, acked_bytes: 10 * MSS, ..Default::default() }, MSS);
+            for k in 1..=10u64 {
+                let now_us = (round - 1) * 100_000 + k * 10_000;
+                per_ack.observe(&Measurement { now_us, rtt_us: 100_000, acked_bytes: MSS, ..Default::default() }, MSS);
+            }
+        }
+        // The per-ACK stream opened its slots at 10, 110 and 210 ms.
+        assert_eq!((per_ack.samples(), per_rtt.samples()), (3, 3));
+        assert_eq!(per_ack.features().bytes, per_rtt.features().bytes);
+        // A sooner sample (a report at once on loss) joins the pending slot with its loss.
+        let mut t = FeatureTracker::new(FeatureWindow::Sliding(4));
+        t.observe(&report(0, 50), MSS);
+        t.observe(&Measurement { now_us: 20_000, rtt_us: 80_000, lost_packets: 1, ..Default::default() }, MSS);
+        assert_eq!(t.samples(), 1);
+        assert!(close(t.features().max_rtt_ms, 50.0) && close(t.features().loss_rate, 1.0 / 11.0));
+    }
+
+    #[test]
     fn first_samples_freeze_after_n() {
         let mut t = track(FeatureWindow::FirstSamples(3), &[10, 20, 30]);
         assert!(t.window_full());
@@ -432,14 +467,14 @@ mod tests {
     fn delivery_rate_is_the_latest_sample_and_the_window_maximum() {
         let mut t = FeatureTracker::new(FeatureWindow::Sliding(2));
         for (i, rate) in [5_000_000u64, 1_000_000, 2_000_000].into_iter().enumerate() {
-            t.observe(&Measurement { now_us: i as u64, rtt_us: 10_000, delivery_rate_bytes_per_s: rate, ..Default::default() }, MSS);
+            t.observe(&Measurement { now_us: 10_000 * i as u64, rtt_us: 10_000, delivery_rate_bytes_per_s: rate, ..Default::default() }, MSS);
         }
         let f = t.features();
         assert!(close(f.delivery_rate_mbps, 16.0), "{f:?}");
         // The 5 MB/s sample slid out of the window.
         assert!(close(f.max_delivery_rate_mbps, 16.0), "{f:?}");
         // A report without a rate sample keeps the latest one.
-        t.observe(&Measurement { now_us: 9, rtt_us: 10_000, ..Default::default() }, MSS);
+        t.observe(&Measurement { now_us: 30_000, rtt_us: 10_000, ..Default::default() }, MSS);
         assert!(close(t.features().delivery_rate_mbps, 16.0));
     }
 

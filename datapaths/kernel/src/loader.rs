@@ -98,7 +98,7 @@ impl Default for LoadOptions {
             max_flows: DEFAULT_MAX_FLOWS,
             ring_bytes: DEFAULT_RING_BYTES,
             max_vm_flows: DEFAULT_MAX_VM_FLOWS,
-            programs_in_kernel: false,
+            programs_in_kernel: true,
         }
     }
 }

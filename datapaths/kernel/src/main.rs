@@ -51,11 +51,10 @@ struct Args {
     /// beyond it their programs run in this process (logged).
     #[arg(long, default_value_t = DEFAULT_MAX_VM_FLOWS, value_parser = clap::value_parser!(u32).range(1..))]
     max_vm_flows: u32,
-    /// Run programs other than the standard one (full-API algorithms, portus's) in the
-    /// kernel's interpreter instead of this process. Off by default until generic-cong-avoid's
-    /// stall test passes with it (see the README).
+    /// Run programs other than the standard one (full-API algorithms, portus's) in this
+    /// process's interpreter instead of the kernel's, where they run by default.
     #[arg(long)]
-    programs_in_kernel: bool,
+    programs_in_shim: bool,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -75,7 +74,7 @@ fn main() -> Result<()> {
         max_flows: args.max_flows,
         ring_bytes: args.ring_bytes,
         max_vm_flows: args.max_vm_flows,
-        programs_in_kernel: args.programs_in_kernel,
+        programs_in_kernel: !args.programs_in_shim,
     })?;
     tracing::info!(
         cc = %args.cc_name, fallback = %args.fallback, map_id = datapath.struct_ops_map_id().ok(),
