@@ -45,9 +45,9 @@ DEB_PKGS=(
     clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
     nginx-light curl iproute2 ethtool procps kmod patchelf
     python3-dev                         # libpython + headers: the agent embeds Python (pyo3)
-    openvswitch-switch                  # the harness runs private instances (switch.py)
-    tcpdump                             # captures at the switch port when debugging the switch datapath
-    capnproto                           # compiles the agent's control schema (agent/build.rs)
+    openvswitch-switch                  # the harness runs private instances (ovs.py)
+    tcpdump                             # captures at the bridge port when debugging the ovs datapath
+    capnproto                           # compiles the agent's operator schema (agent/build.rs)
     mahimahi mahimahi-traces            # from bullseye, see the pin below
 )
 IPT_VER="1.8.7-1"

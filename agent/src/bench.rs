@@ -5,7 +5,7 @@
 //! the same algorithm in Rust.
 //!
 //! With `--policy`, the flow also carries the policy's selector (features updated and rules
-//! evaluated on every report), which measures the selector's cost; its switches happen as they
+//! evaluated on every report), which measures the selector's cost; its handovers happen as they
 //! would in the agent. A policy that names a model (with `decide.temporal = true`, so that the
 //! model is evaluated on every report) measures the model's cost in the agent.
 //!
@@ -42,7 +42,7 @@ pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()
     let model_name = policy.as_ref().and_then(|p| p.model()).map(|m| m.name().to_string());
     if let Some(p) = policy {
         let mut selector = Selector::new(p);
-        selector.note_switch(spec, 0);
+        selector.note_handover(spec, 0);
         flow.set_selector(selector);
     }
     let inputs = synthetic_reports(&simple.program.report_names, WARMUP_REPORTS + reports)?;
@@ -58,7 +58,7 @@ pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()
     let out = serde_json::json!({
         "algorithm": spec, "name": name, "policy": policy_name, "model": model_name, "reports": reports,
         "us_per_report": elapsed.as_secs_f64() * 1e6 / reports.max(1) as f64,
-        "final_algorithm": flow.name(), "switches": flow.switches,
+        "final_algorithm": flow.name(), "handovers": flow.handovers,
         "final_cwnd_bytes": flow.cwnd_bytes().unwrap_or(0),
     });
     println!("{out}");

@@ -12,7 +12,7 @@
 //! - `report`: one report of the standard program and the window/rate answered to it;
 //!   `on_report_errors`, present once a Python algorithm's `on_report` raised, counts the
 //!   flow's exceptions so far (the report was answered with the window kept);
-//! - `switch`: the flow changed algorithm, why, and the features that decided it;
+//! - `handover`: the flow changed algorithm, why, and the features that decided it;
 //! - `close`: the flow ended; `on_report_errors` is the flow's total (0 when none).
 
 use std::collections::HashMap;
@@ -27,7 +27,7 @@ use ccswitch_algorithms::Measurement;
 use serde_json::{json, Value};
 use tracing::warn;
 
-use crate::flow::Switch;
+use crate::flow::Handover;
 use crate::memory::Start;
 use crate::registry::{Endpoints, FlowId};
 
@@ -148,19 +148,19 @@ impl EventLog {
         self.write(event, key);
     }
 
-    pub fn switch(&self, key: FlowId, s: &Switch) {
+    pub fn handover(&self, key: FlowId, s: &Handover) {
         self.write(
-            json!({"event": "switch", "from": s.from, "to": s.to, "kind": s.kind.as_str(),
+            json!({"event": "handover", "from": s.from, "to": s.to, "kind": s.kind.as_str(),
                    "reason": s.reason, "features": s.features, "cwnd_bytes": s.cwnd_bytes,
                    "pacing_rate_bps": bits(s.pacing_rate_bytes_per_s)}),
             key,
         );
     }
 
-    pub fn close(&self, key: FlowId, algorithm: &str, reports: u64, switches: u32) {
+    pub fn close(&self, key: FlowId, algorithm: &str, reports: u64, handovers: u32) {
         let errors = self.errors.lock().expect("error counts poisoned").remove(&key).unwrap_or(0);
         self.write(
-            json!({"event": "close", "algorithm": algorithm, "reports": reports, "switches": switches,
+            json!({"event": "close", "algorithm": algorithm, "reports": reports, "handovers": handovers,
                    "on_report_errors": errors}),
             key,
         );

@@ -74,7 +74,7 @@ pub struct FlowController {
     selector: Option<Selector>,
     /// The algorithm an operator pinned this flow to; the selector stays quiet meanwhile.
     pinned: Option<String>,
-    pub switches: u32,
+    pub handovers: u32,
     /// The previous algorithm paced and the current one does not: the datapath's rate must
     /// be cleared with the next update.
     clear_rate: bool,
@@ -82,31 +82,31 @@ pub struct FlowController {
 
 /// Why a flow changed algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SwitchKind {
+pub enum HandoverKind {
     /// The selector's first decision, once the feature window filled.
     Spatial,
     /// A later decision of the selector, past its hysteresis.
     Temporal,
-    /// An operator's pin through the control interface.
+    /// An operator's pin through the operator interface.
     Pinned,
 }
 
-impl SwitchKind {
+impl HandoverKind {
     pub fn as_str(self) -> &'static str {
         match self {
-            SwitchKind::Spatial => "spatial",
-            SwitchKind::Temporal => "temporal",
-            SwitchKind::Pinned => "pinned",
+            HandoverKind::Spatial => "spatial",
+            HandoverKind::Temporal => "temporal",
+            HandoverKind::Pinned => "pinned",
         }
     }
 }
 
 /// One change of a flow's algorithm, for the log and the events file.
 #[derive(Clone, Debug)]
-pub struct Switch {
+pub struct Handover {
     pub from: String,
     pub to: String,
-    pub kind: SwitchKind,
+    pub kind: HandoverKind,
     pub reason: String,
     pub features: Option<Features>,
     pub cwnd_bytes: u64,
@@ -118,7 +118,7 @@ pub struct Reported {
     pub answer: Answer,
     /// The report decoded, for simple-API flows.
     pub measurement: Option<Measurement>,
-    pub switch: Option<Switch>,
+    pub handover: Option<Handover>,
 }
 
 impl FlowController {
@@ -136,7 +136,7 @@ impl FlowController {
             reports: 0,
             selector: None,
             pinned: None,
-            switches: 0,
+            handovers: 0,
             clear_rate: false,
         };
         match instance {
@@ -193,9 +193,9 @@ impl FlowController {
         self.selector.as_ref().map(Selector::features)
     }
 
-    /// Pin the flow to `spec` (switching now if it runs something else), or unpin it with
+    /// Pin the flow to `spec` (handing over now if it runs something else), or unpin it with
     /// `None`, handing it back to the selector.
-    pub fn pin(&mut self, spec: Option<&str>) -> Result<Option<Switch>> {
+    pub fn pin(&mut self, spec: Option<&str>) -> Result<Option<Handover>> {
         if self.pinned.as_deref() == spec {
             return Ok(None);
         }
@@ -207,8 +207,8 @@ impl FlowController {
             }
             return Ok(None);
         };
-        let reason = format!("pinned to {spec} through the control interface");
-        self.switch_to(spec, SwitchKind::Pinned, reason, None)
+        let reason = format!("pinned to {spec} through the operator interface");
+        self.hand_over_to(spec, HandoverKind::Pinned, reason, None)
     }
 
     /// Replace the running algorithm by `spec`, migrating the flow's state (MCC §3.1.1): the
@@ -216,25 +216,25 @@ impl FlowController {
     /// starts its own variables fresh. The change reaches the datapath in the next answer, one
     /// UPDATE_FIELDS message, so no ACK is ever handled under half of it. `None` if the flow
     /// already runs `spec`.
-    pub fn switch_to(
+    pub fn hand_over_to(
         &mut self,
         spec: &str,
-        kind: SwitchKind,
+        kind: HandoverKind,
         reason: String,
         features: Option<Features>,
-    ) -> Result<Option<Switch>> {
+    ) -> Result<Option<Handover>> {
         let Kind::Simple { algorithm, state, .. } = &mut self.kind else {
-            return Err(anyhow!("{} brings its own datapath program and cannot be switched", self.name()));
+            return Err(anyhow!("{} brings its own datapath program and cannot be handed over", self.name()));
         };
         let mut next = match instantiate(spec)? {
             Instance::Simple(a) => a,
             Instance::Full(a) => {
-                return Err(anyhow!("{} brings its own datapath program; only simple-API algorithms can be switched to", a.name()))
+                return Err(anyhow!("{} brings its own datapath program; only simple-API algorithms can be handed over to", a.name()))
             }
         };
         if next.name() == algorithm.name() && !spec.contains(':') {
             if let Some(sel) = self.selector.as_mut() {
-                sel.note_switch(spec, state.now_us);
+                sel.note_handover(spec, state.now_us);
             }
             return Ok(None);
         }
@@ -244,11 +244,11 @@ impl FlowController {
         next.take_over(state);
         self.clear_rate = paced && state.pacing_rate_bytes_per_s.is_none();
         let from = std::mem::replace(algorithm, next);
-        self.switches += 1;
+        self.handovers += 1;
         if let Some(sel) = self.selector.as_mut() {
-            sel.note_switch(spec, state.now_us);
+            sel.note_handover(spec, state.now_us);
         }
-        Ok(Some(Switch {
+        Ok(Some(Handover {
             from: from.name().to_string(),
             to: algorithm.name().to_string(),
             kind,
@@ -313,25 +313,25 @@ impl FlowController {
                 state.observe(&m);
                 algorithm.on_measurement(state, &m);
                 // A pinned flow's selector keeps measuring (its features stay current for the
-                // control interface) but its decisions are not acted on.
+                // operator interface) but its decisions are not acted on.
                 let decision = self
                     .selector
                     .as_mut()
                     .and_then(|sel| sel.on_report(&m, u64::from(self.mss_bytes)))
                     .filter(|_| self.pinned.is_none());
-                let switch = match decision {
+                let handover = match decision {
                     Some(d) => {
                         let kind = match d.kind {
-                            DecisionKind::Spatial => SwitchKind::Spatial,
-                            DecisionKind::Temporal => SwitchKind::Temporal,
+                            DecisionKind::Spatial => HandoverKind::Spatial,
+                            DecisionKind::Temporal => HandoverKind::Temporal,
                         };
-                        self.switch_to(&d.algorithm, kind, d.reason, Some(d.features))?
+                        self.hand_over_to(&d.algorithm, kind, d.reason, Some(d.features))?
                     }
                     None => None,
                 };
                 let answer = self.simple_answer(simple);
                 self.clear_rate = false;
-                Ok(Reported { answer, measurement: Some(m), switch })
+                Ok(Reported { answer, measurement: Some(m), handover })
             }
             Kind::Full { algorithm, programs, current } => {
                 let program = &programs[*current];
@@ -340,7 +340,7 @@ impl FlowController {
                 algorithm.on_report(&mut ctl, &report);
                 let (next, answer) = ctl.answer(programs)?;
                 *current = next;
-                Ok(Reported { answer, measurement: None, switch: None })
+                Ok(Reported { answer, measurement: None, handover: None })
             }
         }
     }
@@ -481,12 +481,12 @@ mod tests {
     }
 
     fn field(answer: &Answer, reg_index: u32) -> Option<u64> {
-        let Answer::Update(updates) = answer else { panic!("a switch must not change the program: {answer:?}") };
+        let Answer::Update(updates) = answer else { panic!("a handover must not change the program: {answer:?}") };
         updates.iter().find(|u| u.reg_index == reg_index).map(|u| u.value)
     }
 
     #[test]
-    fn a_switch_keeps_the_window_and_clears_the_pacing_of_a_rate_based_predecessor() {
+    fn a_handover_keeps_the_window_and_clears_the_pacing_of_a_rate_based_predecessor() {
         let mut fx = Fixture::new();
         let mut flow = fx.flow("bbr");
         for _ in 0..40 {
@@ -496,7 +496,7 @@ mod tests {
         // BBR's window is a cap; what it keeps in flight is its rate × the RTT (50 ms here).
         let paced = flow.pacing_rate_bytes_per_s().unwrap() * 50 / 1000;
         let before = flow.cwnd_bytes().unwrap().min(paced);
-        let s = flow.switch_to("cubic", SwitchKind::Pinned, "test".into(), None).unwrap().unwrap();
+        let s = flow.hand_over_to("cubic", HandoverKind::Pinned, "test".into(), None).unwrap().unwrap();
         assert_eq!((s.from.as_str(), s.to.as_str()), ("bbr", "cubic"));
         assert!(s.cwnd_bytes.abs_diff(before) <= 1, "inherits {} of {before}", s.cwnd_bytes);
         let r = fx.report(&mut flow, 30, 50, 0);
@@ -515,16 +515,16 @@ mod tests {
             fx.report(&mut flow, 20, 40, 0);
         }
         let cwnd = flow.cwnd_bytes().unwrap();
-        let s = flow.switch_to("bbr", SwitchKind::Pinned, "test".into(), None).unwrap().unwrap();
+        let s = flow.hand_over_to("bbr", HandoverKind::Pinned, "test".into(), None).unwrap().unwrap();
         let expected = cwnd as f64 * 1e6 / 40_000.0;
-        let rate = s.pacing_rate_bytes_per_s.expect("bbr paces from the switch on") as f64;
+        let rate = s.pacing_rate_bytes_per_s.expect("bbr paces from the handover on") as f64;
         assert!((rate / expected - 1.0).abs() < 0.01, "rate {rate} vs window/RTT {expected}");
-        assert_eq!(flow.switches, 1);
-        assert!(flow.switch_to("bbr", SwitchKind::Pinned, "again".into(), None).unwrap().is_none());
+        assert_eq!(flow.handovers, 1);
+        assert!(flow.hand_over_to("bbr", HandoverKind::Pinned, "again".into(), None).unwrap().is_none());
     }
 
     #[test]
-    fn the_selector_switches_once_its_rule_matches_and_says_why() {
+    fn the_selector_hands_over_once_its_rule_matches_and_says_why() {
         let mut fx = Fixture::new();
         let policy = Policy::parse(
             "name = \"t\"\ninitial = \"cubic\"\n[window]\nkind = \"sliding\"\nsamples = 2\n\
@@ -535,13 +535,13 @@ mod tests {
         .unwrap();
         let mut flow = fx.flow("cubic");
         flow.set_selector(Selector::new(Arc::new(policy)));
-        let mut switches = Vec::new();
+        let mut handovers = Vec::new();
         for _ in 0..40 {
             let r = fx.report(&mut flow, 20, 50, 0);
-            switches.extend(r.switch);
+            handovers.extend(r.handover);
         }
-        assert_eq!(switches.len(), 1, "{switches:?}");
-        let s = &switches[0];
+        assert_eq!(handovers.len(), 1, "{handovers:?}");
+        let s = &handovers[0];
         assert_eq!((s.from.as_str(), s.to.as_str()), ("cubic", "westwood"));
         assert!(s.reason.contains("rule 2"), "{}", s.reason);
         assert!(s.features.unwrap().elapsed_s >= 1.0);
@@ -554,24 +554,24 @@ mod tests {
         let mut flow = fx.flow("cubic");
         flow.set_selector(Selector::new(Arc::new(Policy::load("mystique").unwrap())));
         let s = flow.pin(Some("vegas")).unwrap().unwrap();
-        assert_eq!((s.to.as_str(), s.kind), ("vegas", SwitchKind::Pinned));
+        assert_eq!((s.to.as_str(), s.kind), ("vegas", HandoverKind::Pinned));
         for _ in 0..60 {
-            assert!(fx.report(&mut flow, 20, 80, 0).switch.is_none(), "pinned flows stay put");
+            assert!(fx.report(&mut flow, 20, 80, 0).handover.is_none(), "pinned flows stay put");
         }
         assert!(flow.features().unwrap().samples > 0, "features still measured while pinned");
         assert!(flow.pin(None).unwrap().is_none());
-        let decided: Vec<_> = (0..60).filter_map(|_| fx.report(&mut flow, 20, 80, 0).switch).collect();
+        let decided: Vec<_> = (0..60).filter_map(|_| fx.report(&mut flow, 20, 80, 0).handover).collect();
         assert_eq!(decided.first().map(|s| s.to.as_str()), Some("hybla"), "no loss: mystique picks hybla");
     }
 
     #[test]
-    fn algorithms_with_their_own_program_cannot_be_switched_to_or_from() {
+    fn algorithms_with_their_own_program_cannot_be_handed_over_to_or_from() {
         let fx = Fixture::new();
         let mut flow = fx.flow("cubic");
-        let e = flow.switch_to("reno-datapath", SwitchKind::Pinned, String::new(), None).unwrap_err();
+        let e = flow.hand_over_to("reno-datapath", HandoverKind::Pinned, String::new(), None).unwrap_err();
         assert!(e.to_string().contains("own datapath program"), "{e}");
         let mut full = fx.flow("reno-datapath");
-        assert!(full.switch_to("cubic", SwitchKind::Pinned, String::new(), None).is_err());
-        assert!(flow.switch_to("nonesuch", SwitchKind::Pinned, String::new(), None).is_err());
+        assert!(full.hand_over_to("cubic", HandoverKind::Pinned, String::new(), None).is_err());
+        assert!(flow.hand_over_to("nonesuch", HandoverKind::Pinned, String::new(), None).is_err());
     }
 }

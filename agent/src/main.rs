@@ -1,11 +1,11 @@
 //! `ccswitch-agent`: runs congestion-control algorithms for the flows of any number of CCP
 //! datapaths connected to its unix socket.
 //!
-//! On SIGTERM or SIGINT it removes the socket files it created (--socket, --control-socket)
+//! On SIGTERM or SIGINT it removes the socket files it created (--socket, --operator-socket)
 //! and exits with status 0; datapaths see the connection close and fall back on their own.
 
 mod bench;
-mod control;
+mod operator;
 mod events;
 mod flow;
 mod memory;
@@ -43,21 +43,24 @@ struct Args {
     algorithm: String,
     /// Choose each flow's algorithm by a policy: a built-in name (`mystique`, `mcc-wifi`),
     /// `NAME:PARAM=VALUE,...` to override its thresholds, or a policy TOML file. Flows start on
-    /// the policy's initial algorithm (else --algorithm) and switch as it decides.
+    /// the policy's initial algorithm (else --algorithm) and hand flows over as it decides.
     #[arg(long, value_name = "SPEC")]
     policy: Option<String>,
-    /// Switch the per-destination memory off whatever the policy's [memory] says: every policy
+    /// Handover the per-destination memory off whatever the policy's [memory] says: every policy
     /// flow starts on the policy's initial algorithm and closing flows teach it nothing.
     #[arg(long)]
     no_destination_memory: bool,
-    /// Append every flow's creation, reports, algorithm switches and close to FILE, one JSON
+    /// Append every flow's creation, reports, algorithm handovers and close to FILE, one JSON
     /// object per line.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
-    /// Serve the control interface (Cap'n Proto; `ccswitch control`) on this unix socket: list
+    /// Serve the operator interface (Cap'n Proto; `ccswitch operator`) on this unix socket: list
     /// flows, pin flows, ports or prefixes to an algorithm, load a policy. Same mode as --socket.
     #[arg(long, value_name = "PATH")]
-    control_socket: Option<PathBuf>,
+    operator_socket: Option<PathBuf>,
+    /// The old name of --operator-socket, refused with the new one.
+    #[arg(long = "control-socket", value_name = "PATH", hide = true)]
+    control_socket_renamed: Option<PathBuf>,
     /// Log level (error, warn, info, debug, trace) or a tracing filter.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -185,6 +188,10 @@ fn json_str(s: &str) -> String {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if args.control_socket_renamed.is_some() {
+        eprintln!("error: --control-socket was renamed: use --operator-socket (the operator interface)");
+        std::process::exit(2);
+    }
     if args.list_algorithms {
         list_algorithms(args.json);
         return Ok(());
@@ -213,13 +220,13 @@ fn main() -> Result<()> {
         registry.memory().switch_off();
     }
     let result = (|| {
-        if let Some(path) = &args.control_socket {
-            control::serve(Arc::clone(&registry), path, args.socket_mode, &owned)?;
+        if let Some(path) = &args.operator_socket {
+            operator::serve(Arc::clone(&registry), path, args.socket_mode, &owned)?;
         }
         let agent = server::Agent::new(args.algorithm.clone(), registry, events)?;
         agent.serve(&args.socket, args.socket_mode, &owned)
     })();
-    // Failing to start (e.g. the datapath socket is taken) leaves no control socket behind.
+    // Failing to start (e.g. the datapath socket is taken) leaves no operator socket behind.
     owned.remove_all();
     result
 }

@@ -16,7 +16,7 @@
 //!   the prefix's top-scoring algorithm if that score is at least `min_score` and the current
 //!   policy may choose that algorithm (it is `initial`, a rule's or the default); otherwise on
 //!   the policy's `initial`. Ties go to the algorithm voted for first. The selector then decides
-//!   as usual and may switch the flow. With the default `min_score = 1`, a single vote falls
+//!   as usual and may hand the flow over. With the default `min_score = 1`, a single vote falls
 //!   below it as soon as it starts to decay, so a prefix needs two flows that agree within a
 //!   half-life; `min_score = 0.5` trusts one flow for one half-life.
 //! - **Decay is lazy**: an entry stores its scores as of its last update and is decayed when it
@@ -32,7 +32,7 @@
 //! and apply to the next start or vote, so `load-policy` changes them at once. Entries keep the
 //! prefix length they were made with: after a change of `prefix_v4`/`prefix_v6`, old entries no
 //! longer match and age out. `ccswitch-agent --no-destination-memory` switches the memory off
-//! whatever the policy says. The control interface lists the table and clears all of it or the
+//! whatever the policy says. The operator interface lists the table and clears all of it or the
 //! prefixes inside one prefix.
 
 use std::collections::{BTreeMap, HashMap};
@@ -296,7 +296,7 @@ pub struct Recall {
     pub score: f64,
 }
 
-/// A remembered prefix as the control interface lists it.
+/// A remembered prefix as the operator interface lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemorySnapshot {
     pub prefix: Prefix,
@@ -507,8 +507,8 @@ pub fn choose(recall: Recall, settings: &MemorySettings, initial: &str, choosabl
 
 // ---- Shared by the agent's threads ---------------------------------------------------------
 
-/// The agent's memory: the table and the agent's own switch, shared by the datapath threads
-/// (a start at CREATE, a vote at close) and the control interface. Each call holds the lock
+/// The agent's memory: the table and the agent's own off switch, shared by the datapath threads
+/// (a start at CREATE, a vote at close) and the operator interface. Each call holds the lock
 /// for one table operation.
 #[derive(Debug, Default)]
 pub struct DestinationMemory {

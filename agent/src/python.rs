@@ -377,7 +377,7 @@ impl Flow {
         self.m.lost_packets > 0 || self.m.timeout
     }
 
-    // ---- the flow state (shared with every algorithm; survives algorithm switches)
+    // ---- the flow state (shared with every algorithm; survives algorithm handovers)
     /// Smallest RTT seen on the flow, µs (0 before the first sample).
     #[getter]
     fn min_rtt_us(&self) -> u64 {

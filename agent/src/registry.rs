@@ -1,6 +1,6 @@
-//! The agent's view of its flows for the control interface, and the operator's pins.
+//! The agent's view of its flows for the operator interface, and the operator's pins.
 //!
-//! Every datapath thread owns its flows; the registry holds a copy of what the control
+//! Every datapath thread owns its flows; the registry holds a copy of what the operator
 //! interface shows about each (endpoints, algorithm, features, counters), refreshed once per
 //! report, plus the state the operator sets: pins and the policy.
 //!
@@ -54,7 +54,7 @@ pub struct Endpoints {
     pub dport: u16,
 }
 
-/// What the control interface shows about one flow.
+/// What the operator interface shows about one flow.
 #[derive(Clone, Debug)]
 pub struct FlowSnapshot {
     pub key: FlowId,
@@ -64,7 +64,7 @@ pub struct FlowSnapshot {
     pub pinned: Option<String>,
     pub features: Option<Features>,
     pub reports: u64,
-    pub switches: u32,
+    pub handovers: u32,
     pub cwnd_bytes: Option<u64>,
 }
 
@@ -154,12 +154,12 @@ fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
 }
 
 /// The registry's copy of one flow.
-struct FlowEntry {
+struct FlowRecord {
     endpoints: Endpoints,
     algorithm: String,
     features: Option<Features>,
     reports: u64,
-    switches: u32,
+    handovers: u32,
     cwnd_bytes: Option<u64>,
 }
 
@@ -243,10 +243,10 @@ impl Pins {
     }
 }
 
-/// Flows, pins and the policy, shared by the datapath threads and the control interface.
+/// Flows, pins and the policy, shared by the datapath threads and the operator interface.
 /// Where both locks are held, `flows` is taken first.
 pub struct Registry {
-    flows: Mutex<HashMap<FlowId, FlowEntry>>,
+    flows: Mutex<HashMap<FlowId, FlowRecord>>,
     pins: Mutex<Pins>,
     policy: RwLock<Option<Arc<Policy>>>,
     generation: AtomicU64,
@@ -272,12 +272,12 @@ impl Registry {
 
     /// A new flow (at CREATE), running `algorithm`.
     pub fn register(&self, key: FlowId, endpoints: Endpoints, algorithm: &str) {
-        let entry = FlowEntry {
+        let entry = FlowRecord {
             endpoints,
             algorithm: algorithm.to_string(),
             features: None,
             reports: 0,
-            switches: 0,
+            handovers: 0,
             cwnd_bytes: None,
         };
         self.flows().insert(key, entry);
@@ -290,7 +290,7 @@ impl Registry {
         algorithm: &str,
         features: Option<Features>,
         reports: u64,
-        switches: u32,
+        handovers: u32,
         cwnd_bytes: Option<u64>,
     ) {
         let mut flows = self.flows();
@@ -301,7 +301,7 @@ impl Registry {
         }
         entry.features = features;
         entry.reports = reports;
-        entry.switches = switches;
+        entry.handovers = handovers;
         entry.cwnd_bytes = cwnd_bytes;
     }
 
@@ -330,7 +330,7 @@ impl Registry {
                 pinned: None,
                 features: e.features,
                 reports: e.reports,
-                switches: e.switches,
+                handovers: e.handovers,
                 cwnd_bytes: e.cwnd_bytes,
             })
             .collect();
@@ -403,7 +403,7 @@ impl Registry {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn flows(&self) -> MutexGuard<'_, HashMap<FlowId, FlowEntry>> {
+    fn flows(&self) -> MutexGuard<'_, HashMap<FlowId, FlowRecord>> {
         self.flows.lock().expect("registry flows poisoned")
     }
 
@@ -412,7 +412,7 @@ impl Registry {
     }
 }
 
-/// Pins name simple algorithms only: a pinned flow switches live, which the full API's
+/// Pins name simple algorithms only: a pinned flow is handed over live, which the full API's
 /// own datapath programs do not support.
 fn check_simple(spec: &str) -> Result<()> {
     match crate::flow::instantiate(spec)
@@ -421,7 +421,7 @@ fn check_simple(spec: &str) -> Result<()> {
         Instance::Simple(_) => Ok(()),
         Instance::Full(a) => bail!(
             "algorithm {spec:?}: {} uses the full API (its own datapath programs); only simple \
-             algorithms can be pinned, since a pinned flow switches algorithm while it runs",
+             algorithms can be pinned, since a pinned flow is handed over to another algorithm while it runs",
             a.name()
         ),
     }
@@ -619,7 +619,7 @@ mod tests {
         r.pin(PinTarget::Port(80), "hybla").unwrap();
         let f = r.list().into_iter().find(|f| f.key == k).unwrap();
         assert_eq!(f.algorithm, "bbr");
-        assert_eq!((f.reports, f.switches, f.cwnd_bytes), (12, 2, Some(29_000)));
+        assert_eq!((f.reports, f.handovers, f.cwnd_bytes), (12, 2, Some(29_000)));
         assert_eq!(f.pinned.as_deref(), Some("hybla"));
         assert_eq!(f.endpoints.dport, CLIENT_PORT);
         assert!(r.list().iter().all(|f| f.key != key(9, 9)), "an update for an unknown flow does not create it");

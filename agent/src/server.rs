@@ -1,6 +1,6 @@
 //! The IPC server: one thread per connected datapath, one controller per flow.
 //!
-//! Every flow is listed in the shared [`Registry`], where the control interface reads it and
+//! Every flow is listed in the shared [`Registry`], where the operator interface reads it and
 //! sets pins and the policy. A flow thread looks at pins and policy again only when the
 //! registry's generation moved, so the per-report cost of the control plane is one atomic load
 //! and one short update of the flow's entry.
@@ -11,7 +11,7 @@
 //! that cannot be right) ends that datapath's connection. Other datapaths are unaffected.
 //!
 //! A connection whose first bytes are a Cap'n Proto segment table (someone pointed `ccswitch
-//! control` at this socket) is answered with a control-protocol error that names the right
+//! operator` at this socket) is answered with an operator-protocol error that names the right
 //! socket, then closed: no CCP message has a length below its 8-byte header, while a segment
 //! table starts with a small segment count, which reads as a CCP length of 0.
 //!
@@ -31,7 +31,7 @@ use ccswitch_ccp::wire::{self, FrameReader, Msg};
 use tracing::{debug, error, info, warn};
 
 use crate::events::EventLog;
-use crate::flow::{self, Answer, FlowController, ProgramCache, Switch};
+use crate::flow::{self, Answer, FlowController, ProgramCache, Handover};
 use crate::memory::{Start, StartFrom};
 use crate::program::{CompiledProgram, SimpleProgram};
 use crate::registry::{Endpoints, FlowId, Registry};
@@ -96,9 +96,9 @@ impl Agent {
         let mut conn = Connection::new(self, datapath, out);
         let reason = match conn.run(&mut stream) {
             Ended::Closed(reason) => reason,
-            Ended::ControlClient => {
-                crate::control::drain_and_close(stream);
-                "a control request on the datapath socket".into()
+            Ended::OperatorClient => {
+                crate::operator::drain_and_close(stream);
+                "an operator request on the datapath socket".into()
             }
         };
         info!(datapath, flows = conn.flows.len(), reason = %reason, "datapath disconnected");
@@ -163,9 +163,9 @@ pub fn bind(socket: &Path, mode: u32, owned: &OwnedSockets) -> Result<UnixListen
     Ok(listener)
 }
 
-/// What the agent answers, in the control protocol, to a control request on its datapath socket.
+/// What the agent answers, in the operator protocol, to an operator request on its datapath socket.
 pub const DATAPATH_SOCKET_ANSWER: &str = "this is the agent's datapath socket (--socket), where CCP datapaths \
-     connect, not its control socket; use the path given to --control-socket";
+     connect, not its operator socket; use the path given to --operator-socket";
 
 /// Whether the first bytes of a connection are a Cap'n Proto segment table rather than a CCP
 /// header: a segment count below 2^16 makes the CCP length field (bytes 2-3) zero, which no
@@ -177,7 +177,7 @@ fn looks_like_capnp(first: &[u8]) -> bool {
 }
 
 /// One flow of a connection: its controller and what it last saw of the registry.
-struct FlowEntry {
+struct ConnectionFlow {
     ctl: FlowController,
     endpoints: Endpoints,
     generation: u64,
@@ -190,7 +190,7 @@ struct Connection<'a, W: Write> {
     out: W,
     /// Answers not yet written: everything answered to one read leaves in one write.
     queued: Vec<u8>,
-    flows: HashMap<u32, FlowEntry>,
+    flows: HashMap<u32, ConnectionFlow>,
     /// Programs installed on this datapath, by uid.
     installed: HashSet<u32>,
 }
@@ -199,8 +199,8 @@ struct Connection<'a, W: Write> {
 enum Ended {
     /// The datapath went away, or its stream cannot be framed; says why.
     Closed(String),
-    /// A control client connected to the datapath socket and has been told so.
-    ControlClient,
+    /// A operator client connected to the datapath socket and has been told so.
+    OperatorClient,
 }
 
 impl<'a, W: Write> Connection<'a, W> {
@@ -221,9 +221,9 @@ impl<'a, W: Write> Connection<'a, W> {
             }
             // Before the first frame, every byte received is still unread.
             if !framed && looks_like_capnp(frames.unread()) {
-                warn!(datapath = self.datapath, "a control client connected to the datapath socket; telling it which socket to use");
-                let _ = self.out.write_all(&crate::control::error_response(DATAPATH_SOCKET_ANSWER));
-                return Ended::ControlClient;
+                warn!(datapath = self.datapath, "a operator client connected to the datapath socket; telling it which socket to use");
+                let _ = self.out.write_all(&crate::operator::error_response(DATAPATH_SOCKET_ANSWER));
+                return Ended::OperatorClient;
             }
             loop {
                 match frames.next_frame() {
@@ -322,7 +322,7 @@ impl<'a, W: Write> Connection<'a, W> {
                 if let Some(p) = &policy {
                     let mut selector = Selector::new(Arc::clone(p));
                     // The flow may start on something other than the policy's initial algorithm.
-                    selector.note_switch(spec, 0);
+                    selector.note_handover(spec, 0);
                     ctl.set_selector(selector);
                 }
                 if let Some(spec) = &pinned {
@@ -339,7 +339,7 @@ impl<'a, W: Write> Connection<'a, W> {
                 if let Some(ev) = &self.agent.events {
                     ev.flow(key, &endpoints, &name, c.mss, &start);
                 }
-                self.flows.insert(c.sid, FlowEntry { ctl, endpoints, generation, policy });
+                self.flows.insert(c.sid, ConnectionFlow { ctl, endpoints, generation, policy });
                 self.answer(c.sid, answer)
             }
             Msg::Measure(m) if m.fields.is_empty() => {
@@ -362,13 +362,13 @@ impl<'a, W: Write> Connection<'a, W> {
                 let pinned = refresh(entry, key, &agent.registry)?;
                 let reported = entry.ctl.on_report(&m.fields, &agent.simple)?;
                 let ctl = &entry.ctl;
-                for s in pinned.iter().chain(reported.switch.iter()) {
-                    log_switch(agent, key, s);
+                for s in pinned.iter().chain(reported.handover.iter()) {
+                    log_handover(agent, key, s);
                 }
                 if let (Some(ev), Some(meas)) = (&agent.events, &reported.measurement) {
                     ev.report(key, ctl.name(), meas, ctl.cwnd_bytes(), ctl.pacing_rate_bytes_per_s());
                 }
-                agent.registry.update(key, ctl.name(), ctl.features(), ctl.reports, ctl.switches, ctl.cwnd_bytes());
+                agent.registry.update(key, ctl.name(), ctl.features(), ctl.reports, ctl.handovers, ctl.cwnd_bytes());
                 debug!(sid = m.sid, fields = ?m.fields, answer = ?reported.answer, "report answered");
                 self.answer(m.sid, reported.answer)
             }
@@ -383,7 +383,7 @@ impl<'a, W: Write> Connection<'a, W> {
         FlowId { datapath: self.datapath, sid }
     }
 
-    fn closed(&self, sid: u32, entry: &FlowEntry) {
+    fn closed(&self, sid: u32, entry: &ConnectionFlow) {
         let key = self.key(sid);
         let ctl = &entry.ctl;
         // A flow the selector decided for tells the memory what its destination ended on.
@@ -396,11 +396,11 @@ impl<'a, W: Write> Connection<'a, W> {
         };
         info!(
             datapath = self.datapath, sid, algorithm = ctl.name(), reports = ctl.reports,
-            switches = ctl.switches, cwnd = ctl.cwnd_bytes(), remembered, "flow closed"
+            handovers = ctl.handovers, cwnd = ctl.cwnd_bytes(), remembered, "flow closed"
         );
         self.agent.registry.remove(key);
         if let Some(ev) = &self.agent.events {
-            ev.close(key, ctl.name(), ctl.reports, ctl.switches);
+            ev.close(key, ctl.name(), ctl.reports, ctl.handovers);
         }
     }
 
@@ -436,9 +436,9 @@ impl<'a, W: Write> Connection<'a, W> {
     }
 }
 
-/// Apply what changed in the registry since the flow last looked: its pin (switching at once)
+/// Apply what changed in the registry since the flow last looked: its pin (handing over at once)
 /// and the policy its selector follows.
-fn refresh(entry: &mut FlowEntry, key: FlowId, registry: &Registry) -> Result<Option<Switch>> {
+fn refresh(entry: &mut ConnectionFlow, key: FlowId, registry: &Registry) -> Result<Option<Handover>> {
     let generation = registry.generation();
     if generation == entry.generation {
         return Ok(None);
@@ -459,15 +459,15 @@ fn refresh(entry: &mut FlowEntry, key: FlowId, registry: &Registry) -> Result<Op
     entry.ctl.pin(pinned.as_deref())
 }
 
-fn log_switch(agent: &Agent, key: FlowId, s: &Switch) {
+fn log_handover(agent: &Agent, key: FlowId, s: &Handover) {
     info!(
         datapath = key.datapath, sid = key.sid, from = %s.from, to = %s.to, kind = s.kind.as_str(),
         reason = %s.reason, cwnd = s.cwnd_bytes, pacing_rate = s.pacing_rate_bytes_per_s,
         features = %s.features.as_ref().map_or_else(String::new, |f| serde_json::to_string(f).unwrap_or_default()),
-        "flow switched algorithm"
+        "flow handed over to another algorithm"
     );
     if let Some(ev) = &agent.events {
-        ev.switch(key, s);
+        ev.handover(key, s);
     }
 }
 

@@ -106,7 +106,7 @@ fn full_api_program_grows_the_window_in_the_datapath_and_the_agent_answers_loss(
         sid: 5, init_cwnd: 10 * mss, mss, src_ip: 1, src_port: 2, dst_ip: 3, dst_port: 4,
         cong_alg: "reno-datapath".into(),
     }));
-    // Its own program is installed on demand, then the flow is switched to it.
+    // Its own program is installed on demand, then the flow is handed over to it.
     let Msg::InstallExpr(own) = dp.recv() else { panic!("the algorithm's program is installed first") };
     assert_ne!(own.program_uid, simple.program_uid);
     table.install_msg(&own).unwrap();

@@ -18,18 +18,18 @@ use common::Agent;
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const ESC: u8 = 0x1b;
 
-/// An agent with a datapath and a control socket, its log a file (not a terminal).
+/// An agent with a datapath and a operator socket, its log a file (not a terminal).
 fn start_agent(test: &str, extra: &[&str]) -> Agent {
     let dir = common::test_dir(test);
-    let control = dir.join("control.sock");
-    let mut args = vec!["--control-socket", control.to_str().unwrap(), "--log-level", "debug"];
+    let operator = dir.join("operator.sock");
+    let mut args = vec!["--operator-socket", operator.to_str().unwrap(), "--log-level", "debug"];
     args.extend_from_slice(extra);
     Agent::start_in(dir, &args)
 }
 
 impl Agent {
-    fn control(&self) -> PathBuf {
-        self.dir.join("control.sock")
+    fn operator_socket(&self) -> PathBuf {
+        self.dir.join("operator.sock")
     }
 
     /// Send `signal` (e.g. "TERM") to the agent's PID and wait for it to exit.
@@ -56,7 +56,7 @@ fn assert_stopped_cleanly(agent: &mut Agent, signal: &str) {
     let status = agent.signal_and_wait(signal);
     assert_eq!(status.code(), Some(0), "SIG{signal}: {status} (signal {:?}); log:\n{}", status.signal(), agent.log_text());
     assert!(!agent.socket.exists(), "SIG{signal} left {}", agent.socket.display());
-    assert!(!agent.control().exists(), "SIG{signal} left {}", agent.control().display());
+    assert!(!agent.operator_socket().exists(), "SIG{signal} left {}", agent.operator_socket().display());
     let log = agent.log_text();
     assert!(log.contains(&format!("agent stopping signal=\"SIG{signal}\"")), "{log}");
 }
@@ -64,7 +64,7 @@ fn assert_stopped_cleanly(agent: &mut Agent, signal: &str) {
 #[test]
 fn sigterm_removes_both_sockets_and_exits_zero() {
     let mut agent = start_agent("term", &[]);
-    assert!(agent.control().exists());
+    assert!(agent.operator_socket().exists());
     assert_stopped_cleanly(&mut agent, "TERM");
 }
 
@@ -117,9 +117,9 @@ fn an_agent_without_a_policy_logs_its_algorithm() {
     assert_stopped_cleanly(&mut agent, "TERM");
 }
 
-/// A Cap'n Proto `Request` with `listFlows` set, as `ccswitch control list` sends it: a
+/// A Cap'n Proto `Request` with `listFlows` set, as `ccswitch operator list` sends it: a
 /// one-segment table, then a root struct of one data word (the union tag, 0) and one pointer.
-fn control_list_flows_request() -> Vec<u8> {
+fn operator_list_flows_request() -> Vec<u8> {
     let mut bytes = Vec::new();
     for word in [0u32, 3, 0, 1 | 1 << 16] {
         bytes.extend_from_slice(&word.to_le_bytes());
@@ -129,11 +129,11 @@ fn control_list_flows_request() -> Vec<u8> {
 }
 
 #[test]
-fn a_control_request_on_the_datapath_socket_is_told_which_socket_to_use() {
+fn an_operator_request_on_the_datapath_socket_is_told_which_socket_to_use() {
     let mut agent = start_agent("wrong-socket", &[]);
     let mut client = UnixStream::connect(&agent.socket).unwrap();
     client.set_read_timeout(Some(common::ANSWER_TIMEOUT)).unwrap();
-    client.write_all(&control_list_flows_request()).unwrap();
+    client.write_all(&operator_list_flows_request()).unwrap();
     let mut answer = Vec::new();
     client.read_to_end(&mut answer).unwrap();
     // A framed Cap'n Proto message (one segment, whose size matches) carrying the hint.
@@ -143,7 +143,7 @@ fn a_control_request_on_the_datapath_socket_is_told_which_socket_to_use() {
     assert_eq!(answer.len(), 8 + 8 * words, "a whole message, then the end of the stream");
     let text = String::from_utf8_lossy(&answer);
     assert!(text.contains("datapath socket (--socket)"), "{text}");
-    assert!(text.contains("use the path given to --control-socket"), "{text}");
+    assert!(text.contains("use the path given to --operator-socket"), "{text}");
 
     // Real datapaths are still served.
     let mut dp = agent.connect();
@@ -153,27 +153,27 @@ fn a_control_request_on_the_datapath_socket_is_told_which_socket_to_use() {
 }
 
 #[test]
-fn an_agent_that_cannot_start_leaves_no_control_socket() {
+fn an_agent_that_cannot_start_leaves_no_operator_socket() {
     let dir = common::test_dir("nostart");
-    let (socket, control) = (dir.join("not-a-socket"), dir.join("control.sock"));
+    let (socket, operator) = (dir.join("not-a-socket"), dir.join("operator.sock"));
     std::fs::write(&socket, b"a regular file").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ccswitch-agent"))
-        .args(["--socket", socket.to_str().unwrap(), "--control-socket", control.to_str().unwrap()])
+        .args(["--socket", socket.to_str().unwrap(), "--operator-socket", operator.to_str().unwrap()])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let control_left = control.exists();
+    let operator_left = operator.exists();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("exists and is not a socket"), "{stderr}");
-    assert!(!control_left, "the control socket was left behind");
+    assert!(!operator_left, "the operator socket was left behind");
 }
 
 #[test]
 fn sigterm_writes_out_the_buffered_events_of_open_flows() {
     let dir = common::test_dir("events");
-    let (events, control) = (dir.join("events.jsonl"), dir.join("control.sock"));
-    let args = ["--control-socket", control.to_str().unwrap(), "--log-level", "debug", "--events", events.to_str().unwrap()];
+    let (events, operator) = (dir.join("events.jsonl"), dir.join("operator.sock"));
+    let args = ["--operator-socket", operator.to_str().unwrap(), "--log-level", "debug", "--events", events.to_str().unwrap()];
     let mut agent = Agent::start_in(dir, &args);
     let mut dp = agent.connect();
     dp.send(&Msg::Ready(Ready { id: 1 }));

@@ -39,19 +39,19 @@
 //!   figure lags).
 //!
 //! **Taking over** a running flow (MCC §3.1.1) starts BBR in its steady state, not in
-//! Startup: a switch must not cost a startup burst (2.89× the rate) nor the drain after it.
-//! - The model is seeded from what the flow shows at the switch: `btl_bw` = the rate it
+//! Startup: a handover must not cost a startup burst (2.89× the rate) nor the drain after it.
+//! - The model is seeded from what the flow shows at the handover: `btl_bw` = the rate it
 //!   delivers, window / recent RTT ([`FlowState::handover_rate_bytes_per_s`]), `min_rtt` = the
 //!   flow's minimum RTT (stamped now, so probe_rtt comes 10 s later unless a lower RTT is
 //!   seen). Both filters then run as usual: new samples replace the seed as they come, and the
 //!   seed leaves the bandwidth filter after `bw_window_rounds`.
 //! - The flow is in ProbeBw at a unity-gain phase (drawn from the seeded generator among the
-//!   six cruising phases, so flows switched together by one policy change do not probe in
+//!   six cruising phases, so flows handed over together by one policy change do not probe in
 //!   step) and paces at the inherited rate exactly.
 //! - The window is the inherited one. BBR's own target, `cwnd_gain × btl_bw × min_rtt`, is
 //!   about twice that when the flow had no queue, and BBR grows towards its target by the
 //!   bytes acknowledged — a doubled window on the first report. So until a round of samples
-//!   taken wholly after the switch has ended, the window stays at most the inherited one; on
+//!   taken wholly after the handover has ended, the window stays at most the inherited one; on
 //!   a window-only datapath (which ignores pacing) the window is the only brake, and the
 //!   seeded estimate has not been confirmed yet. A target below the inherited window (the
 //!   predecessor kept a queue) lowers the window at once, as BBR always does.
@@ -78,7 +78,7 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
         Param { name: "pace", default: 1.0, unit: "0/1", help: "0: the rate stays inside the model and the datapath never paces (window only, what the ovs datapath can enforce); for measuring what pacing is worth" },
         Param { name: "startup_per_ack", default: 1.0, unit: "0/1", help: "1: a report per ACK in startup and drain, as Linux grows the window and the rate per ACK; 0: one per RTT" },
     ],
-    make: Make::Simple(|p| Box::new(Bbr::new(Config::from_params(p)))),
+    make: Make::Simple(|p| Box::new(Bbr::new(BbrConfig::from_params(p)))),
 };
 
 /// Startup gain, 2/ln 2: doubles the delivery rate every round (Linux `bbr_high_gain`).
@@ -116,11 +116,11 @@ const DEFAULT_RTT_US: u64 = 1000;
 /// The unity-gain phases of the probe_bw cycle, where a taken-over flow starts.
 const PROBE_BW_CRUISE_PHASES: std::ops::Range<usize> = 2..8;
 /// After a take-over the window is capped at the inherited one until this round has begun
-/// (the first round to start after the switch has ended).
+/// (the first round to start after the handover has ended).
 const HANDOVER_CAP_ROUNDS: u64 = 2;
 
 #[derive(Clone, Copy, Debug)]
-struct Config {
+struct BbrConfig {
     high_gain: f64,
     cwnd_gain: f64,
     bw_window_rounds: u64,
@@ -131,7 +131,7 @@ struct Config {
     pace: bool,
 }
 
-impl Config {
+impl BbrConfig {
     fn from_params(p: &Params) -> Self {
         Self {
             high_gain: p.get("high_gain").max(1.0),
@@ -183,7 +183,7 @@ impl WindowedMax {
 
 #[derive(Debug)]
 pub struct Bbr {
-    cfg: Config,
+    cfg: BbrConfig,
     mode: Mode,
     pacing_gain: f64,
     cwnd_gain: f64,
@@ -223,12 +223,12 @@ pub struct Bbr {
 
 impl Default for Bbr {
     fn default() -> Self {
-        Self::new(Config::from_params(&Params::defaults(INFO.params)))
+        Self::new(BbrConfig::from_params(&Params::defaults(INFO.params)))
     }
 }
 
 impl Bbr {
-    fn new(cfg: Config) -> Self {
+    fn new(cfg: BbrConfig) -> Self {
         Self {
             cfg,
             mode: Mode::Startup,
@@ -613,7 +613,7 @@ mod tests {
     }
 
     fn bbr(spec: &str) -> Bbr {
-        Bbr::new(Config::from_params(&Params::parse(&INFO, spec).unwrap()))
+        Bbr::new(BbrConfig::from_params(&Params::parse(&INFO, spec).unwrap()))
     }
 
     fn sender(spec: &str, rtt_ms: u64) -> (FakeSender, Arc<Mutex<Bbr>>) {
@@ -704,7 +704,7 @@ mod tests {
         }
         s.state.ssthresh_bytes = s.state.cwnd_bytes;
         let shared = Arc::new(Mutex::new(bbr("")));
-        s.switch_to(Box::new(Shared(shared.clone())));
+        s.hand_over_to(Box::new(Shared(shared.clone())));
         (s, shared)
     }
 
@@ -766,7 +766,7 @@ mod tests {
     fn take_over_before_any_rtt_sample_starts_afresh() {
         let mut s = FakeSender::new(crate::simple("cubic").unwrap(), 10, RTT_MS);
         let shared = Arc::new(Mutex::new(bbr("")));
-        s.switch_to(Box::new(Shared(shared.clone())));
+        s.hand_over_to(Box::new(Shared(shared.clone())));
         assert_eq!(shared.lock().unwrap().mode, Mode::Startup);
         assert_eq!(s.state.pacing_rate_bytes_per_s, None);
     }

@@ -232,7 +232,7 @@ mod tests {
     fn take_over_paces_at_the_inherited_rate_and_skips_slow_start() {
         let mut s = sender("reno", 100);
         s.ack_segments(0);
-        s.switch_to(crate::simple("copa").unwrap());
+        s.hand_over_to(crate::simple("copa").unwrap());
         let rate = 100 * s.mss() * 1000 / RTT_MS;
         assert_eq!(s.state.pacing_rate_bytes_per_s, Some(rate));
         s.ack_round(); // no queueing delay: a fresh Copa would double

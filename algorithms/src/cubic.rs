@@ -472,7 +472,7 @@ mod tests {
     fn taken_over_at(segments: u32, rtt_ms: u64) -> FakeSender {
         let mut s = FakeSender::new(crate::simple("reno").unwrap(), segments, rtt_ms);
         s.ack_segments(0);
-        s.switch_to(Box::new(Cubic::default()));
+        s.hand_over_to(Box::new(Cubic::default()));
         s
     }
 
@@ -483,7 +483,7 @@ mod tests {
         assert_eq!(s.cwnd_segments(), 200.0);
         assert!(!s.state.in_slow_start());
         // K = 0 and W_max = 200: W(t) = 200 + C·t³, t counted from the first ACK after the
-        // switch plus the one-RTT look-ahead; the Reno-friendly estimate starts at 200 too
+        // handover plus the one-RTT look-ahead; the Reno-friendly estimate starts at 200 too
         // and leads while t³ is small.
         s.ack_round();
         let epoch_s = s.now_us as f64 / 1e6;

@@ -25,7 +25,7 @@
 //!
 //! **Taking over** a running flow (MCC §3.1.1): the inherited window stays, in congestion
 //! avoidance (`ssthresh = cwnd`), and the growth credit restarts. ρ restarts from the flow's
-//! minimum RTT rather than from its smoothed RTT: the smoothed RTT at the switch carries
+//! minimum RTT rather than from its smoothed RTT: the smoothed RTT at the handover carries
 //! whatever queue the previous algorithm built, which would inflate ρ (and ρ² growth) for
 //! the rest of the flow, since ρ only ever follows a new minimum. The minimum RTT is the
 //! propagation delay that ρ is meant to normalise; Linux's smallest smoothed RTT is slightly
@@ -293,7 +293,7 @@ mod tests {
         }
         assert!(s.state.srtt_us > 190_000);
         let cwnd = s.cwnd_segments();
-        s.switch_to(crate::simple("hybla").unwrap());
+        s.hand_over_to(crate::simple("hybla").unwrap());
         assert_eq!(s.cwnd_segments(), cwnd);
         s.ack_round();
         // ρ = 100/25 = 4 (not 8 from the smoothed RTT): ρ² = 16 segments per RTT, roughly.

@@ -36,7 +36,7 @@
 //! avoidance (`ssthresh = cwnd`). Illinois' delay statistics restart — `max_rtt`, the round's
 //! samples, the quiet-round count and the growth credit — with one exception: `base_rtt`
 //! starts from the flow's minimum RTT, the propagation delay the agent has kept across the
-//! switch. Restarting it too would make Illinois read a queue the previous algorithm built
+//! handover. Restarting it too would make Illinois read a queue the previous algorithm built
 //! as zero delay, and grow at α_max into it. With no history of its own, Illinois assumes
 //! the delay has been high: α starts at Reno's 1 and β at β_max (Linux's initial values after
 //! a timeout) and the first round, which closes at the first report, recomputes both; α

@@ -50,7 +50,7 @@ pub enum Reporting {
 
 /// The operations every simple algorithm provides.
 pub trait Algorithm: Send {
-    /// Short name, as used on the command line and in scheme names (`ccswitch:NAME`).
+    /// Short name, as used on the command line and in scheme names (`kernel:NAME`).
     fn name(&self) -> &str;
 
     /// How often this algorithm wants reports. Read after every report, so an algorithm may

@@ -42,7 +42,7 @@
 //! means inheriting it as a window. The model is seeded from the flow — `max_bw` = window /
 //! recent RTT ([`FlowState::handover_rate_bytes_per_s`]), `min_rtt` = the flow's minimum RTT —
 //! and the flow cruises at once (no startup burst), with the first probe `t_step` and the
-//! first recalibration `period` after the switch. The cruise window `gain × max_bw × min_rtt`
+//! first recalibration `period` after the handover. The cruise window `gain × max_bw × min_rtt`
 //! is the inherited window less the queue the predecessor kept (`cwnd × min_rtt / srtt`): the
 //! same delivery rate, the standing queue drained. It is never above the inherited window.
 //! Before any RTT sample there is nothing to inherit, and the flow starts afresh in Startup.
@@ -63,7 +63,7 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
         Param { name: "bw_step", default: 0.25, unit: "ratio", help: "a probe raises the window by this fraction" },
         Param { name: "report_ms", default: 10.0, unit: "ms", help: "report period asked of the datapath (setPeriod)" },
     ],
-    make: Make::Simple(|p| Box::new(MystiqueBbr::new(Config::from_params(p)))),
+    make: Make::Simple(|p| Box::new(MystiqueBbr::new(MystiqueBbrConfig::from_params(p)))),
 };
 
 /// Startup window gain, 2/ln 2 (as BBR's startup).
@@ -85,7 +85,7 @@ const PROBE_SUCCESS_FRACTION: f64 = 0.5;
 const MIN_CWND_SEGMENTS: u64 = 4;
 
 #[derive(Clone, Copy, Debug)]
-struct Config {
+struct MystiqueBbrConfig {
     gain: f64,
     period_us: u64,
     t_step_us: u64,
@@ -93,7 +93,7 @@ struct Config {
     report_us: u64,
 }
 
-impl Config {
+impl MystiqueBbrConfig {
     fn from_params(p: &Params) -> Self {
         Self {
             gain: p.get("gain").max(0.1),
@@ -125,7 +125,7 @@ enum Phase {
 
 #[derive(Debug)]
 pub struct MystiqueBbr {
-    cfg: Config,
+    cfg: MystiqueBbrConfig,
     phase: Phase,
     /// Largest delivery rate since the last recalibration, bytes/s.
     max_bw: u64,
@@ -143,12 +143,12 @@ pub struct MystiqueBbr {
 
 impl Default for MystiqueBbr {
     fn default() -> Self {
-        Self::new(Config::from_params(&Params::defaults(INFO.params)))
+        Self::new(MystiqueBbrConfig::from_params(&Params::defaults(INFO.params)))
     }
 }
 
 impl MystiqueBbr {
-    fn new(cfg: Config) -> Self {
+    fn new(cfg: MystiqueBbrConfig) -> Self {
         Self {
             cfg,
             phase: Phase::Startup,
@@ -384,7 +384,7 @@ mod tests {
 
     fn sender(spec: &str, rtt_ms: u64) -> (FakeSender, Arc<Mutex<MystiqueBbr>>) {
         let p = Params::parse(&INFO, spec).unwrap();
-        let shared = Arc::new(Mutex::new(MystiqueBbr::new(Config::from_params(&p))));
+        let shared = Arc::new(Mutex::new(MystiqueBbr::new(MystiqueBbrConfig::from_params(&p))));
         let s = FakeSender::new(Box::new(Shared(shared.clone())), 10, rtt_ms);
         (s, shared)
     }
@@ -447,7 +447,7 @@ mod tests {
         }
         s.state.ssthresh_bytes = s.state.cwnd_bytes;
         let shared = Arc::new(Mutex::new(MystiqueBbr::default()));
-        s.switch_to(Box::new(Shared(shared.clone())));
+        s.hand_over_to(Box::new(Shared(shared.clone())));
         (s, shared)
     }
 

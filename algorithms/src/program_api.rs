@@ -14,7 +14,7 @@ pub trait FlowControl {
     fn mss_bytes(&self) -> u32;
     /// The program the flow runs (or will run once this callback's changes are sent).
     fn program(&self) -> &str;
-    /// Switch the flow to another of the algorithm's programs. Its registers start fresh.
+    /// Handover the flow to another of the algorithm's programs. Its registers start fresh.
     fn change_program(&mut self, name: &str);
     fn set_cwnd(&mut self, bytes: u32);
     fn set_rate(&mut self, bytes_per_s: u64);

@@ -2,7 +2,7 @@
 //! "advance time", "change the RTT" into the [`Measurement`]s the agent would deliver, and
 //! can run whole round trips over a modelled bottleneck [`Link`] (bandwidth, base RTT, a
 //! drop-tail queue, optionally random or periodic non-congestive loss) for algorithms that
-//! react to delay and delivery rate. [`FakeSender::switch_to`] hands the flow to another
+//! react to delay and delivery rate. [`FakeSender::hand_over_to`] hands the flow to another
 //! algorithm mid-flow exactly as the agent does.
 
 use crate::{Algorithm, FlowState, Measurement};
@@ -35,7 +35,7 @@ impl FakeSender {
     /// Hand the flow to `next` mid-flow, as the agent does (MCC §3.1.1): the shared state is
     /// prepared for a handover, `next` takes it over, and it gets the following reports.
     /// Returns the algorithm that ran until now.
-    pub fn switch_to(&mut self, mut next: Box<dyn Algorithm>) -> Box<dyn Algorithm> {
+    pub fn hand_over_to(&mut self, mut next: Box<dyn Algorithm>) -> Box<dyn Algorithm> {
         self.algorithm.hand_over(&mut self.state);
         self.state.prepare_handover();
         next.take_over(&mut self.state);

@@ -28,9 +28,9 @@
 //!   idle, which the agent does not see).
 //!
 //! **Taking over** a running flow (MCC §3.1.1): the inherited window stays, in congestion
-//! avoidance (`ssthresh = cwnd`), and Vegas starts a fresh RTT period at the switch, so its
+//! avoidance (`ssthresh = cwnd`), and Vegas starts a fresh RTT period at the handover, so its
 //! first decision comes one RTT later from samples of that RTT only. `base_rtt` is the flow's
-//! minimum RTT, kept across the switch, so a queue the previous algorithm built counts as
+//! minimum RTT, kept across the handover, so a queue the previous algorithm built counts as
 //! queue and is drained one segment per RTT.
 
 use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, WindowEvent};
@@ -241,12 +241,12 @@ mod tests {
     }
 
     #[test]
-    fn take_over_decides_one_rtt_after_the_switch_and_drains_an_inherited_queue() {
+    fn take_over_decides_one_rtt_after_the_handover_and_drains_an_inherited_queue() {
         // Reno left 100 segments and a queue: RTT 60 ms on a 50 ms path, 16.7 segments queued.
         let mut s = FakeSender::new(crate::simple("reno").unwrap(), 100, RTT_MS);
         s.ack_segments(0);
         s.set_rtt_ms(60);
-        s.switch_to(crate::simple("vegas").unwrap());
+        s.hand_over_to(crate::simple("vegas").unwrap());
         assert!(!s.state.in_slow_start());
         s.advance_ms(10);
         s.ack_segments(5);

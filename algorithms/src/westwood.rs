@@ -37,7 +37,7 @@
 //! restarted: it matters only at the next loss, and a restarted filter has no sample for at
 //! least max(RTT, 50 ms), so a loss in that time — likely on exactly the lossy paths Westwood
 //! is chosen for — would halve the window as Reno does. Both filter stages start at the rate
-//! the flow delivers at the switch, window / recent RTT, capped by the largest delivery rate
+//! the flow delivers at the handover, window / recent RTT, capped by the largest delivery rate
 //! the datapath has measured (the window of a paced predecessor may be well above what it
 //! delivers); the filter's gain of 1/8 then hands over to the flow's own samples within about
 //! a second. `min_rtt` starts from the flow's minimum RTT: measured afresh, it would include
@@ -237,7 +237,7 @@ mod tests {
             s.ack_round();
         }
         s.state.cwnd_bytes = 100 * s.mss();
-        s.switch_to(Box::new(Westwood::default()));
+        s.hand_over_to(Box::new(Westwood::default()));
         s
     }
 
@@ -263,7 +263,7 @@ mod tests {
         let mut s = FakeSender::new(crate::simple("reno").unwrap(), 100, RTT_MS);
         s.delivery_rate_bytes_per_s = 100 * s.mss() * 1000 / RTT_MS / 4; // a quarter of cwnd/RTT
         s.ack_segments(0);
-        s.switch_to(Box::new(Westwood::default()));
+        s.hand_over_to(Box::new(Westwood::default()));
         s.lose(1);
         assert!((24.0..=26.0).contains(&s.cwnd_segments()), "{}", s.cwnd_segments());
     }

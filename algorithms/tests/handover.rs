@@ -1,27 +1,27 @@
-//! Switching a running flow between algorithms (MCC §3.1.1) on the fake sender and its
-//! modelled link, the way the agent switches (`FlowState::prepare_handover`, then the new
+//! Handing a running flow over between algorithms (MCC §3.1.1) on the fake sender and its
+//! modelled link, the way the agent hands a flow over (`FlowState::prepare_handover`, then the new
 //! algorithm's `take_over`):
-//! - the window survives every switch between the selector's algorithms (no collapse, no
+//! - the window survives every handover between the selector's algorithms (no collapse, no
 //!   burst) and slow start does not restart;
 //! - rate-based newcomers pace at window / RTT;
 //! - MCC's Fig. 5 sequence (Cubic → BBR → Westwood on a 2 Mbit/s, 30 ms link with 4% loss):
-//!   throughput in the 2 s after each switch is at least 80% of what the new algorithm
+//!   throughput in the 2 s after each handover is at least 80% of what the new algorithm
 //!   achieves on its own on the same link.
 //!
 //! The link model is per round trip (one report per RTT, losses reported in the round they
 //! happen, no retransmission timer), so these tests speak for the algorithms' window and rate
-//! logic across a switch, not for the datapaths' timing.
+//! logic across a handover, not for the datapaths' timing.
 
 use ccswitch_algorithms::testing::{FakeSender, Link, LinkLoss, LinkRound};
 use ccswitch_algorithms::{simple, FlowState};
 
-/// The algorithms the selector switches between are these and BBR.
+/// The algorithms the selector hands flows over between are these and BBR.
 const WINDOW_BASED: [&str; 6] = ["cubic", "westwood", "hybla", "illinois", "reno", "vegas"];
-/// A switch neither collapses nor inflates the window or what is sent beyond this ratio.
+/// A handover neither collapses nor inflates the window or what is sent beyond this ratio.
 const SMOOTH: std::ops::RangeInclusive<f64> = 0.7..=1.3;
-/// Rounds watched after a switch for a restarted slow start.
+/// Rounds watched after a handover for a restarted slow start.
 const ROUNDS_AFTER_SWITCH: u32 = 10;
-/// Largest growth of the data sent from one round to the next once switched: slow start
+/// Largest growth of the data sent from one round to the next once handed over: slow start
 /// doubles it and BBR's startup multiplies it by 2.89; congestion avoidance and BBR's 1.25
 /// probe (a little more in bytes, as its queue lengthens the RTT) stay below.
 const MAX_ROUND_GROWTH: f64 = 1.5;
@@ -62,12 +62,12 @@ fn in_avoidance(name: &str, link: &Link) -> (FakeSender, LinkRound) {
     panic!("{name} never reached a calm moment in congestion avoidance on {link:?}");
 }
 
-/// What went wrong after switching `from` → `to` in avoidance on `link`: the window on the
+/// What went wrong after a handover `from` → `to` in avoidance on `link`: the window on the
 /// first report and the data sent in the first round must stay within [`SMOOTH`] of
 /// `reference(window before, sent in the last round before)`; afterwards no slow start (for
 /// window-based newcomers, whose ssthresh means something) and no round-to-round growth above
 /// [`MAX_ROUND_GROWTH`].
-fn switch_problems(
+fn handover_problems(
     from: &str,
     to: &str,
     link: &Link,
@@ -75,7 +75,7 @@ fn switch_problems(
 ) -> Vec<String> {
     let (mut s, before) = in_avoidance(from, link);
     let reference = reference(s.state.cwnd_bytes, before.sent_bytes);
-    s.switch_to(simple(to).unwrap());
+    s.hand_over_to(simple(to).unwrap());
     let first = s.round_on_link(link);
     let mut problems = Vec::new();
     let window = ratio(s.state.cwnd_bytes, reference);
@@ -116,25 +116,25 @@ fn sent_before(_cwnd_bytes: u64, sent_bytes: u64) -> u64 {
 }
 
 #[test]
-fn switches_between_window_algorithms_keep_the_window_and_what_is_sent() {
+fn handovers_between_window_algorithms_keep_the_window_and_what_is_sent() {
     let link = wide_link();
     let mut problems = Vec::new();
     for from in WINDOW_BASED {
         for to in WINDOW_BASED.into_iter().filter(|&to| to != from) {
-            problems.extend(switch_problems(from, to, &link, window_before));
+            problems.extend(handover_problems(from, to, &link, window_before));
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
 #[test]
-fn switches_to_bbr_keep_the_window_without_a_startup() {
+fn handovers_to_bbr_keep_the_window_without_a_startup() {
     let link = wide_link();
     let mut problems = Vec::new();
     for from in WINDOW_BASED {
         let (mut s, _) = in_avoidance(from, &link);
         let cwnd = s.state.cwnd_bytes;
-        s.switch_to(simple("bbr").unwrap());
+        s.hand_over_to(simple("bbr").unwrap());
         s.round_on_link(&link);
         let window = ratio(s.state.cwnd_bytes, cwnd);
         if !SMOOTH.contains(&window) {
@@ -170,11 +170,11 @@ fn rate_based_newcomers_pace_at_window_over_rtt() {
         for to in ["bbr", "copa"] {
             let (mut s, _) = in_avoidance(from, &link);
             let want = window_over_srtt(&s.state);
-            s.switch_to(simple(to).unwrap());
+            s.hand_over_to(simple(to).unwrap());
             let got = s
                 .state
                 .pacing_rate_bytes_per_s
-                .expect("paces from the switch on") as f64;
+                .expect("paces from the handover on") as f64;
             assert!(
                 (got / want - 1.0).abs() <= 0.01,
                 "{from} -> {to}: paces at {got:.0} B/s, window/srtt is {want:.0}"
@@ -183,7 +183,7 @@ fn rate_based_newcomers_pace_at_window_over_rtt() {
         // Mystique's BBR cannot pace: it keeps the rate as a window, window × min RTT / srtt.
         let (mut s, _) = in_avoidance(from, &link);
         let want = window_over_srtt(&s.state) * s.state.min_rtt_us as f64 / 1e6;
-        s.switch_to(simple("mystique-bbr").unwrap());
+        s.hand_over_to(simple("mystique-bbr").unwrap());
         assert_eq!(s.state.pacing_rate_bytes_per_s, None);
         let got = s.state.cwnd_bytes as f64;
         assert!(
@@ -196,11 +196,11 @@ fn rate_based_newcomers_pace_at_window_over_rtt() {
 /// A paced predecessor's window is only a cap (BBR keeps 2 BDP and paces at 1 BDP per RTT):
 /// what a window-based successor must inherit is what BBR had in flight.
 #[test]
-fn switches_from_bbr_keep_what_it_had_in_flight() {
+fn handovers_from_bbr_keep_what_it_had_in_flight() {
     let link = wide_link();
     let mut problems = Vec::new();
     for to in WINDOW_BASED {
-        problems.extend(switch_problems("bbr", to, &link, sent_before));
+        problems.extend(handover_problems("bbr", to, &link, sent_before));
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
@@ -209,19 +209,19 @@ fn switches_from_bbr_keep_what_it_had_in_flight() {
 /// smoothed RTT (one sample per report, gain 1/8) still remembers the queue for several
 /// round trips: window / srtt is then well below what the flow delivers.
 #[test]
-fn switches_to_bbr_send_in_the_first_round_what_the_predecessor_sent() {
+fn handovers_to_bbr_send_in_the_first_round_what_the_predecessor_sent() {
     let link = wide_link();
     let mut problems = Vec::new();
     for from in WINDOW_BASED {
-        problems.extend(switch_problems(from, "bbr", &link, sent_before));
+        problems.extend(handover_problems(from, "bbr", &link, sent_before));
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
 /// BBR drops its window to 4 segments for ~200 ms every 10 s (probe_rtt) and then restores
-/// it; a switch in that moment must not leave the successor with those 4 segments.
+/// it; a handover in that moment must not leave the successor with those 4 segments.
 #[test]
-fn switches_from_bbr_in_probe_rtt_inherit_the_window_before_it() {
+fn handovers_from_bbr_in_probe_rtt_inherit_the_window_before_it() {
     let link = wide_link();
     let probe_rtt_window = 4 * u64::from(ccswitch_algorithms::testing::TEST_MSS_BYTES);
     for to in WINDOW_BASED {
@@ -233,7 +233,7 @@ fn switches_from_bbr_in_probe_rtt_inherit_the_window_before_it() {
         while s.state.cwnd_bytes > probe_rtt_window {
             in_flight_before = s.round_on_link(&link).sent_bytes;
         }
-        s.switch_to(simple(to).unwrap());
+        s.hand_over_to(simple(to).unwrap());
         let window = ratio(s.state.cwnd_bytes, in_flight_before);
         assert!(
             SMOOTH.contains(&window),
@@ -244,14 +244,14 @@ fn switches_from_bbr_in_probe_rtt_inherit_the_window_before_it() {
 
 // --- MCC Fig. 5 -----------------------------------------------------------------------------
 
-/// Run time before the first switch and between the switches, ms.
+/// Run time before the first handover and between the handovers, ms.
 const FIG5_PHASE_MS: u64 = 10_000;
-/// Throughput is compared over this long after each switch, ms.
+/// Throughput is compared over this long after each handover, ms.
 const FIG5_AFTER_SWITCH_MS: u64 = 2_000;
 /// A steady state: this long alone on the link after this long a warm-up, ms.
 const STEADY_MS: u64 = 60_000;
 const WARM_UP_MS: u64 = 5_000;
-/// The new algorithm keeps at least this share of its own steady throughput after a switch.
+/// The new algorithm keeps at least this share of its own steady throughput after a handover.
 const FIG5_MIN_SHARE: f64 = 0.8;
 
 /// 2 Mbit/s, 30 ms base RTT, a buffer of two BDPs (15 kB, about 10 packets), `loss`.
@@ -281,13 +281,13 @@ fn steady_goodput(name: &str, link: &Link) -> f64 {
     goodput(&mut s, link, STEADY_MS)
 }
 
-/// Cubic, then BBR, then Westwood; the goodput in the 2 s after each switch.
+/// Cubic, then BBR, then Westwood; the goodput in the 2 s after each handover.
 fn fig5_sequence(link: &Link) -> [(&'static str, f64); 2] {
     let mut s = sender("cubic", link.base_rtt_us / 1000);
     goodput(&mut s, link, FIG5_PHASE_MS);
     let mut after = [("bbr", 0.0), ("westwood", 0.0)];
     for (name, share) in after.iter_mut() {
-        s.switch_to(simple(name).unwrap());
+        s.hand_over_to(simple(name).unwrap());
         *share = goodput(&mut s, link, FIG5_AFTER_SWITCH_MS);
         goodput(&mut s, link, FIG5_PHASE_MS - FIG5_AFTER_SWITCH_MS);
     }
@@ -300,7 +300,7 @@ fn check_fig5(loss: LinkLoss) {
     for (name, after) in fig5_sequence(&link) {
         let steady = steady_goodput(name, &link);
         println!(
-            "{loss:?}: {name} after the switch {:.2} of the link, alone {:.2} (share {:.2})",
+            "{loss:?}: {name} after the handover {:.2} of the link, alone {:.2} (share {:.2})",
             after / capacity,
             steady / capacity,
             after / steady
@@ -308,13 +308,13 @@ fn check_fig5(loss: LinkLoss) {
         assert!(
             after >= FIG5_MIN_SHARE * steady,
             "{loss:?}: {name} delivered {after:.0} B/s in the {FIG5_AFTER_SWITCH_MS} ms after \
-             the switch, below {FIG5_MIN_SHARE} × its steady {steady:.0} B/s"
+             the handover, below {FIG5_MIN_SHARE} × its steady {steady:.0} B/s"
         );
     }
 }
 
 #[test]
-fn fig5_switching_keeps_throughput_under_random_loss() {
+fn fig5_handovers_keep_throughput_under_random_loss() {
     for seed in 1..=5 {
         check_fig5(LinkLoss::Random {
             per_million: 40_000,
@@ -324,6 +324,6 @@ fn fig5_switching_keeps_throughput_under_random_loss() {
 }
 
 #[test]
-fn fig5_switching_keeps_throughput_under_periodic_loss() {
+fn fig5_handovers_keep_throughput_under_periodic_loss() {
     check_fig5(LinkLoss::EveryNth(25));
 }

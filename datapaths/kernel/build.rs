@@ -1,4 +1,4 @@
-//! Compiles `src/bpf/ccswitch.bpf.c` with clang (-target bpf, CO-RE) and
+//! Compiles `src/bpf/kernel.bpf.c` with clang (-target bpf, CO-RE) and
 //! generates the libbpf-rs skeleton into OUT_DIR.
 //!
 //! `vmlinux.h` is produced at build time from the running kernel's BTF
@@ -12,8 +12,8 @@ use std::path::PathBuf;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const SRC: &str = "src/bpf/ccswitch.bpf.c";
-const HDR: &str = "src/bpf/ccswitch.h";
+const SRC: &str = "src/bpf/kernel.bpf.c";
+const HDR: &str = "src/bpf/kernel.h";
 const VM: &str = "src/bpf/vm.bpf.h";
 
 include!("../vmlinux_h.rs");
@@ -28,7 +28,7 @@ fn main() {
     write_vmlinux_h(&out);
 
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("manifest dir"));
-    let skel = out.join("ccswitch.skel.rs");
+    let skel = out.join("kernel.skel.rs");
     let arch = match env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
         Ok("x86_64") => "x86",
         Ok("aarch64") => "arm64",
@@ -37,7 +37,7 @@ fn main() {
     };
     SkeletonBuilder::new()
         .source(manifest.join(SRC))
-        .obj(out.join("ccswitch.bpf.o"))
+        .obj(out.join("kernel.bpf.o"))
         .clang_args([
             "-O2".to_string(),
             "-g".to_string(),
@@ -47,5 +47,5 @@ fn main() {
             format!("-I{}", manifest.join("src/bpf").display()),
         ])
         .build_and_generate(&skel)
-        .expect("compiling ccswitch.bpf.c / generating the skeleton");
+        .expect("compiling kernel.bpf.c / generating the skeleton");
 }

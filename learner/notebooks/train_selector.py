@@ -39,7 +39,8 @@ test_fraction = 0.3  # share of paths held out for the final figures
 seed = 1
 kinds = ["tree", "forest"]  # model kinds to compare
 strategies = ["oracle", "weighted", "expanded"]  # exportable training strategies to compare
-switch_margins = [0.0, 0.05, 0.1, 0.2]  # relative gains a switch must beat in training (labels.with_switch_margin)
+handover_margins = [0.0, 0.05, 0.1, 0.2]  # relative gains a handover must beat in training (labels.with_handover_margin)
+switch_margins = None  # the old name of handover_margins, still accepted (papermill -p switch_margins ...)
 reference = True  # also score per-candidate regressors and the best fixed choice (not exported)
 max_depth = 5  # of every tree, forests included
 n_trees = 50  # per forest
@@ -131,34 +132,36 @@ print(f"train: {len(train_paths)} paths, {len(fit_rows)} rows with a decision; "
 # algorithm best on the training rows) whether the features help at all.
 
 # %%
-if isinstance(switch_margins, (int, float)):
-    switch_margins = [switch_margins]
+if switch_margins is not None:
+    handover_margins = switch_margins
+if isinstance(handover_margins, (int, float)):
+    handover_margins = [handover_margins]
 fit_kw = dict(max_depth=max_depth, n_trees=n_trees, min_samples_leaf=min_samples_leaf, initial_index=initial_index)
 if initial_index is None:
-    switch_margins = [0.0]  # a margin is relative to the initial algorithm
+    handover_margins = [0.0]  # a margin is relative to the initial algorithm
 folds = min(cv_folds, len(set(groups_tr)))
 if cv_metric not in ("total", "mean"):
     raise ValueError(f"cv_metric {cv_metric!r}: must be 'total' or 'mean'")
 cv_kw = dict(folds=folds, seed=seed, repeats=cv_repeats,
              row_weights=labels.oracle_tct(tct_all[fit_rows]) if cv_metric == "total" else None)
 rows = []
-for margin in switch_margins:
+for margin in handover_margins:
     for kind in kinds:
         for strategy in strategies:
-            r = training.cv_regret(strategy, kind, x_tr, cost_tr, groups_tr, switch_margin=margin, **cv_kw, **fit_kw)
-            rows.append({"kind": kind, "strategy": strategy, "switch_margin": margin, f"cv_{cv_metric}_regret": r,
+            r = training.cv_regret(strategy, kind, x_tr, cost_tr, groups_tr, handover_margin=margin, **cv_kw, **fit_kw)
+            rows.append({"kind": kind, "strategy": strategy, "handover_margin": margin, f"cv_{cv_metric}_regret": r,
                          "exportable": True})
 if reference:
     for strategy in training.REFERENCE_STRATEGIES:
         r = training.cv_regret(strategy, "forest", x_tr, cost_tr, groups_tr, **cv_kw, **fit_kw)
         rows.append({"kind": "forest" if strategy == "regress" else "-", "strategy": strategy,
-                     "switch_margin": 0.0, f"cv_{cv_metric}_regret": r, "exportable": False})
+                     "handover_margin": 0.0, f"cv_{cv_metric}_regret": r, "exportable": False})
 cv = pd.DataFrame(rows).sort_values(f"cv_{cv_metric}_regret", kind="stable").reset_index(drop=True)
 best = cv[cv["exportable"]].iloc[0]
 best_tree = cv[cv["exportable"] & (cv["kind"] == "tree")]
 rules_row = best_tree.iloc[0] if len(best_tree) else best
-print(f"chosen: {best['kind']} / {best['strategy']} / margin {best['switch_margin']}; "
-      f"rules from a tree / {rules_row['strategy']} / margin {rules_row['switch_margin']}")
+print(f"chosen: {best['kind']} / {best['strategy']} / margin {best['handover_margin']}; "
+      f"rules from a tree / {rules_row['strategy']} / margin {rules_row['handover_margin']}")
 cv
 
 # %% [markdown]
@@ -166,13 +169,13 @@ cv
 
 # %%
 model = training.fit(best["strategy"], best["kind"], x_tr, cost_tr, seed=seed,
-                     switch_margin=best["switch_margin"], **fit_kw)
+                     handover_margin=best["handover_margin"], **fit_kw)
 rules_strategy = rules_row["strategy"]
 rules_tree = training.fit(rules_strategy, "tree", x_tr, cost_tr, seed=seed, max_depth=rules_depth,
                           min_samples_leaf=min_samples_leaf, initial_index=initial_index,
-                          switch_margin=rules_row["switch_margin"])
+                          handover_margin=rules_row["handover_margin"])
 policies = {}
-model_key = f"model ({best['kind']}/{best['strategy']}, margin {best['switch_margin']:g})"
+model_key = f"model ({best['kind']}/{best['strategy']}, margin {best['handover_margin']:g})"
 policies[model_key] = labels.decided_choice(model.predict(x_te), decided_te, initial_index)
 policies[f"rules (depth {rules_tree.get_depth()} tree)"] = labels.decided_choice(rules_tree.predict(x_te), decided_te, initial_index)
 if reference:
@@ -263,7 +266,7 @@ provenance = {
     "dataset": os.path.basename(dataset),
     "dataset_rows": int(len(df)),
     "dataset_paths": int(df["path_id"].nunique()),
-    "strategy": f"{best['kind']}/{best['strategy']}, switch margin {best['switch_margin']:g}",
+    "strategy": f"{best['kind']}/{best['strategy']}, handover margin {best['handover_margin']:g}",
     "train_paths": len(train_paths),
     "seed": seed,
     "held_out_mean_regret": float(held_out.loc[model_key, "mean_regret"]),
@@ -283,7 +286,7 @@ print(f"wrote {model_path} ({len(model_doc['trees'])} tree(s)) and {golden_path}
 
 # %% [markdown]
 # ## Export: the policy that runs the model
-# `ccswitch:policy:learner/models/NAME.policy.toml` in a scenario, or `ccswitch-agent --policy`.
+# `kernel:policy:learner/models/NAME.policy.toml` in a scenario, or `ccswitch-agent --policy`.
 # Its window and minimum samples are the model's (the agent refuses any other).
 
 # %%

@@ -1,4 +1,4 @@
-"""ccswitch: per-flow, switchable congestion control for unmodified TCP senders."""
+"""ccswitch: per-flow congestion control for unmodified TCP senders, handed over while flows run."""
 
 from importlib import metadata as _metadata
 

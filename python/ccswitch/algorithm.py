@@ -4,7 +4,7 @@ A Python algorithm is a class with an ``on_report(self, flow)`` method. The agen
 an interpreter embedded in ``ccswitch-agent`` (no rebuild), loaded by dotted path::
 
     ccswitch-agent --algorithm py:mypkg.mymod:MyAlgorithm
-    schemes = ["ccswitch:py:mypkg.mymod:MyAlgorithm"]        # in a scenario file
+    schemes = ["kernel:py:mypkg.mymod:MyAlgorithm"]        # in a scenario file
 
 The module must be importable by the agent: from ``PYTHONPATH``, from the ``site-packages`` of
 the venv in ``VIRTUAL_ENV``, or (under ``ccswitch run``) from the scenario file's directory.
@@ -35,7 +35,7 @@ This report's measurement:
     ``delivery_rate``  delivery rate of this report (also ``bw``)
     ``now_us``         datapath clock
 
-The flow's state (shared by every algorithm, kept across algorithm switches):
+The flow's state (shared by every algorithm, kept across algorithm handovers):
     ``min_rtt_us``, ``srtt_us`` (RFC 6298), ``max_bw`` (largest delivery rate), ``mss``,
     ``cwnd``, ``ssthresh``, ``rate`` (pacing rate or None), ``in_slow_start`` (cwnd <
     ssthresh), ``in_recovery`` (a recovery episode started by ``classify()``),

@@ -2,8 +2,8 @@
 built-in policies, with their rules.
 
 Both lists come from the agent binary itself (`ccswitch-agent --list-algorithms --json`,
-`ccswitch-agent --list-policies --json`), so they are always the sets that `ccswitch:NAME`
-and `ccswitch:policy:NAME` schemes, `--algorithm NAME` and `--policy NAME` accept.
+`ccswitch-agent --list-policies --json`), so they are always the sets that `kernel:NAME`
+and `kernel:policy:NAME` schemes, `--algorithm NAME` and `--policy NAME` accept.
 """
 
 from __future__ import annotations
@@ -59,12 +59,12 @@ def format_listing(algorithms: List[Dict], policies: Optional[List[Dict]] = None
         for p in a["params"]:
             lines.append(f"{'':<{width}}    {p['name']}={p['default']:g} {p['unit']}: {p['help']}")
     lines.append("")
-    lines.append("Use as scheme ccswitch:NAME or ccswitch:NAME:PARAM=VALUE,... (agent: --algorithm).")
-    lines.append("Python algorithms: ccswitch:py:MODULE:CLASS (see ccswitch.examples.reno).")
+    lines.append("Use as scheme kernel:NAME or kernel:NAME:PARAM=VALUE,... (agent: --algorithm).")
+    lines.append("Python algorithms: kernel:py:MODULE:CLASS (see ccswitch.examples.reno).")
     lines.append("Native (kernel) schemes: " + "; ".join(f"native:{k} ({v})" for k, v in NATIVE.items()))
     if policies:
         lines.append("")
-        lines.append("Built-in policies (scheme ccswitch:policy:NAME[:KEY=VALUE,...], agent --policy NAME;")
+        lines.append("Built-in policies (scheme kernel:policy:NAME[:KEY=VALUE,...], agent --policy NAME;")
         lines.append("KEY is one of a policy's params or settings such as window.samples):")
         for p in policies:
             lines.append("")

@@ -1,4 +1,4 @@
-"""Command line: `ccswitch run|trace|bench|grid|algorithms|control|analyze|plot-flows ...`."""
+"""Command line: `ccswitch run|trace|bench|grid|algorithms|operator|analyze|plot-flows ...`."""
 
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ SCHEMES_HELP = """\
 schemes (the scenario's `schemes` list, or --schemes A,B,...):
   native:reno|cubic|bbr        the kernel's own congestion control in the server's namespace
                                (the only ones this kernel has built in)
-  ccswitch:ALG                 the BPF datapath in the server's kernel, driven by the agent
+  kernel:ALG                 the BPF datapath in the server's kernel, driven by the agent
                                running ALG
-  switch:ALG                   the switch datapath: ALG enforced from the bridge port in front
-                               of a server that keeps its own CC (scenario key switch_server_cc)
+  ovs:ALG                   the ovs datapath: ALG enforced from the bridge port in front
+                               of a server that keeps its own CC (scenario key ovs_server_cc)
 where ALG is
-  NAME                         an agent algorithm, e.g. ccswitch:cubic (list: ccswitch algorithms)
-  NAME:PARAM=VALUE,...         with parameters, e.g. ccswitch:cubic:beta=0.8,hystart=0
-  py:MODULE:CLASS              a Python class, e.g. ccswitch:py:ccswitch.examples.reno:Reno
+  NAME                         an agent algorithm, e.g. kernel:cubic (list: ccswitch algorithms)
+  NAME:PARAM=VALUE,...         with parameters, e.g. kernel:cubic:beta=0.8,hystart=0
+  py:MODULE:CLASS              a Python class, e.g. kernel:py:ccswitch.examples.reno:Reno
                                (the scenario's directory is on PYTHONPATH)
-  policy:NAME[:KEY=VALUE,...]  a built-in policy choosing and switching each flow's algorithm,
-                               e.g. ccswitch:policy:mystique:rtt_threshold_ms=40
+  policy:NAME[:KEY=VALUE,...]  a built-in policy choosing each flow's algorithm and handing it over,
+                               e.g. kernel:policy:mystique:rtt_threshold_ms=40
                                (built-ins and their rules: ccswitch algorithms)
   policy:FILE[:KEY=VALUE,...]  a policy file (contains '/' or ends in .toml; relative to the
                                scenario, to the current directory in --schemes; format in
@@ -36,7 +36,7 @@ Names, parameters and policies are checked by the agent before the first transfe
 def build_parser() -> argparse.ArgumentParser:
     from . import traces
     from . import algorithms
-    from . import control
+    from . import operator
     from .experiments import bench, grid, runner, sweep
     from .learner import dataset
 
@@ -49,10 +49,29 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_cli(sub)
     grid.add_cli(sub)
     algorithms.add_cli(sub)
-    control.add_cli(sub)
+    operator.add_cli(sub)
     sweep.add_cli(sub)
     dataset.add_cli(sub)
+    for old, new in RENAMED_COMMANDS.items():
+        _refuse_renamed(sub, old, new)
     return parser
+
+
+#: Subcommands of earlier versions and what they are called now; the old name is refused with
+#: an error naming the new one (one word per concept: a change of algorithm is a handover,
+#: the socket an operator talks to is the operator interface).
+RENAMED_COMMANDS = {"switching": "handover", "control": "operator"}
+
+
+def _refuse_renamed(sub, old: str, new: str) -> None:
+    p = sub.add_parser(old, add_help=False, help=argparse.SUPPRESS)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def refuse(args) -> int:
+        print(f"ccswitch: error: `ccswitch {old}` was renamed: use `ccswitch {new}`", file=sys.stderr)
+        return 2
+
+    p.set_defaults(func=refuse)
 
 
 def _explain_schemes(run: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 """A real `ccswitch-agent` for the tests that drive it over its sockets: its datapath socket,
-control socket and log in the test's temporary directory. Needs the Rust binaries (make
+operator socket and log in the test's temporary directory. Needs the Rust binaries (make
 build); fails rather than skips without them."""
 
 import os
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ccswitch.control import ControlClient
+from ccswitch.operator import OperatorClient
 from ccswitch.experiments import runner
 from ccswitch.experiments.topology import python_agent_env
 from fake_datapath import ANSWER_TIMEOUT_S, START_TIMEOUT_S
@@ -41,29 +41,29 @@ def wait_connectable(path, proc, log_path):
 
 
 class Agent:
-    """`ccswitch-agent --socket agent.sock --control-socket control.sock ARGS`, its stdout and
-    stderr in agent.log; ready once its control socket accepts connections."""
+    """`ccswitch-agent --socket agent.sock --operator-socket operator.sock ARGS`, its stdout and
+    stderr in agent.log; ready once its operator socket accepts connections."""
 
     def __init__(self, tmp_path, args=()):
         self.dir = tmp_path
         self.socket = str(tmp_path / "agent.sock")
-        self.control = str(tmp_path / "control.sock")
+        self.operator_socket = str(tmp_path / "operator.sock")
         self.log_path = str(tmp_path / "agent.log")
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(
-                [agent_binary(), "--socket", self.socket, "--control-socket", self.control, *args],
+                [agent_binary(), "--socket", self.socket, "--operator-socket", self.operator_socket, *args],
                 stdout=log, stderr=subprocess.STDOUT, env=python_agent_env(dict(os.environ)),
             )
         try:
-            # Only the control socket is probed: a probe of the datapath socket would count
+            # Only the operator socket is probed: a probe of the datapath socket would count
             # as datapath 1. FakeDatapath retries until the datapath socket listens.
-            wait_connectable(self.control, self.proc, self.log_path)
+            wait_connectable(self.operator_socket, self.proc, self.log_path)
         except BaseException:
             self.stop()
             raise
 
     def client(self):
-        return ControlClient(self.control, timeout=ANSWER_TIMEOUT_S)
+        return OperatorClient(self.operator_socket, timeout=ANSWER_TIMEOUT_S)
 
     def alive(self):
         return self.proc.poll() is None

@@ -1,6 +1,6 @@
 """Every algorithm of the library drives real transfers on the kernel datapath.
 
-One run of `ccswitch run` over a lossy 40 ms path with every `ccswitch:` algorithm the agent
+One run of `ccswitch run` over a lossy 40 ms path with every `kernel:` algorithm the agent
 lists (simple and full API): each transfer must arrive intact, and the agent's log must show
 the flow created under that algorithm and its reports answered, so a scheme silently falling
 back to the kernel's own congestion control would fail here.
@@ -40,13 +40,13 @@ def test_every_algorithm_completes_transfers_under_its_own_control(tmp_path, mon
     names = [a["name"] for a in list_algorithms()]
     assert len(names) >= 10
     path = tmp_path / "s.toml"
-    path.write_text(SCENARIO.format(schemes=", ".join(f'"ccswitch:{n}"' for n in names)))
+    path.write_text(SCENARIO.format(schemes=", ".join(f'"kernel:{n}"' for n in names)))
     out = tmp_path / "out"
     proc = start_cli([str(path), "--json", "--out", str(out)])
     stdout, stderr = proc.communicate(timeout=900)
     assert proc.returncode == 0, stderr[-3000:]
     rows = results.read_transfers_parquet(out / "transfers.parquet")
-    assert sorted(r["scheme"] for r in rows) == sorted(f"ccswitch:{n}" for n in names)
+    assert sorted(r["scheme"] for r in rows) == sorted(f"kernel:{n}" for n in names)
     for r in rows:
         assert r["error"] is None and r["sha256_ok"], r
     logs = os.listdir(out / "logs")

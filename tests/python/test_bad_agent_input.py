@@ -14,7 +14,7 @@ from live import set_up_runner
 SCENARIO = """
 name = "bad-agent-input"
 repetitions = 1
-schemes = ["ccswitch:reno"]
+schemes = ["kernel:reno"]
 timeout_s = 60
 agent_settle_s = 0.5
 [[clients]]

@@ -12,7 +12,7 @@ import pytest
 from ccswitch.experiments import runner, scale
 from ccswitch.experiments.topology import CcswitchDaemons
 from live import require_machine_and_binaries
-from test_switch_topology import require_bridge_tools
+from test_ovs_topology import require_bridge_tools
 
 FLOWS = 100
 
@@ -21,8 +21,8 @@ def run_scale(tmp_path, datapath):
     require_machine_and_binaries()
     if datapath == "ovs":
         require_bridge_tools()
-    if CcswitchDaemons.missing_binaries(runner.bin_dir(), (scale.LOADGEN, "ccswitch-switch")):
-        pytest.fail(f"{scale.LOADGEN} or ccswitch-switch not built (make build)")
+    if CcswitchDaemons.missing_binaries(runner.bin_dir(), (scale.LOADGEN, "ccswitch-ovs")):
+        pytest.fail(f"{scale.LOADGEN} or ccswitch-ovs not built (make build)")
     out = tmp_path / "scale"
     x = scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=25, out_dir=str(out), datapath=datapath, quiet=True)
     print(json.dumps(x, indent=1))

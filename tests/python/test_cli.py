@@ -16,9 +16,9 @@ from ccswitch import algorithms, cli
 from ccswitch.experiments import runner
 
 
-def run_cli(*args):
+def run_cli(*args, env=None):
     return subprocess.run([sys.executable, "-m", "ccswitch", *args], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+                          env=dict(env if env is not None else os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
 
 
 def agent_binary():
@@ -45,19 +45,19 @@ def test_version_is_the_package_version_and_the_workspace_version():
 def test_run_help_explains_every_scheme_form():
     r = run_cli("run", "--help")
     assert r.returncode == 0, r
-    for form in ["native:reno|cubic|bbr", "ccswitch:ALG", "switch:ALG", "NAME:PARAM=VALUE,...",
+    for form in ["native:reno|cubic|bbr", "kernel:ALG", "ovs:ALG", "NAME:PARAM=VALUE,...",
                  "py:MODULE:CLASS", "policy:NAME[:KEY=VALUE,...]", "policy:FILE[:KEY=VALUE,...]",
-                 "ccswitch:cubic:beta=0.8", "ccswitch:policy:mystique", "switch_server_cc"]:
+                 "kernel:cubic:beta=0.8", "kernel:policy:mystique", "ovs_server_cc"]:
         assert form in r.stdout, f"{form!r} not in run --help:\n{r.stdout}"
     # Kept as written: one line per form, not re-wrapped into a paragraph.
-    assert "\n  ccswitch:ALG " in r.stdout, r.stdout
+    assert "\n  kernel:ALG " in r.stdout, r.stdout
 
 
 def test_every_example_scheme_in_the_help_parses():
     from ccswitch.experiments.scenario import parse_scheme
     import re
 
-    examples = re.findall(r"e\.g\. ((?:native|ccswitch|switch):\S+)", cli.SCHEMES_HELP)
+    examples = re.findall(r"e\.g\. ((?:native|kernel|ovs):\S+)", cli.SCHEMES_HELP)
     assert len(examples) >= 3, examples
     for text in examples:
         parse_scheme(text, "help")
@@ -106,3 +106,24 @@ def test_the_readme_calls_the_cli_one_way_without_sudo():
     bare = [c for c in commands if c.startswith("ccswitch ")]
     assert not bare, f"README calls ccswitch without .venv/bin/: {bare}"
     assert sum(c.startswith(".venv/bin/ccswitch ") for c in commands) >= 10
+
+
+def test_a_renamed_command_is_refused_with_its_new_name():
+    r = run_cli("switching", "smoothness", "somewhere")
+    assert r.returncode == 2 and "`ccswitch switching` was renamed: use `ccswitch handover`" in r.stderr, r
+
+
+def test_the_old_operator_command_is_refused_with_its_new_name():
+    r = run_cli("control", "list", "--socket", "/nowhere")
+    assert r.returncode == 2 and "`ccswitch control` was renamed: use `ccswitch operator`" in r.stderr, r
+
+
+def test_the_agents_old_operator_option_is_refused_with_its_new_name():
+    r = subprocess.run([agent_binary(), "--control-socket", "/nowhere"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--control-socket was renamed: use --operator-socket" in r.stderr, r
+
+
+def test_the_old_operator_socket_variable_is_refused_with_its_new_name():
+    env = {k: v for k, v in os.environ.items() if k != "CCSWITCH_OPERATOR_SOCKET"}
+    r = run_cli("operator", "list", env=dict(env, CCSWITCH_CONTROL_SOCKET="/nowhere"))
+    assert r.returncode == 2 and "$CCSWITCH_CONTROL_SOCKET was renamed: set $CCSWITCH_OPERATOR_SOCKET" in r.stderr, r

@@ -50,7 +50,7 @@ def events(t0_us, rtts, mss=1448, lost_at=()):
                     "delivery_rate_bps": 8_000_000, "timeout": False, "dp_us": 1000 + 10_000 * i,
                     "cwnd_bytes": 14480, "bytes_in_flight": 2896, "pacing_rate_bps": None})
     out.append({"event": "close", "t_us": t0_us + 10_000 * (len(rtts) + 2), "datapath": 1, "sid": 7,
-                "algorithm": "bbr", "reports": len(rtts), "switches": 0})
+                "algorithm": "bbr", "reports": len(rtts), "handovers": 0})
     return out
 
 
@@ -60,21 +60,21 @@ def path_fields(delay, mbps, loss, queue):
 
 
 def write_run(run_dir):
-    """Two clients; ccswitch:bbr (twice on the first), ccswitch:cubic, a native and a policy
+    """Two clients; kernel:bbr (twice on the first), kernel:cubic, a native and a policy
     scheme that are not candidates; one cubic transfer failed."""
     rows, n = [], 0
     os.makedirs(run_dir / "flows")
-    spec = [("a", path_fields(10, 24.0, 0.01, 40), [("ccswitch:bbr", 1, 2.0), ("ccswitch:bbr", 2, 3.0),
-                                                    ("ccswitch:cubic", 1, 5.0), ("ccswitch:cubic", 2, None),
-                                                    ("native:cubic", 1, 1.0), ("ccswitch:policy:mystique", 1, 0.5)]),
-            ("b", path_fields(50, 8.0, 0.0, 200), [("ccswitch:bbr", 1, 4.0), ("ccswitch:cubic", 1, 3.5)])]
+    spec = [("a", path_fields(10, 24.0, 0.01, 40), [("kernel:bbr", 1, 2.0), ("kernel:bbr", 2, 3.0),
+                                                    ("kernel:cubic", 1, 5.0), ("kernel:cubic", 2, None),
+                                                    ("native:cubic", 1, 1.0), ("kernel:policy:mystique", 1, 0.5)]),
+            ("b", path_fields(50, 8.0, 0.0, 200), [("kernel:bbr", 1, 4.0), ("kernel:cubic", 1, 3.5)])]
     for client, path, transfers in spec:
         for scheme, rep, tct in transfers:
             n += 1
             row = dict(path, client=client, scheme=scheme, repetition=rep, file_bytes=1_000_000, tct_s=tct,
                        sha256_ok=tct is not None, error=None if tct is not None else "curl: (28) timed out",
                        load1=0.25 * n, started_at=f"2026-01-01T00:00:{n:02d}Z", events=None)
-            if scheme == "ccswitch:bbr":
+            if scheme == "kernel:bbr":
                 rel = f"flows/{n:03d}.jsonl"
                 rtts = [30_000 + 1000 * i for i in range(12)] if client == "a" else [100_000] * 5
                 evs = events(1_000_000 * n, rtts, lost_at=(2,) if client == "a" else ())

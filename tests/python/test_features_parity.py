@@ -1,12 +1,12 @@
 """One feature implementation: the features `ccswitch._native` computes from reports are the
-ones the agent decides on. A real `ccswitch-agent` (--events, --control-socket, a policy whose
-only rule always switches, so its first decision is logged with its features) is driven by a
+ones the agent decides on. A real `ccswitch-agent` (--events, --operator-socket, a policy whose
+only rule always hands over, so its first decision is logged with its features) is driven by a
 fake CCP datapath with irregular reports (RTT samples missing, losses, partial segments, rates
 coming and going, timeouts). Checked, bit for bit:
 
-- after every report, the agent's live features (control interface) against
+- after every report, the agent's live features (operator interface) against
   `_native.FeatureTracker` fed the same report;
-- the features of the agent's `switch` event against `_native.decision_features` over the
+- the features of the agent's `handover` event against `_native.decision_features` over the
   flow's `report` events from the same events file (the dataset's path), at the same report;
 - that the `flow` event carries the flow's MSS, which the dataset needs.
 
@@ -115,20 +115,20 @@ def test_the_agents_features_are_the_native_modules_report_by_report_and_at_its_
         assert len(flow) == 1 and flow[0]["mss"] == MSS_BYTES, flow
         logged = [e for e in mine if e["event"] == "report"]
         assert len(logged) == len(sent)
-        switches = [e for e in mine if e["event"] == "switch"]
-        assert [(s["from"], s["to"], s["kind"]) for s in switches] == [("reno", "cubic", "spatial")], switches
+        handovers = [e for e in mine if e["event"] == "handover"]
+        assert [(s["from"], s["to"], s["kind"]) for s in handovers] == [("reno", "cubic", "spatial")], handovers
 
         replay = _native.decision_features(logged, flow[0]["mss"], WINDOW, SAMPLES, MIN_SAMPLES)
         assert replay["decided"]
-        assert replay["features"] == switches[0]["features"], f"flow {sid}"
+        assert replay["features"] == handovers[0]["features"], f"flow {sid}"
         assert replay["features"]["samples"] == MIN_SAMPLES
-        # The decision came with the report the native replay names: the agent logs the switch
+        # The decision came with the report the native replay names: the agent logs the handover
         # while it handles that report, before the report's own event.
         at = replay["report_index"]
         assert replay["dp_us"] == sent[at]["now"] == logged[at]["dp_us"]
         order = [e["event"] for e in mine]
         report_positions = [i for i, kind in enumerate(order) if kind == "report"]
-        assert report_positions[at - 1] < order.index("switch") < report_positions[at], order
+        assert report_positions[at - 1] < order.index("handover") < report_positions[at], order
         # The events file holds what the datapath sent: the same replay from the raw reports.
         assert _native.decision_features([as_event_report(v) for v in sent], MSS_BYTES, WINDOW, SAMPLES, MIN_SAMPLES) == replay
 

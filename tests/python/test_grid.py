@@ -11,7 +11,7 @@ from ccswitch.experiments.scenario import loads_scenario
 SCENARIO = """
 name = "g"
 timeout_s = 60
-schemes = ["native:cubic", "ccswitch:bbr", "ccswitch:hybla"]
+schemes = ["native:cubic", "kernel:bbr", "kernel:hybla"]
 [[clients]]
 name = "rtt50-loss0"
 delay_ms = 25
@@ -34,8 +34,8 @@ def row(client, scheme, tct, error=None, sha=True):
 
 ROWS = [
     row("rtt50-loss0", "native:cubic", 1.0), row("rtt50-loss0", "native:cubic", 1.2),
-    row("rtt50-loss0", "ccswitch:bbr", 1.5), row("rtt50-loss0", "ccswitch:hybla", 0.9),
-    row("rtt50-loss0", "ccswitch:hybla", 0.8),
+    row("rtt50-loss0", "kernel:bbr", 1.5), row("rtt50-loss0", "kernel:hybla", 0.9),
+    row("rtt50-loss0", "kernel:hybla", 0.8),
     # cubic times out twice: counted as 60 s, not dropped (which would make it look fast)
     row("rtt300-loss1", "native:cubic", 5.0),
     row("rtt300-loss1", "native:cubic", None, error="curl timeout after 60 s: x"),
@@ -44,9 +44,9 @@ ROWS = [
     dict(row("rtt300-loss1", "native:cubic", None,
              error="curl: (28) Operation timed out after 60000 milliseconds with 1 out of 100 bytes received"),
          curl_exit=28),
-    row("rtt300-loss1", "ccswitch:bbr", 8.0),
-    row("rtt300-loss1", "ccswitch:hybla", 7.0, sha=False),  # corrupt: never counts
-    row("rtt300-loss1", "ccswitch:hybla", None, error="HTTP 500"),  # not a timeout: excluded
+    row("rtt300-loss1", "kernel:bbr", 8.0),
+    row("rtt300-loss1", "kernel:hybla", 7.0, sha=False),  # corrupt: never counts
+    row("rtt300-loss1", "kernel:hybla", None, error="HTTP 500"),  # not a timeout: excluded
 ]
 
 
@@ -55,11 +55,11 @@ def test_cells_pick_the_fastest_median_and_censor_timeouts():
     cells = {c.client: c for c in grid.cells(sc, ROWS)}
     clean, lossy = cells["rtt50-loss0"], cells["rtt300-loss1"]
     assert (clean.rtt_ms, clean.loss_pct, lossy.rtt_ms, lossy.loss_pct) == (50, 0, 300, 1)
-    assert clean.best == "ccswitch:hybla" and clean.medians["ccswitch:hybla"][0] == pytest.approx(0.85)
+    assert clean.best == "kernel:hybla" and clean.medians["kernel:hybla"][0] == pytest.approx(0.85)
     assert clean.margin() == pytest.approx((1.1 - 0.85) / 1.1)
     assert lossy.medians["native:cubic"] == (60.0, 3, 4)
-    assert lossy.best == "ccswitch:bbr"
-    assert "ccswitch:hybla" not in lossy.medians
+    assert lossy.best == "kernel:bbr"
+    assert "kernel:hybla" not in lossy.medians
 
 
 def test_report_writes_table_json_and_heat_map(tmp_path):
@@ -72,7 +72,7 @@ def test_report_writes_table_json_and_heat_map(tmp_path):
     out = grid.report(str(run))
     assert "**0.85**" in out["table"] and "≥60.00" in out["table"]
     summary = json.loads((run / "grid.json").read_text())
-    assert [c["best"] for c in summary["cells"]] == ["ccswitch:hybla", "ccswitch:bbr"]
+    assert [c["best"] for c in summary["cells"]] == ["kernel:hybla", "kernel:bbr"]
     assert (run / "grid.png").stat().st_size > 5000
     results.write_transfers_parquet(run / "transfers.parquet", ROWS)
     assert grid.report(str(run))["summary"] == summary

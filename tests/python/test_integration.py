@@ -145,25 +145,25 @@ def test_interrupt_tears_down_and_writes_no_parquet(tmp_path):
     assert not mine, ps
 
 
-def test_ccswitch_schemes_end_to_end(tmp_path):
+def test_kernel_schemes_end_to_end(tmp_path):
     require_machine()
     bdir = runner.bin_dir()
     missing = CcswitchDaemons.missing_binaries(bdir)
     if missing:
         pytest.fail(f"Rust binaries not built ({', '.join(missing)}); run `make build`")
     allowed_before = read_sysctl("net.ipv4.tcp_allowed_congestion_control")
-    sc = write_scenario(tmp_path, ["ccswitch:reno", "native:reno", "ccswitch:cubic"])
+    sc = write_scenario(tmp_path, ["kernel:reno", "native:reno", "kernel:cubic"])
     out = tmp_path / "out"
     proc = start_cli([str(sc), "--json", "--out", str(out)])
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr
     netns, nginx_pid, work = created_objects(stderr)
     doc = json.loads(stdout)
-    assert {r["scheme"] for r in doc["rows"]} == {"ccswitch:reno", "native:reno", "ccswitch:cubic"}
+    assert {r["scheme"] for r in doc["rows"]} == {"kernel:reno", "native:reno", "kernel:cubic"}
     rows = results.read_transfers_parquet(out / "transfers.parquet")
     for r in rows:
         assert r["sha256_ok"] and r["error"] is None, r
-        if r["scheme"].startswith("ccswitch:") and r["cc_observed"] is not None:
+        if r["scheme"].startswith("kernel:") and r["cc_observed"] is not None:
             assert r["cc_observed"].startswith("ccsw"), r
     logs = os.listdir(out / "logs")
     assert "kernel-shim.log" in logs and any(l.startswith("agent-") for l in logs)
@@ -189,7 +189,7 @@ def test_ccswitch_daemon_failure_is_reported_and_torn_down(tmp_path):
     for f in bins.iterdir():
         f.chmod(0o755)
     allowed_before = read_sysctl("net.ipv4.tcp_allowed_congestion_control")
-    sc = write_scenario(tmp_path, ["native:reno", "ccswitch:reno"])
+    sc = write_scenario(tmp_path, ["native:reno", "kernel:reno"])
     out = tmp_path / "out"
     env_before = os.environ.get("CCSWITCH_BIN_DIR")
     os.environ["CCSWITCH_BIN_DIR"] = str(bins)
@@ -215,7 +215,7 @@ def test_ccswitch_daemon_failure_is_reported_and_torn_down(tmp_path):
 
 def test_missing_binaries_give_a_clear_error(tmp_path):
     require_machine()
-    sc = write_scenario(tmp_path, ["ccswitch:reno"])
+    sc = write_scenario(tmp_path, ["kernel:reno"])
     env = dict(os.environ, CCSWITCH_BIN_DIR=str(tmp_path / "nowhere"),
                PYTHONPATH=PYTHONPATH + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cp = subprocess.run([sys.executable, "-m", "ccswitch", "run", str(sc), "--out", str(tmp_path / "o")],

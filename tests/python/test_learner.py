@@ -93,21 +93,21 @@ def test_cost_expansion_picks_the_least_total_regret_where_oracle_labels_pick_th
     assert len(ye) == 4  # each row's worst choice weighs 0 and is dropped
 
 
-def test_a_switch_margin_keeps_the_initial_algorithm_unless_the_gain_exceeds_it():
+def test_a_handover_margin_keeps_the_initial_algorithm_unless_the_gain_exceeds_it():
     # Candidate 1 is 3 % faster than the initial 0 on two rows and 30 % faster on another path.
     tct = np.array([[1.03, 1.0], [1.03, 1.0], [1.3, 1.0]])
     x = np.array([[0.0], [0.0], [1.0]])
     cost = labels.cost_matrix(tct)
     plain = training.fit("expanded", "tree", x, cost, max_depth=1, initial_index=0)
-    margin = training.fit("expanded", "tree", x, cost, max_depth=1, initial_index=0, switch_margin=0.05)
+    margin = training.fit("expanded", "tree", x, cost, max_depth=1, initial_index=0, handover_margin=0.05)
     assert plain.predict(x).tolist() == [1, 1, 1]
     assert margin.predict(x).tolist() == [0, 0, 1]
-    shifted = labels.with_switch_margin(cost, 0, 0.05)
+    shifted = labels.with_handover_margin(cost, 0, 0.05)
     assert shifted[:, 0].tolist() == cost[:, 0].tolist() and np.allclose(shifted[:, 1], cost[:, 1] + 0.05)
     with pytest.raises(ValueError, match="initial"):
-        labels.with_switch_margin(cost, None, 0.05)
+        labels.with_handover_margin(cost, None, 0.05)
     with pytest.raises(ValueError, match="< 0"):
-        labels.with_switch_margin(cost, 0, -0.1)
+        labels.with_handover_margin(cost, 0, -0.1)
 
 
 def test_cross_validated_regret_weighted_by_oracle_time_is_the_total_regret():

@@ -1,4 +1,4 @@
-"""Policies that name a learned model, loaded over the control interface (loadPolicy) of a real
+"""Policies that name a learned model, loaded over the operator interface (loadPolicy) of a real
 `ccswitch-agent`: a corrupt, truncated or wrong-version model file, unknown feature names, and
 classes that name unknown or full-API algorithms are refused with an error naming the policy,
 the model file and the fault; the agent keeps serving and keeps its policy. The native module
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ccswitch import _native
-from ccswitch.control import ControlError
+from ccswitch.operator import OperatorError
 from agent_process import Agent
 
 MODEL = {
@@ -71,7 +71,7 @@ def test_bad_models_are_refused_over_the_control_interface_and_the_agent_keeps_s
         assert c.policy()["origin"] == good_policy
         for case, text, fault in BAD_MODELS:
             policy, model = write(tmp_path, case, text)
-            with pytest.raises(ControlError) as e:
+            with pytest.raises(OperatorError) as e:
                 c.load_policy(policy)
             message = str(e.value)
             assert message.startswith(f'policy {policy}: model = "models/m.json": model {model}: {fault}'), (case, message)
@@ -81,7 +81,7 @@ def test_bad_models_are_refused_over_the_control_interface_and_the_agent_keeps_s
         policy, model = write(tmp_path, "window", json.dumps(MODEL))
         with open(policy, "w") as f:
             f.write(POLICY.format(model="models/m.json").replace("samples = 20", "samples = 30"))
-        with pytest.raises(ControlError, match=r"\[window\] kind = \"first\", samples = 30 differs from the window of model"):
+        with pytest.raises(OperatorError, match=r"\[window\] kind = \"first\", samples = 30 differs from the window of model"):
             c.load_policy(policy)
         assert c.list_flows() == []
 

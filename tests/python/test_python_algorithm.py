@@ -1,5 +1,5 @@
 """Python algorithms in the agent (`--algorithm py:MODULE:CLASS`, scheme
-`ccswitch:py:MODULE:CLASS`): the example NewReno drives a real transfer on the kernel
+`kernel:py:MODULE:CLASS`): the example NewReno drives a real transfer on the kernel
 datapath; bad targets make the agent refuse to start with a clear error; a class whose
 on_report raises is logged and the flow goes on. The live tests need root, mahimahi and the
 Rust binaries; they fail rather than skip without them."""
@@ -30,7 +30,7 @@ class Raises(Algorithm):
 SCENARIO = f"""
 name = "python-algorithm"
 repetitions = 1
-schemes = ["ccswitch:{EXAMPLE}", "ccswitch:py:faulty_alg:Raises"]
+schemes = ["kernel:{EXAMPLE}", "kernel:py:faulty_alg:Raises"]
 timeout_s = 60
 agent_settle_s = 0.5
 [[clients]]

@@ -2,14 +2,14 @@
 
 One short live run (root, mahimahi, nginx, the Rust binaries; it FAILS rather than skips
 without them) with four schemes, two repetitions, one 400 kB file:
-- `ccswitch:py:algs:Raises`, whose on_report raises on every report: its transfers complete
+- `kernel:py:algs:Raises`, whose on_report raises on every report: its transfers complete
   (the window is kept) but must not look like plain successes: each row, the progress line
   and the summary count the exceptions, and the agent log stops quoting them after five;
-- `ccswitch:py:algs:Dies`, which passes the pre-run check (it imports and instantiates fine)
+- `kernel:py:algs:Dies`, which passes the pre-run check (it imports and instantiates fine)
   and kills its own agent (SIGKILL) at the first report: the transfer is failed with the
   agent's exit, the scheme's later transfer is not run but recorded as failed, and the other
   schemes carry on; summary, Parquet and plot are written and the exit status is 3;
-- `native:cubic` and `ccswitch:reno` as the healthy schemes around them.
+- `native:cubic` and `kernel:reno` as the healthy schemes around them.
 """
 
 import json
@@ -40,7 +40,7 @@ class Dies(Algorithm):
 SCENARIO = """
 name = "failures"
 repetitions = 2
-schemes = ["native:cubic", "ccswitch:py:algs:Raises", "ccswitch:py:algs:Dies", "ccswitch:reno"]
+schemes = ["native:cubic", "kernel:py:algs:Raises", "kernel:py:algs:Dies", "kernel:reno"]
 timeout_s = 30
 agent_settle_s = 0.5
 [[clients]]
@@ -51,7 +51,7 @@ queue_packets = 100
 file_bytes = 400_000
 """
 
-RAISES, DIES = "ccswitch:py:algs:Raises", "ccswitch:py:algs:Dies"
+RAISES, DIES = "kernel:py:algs:Raises", "kernel:py:algs:Dies"
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +91,10 @@ def test_an_agent_that_dies_fails_its_scheme_and_the_others_carry_on(run):
     # the error line is printed once, when it happens
     assert cp.stderr.count(f"{DIES} failed: ccswitch-agent exited with killed by SIGKILL") == 1, cp.stderr[-3000:]
     # the healthy schemes ran both repetitions, including after the death
-    for scheme in ("native:cubic", "ccswitch:reno"):
+    for scheme in ("native:cubic", "kernel:reno"):
         ok = [r for r in rows if r["scheme"] == scheme]
         assert len(ok) == 2 and all(r["error"] is None and r["sha256_ok"] for r in ok), ok
-    later_reno = [r for r in rows if r["scheme"] == "ccswitch:reno" and r["transfer"] > first["transfer"]]
+    later_reno = [r for r in rows if r["scheme"] == "kernel:reno" and r["transfer"] > first["transfer"]]
     assert later_reno and later_reno[0]["cc_observed"], "the kernel datapath served a new agent after the death"
     summary = json.loads((out / "summary.json").read_text())
     cell = next(r for r in summary["rows"] if r["scheme"] == DIES)
@@ -123,7 +123,7 @@ def test_a_python_algorithm_that_always_raises_is_counted_everywhere(run):
     assert f"ok ({total} on_report errors)" in (out / "summary.txt").read_text()
     assert [r["on_report_errors"] for r in results.read_transfers_parquet(out / "transfers.parquet")
             if r["scheme"] == RAISES] == [r["on_report_errors"] for r in raises]
-    healthy = [r for r in rows if r["scheme"] == "ccswitch:reno"]
+    healthy = [r for r in rows if r["scheme"] == "kernel:reno"]
     assert all(r["on_report_errors"] == 0 for r in healthy)
 
 

@@ -91,7 +91,7 @@ def test_the_progress_line_says_ok_errors_and_python_exceptions():
 
 
 def test_rows_carry_the_path_and_agent_columns_before_the_transfer_runs():
-    sc = loads_scenario(SC.replace('schemes = ["native:reno"]', 'schemes = ["native:reno", "ccswitch:py:m:C"]'),
+    sc = loads_scenario(SC.replace('schemes = ["native:reno"]', 'schemes = ["native:reno", "kernel:py:m:C"]'),
                         check_files=False)
     a = sc.clients[0]
     native = runner.Runner.new_row(0, a, sc.schemes[0], 10)
@@ -107,7 +107,7 @@ def test_rows_carry_the_path_and_agent_columns_before_the_transfer_runs():
 LOOP = """
 name = "loop"
 repetitions = 2
-schemes = ["native:cubic", "ccswitch:py:m:Broken", "ccswitch:reno"]
+schemes = ["native:cubic", "kernel:py:m:Broken", "kernel:reno"]
 [[clients]]
 name = "c"
 delay_ms = 10
@@ -147,16 +147,16 @@ def test_an_agent_that_cannot_start_fails_its_scheme_and_the_run_writes_every_re
     from ccswitch.experiments.topology import AgentError
 
     def prepare(scheme):
-        if scheme.label == "ccswitch:py:m:Broken":
+        if scheme.label == "kernel:py:m:Broken":
             raise AgentError("ccswitch-agent exited with status 1 before its socket: cannot import m")
 
     r, ran = fake_runner(tmp_path, monkeypatch, prepare)
     rows = r.run()
-    assert [s for _, s in ran] == ["native:cubic", "ccswitch:reno", "ccswitch:reno", "native:cubic"]
-    broken = [x for x in rows if x["scheme"] == "ccswitch:py:m:Broken"]
+    assert [s for _, s in ran] == ["native:cubic", "kernel:reno", "kernel:reno", "native:cubic"]
+    broken = [x for x in rows if x["scheme"] == "kernel:py:m:Broken"]
     assert [x["error"] for x in broken] == [
         "ccswitch-agent exited with status 1 before its socket: cannot import m",
-        "not run: ccswitch:py:m:Broken failed earlier: ccswitch-agent exited with status 1 before its socket: "
+        "not run: kernel:py:m:Broken failed earlier: ccswitch-agent exited with status 1 before its socket: "
         "cannot import m"]
     assert [x["transfer"] for x in rows] == list(range(1, 7))
     out = tmp_path / "out"
@@ -177,7 +177,7 @@ def test_a_run_that_cannot_go_on_still_summarises_what_ran(tmp_path, monkeypatch
             raise TopologyError("ccswitch-kernel died (status 1)")
 
     r, ran = fake_runner(tmp_path, monkeypatch, prepare)
-    with pytest.raises(runner.RunError, match=r"preparing ccswitch:reno: ccswitch-kernel died"):
+    with pytest.raises(runner.RunError, match=r"preparing kernel:reno: ccswitch-kernel died"):
         r.run()
     assert len(ran) == 2
     out = tmp_path / "out"

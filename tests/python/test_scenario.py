@@ -9,7 +9,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GOOD = """
 name = "demo"
 repetitions = 3
-schemes = ["native:cubic", "native:bbr", "ccswitch:reno"]
+schemes = ["native:cubic", "native:bbr", "kernel:reno"]
 [[clients]]
 name = "clean"
 delay_ms = 25
@@ -31,7 +31,7 @@ def parse(text):
 def test_good_scenario():
     sc = parse(GOOD)
     assert sc.name == "demo" and sc.repetitions == 3 and sc.timeout_s == 120
-    assert [s.label for s in sc.schemes] == ["native:cubic", "native:bbr", "ccswitch:reno"]
+    assert [s.label for s in sc.schemes] == ["native:cubic", "native:bbr", "kernel:reno"]
     assert [s.kernel_cc for s in sc.schemes] == ["cubic", "bbr", "ccswitch"]
     c0, c1 = sc.clients
     assert (c0.delay_ms, c0.loss_downlink, c0.loss_uplink, c0.queue_packets) == (25, 0.01, 0.0, 120)
@@ -39,16 +39,16 @@ def test_good_scenario():
     assert c0.file_sizes == (4_000_000,)
     assert (c1.link.uplink_mbps, c1.link.downlink_mbps, c1.delay_ms, c1.queue_packets) == (2, 12.5, 0, None)
     assert c1.file_sizes == (1000, 2000)
-    assert sc.uses_ccswitch
+    assert sc.uses_kernel
     assert sc.n_transfers == 3 * 3 * 3 == len(list(sc.transfers()))
 
 
 def test_scheme_order_rotates_each_repetition():
     sc = parse(GOOD)
     orders = [[s.label for s in sc.scheme_order(r)] for r in range(4)]
-    assert orders[0] == ["native:cubic", "native:bbr", "ccswitch:reno"]
-    assert orders[1] == ["native:bbr", "ccswitch:reno", "native:cubic"]
-    assert orders[2] == ["ccswitch:reno", "native:cubic", "native:bbr"]
+    assert orders[0] == ["native:cubic", "native:bbr", "kernel:reno"]
+    assert orders[1] == ["native:bbr", "kernel:reno", "native:cubic"]
+    assert orders[2] == ["kernel:reno", "native:cubic", "native:bbr"]
     assert orders[3] == orders[0]
     sched = list(sc.transfers())
     # repetition-major, then client, then scheme, then size
@@ -67,15 +67,15 @@ def test_trace_link_relative_to_scenario(tmp_path):
 
 
 def test_repo_scenarios_are_valid():
-    for name in ("demo.toml", "kernel-fidelity.toml", "algorithms-grid.toml", "switch-vs-native.toml",
-                 "switch-smoke.toml"):
+    for name in ("demo.toml", "kernel-fidelity.toml", "algorithms-grid.toml", "ovs-vs-native.toml",
+                 "ovs-smoke.toml"):
         sc = load_scenario(os.path.join(REPO, "experiments", name), check_files=False)
         assert sc.clients and sc.schemes
 
 
 def test_kernel_fidelity_shape():
     sc = load_scenario(os.path.join(REPO, "experiments", "kernel-fidelity.toml"))
-    assert {s.label for s in sc.schemes} == {f"{kind}:{alg}" for kind in ("native", "ccswitch")
+    assert {s.label for s in sc.schemes} == {f"{kind}:{alg}" for kind in ("native", "kernel")
                                              for alg in ("reno", "cubic", "bbr")}
     assert sc.repetitions >= 5
     constant = [c for c in sc.clients if c.link.is_constant]
@@ -90,7 +90,7 @@ def test_kernel_fidelity_shape():
 def test_algorithms_grid_covers_every_algorithm():
     from ccswitch.algorithms import list_algorithms
     sc = load_scenario(os.path.join(REPO, "experiments", "algorithms-grid.toml"))
-    in_grid = {s.algorithm for s in sc.schemes if s.kind == "ccswitch"}
+    in_grid = {s.algorithm for s in sc.schemes if s.kind == "kernel"}
     simple = {a["name"] for a in list_algorithms() if a["api"] == "simple"}
     assert simple <= in_grid, f"missing from the grid: {simple - in_grid}"
     assert {s.algorithm for s in sc.schemes if s.kind == "native"} == {"reno", "cubic", "bbr"}
@@ -114,10 +114,10 @@ def replace(old, new):
     (replace("repetitions = 3", "repetitions = 2.5"), "repetitions: must be an integer >= 1"),
     (replace("repetitions = 3", "timeout_s = -1"), "timeout_s: must be a number"),
     (replace('"native:bbr"', '"native:vegas"'), "schemes[1]: 'native:vegas': native algorithm must be one of"),
-    (replace('"native:bbr"', '"kernel:bbr"'), "schemes[1]: 'kernel:bbr': kind must be"),
+    (replace('"native:bbr"', '"tcp:bbr"'), "schemes[1]: 'tcp:bbr': kind must be"),
     (replace('"native:bbr"', '"bbr"'), "schemes[1]: 'bbr' is not a scheme"),
     (replace('"native:bbr"', '"native:cubic"'), "schemes: duplicate scheme 'native:cubic'"),
-    (replace('schemes = ["native:cubic", "native:bbr", "ccswitch:reno"]', 'schemes = []'), "schemes: must be a non-empty list"),
+    (replace('schemes = ["native:cubic", "native:bbr", "kernel:reno"]', 'schemes = []'), "schemes: must be a non-empty list"),
     (replace("delay_ms = 25", "delay_ms = -3"), "clients[0].delay_ms: must be an integer >= 0, got -3"),
     (replace("delay_ms = 25", "delay_ms = 2.5"), "clients[0].delay_ms: must be an integer >= 0"),
     (replace("delay_ms = 25", "dleay_ms = 25"), "clients[0].dleay_ms: unknown key"),
@@ -167,15 +167,40 @@ def test_unreadable_file_is_reported(tmp_path):
         load_scenario(tmp_path / "missing.toml")
 
 
+@pytest.mark.parametrize("old, new", [
+    ("ccswitch:bbr", "kernel:bbr"),
+    ("ccswitch:cubic:beta=0.8", "kernel:cubic:beta=0.8"),
+    ("ccswitch:py:ccswitch.examples.reno:Reno", "kernel:py:ccswitch.examples.reno:Reno"),
+    ("ccswitch:policy:mystique", "kernel:policy:mystique"),
+    ("switch:reno", "ovs:reno"),
+    ("switch:policy:mcc-wifi", "ovs:policy:mcc-wifi"),
+])
+def test_old_scheme_names_are_refused_with_the_new_ones(old, new):
+    with pytest.raises(ScenarioError) as e:
+        parse_scheme(old, "schemes[1]")
+    assert str(e.value) == (f'schemes[1]: scheme "{old}": renamed, write "{new}" '
+                            '(the kernel datapath is "kernel:", the Open vSwitch one "ovs:")')
+    assert parse_scheme(old, stored=True).label == new, "stored runs keep being read"
+
+
+def test_old_scenario_key_is_refused_but_read_in_stored_runs():
+    text = OVS.replace('name = "sw"', 'name = "sw"\nswitch_server_cc = "reno"')
+    with pytest.raises(ScenarioError, match="switch_server_cc: renamed, write ovs_server_cc"):
+        parse(text)
+    old = text.replace('"ovs:', '"switch:')
+    sc = loads_scenario(old, stored=True)
+    assert sc.ovs_server_cc == "reno" and sc.schemes[0].label == "ovs:bbr"
+
+
 def test_parse_scheme():
-    assert parse_scheme("ccswitch:my_alg-2").label == "ccswitch:my_alg-2"
+    assert parse_scheme("kernel:my_alg-2").label == "kernel:my_alg-2"
     with pytest.raises(ScenarioError):
-        parse_scheme("ccswitch:Bad Name")
+        parse_scheme("kernel:Bad Name")
 
 
-SWITCH = """
+OVS = """
 name = "sw"
-schemes = ["switch:bbr", "native:cubic", "switch:cubic:beta=0.7", "switch:py:mymod:MyAlg"]
+schemes = ["ovs:bbr", "native:cubic", "ovs:cubic:beta=0.7", "ovs:py:mymod:MyAlg"]
 [[clients]]
 name = "c"
 link = { mbps = 24 }
@@ -183,48 +208,48 @@ file_bytes = 1000
 """
 
 
-def test_switch_schemes_get_an_ovs_bridge_and_a_stock_server():
-    sc = parse(SWITCH)
-    assert [s.kind for s in sc.schemes] == ["switch", "native", "switch", "switch"]
+def test_ovs_schemes_get_an_ovs_bridge_and_a_stock_server():
+    sc = parse(OVS)
+    assert [s.kind for s in sc.schemes] == ["ovs", "native", "ovs", "ovs"]
     assert sc.schemes[2].algorithm == "cubic:beta=0.7" and sc.schemes[3].algorithm == "py:mymod:MyAlg"
-    assert sc.uses_switch and sc.uses_agent and not sc.uses_ccswitch
+    assert sc.uses_ovs and sc.uses_agent and not sc.uses_kernel
     assert sc.bridge is None and sc.bridge_kind == "ovs", "every scheme crosses the bridge"
     assert sc.schemes[0].kernel_cc is None and sc.schemes[0].uses_agent
     assert [sc.server_cc(s) for s in sc.schemes] == ["cubic"] * 4
-    sc = parse(SWITCH.replace('name = "sw"', 'name = "sw"\nswitch_server_cc = "reno"\nbridge = "linux"'))
+    sc = parse(OVS.replace('name = "sw"', 'name = "sw"\novs_server_cc = "reno"\nbridge = "linux"'))
     assert sc.bridge_kind == "linux"
     assert [sc.server_cc(s) for s in sc.schemes] == ["reno", "cubic", "reno", "reno"]
 
 
 def test_bridge_defaults_and_explicit_values():
     assert parse(GOOD).bridge_kind == "none"
-    assert not parse(GOOD).uses_switch
+    assert not parse(GOOD).uses_ovs
     for b in ("ovs", "linux", "none"):
         assert parse(GOOD.replace("repetitions = 3", f'repetitions = 3\nbridge = "{b}"')).bridge_kind == b
 
 
 @pytest.mark.parametrize("text, message", [
-    (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = "none"'),
-     "bridge: 'switch:bbr' needs a bridge (\"ovs\" or \"linux\")"),
-    (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = "vde"'), "bridge: must be one of 'none', 'ovs', 'linux'"),
-    (SWITCH.replace('name = "sw"', 'name = "sw"\nbridge = 1'), "bridge: must be one of"),
-    (SWITCH.replace('name = "sw"', 'name = "sw"\nswitch_server_cc = "vegas"'), "switch_server_cc: must be one of"),
-    (SWITCH.replace('"switch:bbr"', '"switch:b br"'), "schemes[0]: 'switch:b br': bad algorithm"),
-    (SWITCH.replace('"switch:bbr"', '"switch:"'), "schemes[0]: 'switch:': bad algorithm"),
-    (SWITCH.replace('"native:cubic"', '"switch:bbr"'), "schemes: duplicate scheme 'switch:bbr'"),
-    (SWITCH.replace('"switch:bbr"', '"ovs:bbr"'), "kind must be 'native', 'ccswitch' or 'switch'"),
+    (OVS.replace('name = "sw"', 'name = "sw"\nbridge = "none"'),
+     "bridge: 'ovs:bbr' needs a bridge (\"ovs\" or \"linux\")"),
+    (OVS.replace('name = "sw"', 'name = "sw"\nbridge = "vde"'), "bridge: must be one of 'none', 'ovs', 'linux'"),
+    (OVS.replace('name = "sw"', 'name = "sw"\nbridge = 1'), "bridge: must be one of"),
+    (OVS.replace('name = "sw"', 'name = "sw"\novs_server_cc = "vegas"'), "ovs_server_cc: must be one of"),
+    (OVS.replace('"ovs:bbr"', '"ovs:b br"'), "schemes[0]: 'ovs:b br': bad algorithm"),
+    (OVS.replace('"ovs:bbr"', '"ovs:"'), "schemes[0]: 'ovs:': bad algorithm"),
+    (OVS.replace('"native:cubic"', '"ovs:bbr"'), "schemes: duplicate scheme 'ovs:bbr'"),
+    (OVS.replace('"ovs:bbr"', '"ovz:bbr"'), "kind must be 'native', 'kernel' or 'ovs'"),
 ])
-def test_switch_errors_name_the_key(text, message):
+def test_ovs_errors_name_the_key(text, message):
     with pytest.raises(ScenarioError) as e:
         parse(text)
     assert message in str(e.value)
 
 
 def test_bridge_check_after_schemes_are_replaced():
-    """`ccswitch run --schemes switch:...` on a scenario without switch schemes gets a bridge;
+    """`ccswitch run --schemes switch:...` on a scenario without ovs schemes gets a bridge;
     an explicit bridge = "none" refuses them."""
     sc = parse(GOOD)
-    sc.schemes = [parse_scheme("switch:reno")]
+    sc.schemes = [parse_scheme("ovs:reno")]
     sc.check_bridge()
     assert sc.bridge_kind == "ovs"
     sc.bridge = "none"
@@ -232,10 +257,10 @@ def test_bridge_check_after_schemes_are_replaced():
         sc.check_bridge()
 
 
-def test_switch_vs_native_shape():
-    sc = load_scenario(os.path.join(REPO, "experiments", "switch-vs-native.toml"))
-    assert [s.label for s in sc.schemes] == ["switch:bbr", "native:bbr", "native:cubic", "switch:reno", "native:reno"]
-    assert sc.bridge_kind == "ovs" and sc.switch_server_cc == "cubic" and sc.repetitions >= 5
+def test_ovs_vs_native_shape():
+    sc = load_scenario(os.path.join(REPO, "experiments", "ovs-vs-native.toml"))
+    assert [s.label for s in sc.schemes] == ["ovs:bbr", "native:bbr", "native:cubic", "ovs:reno", "native:reno"]
+    assert sc.bridge_kind == "ovs" and sc.ovs_server_cc == "cubic" and sc.repetitions >= 5
     constant = [c for c in sc.clients if c.link.is_constant]
     grid = {(2 * c.delay_ms, c.loss_downlink) for c in constant}
     assert grid == {(rtt, loss) for rtt in (20, 100, 200) for loss in (0.0, 0.01, 0.02)}
@@ -257,7 +282,7 @@ def test_switch_vs_native_shape():
 
 MIXED = """
 name = "mixed"
-schemes = ["native:cubic", "ccswitch:reno", "ccswitch:cubic:betta=0.5", "switch:reno", "ccswitch:policy:mystique"]
+schemes = ["native:cubic", "kernel:reno", "kernel:cubic:betta=0.5", "ovs:reno", "kernel:policy:mystique"]
 [[clients]]
 name = "c"
 link = { mbps = 24 }
@@ -275,19 +300,19 @@ def test_check_schemes_asks_once_per_agent_command_line_and_names_the_refused_sc
 
     with pytest.raises(ScenarioError) as e:
         check_schemes(sc, checker)
-    assert str(e.value) == "schemes[2]: 'ccswitch:cubic:betta=0.5': cubic has no parameter \"betta\"; it takes: beta, c"
-    # ccswitch:reno and switch:reno start the same agent: asked once; native schemes never
+    assert str(e.value) == "schemes[2]: 'kernel:cubic:betta=0.5': cubic has no parameter \"betta\"; it takes: beta, c"
+    # kernel:reno and ovs:reno start the same agent: asked once; native schemes never
     assert asked == [("reno", None), ("cubic:betta=0.5", None)]
     asked.clear()
-    good = parse(MIXED.replace('"ccswitch:cubic:betta=0.5", ', ""))
+    good = parse(MIXED.replace('"kernel:cubic:betta=0.5", ', ""))
     check_schemes(good, checker)
     assert asked == [("reno", None), (None, "mystique")]
 
 
 def test_a_scheme_given_on_the_command_line_is_named_as_such():
     sc = parse(MIXED)
-    sc.schemes = [parse_scheme("ccswitch:bbrr", "--schemes")]
-    with pytest.raises(ScenarioError, match=r"^--schemes: 'ccswitch:bbrr': unknown algorithm"):
+    sc.schemes = [parse_scheme("kernel:bbrr", "--schemes")]
+    with pytest.raises(ScenarioError, match=r"^--schemes: 'kernel:bbrr': unknown algorithm"):
         check_schemes(sc, lambda a, p: f'unknown algorithm "{a}"')
 
 
@@ -295,9 +320,9 @@ def test_algorithm_names_and_parameters_are_left_to_the_agent():
     """No copy of the agent's list in Python: anything word-like passes loading (and is then
     judged by check_schemes); only what cannot be a word is refused here."""
     for alg in ("bbrr", "cubic:beta=abc", "py:nonexistent.mod:X", "BBR"):
-        assert parse_scheme(f"ccswitch:{alg}").algorithm == alg
+        assert parse_scheme(f"kernel:{alg}").algorithm == alg
     with pytest.raises(ScenarioError, match="bad algorithm"):
-        parse_scheme("ccswitch:")
+        parse_scheme("kernel:")
 
 
 def test_clients_describe_their_path_in_words_and_as_columns():

@@ -14,7 +14,7 @@ from ccswitch.experiments.scenario import ScenarioError, load_scenario
 
 SCENARIO = """
 name = "check"
-schemes = ["native:cubic", "ccswitch:reno", {bad}, "switch:bbr"]
+schemes = ["native:cubic", "kernel:reno", {bad}, "ovs:bbr"]
 [[clients]]
 name = "c"
 link = {{ mbps = 24 }}
@@ -39,14 +39,14 @@ def load(tmp_path, bad):
 
 
 @pytest.mark.parametrize("bad, reason", [
-    ("ccswitch:bbrr", 'unknown algorithm "bbrr"; known: reno, cubic, bbr'),
-    ("ccswitch:cubic:betta=0.5", 'cubic has no parameter "betta"; it takes: beta, c'),
-    ("switch:cubic:beta=abc", 'parameter beta: "abc" is not a number'),
-    ("ccswitch:py:no_such_module:X", "cannot import no_such_module: ModuleNotFoundError"),
-    ("ccswitch:py:local_algs:Missing", "cannot find class Missing in module local_algs"),
-    ("ccswitch:py:local_algs:BadInit", "cannot instantiate local_algs:BadInit: "),
-    ("ccswitch:policy:nope", "no built-in policy \"nope\"; built-in: mystique, mcc-wifi"),
-    ("ccswitch:policy:mystique:nonesuch=1", 'policy built-in mystique: override "nonesuch=1": "mystique" has no parameter "nonesuch"'),
+    ("kernel:bbrr", 'unknown algorithm "bbrr"; known: reno, cubic, bbr'),
+    ("kernel:cubic:betta=0.5", 'cubic has no parameter "betta"; it takes: beta, c'),
+    ("ovs:cubic:beta=abc", 'parameter beta: "abc" is not a number'),
+    ("kernel:py:no_such_module:X", "cannot import no_such_module: ModuleNotFoundError"),
+    ("kernel:py:local_algs:Missing", "cannot find class Missing in module local_algs"),
+    ("kernel:py:local_algs:BadInit", "cannot instantiate local_algs:BadInit: "),
+    ("kernel:policy:nope", "no built-in policy \"nope\"; built-in: mystique, mcc-wifi"),
+    ("kernel:policy:mystique:nonesuch=1", 'policy built-in mystique: override "nonesuch=1": "mystique" has no parameter "nonesuch"'),
 ])
 def test_a_bad_scheme_among_good_ones_is_refused_with_the_agents_reason(tmp_path, bad, reason):
     agent_built()
@@ -59,9 +59,9 @@ def test_a_bad_scheme_among_good_ones_is_refused_with_the_agents_reason(tmp_path
 
 def test_good_schemes_pass_and_python_classes_are_imported_from_the_scenarios_directory(tmp_path):
     agent_built()
-    sc = load(tmp_path, "ccswitch:py:local_algs:Fine")
+    sc = load(tmp_path, "kernel:py:local_algs:Fine")
     runner.check_agent_schemes(sc)  # raises if refused
-    sc = load(tmp_path, "ccswitch:cubic:beta=0.5,c=0.4")
+    sc = load(tmp_path, "kernel:cubic:beta=0.5,c=0.4")
     runner.check_agent_schemes(sc)
 
 
@@ -70,11 +70,11 @@ def test_ccswitch_run_refuses_the_scenario_before_any_transfer_with_status_2(tmp
     refusal comes before the root check, so this runs as any user)."""
     agent_built()
     sc_path = tmp_path / "scenario.toml"
-    sc_path.write_text(SCENARIO.format(bad='"ccswitch:cubic:betta=0.5"'))
+    sc_path.write_text(SCENARIO.format(bad='"kernel:cubic:betta=0.5"'))
     out = tmp_path / "out"
     cp = subprocess.run([sys.executable, "-m", "ccswitch", "run", str(sc_path), "--out", str(out)],
                         capture_output=True, text=True, timeout=60,
                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert cp.returncode == 2, cp.stderr
-    assert f"{sc_path}: schemes[2]: 'ccswitch:cubic:betta=0.5': cubic has no parameter \"betta\"" in cp.stderr, cp.stderr
+    assert f"{sc_path}: schemes[2]: 'kernel:cubic:betta=0.5': cubic has no parameter \"betta\"" in cp.stderr, cp.stderr
     assert not out.exists()

@@ -45,10 +45,10 @@ def test_summarize_counts_and_excludes_failures():
     rows = [row("a", "native:cubic", 1.0), row("a", "native:cubic", 3.0),
             row("a", "native:cubic", 100.0, ok=False),
             row("a", "native:cubic", None, ok=False, error="timeout"),
-            row("a", "ccswitch:reno", None, ok=False, error="exit 7"),
+            row("a", "kernel:reno", None, ok=False, error="exit 7"),
             row("b", "native:cubic", 2.0)]
     s = stats.summarize(rows)
-    assert [(r["client"], r["scheme"]) for r in s] == [("a", "native:cubic"), ("a", "ccswitch:reno"), ("b", "native:cubic")]
+    assert [(r["client"], r["scheme"]) for r in s] == [("a", "native:cubic"), ("a", "kernel:reno"), ("b", "native:cubic")]
     a = s[0]
     assert a["n"] == 2 and a["tct_median_s"] == 2.0 and a["tct_mean_s"] == 2.0
     assert a["integrity_failures"] == 1 and a["errors"] == 1 and a["attempts"] == 4
@@ -80,39 +80,39 @@ def test_format_table():
 
 def test_cells_say_whether_they_failed_and_how_often_python_raised():
     rows = [row("a", "native:cubic", 1.5),
-            dict(row("a", "ccswitch:py:m:Raises", 1.6), on_report_errors=40),
-            dict(row("a", "ccswitch:py:m:Raises", 1.7), on_report_errors=33),
-            dict(row("a", "ccswitch:py:m:Die", None, ok=False, error="ccswitch-agent exited with killed by SIGKILL"),
+            dict(row("a", "kernel:py:m:Raises", 1.6), on_report_errors=40),
+            dict(row("a", "kernel:py:m:Raises", 1.7), on_report_errors=33),
+            dict(row("a", "kernel:py:m:Die", None, ok=False, error="ccswitch-agent exited with killed by SIGKILL"),
                  on_report_errors=0),
-            dict(row("a", "ccswitch:py:m:Die", None, ok=False,
-                     error="not run: ccswitch:py:m:Die failed earlier: ccswitch-agent exited with killed by SIGKILL"),
+            dict(row("a", "kernel:py:m:Die", None, ok=False,
+                     error="not run: kernel:py:m:Die failed earlier: ccswitch-agent exited with killed by SIGKILL"),
                  on_report_errors=None),
             row("a", "native:bbr", None, ok=False, error="curl: (28) Operation timed out after 1000 milliseconds " + "x" * 200),
             row("a", "native:bbr", 2.0)]
     s = {r["scheme"]: r for r in stats.summarize(rows)}
     assert s["native:cubic"]["status"] == "ok" and s["native:cubic"]["on_report_errors"] is None
-    assert s["ccswitch:py:m:Raises"]["on_report_errors"] == 73
-    assert s["ccswitch:py:m:Raises"]["status"] == "ok (73 on_report errors)"
-    assert s["ccswitch:py:m:Die"]["status"] == "all 2 failed: ccswitch-agent exited with killed by SIGKILL"
+    assert s["kernel:py:m:Raises"]["on_report_errors"] == 73
+    assert s["kernel:py:m:Raises"]["status"] == "ok (73 on_report errors)"
+    assert s["kernel:py:m:Die"]["status"] == "all 2 failed: ccswitch-agent exited with killed by SIGKILL"
     bbr = s["native:bbr"]["status"]
     assert bbr.startswith("1 of 2 failed: curl: (28) Operation timed out after 1000 milliseconds")
     assert len(bbr) <= len("1 of 2 failed: ") + stats.STATUS_ERROR_CHARS and bbr.endswith("…")
     table = stats.format_table(list(s.values()))
     assert table.splitlines()[0].split()[-1] == "status"
-    die = next(l for l in table.splitlines() if "ccswitch:py:m:Die" in l)
+    die = next(l for l in table.splitlines() if "kernel:py:m:Die" in l)
     assert die.endswith("all 2 failed: ccswitch-agent exited with killed by SIGKILL")
     assert next(l for l in table.splitlines() if "Raises" in l).endswith("ok (73 on_report errors)")
 
 
 def test_policy_cells_say_which_algorithm_their_transfers_ended_on():
     rows = [
-        {"client": "c", "scheme": "ccswitch:policy:m.toml", "tct_s": 1.0, "sha256_ok": True, "error": None,
+        {"client": "c", "scheme": "kernel:policy:m.toml", "tct_s": 1.0, "sha256_ok": True, "error": None,
          "algorithms": ["bbr", "hybla"]},
-        {"client": "c", "scheme": "ccswitch:policy:m.toml", "tct_s": 1.2, "sha256_ok": True, "error": None,
+        {"client": "c", "scheme": "kernel:policy:m.toml", "tct_s": 1.2, "sha256_ok": True, "error": None,
          "algorithms": ["bbr"]},
-        {"client": "c", "scheme": "ccswitch:policy:m.toml", "tct_s": 1.1, "sha256_ok": True, "error": None,
+        {"client": "c", "scheme": "kernel:policy:m.toml", "tct_s": 1.1, "sha256_ok": True, "error": None,
          "algorithms": ["bbr", "hybla"]},
-        {"client": "c", "scheme": "ccswitch:bbr", "tct_s": 0.9, "sha256_ok": True, "error": None,
+        {"client": "c", "scheme": "kernel:bbr", "tct_s": 0.9, "sha256_ok": True, "error": None,
          "algorithms": ["bbr"]},
         {"client": "c", "scheme": "native:cubic", "tct_s": 1.5, "sha256_ok": True, "error": None},
     ]
@@ -127,6 +127,6 @@ def test_policy_cells_say_which_algorithm_their_transfers_ended_on():
 
 
 def test_runs_without_a_policy_keep_the_plain_table():
-    rows = [{"client": "c", "scheme": "ccswitch:bbr", "tct_s": 0.9, "sha256_ok": True, "error": None,
+    rows = [{"client": "c", "scheme": "kernel:bbr", "tct_s": 0.9, "sha256_ok": True, "error": None,
              "algorithms": ["bbr"]}]
     assert "ended on" not in stats.format_table(stats.summarize(rows))

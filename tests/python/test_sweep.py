@@ -51,7 +51,8 @@ def spec_of(text=SPEC):
     ('candidates = ["bbr", "cubic"]', 'candidates = ["bbr", "policy:mystique"]',
      "candidates[1]: 'policy:mystique': a policy is not a candidate"),
     ('candidates = ["bbr", "cubic"]', 'candidates = ["bbr", "bbr"]', "candidates[1]: 'bbr' repeats"),
-    ("seed = 3", 'seed = 3\ndatapaths = ["ovs"]', 'datapaths[0]: must be "kernel"'),
+    ("seed = 3", 'seed = 3\ndatapaths = ["tc"]', 'datapaths[0]: must be "kernel"'),
+    ("seed = 3", 'seed = 3\ndatapaths = ["switch"]', 'datapaths[0]: "switch": renamed, write "ovs"'),
     ("seed = 3", "seed = 3\nbogus = 1", "bogus: unknown key"),
     ("fixed = [1_200_000]", "fixed = []", "sizes.fixed: must be a non-empty list"),
     ("large = [6_000_000]", "large = [1_200_000]", "sizes.large: 1200000 is also a fixed size"),
@@ -200,20 +201,22 @@ def test_the_spec_may_hold_out_more_scenarios(tmp_path):
 def test_cell_keys_are_stable_and_tell_every_parameter_apart():
     params = {"delay_ms": 25, "loss_downlink": 0.01, "loss_uplink": 0.0, "downlink_mbps": 24.0, "uplink_mbps": 24.0,
               "downlink_trace": None, "uplink_trace": None, "queue_packets": 100}
-    key = sweep.cell_key(params, "ccswitch:bbr", 1_200_000, 1)
+    key = sweep.cell_key(params, "kernel:bbr", 1_200_000, 1)
     # a key is a hash of the cell's parameters: fixed forever, or stores stop resuming
-    assert key == sweep.cell_key(dict(reversed(list(params.items()))), "ccswitch:bbr", 1_200_000, 1)
-    canonical = {"path": params, "scheme": "ccswitch:bbr", "file_bytes": 1_200_000, "rep": 1}
+    assert key == sweep.cell_key(dict(reversed(list(params.items()))), "kernel:bbr", 1_200_000, 1)
+    canonical = {"path": params, "scheme": "kernel:bbr", "file_bytes": 1_200_000, "rep": 1}
     assert key == hashlib.sha256(json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:20]
-    assert key == "afafa013a9671f0c5e9d"
+    # (stores written while the scheme was spelled "ccswitch:bbr" had "afafa013a9671f0c5e9d"
+    # here; they were migrated to the new keys when the kernel datapath became "kernel:")
+    assert key == "4467570d0ce83ca54cbb"
     assert sweep.path_id(params) == "2d7fd4ba793b886b"
-    variants = [sweep.cell_key(dict(params, delay_ms=26), "ccswitch:bbr", 1_200_000, 1),
-                sweep.cell_key(dict(params, queue_packets=101), "ccswitch:bbr", 1_200_000, 1),
-                sweep.cell_key(dict(params, loss_uplink=0.01), "ccswitch:bbr", 1_200_000, 1),
-                sweep.cell_key(params, "switch:bbr", 1_200_000, 1),
-                sweep.cell_key(params, "ccswitch:cubic", 1_200_000, 1),
-                sweep.cell_key(params, "ccswitch:bbr", 1_200_001, 1),
-                sweep.cell_key(params, "ccswitch:bbr", 1_200_000, 2)]
+    variants = [sweep.cell_key(dict(params, delay_ms=26), "kernel:bbr", 1_200_000, 1),
+                sweep.cell_key(dict(params, queue_packets=101), "kernel:bbr", 1_200_000, 1),
+                sweep.cell_key(dict(params, loss_uplink=0.01), "kernel:bbr", 1_200_000, 1),
+                sweep.cell_key(params, "ovs:bbr", 1_200_000, 1),
+                sweep.cell_key(params, "kernel:cubic", 1_200_000, 1),
+                sweep.cell_key(params, "kernel:bbr", 1_200_001, 1),
+                sweep.cell_key(params, "kernel:bbr", 1_200_000, 2)]
     assert len(set(variants + [key])) == len(variants) + 1
     spec = spec_of()
     cells = sweep.cells_of(spec, sweep.sample_paths(spec))
@@ -224,8 +227,8 @@ def test_every_path_runs_every_candidate_in_an_order_rotated_from_path_to_path()
     spec = spec_of(SPEC.replace("fixed = [1_200_000]", "fixed = [1_200_000]").replace("large = [6_000_000]", ""))
     cells = sweep.cells_of(spec, sweep.sample_paths(spec))
     firsts = [cells[i].scheme for i in range(0, len(cells), 2)]
-    assert firsts[:4] == ["ccswitch:bbr", "ccswitch:cubic", "ccswitch:bbr", "ccswitch:cubic"]
-    assert all({cells[i].scheme, cells[i + 1].scheme} == {"ccswitch:bbr", "ccswitch:cubic"}
+    assert firsts[:4] == ["kernel:bbr", "kernel:cubic", "kernel:bbr", "kernel:cubic"]
+    assert all({cells[i].scheme, cells[i + 1].scheme} == {"kernel:bbr", "kernel:cubic"}
                for i in range(0, len(cells), 2))
 
 
@@ -235,7 +238,7 @@ def test_transfers_are_verdicts_only_when_the_candidate_ran():
     assert sweep.finished(dict(ok, error="curl: (28) Operation timed out", curl_exit=28))[0]
     assert sweep.finished(dict(ok, error="HTTP 404"))[0]
     assert sweep.finished(dict(ok, sha256_ok=False)) == (True, "SHA-256 mismatch")
-    assert not sweep.finished(dict(ok, error="not run: ccswitch:bbr failed earlier: x"))[0]
+    assert not sweep.finished(dict(ok, error="not run: kernel:bbr failed earlier: x"))[0]
     assert not sweep.finished(dict(ok, error="ccswitch-agent exited", agent_died="ccswitch-agent exited"))[0]
     assert not sweep.finished(dict(ok, error="exit 1: Died on std::runtime_error: `mm-link'"))[0]
 
@@ -279,7 +282,7 @@ class FakeRunner:
                    "transfer": i, "events": None}
             if (client.name, scheme.label) in self.fail:
                 row.update(error="exit 1: Died on std::runtime_error", tct_s=None, sha256_ok=False)
-            if scheme.label == "ccswitch:bbr" and row["error"] is None:
+            if scheme.label == "kernel:bbr" and row["error"] is None:
                 os.makedirs(os.path.join(self.out, "flows"), exist_ok=True)
                 row["events"] = f"flows/{i:03d}.jsonl"
                 with open(os.path.join(self.out, row["events"]), "w") as f:
@@ -323,7 +326,7 @@ def test_an_interrupted_sweep_resumes_without_rerunning_a_finished_cell(tmp_path
 def test_cells_that_did_not_reach_a_verdict_run_again(tmp_path):
     spec = spec_of(SPEC.replace("paths = 6", "paths = 2"))
     paths = sweep.sample_paths(spec)
-    bad = (paths[0].client_name, "ccswitch:cubic")
+    bad = (paths[0].client_name, "kernel:cubic")
     res = run_fake(spec, tmp_path, fail=(bad,))
     n_bad = len(paths[0].sizes)
     assert len(res.unfinished) == n_bad and all("Died on" in why for _, why in res.unfinished)
@@ -335,7 +338,7 @@ def test_cells_that_did_not_reach_a_verdict_run_again(tmp_path):
 def test_a_cell_that_failed_in_the_harness_gets_another_pass_in_the_same_invocation(tmp_path):
     spec = spec_of(SPEC.replace("paths = 6", "paths = 2"))
     paths = sweep.sample_paths(spec)
-    bad = (paths[1].client_name, "ccswitch:bbr")
+    bad = (paths[1].client_name, "kernel:bbr")
     FakeRunner.failed_once = set()
     res = run_fake(spec, tmp_path, fail_once=bad)
     cells = sweep.cells_of(spec, paths)

@@ -54,7 +54,7 @@ where
 }
 
 /// Whether `spec` names an algorithm a selector may choose: a simple-API one (a flow's
-/// algorithm can only be switched between those). Python specs (`py:MODULE:CLASS`) are checked
+/// algorithm can only be handed over between those). Python specs (`py:MODULE:CLASS`) are checked
 /// when a flow first uses them, not here: that needs the agent's interpreter.
 pub fn check_algorithm(spec: &str) -> Result<(), String> {
     if let Some(target) = spec.strip_prefix("py:") {

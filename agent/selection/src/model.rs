@@ -106,8 +106,8 @@ struct ModelFile {
     name: String,
     features: Vec<String>,
     classes: Vec<String>,
-    window: WindowFile,
-    decide: DecideFile,
+    window: ModelWindowFile,
+    decide: ModelDecideFile,
     trees: Vec<TreeFile>,
     /// Free-form: where the model came from (library versions, dataset, date).
     #[serde(default)]
@@ -116,14 +116,14 @@ struct ModelFile {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct WindowFile {
+struct ModelWindowFile {
     kind: String,
     samples: usize,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DecideFile {
+struct ModelDecideFile {
     min_samples: usize,
 }
 

@@ -6,17 +6,17 @@
 //! - **Spatial** decision (Mystique's per-flow choice at flow start): the first time there are
 //!   enough samples, decide once; a decision for another algorithm than the flow's is acted on
 //!   at once, without hysteresis.
-//! - **Temporal** decisions (the path changed): on every later report, decide again; switch
+//! - **Temporal** decisions (the path changed): on every later report, decide again; hand over
 //!   only when the same other algorithm was chosen `agreeing` times in a row and the flow has
 //!   been on its algorithm for `min_dwell` (datapath clock; since the flow's first report if it
-//!   never switched). A policy without temporal decisions never switches a flow twice.
+//!   never handed over). A policy without temporal decisions never hands a flow over twice.
 //!
 //! The selector does not assume its decisions are carried out: the flow controller reports
-//! every switch it makes, whatever its cause (a decision, a pin), with
-//! [`Selector::note_switch`], and the selector compares its decisions with that. A decision
+//! every handover it makes, whatever its cause (a decision, a pin), with
+//! [`Selector::note_handover`], and the selector compares its decisions with that. A decision
 //! that is not acted on (a pinned flow) is made again later: a temporal one after another
 //! `agreeing` reports. A flow that starts on another algorithm than the policy's initial one
-//! says so with `note_switch(spec, 0)`.
+//! says so with `note_handover(spec, 0)`.
 //!
 //! Cost per report: O(1) to absorb it; with temporal decisions, O(window + rules) to decide
 //! (a model instead of rules: O(trees × depth)).
@@ -36,7 +36,7 @@ use serde::Serialize;
 use self::features::{FeatureTracker, Features};
 use self::policy::Policy;
 
-/// Which kind of decision asks for a switch.
+/// Which kind of decision asks for a handover.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DecisionKind {
@@ -47,7 +47,7 @@ pub enum DecisionKind {
     Temporal,
 }
 
-/// The flow should switch to `algorithm` now.
+/// The flow should be handed over to `algorithm` now.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Decision {
     /// Algorithm spec, as the policy names it.
@@ -75,12 +75,12 @@ pub struct Selector {
     /// The algorithm spec the flow runs, as last told (initially the policy's initial one).
     current: String,
     first_report_us: Option<u64>,
-    last_switch_us: u64,
+    last_handover_us: u64,
     /// Whether the policy has made its first decision for this flow.
     decided: bool,
     streak: Option<Streak>,
     /// The features of the window as it stands, computed at most once per report: the
-    /// decision and the registry's copy for the control interface read the same value.
+    /// decision and the registry's copy for the operator interface read the same value.
     features: Cell<Option<Features>>,
 }
 
@@ -91,7 +91,7 @@ impl Selector {
             current: policy.initial().to_string(),
             policy,
             first_report_us: None,
-            last_switch_us: 0,
+            last_handover_us: 0,
             decided: false,
             streak: None,
             features: Cell::new(None),
@@ -127,8 +127,8 @@ impl Selector {
         f
     }
 
-    /// Absorb one report; `Some` when the flow should switch now. The caller confirms the
-    /// switch with [`note_switch`](Self::note_switch).
+    /// Absorb one report; `Some` when the flow should be handed over now. The caller confirms the
+    /// handover with [`note_handover`](Self::note_handover).
     pub fn on_report(&mut self, m: &Measurement, mss_bytes: u64) -> Option<Decision> {
         self.tracker.observe(m, mss_bytes);
         self.features.set(None);
@@ -188,16 +188,16 @@ impl Selector {
 
     /// Whether the flow has been on its algorithm for `min_dwell_us`.
     fn dwelt(&self, now_us: u64, min_dwell_us: u64) -> bool {
-        let since = self.last_switch_us.max(self.first_report_us.unwrap_or(0));
+        let since = self.last_handover_us.max(self.first_report_us.unwrap_or(0));
         now_us.saturating_sub(since) >= min_dwell_us
     }
 
-    /// The flow now runs `algorithm` (spec), since `now_us` (datapath clock): after a switch
+    /// The flow now runs `algorithm` (spec), since `now_us` (datapath clock): after a handover
     /// the selector asked for, a pin, or any other change.
-    pub fn note_switch(&mut self, algorithm: &str, now_us: u64) {
+    pub fn note_handover(&mut self, algorithm: &str, now_us: u64) {
         self.current.clear();
         self.current.push_str(algorithm);
-        self.last_switch_us = now_us;
+        self.last_handover_us = now_us;
         self.streak = None;
     }
 
@@ -253,17 +253,17 @@ mod tests {
     }
 
     /// Feed `rtts_ms` one report every 100 ms from `start_ms`, carrying out every decision;
-    /// returns the switches as (time ms, algorithm, kind).
+    /// returns the handovers as (time ms, algorithm, kind).
     fn drive(sel: &mut Selector, start_ms: u64, rtts_ms: &[u64]) -> Vec<(u64, String, DecisionKind)> {
-        let mut switches = Vec::new();
+        let mut handovers = Vec::new();
         for (i, &rtt) in rtts_ms.iter().enumerate() {
             let now = start_ms + 100 * i as u64;
             if let Some(d) = sel.on_report(&report(now, rtt), MSS) {
-                sel.note_switch(&d.algorithm, now * MS);
-                switches.push((now, d.algorithm, d.kind));
+                sel.note_handover(&d.algorithm, now * MS);
+                handovers.push((now, d.algorithm, d.kind));
             }
         }
-        switches
+        handovers
     }
 
     fn at(now_ms: u64, algorithm: &str, kind: DecisionKind) -> (u64, String, DecisionKind) {
@@ -298,16 +298,16 @@ mod tests {
         let mut sel = Selector::new(policy(false, 1_000_000, 1_000));
         assert_eq!(drive(&mut sel, 0, &[10]), [at(0, "cubic", DecisionKind::Spatial)]);
         let mut sel = Selector::new(policy(false, 0, 1));
-        sel.note_switch("bbr", 0);
+        sel.note_handover("bbr", 0);
         assert!(drive(&mut sel, 0, &[100]).is_empty());
         assert!(sel.decided());
     }
 
     #[test]
-    fn spatial_only_policies_never_switch_again() {
+    fn spatial_only_policies_never_hand_over_again() {
         let mut sel = Selector::new(policy(false, 0, 1));
-        let switches = drive(&mut sel, 0, &[10, 100, 100, 100, 100, 10, 100, 100]);
-        assert_eq!(switches, [at(0, "cubic", DecisionKind::Spatial)]);
+        let handovers = drive(&mut sel, 0, &[10, 100, 100, 100, 100, 10, 100, 100]);
+        assert_eq!(handovers, [at(0, "cubic", DecisionKind::Spatial)]);
         assert_eq!(sel.current_algorithm(), "cubic");
     }
 
@@ -321,9 +321,9 @@ mod tests {
         // Jitter: samples over [20, 60] ms, cov about 0.35, range about 1.
         let jitter: Vec<u64> = (0..n as u64).map(|i| 20 + (i * 37) % 41).collect();
         let mut sel = Selector::new(Arc::clone(&p));
-        let switches = drive(&mut sel, 0, &jitter);
-        assert_eq!(switches.len(), 1, "{switches:?}");
-        assert_eq!((switches[0].1.as_str(), switches[0].2), ("westwood", DecisionKind::Spatial));
+        let handovers = drive(&mut sel, 0, &jitter);
+        assert_eq!(handovers.len(), 1, "{handovers:?}");
+        assert_eq!((handovers[0].1.as_str(), handovers[0].2), ("westwood", DecisionKind::Spatial));
         // Later steadiness changes nothing: the decision is made once.
         assert!(drive(&mut sel, 10_000, &[30; 40]).is_empty());
         // Steady with a slow rise (the flow's own queue): 30 to 40 ms.
@@ -336,29 +336,29 @@ mod tests {
     #[test]
     fn temporal_decisions_need_agreeing_decisions_in_a_row() {
         let mut sel = Selector::new(policy(true, 0, 3));
-        let switches = drive(&mut sel, 0, &[10, 100, 100, 10, 100, 100, 100, 100]);
+        let handovers = drive(&mut sel, 0, &[10, 100, 100, 10, 100, 100, 100, 100]);
         // Spatial at 0 ms; the first run of two 100 ms samples is too short; the second run
-        // switches at its third sample.
-        assert_eq!(switches, [at(0, "cubic", DecisionKind::Spatial), at(600, "bbr", DecisionKind::Temporal)]);
+        // hands over at its third sample.
+        assert_eq!(handovers, [at(0, "cubic", DecisionKind::Spatial), at(600, "bbr", DecisionKind::Temporal)]);
     }
 
     #[test]
     fn an_alternating_series_does_not_flap() {
         let mut sel = Selector::new(policy(true, 0, 2));
         let series: Vec<u64> = (0..50).map(|i| if i % 2 == 0 { 10 } else { 100 }).collect();
-        let switches = drive(&mut sel, 0, &series);
-        assert_eq!(switches, [at(0, "cubic", DecisionKind::Spatial)]);
+        let handovers = drive(&mut sel, 0, &series);
+        assert_eq!(handovers, [at(0, "cubic", DecisionKind::Spatial)]);
     }
 
     #[test]
     fn the_dwell_time_is_respected() {
         let mut sel = Selector::new(policy(true, 1_000, 1));
-        // Spatial switch to cubic at 0 ms; bbr is asked for from 100 ms on, allowed at 1 000 ms;
+        // Spatial handover to cubic at 0 ms; bbr is asked for from 100 ms on, allowed at 1 000 ms;
         // then cubic again from 1 100 ms, allowed at 2 000 ms.
         let series: Vec<u64> = [10].into_iter().chain([100; 10]).chain([10; 12]).collect();
-        let switches = drive(&mut sel, 0, &series);
+        let handovers = drive(&mut sel, 0, &series);
         assert_eq!(
-            switches,
+            handovers,
             [
                 at(0, "cubic", DecisionKind::Spatial),
                 at(1_000, "bbr", DecisionKind::Temporal),
@@ -368,18 +368,18 @@ mod tests {
     }
 
     #[test]
-    fn the_dwell_counts_from_the_first_report_without_a_switch() {
+    fn the_dwell_counts_from_the_first_report_without_a_handover() {
         let mut sel = Selector::new(policy(true, 1_000, 1));
-        sel.note_switch("cubic", 0);
+        sel.note_handover("cubic", 0);
         // The clock starts at 5 s: the flow has been on cubic since its first report.
-        let switches = drive(&mut sel, 5_000, &[10, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100]);
-        assert_eq!(switches, [at(6_000, "bbr", DecisionKind::Temporal)]);
+        let handovers = drive(&mut sel, 5_000, &[10, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100]);
+        assert_eq!(handovers, [at(6_000, "bbr", DecisionKind::Temporal)]);
     }
 
     #[test]
     fn a_decision_not_acted_on_comes_again() {
         let mut sel = Selector::new(policy(true, 0, 2));
-        sel.note_switch("westwood", 0); // pinned, say
+        sel.note_handover("westwood", 0); // pinned, say
         let mut kinds = Vec::new();
         for i in 0..5 {
             if let Some(d) = sel.on_report(&report(i * 100, 100), MSS) {
@@ -391,33 +391,33 @@ mod tests {
     }
 
     #[test]
-    fn mystique_switches_with_its_hysteresis() {
+    fn mystique_hands_over_with_its_hysteresis() {
         let p = Arc::new(Policy::builtin("mystique").unwrap());
         let h = p.hysteresis();
         let mut sel = Selector::new(Arc::clone(&p));
-        let mut switches = Vec::new();
+        let mut handovers = Vec::new();
         let mut now_us = 0;
-        let mut step = |sel: &mut Selector, lost: u64, switches: &mut Vec<(u64, String)>| {
+        let mut step = |sel: &mut Selector, lost: u64, handovers: &mut Vec<(u64, String)>| {
             now_us += 20 * MS;
             let m = Measurement { now_us, rtt_us: 20 * MS, acked_bytes: 20 * MSS, lost_packets: lost, ..Default::default() };
             if let Some(d) = sel.on_report(&m, MSS) {
-                sel.note_switch(&d.algorithm, now_us);
-                switches.push((now_us, d.algorithm));
+                sel.note_handover(&d.algorithm, now_us);
+                handovers.push((now_us, d.algorithm));
             }
         };
         // Clean path: hybla after min_samples reports.
         for _ in 0..p.min_samples() {
-            step(&mut sel, 0, &mut switches);
+            step(&mut sel, 0, &mut handovers);
         }
-        assert_eq!(switches, [(p.min_samples() as u64 * 20 * MS, "hybla".to_string())]);
+        assert_eq!(handovers, [(p.min_samples() as u64 * 20 * MS, "hybla".to_string())]);
         // One loss per report from now: illinois, but not before the dwell time is over.
-        let hybla_at = switches[0].0;
-        while switches.len() < 2 {
-            step(&mut sel, 1, &mut switches);
+        let hybla_at = handovers[0].0;
+        while handovers.len() < 2 {
+            step(&mut sel, 1, &mut handovers);
         }
-        assert_eq!(switches[1].1, "illinois");
-        assert!(switches[1].0 >= hybla_at + h.min_dwell_us, "{switches:?}");
-        assert!(switches[1].0 < hybla_at + h.min_dwell_us + 20 * MS * u64::from(h.agreeing), "{switches:?}");
+        assert_eq!(handovers[1].1, "illinois");
+        assert!(handovers[1].0 >= hybla_at + h.min_dwell_us, "{handovers:?}");
+        assert!(handovers[1].0 < hybla_at + h.min_dwell_us + 20 * MS * u64::from(h.agreeing), "{handovers:?}");
     }
 
     #[test]
@@ -434,8 +434,8 @@ mod tests {
         sel.set_policy(mystique);
         assert_eq!(sel.features().samples, 0);
         assert!(sel.features().bytes > 0.0, "whole-flow totals survive");
-        let switches = drive(&mut sel, 2_000, &vec![30; min]);
-        assert_eq!(switches, [at(2_000 + 100 * (min as u64 - 1), "hybla", DecisionKind::Spatial)]);
+        let handovers = drive(&mut sel, 2_000, &vec![30; min]);
+        assert_eq!(handovers, [at(2_000 + 100 * (min as u64 - 1), "hybla", DecisionKind::Spatial)]);
     }
 }
 
@@ -505,7 +505,7 @@ mod first_decision_tests {
     }
 
     #[test]
-    fn a_model_policy_switches_when_its_model_chooses_another_algorithm() {
+    fn a_model_policy_hands_over_when_its_model_chooses_another_algorithm() {
         let dir = std::env::temp_dir().join(format!("ccswitch-selector-model-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         // One split on mean_rtt_ms at 100 ms: below, cubic; above, bbr.
@@ -526,7 +526,7 @@ mod first_decision_tests {
             assert_eq!(sel.on_report(&m(i * 100, 40), MSS), None);
         }
         // A long RTT lifts the mean above 100 ms (40, 40, 40, 300: 105): a first decision for
-        // bbr; the second agreeing one (40, 40, 300, 300: 170) switches.
+        // bbr; the second agreeing one (40, 40, 300, 300: 170) hands it over.
         assert_eq!(sel.on_report(&m(400, 300), MSS), None, "first decision for bbr");
         let d = sel.on_report(&m(500, 300), MSS).expect("second agreeing decision");
         assert_eq!((d.algorithm.as_str(), d.kind), ("bbr", DecisionKind::Temporal));

@@ -18,7 +18,7 @@
 //!
 //! [hysteresis]              # temporal decisions only (required with temporal = true)
 //! min_dwell_ms = 3000       # at least this long on an algorithm (datapath clock)
-//! agreeing = 3              # this many equal decisions in a row before switching
+//! agreeing = 3              # this many equal decisions in a row before a handover
 //!
 //! [params]                  # named numbers for the rules, overridable from the spec
 //! rtt_threshold_ms = 50
@@ -78,8 +78,8 @@ struct PolicyFile {
     default: Option<String>,
     /// The model file, as written (relative to the policy file).
     model: Option<String>,
-    window: Option<WindowFile>,
-    decide: DecideFile,
+    window: Option<PolicyWindow>,
+    decide: PolicyDecide,
     hysteresis: Option<HysteresisFile>,
     params: BTreeMap<String, f64>,
     rule: Vec<RuleFile>,
@@ -90,7 +90,7 @@ struct PolicyFile {
 }
 
 #[derive(Debug)]
-struct WindowFile {
+struct PolicyWindow {
     kind: WindowKind,
     samples: usize,
 }
@@ -102,13 +102,13 @@ enum WindowKind {
 }
 
 #[derive(Debug)]
-struct DecideFile {
+struct PolicyDecide {
     spatial: bool,
     temporal: bool,
     min_samples: Option<usize>,
 }
 
-impl Default for DecideFile {
+impl Default for PolicyDecide {
     fn default() -> Self {
         Self { spatial: true, temporal: false, min_samples: None }
     }
@@ -131,9 +131,9 @@ struct RuleFile {
 /// How a temporal decision is held back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hysteresis {
-    /// Least time on an algorithm before the next switch, µs of the datapath clock.
+    /// Least time on an algorithm before the next handover, µs of the datapath clock.
     pub min_dwell_us: u64,
-    /// Equal decisions in a row needed for a switch.
+    /// Equal decisions in a row needed for a handover.
     pub agreeing: u32,
 }
 
@@ -220,7 +220,7 @@ struct Rule {
 }
 
 #[derive(Clone, Debug)]
-struct Param {
+struct PolicyParam {
     name: String,
     value: f64,
 }
@@ -238,7 +238,7 @@ pub struct Policy {
     spatial: bool,
     temporal: bool,
     hysteresis: Hysteresis,
-    params: Vec<Param>,
+    params: Vec<PolicyParam>,
     rules: Vec<Rule>,
     /// Decides in place of the rules when present.
     model: Option<Arc<Model>>,
@@ -689,12 +689,12 @@ fn read_file(table: &Table) -> PolicyFile {
                 None => None,
             };
             let samples = f.whole::<usize>("samples", Some("how many RTT samples the features cover, a whole number"));
-            kind.zip(samples).map(|(kind, samples)| WindowFile { kind, samples })
+            kind.zip(samples).map(|(kind, samples)| PolicyWindow { kind, samples })
         }
         None => None,
     };
 
-    let mut decide = DecideFile::default();
+    let mut decide = PolicyDecide::default();
     if let Some(t) = top.table("decide", None) {
         let mut f = top.nested(t, "[decide] ".into());
         f.unknown(DECIDE_FIELDS);
@@ -708,7 +708,7 @@ fn read_file(table: &Table) -> PolicyFile {
         f.unknown(HYSTERESIS_FIELDS);
         HysteresisFile {
             min_dwell_ms: f.whole("min_dwell_ms", Some("least time on an algorithm, ms")).unwrap_or_default(),
-            agreeing: f.whole("agreeing", Some("equal decisions in a row before a switch")).unwrap_or_default(),
+            agreeing: f.whole("agreeing", Some("equal decisions in a row before a handover")).unwrap_or_default(),
         }
     });
 
@@ -762,7 +762,7 @@ fn apply_overrides(file: &mut PolicyFile, overrides: &str) -> Result<(), String>
     Ok(())
 }
 
-fn window(file: &mut PolicyFile) -> Result<&mut WindowFile, String> {
+fn window(file: &mut PolicyFile) -> Result<&mut PolicyWindow, String> {
     file.window.as_mut().ok_or_else(|| "the policy has no valid [window] to override".to_string())
 }
 
@@ -870,7 +870,7 @@ fn build(file: PolicyFile, origin: &str, dir: Option<&Path>) -> Result<Policy> {
     }
     let hysteresis = check_hysteresis(file.hysteresis.as_ref(), file.decide.temporal).map_err(|e| errors.push(e)).ok();
     // Every declared param, valid or not, so that rules naming a broken one are not blamed too.
-    let params: Vec<Param> = file.params.iter().map(|(name, &value)| Param { name: name.clone(), value }).collect();
+    let params: Vec<PolicyParam> = file.params.iter().map(|(name, &value)| PolicyParam { name: name.clone(), value }).collect();
     errors.extend(params.iter().filter_map(check_param));
     errors.extend(file.memory.check());
     if let Some(Err(e)) = file.initial.as_deref().map(check_algorithm) {
@@ -963,7 +963,7 @@ fn load_model(path: &str, dir: Option<&Path>) -> Result<Model, String> {
     Model::load(&full).map_err(|e| format!("model = {path:?}: {e}"))
 }
 
-fn check_window(w: &WindowFile) -> Result<FeatureWindow, String> {
+fn check_window(w: &PolicyWindow) -> Result<FeatureWindow, String> {
     if !(1..=MAX_WINDOW_SAMPLES).contains(&w.samples) {
         return Err(format!("[window] samples = {}: must be between 1 and {MAX_WINDOW_SAMPLES}", w.samples));
     }
@@ -996,7 +996,7 @@ fn is_keyword(s: &str) -> bool {
 }
 
 /// What is wrong with a param, if anything.
-fn check_param(p: &Param) -> Option<String> {
+fn check_param(p: &PolicyParam) -> Option<String> {
     let name = &p.name;
     if !is_identifier(name) || is_keyword(name) {
         return Some(format!("[params] {name:?}: a param's name is a word of letters, digits and '_' (not `and`/`or`)"));
@@ -1083,7 +1083,7 @@ fn describe(token: Option<&Token<'_>>) -> String {
     }
 }
 
-fn parse_condition(text: &str, params: &[Param]) -> Result<Condition, String> {
+fn parse_condition(text: &str, params: &[PolicyParam]) -> Result<Condition, String> {
     let tokens = tokenize(text)?;
     if tokens.is_empty() {
         return Err("empty condition; leave `when` out for a rule that always matches".to_string());
@@ -1117,7 +1117,7 @@ fn parse_condition(text: &str, params: &[Param]) -> Result<Condition, String> {
     Ok(Condition { any })
 }
 
-fn left_text(operand: Operand, params: &[Param]) -> String {
+fn left_text(operand: Operand, params: &[PolicyParam]) -> String {
     match operand {
         Operand::Feature(i) => Features::NAMES[i].to_string(),
         Operand::Param(i) => params[i].name.clone(),
@@ -1125,7 +1125,7 @@ fn left_text(operand: Operand, params: &[Param]) -> String {
     }
 }
 
-fn operand(token: Option<&Token<'_>>, params: &[Param]) -> Result<Operand, String> {
+fn operand(token: Option<&Token<'_>>, params: &[PolicyParam]) -> Result<Operand, String> {
     match token {
         Some(Token::Number(x)) => Ok(Operand::Number(*x)),
         Some(Token::Word(w)) if !is_keyword(w) => {
@@ -1556,9 +1556,9 @@ mod model_policy_tests {
     fn a_policy_sent_as_text_takes_its_model_path_as_given() {
         let files = Files::new("text", MODEL, POLICY);
         let text = POLICY.replace("models/m.json", &files.model());
-        let p = Policy::parse(&text, "sent through the control interface").unwrap();
+        let p = Policy::parse(&text, "sent through the operator interface").unwrap();
         assert_eq!(p.model().map(Model::origin), Some(files.model().as_str()));
-        let e = format!("{:#}", Policy::parse(&text.replace("\"first\"", "\"sliding\""), "sent through the control interface").unwrap_err());
-        assert!(e.starts_with("policy sent through the control interface: [window]"), "{e}");
+        let e = format!("{:#}", Policy::parse(&text.replace("\"first\"", "\"sliding\""), "sent through the operator interface").unwrap_err());
+        assert!(e.starts_with("policy sent through the operator interface: [window]"), "{e}");
     }
 }

@@ -1,12 +1,12 @@
 //! The datapath-independent half of a shim: the agent connection, the program table, each
 //! flow's CCP [`Flow`], and the agent deadline. Both datapaths (the kernel's struct_ops CC and
-//! the switch port) drive a [`Session`] from their event loops and implement
+//! the ovs one at the bridge port) drive a [`Session`] from their event loops and implement
 //! [`SessionDatapath`] for the three things only they can do: write a flow's directive, clear
 //! it, and move the deadline after which the datapath ignores every directive.
 //!
 //! Agent liveness is that one deadline: while the agent is connected and has answered every
 //! report within the timeout, the session keeps pushing it forward; otherwise it stops, and
-//! once it lapses every flow falls back (the kernel runs its in-kernel algorithm, the switch
+//! once it lapses every flow falls back (the kernel runs its in-kernel algorithm, the ovs
 //! passes everything unchanged). A lost connection drops the deadline at once and clears all
 //! directives, so a returning agent never inherits stale windows; on reconnection the session
 //! announces itself (READY) and every live flow (CREATE with its current window), so the new

@@ -1,4 +1,4 @@
-//! `#[repr(C)]` mirrors of `src/bpf/ccswitch.h`. Every size is asserted at
+//! `#[repr(C)]` mirrors of `src/bpf/kernel.h`. Every size is asserted at
 //! compile time (the C header asserts the same numbers with
 //! `_Static_assert`), and the map value types are also checked against the
 //! layouts libbpf-cargo generated from the BPF object's BTF.
@@ -147,7 +147,7 @@ pub struct FoldTest {
     pub report: FoldRegs,
 }
 
-/// Limits of the BPF interpreter (`CCSW_VM_*` in ccswitch.h).
+/// Limits of the BPF interpreter (`CCSW_VM_*` in kernel.h).
 pub const VM_MAX_INSTRS: usize = 128;
 pub const VM_MAX_EXPRS: usize = 32;
 pub const VM_REPORT_REGS: usize = 32;

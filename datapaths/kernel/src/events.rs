@@ -1,4 +1,4 @@
-//! The ring-buffer records of `src/bpf/ccswitch.h`, decoded: what the BPF program tells the
+//! The ring-buffer records of `src/bpf/kernel.h`, decoded: what the BPF program tells the
 //! shim about each flow (created, per-ACK primitives, folded reports, closed).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

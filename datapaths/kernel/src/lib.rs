@@ -1,5 +1,5 @@
 //! ccswitch kernel datapath: loader and event decoder for the BPF struct_ops
-//! congestion control in `src/bpf/ccswitch.bpf.c`.
+//! congestion control in `src/bpf/kernel.bpf.c`.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -44,7 +44,7 @@ pub mod vm;
     non_snake_case
 )]
 mod skel {
-    include!(concat!(env!("OUT_DIR"), "/ccswitch.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/kernel.skel.rs"));
 }
 
 pub use ccswitch_ccp::program::standard::FoldMode;

@@ -14,7 +14,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
 use crate::events::{decode, Event};
-use crate::skel::{CcswitchSkel, CcswitchSkelBuilder};
+use crate::skel::{KernelSkel, KernelSkelBuilder};
 use crate::{abi, directives, teardown, vm};
 use ccswitch_ccp::session::ProgramRun;
 
@@ -156,7 +156,7 @@ pub struct KernelDatapath {
     link: ManuallyDrop<Link>,
     hand_back_link: ManuallyDrop<Link>,
     ring: ManuallyDrop<EventRing<Event>>,
-    skel: ManuallyDrop<CcswitchSkel<'static>>,
+    skel: ManuallyDrop<KernelSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
     fallback: std::cell::Cell<Fallback>,
     deadline_ns: std::cell::Cell<u64>,
@@ -273,7 +273,7 @@ impl KernelDatapath {
         storage: &'static mut MaybeUninit<OpenObject>,
         opts: &LoadOptions,
     ) -> Result<(
-        CcswitchSkel<'static>,
+        KernelSkel<'static>,
         Link,
         Link,
         EventRing<Event>,
@@ -282,7 +282,7 @@ impl KernelDatapath {
         MappedArray<abi::Config>,
         MappedArray<abi::VmFlow>,
     )> {
-        let mut open = CcswitchSkelBuilder::default()
+        let mut open = KernelSkelBuilder::default()
             .open(storage)
             .context("opening the ccswitch BPF object")?;
         {
@@ -382,7 +382,7 @@ impl KernelDatapath {
         Self::hand_back_with(&mut self.skel, &self.hand_back_link, &self.cc_name, builtin)
     }
 
-    fn hand_back_with(skel: &mut CcswitchSkel<'_>, iter_link: &Link, cc_name: &str, builtin: &str) -> (HandBack, u64) {
+    fn hand_back_with(skel: &mut KernelSkel<'_>, iter_link: &Link, cc_name: &str, builtin: &str) -> (HandBack, u64) {
         let Some(bss) = skel.maps.bss_data.as_deref_mut() else {
             return (HandBack { failures: vec!["BPF object without .bss".into()], ..Default::default() }, 0);
         };

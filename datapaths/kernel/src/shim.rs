@@ -2,7 +2,7 @@
 //! directives and agent deadline written back to the BPF maps.
 //!
 //! Everything that does not depend on the datapath (agent connection and liveness deadline,
-//! programs, per-flow CCP state) is `ccswitch_ccp::session`, shared with the switch shim;
+//! programs, per-flow CCP state) is `ccswitch_ccp::session`, shared with the ovs shim;
 //! here are only the kernel's events and maps. While the deadline lapses, every flow runs the
 //! in-kernel fallback; the kernel's window is then the truth, so each ACK tells the flow's
 //! program the window the kernel actually uses.

@@ -1,4 +1,4 @@
-//! `#[repr(C)]` mirrors of `bpf/switch.h` (sizes asserted against the C `_Static_assert`s and
+//! `#[repr(C)]` mirrors of `bpf/ovs.h` (sizes asserted against the C `_Static_assert`s and
 //! against the skeleton's BTF-derived types).
 
 use std::mem::size_of;

@@ -1,5 +1,5 @@
 //! Records the port programs hand to userspace, decoded, and the per-flow directive userspace
-//! hands back. Their C layouts are in `bpf/switch.h` (mirrored in `abi`); [`decode`] converts
+//! hands back. Their C layouts are in `bpf/ovs.h` (mirrored in `abi`); [`decode`] converts
 //! records into these types.
 //!
 //! Sequence and acknowledgement numbers are raw 32-bit TCP numbers (they wrap); times are
@@ -11,9 +11,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::abi::{self, from_bytes, from_prefix, FRAME_MAX};
 
-/// A connection, server side first. IPv4 and IPv6.
+/// A connection's addresses, server side first. IPv4 and IPv6 (the BPF map key they decode
+/// from is [`abi::FlowKey`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FlowKey {
+pub struct FlowAddrs {
     pub server: SocketAddr,
     pub client: SocketAddr,
 }
@@ -24,7 +25,7 @@ pub struct FlowKey {
 pub struct Established {
     pub flow_id: u32,
     pub ts_ns: u64,
-    pub key: FlowKey,
+    pub key: FlowAddrs,
     /// Sender MSS: the smaller of the two MSS options (536 for IPv4 / 1220 for IPv6 when absent).
     pub mss: u16,
     /// Shift to apply to the window field of the client's ACKs: the client's SYN option
@@ -155,7 +156,7 @@ pub struct Directive {
     pub active: bool,
 }
 
-pub(crate) fn key_from_raw(k: &abi::FlowKey) -> Option<FlowKey> {
+pub(crate) fn key_from_raw(k: &abi::FlowKey) -> Option<FlowAddrs> {
     let (s, c) = match k.family {
         abi::FAMILY_V4 => {
             let s: [u8; 4] = k.server_addr[..4].try_into().ok()?;
@@ -168,14 +169,14 @@ pub(crate) fn key_from_raw(k: &abi::FlowKey) -> Option<FlowKey> {
         ),
         _ => return None,
     };
-    Some(FlowKey {
+    Some(FlowAddrs {
         server: SocketAddr::new(s, k.server_port),
         client: SocketAddr::new(c, k.client_port),
     })
 }
 
 /// The flow-table key of `key` (a v4 and a v6 address in one key cannot match any frame).
-pub fn key_to_raw(key: &FlowKey) -> abi::FlowKey {
+pub fn key_to_raw(key: &FlowAddrs) -> abi::FlowKey {
     let mut k = abi::FlowKey {
         server_port: key.server.port(),
         client_port: key.client.port(),
@@ -357,11 +358,11 @@ mod tests {
     #[test]
     fn keys_round_trip() {
         for k in [
-            FlowKey {
+            FlowAddrs {
                 server: "10.0.0.1:80".parse().unwrap(),
                 client: "10.0.0.2:4000".parse().unwrap(),
             },
-            FlowKey {
+            FlowAddrs {
                 server: "[2001:db8::1]:80".parse().unwrap(),
                 client: "[2001:db8::2]:4000".parse().unwrap(),
             },

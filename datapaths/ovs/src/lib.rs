@@ -1,5 +1,5 @@
-//! The switch datapath: enforces an agent's congestion window on an unmodified TCP server
-//! from the switch port in front of it.
+//! The ovs datapath: enforces an agent's congestion window on an unmodified TCP server
+//! from the bridge port in front of it.
 //!
 //! Two TC-eBPF programs sit on the server-facing port of a bridge (Open vSwitch or Linux):
 //! on the port's **ingress** (frames from the server) one observes the server's data and
@@ -9,11 +9,11 @@
 //! blocks and ECE from the server. Rewrites sit on egress because Open vSwitch's userspace
 //! datapath reads its ports with packet sockets, which see a frame before TC ingress.
 //!
-//! The userspace shim (`ccswitch-switch`) keeps the unacknowledged segments, detects losses
+//! The userspace shim (`ccswitch-ovs`) keeps the unacknowledged segments, detects losses
 //! and retransmits them toward the client itself, turns data and ACKs into CCP measurement
 //! primitives, and speaks CCP to the agent exactly as the kernel datapath does.
 //!
-//! Modules: [`abi`] (the `#[repr(C)]` mirrors of `bpf/switch.h`), [`events`] (the decoded
+//! Modules: [`abi`] (the `#[repr(C)]` mirrors of `bpf/ovs.h`), [`events`] (the decoded
 //! records and directives shared by the BPF side and the shim, and the decoder), [`loader`]
 //! (loading, attaching, maps, injection), [`recovery`] (per-flow sender model: segment
 //! buffer, SACK scoreboard, loss detection, measurement).
@@ -31,5 +31,5 @@ pub mod recovery;
     non_snake_case
 )]
 mod skel {
-    include!(concat!(env!("OUT_DIR"), "/switch.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/ovs.skel.rs"));
 }

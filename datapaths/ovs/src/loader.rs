@@ -1,12 +1,12 @@
 //! Loading the port programs, attaching them to a port, and the maps and ring buffer between
 //! them and the shim.
 //!
-//! The programs (`bpf/switch.bpf.c`) attach with TCX links owned by [`SwitchDatapath`]: no
+//! The programs (`bpf/ovs.bpf.c`) attach with TCX links owned by [`OvsDatapath`]: no
 //! qdisc is created, dropping the value detaches them, and so does the death of the process
 //! (the links die with their last file descriptor).
 //!
 //! # Re-injection
-//! [`SwitchDatapath::inject`] hands a stored server frame back to the kernel as if it had just
+//! [`OvsDatapath::inject`] hands a stored server frame back to the kernel as if it had just
 //! arrived from the server on the port: it runs the trivial XDP program `ccsw_inject` with
 //! `BPF_PROG_TEST_RUN` in live-frames mode (`BPF_F_TEST_XDP_LIVE_FRAMES`), whose `XDP_PASS`
 //! frames enter the receive path of the device named by `xdp_md.ingress_ifindex`. Everything
@@ -34,8 +34,8 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
 use crate::abi::{self, as_bytes, from_bytes, from_prefix};
-use crate::events::{decode, key_from_raw, key_to_raw, Directive, Event, FlowKey};
-use crate::skel::{SwitchSkel, SwitchSkelBuilder};
+use crate::events::{decode, key_from_raw, key_to_raw, Directive, Event, FlowAddrs};
+use crate::skel::{OvsSkel, OvsSkelBuilder};
 
 pub use crate::abi::FRAME_MAX;
 
@@ -257,7 +257,7 @@ pub fn complete_tcp_checksum(frame: &mut [u8]) -> bool {
 }
 
 /// CLOCK_MONOTONIC now, nanoseconds: the clock of the programs' timestamps and of
-/// [`SwitchDatapath::set_valid_until`].
+/// [`OvsDatapath::set_valid_until`].
 pub use ccswitch_ccp::session::monotonic_now_ns;
 
 fn ifindex(ifname: &str) -> Result<u32> {
@@ -306,12 +306,12 @@ pub struct DirectiveSlotBusy {
     pub slots: usize,
 }
 
-pub struct SwitchDatapath {
+pub struct OvsDatapath {
     // Field order is drop order: links first (detaching), then the ring buffer, the
     // skeleton, and the storage the skeleton borrows.
     links: Vec<Link>,
     ring: ManuallyDrop<EventRing<Event>>,
-    skel: ManuallyDrop<SwitchSkel<'static>>,
+    skel: ManuallyDrop<OvsSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
@@ -320,7 +320,7 @@ pub struct SwitchDatapath {
     conf: MappedArray<abi::Config>,
 }
 
-impl Drop for SwitchDatapath {
+impl Drop for OvsDatapath {
     fn drop(&mut self) {
         self.links.clear();
         // SAFETY: each field is dropped once, in dependency order; `object` came from
@@ -333,10 +333,10 @@ impl Drop for SwitchDatapath {
     }
 }
 
-impl SwitchDatapath {
+impl OvsDatapath {
     /// Load the programs and attach them to `opts.ifname` (TCX links owned by this value:
     /// dropping it detaches them, and so does the process's death). Kernel run-time
-    /// statistics are enabled while it lives (see [`SwitchDatapath::prog_stats`]).
+    /// statistics are enabled while it lives (see [`OvsDatapath::prog_stats`]).
     pub fn attach(opts: AttachOptions) -> Result<Self> {
         let idx = ifindex(&opts.ifname)?;
         let mut dp = Self::load_detached(&opts)?;
@@ -377,7 +377,7 @@ impl SwitchDatapath {
     }
 
     /// Load the programs and create the maps without attaching anything (tests run the
-    /// programs with [`SwitchDatapath::test_run`]; [`SwitchDatapath::inject`] needs a port).
+    /// programs with [`OvsDatapath::test_run`]; [`OvsDatapath::inject`] needs a port).
     pub fn load_detached(opts: &AttachOptions) -> Result<Self> {
         if !opts.ring_bytes.is_power_of_two() || opts.ring_bytes < 4096 {
             bail!(
@@ -393,7 +393,7 @@ impl SwitchDatapath {
         // everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, opts) {
-            Ok((skel, ring, directives, conf)) => Ok(SwitchDatapath {
+            Ok((skel, ring, directives, conf)) => Ok(OvsDatapath {
                 links: Vec::new(),
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
@@ -414,10 +414,10 @@ impl SwitchDatapath {
     fn load_into(
         storage: &'static mut MaybeUninit<OpenObject>,
         opts: &AttachOptions,
-    ) -> Result<(SwitchSkel<'static>, EventRing<Event>, MappedArray<abi::Directive>, MappedArray<abi::Config>)> {
-        let mut open = SwitchSkelBuilder::default()
+    ) -> Result<(OvsSkel<'static>, EventRing<Event>, MappedArray<abi::Directive>, MappedArray<abi::Config>)> {
+        let mut open = OvsSkelBuilder::default()
             .open(storage)
-            .context("opening the switch BPF object")?;
+            .context("opening the ovs BPF object")?;
         open.maps
             .flows
             .set_max_entries(opts.max_flows)
@@ -433,7 +433,7 @@ impl SwitchDatapath {
         open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?.ccsw_max_flows = opts.max_flows;
         let skel = open
             .load()
-            .context("loading the switch BPF programs (verifier)")?;
+            .context("loading the ovs BPF programs (verifier)")?;
 
         let ring = EventRing::new(&skel.maps.events, decode)?;
         let directives = MappedArray::new(skel.maps.directives.as_fd(), opts.max_flows as usize).context("mapping the directives")?;
@@ -456,7 +456,7 @@ impl SwitchDatapath {
         self.ring.malformed()
     }
 
-    pub fn set_directive(&self, flow_id: u32, control: &Directive) -> Result<()> {
+    pub fn set_directive(&self, flow_id: u32, directive: &Directive) -> Result<()> {
         let i = flow_id as usize % self.directives.len();
         let holder = self.directives.read(i).flow_id;
         if holder != 0 && holder != flow_id {
@@ -466,10 +466,10 @@ impl SwitchDatapath {
         // SAFETY: in bounds; each field is one aligned 32-bit store. The owner goes last,
         // so the egress program never applies a half-written slot to this flow.
         unsafe {
-            write_volatile(&raw mut (*p).cwnd_bytes, control.cwnd_bytes);
-            write_volatile(&raw mut (*p).sacked_bytes, control.sacked_bytes);
-            write_volatile(&raw mut (*p).sacked_una, control.sacked_una);
-            write_volatile(&raw mut (*p).active, control.active as u32);
+            write_volatile(&raw mut (*p).cwnd_bytes, directive.cwnd_bytes);
+            write_volatile(&raw mut (*p).sacked_bytes, directive.sacked_bytes);
+            write_volatile(&raw mut (*p).sacked_una, directive.sacked_una);
+            write_volatile(&raw mut (*p).active, directive.active as u32);
             fence(Ordering::Release);
             write_volatile(&raw mut (*p).flow_id, flow_id);
         }
@@ -488,7 +488,7 @@ impl SwitchDatapath {
         Ok(())
     }
 
-    /// The control of `flow_id` as the egress program reads it.
+    /// The directive of `flow_id` as the egress program reads it.
     pub fn directive(&self, flow_id: u32) -> Option<Directive> {
         let c = self.directives.read(flow_id as usize % self.directives.len());
         (c.flow_id == flow_id).then_some(Directive {
@@ -518,7 +518,7 @@ impl SwitchDatapath {
     }
 
     /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.
-    pub fn remove_flow(&self, key: &FlowKey) -> Result<()> {
+    pub fn remove_flow(&self, key: &FlowAddrs) -> Result<()> {
         let k = key_to_raw(key);
         match self.skel.maps.flows.delete(as_bytes(&k)) {
             Ok(()) => Ok(()),
@@ -528,7 +528,7 @@ impl SwitchDatapath {
     }
 
     /// The flow-table entry of `key`, decoded.
-    pub fn flow(&self, key: &FlowKey) -> Option<FlowTableEntry> {
+    pub fn flow(&self, key: &FlowAddrs) -> Option<FlowTableEntry> {
         let k = key_to_raw(key);
         let v = self
             .skel
@@ -540,7 +540,7 @@ impl SwitchDatapath {
     }
 
     /// Every flow-table entry, decoded.
-    pub fn flows(&self) -> Vec<(FlowKey, FlowTableEntry)> {
+    pub fn flows(&self) -> Vec<(FlowAddrs, FlowTableEntry)> {
         let map = &self.skel.maps.flows;
         map.keys()
             .filter_map(|k| {
@@ -681,7 +681,7 @@ impl SwitchDatapath {
 
 /// Remove any ccswitch program left attached to `ifname` (e.g. by a killed shim whose links
 /// were pinned); returns how many were removed. TCX attachments only: these programs are
-/// never attached through clsact. Also removes the programs of a live [`SwitchDatapath`] on
+/// never attached through clsact. Also removes the programs of a live [`OvsDatapath`] on
 /// that port.
 pub fn detach_port(ifname: &str) -> Result<usize> {
     let idx = ifindex(ifname)?;

@@ -1,4 +1,4 @@
-//! `ccswitch-switch`: the switch datapath's userspace shim.
+//! `ccswitch-ovs`: the ovs datapath's userspace shim.
 //!
 //! `run` attaches the port programs to the bridge port facing an unmodified TCP server, keeps
 //! every unacknowledged server segment, retransmits losses toward the client itself, and
@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use ccswitch_ccp::cli::{AgentArgs, LogArgs};
-use ccswitch_ovs::loader::{detach_port, AttachOptions, SwitchDatapath};
+use ccswitch_ovs::loader::{detach_port, AttachOptions, OvsDatapath};
 use ccswitch_ovs::recovery::RecoveryConfig;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "ccswitch-switch", version, about)]
+#[command(name = "ccswitch-ovs", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ccswitch-switch: {e:#}");
+            eprintln!("ccswitch-ovs: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -103,11 +103,11 @@ fn run(args: RunArgs) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
 
     let opts = AttachOptions { ifname: args.port.clone(), max_flows: args.max_flows, ring_bytes: args.ring_bytes };
-    let datapath = SwitchDatapath::attach(opts).with_context(|| format!("attaching to port {}", args.port))?;
+    let datapath = OvsDatapath::attach(opts).with_context(|| format!("attaching to port {}", args.port))?;
     let ids: Vec<String> = datapath.prog_stats().iter().map(|p| format!("{}={}", p.name, p.id)).collect();
     tracing::info!(port = %args.port, programs = %ids.join(","), "attached");
 
-    let agent_addr = args.agent.addr("ccswitch-switch");
+    let agent_addr = args.agent.addr("ccswitch-ovs");
     let cfg = shim::ShimConfig {
         recovery: RecoveryConfig {
             flow_buffer_bytes: args.flow_buffer_bytes,

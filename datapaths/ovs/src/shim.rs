@@ -1,4 +1,4 @@
-//! The switch shim's event loop: port records in, per-flow sender models
+//! The ovs shim's event loop: port records in, per-flow sender models
 //! ([`SenderFlow`]), CCP evaluations and agent messages through the shared
 //! [`Session`], and back out the per-flow `Directive`, the agent deadline and retransmissions.
 //!
@@ -11,7 +11,7 @@
 //!
 //! A flow falls back for good when its data can no longer be protected (its buffer budget or
 //! the shared one ran out, the BPF side could not copy a segment, or a segment went missing):
-//! its control is cleared, its buffer freed, and the agent told that the flow is gone.
+//! its directive is cleared, its buffer freed, and the agent told that the flow is gone.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,8 +26,8 @@ use ccswitch_ccp::session::{
 use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
-use ccswitch_ovs::loader::{DirectiveSlotBusy, SwitchDatapath};
-use ccswitch_ovs::events::{Ack, Directive, Event, FlowKey};
+use ccswitch_ovs::loader::{DirectiveSlotBusy, OvsDatapath};
+use ccswitch_ovs::events::{Ack, Directive, Event, FlowAddrs};
 use ccswitch_datapath_support::wheel::TimerWheel;
 use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
 
@@ -45,30 +45,30 @@ const MAX_SAMPLES: usize = 1 << 20;
 /// Initial window announced to the agent, in segments (RFC 6928).
 const INIT_CWND_SEGMENTS: u32 = 10;
 
-/// What the shim needs from the port (the [`SwitchDatapath`], or a stand-in in tests).
+/// What the shim needs from the port (the [`OvsDatapath`], or a stand-in in tests).
 pub trait PortOps {
-    fn set_directive(&self, flow_id: u32, control: &Directive) -> Result<()>;
+    fn set_directive(&self, flow_id: u32, directive: &Directive) -> Result<()>;
     fn clear_directive(&self, flow_id: u32) -> Result<()>;
     fn set_valid_until(&self, deadline_ns: u64) -> Result<()>;
-    fn remove_flow(&self, key: &FlowKey) -> Result<()>;
+    fn remove_flow(&self, key: &FlowAddrs) -> Result<()>;
     fn inject(&self, frame: &[u8]) -> Result<()>;
 }
 
-impl PortOps for SwitchDatapath {
-    fn set_directive(&self, flow_id: u32, control: &Directive) -> Result<()> {
-        SwitchDatapath::set_directive(self, flow_id, control)
+impl PortOps for OvsDatapath {
+    fn set_directive(&self, flow_id: u32, directive: &Directive) -> Result<()> {
+        OvsDatapath::set_directive(self, flow_id, directive)
     }
     fn clear_directive(&self, flow_id: u32) -> Result<()> {
-        SwitchDatapath::clear_directive(self, flow_id)
+        OvsDatapath::clear_directive(self, flow_id)
     }
     fn set_valid_until(&self, deadline_ns: u64) -> Result<()> {
-        SwitchDatapath::set_valid_until(self, deadline_ns)
+        OvsDatapath::set_valid_until(self, deadline_ns)
     }
-    fn remove_flow(&self, key: &FlowKey) -> Result<()> {
-        SwitchDatapath::remove_flow(self, key)
+    fn remove_flow(&self, key: &FlowAddrs) -> Result<()> {
+        OvsDatapath::remove_flow(self, key)
     }
     fn inject(&self, frame: &[u8]) -> Result<()> {
-        SwitchDatapath::inject(self, frame)
+        OvsDatapath::inject(self, frame)
     }
 }
 
@@ -82,8 +82,8 @@ pub struct ShimConfig {
     pub record_delay: Duration,
 }
 
-struct SwitchFlow {
-    key: FlowKey,
+struct OvsFlow {
+    key: FlowAddrs,
     sender: SenderFlow,
     /// The agent's latest window.
     cwnd: u32,
@@ -94,20 +94,20 @@ struct SwitchFlow {
     /// The port enforces `enforced` (and hides losses): from establishment at the initial
     /// window when the agent is answering, then the agent's windows, until a fallback.
     active: bool,
-    /// The control last written, to skip identical map updates.
+    /// The directive last written, to skip identical map updates.
     written: Option<Directive>,
     /// The deadline under which the flow waits in the timer wheel (`u64::MAX`: none); an
     /// expired entry with another deadline is stale.
     timer_at: u64,
     /// Listed in `Shim::changed` for the next occupancy sample.
     changed: bool,
-    /// Fell back for good (counted, control cleared, agent told).
+    /// Fell back for good (counted, directive cleared, agent told).
     fallen: bool,
 }
 
 /// Shim counters for the exit log and the stats file.
 #[derive(Debug, Default, Clone)]
-pub struct SwitchTotals {
+pub struct OvsTotals {
     pub flows: u64,
     pub segments_buffered: u64,
     pub retransmit_fast: u64,
@@ -138,7 +138,7 @@ struct FlowMax {
 /// scoreboard.
 struct Ctl<'a, P: PortOps> {
     port: &'a P,
-    flows: &'a mut HashMap<u32, SwitchFlow>,
+    flows: &'a mut HashMap<u32, OvsFlow>,
     writes: &'a mut DirectiveWrites,
 }
 
@@ -146,7 +146,7 @@ struct Ctl<'a, P: PortOps> {
 /// delayed and stretched ACKs).
 const RATE_WINDOW_HEADROOM_SEGMENTS: u64 = 3;
 
-/// The window the port enforces. A switch cannot pace, and a window alone lets the server
+/// The window the port enforces. A port cannot pace, and a window alone lets the server
 /// send it in bursts at line rate: an algorithm that paces (BBR's `cwnd_gain` of 2 counts on
 /// pacing to keep the queue short) would keep a droptail queue full. So a pacing rate becomes
 /// a window too, the bytes it delivers in one minimum round trip, and the smaller one holds.
@@ -165,7 +165,7 @@ pub struct DirectiveWrites {
     pub refused: u64,
 }
 
-fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut SwitchFlow, writes: &mut DirectiveWrites) {
+fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut OvsFlow, writes: &mut DirectiveWrites) {
     let c = f.sender.directive(f.enforced);
     if f.written == Some(c) {
         return;
@@ -176,7 +176,7 @@ fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut SwitchFlow, writes: &
             f.written = Some(c);
         }
         Err(e) if e.is::<DirectiveSlotBusy>() => writes.refused += 1,
-        Err(e) => error!(sid, error = %e, "cannot write the control"),
+        Err(e) => error!(sid, error = %e, "cannot write the directive"),
     }
 }
 
@@ -211,8 +211,8 @@ pub struct Shim<P: PortOps> {
     session: Session,
     cfg: ShimConfig,
     pool: BufferPool,
-    flows: HashMap<u32, SwitchFlow>,
-    totals: SwitchTotals,
+    flows: HashMap<u32, OvsFlow>,
+    totals: OvsTotals,
     started: Instant,
     started_ns: u64,
     samples: Vec<Sample>,
@@ -236,7 +236,7 @@ impl<P: PortOps> Shim<P> {
             pool: BufferPool::new(cfg.total_buffer_bytes),
             cfg,
             flows: HashMap::new(),
-            totals: SwitchTotals::default(),
+            totals: OvsTotals::default(),
             started: Instant::now(),
             started_ns: monotonic_now_ns(),
             samples: Vec::new(),
@@ -272,8 +272,8 @@ impl<P: PortOps> Shim<P> {
         session.flush(&mut ctl);
     }
 
-    /// The port enforces this flow's control now.
-    fn controlled(&self, f: &SwitchFlow, now_ns: u64) -> bool {
+    /// The port enforces this flow's directive now.
+    fn controlled(&self, f: &OvsFlow, now_ns: u64) -> bool {
         f.active && f.sender.fallback().is_none() && now_ns < self.session.valid_until_ns()
     }
 
@@ -302,7 +302,7 @@ impl<P: PortOps> Shim<P> {
                 // first report, a round trip later, and a loss in the first flight would
                 // otherwise reach the server as SACKs and put its own TCP into recovery.
                 let active = monotonic_now_ns() < self.session.valid_until_ns();
-                let mut flow = SwitchFlow {
+                let mut flow = OvsFlow {
                     key: e.key,
                     sender,
                     cwnd: init_cwnd,
@@ -451,7 +451,7 @@ impl<P: PortOps> Shim<P> {
         *self.totals.fallbacks.entry(reason.name()).or_default() += 1;
         info!(flow = id, reason = reason.name(), "flow falls back to the server's own TCP");
         let (session, mut ctl) = self.ctl();
-        // Clears the control too.
+        // Clears the directive too.
         session.remove_flow(&mut ctl, id);
     }
 
@@ -622,7 +622,7 @@ fn latency_json(lat: &AnswerLatency) -> Value {
     json!({ "all": q(&lat.all), "urgent": q(&lat.urgent) })
 }
 
-impl Shim<SwitchDatapath> {
+impl Shim<OvsDatapath> {
     pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
         let mut events = Vec::new();
         let mut last_recovery = Instant::now();
@@ -707,7 +707,7 @@ impl<P: PortOps> Shim<P> {
         &self.port
     }
 
-    fn totals(&self) -> &SwitchTotals {
+    fn totals(&self) -> &OvsTotals {
         &self.totals
     }
 
@@ -740,7 +740,7 @@ mod tests {
         directives: RefCell<HashMap<u32, Directive>>,
         cleared: RefCell<Vec<u32>>,
         valid_until: RefCell<u64>,
-        removed: RefCell<Vec<FlowKey>>,
+        removed: RefCell<Vec<FlowAddrs>>,
         injected: RefCell<Vec<Vec<u8>>>,
     }
 
@@ -758,7 +758,7 @@ mod tests {
             *self.valid_until.borrow_mut() = deadline_ns;
             Ok(())
         }
-        fn remove_flow(&self, key: &FlowKey) -> Result<()> {
+        fn remove_flow(&self, key: &FlowAddrs) -> Result<()> {
             self.removed.borrow_mut().push(*key);
             Ok(())
         }
@@ -841,8 +841,8 @@ mod tests {
     const ISN: u32 = u32::MAX - 1500;
     const MSS: u32 = 1000;
 
-    fn key() -> FlowKey {
-        FlowKey { server: "10.0.0.1:80".parse().unwrap(), client: "10.0.0.2:40000".parse().unwrap() }
+    fn key() -> FlowAddrs {
+        FlowAddrs { server: "10.0.0.1:80".parse().unwrap(), client: "10.0.0.2:40000".parse().unwrap() }
     }
 
     fn established(id: u32) -> Event {

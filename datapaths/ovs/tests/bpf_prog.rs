@@ -9,7 +9,7 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 
 use ccswitch_ovs::loader::{
-    monotonic_now_ns, DirectiveSlotBusy, FlowPhase, Port, SwitchDatapath, RET_DROP, RET_NEXT,
+    monotonic_now_ns, DirectiveSlotBusy, FlowPhase, Port, OvsDatapath, RET_DROP, RET_NEXT,
 };
 use ccswitch_ovs::events::{AckVerdict, CloseReason, Directive, Event, SackBlock, UnbufferedReason};
 use common::*;
@@ -116,7 +116,7 @@ fn window_clamped_in_scaled_units_never_raised() {
             let mut dp = dp(1024, 1 << 20);
             let id = handshake(&mut dp, &e, &full_opts(wscale), &full_opts(9));
             server_sends(&mut dp, &e, 1000);
-            control(&dp, id, 10_000);
+            give_directive(&dp, id, 10_000);
             let una = SERVER_ISN.wrapping_add(1);
             let expect = if wscale == 0 { 10_000 } else { 79 }; // ceil(10000 / 128) = 79
             let cases: [(u16, u16); 3] = [(60_000, expect), (50, 50), (0, 0)];
@@ -149,7 +149,7 @@ fn window_clamped_in_scaled_units_never_raised() {
                 }
             }
             // Anything allowed keeps at least one unit open.
-            control(&dp, id, 1);
+            give_directive(&dp, id, 1);
             let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(100), 500);
             assert_eq!(window_of(&run(&dp, Port::Egress, &ack).1), 1);
         }
@@ -162,7 +162,7 @@ fn sack_stripped_and_ece_cleared_with_valid_checksum() {
         let mut dp = dp(1024, 1 << 20);
         let id = handshake(&mut dp, &e, &full_opts(7), &full_opts(7));
         server_sends(&mut dp, &e, 1400);
-        control(&dp, id, 1_000_000);
+        give_directive(&dp, id, 1_000_000);
         let una = SERVER_ISN.wrapping_add(1);
         // NOP NOP TS, NOP NOP SACK with a D-SACK block first, then one block.
         let mut sack = vec![5, 18];
@@ -250,7 +250,7 @@ fn duplicate_acks_hidden_only_while_controlled() {
         let id = handshake(&mut dp, &e, &full_opts(0), &full_opts(0));
         server_sends(&mut dp, &e, 4000);
         let una = SERVER_ISN.wrapping_add(1001);
-        control(&dp, id, 3000);
+        give_directive(&dp, id, 3000);
         let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, una, 60_000);
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!((ret, window_of(&out)), (RET_NEXT, 3000));
@@ -268,7 +268,7 @@ fn duplicate_acks_hidden_only_while_controlled() {
         assert_eq!(dp.stats().dupacks_hidden, 1);
 
         // The clamp grew: the same duplicate goes on as a window update, SACK stripped.
-        control(&dp, id, 5000);
+        give_directive(&dp, id, 5000);
         let (ret, out) = run(&dp, Port::Egress, &dup);
         assert_eq!(ret, RET_NEXT);
         assert_eq!(window_of(&out), 5000);
@@ -302,7 +302,7 @@ fn duplicate_acks_hidden_only_while_controlled() {
         assert_eq!((ret, out), (RET_NEXT, dup.build()));
 
         // Controlled again but the deadline lapsed: unchanged too.
-        control(&dp, id, 1000);
+        give_directive(&dp, id, 1000);
         dp.set_valid_until(monotonic_now_ns() - 1).unwrap();
         let (ret, out) = run(&dp, Port::Egress, &dup);
         assert_eq!((ret, out), (RET_NEXT, dup.build()));
@@ -313,7 +313,7 @@ fn duplicate_acks_hidden_only_while_controlled() {
         dp.clear_directive(id).unwrap();
         dp.set_valid_until(far_future()).unwrap();
         let (ret, out) = run(&dp, Port::Egress, &ack);
-        assert_eq!((ret, out), (RET_NEXT, ack.build()), "no control entry");
+        assert_eq!((ret, out), (RET_NEXT, ack.build()), "no directive");
         assert_eq!(dp.stats().dupacks_hidden, 2);
     }
 }
@@ -357,7 +357,7 @@ fn out_of_window_ack_passes_unchanged() {
     let e = Ends::v6();
     let id = handshake(&mut dp, &e, &full_opts(0), &full_opts(0));
     server_sends(&mut dp, &e, 1000);
-    control(&dp, id, 100);
+    give_directive(&dp, id, 100);
     // Acknowledges data never sent.
     let bogus = Seg::to_server(
         &e,
@@ -399,7 +399,7 @@ fn malformed_frames_pass_unchanged_and_are_counted() {
     let e = Ends::v4();
     let id = handshake(&mut dp, &e, &full_opts(0), &full_opts(0));
     server_sends(&mut dp, &e, 1000);
-    control(&dp, id, 100);
+    give_directive(&dp, id, 100);
     let good = Seg::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 60_000)
         .opts(&TS)
         .build();
@@ -672,7 +672,7 @@ fn oversize_and_gso_frames_make_the_flow_unbuffered() {
         let mut dp = dp(1024, 1 << 20);
         let e = Ends::v4();
         let id = handshake(&mut dp, &e, &full_opts(0), &full_opts(0));
-        control(&dp, id, 1000);
+        give_directive(&dp, id, 1000);
         let s1 = SERVER_ISN.wrapping_add(1);
         let (f, segs) = if gso {
             (
@@ -702,7 +702,7 @@ fn oversize_and_gso_frames_make_the_flow_unbuffered() {
         );
         assert!(dp.flow(&e.key()).unwrap().unbuffered);
         assert_eq!(dp.stats().unbuffered, 1);
-        // No longer controlled, even with an active control and a live deadline.
+        // No longer controlled, even with an active directive and a live deadline.
         let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, s1, 60_000);
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!((ret, out), (RET_NEXT, ack.build()));
@@ -801,7 +801,7 @@ fn syn_flood_churns_the_lru_without_losing_a_live_flow() {
     let e = Ends::v4();
     let id = handshake(&mut dp, &e, &full_opts(0), &full_opts(0));
     server_sends(&mut dp, &e, 100_000);
-    control(&dp, id, 2000);
+    give_directive(&dp, id, 2000);
     let _ = drain(&mut dp);
     let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = || {
@@ -889,7 +889,7 @@ fn reused_tuple_closes_the_old_flow() {
     assert_ne!(id2, id);
 }
 
-fn handshake_after_syn(dp: &mut SwitchDatapath, e: &Ends, isn: u32) -> u32 {
+fn handshake_after_syn(dp: &mut OvsDatapath, e: &Ends, isn: u32) -> u32 {
     run(
         dp,
         Port::Ingress,
@@ -927,7 +927,7 @@ fn remove_flow_and_flows_listing() {
 /// Controls are slots of a mapped array (flow id modulo its size): a flow whose slot another
 /// live flow holds is refused visibly and left uncontrolled, and a freed slot is reused.
 #[test]
-fn a_control_slot_held_by_another_flow_is_refused_visibly() {
+fn a_directive_slot_held_by_another_flow_is_refused_visibly() {
     let dp = dp(2, 1 << 16);
     let c = Directive { cwnd_bytes: 3000, sacked_bytes: 0, sacked_una: 1, active: true };
     dp.set_directive(1, &c).unwrap();

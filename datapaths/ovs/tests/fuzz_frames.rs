@@ -19,7 +19,7 @@
 //!    cleared), the TCP checksum and SACK option bytes replaced by NOP, and with its checksum
 //!    residuals unchanged (a valid checksum stays valid), verified with the tests' own
 //!    one's-complement sum; an ACK of a controlled flow leaves with the window a restated
-//!    model of the clamp computes from the flow's entry and control;
+//!    model of the clamp computes from the flow's entry and directive;
 //!  - `packets` grows by one, `malformed` exactly when an independent RFC 9293 parser here
 //!    rejects the frame, and a rejected or non-TCP frame leaves every flow entry untouched.
 //!
@@ -42,8 +42,8 @@ use std::ops::Range;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ccswitch_datapath_support::rng::SplitMix64;
-use ccswitch_ovs::loader::{FlowPhase, FlowTableEntry, Port, SwitchDatapath, RET_DROP, RET_NEXT};
-use ccswitch_ovs::events::{AckVerdict, Directive, Event, FlowKey};
+use ccswitch_ovs::loader::{FlowPhase, FlowTableEntry, Port, OvsDatapath, RET_DROP, RET_NEXT};
+use ccswitch_ovs::events::{AckVerdict, Directive, Event, FlowAddrs};
 use common::*;
 
 const URG: u8 = 0x20;
@@ -229,13 +229,13 @@ fn kernel_refuses(f: &[u8]) -> bool {
         || (be16(f, 12) == 0x86dd && f.len() < 54)
 }
 
-fn key_for(port: Port, t: &Segment) -> FlowKey {
+fn key_for(port: Port, t: &Segment) -> FlowAddrs {
     match port {
-        Port::Egress => FlowKey {
+        Port::Egress => FlowAddrs {
             server: t.dst,
             client: t.src,
         },
-        Port::Ingress => FlowKey {
+        Port::Ingress => FlowAddrs {
             server: t.src,
             client: t.dst,
         },
@@ -394,8 +394,8 @@ fn flows(sentinel: bool) -> Vec<Flow> {
     ]
 }
 
-/// Handshake, FLOW_DATA bytes from the server, control. Returns the control set, if any.
-fn bring_up(dp: &mut SwitchDatapath, f: &mut Flow) -> Option<(u32, Directive)> {
+/// Handshake, FLOW_DATA bytes from the server, a directive. Returns the directive given, if any.
+fn bring_up(dp: &mut OvsDatapath, f: &mut Flow) -> Option<(u32, Directive)> {
     dp.remove_flow(&f.ends.key()).unwrap();
     f.id = handshake(dp, &f.ends, &f.client_opts, &f.server_opts);
     server_sends(dp, &f.ends, FLOW_DATA as usize);
@@ -403,12 +403,12 @@ fn bring_up(dp: &mut SwitchDatapath, f: &mut Flow) -> Option<(u32, Directive)> {
     f.incarnations += 1;
     f.last_ack = None;
     let c = f.cwnd?;
-    control(dp, f.id, c);
+    give_directive(dp, f.id, c);
     Some((f.id, dp.directive(f.id).unwrap()))
 }
 
 /// The window a fresh ACK of window `w` at `ack` (not a duplicate) must leave with, from the
-/// flow's entry and control: the clamp of switch.bpf.c restated.
+/// flow's entry and directive: the clamp of ovs.bpf.c restated.
 fn clamp_model(st: &FlowTableEntry, ctl: Option<&Directive>, ack: u32, w: u16) -> u16 {
     let stale = st.last_forwarded.is_some_and(|(la, _, _)| {
         (la.wrapping_sub(ack) as i32) > 0 && la.wrapping_sub(ack) > 1 << 30
@@ -854,10 +854,10 @@ struct Tally {
 }
 
 struct Fuzz {
-    dp: SwitchDatapath,
+    dp: OvsDatapath,
     fuzzed: Vec<Flow>,
     sentinels: Vec<Flow>,
-    clean: SwitchDatapath,
+    clean: OvsDatapath,
     directives: HashMap<u32, Directive>,
     t: Tally,
     packets: u64,
@@ -1290,7 +1290,7 @@ fn mutated_frames_pass_unchanged_or_leave_valid_with_a_window_never_raised() {
         assert_eq!(
             z.dp.directive(*id).as_ref(),
             Some(c),
-            "seed {seed:#x}: control of flow {id}"
+            "seed {seed:#x}: directive of flow {id}"
         );
     }
     let mut ids = HashSet::new();

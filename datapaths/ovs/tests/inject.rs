@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ccswitch_ovs::loader::{complete_tcp_checksum, AttachOptions, SwitchDatapath};
+use ccswitch_ovs::loader::{complete_tcp_checksum, AttachOptions, OvsDatapath};
 use ccswitch_ovs::events::{Event, Segment};
 
 fn sh(args: &[&str]) -> Result<(), String> {
@@ -291,7 +291,7 @@ fn recv_frame(fd: &OwnedFd) -> Option<Vec<u8>> {
 
 fn inject_through(kind: char, subnet: u8, ovs: bool) {
     let topo = Topology::new(kind, subnet, ovs);
-    let mut dp = SwitchDatapath::attach(AttachOptions {
+    let mut dp = OvsDatapath::attach(AttachOptions {
         ifname: topo.srv_port.clone(),
         max_flows: 1024,
         ring_bytes: 1 << 22,
@@ -428,7 +428,7 @@ fn inject_through_open_vswitch() {
 #[test]
 fn detach_port_removes_programs_of_another_owner() {
     let topo = Topology::new('d', 233, false);
-    let dp = SwitchDatapath::attach(AttachOptions {
+    let dp = OvsDatapath::attach(AttachOptions {
         ifname: topo.srv_port.clone(),
         max_flows: 64,
         ring_bytes: 1 << 16,

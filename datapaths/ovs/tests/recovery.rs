@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use ccswitch_ovs::events::{Ack, AckVerdict, Established, FlowKey, Resent, SackBlock, Segment};
+use ccswitch_ovs::events::{Ack, AckVerdict, Established, FlowAddrs, Resent, SackBlock, Segment};
 use ccswitch_ovs::recovery::{
     AckOutcome, BufferPool, FallbackReason, RecoveryConfig, SenderFlow, EARLY_WAIT_NS, INITIAL_RTO_NS,
 };
@@ -35,7 +35,7 @@ impl Sim {
         let est = Established {
             flow_id: 7,
             ts_ns: 1,
-            key: FlowKey { server: addr("10.0.0.1:80"), client: addr("10.0.0.2:40000") },
+            key: FlowAddrs { server: addr("10.0.0.1:80"), client: addr("10.0.0.2:40000") },
             mss: MSS as u16,
             client_wscale: 7,
             server_wscale: 7,

@@ -2,7 +2,7 @@
 simple API (see ``ccswitch.algorithm``). Run it with::
 
     ccswitch-agent --algorithm py:ccswitch.examples.reno:Reno
-    schemes = ["ccswitch:py:ccswitch.examples.reno:Reno"]      # in a scenario
+    schemes = ["kernel:py:ccswitch.examples.reno:Reno"]      # in a scenario
 
 The model (RFC 5681, RFC 6582, as Linux's ``tcp_reno_*`` helpers):
 

@@ -2,7 +2,7 @@
 `ccswitch bench authoring`: what writing an algorithm in Python costs per report.
 `ccswitch bench scale`: many concurrent flows (scale.py).
 
-For each ccswitch scheme it runs real transfers over a mahimahi link and reads, around them:
+For each kernel: scheme it runs real transfers over a mahimahi link and reads, around them:
 the kernel's own BPF statistics of the struct_ops programs (`kernel.bpf_stats_enabled=1`:
 run count and run time per program; one `ccsw_cong_control` run is one ACK), and the CPU
 time (user + system, from /proc) of the shim and of the agent. Figures are per ACK for the
@@ -26,7 +26,7 @@ from .topology import TopologyError, log, python_agent_env
 DEFAULT_SCENARIO = """
 name = "overhead"
 repetitions = 3
-schemes = ["ccswitch:reno", "ccswitch:cubic"]
+schemes = ["kernel:reno", "kernel:cubic"]
 timeout_s = 120
 [[clients]]
 name = "wan-50ms"
@@ -91,8 +91,8 @@ def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
 
 def overhead(sc, out_dir: str) -> List[Dict[str, float]]:
     for scheme in sc.schemes:
-        if scheme.kind != "ccswitch":
-            raise RunError(f"{scheme.label}: the overhead benchmark measures ccswitch schemes only")
+        if scheme.kind != "kernel":
+            raise RunError(f"{scheme.label}: the overhead benchmark measures kernel: schemes only")
     r = Runner(sc, out_dir)
     results = []
     with torn_down_on_exit(r.teardown):

@@ -55,7 +55,7 @@ def _load_rows(run_dir: str) -> List[dict]:
     jsonl = os.path.join(run_dir, "transfers.jsonl")
     if os.path.exists(jsonl):
         with open(jsonl) as f:
-            return [json.loads(line) for line in f if line.strip()]
+            return [results.upgrade_row(json.loads(line)) for line in f if line.strip()]
     raise GridError(f"{run_dir}: no transfers.parquet or transfers.jsonl (is it a run directory?)")
 
 
@@ -97,7 +97,8 @@ def cells(scenario: Scenario, rows: Sequence[dict]) -> List[Cell]:
 
 def short(scheme: str) -> str:
     kind, alg = scheme.split(":", 1)
-    return alg if kind == "ccswitch" else f"{alg} (kernel)"
+    # the agent's algorithms by name; the kernel's own (native:) ones marked
+    return alg if kind == "kernel" else f"{alg} ({kind})"
 
 
 def markdown(cells_: Sequence[Cell], schemes: Sequence[str]) -> str:
@@ -174,7 +175,7 @@ def report(run_dir: str) -> Dict:
     scenario_path = os.path.join(run_dir, "scenario.toml")
     if not os.path.exists(scenario_path):
         raise GridError(f"{run_dir}: no scenario.toml (is it a run directory?)")
-    scenario = load_scenario(scenario_path, check_files=False)
+    scenario = load_scenario(scenario_path, check_files=False, stored=True)
     cs = cells(scenario, _load_rows(run_dir))
     schemes = [s.label for s in scenario.schemes]
     table = markdown(cs, schemes)

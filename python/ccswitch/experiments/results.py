@@ -49,8 +49,8 @@ TRANSFER_COLUMNS = [
     ("queue_packets", "int32"),  # droptail, both directions; null = unbounded
     # agent schemes (null for native ones)
     ("algorithms", "list<string>"),  # the algorithms the flow ran, in order
-    ("handovers", "int32"),          # number of algorithm changes (len(switches))
-    ("switches", "switches"),        # each handover: t_s, from, to, kind, reason, features (JSON), ...
+    ("handovers", "int32"),          # number of algorithm changes (len(handover_events))
+    ("handover_events", "handover_events"),  # each handover: t_s, from, to, kind, reason, features (JSON), ...
     ("on_report_errors", "int64"),   # exceptions a Python algorithm's on_report raised for this flow
 ]
 
@@ -89,22 +89,22 @@ def write_json_atomic(path, obj) -> None:
 def _arrow_schema():
     import pyarrow as pa
 
-    switch = pa.struct([("t_s", pa.float64()), ("from", pa.string()), ("to", pa.string()), ("kind", pa.string()),
+    handover = pa.struct([("t_s", pa.float64()), ("from", pa.string()), ("to", pa.string()), ("kind", pa.string()),
                         ("reason", pa.string()), ("features", pa.string()), ("cwnd_bytes", pa.int64()),
                         ("pacing_rate_bps", pa.int64())])
     types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(),
              "float64": pa.float64(), "bool": pa.bool_(), "list<string>": pa.list_(pa.string()),
-             "switches": pa.list_(switch)}
+             "handover_events": pa.list_(handover)}
     return pa.schema([(name, types[t]) for name, t in TRANSFER_COLUMNS])
 
 
 def _column_value(row: Dict, name: str):
     """A row's value for a Parquet column (derived columns computed, features as JSON text)."""
     if name == "handovers":
-        return len(row["switches"]) if row.get("switches") is not None else None
-    if name == "switches" and row.get("switches") is not None:
+        return len(row["handover_events"]) if row.get("handover_events") is not None else None
+    if name == "handover_events" and row.get("handover_events") is not None:
         return [dict(s, features=None if s.get("features") is None else json.dumps(s["features"]))
-                for s in row["switches"]]
+                for s in row["handover_events"]]
     return row.get(name)
 
 
@@ -123,7 +123,28 @@ def write_transfers_parquet(path, rows: Sequence[Dict]) -> None:
 def read_transfers_parquet(path) -> List[Dict]:
     import pyarrow.parquet as pq
 
-    return pq.read_table(path).to_pylist()
+    return [upgrade_row(r) for r in pq.read_table(path).to_pylist()]
+
+
+def upgrade_row(row: Dict) -> Dict:
+    """A transfer row as stored by any version, in today's names (the row itself, updated):
+    schemes `ccswitch:ALG` / `switch:ALG` become `kernel:ALG` / `ovs:ALG`, `switch_*` fields
+    `ovs_*` (RENAMED_ROW_FIELDS). Every reader of
+    stored transfers (transfers.parquet, transfers.jsonl) passes its rows through this."""
+    from .scenario import canonical_scheme
+
+    if "scheme" in row:
+        row["scheme"] = canonical_scheme(row["scheme"])
+    for old, new in RENAMED_ROW_FIELDS.items():
+        if old in row and new not in row:
+            row[new] = row.pop(old)
+    return row
+
+
+#: Row fields of earlier versions and their names now: the ovs datapath's shim outputs, and
+#: each handover of the flow (a "switch" before algorithm changes were called handovers).
+RENAMED_ROW_FIELDS = {"switch_stats": "ovs_stats", "switch_log": "ovs_log", "switch_exit": "ovs_exit",
+                      "switches": "handover_events"}
 
 
 class JsonlLog:

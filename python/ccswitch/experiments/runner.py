@@ -11,16 +11,16 @@ namespace, made from inside a fresh mahimahi shell stack run as user `mmuser`:
 The TCT is curl's time_total (connection set-up included, mahimahi's own start-up not). The
 downloaded file is hashed and compared with the served file, then deleted.
 
-With a bridge (scenario key `bridge`, automatic for `switch:` schemes) every scheme's traffic
-crosses the same bridge in a switch namespace (switch.py); a `switch:` transfer additionally
-runs `ccswitch-switch` on the bridge's server-facing port for its duration and leaves the
-shim's stats file in `switch/` of the results.
+With a bridge (scenario key `bridge`, automatic for `ovs:` schemes) every scheme's traffic
+crosses the same bridge in a bridge namespace (ovs.py); an `ovs:` transfer additionally
+runs `ccswitch-ovs` on the bridge's server-facing port for its duration and leaves the
+shim's stats file in `ovs/` of the results.
 
-Schemes that use the agent (`ccswitch:`, `switch:`, their `policy:` forms) run it with
+Schemes that use the agent (`kernel:`, `ovs:`, their `policy:` forms) run it with
 `--events events/agent-NNN.jsonl`; after each of their transfers the flow's events are found
-and attached to the row (`switching.EventCollector`: `algorithms`, `switches`, `events`), and
-scenarios with `analysis` / `plots = ["flows"]` get their switching analysis and flow plots at
-the end (switching.py).
+and attached to the row (`handover.EventCollector`: `algorithms`, `handover_events`, `events`), and
+scenarios with `analysis` / `plots = ["flows"]` get their handover analysis and flow plots at
+the end (handover.py).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import traces as _traces
 from . import results, stats
-from . import switch as _switch
-from . import switching as _switching
+from . import ovs as _ovs
+from . import handover as _handover
 from .scenario import Client, Scenario, Scheme, check_schemes
 from .topology import (
     SERVER_PORT, AgentError, CcswitchDaemons, Nginx, Processes, ServerNamespace, SysctlGuard, Teardown,
@@ -111,20 +111,20 @@ def check_environment(scenario: Scenario) -> Optional[str]:
         raise RunError(f"user {MM_USER!r} does not exist (mahimahi refuses to run as root; "
                        f"create it with: useradd -m {MM_USER})") from None
     bridge = scenario.bridge_kind
-    if scenario.uses_switch and bridge == "none":
-        raise RunError("switch: schemes need a bridge; set bridge = \"ovs\" or \"linux\" in the scenario")
-    missing = [t for t in _switch.BRIDGE_TOOLS[bridge] if shutil.which(t) is None]
+    if scenario.uses_ovs and bridge == "none":
+        raise RunError("ovs: schemes need a bridge; set bridge = \"ovs\" or \"linux\" in the scenario")
+    missing = [t for t in _ovs.BRIDGE_TOOLS[bridge] if shutil.which(t) is None]
     if missing:
         raise RunError(f"bridge = {bridge!r} needs {', '.join(missing)} (openvswitch-switch, ethtool; "
                        "see scripts/setup.sh)")
-    if bridge == "ovs" and not os.path.exists(_switch.OVS_SCHEMA):
-        raise RunError(f"bridge = 'ovs': the OVS database schema {_switch.OVS_SCHEMA} is missing")
+    if bridge == "ovs" and not os.path.exists(_ovs.OVS_SCHEMA):
+        raise RunError(f"bridge = 'ovs': the OVS database schema {_ovs.OVS_SCHEMA} is missing")
     bdir = None
     if scenario.uses_agent:
         bdir = bin_dir()
         names = ["ccswitch-agent"]
-        names += ["ccswitch-kernel"] if scenario.uses_ccswitch else []
-        names += [_switch.SWITCH_BIN] if scenario.uses_switch else []
+        names += ["ccswitch-kernel"] if scenario.uses_kernel else []
+        names += [_ovs.OVS_BIN] if scenario.uses_ovs else []
         missing = CcswitchDaemons.missing_binaries(bdir, names)
         if missing:
             raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.uses_agent)} "
@@ -240,7 +240,7 @@ def parse_ss_peer(text: str) -> Optional[str]:
         found = _SS_ADDR_RE.findall(line)
         if len(found) >= 2:
             ip, port = found[1]
-            return _switching.format_peer(ip.strip("[]"), port)
+            return _handover.format_peer(ip.strip("[]"), port)
     return None
 
 
@@ -396,7 +396,7 @@ class Runner:
         self.current_download: Optional[str] = None
         #: (wall-clock start, end, agent events file) of the last transfer, for its flow's events
         self.last_transfer: Optional[tuple] = None
-        self.collector: Optional[_switching.EventCollector] = None
+        self.collector: Optional[_handover.EventCollector] = None
 
     # -- setup -----------------------------------------------------------------
     def setup(self) -> None:
@@ -424,12 +424,12 @@ class Runner:
         if read_sysctl("net.ipv4.ip_forward") != "1":
             self.sysctls.set("net.ipv4.ip_forward", "1")
         for s in sc.schemes:
-            if s.kind in ("native", "switch"):
+            if s.kind in ("native", "ovs"):
                 self.sysctls.allow_congestion_control(sc.server_cc(s))
         self.ns = ServerNamespace(self.teardown)
-        self.fabric: Optional[_switch.SwitchFabric] = None
+        self.fabric: Optional[_ovs.BridgeFabric] = None
         if sc.bridge_kind != "none":
-            self.fabric = _switch.SwitchFabric(sc.bridge_kind, self.teardown, self.procs, self.sysctls,
+            self.fabric = _ovs.BridgeFabric(sc.bridge_kind, self.teardown, self.procs, self.sysctls,
                                                self.work, self.log_dir)
             self.fabric.create_namespace()
             self.ns.create(outer_netns=self.fabric.ns_name, gateway_dev=self.fabric.gateway)
@@ -440,22 +440,22 @@ class Runner:
         self.teardown.push("stop nginx", self.nginx.stop)
         self.nginx.start()
         self.daemons = None
-        self.switch_shim: Optional[_switch.SwitchShim] = None
+        self.ovs_shim: Optional[_ovs.OvsShim] = None
         if sc.uses_agent:
             self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
                                            settle_s=sc.agent_settle_s, python_path=scenario_python_path(sc),
                                            events_dir=os.path.join(self.out_dir, "events"),
                                            destination_memory=sc.destination_memory)
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
-            self.collector = _switching.EventCollector(self.out_dir)
-            self.teardown.push("close switches.jsonl", self.collector.close)
-        if sc.uses_switch:
+            self.collector = _handover.EventCollector(self.out_dir)
+            self.teardown.push("close handovers.jsonl", self.collector.close)
+        if sc.uses_ovs:
             if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
                 # run time of the port programs, for the overhead figures
                 self.sysctls.set("kernel.bpf_stats_enabled", "1")
-            self.switch_shim = _switch.SwitchShim(self.procs, self.fabric, self.daemons, self.bin_dir,
+            self.ovs_shim = _ovs.OvsShim(self.procs, self.fabric, self.daemons, self.bin_dir,
                                                   self.out_dir, self.log_dir)
-            self.teardown.push(f"stop {_switch.SWITCH_BIN}", self.switch_shim.stop)
+            self.teardown.push(f"stop {_ovs.OVS_BIN}", self.ovs_shim.stop)
         self.teardown.push("stop current transfer", self._stop_current)
         self.current_cc: Optional[str] = None
         self._say(f"server netns {self.ns.name} at {self.ns.server_ip}:{SERVER_PORT} (nginx pid "
@@ -496,13 +496,13 @@ class Runner:
 
     def kernel_cc(self, scheme: Scheme) -> str:
         """Congestion control to set in the server namespace for a scheme."""
-        if scheme.kind == "ccswitch" and self.daemons is not None:
+        if scheme.kind == "kernel" and self.daemons is not None:
             return self.daemons.cc_name
         return self.sc.server_cc(scheme)
 
     def prepare_scheme(self, scheme: Scheme) -> None:
         if scheme.uses_agent:
-            self.daemons.ensure(scheme.algorithm, kernel_shim=scheme.kind == "ccswitch", policy=scheme.policy)
+            self.daemons.ensure(scheme.algorithm, kernel_shim=scheme.kind == "kernel", policy=scheme.policy)
         cc = self.kernel_cc(scheme)
         if self.current_cc != cc:
             # Again at every switch: another run on this machine that also needed `cc` may have
@@ -522,7 +522,7 @@ class Runner:
                "error": None, "curl_exit": None}
         row.update(client.path_fields())
         if scheme.uses_agent:
-            row.update(algorithms=None, switches=None, on_report_errors=None)
+            row.update(algorithms=None, handover_events=None, on_report_errors=None)
         return row
 
     def _communicate(self, what: str, out_file: str, size: int, t0: float) -> Tuple[str, str]:
@@ -552,10 +552,10 @@ class Runner:
                + curl_command(url, out_file, self.sc.timeout_s))
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": self.downloads, "LANG": "C"}
         row = self.new_row(rep, client, scheme, size)
-        if scheme.kind == "switch":
-            row.update(switch_stats=None, switch_log=None, switch_exit=None)
-            self.switch_shim.start(f"{client.name}-{size}-{scheme.algorithm}-rep{rep + 1}")
-            row["switch_log"] = os.path.relpath(self.switch_shim.log_path, self.out_dir)
+        if scheme.kind == "ovs":
+            row.update(ovs_stats=None, ovs_log=None, ovs_exit=None)
+            self.ovs_shim.start(f"{client.name}-{size}-{scheme.algorithm}-rep{rep + 1}")
+            row["ovs_log"] = os.path.relpath(self.ovs_shim.log_path, self.out_dir)
         self.current_download = out_file
         observer = CcObserver(self.ns)
         events_path = self.daemons.events_path if scheme.uses_agent and self.daemons is not None else None
@@ -616,23 +616,23 @@ class Runner:
             self.current_download = None
             if os.path.exists(out_file):
                 os.unlink(out_file)
-            if scheme.kind == "switch":
-                self._finish_switch(row)
+            if scheme.kind == "ovs":
+                self._finish_handover(row)
         return row
 
-    def _finish_switch(self, row: dict) -> None:
+    def _finish_handover(self, row: dict) -> None:
         """Stop the transfer's shim; a shim that died during the transfer fails the row (the
         scheme was not what ran)."""
-        shim = self.switch_shim
+        shim = self.ovs_shim
         died = not shim.alive()
         status = shim.stop()
-        row["switch_exit"] = status
+        row["ovs_exit"] = status
         if shim.stats_path and os.path.exists(shim.stats_path):
-            row["switch_stats"] = os.path.relpath(shim.stats_path, self.out_dir)
+            row["ovs_stats"] = os.path.relpath(shim.stats_path, self.out_dir)
         if died and row["error"] is None:
-            row["error"] = f"{_switch.SWITCH_BIN} died during the transfer (status {status}); see {row['switch_log']}"
-        elif row["switch_stats"] is None and row["error"] is None:
-            row["error"] = f"{_switch.SWITCH_BIN} wrote no stats file (exit status {status}); see {row['switch_log']}"
+            row["error"] = f"{_ovs.OVS_BIN} died during the transfer (status {status}); see {row['ovs_log']}"
+        elif row["ovs_stats"] is None and row["error"] is None:
+            row["error"] = f"{_ovs.OVS_BIN} wrote no stats file (exit status {status}); see {row['ovs_log']}"
 
     # -- whole run -------------------------------------------------------------
     def run(self) -> List[dict]:
@@ -700,22 +700,22 @@ class Runner:
             cc = (f" (server socket used {row['cc_observed']})"
                   if row["cc_observed"] and row["cc_observed"] != self.kernel_cc(scheme) else "")
             sz = f" {size}B" if len(client.file_sizes) > 1 else ""
-            sw = self._switch_note(row) + self._algorithms_note(row)
+            sw = self._handover_note(row) + self._algorithms_note(row)
             self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}{sw}")
 
-    def _switch_note(self, row: dict) -> str:
-        if not row.get("switch_stats"):
+    def _handover_note(self, row: dict) -> str:
+        if not row.get("ovs_stats"):
             return ""
-        doc = _switch.load_stats(os.path.join(self.out_dir, row["switch_stats"]))
+        doc = _ovs.load_stats(os.path.join(self.out_dir, row["ovs_stats"]))
         if doc is None:
             return ""
-        f = _switch.transfer_figures(doc)
-        return (f" [switch: {f['acks_rewritten']} ACKs rewritten, {f['dupacks_hidden']} dupACKs hidden, "
+        f = _ovs.transfer_figures(doc)
+        return (f" [ovs: {f['acks_rewritten']} ACKs rewritten, {f['dupacks_hidden']} dupACKs hidden, "
                 f"{f['retransmissions']} retx, {f['fallbacks']} fallbacks]")
 
     @staticmethod
     def _algorithms_note(row: dict) -> str:
-        if row.get("switches"):
+        if row.get("handover_events"):
             return f" [{' > '.join(str(a) for a in row['algorithms'])}]"
         if row.get("events_note"):
             return f" [events: {row['events_note']}]"
@@ -751,12 +751,12 @@ class Runner:
         }
         doc = {"run": meta, "rows": summary}
         table = stats.format_table(summary)
-        if self.sc.uses_switch:
-            overhead = _switch.overhead_rows(self.labelled_rows(), self.out_dir)
-            doc["switch_overhead"] = overhead
+        if self.sc.uses_ovs:
+            overhead = _ovs.overhead_rows(self.labelled_rows(), self.out_dir)
+            doc["ovs_overhead"] = overhead
             if overhead:
-                table += "\n\n" + _switch.format_overhead(overhead)
-        table += self._switching_outputs(doc)
+                table += "\n\n" + _ovs.format_overhead(overhead)
+        table += self._handover_outputs(doc)
         results.write_json_atomic(os.path.join(self.out_dir, "summary.json"), doc)
         results.write_text_atomic(os.path.join(self.out_dir, "summary.txt"), table + "\n")
         self.table = table
@@ -771,21 +771,21 @@ class Runner:
             log(f"warning: could not draw tct.png: {e}")
 
 
-    def _switching_outputs(self, doc: dict) -> str:
-        """The flow plots and the scenario's switching analysis (text for summary.txt; the
+    def _handover_outputs(self, doc: dict) -> str:
+        """The flow plots and the scenario's handover analysis (text for summary.txt; the
         result goes into `doc`). Neither may lose the run's data: failures are logged."""
         sc, text = self.sc, ""
         if "flows" in sc.plots:
             schemes = [s.label for s in sc.schemes if s.is_policy] + list(sc.plot_schemes)
             try:
-                n = len(_switching.plot_run(self.out_dir, self.rows, schemes))
+                n = len(_handover.plot_run(self.out_dir, self.rows, schemes))
                 self._say(f"{n} flow plots in {os.path.join(self.out_dir, 'flows')}")
             except Exception as e:
                 log(f"warning: could not draw the flow plots: {e}")
         if sc.analysis:
             try:
-                res, analysis = _switching.analyze(self.out_dir, sc.analysis, rows=self.rows, scenario=sc)
-                doc["switching"] = res
+                res, analysis = _handover.analyze(self.out_dir, sc.analysis, rows=self.rows, scenario=sc)
+                doc["handover"] = res
                 text = "\n\n" + analysis
             except Exception as e:
                 log(f"warning: the {sc.analysis} analysis failed: {e}")
@@ -813,7 +813,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--bridge", choices=("ovs", "linux", "none"),
                    help="bridge between server and clients (overrides the scenario's bridge)")
     p.set_defaults(func=_cli_run, parser=p)
-    _switching.add_cli(subparsers)
+    _handover.add_cli(subparsers)
 
 
 def _cli_run(args) -> int:

@@ -4,7 +4,7 @@ N long-lived TCP connections run from a mahimahi delay shell (`mm-delay D`, run 
 to `ccswitch-loadgen serve` in the server namespace, under the agent (`--algorithm`, Cubic by
 default) and one datapath: `kernel` (the server's congestion control is ccswitch and the
 kernel shim drives it) or `ovs` (the server keeps its stock Cubic behind the OVS bridge, and
-`ccswitch-switch` on the bridge's server-facing port drives it). Each flow is read at a fixed
+`ccswitch-ovs` on the bridge's server-facing port drives it). Each flow is read at a fixed
 rate by `ccswitch-loadgen fetch`, so flow control holds its sender to that rate and every flow
 has a realistic ACK clock. The connections open over a ramp; once all are open the figures are
 read over a steady window of `seconds`:
@@ -47,7 +47,6 @@ FLOWS_PER_PORT = 25_000
 #: SO_SNDBUF / SO_RCVBUF past 20k flows
 SMALL_BUFFER_BYTES = 4096
 DATAPATHS = ("kernel", "ovs")
-SCHEME_PREFIX = {"kernel": "ccswitch", "ovs": "switch"}
 
 SCENARIO = """
 name = "scale"
@@ -64,11 +63,11 @@ file_bytes = 10_000
 
 
 def scenario(algorithm: str, delay_ms: int, datapath: str = "kernel"):
-    """The run's set-up as a scenario: the agent scheme on the datapath (`switch:` brings the
+    """The run's set-up as a scenario: the agent scheme on the datapath (`ovs:` brings the
     OVS bridge), and the client path (its link is not used: the flows cross only `mm-delay`)."""
     if datapath not in DATAPATHS:
         raise RunError(f"--datapath: {datapath!r} is not one of {', '.join(DATAPATHS)}")
-    return loads_scenario(SCENARIO.format(prefix=SCHEME_PREFIX[datapath], algorithm=algorithm, delay_ms=delay_ms))
+    return loads_scenario(SCENARIO.format(prefix=datapath, algorithm=algorithm, delay_ms=delay_ms))
 
 
 def _bpftool(*args: str):
@@ -177,14 +176,14 @@ class KernelSide:
 
 
 class OvsSide:
-    """The ovs datapath: the agent and `ccswitch-switch` on the bridge port in front of a
+    """The ovs datapath: the agent and `ccswitch-ovs` on the bridge port in front of a
     stock-Cubic server; figures from the port programs, their stats map and the shim's stats
     file."""
 
     def __init__(self, r: Runner, flows: int) -> None:
         self.r = r
         r.prepare_scheme(r.sc.schemes[0])
-        shim = r.switch_shim
+        shim = r.ovs_shim
         shim.max_flows = max(100_000, 2 * flows)
         shim.start("scale")
         progs = _programs(_logged_ids(shim.log_path, r"programs=(\S+)"))
@@ -192,7 +191,7 @@ class OvsSide:
         self.stats_map = _map_named(progs["ccsw_egress"], "stats")["id"]
 
     def pids(self) -> Dict[str, int]:
-        return {"shim": self.r.switch_shim.proc.pid, "agent": self.r.daemons.agent.pid}
+        return {"shim": self.r.ovs_shim.proc.pid, "agent": self.r.daemons.agent.pid}
 
     def snapshot(self) -> Dict[str, int]:
         out = _per_cpu_counters(self.stats_map)
@@ -202,7 +201,7 @@ class OvsSide:
         return out
 
     def finish(self, d: Dict[str, int], dt: float) -> Dict[str, object]:
-        shim = self.r.switch_shim
+        shim = self.r.ovs_shim
         status = shim.stop()
         with open(shim.stats_path) as f:
             doc = json.load(f)

@@ -19,7 +19,7 @@ except ModuleNotFoundError:  # pragma: no cover
 
 #: Kernel congestion controls built into this kernel (ENVIRONMENT.md).
 NATIVE_ALGORITHMS = ("reno", "cubic", "bbr")
-#: What `ccswitch:ALG` / `switch:ALG` may hold before the agent judges it: one word without
+#: What `kernel:ALG` / `ovs:ALG` may hold before the agent judges it: one word without
 #: spaces or control characters. Names, parameters (`cubic:beta=0.8`) and Python classes
 #: (`py:MODULE:CLASS`) are checked by the agent itself before the first transfer
 #: (`check_schemes`), so the harness never keeps its own copy of the agent's list.
@@ -31,7 +31,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _POLICY_PARAMS = r"[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+(,[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+)*"
 _POLICY_RE = re.compile(r"^(?P<target>[^:]+)(:(?P<params>" + _POLICY_PARAMS + "))?$")
 POLICY_PREFIX = "policy:"
-#: What `Scenario.analysis` may name (switching.py) and what `plots` may ask for.
+#: What `Scenario.analysis` may name (handover.py) and what `plots` may ask for.
 ANALYSES = ("smoothness", "mix", "mcc")
 PLOTS = ("flows",)
 
@@ -44,10 +44,15 @@ DEFAULT_TIMEOUT_S = 120.0
 #: than TCP's initial 1 s retransmission timeout for its delivery opportunity.
 MIN_LINK_MBPS = 0.012
 MAX_LINK_MBPS = 1000.0
-#: What sits between the server's namespace and the clients (see `switch.py`): nothing (the
+#: What sits between the server's namespace and the clients (see `ovs.py`): nothing (the
 #: root namespace routes to the server's veth), an Open vSwitch bridge or a Linux bridge.
 BRIDGES = ("none", "ovs", "linux")
-SCHEME_KINDS = ("native", "ccswitch", "switch")
+SCHEME_KINDS = ("native", "kernel", "ovs")
+#: Scheme kinds of earlier versions and what they are called now (`ccswitch:ALG` ran on the
+#: kernel datapath, `switch:ALG` on the Open vSwitch one). A scenario or command line that
+#: writes them is refused with the new spelling; stored results that carry them are read
+#: with `canonical_scheme`.
+RENAMED_KINDS = {"ccswitch": "kernel", "switch": "ovs"}
 
 
 class ScenarioError(ValueError):
@@ -56,15 +61,15 @@ class ScenarioError(ValueError):
 
 @dataclass(frozen=True)
 class Scheme:
-    """`native:ALG` (kernel CC in the server namespace), `ccswitch:ALG` (agent algorithm on
-    the kernel datapath) or `switch:ALG` (agent algorithm enforced from the bridge port in
-    front of a server that keeps its stock congestion control). `ccswitch:policy:SPEC` and
-    `switch:policy:SPEC` let the agent's selector choose (and switch) each flow's algorithm
+    """`native:ALG` (kernel CC in the server namespace), `kernel:ALG` (agent algorithm on
+    the kernel datapath) or `ovs:ALG` (agent algorithm enforced from the bridge port in
+    front of a server that keeps its stock congestion control). `kernel:policy:SPEC` and
+    `ovs:policy:SPEC` let the agent's selector choose each flow's algorithm (and hand it over)
     by a policy: a built-in name or a TOML file, with optional `:PARAM=VALUE,...`."""
 
     kind: str  # one of SCHEME_KINDS
     algorithm: str  # as written; `policy:SPEC` for a policy scheme
-    #: for `ccswitch:policy:SPEC` / `switch:policy:SPEC`: what the agent's --policy gets (SPEC
+    #: for `kernel:policy:SPEC` / `ovs:policy:SPEC`: what the agent's --policy gets (SPEC
     #: with a policy file's path made absolute); None for a fixed algorithm
     policy: Optional[str] = None
     #: where the scheme was written (`schemes[2]`, `--schemes`), for error messages
@@ -80,15 +85,15 @@ class Scheme:
 
     @property
     def kernel_cc(self) -> Optional[str]:
-        """Name of the congestion control to set in the server namespace; None for `switch:`
-        schemes, whose server keeps the scenario's `switch_server_cc` (Scenario.server_cc)."""
-        if self.kind == "switch":
+        """Name of the congestion control to set in the server namespace; None for `ovs:`
+        schemes, whose server keeps the scenario's `ovs_server_cc` (Scenario.server_cc)."""
+        if self.kind == "ovs":
             return None
         return self.algorithm if self.kind == "native" else "ccswitch"
 
     @property
     def uses_agent(self) -> bool:
-        return self.kind in ("ccswitch", "switch")
+        return self.kind in ("kernel", "ovs")
 
 
 @dataclass(frozen=True)
@@ -156,8 +161,8 @@ class Scenario:
     timeout_s: float = DEFAULT_TIMEOUT_S
     agent_settle_s: float = 1.0
     bridge: Optional[str] = None  # as written; None = automatic (see bridge_kind)
-    switch_server_cc: str = "cubic"
-    #: the analysis of switching.py that runs at the end ("smoothness", "mix", "mcc"), if any
+    ovs_server_cc: str = "cubic"
+    #: the analysis of handover.py that runs at the end ("smoothness", "mix", "mcc"), if any
     analysis: Optional[str] = None
     #: extra outputs: "flows" = window/throughput plots of the transfers of policy schemes and
     #: of `plot_schemes`
@@ -173,22 +178,22 @@ class Scenario:
     @property
     def bridge_kind(self) -> str:
         """The bridge the run builds: the scenario's `bridge`, else "ovs" as soon as a
-        `switch:` scheme is present (so that every scheme, baselines included, crosses the same
+        `ovs:` scheme is present (so that every scheme, baselines included, crosses the same
         bridge), else "none"."""
         if self.bridge is not None:
             return self.bridge
-        return "ovs" if self.uses_switch else "none"
+        return "ovs" if self.uses_ovs else "none"
 
     def server_cc(self, scheme: Scheme) -> str:
-        """Congestion control of the server namespace while `scheme` runs (for `ccswitch:`
+        """Congestion control of the server namespace while `scheme` runs (for `kernel:`
         the generic name; the runner substitutes the name its shim registered)."""
-        return self.switch_server_cc if scheme.kind == "switch" else scheme.kernel_cc
+        return self.ovs_server_cc if scheme.kind == "ovs" else scheme.kernel_cc
 
     def check_bridge(self) -> None:
-        """`switch:` schemes need a bridge port to act on."""
-        if self.uses_switch and self.bridge_kind == "none":
-            switch = next(s.label for s in self.schemes if s.kind == "switch")
-            raise ScenarioError(f'bridge: {switch!r} needs a bridge ("ovs" or "linux"), got "none"')
+        """`ovs:` schemes need a bridge port to act on."""
+        if self.uses_ovs and self.bridge_kind == "none":
+            ovs_scheme = next(s.label for s in self.schemes if s.kind == "ovs")
+            raise ScenarioError(f'bridge: {ovs_scheme!r} needs a bridge ("ovs" or "linux"), got "none"')
 
     def check_timeouts(self) -> None:
         """Every file can arrive within `timeout_s` at its client's constant link rate (a
@@ -234,14 +239,14 @@ class Scenario:
         return self.repetitions * len(self.schemes) * sum(len(c.file_sizes) for c in self.clients)
 
     @property
-    def uses_ccswitch(self) -> bool:
+    def uses_kernel(self) -> bool:
         """Some scheme runs on the kernel datapath."""
-        return any(s.kind == "ccswitch" for s in self.schemes)
+        return any(s.kind == "kernel" for s in self.schemes)
 
     @property
-    def uses_switch(self) -> bool:
-        """Some scheme runs on the switch datapath."""
-        return any(s.kind == "switch" for s in self.schemes)
+    def uses_ovs(self) -> bool:
+        """Some scheme runs on the ovs datapath."""
+        return any(s.kind == "ovs" for s in self.schemes)
 
     @property
     def uses_agent(self) -> bool:
@@ -251,7 +256,7 @@ class Scenario:
 # ------------------------------------------------------------------ validation helpers
 
 _TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeout_s", "agent_settle_s",
-             "bridge", "switch_server_cc", "analysis", "plots", "plot_schemes", "destination_memory"}
+             "bridge", "ovs_server_cc", "analysis", "plots", "plot_schemes", "destination_memory"}
 _CLIENT_KEYS = {
     "name", "delay_ms", "loss_downlink", "loss_uplink", "link", "queue_packets", "file_bytes",
     "file_sizes", "description",
@@ -302,13 +307,17 @@ def _float(d, key, where, *, lo, hi, default, lo_open=False, hi_open=False):
 
 
 def parse_scheme(text: Any, where: str = "schemes", *, base_dir: Optional[str] = None,
-                 check_files: bool = True) -> Scheme:
-    """One scheme. A policy file (`ccswitch:policy:FILE`) is relative to `base_dir` (the
-    scenario's directory; the current directory if None) and must exist if `check_files`."""
+                 check_files: bool = True, stored: bool = False) -> Scheme:
+    """One scheme. A policy file (`kernel:policy:FILE`) is relative to `base_dir` (the
+    scenario's directory; the current directory if None) and must exist if `check_files`.
+    `stored`: the scheme comes from a stored run (its copy of the scenario), whose old
+    spellings (`ccswitch:ALG`, `switch:ALG`) are read as today's; otherwise they are refused."""
+    if stored:
+        text = canonical_scheme(text)
     if not isinstance(text, str) or ":" not in text:
         raise ScenarioError(
-            f"{where}: {text!r} is not a scheme; expected native:ALG, ccswitch:ALG, switch:ALG, "
-            "ccswitch:policy:NAME|FILE or switch:policy:NAME|FILE"
+            f"{where}: {text!r} is not a scheme; expected native:ALG, kernel:ALG, ovs:ALG, "
+            "kernel:policy:NAME|FILE or ovs:policy:NAME|FILE"
         )
     kind, alg = text.split(":", 1)
     policy = None
@@ -318,7 +327,9 @@ def parse_scheme(text: Any, where: str = "schemes", *, base_dir: Optional[str] =
                 f"{where}: {text!r}: native algorithm must be one of {', '.join(NATIVE_ALGORITHMS)}"
                 " (the only built-in congestion controls of this kernel)"
             )
-    elif kind in ("ccswitch", "switch"):
+    elif kind in RENAMED_KINDS:
+        raise ScenarioError(renamed_scheme_message(text, where))
+    elif kind in ("kernel", "ovs"):
         if alg.startswith(POLICY_PREFIX):
             policy = parse_policy_spec(alg[len(POLICY_PREFIX):], f"{where}: {text!r}", base_dir=base_dir,
                                        check_files=check_files)
@@ -328,8 +339,26 @@ def parse_scheme(text: Any, where: str = "schemes", *, base_dir: Optional[str] =
                 "py:MODULE:CLASS or policy:NAME|FILE (see `ccswitch algorithms`)"
             )
     else:
-        raise ScenarioError(f"{where}: {text!r}: kind must be 'native', 'ccswitch' or 'switch', got {kind!r}")
+        raise ScenarioError(f"{where}: {text!r}: kind must be 'native', 'kernel' or 'ovs', got {kind!r}")
     return Scheme(kind, alg, policy, where=where)
+
+
+def renamed_scheme_message(text: str, where: str = "schemes") -> str:
+    """Why an old spelling (`ccswitch:bbr`, `switch:policy:mystique`) is refused, naming the new one."""
+    kind, rest = text.split(":", 1)
+    return (f'{where}: scheme "{text}": renamed, write "{RENAMED_KINDS[kind]}:{rest}" '
+            '(the kernel datapath is "kernel:", the Open vSwitch one "ovs:")')
+
+
+def canonical_scheme(text: Any) -> Any:
+    """A scheme as stored by any version, in today's spelling: `ccswitch:ALG` -> `kernel:ALG`,
+    `switch:ALG` -> `ovs:ALG`; anything else unchanged. For readers of stored results and
+    events (runs in experiments/measured/ were written with the old spellings)."""
+    if isinstance(text, str) and ":" in text:
+        kind, rest = text.split(":", 1)
+        if kind in RENAMED_KINDS:
+            return f"{RENAMED_KINDS[kind]}:{rest}"
+    return text
 
 
 def is_policy_file(target: str) -> bool:
@@ -461,10 +490,23 @@ def _parse_client(c, index: int, base_dir, check_files) -> Client:
     )
 
 
-def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_files: bool = True) -> Scenario:
-    """Validate a parsed TOML document; raises ScenarioError naming the bad key."""
+#: Scenario keys of earlier versions and what they are called now.
+RENAMED_KEYS = {"switch_server_cc": "ovs_server_cc"}
+
+
+def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_files: bool = True,
+                   stored: bool = False) -> Scenario:
+    """Validate a parsed TOML document; raises ScenarioError naming the bad key. `stored`: the
+    document is a stored run's copy of its scenario, whose old spellings (schemes `ccswitch:`
+    and `switch:`, key `switch_server_cc`) are read as today's instead of refused."""
     if not isinstance(data, dict):
         raise ScenarioError("scenario: must be a TOML table")
+    for old, new in RENAMED_KEYS.items():
+        if old in data:
+            if not stored:
+                raise ScenarioError(f"{old}: renamed, write {new} (the datapath in front of the server is \"ovs\")")
+            data = dict(data)
+            data.setdefault(new, data.pop(old))
     _unknown(data.keys(), _TOP_KEYS, "")
     name = data.get("name")
     if name is None:
@@ -480,22 +522,24 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
     bridge = data.get("bridge")
     if bridge is not None and bridge not in BRIDGES:
         raise ScenarioError(f"bridge: must be one of {', '.join(repr(b) for b in BRIDGES)}, got {bridge!r}")
-    server_cc = data.get("switch_server_cc", "cubic")
+    server_cc = data.get("ovs_server_cc", "cubic")
     if server_cc not in NATIVE_ALGORITHMS:
-        raise ScenarioError(f"switch_server_cc: must be one of {', '.join(NATIVE_ALGORITHMS)} "
-                            f"(the server's own congestion control under switch: schemes), got {server_cc!r}")
+        raise ScenarioError(f"ovs_server_cc: must be one of {', '.join(NATIVE_ALGORITHMS)} "
+                            f"(the server's own congestion control under ovs: schemes), got {server_cc!r}")
     schemes_raw = data.get("schemes")
     if schemes_raw is None:
-        raise ScenarioError("schemes: required, e.g. [\"native:cubic\", \"ccswitch:reno\"]")
+        raise ScenarioError("schemes: required, e.g. [\"native:cubic\", \"kernel:reno\"]")
     if not isinstance(schemes_raw, list) or not schemes_raw:
         raise ScenarioError(f"schemes: must be a non-empty list of strings, got {schemes_raw!r}")
     base_dir = os.path.dirname(os.path.abspath(source)) if source else None
-    schemes = [parse_scheme(s, f"schemes[{i}]", base_dir=base_dir, check_files=check_files)
+    schemes = [parse_scheme(s, f"schemes[{i}]", base_dir=base_dir, check_files=check_files, stored=stored)
                for i, s in enumerate(schemes_raw)]
     labels = [s.label for s in schemes]
     dups = sorted({x for x in labels if labels.count(x) > 1})
     if dups:
         raise ScenarioError(f"schemes: duplicate scheme {dups[0]!r}")
+    if stored and isinstance(data.get("plot_schemes"), list):
+        data = dict(data, plot_schemes=[canonical_scheme(p) for p in data["plot_schemes"]])
     analysis, plots, plot_schemes = _parse_outputs(data, labels)
     clients_raw = data.get("clients")
     if clients_raw is None:
@@ -509,7 +553,7 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
         raise ScenarioError(f"clients: duplicate client name {dups[0]!r}")
     sc = Scenario(
         name=name, schemes=schemes, clients=clients, repetitions=reps, timeout_s=timeout,
-        agent_settle_s=settle, bridge=bridge, switch_server_cc=server_cc, analysis=analysis, plots=plots,
+        agent_settle_s=settle, bridge=bridge, ovs_server_cc=server_cc, analysis=analysis, plots=plots,
         plot_schemes=plot_schemes, source=source, raw=data, destination_memory=memory,
     )
     sc.check_bridge()
@@ -534,17 +578,19 @@ def _parse_outputs(data: Dict[str, Any], labels: List[str]):
     return analysis, tuple(plots), tuple(plot_schemes)
 
 
-def loads_scenario(text: str, *, source: Optional[str] = None, check_files: bool = True) -> Scenario:
+def loads_scenario(text: str, *, source: Optional[str] = None, check_files: bool = True,
+                   stored: bool = False) -> Scenario:
     if tomllib is None:  # pragma: no cover
         raise ScenarioError("reading scenarios needs Python >= 3.11 (tomllib)")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{source or 'scenario'}: TOML syntax error: {e}") from None
-    return parse_scenario(data, source=source, check_files=check_files)
+    return parse_scenario(data, source=source, check_files=check_files, stored=stored)
 
 
-def load_scenario(path, *, check_files: bool = True) -> Scenario:
+def load_scenario(path, *, check_files: bool = True, stored: bool = False) -> Scenario:
+    """A scenario file; `stored=True` for a run directory's copy (see `parse_scenario`)."""
     path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -552,7 +598,7 @@ def load_scenario(path, *, check_files: bool = True) -> Scenario:
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read scenario: {e.strerror}") from None
     try:
-        return loads_scenario(text, source=path, check_files=check_files)
+        return loads_scenario(text, source=path, check_files=check_files, stored=stored)
     except ScenarioError as e:
         msg = str(e)
         if not msg.startswith(path):
@@ -565,11 +611,11 @@ AgentChecker = Callable[[Optional[str], Optional[str]], Optional[str]]
 
 
 def check_schemes(sc: Scenario, checker: AgentChecker) -> None:
-    """Ask the agent whether it accepts every `ccswitch:`/`switch:` scheme of the run, as it
+    """Ask the agent whether it accepts every `kernel:`/`ovs:` scheme of the run, as it
     will be started for it (`--algorithm ALG` or `--policy SPEC`; `checker` starts it, see
     `topology.check_agent_spec`), before any transfer. Raises ScenarioError naming the first
     refused scheme, where it was written, and the agent's own reason, e.g.
-    ``schemes[2]: 'ccswitch:cubic:beta=abc': parameter beta: "abc" is not a number``."""
+    ``schemes[2]: 'kernel:cubic:beta=abc': parameter beta: "abc" is not a number``."""
     for algorithm, policy, schemes in sc.agent_specs():
         error = checker(algorithm, policy)
         if error is not None:

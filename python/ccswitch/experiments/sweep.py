@@ -68,7 +68,10 @@ STORED_REPORT_FIELDS = ("t_us", "dp_us", "rtt_us", "acked_bytes", "lost_packets"
 #: Row fields kept in a cell.
 STORED_ROW_FIELDS = ("tct_s", "ttfb_s", "connect_s", "bytes", "http_code", "sha256_ok", "cc_observed",
                      "started_at", "wall_s", "load1", "error", "curl_exit", "algorithms", "on_report_errors")
-DATAPATH_SCHEME = {"kernel": "ccswitch", "switch": "switch"}
+#: A spec's datapaths and the scheme kind each runs (the datapath's name is its scheme's).
+DATAPATH_SCHEME = {"kernel": "kernel", "ovs": "ovs"}
+#: Datapath names of earlier versions (cells stored by them say "switch").
+DATAPATH_RENAMED = {"switch": "ovs"}
 #: TCP payload per packet assumed by the TCT estimate (1500-byte MTU with timestamps).
 EST_MSS_BYTES = 1448
 #: Delayed ACKs: packets acknowledged per ACK in the PFTK throughput model.
@@ -393,8 +396,11 @@ def parse_spec(data: Dict[str, Any], *, source: Optional[str] = None, text: str 
     if not isinstance(dps, list) or not dps or len(set(map(str, dps))) != len(dps):
         raise SweepError(f"datapaths: must be a non-empty list of distinct datapaths, got {dps!r}")
     for i, dp in enumerate(dps):
+        if dp in DATAPATH_RENAMED:
+            raise SweepError(f'datapaths[{i}]: "{dp}": renamed, write "{DATAPATH_RENAMED[dp]}" '
+                             '(the datapaths are "kernel" and "ovs")')
         if dp not in DATAPATH_SCHEME:
-            raise SweepError(f"datapaths[{i}]: must be \"kernel\" (ccswitch:ALG) or \"switch\" (switch:ALG), got {dp!r}")
+            raise SweepError(f"datapaths[{i}]: must be \"kernel\" (kernel:ALG) or \"ovs\" (ovs:ALG), got {dp!r}")
     cands = data.get("candidates")
     if not isinstance(cands, list) or not cands:
         raise SweepError(f"candidates: required, a non-empty list of algorithms (e.g. [\"bbr\", \"cubic\"]), got {cands!r}")
@@ -684,7 +690,7 @@ def sample_paths(spec: Spec, *, held_out: Optional[Dict[Tuple, str]] = None,
 @dataclass(frozen=True)
 class Cell:
     path: Path
-    scheme: str  # "ccswitch:bbr"
+    scheme: str  # "kernel:bbr"
     file_bytes: int
     rep: int  # 1-based
 
@@ -888,7 +894,7 @@ def batch_scenario(spec: Spec, paths: Sequence[Path], index: int) -> _scenario.S
         "timeout_s": spec.timeout_s, "agent_settle_s": spec.agent_settle_s,
         "clients": [dict(p.client_table, name=p.client_name, file_sizes=list(p.sizes)) for p in paths],
     }
-    if "switch" in spec.datapaths:
+    if "ovs" in spec.datapaths:
         doc["bridge"] = "ovs"
     return _scenario.parse_scenario(doc, check_files=True)
 
@@ -1006,9 +1012,9 @@ def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
             if ok:
                 events = None
                 if observation and row.get("events"):
-                    from . import switching
+                    from . import handover
 
-                    events = switching.read_events(os.path.join(out, row["events"]))
+                    events = handover.read_events(os.path.join(out, row["events"]))
                 store.write_cell(spec, cell, row, events, raw_rel)
                 result.stored += 1
                 progress.stored += 1

@@ -4,7 +4,7 @@
     curl ── mm-link ── mm-loss ── mm-delay ──NAT──▶ 198.18.N.1 (veth) ◀──────▶ 198.18.N.2:8080 nginx
                                                     ccswitch-agent, ccswitch-kernel (BPF CC)
 
-With a bridge (`switch.py`), the server's veth ends in a switch namespace instead, and the
+With a bridge (`ovs.py`), the server's veth ends in a bridge namespace instead, and the
 root namespace reaches it through the bridge there.
 
 Everything created here is recorded as it is created and undone in reverse order by
@@ -305,7 +305,7 @@ class ServerNamespace:
     def create(self, outer_netns: Optional[str] = None, gateway_dev: Optional[str] = None) -> None:
         """Create the namespace and its veth. The outer end `veth_root` stays in the root
         namespace and carries the gateway address `root_ip`; or, with `outer_netns`, it goes
-        into that (switch) namespace without an address, and `gateway_dev`, a root-namespace
+        into that (bridge) namespace without an address, and `gateway_dev`, a root-namespace
         device bridged to it, carries the gateway address."""
         create_netns(self.name, self._teardown)
         run(["ip", "link", "add", self.veth_root, "type", "veth", "peer", "name", self.veth_srv])
@@ -537,12 +537,12 @@ def check_agent_spec(agent_bin: str, algorithm: Optional[str], policy: Optional[
 
 class CcswitchDaemons:
     """The agent (restarted whenever the algorithm or policy changes) and the kernel datapath
-    shim (kept for the whole run once a `ccswitch:` scheme needs it; it registers the BPF
-    congestion control "ccswitch"). The switch datapath's shim (`switch.SwitchShim`) talks to
+    shim (kept for the whole run once a `kernel:` scheme needs it; it registers the BPF
+    congestion control "ccswitch"). The ovs datapath's shim (`ovs.OvsShim`) talks to
     the same agent.
 
     With `events_dir`, every agent start writes its flow events (creation, reports, algorithm
-    switches, close; JSONL) to `events_dir/agent-NNN.jsonl`, NNN counting the starts like the
+    handovers, close; JSONL) to `events_dir/agent-NNN.jsonl`, NNN counting the starts like the
     logs `agent-NNN-ALG.log`; `events_path` is the current agent's file."""
 
     CC_NAME = "ccswitch"

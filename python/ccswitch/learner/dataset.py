@@ -7,7 +7,7 @@ Sources:
   candidates, the initial algorithm and the window are the spec's;
 - a run directory of `ccswitch run` whose agent schemes collected events (every agent scheme
   does): a transfer's path is its row's path fields, the candidates are the run's fixed agent
-  algorithms (`ccswitch:ALG`, `switch:ALG`; native and policy schemes are not candidates) and
+  algorithms (`kernel:ALG`, `ovs:ALG`; native and policy schemes are not candidates) and
   the initial algorithm is `--initial` (default bbr).
 
 The features come from `ccswitch._native.decision_features`, the agent's own implementation,
@@ -26,6 +26,8 @@ from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..experiments import results, sweep as _sweep
+from ..experiments.scenario import canonical_scheme
+from ..experiments.sweep import DATAPATH_RENAMED
 
 #: MSS assumed for a flow whose `flow` event does not carry one (agents from before the field
 #: was added); counted and reported by the builder.
@@ -94,7 +96,8 @@ def read_store(store: str, initial: Optional[str]) -> Tuple[List[Observation], D
         flow = doc.get("flow") or {}
         reports = _sweep.expand_reports(flow["reports"]) if flow.get("reports") else None
         obs.append(Observation(
-            source=store, sweep=doc["sweep"], path_id=doc["path_id"], params=doc["path"], datapath=doc["datapath"],
+            source=store, sweep=doc["sweep"], path_id=doc["path_id"], params=doc["path"],
+            datapath=DATAPATH_RENAMED.get(doc["datapath"], doc["datapath"]),
             candidate=doc["candidate"], file_bytes=doc["file_bytes"], rep=doc["rep"], tct_s=row.get("tct_s"),
             ok=_ok(row), load1=row.get("load1"), started_at=row.get("started_at"), flow=flow.get("flow"),
             reports=reports, mean_mbps=doc.get("mean_mbps")))
@@ -107,7 +110,7 @@ def _run_rows(run_dir: str) -> List[Dict[str, Any]]:
     path = os.path.join(run_dir, "transfers.jsonl")
     try:
         with open(path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+            return [results.upgrade_row(json.loads(line)) for line in f if line.strip()]
     except FileNotFoundError:
         raise DatasetError(f"{run_dir}: neither a sweep store (spec.toml, cells/) nor a run directory "
                            "(transfers.jsonl)") from None
@@ -117,14 +120,15 @@ def _run_rows(run_dir: str) -> List[Dict[str, Any]]:
 
 def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, Any]]:
     """A `ccswitch run` directory's transfers of fixed agent algorithms."""
-    from ..experiments import switching
+    from ..experiments import handover
 
     obs = []
     candidates: List[str] = []
     name = os.path.basename(os.path.normpath(run_dir))
     for row in _run_rows(run_dir):
-        kind, _, alg = row["scheme"].partition(":")
-        if kind not in ("ccswitch", "switch") or alg.startswith("policy:"):
+        # runs stored before the datapaths were named `kernel` and `ovs` wrote ccswitch:/switch:
+        kind, _, alg = canonical_scheme(row["scheme"]).partition(":")
+        if kind not in ("kernel", "ovs") or alg.startswith("policy:"):
             continue
         if alg not in candidates:
             candidates.append(alg)
@@ -132,14 +136,14 @@ def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, A
         flow, reports = None, None
         if alg == initial and row.get("events"):
             try:
-                events = switching.read_events(os.path.join(run_dir, row["events"]))
-            except switching.SwitchingError as e:
+                events = handover.read_events(os.path.join(run_dir, row["events"]))
+            except handover.HandoverError as e:
                 raise DatasetError(str(e)) from None
             flow = next((e for e in events if e["event"] == "flow"), None)
             reports = [e for e in events if e["event"] == "report"]
         obs.append(Observation(
             source=run_dir, sweep=name, path_id=_sweep.path_id(params), params=params,
-            datapath="kernel" if kind == "ccswitch" else "switch", candidate=alg, file_bytes=row["file_bytes"],
+            datapath=kind, candidate=alg, file_bytes=row["file_bytes"],
             rep=row["repetition"], tct_s=row.get("tct_s"), ok=_ok(row), load1=row.get("load1"),
             started_at=row.get("started_at"), flow=flow, reports=reports, mean_mbps=_mean_mbps(params)))
     if initial not in candidates:

@@ -115,7 +115,7 @@ def regret_weights(cost: np.ndarray, how: str = "mean") -> np.ndarray:
     return np.maximum(w, floor)
 
 
-def with_switch_margin(cost: np.ndarray, initial_index: Optional[int], margin: float) -> np.ndarray:
+def with_handover_margin(cost: np.ndarray, initial_index: Optional[int], margin: float) -> np.ndarray:
     """The cost matrix with `margin` added to every candidate but the initial one.
 
     A deployed selector leaves the initial algorithm only mid-flow, after its decision window,
@@ -123,11 +123,11 @@ def with_switch_margin(cost: np.ndarray, initial_index: Optional[int], margin: f
     differ by a few percent from run to run. Training on this matrix makes a model leave the
     initial algorithm only where the measured gain exceeds `margin` (relative TCT)."""
     if margin < 0:
-        raise ValueError(f"switch margin {margin} < 0 would reward leaving the initial algorithm")
+        raise ValueError(f"handover margin {margin} < 0 would reward leaving the initial algorithm")
     if margin == 0:
         return cost
     if initial_index is None:
-        raise ValueError("a switch margin needs the initial algorithm among the candidates")
+        raise ValueError("a handover margin needs the initial algorithm among the candidates")
     shifted = cost + margin
     shifted[:, initial_index] = cost[:, initial_index]
     return shifted

@@ -15,9 +15,9 @@ indices, so any of them exports to the same model file:
 is a reference for how much a classifier leaves on the table, and `constant` (the one
 candidate with the least mean regret on the training rows) for whether features help at all;
 neither is exported as a model file.
-Every strategy can train with a switch margin (`labels.with_switch_margin`): candidates other
+Every strategy can train with a handover margin (`labels.with_handover_margin`): candidates other
 than the initial algorithm cost that much more, so a model leaves the initial one only for a
-gain larger than what a mid-flow switch and run-to-run noise eat; evaluation keeps the true
+gain larger than what a mid-flow handover and run-to-run noise eat; evaluation keeps the true
 cost.
 Model selection is by regret on held-out paths (`cv_regret`, folds grouped by `path_id`).
 """
@@ -141,13 +141,13 @@ class Constant:
 
 
 def fit(strategy: str, kind: str, x: np.ndarray, cost: np.ndarray, *, max_depth: Optional[int],
-        n_trees: int = 50, min_samples_leaf: int = 1, seed: int = 0, switch_margin: float = 0.0,
+        n_trees: int = 50, min_samples_leaf: int = 1, seed: int = 0, handover_margin: float = 0.0,
         initial_index: Optional[int] = None):
     """Fit one strategy; the result's `predict` returns candidate indices (columns of `cost`)."""
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.tree import DecisionTreeClassifier
 
-    cost = labels.with_switch_margin(cost, initial_index, switch_margin)
+    cost = labels.with_handover_margin(cost, initial_index, handover_margin)
     if strategy == "constant":
         return Constant().fit(x, cost)
     if strategy == "regress":

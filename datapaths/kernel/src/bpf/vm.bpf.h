@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
  * The bounded interpreter of CCP datapath programs, for programs other than
- * the standard one (which ccswitch.bpf.c folds directly). Included by
- * ccswitch.bpf.c; layouts and limits in ccswitch.h.
+ * the standard one (which kernel.bpf.c folds directly). Included by
+ * kernel.bpf.c; layouts and limits in kernel.h.
  *
  * Semantics are libccp's machine.c, as the shim's Rust interpreter
  * (datapaths/ccp/src/program/exec.rs, the reference) implements them: u64

@@ -1,5 +1,5 @@
 //! Per-flow sender model: what the server's TCP would know about its own connection, rebuilt
-//! from what crosses the switch port, so the shim can recover losses on the server's behalf
+//! from what crosses the bridge port, so the shim can recover losses on the server's behalf
 //! and measure the flow for the agent.
 //!
 //! Model. Sequence numbers are unwrapped to `u64` offsets from the server's ISN (the first

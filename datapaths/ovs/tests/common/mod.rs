@@ -8,9 +8,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use ccswitch_ovs::loader::{
-    monotonic_now_ns, AttachOptions, FlowPhase, Port, SwitchDatapath, RET_NEXT,
+    monotonic_now_ns, AttachOptions, FlowPhase, Port, OvsDatapath, RET_NEXT,
 };
-use ccswitch_ovs::events::{Directive, Event, FlowKey};
+use ccswitch_ovs::events::{Directive, Event, FlowAddrs};
 
 pub const FIN: u8 = 0x01;
 pub const SYN: u8 = 0x02;
@@ -22,8 +22,8 @@ pub const ECE: u8 = 0x40;
 pub const SERVER_ISN: u32 = 0xfffff000; // wraps during the tests on purpose
 pub const CLIENT_ISN: u32 = 1_000_000;
 
-pub fn dp(max_flows: u32, ring_bytes: u32) -> SwitchDatapath {
-    SwitchDatapath::load_detached(&AttachOptions {
+pub fn dp(max_flows: u32, ring_bytes: u32) -> OvsDatapath {
+    OvsDatapath::load_detached(&AttachOptions {
         ifname: String::new(),
         max_flows,
         ring_bytes,
@@ -54,8 +54,8 @@ impl Ends {
             client: "[2001:db8:ffff::7]:40001".parse().unwrap(),
         }
     }
-    pub fn key(&self) -> FlowKey {
-        FlowKey {
+    pub fn key(&self) -> FlowAddrs {
+        FlowAddrs {
             server: self.server,
             client: self.client,
         }
@@ -237,7 +237,7 @@ pub fn opts_of(f: &[u8]) -> Vec<u8> {
     f[l4 + 20..l4 + doff].to_vec()
 }
 
-pub fn drain(dp: &mut SwitchDatapath) -> Vec<Event> {
+pub fn drain(dp: &mut OvsDatapath) -> Vec<Event> {
     let mut v = Vec::new();
     dp.poll(Duration::ZERO, |e| v.push(e)).unwrap();
     v
@@ -252,7 +252,7 @@ pub fn acks(evs: &[Event]) -> Vec<ccswitch_ovs::events::Ack> {
         .collect()
 }
 
-pub fn run(dp: &SwitchDatapath, port: Port, seg: &Seg) -> (i32, Vec<u8>) {
+pub fn run(dp: &OvsDatapath, port: Port, seg: &Seg) -> (i32, Vec<u8>) {
     let r = dp.test_run(port, &seg.build(), 0).unwrap();
     (r.ret, r.frame)
 }
@@ -268,7 +268,7 @@ pub fn ws(s: u8) -> Vec<u8> {
 }
 
 /// SYN, SYN-ACK, ACK through the programs; returns the flow id.
-pub fn handshake(dp: &mut SwitchDatapath, e: &Ends, client_opts: &[u8], server_opts: &[u8]) -> u32 {
+pub fn handshake(dp: &mut OvsDatapath, e: &Ends, client_opts: &[u8], server_opts: &[u8]) -> u32 {
     let syn = Seg::to_server(e, SYN, CLIENT_ISN, 0, 64240).opts(client_opts);
     assert_eq!(run(dp, Port::Egress, &syn).0, RET_NEXT);
     let st = dp.flow(&e.key()).expect("SYN creates the entry");
@@ -282,7 +282,7 @@ pub fn handshake(dp: &mut SwitchDatapath, e: &Ends, client_opts: &[u8], server_o
     assert_eq!(
         out,
         ack.build(),
-        "handshake ACK passes unchanged (no control yet)"
+        "handshake ACK passes unchanged (no directive yet)"
     );
     let evs = drain(dp);
     let est = evs
@@ -303,7 +303,7 @@ pub fn full_opts(wscale: u8) -> Vec<u8> {
 
 /// Server sends `n` bytes of new data starting right after the handshake, so ACKs up to
 /// SERVER_ISN+1+n are in window.
-pub fn server_sends(dp: &mut SwitchDatapath, e: &Ends, n: usize) {
+pub fn server_sends(dp: &mut OvsDatapath, e: &Ends, n: usize) {
     for off in (0..n).step_by(1000) {
         let seq = SERVER_ISN.wrapping_add(1 + off as u32);
         let d = Seg::from_server(e, ACK | PSH, seq, CLIENT_ISN + 1).payload((n - off).min(1000));
@@ -311,7 +311,7 @@ pub fn server_sends(dp: &mut SwitchDatapath, e: &Ends, n: usize) {
     }
 }
 
-pub fn control(dp: &SwitchDatapath, id: u32, cwnd: u32) {
+pub fn give_directive(dp: &OvsDatapath, id: u32, cwnd: u32) {
     dp.set_directive(
         id,
         &Directive {

@@ -1,0 +1,957 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * ccswitch: a CCP-style kernel datapath as a BPF struct_ops TCP congestion
+ * control.
+ *
+ * Model
+ * -----
+ * The kernel keeps doing everything a TCP sender does (loss detection,
+ * retransmission, SACK scoreboard, RACK, undo); this program only decides
+ * snd_cwnd and sk_pacing_rate, and reports what it sees.
+ *
+ *  - A flow on the agent's standard program (every simple-API algorithm) is
+ *    folded here: each ACK (cong_control) updates the program's report
+ *    registers in socket storage, and only its reports go into the ring
+ *    buffer read by the userspace shim, which forwards them to the agent.
+ *    Any other flow emits an ACK event with the CCP measurement primitives
+ *    (see kernel.h for fields and units) on every ACK, for the shim's
+ *    interpreter. Only urgent records wake the shim (see CCSW_WAKE_BYTES).
+ *  - The agent answers with directives (cwnd in bytes, pacing rate in
+ *    bytes/s, the fold) that the shim stores into the `directives` array,
+ *    mapped into its memory, in the slot of the flow id handed out at init.
+ *  - A directive is obeyed only while the agent is known to be alive: the
+ *    shim keeps pushing `config.agent_valid_until_ns` (CLOCK_MONOTONIC, the
+ *    clock of bpf_ktime_get_ns) into the future. When that deadline has
+ *    passed, or the flow has no directive yet, the flow is carried by an
+ *    in-kernel FALLBACK algorithm (Reno or Cubic through the kernel's own
+ *    kfuncs), starting from whatever cwnd the flow has: no flow stalls.
+ *
+ * Because we implement cong_control, the kernel skips its own cwnd
+ * reduction (PRR), the end-of-recovery cwnd reset, cong_avoid and
+ * tcp_update_pacing_rate for this socket. The fallback path therefore
+ * re-does exactly those steps, in the same order, so that ccswitch with
+ * no agent behaves like native reno/cubic (including the pacing rate that
+ * TSO autosizing and TCP small queues read even without a pacing qdisc).
+ *
+ * State
+ * -----
+ * icsk_ca_priv is zeroed whenever a socket switches congestion control,
+ * and Cubic's kfuncs own it, so everything of ours lives in socket-local
+ * storage (struct ccsw_sk_state).
+ *
+ * Registration
+ * ------------
+ * The congestion control registers as non-restricted, as if it were listed
+ * in net.ipv4.tcp_allowed_congestion_control, so any namespace may make it
+ * its default. Besides sparing users a global sysctl, this closes a kernel
+ * reference leak: tcp_set_default_congestion_control() takes a reference on
+ * the congestion control (for BPF, on its struct_ops map) before refusing a
+ * restricted one in a non-initial namespace with EPERM, and never drops it,
+ * so a single refused sysctl kept the map and every program loaded until
+ * reboot. Rewriting the allowed list without this name restricts it again
+ * and reopens that leak (see the README).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "kernel.h"
+
+char _license[] SEC("license") = "GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+
+/* include/net/tcp.h; accepted by bpf_tcp_ca_init_member (TCP_CONG_MASK). */
+#define TCP_CONG_NON_RESTRICTED 0x1
+
+#define USEC_PER_SEC 1000000ULL
+#define TCP_INFINITE_SSTHRESH 0x7fffffff
+#define MIN_CWND_PKTS 2
+
+/* ACK flags passed to cong_control (net/ipv4/tcp_input.c). */
+#define FLAG_DATA_ACKED 0x04
+#define FLAG_SYN_ACKED 0x10
+#define FLAG_DATA_SACKED 0x20
+#define FLAG_ECE 0x40
+#define FLAG_SND_UNA_ADVANCED 0x400
+#define FLAG_ACKED (FLAG_DATA_ACKED | FLAG_SYN_ACKED)
+#define FLAG_FORWARD_PROGRESS (FLAG_ACKED | FLAG_DATA_SACKED)
+
+/* Defaults; the loader sizes both maps from its options. */
+#define RINGBUF_BYTES (4 << 20)
+#define MAX_FLOWS 100000
+
+extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
+extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
+extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+extern void cubictcp_init(struct sock *sk) __ksym;
+extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym;
+extern __u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym;
+extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym;
+extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym;
+extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
+
+/* Per-socket state that must survive in socket storage. */
+struct ccsw_sk_state {
+	__u32 flow_id;
+	__u32 fallback;       /* CCSW_FALLBACK_*, latched at init */
+	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
+	__u8 was_timeout;     /* entered TCP_CA_Loss since the last ACK event */
+	__u8 directed;        /* the last ACK applied a cwnd directive */
+	__u8 paced;           /* we set SK_PACING_NEEDED for a pacing directive */
+	__u8 ever_directed;   /* a directive has set cwnd on some ACK */
+	__u32 rtt_us;         /* latest RTT sample (srtt until the first), as the shim carries it */
+	__u32 _pad1;
+	struct ccsw_fold_state fold;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ccsw_sk_state);
+} ccsw_sk_state_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RINGBUF_BYTES);
+} ccsw_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, MAX_FLOWS);
+	__type(key, __u32);
+	__type(value, struct ccsw_directive);
+} ccsw_directives SEC(".maps");
+
+/* Entries of ccsw_directives (set by the loader with the map's size). */
+const volatile __u32 ccsw_max_flows = MAX_FLOWS;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE); /* the shim stores the deadline directly */
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccsw_config);
+} ccsw_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccsw_stats);
+} ccsw_stats SEC(".maps");
+
+/* Last flow id handed out; ids start at 1 (0 = none). */
+__u32 next_flow_id = 0;
+
+static __always_inline struct tcp_sock *tcp_sk(struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct inet_connection_sock *inet_csk(struct sock *sk)
+{
+	return (struct inet_connection_sock *)sk;
+}
+
+static __always_inline struct ccsw_stats *stats_slot(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&ccsw_stats, &zero);
+}
+
+static __always_inline struct ccsw_config *config_slot(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&ccsw_config, &zero);
+}
+
+/* The directive slot of a flow, if the flow holds it. */
+static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
+{
+	__u32 slot = ccsw_max_flows ? flow_id % ccsw_max_flows : 0;
+	struct ccsw_directive *d = bpf_map_lookup_elem(&ccsw_directives, &slot);
+
+	return d && d->flow_id == flow_id ? d : NULL;
+}
+
+static __always_inline void count_event(bool submitted)
+{
+	struct ccsw_stats *s = stats_slot();
+
+	if (!s)
+		return;
+	if (submitted)
+		__sync_fetch_and_add(&s->events, 1);
+	else
+		__sync_fetch_and_add(&s->drops, 1);
+}
+
+static __always_inline bool before(__u32 seq1, __u32 seq2)
+{
+	return (__s32)(seq1 - seq2) < 0;
+}
+
+static __always_inline __u32 packets_in_flight(const struct tcp_sock *tp)
+{
+	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+}
+
+static __always_inline bool in_cwnd_reduction(__u8 ca_state)
+{
+	return ca_state == TCP_CA_CWR || ca_state == TCP_CA_Recovery;
+}
+
+static __always_inline __u32 tcp_jiffies32(void)
+{
+	return (__u32)bpf_jiffies64();
+}
+
+/* tcp_update_pacing_rate(): 200% (slow start) or 120% of cwnd*mss/srtt,
+ * using the namespace's tcp_pacing_{ss,ca}_ratio sysctls. */
+static __always_inline void emulate_pacing_rate(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct net *net = sk->__sk_common.skc_net.net;
+	__u64 rate, ratio, cwnd = tp->snd_cwnd;
+
+	rate = (__u64)tp->mss_cache * ((USEC_PER_SEC / 100) << 3);
+	if (cwnd < tp->snd_ssthresh / 2)
+		ratio = BPF_CORE_READ(net, ipv4.sysctl_tcp_pacing_ss_ratio);
+	else
+		ratio = BPF_CORE_READ(net, ipv4.sysctl_tcp_pacing_ca_ratio);
+	rate *= ratio;
+	if (tp->packets_out > cwnd)
+		cwnd = tp->packets_out;
+	rate *= cwnd;
+	if (tp->srtt_us)
+		rate /= (__u64)tp->srtt_us;
+	if (rate > sk->sk_max_pacing_rate)
+		rate = sk->sk_max_pacing_rate;
+	sk->sk_pacing_rate = rate;
+}
+
+/* tcp_may_raise_cwnd() */
+static __always_inline bool may_raise_cwnd(struct sock *sk, int flag)
+{
+	struct net *net = sk->__sk_common.skc_net.net;
+	int reordering = BPF_CORE_READ(net, ipv4.sysctl_tcp_reordering);
+
+	if (tcp_sk(sk)->reordering > (__u32)reordering)
+		return flag & FLAG_FORWARD_PROGRESS;
+	return flag & FLAG_DATA_ACKED;
+}
+
+/* tcp_cwnd_reduction(): proportional rate reduction (RFC 6937). The
+ * kernel's tp->prr_delivered is read-only for BPF, so our count of
+ * delivered packets lives in socket storage (reset when a reduction
+ * starts, see ccsw_set_state); tp->prr_out is kept by the kernel. */
+static __always_inline void prr_cwnd_reduction(struct sock *sk, struct ccsw_sk_state *st,
+					       int newly_acked_sacked, int newly_lost, int flag)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 in_flight = packets_in_flight(tp);
+	int delta = (int)tp->snd_ssthresh - (int)in_flight;
+	__u32 prior_cwnd = tp->prior_cwnd;
+	int sndcnt;
+
+	if (newly_acked_sacked <= 0 || !prior_cwnd)
+		return;
+
+	st->prr_delivered += newly_acked_sacked;
+	if (delta < 0) {
+		__u64 dividend = (__u64)tp->snd_ssthresh * st->prr_delivered + prior_cwnd - 1;
+
+		sndcnt = (int)(dividend / prior_cwnd) - (int)tp->prr_out;
+	} else {
+		sndcnt = (int)st->prr_delivered - (int)tp->prr_out;
+		if (sndcnt < newly_acked_sacked)
+			sndcnt = newly_acked_sacked;
+		if ((flag & FLAG_SND_UNA_ADVANCED) && !newly_lost)
+			sndcnt++;
+		if (sndcnt > delta)
+			sndcnt = delta;
+	}
+	/* Force a fast retransmit upon entering fast recovery. */
+	if (sndcnt < (tp->prr_out ? 0 : 1))
+		sndcnt = tp->prr_out ? 0 : 1;
+	tp->snd_cwnd = in_flight + sndcnt;
+}
+
+/* The fallback algorithm for one ACK: what tcp_cong_control() does for a
+ * classic (cong_avoid) congestion control. */
+static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_sk_state *st,
+					    __u32 fallback, __u32 ack, int flag,
+					    const struct rate_sample *rs)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u8 ca_state = inet_csk(sk)->icsk_ca_state;
+
+	if (in_cwnd_reduction(ca_state)) {
+		if (st)
+			prr_cwnd_reduction(sk, st, rs->acked_sacked, rs->losses, flag);
+		else if (tp->snd_cwnd > tp->snd_ssthresh)
+			tp->snd_cwnd = tp->snd_ssthresh; /* no storage: plain halving */
+	} else if (may_raise_cwnd(sk, flag)) {
+		if (fallback == CCSW_FALLBACK_CUBIC)
+			cubictcp_cong_avoid(sk, ack, rs->acked_sacked);
+		else
+			tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
+	}
+}
+
+static __always_inline void fold_reset(struct ccsw_fold_regs *r)
+{
+	__builtin_memset(r, 0, sizeof(*r));
+	r->minrtt = CCSW_NO_RTT_SAMPLE_US;
+}
+
+#include "vm.bpf.h"
+
+/* One ACK through the agent's standard program (agent/src/program.rs), with
+ * the semantics of the shim's interpreter: sums, minimum, maximum and latest
+ * values, then a report on a timeout, a loss, per_ack, or once Micros passes
+ * the RTT, after which Micros restarts. Registers reset when the program
+ * (re)started (start_us changed). Returns true when it reports: the
+ * registers then hold the report, and the caller resets them once copied. */
+static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccsw_fold_ack *a,
+				     __u64 start_us, bool per_ack)
+{
+	struct ccsw_fold_regs *r = &s->regs;
+	__u64 rtt = a->rtt_us ? a->rtt_us : CCSW_RTT_INFINITY;
+
+	if (s->start_us != start_us) {
+		fold_reset(r);
+		s->micros_zero_us = start_us;
+		s->start_us = start_us;
+	}
+	r->acked += a->bytes_acked;
+	r->lost += a->lost_packets;
+	r->timeout = a->was_timeout ? 1 : 0;
+	r->ecn += a->ecn_packets;
+	r->rtt = rtt;
+	if (rtt < r->minrtt)
+		r->minrtt = rtt;
+	r->inflight = a->bytes_in_flight;
+	if (a->rate_incoming > r->rate)
+		r->rate = a->rate_incoming;
+	r->now = a->now_us;
+	if (r->timeout || r->lost > 0 || per_ack || a->now_us - s->micros_zero_us > rtt) {
+		s->micros_zero_us = a->now_us;
+		return true;
+	}
+	return false;
+}
+
+/* The flow's RTT as the standard program reads it: the latest sample, or
+ * srtt until the first (the shim's session carries it the same way). */
+static __always_inline void carry_rtt(struct tcp_sock *tp, struct ccsw_sk_state *st,
+				      const struct rate_sample *rs)
+{
+	if (rs->rtt_us >= 0)
+		st->rtt_us = (__u32)rs->rtt_us;
+	else if (!st->rtt_us)
+		st->rtt_us = tp->srtt_us >> 3;
+}
+
+static __always_inline __u64 delivery_rate(const struct rate_sample *rs, __u32 mss)
+{
+	__s32 delivered = rs->delivered;
+
+	if (delivered <= 0 || rs->rcv_interval_us <= 0)
+		return 0;
+	return (__u64)delivered * mss * USEC_PER_SEC / rs->rcv_interval_us;
+}
+
+/* A wake-up is an inter-processor interrupt, which costs more than a whole
+ * fold (several us on a VM): a record wakes the shim only when urgent or when
+ * CCSW_WAKE_BYTES wait in the ring; the others are read on its next pass.
+ * FORCE, not adaptive: records without a wake-up may be waiting before it. */
+static __always_inline __u64 wake_flags(bool urgent)
+{
+	if (urgent || bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+/* A folded flow's ACK: no record unless the standard program reports. */
+static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_state *st, int flag,
+					    const struct rate_sample *rs, __u64 now,
+					    const struct ccsw_directive *d)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_report_event *e;
+	struct ccsw_fold_ack a = {};
+	struct ccsw_stats *s = stats_slot();
+	__u32 mss = tp->mss_cache;
+	bool urgent;
+
+	a.now_us = now / 1000;
+	a.rate_incoming = delivery_rate(rs, mss);
+	a.bytes_acked = rs->acked_sacked * mss;
+	a.lost_packets = rs->losses > 0 ? rs->losses : 0;
+	a.ecn_packets = (flag & FLAG_ECE) ? rs->acked_sacked : 0;
+	a.was_timeout = st->was_timeout;
+	a.rtt_us = st->rtt_us;
+	a.bytes_in_flight = packets_in_flight(tp) * mss;
+	st->was_timeout = 0;
+	if (s)
+		__sync_fetch_and_add(&s->acks_folded, 1);
+	if (!fold_ack(&st->fold, &a, d->fold_start_us, d->fold == CCSW_FOLD_PER_ACK))
+		return;
+
+	urgent = st->fold.regs.lost || st->fold.regs.timeout || st->fold.regs.ecn;
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (e) {
+		e->kind = CCSW_EV_REPORT;
+		e->flow_id = st->flow_id;
+		e->ts_ns = now;
+		e->start_us = st->fold.start_us;
+		e->regs = st->fold.regs;
+		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
+		e->_pad0 = 0;
+		bpf_ringbuf_submit(e, wake_flags(urgent));
+		if (s)
+			__sync_fetch_and_add(&s->reports, 1);
+	}
+	/* A report the ring could not take is lost, as a dropped ACK event
+	 * would be; the registers start over either way. */
+	count_event(e != NULL);
+	fold_reset(&st->fold.regs);
+}
+
+static __always_inline void set_cwnd_bytes(struct tcp_sock *tp, __u64 bytes)
+{
+	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
+	__u64 cwnd = bytes / mss;
+
+	if (cwnd < MIN_CWND_PKTS)
+		cwnd = MIN_CWND_PKTS;
+	if (cwnd > tp->snd_cwnd_clamp)
+		cwnd = tp->snd_cwnd_clamp;
+	tp->snd_cwnd = cwnd;
+}
+
+/* The flow's entry of ccsw_vm_flows, if its directive runs a program there
+ * and the entry is still its own. */
+static __always_inline struct ccsw_vm_flow *vm_flow_of(const struct ccsw_directive *d, __u32 flow_id)
+{
+	__u32 slot = d->vm_slot;
+	struct ccsw_vm_flow *vf;
+
+	if (d->fold != CCSW_FOLD_VM)
+		return NULL;
+	vf = bpf_map_lookup_elem(&ccsw_vm_flows, &slot);
+	return vf && vf->flow_id == flow_id ? vf : NULL;
+}
+
+/* An ACK of a flow whose program the interpreter runs: the primitives the
+ * shim's session would give its interpreter for this ACK's record, one
+ * evaluation, then its window, rate and report, as libccp applies them. */
+static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
+				      const struct rate_sample *rs, __u64 now,
+				      const struct ccsw_directive *d, struct ccsw_vm_flow *vf)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_vm_bank *b = &vf->banks[vf->bank & 1];
+	struct ccsw_stats *s = stats_slot();
+	struct ccsw_vm_report_event *e;
+	struct ccsw_vm_program *p;
+	__u64 prims[CCSW_VM_PRIMITIVES] = {};
+	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
+	__u32 acked = rs->acked_sacked, in_flight = packets_in_flight(tp), pending, pslot = b->program;
+	__s32 delivered = rs->delivered;
+	__u64 bytes_delivered, cwnd, rate;
+	__u32 parts;
+	bool urgent;
+
+	p = bpf_map_lookup_elem(&ccsw_vm_programs, &pslot);
+	if (!p)
+		return;
+	/* The agent set the window or the rate (UPDATE_FIELDS, CHANGE_PROG): once. */
+	parts = vf->window_parts ? __sync_fetch_and_and(&vf->window_parts, 0) : 0;
+	if ((parts & CCSW_VM_SET_CWND) && d->cwnd_bytes)
+		set_cwnd_bytes(tp, d->cwnd_bytes);
+	if ((parts & CCSW_VM_SET_RATE) && d->pacing_rate)
+		vf->rate = d->pacing_rate;
+	prims[0] = (__u64)acked * mss;             /* Ack.bytes_acked */
+	prims[1] = (__u64)tp->sacked_out * mss;    /* Ack.bytes_misordered */
+	if (flag & FLAG_ECE) {
+		prims[2] = (__u64)acked * mss;     /* Ack.ecn_bytes */
+		prims[3] = acked;                  /* Ack.ecn_packets */
+	}
+	prims[4] = rs->losses > 0 ? rs->losses : 0; /* Ack.lost_pkts_sample */
+	prims[5] = now / 1000;                     /* Ack.now */
+	prims[6] = acked;                          /* Ack.packets_acked */
+	prims[7] = tp->sacked_out;                 /* Ack.packets_misordered */
+	prims[8] = (__u64)in_flight * mss;         /* Flow.bytes_in_flight */
+	pending = tp->write_seq - tp->snd_nxt;
+	prims[9] = (__s32)pending > 0 ? pending : 0; /* Flow.bytes_pending */
+	prims[10] = in_flight;                     /* Flow.packets_in_flight */
+	if (delivered > 0) {
+		bytes_delivered = (__u64)delivered * mss * USEC_PER_SEC;
+		if (rs->rcv_interval_us > 0)
+			prims[11] = bytes_delivered / rs->rcv_interval_us; /* Flow.rate_incoming */
+		if (rs->snd_interval_us > 0)
+			prims[12] = bytes_delivered / rs->snd_interval_us; /* Flow.rate_outgoing */
+	}
+	prims[13] = st->rtt_us;                    /* Flow.rtt_sample_us */
+	prims[14] = st->was_timeout;               /* Flow.was_timeout */
+	st->was_timeout = 0;
+
+	if (s)
+		__sync_fetch_and_add(&s->acks_vm, 1);
+	if (vm_evaluate(p, &b->regs, prims, now / 1000, (__u64)tp->snd_cwnd * mss, vf->rate) != CCSW_VM_OK) {
+		if (s)
+			__sync_fetch_and_add(&s->vm_faults, 1);
+		return; /* libccp applies nothing of a faulted evaluation */
+	}
+	cwnd = b->regs.implicit[CCSW_VM_CWND];
+	rate = b->regs.implicit[CCSW_VM_RATE];
+	if (cwnd)
+		set_cwnd_bytes(tp, cwnd);
+	if (rate)
+		vf->rate = rate;
+	if (vf->rate) {
+		sk->sk_pacing_rate = vf->rate < sk->sk_max_pacing_rate ? vf->rate : sk->sk_max_pacing_rate;
+		sk->sk_pacing_status = SK_PACING_NEEDED;
+		st->paced = 1;
+	}
+	if (!b->regs.implicit[CCSW_VM_SHOULD_REPORT])
+		return;
+	urgent = prims[4] || prims[14] || (flag & FLAG_ECE);
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (e) {
+		e->kind = CCSW_EV_VM_REPORT;
+		e->flow_id = st->flow_id;
+		e->ts_ns = now;
+		e->start_us = b->start_us;
+		e->program_uid = p->uid;
+		e->n_fields = p->n_report_fields < CCSW_VM_REPORT_REGS ? p->n_report_fields : CCSW_VM_REPORT_REGS;
+		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
+		e->_pad0 = 0;
+		__builtin_memcpy(e->fields, b->regs.report, sizeof(e->fields));
+		bpf_ringbuf_submit(e, wake_flags(urgent));
+		if (s)
+			__sync_fetch_and_add(&s->reports, 1);
+	}
+	count_event(e != NULL);
+	vm_reset_volatile(p, &b->regs);
+}
+
+/* An ACK record of a flow the shim interprets is urgent on loss, timeout or ECN,
+ * as folded reports are. */
+static __always_inline __u64 ack_wake_flags(const struct ccsw_ack_event *e)
+{
+	return wake_flags(e->lost_pkts_sample || e->was_timeout || (e->flags & CCSW_ACK_F_ECE));
+}
+
+static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
+				     const struct rate_sample *rs, __u64 now, bool fell_back)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_ack_event *e;
+	__u32 mss = tp->mss_cache;
+	__u32 acked = rs->acked_sacked;
+	__u32 in_flight = packets_in_flight(tp);
+	__u32 flags = 0;
+	long rtt_us = rs->rtt_us;
+	__s32 delivered = rs->delivered;
+	__u64 bytes_delivered;
+	__u32 pending;
+
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (!e) {
+		count_event(false);
+		return; /* keep was_timeout for the next event */
+	}
+
+	e->kind = CCSW_EV_ACK;
+	e->flow_id = st->flow_id;
+	e->ts_ns = now;
+	e->packets_acked = acked;
+	e->bytes_acked = acked * mss;
+	e->packets_misordered = tp->sacked_out;
+	e->bytes_misordered = tp->sacked_out * mss;
+	if (flag & FLAG_ECE) {
+		flags |= CCSW_ACK_F_ECE;
+		e->ecn_packets = acked;
+		e->ecn_bytes = acked * mss;
+	} else {
+		e->ecn_packets = 0;
+		e->ecn_bytes = 0;
+	}
+	e->lost_pkts_sample = rs->losses > 0 ? rs->losses : 0;
+	e->was_timeout = st->was_timeout;
+	st->was_timeout = 0;
+	if (rtt_us >= 0) {
+		flags |= CCSW_ACK_F_RTT_VALID;
+		e->rtt_sample_us = (__u32)rtt_us;
+	} else {
+		e->rtt_sample_us = 0;
+	}
+	e->srtt_us = tp->srtt_us >> 3;
+	e->rate_incoming = 0;
+	e->rate_outgoing = 0;
+	if (delivered > 0) {
+		bytes_delivered = (__u64)delivered * mss * USEC_PER_SEC;
+		if (rs->rcv_interval_us > 0)
+			e->rate_incoming = bytes_delivered / rs->rcv_interval_us;
+		if (rs->snd_interval_us > 0)
+			e->rate_outgoing = bytes_delivered / rs->snd_interval_us;
+		if (rs->rcv_interval_us > 0 && rs->snd_interval_us > 0)
+			flags |= CCSW_ACK_F_RATE_VALID;
+	}
+	if (rs->is_app_limited)
+		flags |= CCSW_ACK_F_APP_LIMITED;
+	if (fell_back)
+		flags |= CCSW_ACK_F_FALLBACK;
+	e->packets_in_flight = in_flight;
+	e->bytes_in_flight = in_flight * mss;
+	pending = tp->write_seq - tp->snd_nxt;
+	e->bytes_pending = (__s32)pending > 0 ? pending : 0;
+	e->snd_cwnd_bytes = tp->snd_cwnd * mss;
+	e->mss = mss;
+	e->ca_state = inet_csk(sk)->icsk_ca_state;
+	e->flags = flags;
+	e->ssthresh = tp->snd_ssthresh;
+
+	bpf_ringbuf_submit(e, ack_wake_flags(e));
+	count_event(true);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_init, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_config *cfg = config_slot();
+	struct ccsw_create_event *e;
+	struct ccsw_sk_state *st;
+	struct ccsw_stats *s;
+	__u32 fallback = cfg ? cfg->fallback : CCSW_FALLBACK_RENO;
+	__u16 family;
+
+	if (fallback != CCSW_FALLBACK_CUBIC)
+		fallback = CCSW_FALLBACK_RENO;
+
+	st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		/* No storage: no flow id, no events, plain Reno fallback. */
+		goto pacing;
+
+	if (!st->flow_id)
+		st->flow_id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
+	st->fallback = fallback;
+	st->prr_delivered = 0;
+	st->was_timeout = 0;
+	st->directed = 0;
+	st->paced = 0;
+	st->rtt_us = 0;
+	__builtin_memset(&st->fold, 0, sizeof(st->fold));
+
+	if (fallback == CCSW_FALLBACK_CUBIC)
+		cubictcp_init(sk);
+
+	s = stats_slot();
+	if (s)
+		__sync_fetch_and_add(&s->flows_created, 1);
+
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (!e) {
+		count_event(false);
+		goto pacing;
+	}
+	family = sk->__sk_common.skc_family;
+	e->kind = CCSW_EV_CREATE;
+	e->flow_id = st->flow_id;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->family = family;
+	e->src_port = sk->__sk_common.skc_num;
+	e->dst_port = bpf_ntohs(sk->__sk_common.skc_dport);
+	e->_pad0 = 0;
+	__builtin_memset(e->src_addr, 0, sizeof(e->src_addr));
+	__builtin_memset(e->dst_addr, 0, sizeof(e->dst_addr));
+	if (family == AF_INET6) {
+		BPF_CORE_READ_INTO(&e->src_addr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&e->dst_addr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	} else {
+		__u32 saddr = sk->__sk_common.skc_rcv_saddr;
+		__u32 daddr = sk->__sk_common.skc_daddr;
+
+		__builtin_memcpy(e->src_addr, &saddr, 4);
+		__builtin_memcpy(e->dst_addr, &daddr, 4);
+	}
+	e->mss = tp->mss_cache;
+	e->init_cwnd_bytes = tp->snd_cwnd * tp->mss_cache;
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP); /* urgent: a new flow */
+	count_event(true);
+
+pacing:
+	/* For a passive open the kernel skips its tcp_update_pacing_rate()
+	 * when cong_control is set; do it here once an RTT is known. */
+	if (tp->srtt_us)
+		emulate_pacing_rate(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
+	      const struct rate_sample *rs)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_sk_state *st;
+	struct ccsw_directive *d = NULL;
+	struct ccsw_vm_flow *vf = NULL;
+	struct ccsw_config *cfg;
+	struct ccsw_stats *s;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 fallback = CCSW_FALLBACK_RENO;
+	bool directed = false, agent_live = false;
+
+	st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+	if (st) {
+		fallback = st->fallback;
+		cfg = config_slot();
+		agent_live = cfg && now < cfg->agent_valid_until_ns;
+		if (agent_live)
+			d = directive_of(st->flow_id);
+	}
+
+	if (d && st)
+		vf = vm_flow_of(d, st->flow_id);
+	if (vf) {
+		directed = true; /* the program sets the window below, once the RTT is carried */
+	} else if (d && d->cwnd_bytes) {
+		set_cwnd_bytes(tp, d->cwnd_bytes);
+		directed = true;
+	} else {
+		if (st && st->directed) {
+			/* Hand-over from the agent: the fallback starts from the
+			 * cwnd the agent left (and the kernel's ssthresh). */
+			tp->snd_cwnd_cnt = 0;
+			if (fallback == CCSW_FALLBACK_CUBIC)
+				cubictcp_init(sk);
+		}
+		fallback_on_ack(sk, st, fallback, ack, flag, rs);
+	}
+
+	if (vf) {
+		/* paced by the program (vm_on_ack) */
+	} else if (d && d->pacing_rate) {
+		__u64 rate = d->pacing_rate;
+
+		if (rate > sk->sk_max_pacing_rate)
+			rate = sk->sk_max_pacing_rate;
+		sk->sk_pacing_rate = rate;
+		sk->sk_pacing_status = SK_PACING_NEEDED;
+		if (st)
+			st->paced = 1;
+	} else {
+		if (st && st->paced) {
+			sk->sk_pacing_status = SK_PACING_NONE;
+			st->paced = 0;
+		}
+		emulate_pacing_rate(sk);
+	}
+
+	s = stats_slot();
+	if (s) {
+		if (directed) {
+			__sync_fetch_and_add(&s->acks_directive, 1);
+		} else {
+			__sync_fetch_and_add(&s->acks_fallback, 1);
+			if (!agent_live)
+				__sync_fetch_and_add(&s->acks_fallback_agent_late, 1);
+			else if (st && !st->ever_directed)
+				__sync_fetch_and_add(&s->acks_fallback_awaiting, 1);
+		}
+	}
+
+	if (st) {
+		st->directed = directed;
+		if (directed)
+			st->ever_directed = 1;
+		carry_rtt(tp, st, rs);
+		if (vf)
+			vm_on_ack(sk, st, flag, rs, now, d, vf);
+		else if (d && d->fold != CCSW_FOLD_OFF)
+			fold_and_report(sk, st, flag, rs, now, d);
+		else
+			emit_ack(sk, st, flag, rs, now, !directed);
+	}
+}
+
+/* The fold of cong_control on one ACK given in the context, for the test
+ * that compares it with the shim's interpreter (BPF_PROG_TEST_RUN). */
+SEC("syscall")
+int ccsw_fold_test(struct ccsw_fold_test *t)
+{
+	t->reported = fold_ack(&t->state, &t->ack, t->start_us, t->per_ack != 0);
+	t->report = t->state.regs;
+	if (t->reported)
+		fold_reset(&t->state.regs);
+	return 0;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(ccsw_ssthresh, struct sock *sk)
+{
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+
+	if (st && st->fallback == CCSW_FALLBACK_CUBIC)
+		return cubictcp_recalc_ssthresh(sk);
+	return tcp_reno_ssthresh(sk);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(ccsw_undo_cwnd, struct sock *sk)
+{
+	return tcp_reno_undo_cwnd(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_set_state, struct sock *sk, __u8 new_state)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+	__u8 old_state = inet_csk(sk)->icsk_ca_state; /* not yet updated */
+
+	if (!st)
+		return;
+
+	if (new_state == TCP_CA_Loss)
+		st->was_timeout = 1;
+
+	/* tcp_init_cwnd_reduction() has just run: restart PRR accounting. */
+	if (in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state))
+		st->prr_delivered = 0;
+
+	/* tcp_end_cwnd_reduction(), which the kernel skips for cong_control
+	 * congestion controls: leaving CWR/Recovery for Open/Disorder resets
+	 * cwnd to ssthresh unless the reduction was undone (undo clears
+	 * undo_marker first). Not under a directive: the agent owns cwnd. */
+	if (in_cwnd_reduction(old_state) && !in_cwnd_reduction(new_state) &&
+	    new_state != TCP_CA_Loss && !st->directed) {
+		if (tp->snd_ssthresh < TCP_INFINITE_SSTHRESH &&
+		    (old_state == TCP_CA_CWR || tp->undo_marker))
+			tp->snd_cwnd = tp->snd_ssthresh;
+	}
+
+	if (st->fallback == CCSW_FALLBACK_CUBIC)
+		cubictcp_state(sk, new_state);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+
+	if (st && st->fallback == CCSW_FALLBACK_CUBIC)
+		cubictcp_cwnd_event(sk, ev);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+
+	if (st && st->fallback == CCSW_FALLBACK_CUBIC)
+		cubictcp_acked(sk, sample);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccsw_release, struct sock *sk)
+{
+	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+	struct ccsw_close_event *e;
+	struct ccsw_directive *d;
+	struct ccsw_stats *s;
+	__u32 flow_id;
+
+	if (!st)
+		return;
+	flow_id = st->flow_id;
+
+	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	if (e) {
+		e->kind = CCSW_EV_CLOSE;
+		e->flow_id = flow_id;
+		e->ts_ns = bpf_ktime_get_ns();
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP); /* urgent: a flow gone */
+		count_event(true);
+	} else {
+		count_event(false);
+	}
+	s = stats_slot();
+	if (s)
+		__sync_fetch_and_add(&s->flows_closed, 1);
+
+	d = directive_of(flow_id);
+	if (d)
+		d->flow_id = 0;
+	bpf_sk_storage_delete(&ccsw_sk_state_map, sk);
+}
+
+/* Hand-back (teardown.rs): the loader fills our name before load and the
+ * built-in name before each run of the iterator. */
+#define SOL_TCP 6
+#define TCP_CONGESTION 13
+#define CC_NAME_MAX 16
+
+const volatile char ccsw_cc_name[CC_NAME_MAX];
+/* "reno" or "cubic": the built-in counterpart of the fallback. */
+char ccsw_handback_cc[CC_NAME_MAX];
+__u64 ccsw_handed_back;
+
+/*
+ * Run once per network namespace when the shim exits: every full TCP socket
+ * of that namespace still on this congestion control moves to the built-in
+ * algorithm its fallback stands for (our release runs, then theirs init; the
+ * window carries over). A socket left on us would hold the struct_ops map,
+ * and with it every program, until it closed.
+ */
+SEC("iter/tcp")
+int ccsw_hand_back(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct tcp_sock *tp;
+	char cur[CC_NAME_MAX];
+	int i;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0;
+	if (bpf_getsockopt(tp, SOL_TCP, TCP_CONGESTION, cur, sizeof(cur)))
+		return 0;
+	for (i = 0; i < CC_NAME_MAX; i++) {
+		if (cur[i] != ccsw_cc_name[i])
+			return 0;
+		if (!cur[i])
+			break;
+	}
+	if (!bpf_setsockopt(tp, SOL_TCP, TCP_CONGESTION, (void *)ccsw_handback_cc,
+			    sizeof(ccsw_handback_cc)))
+		__sync_fetch_and_add(&ccsw_handed_back, 1);
+	return 0;
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops ccswitch = {
+	.init = (void *)ccsw_init,
+	.release = (void *)ccsw_release,
+	.ssthresh = (void *)ccsw_ssthresh,
+	.cong_control = (void *)ccsw_cong_control,
+	.undo_cwnd = (void *)ccsw_undo_cwnd,
+	.set_state = (void *)ccsw_set_state,
+	.cwnd_event = (void *)ccsw_cwnd_event,
+	.pkts_acked = (void *)ccsw_pkts_acked,
+	.flags = TCP_CONG_NON_RESTRICTED,
+	.name = "ccswitch",
+};

@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * ccswitch kernel datapath: layouts shared by the BPF program
+ * (kernel.bpf.c) and its Rust loader (src/abi.rs mirrors every struct
+ * here with #[repr(C)] and asserts the sizes at compile time).
+ *
+ * Only fixed-width types; every struct is padded explicitly so that the
+ * C and Rust layouts are identical without relying on implicit padding.
+ * All multi-byte fields are in host byte order (ports included).
+ */
+#ifndef CCSWITCH_KERNEL_H
+#define CCSWITCH_KERNEL_H
+
+#ifndef __VMLINUX_H__
+#include <stdint.h>
+typedef uint8_t __u8;
+typedef uint16_t __u16;
+typedef uint32_t __u32;
+typedef uint64_t __u64;
+typedef int32_t __s32;
+#endif
+
+/* Event kinds: the first 4 bytes of every ring-buffer record. */
+#define CCSW_EV_CREATE 1
+#define CCSW_EV_ACK 2
+#define CCSW_EV_CLOSE 3
+#define CCSW_EV_REPORT 4
+#define CCSW_EV_VM_REPORT 5
+
+/* struct ccsw_directive.fold: the flow runs the agent's standard program, and
+ * this program folds its ACKs and emits only its reports. */
+#define CCSW_FOLD_OFF 0
+#define CCSW_FOLD_PER_RTT 1 /* a report per RTT, at once on loss or timeout */
+#define CCSW_FOLD_PER_ACK 2 /* a report on every ACK */
+/* Any other program, run by the interpreter (vm.bpf.h) on the registers of
+ * struct ccsw_vm_flow directive.vm_slot. */
+#define CCSW_FOLD_VM 3
+
+/* A record wakes the shim at once only when urgent (a flow created or
+ * closed, loss, timeout, ECN) or when this much is waiting in the ring; the
+ * others wait for the shim's next pass, at most --report-delay-us later. */
+#define CCSW_WAKE_BYTES (64u << 10)
+
+/* The standard program's minimum-RTT default: above any sample (us). */
+#define CCSW_NO_RTT_SAMPLE_US ((1ULL << 31) - 1)
+/* What its interpreter reads for Flow.rtt_sample_us before any sample (libccp's infinity). */
+#define CCSW_RTT_INFINITY 0xffffffffULL
+
+/* Fallback algorithms (struct ccsw_config.fallback). */
+#define CCSW_FALLBACK_RENO 0
+#define CCSW_FALLBACK_CUBIC 1
+
+/* struct ccsw_ack_event.flags */
+#define CCSW_ACK_F_RTT_VALID (1u << 0)   /* rtt_sample_us holds a sample   */
+#define CCSW_ACK_F_APP_LIMITED (1u << 1) /* rate sample was app-limited    */
+#define CCSW_ACK_F_FALLBACK (1u << 2)    /* cwnd set by fallback algorithm */
+#define CCSW_ACK_F_ECE (1u << 3)         /* this ACK carried ECE           */
+#define CCSW_ACK_F_RATE_VALID (1u << 4)  /* rate_incoming/outgoing valid   */
+
+/* Emitted by init(): a flow now uses ccswitch. */
+struct ccsw_create_event {
+	__u32 kind;            /* CCSW_EV_CREATE */
+	__u32 flow_id;
+	__u64 ts_ns;           /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u16 family;          /* AF_INET (2) or AF_INET6 (10) */
+	__u16 src_port;        /* local port, host order */
+	__u16 dst_port;        /* remote port, host order */
+	__u16 _pad0;
+	__u8 src_addr[16];     /* local address; IPv4 uses bytes 0..3 */
+	__u8 dst_addr[16];     /* remote address; IPv4 uses bytes 0..3 */
+	__u32 mss;             /* bytes (tp->mss_cache) */
+	__u32 init_cwnd_bytes; /* snd_cwnd * mss at init */
+};
+
+/* Emitted by cong_control() on every ACK. */
+struct ccsw_ack_event {
+	__u32 kind;                /* CCSW_EV_ACK */
+	__u32 flow_id;
+	__u64 ts_ns;               /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u32 bytes_acked;         /* rs->acked_sacked * mss: newly delivered (cum. ACK + SACK) */
+	__u32 packets_acked;       /* rs->acked_sacked */
+	__u32 bytes_misordered;    /* packets_misordered * mss */
+	__u32 packets_misordered;  /* tp->sacked_out: SACKed, not yet cumulatively ACKed (level) */
+	__u32 ecn_bytes;           /* ecn_packets * mss */
+	__u32 ecn_packets;         /* acked_sacked if the ACK carried ECE, else 0 */
+	__u32 lost_pkts_sample;    /* rs->losses: packets newly marked lost by this ACK */
+	__u32 was_timeout;         /* 1 if the flow entered TCP_CA_Loss (RTO) since the last ACK event */
+	__u32 rtt_sample_us;       /* rs->rtt_us if >= 0 (see CCSW_ACK_F_RTT_VALID) */
+	__u32 srtt_us;             /* smoothed RTT, us (tp->srtt_us >> 3) */
+	__u64 rate_incoming;       /* bytes/s: delivered*mss / rcv_interval_us (0 = no sample) */
+	__u64 rate_outgoing;       /* bytes/s: delivered*mss / snd_interval_us (0 = no sample) */
+	__u32 bytes_in_flight;     /* packets_in_flight * mss */
+	__u32 packets_in_flight;   /* packets_out - sacked_out - lost_out + retrans_out */
+	__u32 bytes_pending;       /* write_seq - snd_nxt: queued by the app, not yet sent */
+	__u32 snd_cwnd_bytes;      /* snd_cwnd * mss after this ACK was processed */
+	__u32 mss;                 /* bytes */
+	__u32 ca_state;            /* icsk_ca_state (TCP_CA_Open=0 .. TCP_CA_Loss=4) */
+	__u32 flags;               /* CCSW_ACK_F_* */
+	__u32 ssthresh;            /* packets */
+};
+
+/* Emitted by release(): the flow left ccswitch (closed or switched CC). */
+struct ccsw_close_event {
+	__u32 kind;    /* CCSW_EV_CLOSE */
+	__u32 flow_id;
+	__u64 ts_ns;
+};
+
+/* The standard program's report registers (agent/src/program.rs), in MEASURE
+ * order (ccswitch-ccp's program::standard::report). */
+struct ccsw_fold_regs {
+	__u64 acked;    /* bytes, summed */
+	__u64 lost;     /* packets, summed */
+	__u64 timeout;  /* 0/1: the latest ACK followed a timeout */
+	__u64 ecn;      /* packets, summed */
+	__u64 rtt;      /* us, latest (CCSW_RTT_INFINITY before any sample) */
+	__u64 minrtt;   /* us, minimum since the last report */
+	__u64 inflight; /* bytes, latest */
+	__u64 rate;     /* bytes/s, maximum of the delivery rate */
+	__u64 now;      /* us, CLOCK_MONOTONIC of the latest ACK */
+};
+
+/* The fold's registers in socket storage. */
+struct ccsw_fold_state {
+	struct ccsw_fold_regs regs;
+	__u64 micros_zero_us;  /* origin of the program's Micros */
+	__u64 start_us;        /* the directive's fold_start_us these registers belong to */
+};
+
+/* One ACK as the standard program reads it. */
+struct ccsw_fold_ack {
+	__u64 now_us;
+	__u64 rate_incoming;   /* bytes/s */
+	__u32 bytes_acked;
+	__u32 lost_packets;
+	__u32 ecn_packets;
+	__u32 was_timeout;
+	__u32 rtt_us;          /* the flow's latest RTT sample, carried over; 0 = none yet */
+	__u32 bytes_in_flight;
+};
+
+/* Emitted instead of ACK events while a flow is folded: one report of the
+ * standard program. */
+struct ccsw_report_event {
+	__u32 kind;            /* CCSW_EV_REPORT */
+	__u32 flow_id;
+	__u64 ts_ns;
+	__u64 start_us;        /* the fold_start_us it was folded under */
+	struct ccsw_fold_regs regs;
+	__u32 snd_cwnd_bytes;  /* after this ACK */
+	__u32 _pad0;
+};
+
+/* Context of the fold's test program (BPF_PROG_TEST_RUN): one ACK through
+ * the same fold as cong_control; state and report come back in it. */
+struct ccsw_fold_test {
+	struct ccsw_fold_state state;
+	struct ccsw_fold_ack ack;
+	__u64 start_us;
+	__u32 per_ack;
+	__u32 reported;        /* out: 1 if this ACK reported */
+	struct ccsw_fold_regs report; /* out: the report */
+};
+
+/* ---- The bounded interpreter (vm.bpf.h): CCP programs other than the
+ * standard one, with libccp's semantics (the shim's Rust interpreter,
+ * datapaths/ccp/src/program/exec.rs, is the reference). A program that
+ * needs more than these limits runs in the shim instead. */
+#define CCSW_VM_MAX_INSTRS 128
+#define CCSW_VM_MAX_EXPRS 32
+#define CCSW_VM_REPORT_REGS 32
+#define CCSW_VM_CONTROL_REGS 32
+#define CCSW_VM_TMP_REGS 8      /* libccp MAX_TMP_REG */
+#define CCSW_VM_LOCAL_REGS 8    /* libccp MAX_LOCAL_REG */
+#define CCSW_VM_IMPLICIT_REGS 8 /* 6 used (libccp's), padded to a power of two */
+#define CCSW_VM_PRIMITIVES 16   /* 15 used (libccp's ACK_* and FLOW_*) */
+#define CCSW_VM_MAX_DEFAULTS (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS)
+#define CCSW_VM_PROGRAMS 16     /* installed programs (map entries) */
+#define CCSW_VM_FLOWS 4096      /* default entries of ccsw_vm_flows (the loader sizes it) */
+
+/* Register kinds: libccp's wire type codes (ccp_priv.h). */
+#define CCSW_VM_CONTROL 0
+#define CCSW_VM_IMMEDIATE 1
+#define CCSW_VM_IMPLICIT 2
+#define CCSW_VM_LOCAL 3
+#define CCSW_VM_PRIMITIVE 4
+#define CCSW_VM_VOLATILE_REPORT 5
+#define CCSW_VM_REPORT 6
+#define CCSW_VM_TMP 7
+#define CCSW_VM_VOLATILE_CONTROL 8
+
+/* Implicit registers (libccp EXPR_FLAG_REG ... RATE_REG). */
+#define CCSW_VM_EXPR_FLAG 0
+#define CCSW_VM_SHOULD_FALLTHROUGH 1
+#define CCSW_VM_SHOULD_REPORT 2
+#define CCSW_VM_MICROS 3
+#define CCSW_VM_CWND 4
+#define CCSW_VM_RATE 5
+
+/* Evaluation faults (struct ccsw_vm_test.error), as the reference's ExecError. */
+#define CCSW_VM_OK 0
+#define CCSW_VM_ADD_OVERFLOW 1
+#define CCSW_VM_SUB_UNDERFLOW 2
+#define CCSW_VM_MUL_OVERFLOW 3
+#define CCSW_VM_DIV_BY_ZERO 4
+
+/* Operand: a register kind and its index, or the immediate itself. */
+struct ccsw_vm_instr {
+	__u8 op;              /* libccp's op code (Op in the reference) */
+	__u8 res_kind;
+	__u8 left_kind;
+	__u8 right_kind;
+	__u32 res;
+	__u32 left;
+	__u32 right;
+};
+
+struct ccsw_vm_expr {
+	__u16 cond_start;
+	__u16 cond_end;       /* exclusive */
+	__u16 body_start;
+	__u16 body_end;
+};
+
+struct ccsw_vm_default {
+	__u32 kind;           /* a report or control kind */
+	__u32 index;
+	__u64 value;
+};
+
+/* One installed program (map ccsw_vm_programs, by slot). */
+struct ccsw_vm_program {
+	__u32 uid;
+	__u16 n_instrs;
+	__u16 n_exprs;
+	__u16 n_defaults;
+	__u16 n_report_fields;
+	__u32 _pad0;
+	struct ccsw_vm_instr instrs[CCSW_VM_MAX_INSTRS];
+	struct ccsw_vm_expr exprs[CCSW_VM_MAX_EXPRS];
+	struct ccsw_vm_default defaults[CCSW_VM_MAX_DEFAULTS];
+};
+
+/* One flow's registers (libccp struct register_file). */
+struct ccsw_vm_regs {
+	__u64 report[CCSW_VM_REPORT_REGS];
+	__u64 control[CCSW_VM_CONTROL_REGS];
+	__u64 tmp[CCSW_VM_TMP_REGS];
+	__u64 local[CCSW_VM_LOCAL_REGS];
+	__u64 implicit[CCSW_VM_IMPLICIT_REGS];
+	__u64 micros_zero_us; /* clock reading at which Micros was 0 */
+};
+
+/* One flow's program state for the interpreter (BPF_F_MMAPABLE array
+ * ccsw_vm_flows). The shim starts a program by writing the bank BPF is not
+ * evaluating (registers as its own interpreter has them after the start and
+ * the agent's updates), then flipping `bank`: an evaluation in progress
+ * finishes on the old bank, the next one runs the new. The agent's control
+ * updates are plain stores into the running bank's registers; its window and
+ * rate come through the directive and apply once, on the next ACK, each time
+ * the shim flags them in `window_parts`. */
+struct ccsw_vm_bank {
+	__u32 program;         /* slot in ccsw_vm_programs */
+	__u32 _pad0;
+	__u64 start_us;        /* the program start these registers belong to */
+	struct ccsw_vm_regs regs;
+};
+
+/* struct ccsw_vm_flow.window_parts: what of the directive the agent set. */
+#define CCSW_VM_SET_CWND 1
+#define CCSW_VM_SET_RATE 2
+
+struct ccsw_vm_flow {
+	__u32 flow_id;         /* owner; 0 = free */
+	__u32 bank;            /* the bank BPF evaluates (0 or 1) */
+	__u32 window_parts;    /* CCSW_VM_SET_*: the shim ORs them in after writing the directive, BPF takes them atomically */
+	__u32 _pad0;
+	__u64 rate;            /* the program's latest rate, bytes/s (0: not paced) */
+	struct ccsw_vm_bank banks[2];
+};
+
+/* A report of a program the interpreter runs: its report registers. */
+struct ccsw_vm_report_event {
+	__u32 kind;            /* CCSW_EV_VM_REPORT */
+	__u32 flow_id;
+	__u64 ts_ns;
+	__u64 start_us;        /* the bank's start_us: reports of an earlier start are stale */
+	__u32 program_uid;
+	__u32 n_fields;
+	__u32 snd_cwnd_bytes;  /* after this ACK */
+	__u32 _pad0;
+	__u64 fields[CCSW_VM_REPORT_REGS];
+};
+
+/* The interpreter's test entry (map ccsw_vm_scratch, run by ccsw_vm_test):
+ * one evaluation of the program in slot `slot`, as on an ACK; registers and
+ * outcome come back in it. */
+struct ccsw_vm_test {
+	struct ccsw_vm_regs regs;
+	__u64 prims[CCSW_VM_PRIMITIVES]; /* by libccp's primitive code */
+	__u64 now_us;
+	__u64 cwnd_bytes;     /* in: the flow's window; out: the program's */
+	__u64 rate;           /* in: the flow's rate; out: the program's */
+	__u32 slot;
+	__u32 start;          /* in: 1 = start the program first (defaults, Micros) */
+	__u32 error;          /* out: CCSW_VM_* fault, or CCSW_VM_OK */
+	__u32 reported;       /* out: 1 when the program reported */
+	__u64 report[CCSW_VM_REPORT_REGS]; /* out: the report's fields */
+};
+
+/* A slot of the directives array (BPF_F_MMAPABLE): flow F's directive is
+ * slot F % max_flows while its flow_id is F. The shim writes slots with
+ * plain stores into its mapping, no syscall: the fields first, flow_id last
+ * (and flow_id first when it takes a slot back), so BPF never applies a
+ * half-written slot to a flow. */
+struct ccsw_directive {
+	__u32 flow_id;         /* owner; 0 = free */
+	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
+	__u32 fold;            /* CCSW_FOLD_* */
+	__u32 vm_slot;         /* CCSW_FOLD_VM: the flow's entry of ccsw_vm_flows */
+	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
+	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
+};
+
+/* The single entry of the config array map. */
+struct ccsw_config {
+	__u64 agent_valid_until_ns; /* CLOCK_MONOTONIC deadline; past it => fallback */
+	__u32 fallback;             /* CCSW_FALLBACK_* for flows created from now on */
+	__u32 _pad0;
+};
+
+/* Per-CPU counters (stats map, 1 entry, PERCPU_ARRAY). */
+struct ccsw_stats {
+	__u64 events;          /* ring-buffer records submitted */
+	__u64 drops;           /* records lost because the ring buffer was full */
+	__u64 flows_created;
+	__u64 flows_closed;
+	__u64 acks_directive;  /* ACKs on which a directive set cwnd */
+	__u64 acks_fallback;   /* ACKs on which the fallback algorithm ran */
+	__u64 acks_folded;     /* ACKs folded here instead of sent to the shim */
+	__u64 reports;         /* reports of folded flows */
+	/* Of acks_fallback: the agent had not directed the flow yet (a new flow's
+	 * first round trip), or the agent's deadline had passed. The rest had been
+	 * directed before and had no directive now (removed, or its slot lost). */
+	__u64 acks_fallback_awaiting;
+	__u64 acks_fallback_agent_late;
+	__u64 acks_vm;         /* ACKs the interpreter evaluated a program on */
+	__u64 vm_faults;       /* of them, evaluations a fault aborted */
+};
+
+/* The Rust mirror (src/abi.rs) asserts the same sizes. */
+_Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
+_Static_assert(sizeof(struct ccsw_ack_event) == 104, "ack event layout");
+_Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
+_Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
+_Static_assert(sizeof(struct ccsw_fold_test) == 216, "fold test layout");
+_Static_assert(sizeof(struct ccsw_directive) == 32, "directive layout");
+_Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
+_Static_assert(sizeof(struct ccsw_vm_program) == 16 + 16 * CCSW_VM_MAX_INSTRS + 8 * CCSW_VM_MAX_EXPRS + 16 * CCSW_VM_MAX_DEFAULTS, "vm program layout");
+_Static_assert(sizeof(struct ccsw_vm_regs) == 8 * (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS + CCSW_VM_TMP_REGS + CCSW_VM_LOCAL_REGS + CCSW_VM_IMPLICIT_REGS + 1), "vm registers layout");
+_Static_assert(sizeof(struct ccsw_vm_test) == sizeof(struct ccsw_vm_regs) + 8 * CCSW_VM_PRIMITIVES + 24 + 16 + 8 * CCSW_VM_REPORT_REGS, "vm test layout");
+_Static_assert(sizeof(struct ccsw_vm_flow) == 24 + 2 * (16 + sizeof(struct ccsw_vm_regs)), "vm flow layout");
+_Static_assert(sizeof(struct ccsw_vm_report_event) == 40 + 8 * CCSW_VM_REPORT_REGS, "vm report layout");
+_Static_assert(sizeof(struct ccsw_config) == 16, "config layout");
+_Static_assert(sizeof(struct ccsw_stats) == 96, "stats layout");
+
+#endif /* CCSWITCH_KERNEL_H */

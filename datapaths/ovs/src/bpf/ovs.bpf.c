@@ -1,0 +1,727 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * ccswitch ovs datapath: the port programs.
+ *
+ * Model
+ * -----
+ * Two TCX programs sit on the bridge port that faces an unmodified TCP server:
+ *
+ *  - ccsw_ingress (frames FROM the server): learns the server's handshake options and
+ *    copies every frame carrying new data (end beyond the highest sequence seen, less a
+ *    reordering allowance) whole into the ring buffer, so that userspace can retransmit it
+ *    byte for byte. Data further below is a retransmission (the server's or one userspace
+ *    injected): RESENT, without the frame.
+ *  - ccsw_egress (frames TOWARD the server): creates flow entries from client SYNs, completes
+ *    them on the client's ACK of the SYN-ACK, reports every ACK, and while userspace controls
+ *    the flow lowers the advertised window to userspace's window, hides duplicate ACKs, and
+ *    removes SACK blocks and ECE, so the server's own congestion control sees a loss-free
+ *    path whose receiver window is the agent's congestion window.
+ *
+ * Directive is all-or-nothing per ACK and fails open: it applies only while a `directives` slot
+ * is active, the global deadline (`config.valid_until_ns`, pushed forward by userspace while
+ * the agent answers) lies ahead, and the flow's data is still being copied (not UNBUFFERED).
+ * Otherwise every frame passes unchanged and the server's TCP recovers on its own.
+ *
+ * Frames that cannot be parsed are counted and passed unchanged; nothing here ever drops a
+ * frame except a duplicate ACK of a controlled flow. Headers are read with
+ * bpf_skb_load_bytes into the stack, so non-linear skbs need no pull and every access is
+ * bounded by construction.
+ *
+ * Window arithmetic is in the client's scaled units: the field that leaves is
+ * min(original field, ceil(allowed bytes / 2^wscale)), never larger than what the client
+ * sent, and at least 1 when anything is allowed (a zero window stays zero).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "ovs.h"
+
+char _license[] SEC("license") = "GPL";
+
+#define ETH_HLEN 14
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define IP_MF_OFFSET 0x3fff
+#define TCP_HLEN 20
+#define TCP_OPT_MAX 40
+
+#define TH_FIN 0x01
+#define TH_SYN 0x02
+#define TH_RST 0x04
+#define TH_ACK 0x10
+#define TH_ECE 0x40
+
+#define TCPOPT_EOL 0
+#define TCPOPT_NOP 1
+#define TCPOPT_MSS 2
+#define TCPOPT_WSCALE 3
+#define TCPOPT_SACK_PERM 4
+#define TCPOPT_SACK 5
+#define TCPOPT_TS 8
+
+#define WSCALE_MAX 14 /* RFC 7323 §2.3 */
+#define DEFAULT_MSS_V4 536
+#define DEFAULT_MSS_V6 1220
+/* An ACK further behind the last forwarded one than this is not a reordered ACK. */
+#define STALE_ACK_LIMIT (1u << 30)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536); /* AttachOptions.max_flows, set before load */
+	__type(key, struct ccsw_flow_key);
+	__type(value, struct ccsw_flow);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536); /* AttachOptions.max_flows, set before load */
+	__type(key, __u32);
+	__type(value, struct ccsw_directive);
+} directives SEC(".maps");
+
+/* Entries of `directives` (set by the loader with the map's size). */
+const volatile __u32 ccsw_max_flows = 65536;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE); /* the shim stores the deadline directly */
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccsw_config);
+} conf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccsw_stats);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* AttachOptions.ring_bytes, set before load */
+} events SEC(".maps");
+
+/* Last flow id handed out. Kept out of `conf`, which userspace writes: a write racing
+ * with an establishment could roll the counter back and hand out an id twice. */
+__u32 next_flow_id = 0;
+
+#define COUNT(field)                                             \
+	do {                                                     \
+		__u32 zero_ = 0;                                 \
+		struct ccsw_stats *s_ = bpf_map_lookup_elem(&stats, &zero_); \
+		if (s_)                                          \
+			s_->field++;                             \
+	} while (0)
+
+static __always_inline bool seq_after(__u32 a, __u32 b)
+{
+	return (__s32)(a - b) > 0;
+}
+
+/* The directive slot of a flow, if the flow holds it. */
+static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
+{
+	__u32 slot = ccsw_max_flows ? flow_id % ccsw_max_flows : 0;
+	struct ccsw_directive *c = bpf_map_lookup_elem(&directives, &slot);
+
+	return c && c->flow_id == flow_id ? c : NULL;
+}
+
+static __always_inline struct ccsw_config *get_config(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&conf, &zero);
+}
+
+/* TCP options of one segment, walked by opt_step. The option bytes live here too, because
+ * bpf_loop callbacks can only reach the caller's stack through their context pointer. */
+struct opt_walk {
+	__u8 opts[TCP_OPT_MAX];
+	__u32 len;     /* option bytes in the header (doff*4 - 20) */
+	__u32 pos;
+	__u64 sack_mask; /* bit i: byte i belongs to a SACK option */
+	struct ccsw_sack_block sack[CCSW_MAX_SACK];
+	__u16 mss;
+	__u8 wscale;
+	__u8 present;  /* CCSW_O_* */
+	__u8 nsack;
+	__u8 bad;
+	__u8 _pad[2];
+};
+
+struct pkt {
+	struct ccsw_flow_key key;
+	__u32 l4_off;
+	__u32 seq;
+	__u32 ack;
+	__u32 payload_len;
+	__u32 word12;  /* TCP header bytes 12..15 (offset, flags, window) as in the packet */
+	__u16 window;  /* host order */
+	__u8 flags;
+	__u8 _pad;
+	struct opt_walk o;
+};
+
+static __always_inline __u32 be32_at(const __u8 *b)
+{
+	return ((__u32)b[0] << 24) | ((__u32)b[1] << 16) | ((__u32)b[2] << 8) | b[3];
+}
+
+static long opt_step(__u32 i, void *ctx)
+{
+	struct opt_walk *w = ctx;
+	__u32 pos = w->pos;
+	__u32 len;
+	__u8 kind;
+
+	if (pos >= w->len || pos >= TCP_OPT_MAX)
+		return 1;
+	kind = w->opts[pos];
+	if (kind == TCPOPT_EOL)
+		return 1;
+	if (kind == TCPOPT_NOP) {
+		w->pos = pos + 1;
+		return 0;
+	}
+	if (pos + 1 >= w->len || pos + 1 >= TCP_OPT_MAX) {
+		w->bad = 1;
+		return 1;
+	}
+	len = w->opts[pos + 1];
+	if (len < 2 || pos + len > w->len) {
+		w->bad = 1;
+		return 1;
+	}
+	switch (kind) {
+	case TCPOPT_MSS:
+		if (len == 4 && pos + 4 <= TCP_OPT_MAX) {
+			w->mss = ((__u16)w->opts[pos + 2] << 8) | w->opts[pos + 3];
+			w->present |= CCSW_O_MSS;
+		}
+		break;
+	case TCPOPT_WSCALE:
+		if (len == 3 && pos + 3 <= TCP_OPT_MAX) {
+			w->wscale = w->opts[pos + 2];
+			w->present |= CCSW_O_WSCALE;
+		}
+		break;
+	case TCPOPT_SACK_PERM:
+		if (len == 2)
+			w->present |= CCSW_O_SACK;
+		break;
+	case TCPOPT_TS:
+		if (len == 10)
+			w->present |= CCSW_O_TS;
+		break;
+	case TCPOPT_SACK:
+		/* A SACK option never exceeds 34 bytes; the mask covers all of it whatever the
+		 * number of blocks recorded, so stripping removes the option entirely. */
+		w->sack_mask |= ((1ULL << len) - 1) << pos;
+		for (int k = 0; k < CCSW_MAX_SACK; k++) {
+			__u32 at = pos + 2 + 8 * k;
+			__u8 n = w->nsack;
+
+			if (at + 8 > pos + len || at + 8 > TCP_OPT_MAX || n >= CCSW_MAX_SACK)
+				break;
+			w->sack[n & (CCSW_MAX_SACK - 1)].start = be32_at(&w->opts[at]);
+			w->sack[n & (CCSW_MAX_SACK - 1)].end = be32_at(&w->opts[at + 4]);
+			w->nsack = n + 1;
+		}
+		break;
+	}
+	w->pos = pos + len;
+	return 0;
+}
+
+/*
+ * Parses Ethernet/IPv4|IPv6/TCP into `p`, with the key oriented server first.
+ * Returns 1 for a TCP segment, 0 for anything that is not ours to look at (other protocols),
+ * -1 for a malformed or truncated frame, or an IPv4 fragment.
+ */
+static __always_inline int parse(struct __sk_buff *skb, struct pkt *p, bool from_server)
+{
+	__u8 *src, *dst;
+	__u8 th[TCP_HLEN];
+	__u16 proto;
+	__u32 l4_len, doff, ol;
+
+	if (bpf_skb_load_bytes(skb, 12, &proto, 2) < 0)
+		return -1;
+	src = from_server ? p->key.server_addr : p->key.client_addr;
+	dst = from_server ? p->key.client_addr : p->key.server_addr;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr ip;
+		__u32 ihl, tot;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0)
+			return -1;
+		if (ip.version != 4 || ip.ihl < 5)
+			return -1;
+		if (ip.protocol != IPPROTO_TCP)
+			return 0;
+		if (ip.frag_off & bpf_htons(IP_MF_OFFSET))
+			return -1;
+		ihl = ip.ihl * 4;
+		tot = bpf_ntohs(ip.tot_len);
+		if (tot < ihl + TCP_HLEN || ETH_HLEN + tot > skb->len)
+			return -1;
+		p->key.family = CCSW_FAMILY_V4;
+		__builtin_memcpy(src, &ip.saddr, 4);
+		__builtin_memcpy(dst, &ip.daddr, 4);
+		p->l4_off = ETH_HLEN + ihl;
+		l4_len = tot - ihl;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr ip6;
+		__u32 plen;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) < 0)
+			return -1;
+		if (ip6.version != 6)
+			return -1;
+		if (ip6.nexthdr != IPPROTO_TCP)
+			return 0;
+		plen = bpf_ntohs(ip6.payload_len);
+		if (plen < TCP_HLEN || ETH_HLEN + sizeof(ip6) + plen > skb->len)
+			return -1;
+		p->key.family = CCSW_FAMILY_V6;
+		__builtin_memcpy(src, &ip6.saddr, 16);
+		__builtin_memcpy(dst, &ip6.daddr, 16);
+		p->l4_off = ETH_HLEN + sizeof(ip6);
+		l4_len = plen;
+	} else {
+		return 0;
+	}
+
+	if (bpf_skb_load_bytes(skb, p->l4_off, th, sizeof(th)) < 0)
+		return -1;
+	doff = (th[12] >> 4) * 4;
+	if (doff < TCP_HLEN || doff > l4_len)
+		return -1;
+	if (from_server) {
+		p->key.server_port = ((__u16)th[0] << 8) | th[1];
+		p->key.client_port = ((__u16)th[2] << 8) | th[3];
+	} else {
+		p->key.client_port = ((__u16)th[0] << 8) | th[1];
+		p->key.server_port = ((__u16)th[2] << 8) | th[3];
+	}
+	p->seq = be32_at(&th[4]);
+	p->ack = be32_at(&th[8]);
+	__builtin_memcpy(&p->word12, &th[12], 4);
+	p->flags = th[13];
+	p->window = ((__u16)th[14] << 8) | th[15];
+	p->payload_len = l4_len - doff;
+
+	ol = doff - TCP_HLEN;
+	if (ol > TCP_OPT_MAX)
+		return -1;
+	p->o.len = ol;
+	if (ol) {
+		if (bpf_skb_load_bytes(skb, p->l4_off + TCP_HLEN, p->o.opts, ol) < 0)
+			return -1;
+		bpf_loop(TCP_OPT_MAX, opt_step, &p->o, 0);
+		if (p->o.bad)
+			return -1;
+	}
+	return 1;
+}
+
+/* Routine records (segment copies, ACKs that only move forward) wait for the
+ * shim's next pass, at most its --report-delay-us later; urgent ones (a flow
+ * established or closed, a resent or unbuffered segment, an ACK with SACK
+ * blocks, a duplicate, FIN or RST) and a ring holding CCSW_WAKE_BYTES wake it
+ * at once. A wake-up is an inter-processor interrupt, dearer than the rest of
+ * the program (several us on a VM). */
+static __always_inline __u64 wake_flags(bool urgent)
+{
+	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void emit_small(void *rec, __u32 size, bool urgent)
+{
+	if (bpf_ringbuf_output(&events, rec, size, wake_flags(urgent)) < 0)
+		COUNT(ring_drops);
+}
+
+static __always_inline void head(struct ccsw_ev_head *h, __u8 kind, __u32 flow_id, __u64 now)
+{
+	h->kind = kind;
+	h->flow_id = flow_id;
+	h->ts_ns = now;
+}
+
+/* Deletes the entry; userspace hears of it only if it had heard of the flow. */
+static __always_inline void close_flow(struct ccsw_flow_key *key, struct ccsw_flow *f,
+				       __u32 reason, __u64 now)
+{
+	if (f->state == CCSW_ST_ESTABLISHED) {
+		struct ccsw_closed_event ev = {};
+
+		head(&ev.h, CCSW_EV_CLOSED, f->flow_id, now);
+		ev.reason = reason;
+		emit_small(&ev, sizeof(ev), true);
+		COUNT(closed);
+	}
+	bpf_map_delete_elem(&flows, key);
+}
+
+static __always_inline __u8 capped_wscale(struct opt_walk *o)
+{
+	if (!(o->present & CCSW_O_WSCALE))
+		return 0;
+	if (o->wscale > WSCALE_MAX) {
+		COUNT(wscale_capped);
+		return WSCALE_MAX;
+	}
+	return o->wscale;
+}
+
+static __always_inline void set_unbuffered(struct ccsw_flow *f, __u32 reason, __u64 now)
+{
+	struct ccsw_unbuffered_event ev = {};
+
+	if (f->flags & CCSW_F_UNBUFFERED)
+		return;
+	f->flags |= CCSW_F_UNBUFFERED;
+	COUNT(unbuffered);
+	head(&ev.h, CCSW_EV_UNBUFFERED, f->flow_id, now);
+	ev.reason = reason;
+	emit_small(&ev, sizeof(ev), true);
+}
+
+static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow *f,
+					 struct pkt *p, __u32 len, __u64 now)
+{
+	struct ccsw_config *cfg = get_config();
+	struct ccsw_segment_event *rec;
+	__u32 limit = CCSW_FRAME_MAX;
+	__u32 n = skb->len;
+
+	if (cfg && cfg->copy_limit && cfg->copy_limit < CCSW_FRAME_MAX)
+		limit = cfg->copy_limit;
+	if (n > limit || skb->gso_segs > 1) {
+		set_unbuffered(f, CCSW_UNBUF_TOO_LARGE, now);
+		return;
+	}
+	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+	if (!rec) {
+		COUNT(ring_drops);
+		set_unbuffered(f, CCSW_UNBUF_RING_FULL, now);
+		return;
+	}
+	n &= 0x7ff;
+	if (n == 0 || n > CCSW_FRAME_MAX || bpf_skb_load_bytes(skb, 0, rec->frame, n) < 0) {
+		bpf_ringbuf_discard(rec, 0);
+		set_unbuffered(f, CCSW_UNBUF_TOO_LARGE, now);
+		return;
+	}
+	head(&rec->h, CCSW_EV_SEGMENT, f->flow_id, now);
+	__builtin_memset(rec->h._pad0, 0, sizeof(rec->h._pad0));
+	rec->seq = p->seq;
+	rec->len = len;
+	rec->frame_len = n;
+	rec->fin = !!(p->flags & TH_FIN);
+	__builtin_memset(rec->_pad0, 0, sizeof(rec->_pad0));
+	bpf_ringbuf_submit(rec, wake_flags(false));
+	COUNT(segments);
+}
+
+SEC("tcx/ingress")
+int ccsw_ingress(struct __sk_buff *skb)
+{
+	struct ccsw_flow *f;
+	struct pkt p;
+	__u32 len, end;
+	__u64 now;
+	int r;
+
+	COUNT(packets);
+	__builtin_memset(&p, 0, sizeof(p));
+	r = parse(skb, &p, true);
+	if (r < 0)
+		COUNT(malformed);
+	if (r <= 0)
+		return TCX_NEXT;
+	f = bpf_map_lookup_elem(&flows, &p.key);
+	if (!f)
+		return TCX_NEXT;
+	now = bpf_ktime_get_ns();
+	if (p.flags & TH_RST) {
+		close_flow(&p.key, f, CCSW_CLOSE_RST, now);
+		return TCX_NEXT;
+	}
+	f->last_seen_ns = now;
+
+	if ((p.flags & (TH_SYN | TH_ACK)) == (TH_SYN | TH_ACK)) {
+		if (f->state == CCSW_ST_SYN_SEEN || f->state == CCSW_ST_SYNACK_SEEN) {
+			f->server_isn = p.seq;
+			f->snd_nxt = p.seq + 1;
+			f->server_mss = p.o.mss;
+			f->server_wscale = capped_wscale(&p.o);
+			f->opts = (f->opts & 0x0f) | (p.o.present << CCSW_O_SERVER_SHIFT);
+			f->state = CCSW_ST_SYNACK_SEEN;
+		}
+		return TCX_NEXT;
+	}
+	if (f->state != CCSW_ST_ESTABLISHED)
+		return TCX_NEXT;
+
+	len = p.payload_len + ((p.flags & TH_FIN) ? 1 : 0);
+	if (len == 0)
+		return TCX_NEXT;
+	end = p.seq + len;
+	if (p.flags & TH_FIN) {
+		f->flags |= CCSW_F_SERVER_FIN;
+		f->server_fin_end = end;
+	}
+	/* Frames the server sends from two CPUs can cross the port out of order, so data just
+	 * below the highest end may be new to userspace too: copy it as well, and let userspace
+	 * tell late originals from retransmissions. */
+	if (seq_after(end, f->snd_nxt - CCSW_REORDER_BYTES)) {
+		if (seq_after(end, f->snd_nxt))
+			f->snd_nxt = end;
+		if (!(f->flags & CCSW_F_UNBUFFERED))
+			copy_segment(skb, f, &p, len, now);
+	} else {
+		struct ccsw_resent_event ev = {};
+
+		head(&ev.h, CCSW_EV_RESENT, f->flow_id, now);
+		ev.seq = p.seq;
+		ev.len = len;
+		emit_small(&ev, sizeof(ev), true);
+		COUNT(resent);
+	}
+	return TCX_NEXT;
+}
+
+/* Client SYN: the only place entries are created. */
+static __always_inline void on_syn(struct pkt *p, __u64 now)
+{
+	struct ccsw_flow *old = bpf_map_lookup_elem(&flows, &p->key);
+	struct ccsw_flow nf = {};
+
+	COUNT(syns);
+	if (old && old->state == CCSW_ST_ESTABLISHED) {
+		if (old->client_isn == p->seq)
+			return; /* a late duplicate of this connection's SYN */
+		/* The 4-tuple is being reused: the old connection is gone. */
+		close_flow(&p->key, old, CCSW_CLOSE_RST, now);
+	}
+	nf.last_seen_ns = now;
+	nf.client_isn = p->seq;
+	nf.client_mss = p->o.mss;
+	nf.client_wscale = capped_wscale(&p->o);
+	nf.opts = p->o.present << CCSW_O_CLIENT_SHIFT;
+	nf.state = CCSW_ST_SYN_SEEN;
+	bpf_map_update_elem(&flows, &p->key, &nf, BPF_ANY);
+}
+
+static __always_inline void establish(struct ccsw_flow *f, struct pkt *p, __u64 now)
+{
+	struct ccsw_established_event ev = {};
+	__u8 copts = (f->opts >> CCSW_O_CLIENT_SHIFT) & 0xf;
+	__u8 sopts = (f->opts >> CCSW_O_SERVER_SHIFT) & 0xf;
+	__u16 dflt = p->key.family == CCSW_FAMILY_V4 ? DEFAULT_MSS_V4 : DEFAULT_MSS_V6;
+	__u16 cmss = (copts & CCSW_O_MSS) ? f->client_mss : dflt;
+	__u16 smss = (sopts & CCSW_O_MSS) ? f->server_mss : dflt;
+	bool ws = (copts & CCSW_O_WSCALE) && (sopts & CCSW_O_WSCALE);
+
+	f->flow_id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
+	f->state = CCSW_ST_ESTABLISHED;
+	/* Without both options, neither side scales (RFC 7323 §2.2). */
+	if (!ws) {
+		f->client_wscale = 0;
+		f->server_wscale = 0;
+	}
+	head(&ev.h, CCSW_EV_ESTABLISHED, f->flow_id, now);
+	ev.key = p->key;
+	ev.mss = cmss < smss ? cmss : smss;
+	ev.client_wscale = f->client_wscale;
+	ev.server_wscale = f->server_wscale;
+	ev.sack = (copts & sopts & CCSW_O_SACK) ? 1 : 0;
+	ev.timestamps = (copts & sopts & CCSW_O_TS) ? 1 : 0;
+	ev.server_isn = f->server_isn;
+	ev.client_isn = f->client_isn;
+	emit_small(&ev, sizeof(ev), true);
+	COUNT(established);
+}
+
+static __always_inline void remember(struct ccsw_flow *f, __u32 ack, __u16 fwd, __u16 orig)
+{
+	if ((f->flags & CCSW_F_HAVE_LAST) && seq_after(f->last_ack, ack))
+		return; /* a reordered, older ACK: keep the newest as the reference */
+	f->last_ack = ack;
+	f->last_win_fwd = fwd;
+	f->last_win_orig = orig;
+	f->flags |= CCSW_F_HAVE_LAST;
+}
+
+/* Rewrites window, ECE and SACK options in place; returns whether anything changed. */
+static __always_inline bool rewrite(struct __sk_buff *skb, struct pkt *p, __u16 win)
+{
+	__u32 csum_off = p->l4_off + 16;
+	__u8 w[4];
+	__u32 new_word;
+	bool changed = false;
+
+	__builtin_memcpy(w, &p->word12, 4);
+	if (w[1] & TH_ECE)
+		COUNT(ece_cleared);
+	w[1] &= ~TH_ECE;
+	w[2] = win >> 8;
+	w[3] = win & 0xff;
+	__builtin_memcpy(&new_word, w, 4);
+	if (new_word != p->word12) {
+		bpf_skb_store_bytes(skb, p->l4_off + 12, &new_word, 4, 0);
+		bpf_l4_csum_replace(skb, csum_off, p->word12, new_word, 4);
+		changed = true;
+	}
+	if (p->o.sack_mask) {
+		__u8 nops[TCP_OPT_MAX];
+		__u32 ol = p->o.len;
+		__s64 diff;
+
+		__builtin_memcpy(nops, p->o.opts, TCP_OPT_MAX);
+#pragma unroll
+		for (int j = 0; j < TCP_OPT_MAX; j++)
+			if (p->o.sack_mask & (1ULL << j))
+				nops[j] = TCPOPT_NOP;
+		if (ol < 4 || ol > TCP_OPT_MAX)
+			return changed;
+		diff = bpf_csum_diff((__be32 *)p->o.opts, ol, (__be32 *)nops, ol, 0);
+		if (diff < 0)
+			return changed;
+		bpf_skb_store_bytes(skb, p->l4_off + TCP_HLEN, nops, ol, 0);
+		bpf_l4_csum_replace(skb, csum_off, 0, diff, 0);
+		COUNT(sack_stripped);
+		changed = true;
+	}
+	return changed;
+}
+
+static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, struct pkt *p,
+				  __u64 now)
+{
+	struct ccsw_config *cfg = get_config();
+	struct ccsw_directive *ctl;
+	struct ccsw_ack_event ev = {};
+	__u8 ws = f->client_wscale & 0xf;
+	__u16 orig = p->window;
+	__u16 win;
+	__u64 allowed, units;
+	bool controlled, dup, urgent;
+	int ret = TCX_NEXT;
+
+	COUNT(acks);
+	/* Losses and the end of a flow reach the shim at once: SACK blocks, an
+	 * ACK that does not move forward, FIN/RST. */
+	urgent = p->o.nsack || (p->flags & (TH_FIN | TH_RST | TH_SYN)) ||
+		 ((f->flags & CCSW_F_HAVE_LAST) && p->ack == f->last_ack);
+	head(&ev.h, CCSW_EV_ACK, f->flow_id, now);
+	ev.ack = p->ack;
+	ev.window_bytes = (__u32)orig << ws;
+	ev.payload_len = p->payload_len;
+	ev.flags = ((p->flags & TH_ECE) ? CCSW_ACK_F_ECE : 0) | ((p->flags & TH_FIN) ? CCSW_ACK_F_FIN : 0);
+	ev.nsack = p->o.nsack;
+	__builtin_memcpy(ev.sack, p->o.sack, sizeof(ev.sack));
+	ev.verdict = CCSW_VERDICT_PASSED;
+
+	ctl = directive_of(f->flow_id);
+	controlled = ctl && ctl->active && cfg && now < cfg->valid_until_ns &&
+		     !(f->flags & CCSW_F_UNBUFFERED);
+	if (!controlled) {
+		remember(f, p->ack, orig, orig);
+		goto out;
+	}
+	if (seq_after(p->ack, f->snd_nxt) ||
+	    ((f->flags & CCSW_F_HAVE_LAST) && seq_after(f->last_ack, p->ack) &&
+	     f->last_ack - p->ack > STALE_ACK_LIMIT)) {
+		COUNT(out_of_window);
+		goto out;
+	}
+
+	allowed = (__u64)ctl->cwnd_bytes + (p->ack == ctl->sacked_una ? ctl->sacked_bytes : 0);
+	units = (allowed + (1ULL << ws) - 1) >> ws;
+	if (units > 0xffff)
+		units = 0xffff;
+	win = orig < units ? orig : (__u16)units;
+
+	dup = (f->flags & CCSW_F_HAVE_LAST) && p->ack == f->last_ack && p->payload_len == 0 &&
+	      !(p->flags & (TH_SYN | TH_FIN | TH_RST)) && orig == f->last_win_orig;
+	if (dup && win <= f->last_win_fwd) {
+		/* The server would count it as a duplicate ACK (same ack, same window). */
+		ev.verdict = CCSW_VERDICT_HIDDEN;
+		COUNT(dupacks_hidden);
+		ret = TCX_DROP;
+		goto out;
+	}
+	/* A duplicate whose window grew (SACKed bytes widen the clamp) reaches the server as a
+	 * window update, which it does not count as a duplicate. */
+	if (dup)
+		COUNT(dupacks_opened);
+	if (rewrite(skb, p, win)) {
+		ev.verdict = CCSW_VERDICT_REWRITTEN;
+		COUNT(acks_rewritten);
+	}
+	remember(f, p->ack, win, orig);
+out:
+	emit_small(&ev, sizeof(ev), urgent);
+	return ret;
+}
+
+SEC("tcx/egress")
+int ccsw_egress(struct __sk_buff *skb)
+{
+	struct ccsw_flow *f;
+	struct pkt p;
+	__u64 now;
+	int r, ret;
+
+	COUNT(packets);
+	__builtin_memset(&p, 0, sizeof(p));
+	r = parse(skb, &p, false);
+	if (r < 0)
+		COUNT(malformed);
+	if (r <= 0)
+		return TCX_NEXT;
+	now = bpf_ktime_get_ns();
+	if ((p.flags & (TH_SYN | TH_ACK | TH_RST)) == TH_SYN) {
+		on_syn(&p, now);
+		return TCX_NEXT;
+	}
+	f = bpf_map_lookup_elem(&flows, &p.key);
+	if (!f)
+		return TCX_NEXT;
+	if (p.flags & TH_RST) {
+		close_flow(&p.key, f, CCSW_CLOSE_RST, now);
+		return TCX_NEXT;
+	}
+	f->last_seen_ns = now;
+	if (!(p.flags & TH_ACK))
+		return TCX_NEXT;
+	if (f->state == CCSW_ST_SYNACK_SEEN && !(p.flags & TH_SYN) && p.ack == f->server_isn + 1)
+		establish(f, &p, now);
+	if (f->state != CCSW_ST_ESTABLISHED)
+		return TCX_NEXT;
+	if (p.flags & TH_FIN)
+		f->flags |= CCSW_F_CLIENT_FIN;
+
+	ret = on_ack(skb, f, &p, now);
+
+	if ((f->flags & (CCSW_F_CLIENT_FIN | CCSW_F_SERVER_FIN)) ==
+		    (CCSW_F_CLIENT_FIN | CCSW_F_SERVER_FIN) &&
+	    !seq_after(f->server_fin_end, p.ack))
+		close_flow(&p.key, f, CCSW_CLOSE_FIN, now);
+	return ret;
+}
+
+/* Re-injection: run with BPF_PROG_TEST_RUN in live-frames mode, a frame that passes is
+ * received by the kernel as if it had arrived on the given device (see loader.rs). */
+SEC("xdp")
+int ccsw_inject(struct xdp_md *ctx)
+{
+	return XDP_PASS;
+}

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * ccswitch ovs datapath: layouts shared by the port programs (ovs.bpf.c) and their
+ * Rust loader (src/abi.rs mirrors every struct here with #[repr(C)] and asserts the same
+ * sizes at compile time).
+ *
+ * Only fixed-width types, every struct padded explicitly so that C and Rust agree without
+ * relying on implicit padding. Multi-byte fields are in host byte order (ports, sequence
+ * numbers); addresses are raw network-order bytes, IPv4 in bytes 0..3 of the 16.
+ */
+#ifndef CCSW_OVS_H
+#define CCSW_OVS_H
+
+#ifndef __VMLINUX_H__
+#include <stdint.h>
+typedef uint8_t __u8;
+typedef uint16_t __u16;
+typedef uint32_t __u32;
+typedef uint64_t __u64;
+#endif
+
+/* Largest frame a SEGMENT record can carry: a 1500-byte MTU frame plus its Ethernet header,
+ * rounded up. Larger frames (GSO super-packets, jumbo MTU) make the flow UNBUFFERED. */
+#define CCSW_FRAME_MAX 1536
+
+/* Routine records wake the shim only once this much waits in the ring. */
+#define CCSW_WAKE_BYTES (64u << 10)
+/* Data ending at most this far below the highest end seen is still copied (see ccsw_ingress). */
+#define CCSW_REORDER_BYTES (64 * 1024)
+
+/* Record kinds: the first byte of every ring-buffer record. */
+#define CCSW_EV_ESTABLISHED 1
+#define CCSW_EV_SEGMENT 2
+#define CCSW_EV_RESENT 3
+#define CCSW_EV_ACK 4
+#define CCSW_EV_CLOSED 5
+#define CCSW_EV_UNBUFFERED 6
+
+/* struct ccsw_flow_key.family */
+#define CCSW_FAMILY_V4 4
+#define CCSW_FAMILY_V6 6
+
+/* struct ccsw_flow.state */
+#define CCSW_ST_SYN_SEEN 1
+#define CCSW_ST_SYNACK_SEEN 2
+#define CCSW_ST_ESTABLISHED 3
+
+/* struct ccsw_flow.flags */
+#define CCSW_F_UNBUFFERED (1u << 0) /* data no longer copied: never controlled again */
+#define CCSW_F_CLIENT_FIN (1u << 1)
+#define CCSW_F_SERVER_FIN (1u << 2)
+#define CCSW_F_HAVE_LAST (1u << 3) /* last_ack / last_win_* hold a forwarded ACK */
+
+/* struct ccsw_flow.opts: options seen in each side's SYN */
+#define CCSW_O_MSS (1u << 0)
+#define CCSW_O_WSCALE (1u << 1)
+#define CCSW_O_SACK (1u << 2)
+#define CCSW_O_TS (1u << 3)
+#define CCSW_O_CLIENT_SHIFT 0
+#define CCSW_O_SERVER_SHIFT 4
+
+/* struct ccsw_ack_event.verdict */
+#define CCSW_VERDICT_PASSED 0
+#define CCSW_VERDICT_REWRITTEN 1
+#define CCSW_VERDICT_HIDDEN 2
+
+/* struct ccsw_ack_event.flags */
+#define CCSW_ACK_F_ECE (1u << 0)
+#define CCSW_ACK_F_FIN (1u << 1)
+
+/* struct ccsw_closed_event.reason */
+#define CCSW_CLOSE_FIN 1
+#define CCSW_CLOSE_RST 2
+
+/* struct ccsw_unbuffered_event.reason */
+#define CCSW_UNBUF_RING_FULL 1
+#define CCSW_UNBUF_TOO_LARGE 2
+
+#define CCSW_MAX_SACK 4
+
+/* Key of the flow table: the connection, server side first. */
+struct ccsw_flow_key {
+	__u8 family; /* CCSW_FAMILY_V4 / _V6 */
+	__u8 _pad0;
+	__u16 server_port;
+	__u16 client_port;
+	__u16 _pad1;
+	__u8 server_addr[16];
+	__u8 client_addr[16];
+};
+
+/* Value of the flow table (LRU). */
+struct ccsw_flow {
+	__u64 last_seen_ns;
+	__u32 flow_id;     /* 0 until ESTABLISHED */
+	__u32 client_isn;
+	__u32 server_isn;
+	__u32 snd_nxt;     /* highest end (seq + len + FIN) of server data seen */
+	__u32 server_fin_end; /* sequence after the server's FIN */
+	__u32 last_ack;    /* acknowledgement number of the last ACK forwarded to the server */
+	__u16 last_win_fwd;  /* window field of that ACK as forwarded */
+	__u16 last_win_orig; /* its window field as the client sent it */
+	__u16 client_mss;
+	__u16 server_mss;
+	__u8 client_wscale; /* as sent, capped at 14 */
+	__u8 server_wscale;
+	__u8 state;         /* CCSW_ST_* */
+	__u8 flags;         /* CCSW_F_* */
+	__u8 opts;          /* CCSW_O_* << CCSW_O_{CLIENT,SERVER}_SHIFT */
+	__u8 _pad0[3];
+};
+
+/* Written by userspace only, keyed by flow_id. */
+/* A slot of the directives array (BPF_F_MMAPABLE): flow F's directive is slot
+ * F % max_flows while its flow_id is F. The shim stores into its mapping,
+ * the fields before flow_id (and flow_id first when it gives the slot back). */
+struct ccsw_directive {
+	__u32 flow_id;      /* owner; 0 = free */
+	__u32 cwnd_bytes;
+	__u32 sacked_bytes;
+	__u32 sacked_una;
+	__u32 active;
+	__u32 _pad0;
+};
+
+struct ccsw_config {
+	__u64 valid_until_ns; /* CLOCK_MONOTONIC; the directives apply only while now < this (0: never) */
+	__u32 copy_limit;     /* frames longer than this are not copied (0: CCSW_FRAME_MAX) */
+	__u32 _pad0;
+};
+
+/* Counters, one slot per CPU; same order as loader::Stats. */
+struct ccsw_stats {
+	__u64 packets;
+	__u64 malformed;
+	__u64 syns;
+	__u64 established;
+	__u64 closed;
+	__u64 segments;
+	__u64 resent;
+	__u64 acks;
+	__u64 acks_rewritten;
+	__u64 dupacks_hidden;
+	__u64 sack_stripped;
+	__u64 ece_cleared;
+	__u64 out_of_window;
+	__u64 wscale_capped;
+	__u64 ring_drops;
+	__u64 unbuffered;
+	__u64 dupacks_opened; /* duplicate ACKs forwarded because the clamp opened the window */
+};
+
+/* Common head of every record. */
+struct ccsw_ev_head {
+	__u8 kind;
+	__u8 _pad0[3];
+	__u32 flow_id;
+	__u64 ts_ns; /* bpf_ktime_get_ns when the frame crossed the port */
+};
+
+struct ccsw_established_event {
+	struct ccsw_ev_head h;
+	struct ccsw_flow_key key;
+	__u16 mss;
+	__u8 client_wscale;
+	__u8 server_wscale;
+	__u8 sack;
+	__u8 timestamps;
+	__u8 _pad0[2];
+	__u32 server_isn;
+	__u32 client_isn;
+};
+
+struct ccsw_segment_event {
+	struct ccsw_ev_head h;
+	__u32 seq;
+	__u32 len;       /* payload bytes + 1 for a FIN */
+	__u16 frame_len; /* valid bytes in frame[] */
+	__u8 fin;
+	__u8 _pad0[5];
+	__u8 frame[CCSW_FRAME_MAX];
+};
+
+struct ccsw_resent_event {
+	struct ccsw_ev_head h;
+	__u32 seq;
+	__u32 len;
+};
+
+struct ccsw_sack_block {
+	__u32 start;
+	__u32 end;
+};
+
+struct ccsw_ack_event {
+	struct ccsw_ev_head h;
+	__u32 ack;
+	__u32 window_bytes; /* original field << client_wscale */
+	__u32 payload_len;
+	__u8 flags;         /* CCSW_ACK_F_* */
+	__u8 verdict;       /* CCSW_VERDICT_* */
+	__u8 nsack;         /* valid entries in sack[] */
+	__u8 _pad0;
+	struct ccsw_sack_block sack[CCSW_MAX_SACK];
+};
+
+struct ccsw_closed_event {
+	struct ccsw_ev_head h;
+	__u32 reason; /* CCSW_CLOSE_* */
+	__u32 _pad0;
+};
+
+struct ccsw_unbuffered_event {
+	struct ccsw_ev_head h;
+	__u32 reason; /* CCSW_UNBUF_* */
+	__u32 _pad0;
+};
+
+_Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
+_Static_assert(sizeof(struct ccsw_flow) == 48, "flow");
+_Static_assert(sizeof(struct ccsw_directive) == 24, "directive");
+_Static_assert(sizeof(struct ccsw_config) == 16, "config");
+_Static_assert(sizeof(struct ccsw_stats) == 136, "stats");
+_Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
+_Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
+_Static_assert(sizeof(struct ccsw_segment_event) == 32 + CCSW_FRAME_MAX, "segment");
+_Static_assert(sizeof(struct ccsw_resent_event) == 24, "resent");
+_Static_assert(sizeof(struct ccsw_ack_event) == 64, "ack");
+_Static_assert(sizeof(struct ccsw_closed_event) == 24, "closed");
+_Static_assert(sizeof(struct ccsw_unbuffered_event) == 24, "unbuffered");
+
+#endif
