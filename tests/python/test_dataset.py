@@ -41,15 +41,20 @@ def stand_in():
     return types.SimpleNamespace(FEATURE_NAMES=NAMES, decision_features=decision_features, calls=calls)
 
 
+#: Reports a round trip apart at least (RTTs here are up to 100 ms): the feature window
+#: takes one RTT sample per round trip.
+REPORT_EVERY_US = 100_000
+
+
 def events(t0_us, rtts, mss=1448, lost_at=()):
     out = [{"event": "flow", "t_us": t0_us, "datapath": 1, "sid": 7, "dst": "198.18.0.1", "dport": 4000,
             "algorithm": "bbr", **({"mss": mss} if mss else {})}]
     for i, rtt in enumerate(rtts):
-        out.append({"event": "report", "t_us": t0_us + 10_000 * (i + 1), "datapath": 1, "sid": 7, "algorithm": "bbr",
+        out.append({"event": "report", "t_us": t0_us + REPORT_EVERY_US * (i + 1), "datapath": 1, "sid": 7, "algorithm": "bbr",
                     "rtt_us": rtt, "acked_bytes": 2 * 1448, "lost_packets": 1 if i in lost_at else 0,
-                    "delivery_rate_bps": 8_000_000, "timeout": False, "dp_us": 1000 + 10_000 * i,
+                    "delivery_rate_bps": 8_000_000, "timeout": False, "dp_us": 1000 + REPORT_EVERY_US * i,
                     "cwnd_bytes": 14480, "bytes_in_flight": 2896, "pacing_rate_bps": None})
-    out.append({"event": "close", "t_us": t0_us + 10_000 * (len(rtts) + 2), "datapath": 1, "sid": 7,
+    out.append({"event": "close", "t_us": t0_us + REPORT_EVERY_US * (len(rtts) + 2), "datapath": 1, "sid": 7,
                 "algorithm": "bbr", "reports": len(rtts), "handovers": 0})
     return out
 
@@ -106,10 +111,10 @@ def test_a_run_directory_becomes_one_row_per_initial_transfer_with_every_candida
     assert sorted(native.calls) == [(5, 1448, "first", 10, 4), (12, 1448, "first", 10, 4), (12, 1448, "first", 10, 4)]
     assert (a1["f_min_rtt_ms"], a1["f_samples"]) == (30.0, 10.0)
     assert a1["f_loss_rate"] == pytest.approx(1 / 21)
-    # decided at the 4th report (index 3): 40 ms after the flow event
-    assert a1["decision_at_s"] == pytest.approx(0.04)
+    # decided at the 4th report (index 3): 400 ms after the flow event
+    assert a1["decision_at_s"] == pytest.approx(0.4)
     # b's flow has five samples: enough for min_samples = 4
-    assert b["decision_at_s"] == pytest.approx(0.04) and b["f_samples"] == 5.0
+    assert b["decision_at_s"] == pytest.approx(0.4) and b["f_samples"] == 5.0
     assert (a1["initial"], a1["datapath"], a1["reports"], a1["mss"]) == ("bbr", "kernel", 12, 1448)
     # the highest load under which any candidate ran on this path (the failed cubic transfer, 4th)
     assert a1["load1_max"] == pytest.approx(0.25 * 4)
@@ -128,7 +133,7 @@ def test_a_flow_that_ends_before_the_first_decision_has_no_decision_time(tmp_pat
     rows = {r["rtt_ms"]: r for r in pq.read_table(tmp_path / "d.parquet").to_pylist()}
     assert res["rows"] == 3
     assert rows[100.0]["decision_at_s"] is None and rows[100.0]["f_samples"] == 5.0
-    assert rows[20.0]["decision_at_s"] == pytest.approx(0.08)
+    assert rows[20.0]["decision_at_s"] == pytest.approx(0.8)
 
 
 def test_a_flow_without_mss_is_counted_and_gets_the_default(tmp_path):
@@ -199,6 +204,6 @@ def test_the_cli_computes_the_features_with_the_agents_own_code(tmp_path, capsys
     a1, _, b = rows
     # a: 12 reports of RTT 30, 31, ... ms, decided once the window holds 8 samples
     assert (a1["f_samples"], a1["f_min_rtt_ms"], a1["f_max_rtt_ms"]) == (8.0, 30.0, 37.0)
-    assert a1["decision_at_s"] == pytest.approx(0.08)
+    assert a1["decision_at_s"] == pytest.approx(0.8)
     # b: 5 reports, fewer than min_samples: no decision, the features of the whole flow
     assert b["decision_at_s"] is None and b["f_samples"] == 5.0 and b["f_min_rtt_ms"] == 100.0

@@ -284,10 +284,12 @@ mod tests {
         let mut sel = Selector::new(p);
         assert_eq!(sel.initial_algorithm(), "reno");
         assert_eq!(sel.on_report(&report(0, 10), MSS), None);
-        assert_eq!(sel.on_report(&report(1, 10), MSS), None);
-        // A report without an RTT sample does not fill the window.
-        assert_eq!(sel.on_report(&Measurement { now_us: 2 * MS, ..Default::default() }, MSS), None);
-        let d = sel.on_report(&report(3, 10), MSS).expect("the third sample decides");
+        assert_eq!(sel.on_report(&report(10, 10), MSS), None);
+        // A report without an RTT sample does not fill the window, nor does one within the
+        // round trip of the last sample.
+        assert_eq!(sel.on_report(&Measurement { now_us: 20 * MS, ..Default::default() }, MSS), None);
+        assert_eq!(sel.on_report(&report(15, 10), MSS), None);
+        let d = sel.on_report(&report(20, 10), MSS).expect("the third sample decides");
         assert_eq!((d.algorithm.as_str(), d.kind), ("cubic", DecisionKind::Spatial));
         assert_eq!(d.reason, "rule 1: mean_rtt_ms < 50");
         assert_eq!(d.features.samples, 3);
@@ -526,9 +528,9 @@ mod first_decision_tests {
             assert_eq!(sel.on_report(&m(i * 100, 40), MSS), None);
         }
         // A long RTT lifts the mean above 100 ms (40, 40, 40, 300: 105): a first decision for
-        // bbr; the second agreeing one (40, 40, 300, 300: 170) hands it over.
-        assert_eq!(sel.on_report(&m(400, 300), MSS), None, "first decision for bbr");
-        let d = sel.on_report(&m(500, 300), MSS).expect("second agreeing decision");
+        // bbr; the second agreeing one (40, 40, 300, 300: 170), a round trip later, hands it over.
+        assert_eq!(sel.on_report(&m(600, 300), MSS), None, "first decision for bbr");
+        let d = sel.on_report(&m(900, 300), MSS).expect("second agreeing decision");
         assert_eq!((d.algorithm.as_str(), d.kind), ("bbr", DecisionKind::Temporal));
         assert_eq!(d.reason, "model m: bbr with probability 0.900");
         assert_eq!(d.features.mean_rtt_ms, 170.0);
