@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO_FLAGS := --release --workspace --locked
 
-.PHONY: setup build demo test test-rust test-python bench clean
+.PHONY: setup build demo test test-rust test-python bench bench-compare clean
 
 setup:
 	bash scripts/setup.sh
@@ -26,6 +26,14 @@ test: build
 bench: build
 	$(VENV)/bin/ccswitch bench overhead
 	$(VENV)/bin/ccswitch bench authoring
+
+# `make bench` on BASE (a worktree in /tmp, built once and kept) and on this tree, whole runs
+# of each alternated for ROUNDS rounds, each run holding LOCK; prints before, after, after/before.
+BASE ?= 3ad5e6a
+ROUNDS ?= 3
+LOCK ?= /tmp/ccswitch-experiment.lock
+bench-compare: build
+	$(VENV)/bin/ccswitch bench both --baseline $(BASE) --compare-rounds $(ROUNDS) --lock $(LOCK)
 
 clean:
 	cargo clean

@@ -1,6 +1,7 @@
 """`ccswitch bench overhead`: what the kernel datapath costs per ACK.
 `ccswitch bench authoring`: what writing an algorithm in Python costs per report.
 `ccswitch bench scale`: many concurrent flows (scale.py).
+`ccswitch bench overhead|authoring|both --baseline REV`: REV against this tree (bench_compare.py).
 
 For each kernel: scheme it runs real transfers over a mahimahi link and reads, around them:
 the kernel's own BPF statistics of the struct_ops programs (`kernel.bpf_stats_enabled=1`:
@@ -12,6 +13,7 @@ wake-ups (about 100 per second) during the transfers, so it is an upper bound.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import statistics
@@ -86,6 +88,7 @@ def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
         "bpf_ns_per_ack_all_programs": sum(d["run_time_ns"] for d in delta.values()) / acks,
         "shim_cpu_ms_per_10k_acks": (shim1 - shim0) * 1e3 * per_10k,
         "agent_cpu_ms_per_10k_acks": (agent1 - agent0) * 1e3 * per_10k,
+        "tct_s": [row["tct_s"] for row in rows],
     }
 
 
@@ -170,11 +173,11 @@ def print_authoring(x: Dict[str, object]) -> None:
 
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser("bench", help="benchmarks (needs root, mahimahi and the Rust binaries)")
-    p.add_argument("which", choices=["overhead", "authoring", "scale"],
+    p.add_argument("which", choices=["overhead", "authoring", "scale", "both"],
                    help="overhead: BPF run time per ACK, shim and agent CPU per 10k ACKs; "
                         "authoring: µs per report of a Python algorithm vs the same in Rust (no root needed); "
                         "scale: --flows concurrent long-lived flows on a datapath (ACKs/s, reports/s, "
-                        "BPF ns per ACK or packet, shim and agent CPU, report->directive latency, memory per flow)")
+                        "BPF ns per ACK or packet, shim and agent CPU, report->directive latency, memory per flow); both: overhead then authoring (with --baseline)")
     p.add_argument("--scenario", help="scenario TOML (default: an embedded 24 Mbit/s, 50 ms path)")
     p.add_argument("--repetitions", type=int, help="override the scenario's repetitions")
     p.add_argument("--out", help="output directory for logs")
@@ -190,6 +193,12 @@ def add_cli(subparsers) -> None:
     p.add_argument("--algorithm", default="cubic", help="scale: the agent's algorithm for every flow")
     p.add_argument("--datapath", default="kernel", choices=["kernel", "ovs"],
                    help="scale: the kernel datapath, or the ovs bridge port in front of a stock-Cubic server")
+    p.add_argument("--baseline", metavar="REV",
+                   help="overhead, authoring, both: compare REV (built in a worktree /tmp/ccswitch-baseline-<sha7>, "
+                        "kept for later) with this tree, whole runs of each alternated, medians")
+    p.add_argument("--compare-rounds", type=int, default=3, help="--baseline: runs of each build per benchmark")
+    p.add_argument("--lock", metavar="FILE", help="--baseline: hold an exclusive flock on FILE during each run")
+    p.add_argument("--build-jobs", type=int, default=1, help="--baseline: cargo -j for building REV (niced)")
     p.set_defaults(func=_cli_bench, parser=p)
 
 
@@ -207,6 +216,12 @@ def _measured(run):
 
 
 def _cli_bench(args) -> int:
+    if args.baseline:
+        from . import bench_compare
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        return bench_compare.cli(args, os.path.join("results", f"bench-compare-{stamp}"))
+    if args.which == "both":
+        args.parser.error("both: only with --baseline (`make bench` runs overhead, then authoring)")
     if args.which == "scale":
         from . import scale as _scale
 
