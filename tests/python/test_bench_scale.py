@@ -55,3 +55,14 @@ def test_a_hundred_flows_on_the_ovs_datapath_are_all_controlled(tmp_path):
     assert x["shim_exit"] == 0
     assert x["acks_per_s"] > 1000 and x["segments_copied_per_s"] > 1000
     assert 0 < x["bpf_ns_per_packet_ingress"] < 1e6 and 0 < x["bpf_ns_per_packet_egress"] < 1e6
+
+
+def test_the_reports_of_several_loadgen_processes_add_up():
+    a = {"opened": 16_000, "receiving": 15_990, "silent": 10, "failed": 0, "steady_bits_per_s": 1.5e7,
+         "errors": ["connect: a"] * 4, "min_flow_bytes": 0}
+    b = {"opened": 3_000, "receiving": 3_000, "silent": 0, "failed": 1_000, "steady_bits_per_s": 2.5e6,
+         "errors": ["connect: b"] * 3, "min_flow_bytes": 7}
+    m = scale.merge_loads([a, b])
+    assert (m["opened"], m["receiving"], m["silent"], m["failed"]) == (19_000, 18_990, 10, 1_000)
+    assert m["steady_bits_per_s"] == 1.75e7
+    assert m["errors"] == ["connect: a"] * 4 + ["connect: b"]

@@ -42,10 +42,12 @@ from .topology import log, run
 
 LOADGEN = "ccswitch-loadgen"
 LOADGEN_PORT = 9000
-#: flows per server port (a client address has ~28k local ports per destination port)
-FLOWS_PER_PORT = 25_000
+#: flows per loadgen process pair (below the 20k-descriptor hard limit of this machine)
+FLOWS_PER_PROCESS = 16_000
 #: SO_SNDBUF / SO_RCVBUF past 20k flows
 SMALL_BUFFER_BYTES = 4096
+#: net.ipv4.tcp_mem is raised this many times past 20k flows (restored after the run)
+TCP_MEM_FACTOR = 4
 DATAPATHS = ("kernel", "ovs")
 
 SCENARIO = """
@@ -246,52 +248,68 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
             raise RunError(f"{loadgen} not found (build the workspace: cargo build --release)")
         r.sysctls.set("kernel.bpf_stats_enabled", "1")
         side = KernelSide(r) if datapath == "kernel" else OvsSide(r, flows)
-        server = f"{r.ns.server_ip}:{LOADGEN_PORT}"
         # Room for every handshake of the ramp in the server's accept and SYN queues.
         r.ns.sysctl("net.core.somaxconn", str(max(4096, flows)))
         r.ns.sysctl("net.ipv4.tcp_max_syn_backlog", str(max(4096, flows)))
-        # One client address reaches one server port from ~28k local ports: spread the flows.
-        ports = -(-flows // FLOWS_PER_PORT)
-        # Past 20k flows, small socket buffers: every flow's buffers share net.ipv4.tcp_mem.
-        buffer_args = ["--sndbuf", str(SMALL_BUFFER_BYTES)] if flows > 20_000 else []
-        r.procs.start_and_wait(
-            "ccswitch-loadgen serve",
-            r.ns.exec_cmd([loadgen, "serve", "--bind", server, "--ports", str(ports)] + buffer_args),
-            os.path.join(r.log_dir, "loadgen-serve.log"),
-            lambda: bool(run(r.ns.exec_cmd(["ss", "-Htln", f"sport = :{LOADGEN_PORT}"])).stdout.strip()),
-            timeout_s=10, waiting_for=f"listening on {server}")
+        # A process holds at most 20k descriptors here (the hard limit, which this container
+        # cannot raise), and one client address reaches a server port from ~28k local ports:
+        # a pair of loadgen processes, on a port of their own, per FLOWS_PER_PROCESS flows.
+        shards = [min(FLOWS_PER_PROCESS, flows - k) for k in range(0, flows, FLOWS_PER_PROCESS)]
+        ports = [LOADGEN_PORT + k for k in range(len(shards))]
+        # Past 20k flows, small socket buffers, and room for them: every flow's buffers share
+        # net.ipv4.tcp_mem (machine-wide), past whose limit the kernel resets connections
+        # ("TCP: out of memory"): 100k flows lost 401 that way at the default.
+        small = flows > 20_000
+        if small:
+            with open("/proc/sys/net/ipv4/tcp_mem") as f:
+                pages = [int(v) * TCP_MEM_FACTOR for v in f.read().split()]
+            r.sysctls.set("net.ipv4.tcp_mem", " ".join(map(str, pages)))
+        for port in ports:
+            serve = [loadgen, "serve", "--bind", f"{r.ns.server_ip}:{port}"] + (["--sndbuf", str(SMALL_BUFFER_BYTES)] if small else [])
+            r.procs.start_and_wait(
+                f"ccswitch-loadgen serve :{port}", r.ns.exec_cmd(serve),
+                os.path.join(r.log_dir, f"loadgen-serve-{port}.log"),
+                lambda port=port: bool(run(r.ns.exec_cmd(["ss", "-Htln", f"sport = :{port}"])).stdout.strip()),
+                timeout_s=10, waiting_for=f"listening on {r.ns.server_ip}:{port}")
         pids = side.pids()
         rss0 = {k: rss_kib(pid) for k, pid in pids.items()}
         fetch_s = seconds + 3.0
-        cmd = [loadgen, "fetch", "--connect", server, "--ports", str(ports), "--flows", str(flows),
-               "--rate-bps", str(int(rate_kbps * 1000)), "--seconds", f"{fetch_s:g}", "--ramp-ms", str(int(ramp_s * 1000))]
-        if buffer_args:
-            cmd += ["--rcvbuf", str(SMALL_BUFFER_BYTES)]
-        # mm-delay forwards every packet through one user-space process, which caps this
-        # 2-core machine near 13k ACKs/s whatever the flows ask for; --delay-ms 0 leaves it out
-        # (the fetcher runs in the root namespace, a veth away from the server).
-        if delay_ms > 0:
-            cmd = ["runuser", "-u", MM_USER, "--", "mm-delay", str(delay_ms)] + cmd
         say(f"{datapath}: {flows} flows at {rate_kbps:g} kbit/s each over {2 * delay_ms} ms, ramp {ramp_s:g} s, "
-            f"window {seconds:g} s, {algorithm}")
-        fetch = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True)
-        r.procs.track("ccswitch-loadgen fetch", fetch)
+            f"window {seconds:g} s, {algorithm}" + (f", {len(shards)} loadgen pairs" if len(shards) > 1 else ""))
+        fetches = []
+        for port, n in zip(ports, shards):
+            cmd = [loadgen, "fetch", "--connect", f"{r.ns.server_ip}:{port}", "--flows", str(n),
+                   "--rate-bps", str(int(rate_kbps * 1000)), "--seconds", f"{fetch_s:g}", "--ramp-ms", str(int(ramp_s * 1000))]
+            if small:
+                cmd += ["--rcvbuf", str(SMALL_BUFFER_BYTES)]
+            # mm-delay forwards every packet through one user-space process, which caps this
+            # 2-core machine near 13k ACKs/s whatever the flows ask for; --delay-ms 0 leaves it
+            # out (the fetcher runs in the root namespace, a veth away from the server).
+            if delay_ms > 0:
+                cmd = ["runuser", "-u", MM_USER, "--", "mm-delay", str(delay_ms)] + cmd
+            fetch = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+            r.procs.track(f"ccswitch-loadgen fetch :{port}", fetch)
+            fetches.append(fetch)
         # Every flow open and past its first round trips.
         time.sleep(ramp_s + 1.0 + 4 * delay_ms / 1000)
-        if fetch.poll() is not None:
-            raise RunError(f"ccswitch-loadgen fetch exited early ({fetch.returncode}): {fetch.stderr.read().strip()}")
+        for fetch in fetches:
+            if fetch.poll() is not None:
+                raise RunError(f"ccswitch-loadgen fetch exited early ({fetch.returncode}): {fetch.stderr.read().strip()}")
         t0, b0 = time.monotonic(), side.snapshot()
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         rss1 = {k: rss_kib(pid) for k, pid in pids.items()}
         time.sleep(seconds)
         t1, b1 = time.monotonic(), side.snapshot()
         cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
-        out, err = fetch.communicate(timeout=fetch_s + 60)
-        r.procs.forget(fetch)
-        if fetch.returncode != 0:
-            raise RunError(f"ccswitch-loadgen fetch failed ({fetch.returncode}): {err.strip()}")
-        load = json.loads(out.strip().splitlines()[-1])
+        reports = []
+        for fetch in fetches:
+            out, err = fetch.communicate(timeout=fetch_s + 60)
+            r.procs.forget(fetch)
+            if fetch.returncode != 0:
+                raise RunError(f"ccswitch-loadgen fetch failed ({fetch.returncode}): {err.strip()}")
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+        load = merge_loads(reports)
         dt = t1 - t0
         figures = side.finish({k: b1.get(k, 0) - b0.get(k, 0) for k in b1}, dt)
 
@@ -318,6 +336,14 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
     with open(os.path.join(out_dir, "scale.json"), "w") as f:
         json.dump(result, f, indent=1)
     return result
+
+
+def merge_loads(reports: List[Dict[str, object]]) -> Dict[str, object]:
+    """One figure set of several `ccswitch-loadgen fetch` reports: counts and rates add up,
+    the first five errors are kept."""
+    merged: Dict[str, object] = {k: sum(r[k] for r in reports) for k in ("opened", "receiving", "silent", "failed", "steady_bits_per_s")}
+    merged["errors"] = [e for r in reports for e in r["errors"]][:5]
+    return merged
 
 
 def print_scale(x: Dict[str, object]) -> None:

@@ -29,10 +29,6 @@ enum Cmd {
     Serve {
         #[arg(long)]
         bind: SocketAddr,
-        /// Listen on this many consecutive ports from --bind's (one client address reaches a
-        /// server port from about 28k local ports only).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
-        ports: u16,
         /// SO_SNDBUF of each connection, bytes (0: the kernel's autotuning). 100k flows
         /// must share net.ipv4.tcp_mem (2.2 GB here).
         #[arg(long, default_value_t = 0)]
@@ -42,9 +38,6 @@ enum Cmd {
     Fetch {
         #[arg(long)]
         connect: SocketAddr,
-        /// Spread the flows over this many consecutive ports from --connect's.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
-        ports: u16,
         #[arg(long)]
         flows: usize,
         /// Bits per second each flow is read at.
@@ -68,28 +61,21 @@ enum Cmd {
 fn main() -> Result<()> {
     raise_fd_limit();
     match Args::parse().cmd {
-        Cmd::Serve { bind, ports, sndbuf } => serve(&consecutive(bind, ports)?, sndbuf),
-        Cmd::Fetch { connect, ports, flows, rate_bps, seconds, ramp_ms, tick_ms, rcvbuf } => {
+        Cmd::Serve { bind, sndbuf } => serve(bind, sndbuf),
+        Cmd::Fetch { connect, flows, rate_bps, seconds, ramp_ms, tick_ms, rcvbuf } => {
             if flows == 0 || rate_bps == 0 || seconds <= 0.0 || tick_ms == 0 {
                 bail!("--flows, --rate-bps, --seconds and --tick-ms must be positive");
             }
-            let report = fetch(&consecutive(connect, ports)?, flows, rate_bps, Duration::from_secs_f64(seconds), Duration::from_millis(ramp_ms), Duration::from_millis(tick_ms), rcvbuf)?;
+            let report = fetch(connect, flows, rate_bps, Duration::from_secs_f64(seconds), Duration::from_millis(ramp_ms), Duration::from_millis(tick_ms), rcvbuf)?;
             println!("{report}");
             Ok(())
         }
     }
 }
 
-/// `addr` and the `n - 1` ports after it.
-fn consecutive(addr: SocketAddr, n: u16) -> Result<Vec<SocketAddr>> {
-    if addr.port() as u32 + n as u32 > 65_536 {
-        bail!("{n} ports from {addr} run past port 65535");
-    }
-    Ok((0..n).map(|k| SocketAddr::new(addr.ip(), addr.port() + k)).collect())
-}
-
-/// A descriptor per flow: 100k flows need more than the usual hard limit (20k here), which
-/// root may raise up to fs.nr_open; others get their hard limit.
+/// A descriptor per flow: up to fs.nr_open where the hard limit may be raised (root outside
+/// a container), else the hard limit (20k here: `ccswitch bench scale` then shares the flows
+/// between several processes).
 fn raise_fd_limit() {
     const WANTED: libc::rlim_t = 1 << 20;
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
@@ -180,12 +166,10 @@ fn set_int_option(fd: RawFd, name: libc::c_int, value: libc::c_int) {
     }
 }
 
-fn serve(binds: &[SocketAddr], sndbuf: usize) -> Result<()> {
-    let listeners = binds.iter().map(|b| listen(*b)).collect::<Result<Vec<_>>>()?;
+fn serve(bind: SocketAddr, sndbuf: usize) -> Result<()> {
+    let listener = listen(bind)?;
     let epoll = Epoll::new()?;
-    for (k, l) in listeners.iter().enumerate() {
-        epoll.add(l.as_raw_fd(), libc::EPOLLIN as u32, LISTENER - k as u64)?;
-    }
+    epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
     let chunk = vec![0x5au8; 256 * 1024];
     let mut conns: Vec<Option<TcpStream>> = Vec::new();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
@@ -193,8 +177,7 @@ fn serve(binds: &[SocketAddr], sndbuf: usize) -> Result<()> {
         let n = epoll.wait(&mut events, 1000);
         for ev in &events[..n] {
             let token = ev.u64;
-            if token > LISTENER - listeners.len() as u64 {
-                let listener = &listeners[(LISTENER - token) as usize];
+            if token == LISTENER {
                 while let Ok((s, _)) = listener.accept() {
                     s.set_nonblocking(true)?;
                     if sndbuf > 0 {
@@ -230,7 +213,7 @@ struct Flow {
 }
 
 fn fetch(
-    to: &[SocketAddr],
+    to: SocketAddr,
     n: usize,
     rate_bps: u64,
     duration: Duration,
@@ -252,7 +235,7 @@ fn fetch(
         // Open the connections the ramp has reached by now.
         let due = if ramp.is_zero() { n } else { ((now - start).as_secs_f64() / ramp.as_secs_f64() * n as f64).ceil() as usize };
         while flows.len() + failed < due.min(n) {
-            match open(to[(flows.len() + failed) % to.len()], rcvbuf) {
+            match open(to, rcvbuf) {
                 Ok(stream) => flows.push(Flow { stream, budget: 0.0, bytes: 0, open: true }),
                 Err(e) => {
                     failed += 1;
@@ -364,18 +347,5 @@ fn sockaddr(to: &SocketAddr) -> (libc::c_int, libc::sockaddr_storage, libc::sock
             unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
             (libc::AF_INET6, ss, std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn consecutive_ports_and_the_last_one() {
-        let a: SocketAddr = "198.18.0.2:65534".parse().unwrap();
-        let ports: Vec<u16> = consecutive(a, 2).unwrap().iter().map(|s| s.port()).collect();
-        assert_eq!(ports, [65534, 65535]);
-        assert!(consecutive(a, 3).is_err());
     }
 }

@@ -281,7 +281,10 @@ static __always_inline void prr_cwnd_reduction(struct sock *sk, struct ccsw_sk_s
 	/* Force a fast retransmit upon entering fast recovery. */
 	if (sndcnt < (tp->prr_out ? 0 : 1))
 		sndcnt = tp->prr_out ? 0 : 1;
-	tp->snd_cwnd = in_flight + sndcnt;
+	/* Nothing in flight and nothing to send yet (a receiver holding its window
+	 * shut) would leave a window of 0, which a later undo hands back to the
+	 * kernel (WARN in tcp_snd_cwnd_set, seen at 100k flows read at 1 kbit/s). */
+	tp->snd_cwnd = in_flight + sndcnt > 0 ? in_flight + sndcnt : 1;
 }
 
 /* The fallback algorithm for one ACK: what tcp_cong_control() does for a
@@ -811,7 +814,9 @@ __u32 BPF_PROG(ccsw_ssthresh, struct sock *sk)
 SEC("struct_ops")
 __u32 BPF_PROG(ccsw_undo_cwnd, struct sock *sk)
 {
-	return tcp_reno_undo_cwnd(sk);
+	__u32 cwnd = tcp_reno_undo_cwnd(sk);
+
+	return cwnd ? cwnd : 1; /* the kernel warns on a window of 0 */
 }
 
 SEC("struct_ops")
