@@ -27,7 +27,7 @@ def run_scale(tmp_path, datapath):
     x = scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=25, out_dir=str(out), datapath=datapath, quiet=True)
     print(json.dumps(x, indent=1))
     assert json.loads((out / "scale.json").read_text()) == x
-    assert (x["flows_opened"], x["flows_receiving"], x["flows_silent"], x["flows_failed"]) == (FLOWS, FLOWS, 0, 0), \
+    assert (x["flows_opened"], x["flows_receiving"], x["flows_silent"], x["flows_failed"], x["flows_closed_early"]) == (FLOWS, FLOWS, 0, 0, 0), \
         x["loadgen_errors"]
     # 100 flows read at 1 Mbit/s each.
     assert 80 < x["goodput_mbps"] < 110
@@ -58,11 +58,11 @@ def test_a_hundred_flows_on_the_ovs_datapath_are_all_controlled(tmp_path):
 
 
 def test_the_reports_of_several_loadgen_processes_add_up():
-    a = {"opened": 16_000, "receiving": 15_990, "silent": 10, "failed": 0, "steady_bits_per_s": 1.5e7,
+    a = {"opened": 16_000, "receiving": 15_990, "silent": 10, "failed": 0, "closed_early": 0, "steady_bits_per_s": 1.5e7,
          "errors": ["connect: a"] * 4, "min_flow_bytes": 0}
-    b = {"opened": 3_000, "receiving": 3_000, "silent": 0, "failed": 1_000, "steady_bits_per_s": 2.5e6,
+    b = {"opened": 3_000, "receiving": 2_990, "silent": 0, "failed": 1_000, "closed_early": 10, "steady_bits_per_s": 2.5e6,
          "errors": ["connect: b"] * 3, "min_flow_bytes": 7}
     m = scale.merge_loads([a, b])
-    assert (m["opened"], m["receiving"], m["silent"], m["failed"]) == (19_000, 18_990, 10, 1_000)
+    assert (m["opened"], m["receiving"], m["silent"], m["failed"], m["closed_early"]) == (19_000, 18_980, 10, 1_000, 10)
     assert m["steady_bits_per_s"] == 1.75e7
     assert m["errors"] == ["connect: a"] * 4 + ["connect: b"]

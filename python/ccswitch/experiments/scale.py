@@ -324,6 +324,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "flows_receiving": load["receiving"],
         "flows_silent": load["silent"],
         "flows_failed": load["failed"],
+        "flows_closed_early": load["closed_early"],
         "goodput_mbps": load["steady_bits_per_s"] / 1e6,
         **figures,
         "shim_cpu_pct": 100 * (cpu1["shim"] - cpu0["shim"]) / dt,
@@ -341,7 +342,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
 def merge_loads(reports: List[Dict[str, object]]) -> Dict[str, object]:
     """One figure set of several `ccswitch-loadgen fetch` reports: counts and rates add up,
     the first five errors are kept."""
-    merged: Dict[str, object] = {k: sum(r[k] for r in reports) for k in ("opened", "receiving", "silent", "failed", "steady_bits_per_s")}
+    merged: Dict[str, object] = {k: sum(r[k] for r in reports) for k in ("opened", "receiving", "silent", "failed", "closed_early", "steady_bits_per_s")}
     merged["errors"] = [e for r in reports for e in r["errors"]][:5]
     return merged
 
