@@ -50,11 +50,18 @@ struct RunArgs {
     /// Capacity of the port's flow table (half-open flows included) and of its directive slots.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_flows: u32,
-    /// Ring buffer size in bytes (a power of two, at least 4096): it holds the copies of the
-    /// server's frames until the shim reads them; a full ring leaves flows unbuffered
-    /// (counted).
+    /// Ring buffer size in bytes (a power of two, at least 4096): it holds the records (small
+    /// descriptors of the server's frames, ACKs) until the shim reads them; a full ring leaves
+    /// flows unbuffered (counted).
     #[arg(long, default_value_t = 16 << 20)]
     ring_bytes: u32,
+    /// Slots of the frame slab (1,536 bytes each): the port program copies each new server
+    /// frame into one, and the shim gives it back once the client acknowledges the data. A
+    /// flow holds about its window over the MSS; the default (96 MiB) covers 1,000 flows
+    /// with 64-segment windows. A flow that finds no free slot is left to the server's TCP
+    /// (counted as slab_full, logged once per second).
+    #[arg(long, default_value_t = ccswitch_ovs::loader::DEFAULT_SLAB_SLOTS, value_parser = clap::value_parser!(u32).range(1..))]
+    slab_slots: u32,
     /// Frame bytes one flow may keep buffered before it falls back.
     #[arg(long, default_value_t = 8 << 20)]
     flow_buffer_bytes: u64,
@@ -102,7 +109,12 @@ fn run(args: RunArgs) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
 
-    let opts = AttachOptions { ifname: args.port.clone(), max_flows: args.max_flows, ring_bytes: args.ring_bytes };
+    let opts = AttachOptions {
+        ifname: args.port.clone(),
+        max_flows: args.max_flows,
+        ring_bytes: args.ring_bytes,
+        slab_slots: args.slab_slots,
+    };
     let datapath = SwitchDatapath::attach(opts).with_context(|| format!("attaching to port {}", args.port))?;
     let ids: Vec<String> = datapath.prog_stats().iter().map(|p| format!("{}={}", p.name, p.id)).collect();
     tracing::info!(port = %args.port, programs = %ids.join(","), "attached");

@@ -8,9 +8,10 @@
  *
  *  - ccsw_ingress (frames FROM the server): learns the server's handshake options and
  *    copies every frame carrying new data (end beyond the highest sequence seen, less a
- *    reordering allowance) whole into the ring buffer, so that userspace can retransmit it
- *    byte for byte. Data further below is a retransmission (the server's or one userspace
- *    injected): RESENT, without the frame.
+ *    reordering allowance) whole into a slot of the frame slab, and hands userspace a small
+ *    SEGMENT descriptor (slot, sequence, length) through the ring, so that userspace can
+ *    retransmit the frame byte for byte from the slot it reads in place. Data further below
+ *    is a retransmission (the server's or one userspace injected): RESENT, without a frame.
  *  - ccsw_egress (frames TOWARD the server): creates flow entries from client SYNs, completes
  *    them on the client's ACK of the SYN-ACK, reports every ACK, and while userspace controls
  *    the flow lowers the advertised window to userspace's window, hides duplicate ACKs, and
@@ -21,6 +22,27 @@
  * is active, the global deadline (`config.valid_until_ns`, pushed forward by userspace while
  * the agent answers) lies ahead, and the flow's data is still being copied (not UNBUFFERED).
  * Otherwise every frame passes unchanged and the server's TCP recovers on its own.
+ *
+ * The frame slab
+ * --------------
+ * `slab` is an mmapable array of CCSW_FRAME_MAX-byte slots (AttachOptions.slab_slots), and
+ * `slab_owner` (mmapable too) holds one word per slot: 0 when free, else the flow id of the
+ * owner (never 0: see slab_alloc). A slot changes hands in exactly two ways, so the two sides
+ * never write the same word at the same time with different intentions:
+ *  - allocation, here only: an atomic compare-and-swap 0 -> owner on the slot's word, from a
+ *    rotating hint (an atomic counter) over at most CCSW_SLAB_PROBES slots. Only the winner
+ *    of the swap writes the slot, so two CPUs can never fill the same slot; userspace never
+ *    writes a word that is 0.
+ *  - release, by userspace only (or here, when the record cannot be sent): a plain store of 0
+ *    after its last read of the frame. A word that is not 0 is never written here.
+ * The frame is written before the descriptor is submitted, and the ring's submit/consume pair
+ * orders the two, so userspace never reads a slot before it is complete. Why not an index
+ * ring (a free list): it needs a multi-producer, multi-consumer queue between CPUs in BPF;
+ * per-slot words need one cmpxchg and no locks, and since userspace frees slots roughly in the
+ * order they were taken (ACKs advance in sequence order), the hint nearly always finds a free
+ * slot at its first probe. A slab with no free slot within the probes leaves the flow
+ * UNBUFFERED (counted in slab_full): its data is no longer copied and it is never controlled
+ * again, so the server's own TCP carries it and no byte is ever lost to the slab.
  *
  * Frames that cannot be parsed are counted and passed unchanged; nothing here ever drops a
  * frame except a duplicate ACK of a controlled flow. Headers are read with
@@ -102,6 +124,29 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20); /* AttachOptions.ring_bytes, set before load */
 } events SEC(".maps");
+
+/* The frame slab and its owner words (see the model above). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536); /* AttachOptions.slab_slots, set before load */
+	__type(key, __u32);
+	__type(value, struct ccsw_frame_slot);
+} slab SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536); /* AttachOptions.slab_slots, set before load */
+	__type(key, __u32);
+	__type(value, __u32);
+} slab_owner SEC(".maps");
+
+/* Entries of `slab` and `slab_owner` (set by the loader with the maps' size). */
+const volatile __u32 ccsw_slab_slots = 65536;
+
+/* Where the next slot search starts. */
+__u32 slab_hint = 0;
 
 /* Last flow id handed out. Kept out of `conf`, which userspace writes: a write racing
  * with an establishment could roll the counter back and hand out an id twice. */
@@ -392,13 +437,49 @@ static __always_inline void set_unbuffered(struct ccsw_flow *f, __u32 reason, __
 	emit_small(&ev, sizeof(ev), true);
 }
 
+/* Takes a free slab slot for `owner`; returns its index, or -1 if none of the
+ * CCSW_SLAB_PROBES slots from the hint is free. */
+static __always_inline __s64 slab_alloc(__u32 owner)
+{
+	__u32 n = ccsw_slab_slots;
+	__u32 start, idx;
+	__u32 *w;
+
+	if (n == 0)
+		return -1;
+	start = __sync_fetch_and_add(&slab_hint, 1);
+	for (__u32 i = 0; i < CCSW_SLAB_PROBES; i++) {
+		idx = (start + i) % n;
+		w = bpf_map_lookup_elem(&slab_owner, &idx);
+		if (!w)
+			return -1;
+		if (*w == 0 && __sync_val_compare_and_swap(w, 0, owner) == 0) {
+			if (i)
+				__sync_fetch_and_add(&slab_hint, i);
+			return idx;
+		}
+	}
+	return -1;
+}
+
+static __always_inline void slab_free(__u32 idx)
+{
+	__u32 *w = bpf_map_lookup_elem(&slab_owner, &idx);
+
+	if (w)
+		*(volatile __u32 *)w = 0;
+}
+
 static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow *f,
 					 struct pkt *p, __u32 len, __u64 now)
 {
 	struct ccsw_config *cfg = get_config();
 	struct ccsw_segment_event *rec;
+	struct ccsw_frame_slot *slot;
 	__u32 limit = CCSW_FRAME_MAX;
 	__u32 n = skb->len;
+	__s64 got;
+	__u32 idx;
 
 	if (cfg && cfg->copy_limit && cfg->copy_limit < CCSW_FRAME_MAX)
 		limit = cfg->copy_limit;
@@ -406,14 +487,25 @@ static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow
 		set_unbuffered(f, CCSW_UNBUF_TOO_LARGE, now);
 		return;
 	}
+	/* The record first: a slot is never taken that could not be handed over. */
 	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
 	if (!rec) {
 		COUNT(ring_drops);
 		set_unbuffered(f, CCSW_UNBUF_RING_FULL, now);
 		return;
 	}
+	got = slab_alloc(f->flow_id ? f->flow_id : 1);
+	if (got < 0) {
+		bpf_ringbuf_discard(rec, 0);
+		COUNT(slab_full);
+		set_unbuffered(f, CCSW_UNBUF_SLAB_FULL, now);
+		return;
+	}
+	idx = (__u32)got;
+	slot = bpf_map_lookup_elem(&slab, &idx);
 	n &= 0x7ff;
-	if (n == 0 || n > CCSW_FRAME_MAX || bpf_skb_load_bytes(skb, 0, rec->frame, n) < 0) {
+	if (!slot || n == 0 || n > CCSW_FRAME_MAX || bpf_skb_load_bytes(skb, 0, slot->frame, n) < 0) {
+		slab_free(idx);
 		bpf_ringbuf_discard(rec, 0);
 		set_unbuffered(f, CCSW_UNBUF_TOO_LARGE, now);
 		return;
@@ -424,7 +516,8 @@ static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow
 	rec->len = len;
 	rec->frame_len = n;
 	rec->fin = !!(p->flags & TH_FIN);
-	__builtin_memset(rec->_pad0, 0, sizeof(rec->_pad0));
+	rec->_pad0 = 0;
+	rec->slot = idx;
 	bpf_ringbuf_submit(rec, wake_flags(false));
 	COUNT(segments);
 }
