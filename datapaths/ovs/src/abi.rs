@@ -146,6 +146,14 @@ pub struct SegmentEvent {
     pub slot: u32,
 }
 
+/// The owner word of one slab slot (0: free), padded to the array's 8-byte stride.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SlotOwner {
+    pub flow_id: u32,
+    pub _pad0: u32,
+}
+
 /// One slot of the frame slab.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -199,6 +207,7 @@ const _: () = assert!(size_of::<Head>() == 16);
 const _: () = assert!(size_of::<EstablishedEvent>() == 72);
 const _: () = assert!(size_of::<SegmentEvent>() == 32);
 const _: () = assert!(size_of::<FrameSlot>() == FRAME_MAX);
+const _: () = assert!(size_of::<SlotOwner>() == 8);
 const _: () = assert!(size_of::<ResentEvent>() == 24);
 const _: () = assert!(size_of::<AckEvent>() == 64);
 const _: () = assert!(size_of::<ReasonEvent>() == 24);
@@ -209,6 +218,7 @@ const _: () = assert!(size_of::<Directive>() == size_of::<btf::ccsw_directive>()
 const _: () = assert!(size_of::<Config>() == size_of::<btf::ccsw_config>());
 const _: () = assert!(size_of::<Stats>() == size_of::<btf::ccsw_stats>());
 const _: () = assert!(size_of::<FrameSlot>() == size_of::<btf::ccsw_frame_slot>());
+const _: () = assert!(size_of::<SlotOwner>() == size_of::<btf::ccsw_slot_owner>());
 
 // Plain old data: records and map values are read from and written as bytes
 // (`from_bytes`, `from_prefix`, `as_bytes`).

@@ -325,7 +325,7 @@ type Loaded = (
     MappedArray<abi::Directive>,
     MappedArray<abi::Config>,
     MappedArray<abi::FrameSlot>,
-    MappedArray<u32>,
+    MappedArray<abi::SlotOwner>,
 );
 
 pub struct SwitchDatapath {
@@ -343,7 +343,7 @@ pub struct SwitchDatapath {
     /// The frame slab, read in place, and its owner words (0: free), which the shim zeroes
     /// to give a slot back (see `bpf/switch.bpf.c` on why the two sides never race).
     slab: MappedArray<abi::FrameSlot>,
-    slab_owner: MappedArray<u32>,
+    slab_owner: MappedArray<abi::SlotOwner>,
 }
 
 impl Drop for SwitchDatapath {
@@ -505,7 +505,8 @@ impl SwitchDatapath {
         fence(Ordering::Release);
         for &i in slots {
             if (i as usize) < self.slab_owner.len() {
-                self.slab_owner.write(i as usize, 0);
+                // SAFETY: in bounds; one aligned 32-bit store.
+                unsafe { write_volatile(&raw mut (*self.slab_owner.at(i as usize)).flow_id, 0) };
             }
         }
     }
@@ -513,7 +514,7 @@ impl SwitchDatapath {
     /// Slab slots in use now (owner word not 0): taken by the port program and not yet given
     /// back. For diagnostics and leak checks; reads every owner word.
     pub fn slab_in_use(&self) -> usize {
-        (0..self.slab_owner.len()).filter(|&i| self.slab_owner.read(i) != 0).count()
+        (0..self.slab_owner.len()).filter(|&i| self.slab_owner.read(i).flow_id != 0).count()
     }
 
     /// Slots in the slab.

@@ -26,8 +26,8 @@
  * The frame slab
  * --------------
  * `slab` is an mmapable array of CCSW_FRAME_MAX-byte slots (AttachOptions.slab_slots), and
- * `slab_owner` (mmapable too) holds one word per slot: 0 when free, else the flow id of the
- * owner (never 0: see slab_alloc). A slot changes hands in exactly two ways, so the two sides
+ * `slab_owner` (mmapable too) holds one word per slot (ccsw_slot_owner.flow_id): 0 when free,
+ * else the flow id of the owner (never 0: see copy_segment). A slot changes hands in exactly two ways, so the two sides
  * never write the same word at the same time with different intentions:
  *  - allocation, here only: an atomic compare-and-swap 0 -> owner on the slot's word, from a
  *    rotating hint (an atomic counter) over at most CCSW_SLAB_PROBES slots. Only the winner
@@ -139,7 +139,7 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 65536); /* AttachOptions.slab_slots, set before load */
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct ccsw_slot_owner);
 } slab_owner SEC(".maps");
 
 /* Entries of `slab` and `slab_owner` (set by the loader with the maps' size). */
@@ -443,7 +443,7 @@ static __always_inline __s64 slab_alloc(__u32 owner)
 {
 	__u32 n = ccsw_slab_slots;
 	__u32 start, idx;
-	__u32 *w;
+	struct ccsw_slot_owner *w;
 
 	if (n == 0)
 		return -1;
@@ -453,7 +453,7 @@ static __always_inline __s64 slab_alloc(__u32 owner)
 		w = bpf_map_lookup_elem(&slab_owner, &idx);
 		if (!w)
 			return -1;
-		if (*w == 0 && __sync_val_compare_and_swap(w, 0, owner) == 0) {
+		if (w->flow_id == 0 && __sync_val_compare_and_swap(&w->flow_id, 0, owner) == 0) {
 			if (i)
 				__sync_fetch_and_add(&slab_hint, i);
 			return idx;
@@ -464,10 +464,10 @@ static __always_inline __s64 slab_alloc(__u32 owner)
 
 static __always_inline void slab_free(__u32 idx)
 {
-	__u32 *w = bpf_map_lookup_elem(&slab_owner, &idx);
+	struct ccsw_slot_owner *w = bpf_map_lookup_elem(&slab_owner, &idx);
 
 	if (w)
-		*(volatile __u32 *)w = 0;
+		*(volatile __u32 *)&w->flow_id = 0;
 }
 
 static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow *f,

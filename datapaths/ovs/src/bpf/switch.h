@@ -188,6 +188,13 @@ struct ccsw_segment_event {
 	__u32 slot;
 };
 
+/* A value of slab_owner: one per slab slot. Array values are 8-byte aligned, so the word
+ * is padded to the stride the shim sees in its mapping. */
+struct ccsw_slot_owner {
+	__u32 flow_id; /* 0: free */
+	__u32 _pad0;
+};
+
 /* A value of the slab (BPF_F_MMAPABLE array; the shim maps it and only reads it). */
 struct ccsw_frame_slot {
 	__u8 frame[CCSW_FRAME_MAX];
@@ -237,6 +244,7 @@ _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
 _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
 _Static_assert(sizeof(struct ccsw_segment_event) == 32, "segment");
 _Static_assert(sizeof(struct ccsw_frame_slot) == CCSW_FRAME_MAX, "frame slot");
+_Static_assert(sizeof(struct ccsw_slot_owner) == 8, "slot owner");
 _Static_assert(sizeof(struct ccsw_resent_event) == 24, "resent");
 _Static_assert(sizeof(struct ccsw_ack_event) == 64, "ack");
 _Static_assert(sizeof(struct ccsw_closed_event) == 24, "closed");
