@@ -124,6 +124,8 @@ pub struct SwitchTotals {
     pub directive_writes: DirectiveWrites,
     pub idle_expired: u64,
     pub fallbacks: HashMap<&'static str, u64>,
+    /// Slab slots received in segment records and not yet given back.
+    pub slots_held: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -300,11 +302,15 @@ impl<P: PortOps> Shim<P> {
     fn return_slots(&mut self) {
         if !self.pool.freed().is_empty() {
             let slots = self.pool.take_freed();
+            self.totals.slots_held = self.totals.slots_held.saturating_sub(slots.len() as u64);
             self.port.free_frames(&slots);
         }
     }
 
     fn handle(&mut self, ev: Event) {
+        if matches!(ev, Event::Segment(_)) {
+            self.totals.slots_held += 1;
+        }
         match &ev {
             Event::Segment(s) => trace!(flow = s.flow_id, ts = s.ts_ns, seq = s.seq, len = s.len, "segment"),
             Event::Resent(r) => trace!(flow = r.flow_id, ts = r.ts_ns, seq = r.seq, len = r.len, "resent"),
@@ -607,6 +613,7 @@ impl<P: PortOps> Shim<P> {
             "idle_expired": t.idle_expired,
             "fallbacks": t.fallbacks,
             "buffered_bytes_now": self.pool.used(),
+            "slots_held_now": t.slots_held,
             "answer_latency_us": latency_json(self.session.answer_latency()),
         })
     }
@@ -1076,6 +1083,7 @@ mod tests {
         assert_eq!(shim.buffered_bytes(), 0);
         shim.on_event(segment(12, 4));
         assert!(freed(&shim).contains(&slot(12, 4)), "a fallen-back flow keeps nothing");
+        assert_eq!(shim.totals().slots_held, 0, "every slot received went back");
     }
 
     #[test]

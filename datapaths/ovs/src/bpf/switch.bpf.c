@@ -29,20 +29,26 @@
  * `slab_owner` (mmapable too) holds one word per slot (ccsw_slot_owner.flow_id): 0 when free,
  * else the flow id of the owner (never 0: see copy_segment). A slot changes hands in exactly two ways, so the two sides
  * never write the same word at the same time with different intentions:
- *  - allocation, here only: an atomic compare-and-swap 0 -> owner on the slot's word, from a
- *    rotating hint (an atomic counter) over at most CCSW_SLAB_PROBES slots. Only the winner
- *    of the swap writes the slot, so two CPUs can never fill the same slot; userspace never
- *    writes a word that is 0.
+ *  - allocation, here only: an atomic compare-and-swap 0 -> owner on the slot's word, tried
+ *    on at most CCSW_SLAB_PROBES slots. Only the winner of the swap writes the slot, so two
+ *    CPUs can never fill the same slot; userspace never writes a word that is 0.
  *  - release, by userspace only (or here, when the record cannot be sent): a plain store of 0
  *    after its last read of the frame. A word that is not 0 is never written here.
  * The frame is written before the descriptor is submitted, and the ring's submit/consume pair
  * orders the two, so userspace never reads a slot before it is complete. Why not an index
  * ring (a free list): it needs a multi-producer, multi-consumer queue between CPUs in BPF;
- * per-slot words need one cmpxchg and no locks, and since userspace frees slots roughly in the
- * order they were taken (ACKs advance in sequence order), the hint nearly always finds a free
- * slot at its first probe. A slab with no free slot within the probes leaves the flow
- * UNBUFFERED (counted in slab_full): its data is no longer copied and it is never controlled
- * again, so the server's own TCP carries it and no byte is ever lost to the slab.
+ * per-slot words need one cmpxchg and no locks. The search: the first CCSW_SLAB_LINEAR probes
+ * follow a rotating hint (an atomic counter), which nearly always finds a free slot at once,
+ * since slots are given back roughly in the order they were taken (ACKs advance in sequence
+ * order) and the hint comes back to a slot only a whole slab of frames later. But a server
+ * sends a flow's window back to back, so the slots of one flow lie in runs, and a flow that
+ * holds its window for long (a loss waiting for its timeout) leaves a run the hint must cross:
+ * the remaining probes are therefore scattered over the whole slab (golden-ratio steps), and
+ * the search fails only when the slab is nearly full (at a fraction p of slots in use, with
+ * probability about p^24), not when the hint meets one busy run. A slab with no free slot
+ * within the probes leaves the flow UNBUFFERED (counted in slab_full): its data is no longer
+ * copied and it is never controlled again, so the server's own TCP carries it and no byte is
+ * ever lost to the slab.
  *
  * Frames that cannot be parsed are counted and passed unchanged; nothing here ever drops a
  * frame except a duplicate ACK of a controlled flow. Headers are read with
@@ -437,25 +443,30 @@ static __always_inline void set_unbuffered(struct ccsw_flow *f, __u32 reason, __
 	emit_small(&ev, sizeof(ev), true);
 }
 
-/* Takes a free slab slot for `owner`; returns its index, or -1 if none of the
- * CCSW_SLAB_PROBES slots from the hint is free. */
+/* Takes a free slab slot for `owner`; returns its index, or -1 if none of the probed slots
+ * is free (see the model above). */
 static __always_inline __s64 slab_alloc(__u32 owner)
 {
+	struct ccsw_slot_owner *w;
 	__u32 n = ccsw_slab_slots;
 	__u32 start, idx;
-	struct ccsw_slot_owner *w;
 
 	if (n == 0)
 		return -1;
 	start = __sync_fetch_and_add(&slab_hint, 1);
 	for (__u32 i = 0; i < CCSW_SLAB_PROBES; i++) {
-		idx = (start + i) % n;
+		if (i < CCSW_SLAB_LINEAR)
+			idx = (start + i) % n;
+		else
+			idx = (start + i * 0x9E3779B1u) % n;
 		w = bpf_map_lookup_elem(&slab_owner, &idx);
 		if (!w)
 			return -1;
 		if (w->flow_id == 0 && __sync_val_compare_and_swap(&w->flow_id, 0, owner) == 0) {
+			/* Past a busy run: the next searches start after this slot (a plain
+			 * store; the hint is only a hint). */
 			if (i)
-				__sync_fetch_and_add(&slab_hint, i);
+				*(volatile __u32 *)&slab_hint = idx + 1;
 			return idx;
 		}
 	}

@@ -23,8 +23,10 @@ typedef uint64_t __u64;
  * up. Larger frames (GSO super-packets, jumbo MTU) make the flow UNBUFFERED. */
 #define CCSW_FRAME_MAX 1536
 
-/* Slots the ingress program tries, from a rotating hint, before it declares the slab full. */
-#define CCSW_SLAB_PROBES 16
+/* Slots the ingress program tries before it declares the slab full: CCSW_SLAB_LINEAR from a
+ * rotating hint, the rest scattered over the whole slab (see slab_alloc). */
+#define CCSW_SLAB_PROBES 32
+#define CCSW_SLAB_LINEAR 8
 
 /* Routine records wake the shim only once this much waits in the ring. */
 #define CCSW_WAKE_BYTES (64u << 10)
