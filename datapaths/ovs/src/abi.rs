@@ -100,7 +100,7 @@ pub struct Directive {
 pub struct Config {
     pub valid_until_ns: u64,
     pub copy_limit: u32,
-    pub _pad0: u32,
+    pub wake_gap_ns: u32,
 }
 
 #[repr(C)]

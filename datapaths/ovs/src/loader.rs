@@ -598,6 +598,14 @@ impl SwitchDatapath {
         Ok(())
     }
 
+    /// Urgent records force a wake-up of the shim at most once per `ns` (see `wake_flags` in
+    /// `bpf/switch.bpf.c`); 0: whenever the shim has read the ring since the last one.
+    pub fn set_wake_gap(&self, ns: u32) -> Result<()> {
+        // SAFETY: in bounds; one aligned 32-bit store.
+        unsafe { write_volatile(&raw mut (*self.conf.at(0)).wake_gap_ns, ns) };
+        Ok(())
+    }
+
     /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.
     pub fn remove_flow(&self, key: &FlowKey) -> Result<()> {
         let k = key_to_raw(key);

@@ -76,6 +76,13 @@ struct RunArgs {
     /// once, so that a packet does not cost an interrupt.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=5_000))]
     record_delay_us: u64,
+    /// Urgent records (losses, duplicates, a flow's start or end) wake the shim at most once
+    /// per this many microseconds (a wake-up is an interrupt, several microseconds of the port
+    /// program's time on a VM); records that do not wake it wait at most --record-delay-us.
+    /// With 0 (the default), an urgent record wakes the shim unless the shim has not read
+    /// the ring since the last wake-up (it then sees the record in the same pass).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    wake_gap_us: u32,
     /// Write counters, program run times and buffer occupancy here (JSON) at exit.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -116,6 +123,7 @@ fn run(args: RunArgs) -> Result<()> {
         slab_slots: args.slab_slots,
     };
     let datapath = SwitchDatapath::attach(opts).with_context(|| format!("attaching to port {}", args.port))?;
+    datapath.set_wake_gap(args.wake_gap_us.saturating_mul(1000))?;
     let ids: Vec<String> = datapath.prog_stats().iter().map(|p| format!("{}={}", p.name, p.id)).collect();
     tracing::info!(port = %args.port, programs = %ids.join(","), "attached");
 

@@ -261,7 +261,8 @@ impl<P: PortOps> Shim<P> {
             due: Vec::new(),
             changed: Vec::new(),
             refused_logged: (0, Instant::now()),
-            exhaustion_logged: (0, Instant::now()),
+            // The first exhaustion is logged at the next pass, later ones once per interval.
+            exhaustion_logged: (0, Instant::now().checked_sub(LOG_INTERVAL).unwrap_or_else(Instant::now)),
         }
     }
 
@@ -715,6 +716,7 @@ impl Shim<SwitchDatapath> {
             }
             self.flush_agent();
         }
+        self.log_exhaustion();
         info!("stopping");
         Ok(())
     }

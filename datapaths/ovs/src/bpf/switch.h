@@ -132,7 +132,7 @@ struct ccsw_directive {
 struct ccsw_config {
 	__u64 valid_until_ns; /* CLOCK_MONOTONIC; control applies only while now < this (0: never) */
 	__u32 copy_limit;     /* frames longer than this are not copied (0: CCSW_FRAME_MAX) */
-	__u32 _pad0;
+	__u32 wake_gap_ns;    /* urgent records force a wake-up at most once per this (see wake_flags) */
 };
 
 /* Counters, one slot per CPU; same order as loader::Stats. */
