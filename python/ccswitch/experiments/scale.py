@@ -19,7 +19,8 @@ read over a steady window of `seconds`:
   shim's histogram, read when it stops;
 - memory per flow: growth of the shim's and agent's resident set from before the ramp to
   the window, over N;
-- flows: opened, still receiving at the end, open but never sent a byte (silent), failed.
+- flows: opened, still receiving at the end, open but never sent a byte (silent), failed, and
+  corrupt (a byte read differed from the one sent: every byte of every flow is checked).
 
 Only this run's programs and maps are read (by the ids its shim logs), so another ccswitch
 datapath on the machine does not mix in.
@@ -292,6 +293,10 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "flows_receiving": load["receiving"],
         "flows_silent": load["silent"],
         "flows_failed": load["failed"],
+        # Every byte each flow read compared with the one the server sent (an older loadgen
+        # does not check: None).
+        "flows_checked": load.get("flows_checked"),
+        "flows_corrupt": load.get("corrupt"),
         "goodput_mbps": load["steady_bits_per_s"] / 1e6,
         **figures,
         "shim_cpu_pct": 100 * (cpu1["shim"] - cpu0["shim"]) / dt,
