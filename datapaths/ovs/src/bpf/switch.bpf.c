@@ -27,8 +27,9 @@
  * --------------
  * `slab` is an mmapable array of CCSW_FRAME_MAX-byte slots (AttachOptions.slab_slots), and
  * `slab_owner` (mmapable too) holds one word per slot (ccsw_slot_owner.flow_id): 0 when free,
- * else the flow id of the owner (never 0: see copy_segment). A slot changes hands in exactly two ways, so the two sides
- * never write the same word at the same time with different intentions:
+ * else the flow id of the owner (never 0: see copy_segment). A slot changes hands in exactly
+ * two ways, so the two sides never write the same word at the same time with different
+ * intentions:
  *  - allocation, here only: an atomic compare-and-swap 0 -> owner on the slot's word, tried
  *    on at most CCSW_SLAB_PROBES slots. Only the winner of the swap writes the slot, so two
  *    CPUs can never fill the same slot; userspace never writes a word that is 0.
