@@ -65,10 +65,15 @@ pub struct FlowKey {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Flow {
+    pub last_seen_ns: u64,
     pub flow_id: u32,
     pub client_isn: u32,
     pub server_isn: u32,
+    pub snd_nxt: u32,
     pub server_fin_end: u32,
+    pub last_ack: u32,
+    pub last_win_fwd: u16,
+    pub last_win_orig: u16,
     pub client_mss: u16,
     pub server_mss: u16,
     pub client_wscale: u8,
@@ -76,14 +81,7 @@ pub struct Flow {
     pub state: u8,
     pub flags: u8,
     pub opts: u8,
-    pub _pad0: [u8; 7],
-    pub _gap: [u8; 32],
-    pub last_seen_ns: u64,
-    pub snd_nxt: u32,
-    pub last_ack: u32,
-    pub last_win_fwd: u16,
-    pub last_win_orig: u16,
-    pub _pad1: u32,
+    pub _pad0: [u8; 3],
 }
 
 #[repr(C)]
@@ -201,8 +199,7 @@ pub struct ReasonEvent {
 }
 
 const _: () = assert!(size_of::<FlowKey>() == 40);
-const _: () = assert!(size_of::<Flow>() == 88);
-const _: () = assert!(std::mem::offset_of!(Flow, last_seen_ns) == 64);
+const _: () = assert!(size_of::<Flow>() == 48);
 const _: () = assert!(size_of::<Directive>() == 24);
 const _: () = assert!(size_of::<Config>() == 16);
 const _: () = assert!(size_of::<Stats>() == 144);

@@ -685,8 +685,7 @@ static __always_inline void remember(struct ccsw_flow *f, __u32 ack, __u16 fwd, 
 	f->last_ack = ack;
 	f->last_win_fwd = fwd;
 	f->last_win_orig = orig;
-	if (!(f->flags & CCSW_F_HAVE_LAST)) /* the flags stay on the read-mostly line */
-		f->flags |= CCSW_F_HAVE_LAST;
+	f->flags |= CCSW_F_HAVE_LAST;
 }
 
 /* Rewrites window, ECE and SACK options in place; returns whether anything changed. */
