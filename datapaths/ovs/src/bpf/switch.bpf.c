@@ -741,14 +741,19 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	__u16 orig = p->window;
 	__u16 win;
 	__u64 allowed, units;
-	bool controlled, dup, urgent;
+	bool controlled, dup, urgent, loss;
 	int ret = TCX_NEXT;
 
 	COUNT(acks);
-	/* Losses and the end of a flow reach the shim at once: SACK blocks, an
-	 * ACK that does not move forward, FIN/RST. */
-	urgent = p->o.nsack || (p->flags & (TH_FIN | TH_RST | TH_SYN)) ||
-		 ((f->flags & CCSW_F_HAVE_LAST) && p->ack == f->last_ack);
+	/* The start of a loss episode (SACK blocks, or an ACK that does not move forward, after
+	 * one that did neither) and the end of a flow (FIN/RST) reach the shim at once. The
+	 * rest of an episode's ACKs wait for its next pass, at most its record delay later: one
+	 * lost segment brings an ACK for every segment after it, and a wake-up for each would
+	 * cost more than all the rest of the program (see wake_flags). */
+	loss = p->o.nsack || ((f->flags & CCSW_F_HAVE_LAST) && p->ack == f->last_ack);
+	urgent = (p->flags & (TH_FIN | TH_RST | TH_SYN)) || (loss && !(f->flags & CCSW_F_LOSS_SEEN));
+	if (loss != !!(f->flags & CCSW_F_LOSS_SEEN)) /* written on a change only */
+		f->flags ^= CCSW_F_LOSS_SEEN;
 	head(&ev.h, CCSW_EV_ACK, f->flow_id, now);
 	ev.ack = p->ack;
 	ev.window_bytes = (__u32)orig << ws;

@@ -55,6 +55,7 @@ typedef uint64_t __u64;
 #define CCSW_F_CLIENT_FIN (1u << 1)
 #define CCSW_F_SERVER_FIN (1u << 2)
 #define CCSW_F_HAVE_LAST (1u << 3) /* last_ack / last_win_* hold a forwarded ACK */
+#define CCSW_F_LOSS_SEEN (1u << 4) /* the last ACK carried SACK blocks or did not move forward */
 
 /* struct ccsw_flow.opts: options seen in each side's SYN */
 #define CCSW_O_MSS (1u << 0)
