@@ -385,8 +385,8 @@ __u64 wake_ns = 0;
 
 /* Routine records (segment descriptors, ACKs that only move forward) wait for the
  * shim's next pass, at most its --record-delay-us later; urgent ones (a flow
- * established or closed, a resent or unbuffered segment, an ACK with SACK
- * blocks, a duplicate, FIN or RST) and a ring holding CCSW_WAKE_BYTES wake it
+ * established or closed, a resent or unbuffered segment, the first ACK of a loss
+ * episode (see on_ack), FIN or RST) and a ring holding CCSW_WAKE_BYTES wake it
  * at once. A wake-up is an inter-processor interrupt (irq_work), dearer than the
  * rest of the program together (measured: 8 us each on these VMs, against about 1 us for
  * the rest of an egress run, at 1,000 flows), so a record forces one only
