@@ -5,7 +5,7 @@ use std::mem::size_of;
 
 pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, from_prefix, Pod};
 
-/// Largest frame a segment record carries (`CCSW_FRAME_MAX`).
+/// Largest frame a slab slot holds (`CCSW_FRAME_MAX`).
 pub const FRAME_MAX: usize = 1536;
 
 pub const EV_ESTABLISHED: u8 = 1;
@@ -46,6 +46,7 @@ pub const CLOSE_RST: u32 = 2;
 
 pub const UNBUF_RING_FULL: u32 = 1;
 pub const UNBUF_TOO_LARGE: u32 = 2;
+pub const UNBUF_SLAB_FULL: u32 = 3;
 
 pub const MAX_SACK: usize = 4;
 
@@ -99,13 +100,13 @@ pub struct Directive {
 pub struct Config {
     pub valid_until_ns: u64,
     pub copy_limit: u32,
-    pub _pad0: u32,
+    pub wake_gap_ns: u32,
 }
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stats {
-    pub counters: [u64; 17],
+    pub counters: [u64; 18],
 }
 
 #[repr(C)]
@@ -132,18 +133,33 @@ pub struct EstablishedEvent {
     pub client_isn: u32,
 }
 
-/// Head of a segment record; the frame bytes follow.
+/// A segment record: the frame is in slab slot `slot`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SegmentHead {
+pub struct SegmentEvent {
     pub h: Head,
     pub seq: u32,
     pub len: u32,
     pub frame_len: u16,
     pub fin: u8,
-    pub _pad0: [u8; 5],
+    pub _pad0: u8,
+    pub slot: u32,
 }
-pub const SEGMENT_EVENT_SIZE: usize = size_of::<SegmentHead>() + FRAME_MAX;
+
+/// The owner word of one slab slot (0: free), padded to the array's 8-byte stride.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SlotOwner {
+    pub flow_id: u32,
+    pub _pad0: u32,
+}
+
+/// One slot of the frame slab.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FrameSlot {
+    pub frame: [u8; FRAME_MAX],
+}
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -186,10 +202,12 @@ const _: () = assert!(size_of::<FlowKey>() == 40);
 const _: () = assert!(size_of::<Flow>() == 48);
 const _: () = assert!(size_of::<Directive>() == 24);
 const _: () = assert!(size_of::<Config>() == 16);
-const _: () = assert!(size_of::<Stats>() == 136);
+const _: () = assert!(size_of::<Stats>() == 144);
 const _: () = assert!(size_of::<Head>() == 16);
 const _: () = assert!(size_of::<EstablishedEvent>() == 72);
-const _: () = assert!(size_of::<SegmentHead>() == 32);
+const _: () = assert!(size_of::<SegmentEvent>() == 32);
+const _: () = assert!(size_of::<FrameSlot>() == FRAME_MAX);
+const _: () = assert!(size_of::<SlotOwner>() == 8);
 const _: () = assert!(size_of::<ResentEvent>() == 24);
 const _: () = assert!(size_of::<AckEvent>() == 64);
 const _: () = assert!(size_of::<ReasonEvent>() == 24);
@@ -199,6 +217,8 @@ const _: () = assert!(size_of::<Flow>() == size_of::<btf::ccsw_flow>());
 const _: () = assert!(size_of::<Directive>() == size_of::<btf::ccsw_directive>());
 const _: () = assert!(size_of::<Config>() == size_of::<btf::ccsw_config>());
 const _: () = assert!(size_of::<Stats>() == size_of::<btf::ccsw_stats>());
+const _: () = assert!(size_of::<FrameSlot>() == size_of::<btf::ccsw_frame_slot>());
+const _: () = assert!(size_of::<SlotOwner>() == size_of::<btf::ccsw_slot_owner>());
 
 // Plain old data: records and map values are read from and written as bytes
 // (`from_bytes`, `from_prefix`, `as_bytes`).
@@ -209,7 +229,7 @@ unsafe impl Pod for Config {}
 unsafe impl Pod for Stats {}
 unsafe impl Pod for Head {}
 unsafe impl Pod for EstablishedEvent {}
-unsafe impl Pod for SegmentHead {}
+unsafe impl Pod for SegmentEvent {}
 unsafe impl Pod for ResentEvent {}
 unsafe impl Pod for AckEvent {}
 unsafe impl Pod for ReasonEvent {}

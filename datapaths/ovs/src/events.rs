@@ -6,7 +6,6 @@
 //! CLOCK_MONOTONIC nanoseconds taken by the BPF program when the frame crossed the port
 //! (`bpf_ktime_get_ns`), so RTT samples do not include the shim's own scheduling delay.
 
-use std::mem::size_of;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::abi::{self, from_bytes, from_prefix, FRAME_MAX};
@@ -41,8 +40,19 @@ pub struct Established {
     pub client_isn: u32,
 }
 
-/// New data from the server (its end is beyond everything seen before), with the whole L2
-/// frame so the shim can retransmit it unchanged.
+/// Where the port program put a copy of a server frame: a slot of the frame slab, which the
+/// receiver of the [`Segment`] owns until it gives the slot back
+/// ([`crate::loader::OvsDatapath::free_frames`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FrameSlot {
+    /// Index of the slot in the slab.
+    pub index: u32,
+    /// Frame bytes in the slot (at most [`FRAME_MAX`]).
+    pub len: u32,
+}
+
+/// New data from the server (its end is beyond everything seen before); the whole L2 frame is
+/// in a slab slot, so the shim can retransmit it unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
     pub flow_id: u32,
@@ -52,7 +62,7 @@ pub struct Segment {
     pub len: u32,
     pub fin: bool,
     /// The frame from the Ethernet header on, exactly as it crossed the port.
-    pub frame: Vec<u8>,
+    pub frame: FrameSlot,
 }
 
 /// Server data whose end is at or below the highest sequence seen: a retransmission (the
@@ -117,6 +127,8 @@ pub enum UnbufferedReason {
     RingFull,
     /// A frame larger than the copy slot (e.g. a GSO super-packet: turn TSO off on the port).
     FrameTooLarge,
+    /// No free slot in the frame slab (raise --slab-slots).
+    SlabFull,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,13 +232,8 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             }))
         }
         abi::EV_SEGMENT => {
-            if data.len() != abi::SEGMENT_EVENT_SIZE {
-                return None;
-            }
-            let s: abi::SegmentHead = from_prefix(data)?;
-            let start = size_of::<abi::SegmentHead>();
-            let n = s.frame_len as usize;
-            if n > FRAME_MAX {
+            let s: abi::SegmentEvent = from_bytes(data)?;
+            if s.frame_len as usize > FRAME_MAX {
                 return None;
             }
             Some(Event::Segment(Segment {
@@ -235,7 +242,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
                 seq: s.seq,
                 len: s.len,
                 fin: s.fin != 0,
-                frame: data[start..start + n].to_vec(),
+                frame: FrameSlot { index: s.slot, len: u32::from(s.frame_len) },
             }))
         }
         abi::EV_RESENT => {
@@ -294,6 +301,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             let reason = match u.reason {
                 abi::UNBUF_RING_FULL => UnbufferedReason::RingFull,
                 abi::UNBUF_TOO_LARGE => UnbufferedReason::FrameTooLarge,
+                abi::UNBUF_SLAB_FULL => UnbufferedReason::SlabFull,
                 _ => return None,
             };
             Some(Event::Unbuffered {

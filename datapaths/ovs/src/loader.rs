@@ -34,7 +34,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
 use crate::abi::{self, as_bytes, from_bytes, from_prefix};
-use crate::events::{decode, key_from_raw, key_to_raw, Directive, Event, FlowAddrs};
+use crate::events::{decode, key_from_raw, key_to_raw, Directive, Event, FlowAddrs, FrameSlot};
 use crate::skel::{OvsSkel, OvsSkelBuilder};
 
 pub use crate::abi::FRAME_MAX;
@@ -55,7 +55,16 @@ pub struct AttachOptions {
     pub max_flows: u32,
     /// Ring buffer size in bytes (power of two, multiple of the page size).
     pub ring_bytes: u32,
+    /// Slots of the frame slab, [`FRAME_MAX`] bytes each: one per server frame not yet
+    /// acknowledged, over all flows (see [`DEFAULT_SLAB_SLOTS`]).
+    pub slab_slots: u32,
 }
+
+/// Default size of the frame slab: 65,536 slots of 1,536 bytes, 96 MiB. A flow holds one
+/// slot per unacknowledged segment, about its window over the MSS: 1,000 flows with windows
+/// of 64 segments (about 93 kB at a 1,448-byte MSS), or 100 flows with 650-segment windows.
+/// A flow that finds no free slot is left to the server's TCP (unbuffered, counted).
+pub const DEFAULT_SLAB_SLOTS: u32 = 65_536;
 
 impl Default for AttachOptions {
     fn default() -> Self {
@@ -63,6 +72,7 @@ impl Default for AttachOptions {
             ifname: String::new(),
             max_flows: 65_536,
             ring_bytes: 16 << 20,
+            slab_slots: DEFAULT_SLAB_SLOTS,
         }
     }
 }
@@ -87,6 +97,8 @@ pub struct Stats {
     pub ring_drops: u64,
     pub unbuffered: u64,
     pub dupacks_opened: u64,
+    /// Frames not copied because the slab had no free slot (each left its flow unbuffered).
+    pub slab_full: u64,
 }
 
 /// Run-time statistics of one attached program (kernel BPF statistics).
@@ -306,6 +318,16 @@ pub struct DirectiveSlotBusy {
     pub slots: usize,
 }
 
+/// What `load_into` builds.
+type Loaded = (
+    OvsSkel<'static>,
+    EventRing<Event>,
+    MappedArray<abi::Directive>,
+    MappedArray<abi::Config>,
+    MappedArray<abi::FrameSlot>,
+    MappedArray<abi::SlotOwner>,
+);
+
 pub struct OvsDatapath {
     // Field order is drop order: links first (detaching), then the ring buffer, the
     // skeleton, and the storage the skeleton borrows.
@@ -318,6 +340,10 @@ pub struct OvsDatapath {
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
     directives: MappedArray<abi::Directive>,
     conf: MappedArray<abi::Config>,
+    /// The frame slab, read in place, and its owner words (0: free), which the shim zeroes
+    /// to give a slot back (see `bpf/switch.bpf.c` on why the two sides never race).
+    slab: MappedArray<abi::FrameSlot>,
+    slab_owner: MappedArray<abi::SlotOwner>,
 }
 
 impl Drop for OvsDatapath {
@@ -388,12 +414,15 @@ impl OvsDatapath {
         if opts.max_flows == 0 {
             bail!("max_flows must be positive");
         }
+        if opts.slab_slots == 0 {
+            bail!("slab_slots must be positive");
+        }
         let object: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
         // SAFETY: `object` stays allocated until Drop (or the error path below), after
         // everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, opts) {
-            Ok((skel, ring, directives, conf)) => Ok(OvsDatapath {
+            Ok((skel, ring, directives, conf, slab, slab_owner)) => Ok(OvsDatapath {
                 links: Vec::new(),
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
@@ -402,6 +431,8 @@ impl OvsDatapath {
                 ifindex: None,
                 directives,
                 conf,
+                slab,
+                slab_owner,
             }),
             Err(e) => {
                 // SAFETY: load_into dropped everything borrowing `object` before returning.
@@ -414,7 +445,7 @@ impl OvsDatapath {
     fn load_into(
         storage: &'static mut MaybeUninit<OpenObject>,
         opts: &AttachOptions,
-    ) -> Result<(OvsSkel<'static>, EventRing<Event>, MappedArray<abi::Directive>, MappedArray<abi::Config>)> {
+    ) -> Result<Loaded> {
         let mut open = OvsSkelBuilder::default()
             .open(storage)
             .context("opening the ovs BPF object")?;
@@ -430,7 +461,17 @@ impl OvsDatapath {
             .events
             .set_max_entries(opts.ring_bytes)
             .context("ring buffer size")?;
-        open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?.ccsw_max_flows = opts.max_flows;
+        open.maps
+            .slab
+            .set_max_entries(opts.slab_slots)
+            .context("slab size")?;
+        open.maps
+            .slab_owner
+            .set_max_entries(opts.slab_slots)
+            .context("slab owners size")?;
+        let rodata = open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?;
+        rodata.ccsw_max_flows = opts.max_flows;
+        rodata.ccsw_slab_slots = opts.slab_slots;
         let skel = open
             .load()
             .context("loading the ovs BPF programs (verifier)")?;
@@ -438,7 +479,47 @@ impl OvsDatapath {
         let ring = EventRing::new(&skel.maps.events, decode)?;
         let directives = MappedArray::new(skel.maps.directives.as_fd(), opts.max_flows as usize).context("mapping the directives")?;
         let conf = MappedArray::new(skel.maps.conf.as_fd(), 1).context("mapping the config")?;
-        Ok((skel, ring, directives, conf))
+        let slots = opts.slab_slots as usize;
+        let slab = MappedArray::new(skel.maps.slab.as_fd(), slots).context("mapping the frame slab")?;
+        let slab_owner = MappedArray::new(skel.maps.slab_owner.as_fd(), slots).context("mapping the slab owners")?;
+        Ok((skel, ring, directives, conf, slab, slab_owner))
+    }
+
+    /// The frame in `slot`, read in place from the slab; `None` for a slot beyond the slab or
+    /// a length beyond [`FRAME_MAX`]. Valid while the caller owns the slot (from its
+    /// [`Event::Segment`] until [`OvsDatapath::free_frames`]).
+    pub fn frame(&self, slot: &FrameSlot) -> Option<&[u8]> {
+        let (i, n) = (slot.index as usize, slot.len as usize);
+        if i >= self.slab.len() || n > FRAME_MAX {
+            return None;
+        }
+        // SAFETY: in bounds of the mapping; the port program writes a slot only after taking
+        // it from owner word 0, and the caller owns this one, so nothing writes it meanwhile.
+        Some(unsafe { std::slice::from_raw_parts(self.slab.at(i).cast::<u8>(), n) })
+    }
+
+    /// Give slab slots back: after this, the port program may overwrite them. Indices beyond
+    /// the slab are ignored.
+    pub fn free_frames(&self, slots: &[u32]) {
+        // Every read of these frames happens before the stores that free them.
+        fence(Ordering::Release);
+        for &i in slots {
+            if (i as usize) < self.slab_owner.len() {
+                // SAFETY: in bounds; one aligned 32-bit store.
+                unsafe { write_volatile(&raw mut (*self.slab_owner.at(i as usize)).flow_id, 0) };
+            }
+        }
+    }
+
+    /// Slab slots in use now (owner word not 0): taken by the port program and not yet given
+    /// back. For diagnostics and leak checks; reads every owner word.
+    pub fn slab_in_use(&self) -> usize {
+        (0..self.slab_owner.len()).filter(|&i| self.slab_owner.read(i).flow_id != 0).count()
+    }
+
+    /// Slots in the slab.
+    pub fn slab_slots(&self) -> usize {
+        self.slab.len()
     }
 
     /// Deliver pending records to `f`, waiting at most `timeout` for the first.
@@ -517,6 +598,14 @@ impl OvsDatapath {
         Ok(())
     }
 
+    /// Urgent records force a wake-up of the shim at most once per `ns` (see `wake_flags` in
+    /// `bpf/switch.bpf.c`); 0: whenever the shim has read the ring since the last one.
+    pub fn set_wake_gap(&self, ns: u32) -> Result<()> {
+        // SAFETY: in bounds; one aligned 32-bit store.
+        unsafe { write_volatile(&raw mut (*self.conf.at(0)).wake_gap_ns, ns) };
+        Ok(())
+    }
+
     /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.
     pub fn remove_flow(&self, key: &FlowAddrs) -> Result<()> {
         let k = key_to_raw(key);
@@ -554,6 +643,12 @@ impl OvsDatapath {
     /// Number of entries in the flow table, half-open ones included.
     pub fn flow_count(&self) -> usize {
         self.skel.maps.flows.keys().count()
+    }
+
+    /// [`OvsDatapath::inject`] the frame in a slab slot the caller owns.
+    pub fn inject_slot(&self, slot: &FrameSlot) -> Result<()> {
+        let frame = self.frame(slot).with_context(|| format!("no frame in slab slot {slot:?}"))?;
+        self.inject(frame)
     }
 
     /// Send `frame` (an Ethernet frame the server sent earlier) on toward the client, as if
@@ -623,7 +718,7 @@ impl OvsDatapath {
     }
 
     pub fn stats(&self) -> Stats {
-        let mut sum = [0u64; 17];
+        let mut sum = [0u64; 18];
         if let Ok(Some(per_cpu)) = self
             .skel
             .maps
@@ -638,7 +733,7 @@ impl OvsDatapath {
                 }
             }
         }
-        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened] =
+        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened, slab_full] =
             sum;
         Stats {
             packets,
@@ -658,6 +753,7 @@ impl OvsDatapath {
             ring_drops,
             unbuffered,
             dupacks_opened,
+            slab_full,
         }
     }
 

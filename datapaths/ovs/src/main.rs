@@ -50,11 +50,18 @@ struct RunArgs {
     /// Capacity of the port's flow table (half-open flows included) and of its directive slots.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_flows: u32,
-    /// Ring buffer size in bytes (a power of two, at least 4096): it holds the copies of the
-    /// server's frames until the shim reads them; a full ring leaves flows unbuffered
-    /// (counted).
+    /// Ring buffer size in bytes (a power of two, at least 4096): it holds the records (small
+    /// descriptors of the server's frames, ACKs) until the shim reads them; a full ring leaves
+    /// flows unbuffered (counted).
     #[arg(long, default_value_t = 16 << 20)]
     ring_bytes: u32,
+    /// Slots of the frame slab (1,536 bytes each): the port program copies each new server
+    /// frame into one, and the shim gives it back once the client acknowledges the data. A
+    /// flow holds about its window over the MSS; the default (96 MiB) covers 1,000 flows
+    /// with 64-segment windows. A flow that finds no free slot is left to the server's TCP
+    /// (counted as slab_full, logged once per second).
+    #[arg(long, default_value_t = ccswitch_ovs::loader::DEFAULT_SLAB_SLOTS, value_parser = clap::value_parser!(u32).range(1..))]
+    slab_slots: u32,
     /// Frame bytes one flow may keep buffered before it falls back.
     #[arg(long, default_value_t = 8 << 20)]
     flow_buffer_bytes: u64,
@@ -69,6 +76,13 @@ struct RunArgs {
     /// once, so that a packet does not cost an interrupt.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=5_000))]
     record_delay_us: u64,
+    /// Urgent records (losses, duplicates, a flow's start or end) wake the shim at most once
+    /// per this many microseconds (a wake-up is an interrupt, several microseconds of the port
+    /// program's time on a VM); records that do not wake it wait at most --record-delay-us.
+    /// With 0 (the default), an urgent record wakes the shim unless the shim has not read
+    /// the ring since the last wake-up (it then sees the record in the same pass).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    wake_gap_us: u32,
     /// Write counters, program run times and buffer occupancy here (JSON) at exit.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -102,8 +116,14 @@ fn run(args: RunArgs) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
 
-    let opts = AttachOptions { ifname: args.port.clone(), max_flows: args.max_flows, ring_bytes: args.ring_bytes };
+    let opts = AttachOptions {
+        ifname: args.port.clone(),
+        max_flows: args.max_flows,
+        ring_bytes: args.ring_bytes,
+        slab_slots: args.slab_slots,
+    };
     let datapath = OvsDatapath::attach(opts).with_context(|| format!("attaching to port {}", args.port))?;
+    datapath.set_wake_gap(args.wake_gap_us.saturating_mul(1000))?;
     let ids: Vec<String> = datapath.prog_stats().iter().map(|p| format!("{}={}", p.name, p.id)).collect();
     tracing::info!(port = %args.port, programs = %ids.join(","), "attached");
 

@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
 use ccswitch_ovs::loader::{DirectiveSlotBusy, OvsDatapath};
-use ccswitch_ovs::events::{Ack, Directive, Event, FlowAddrs};
+use ccswitch_ovs::events::{Ack, Directive, Event, FlowAddrs, FrameSlot};
 use ccswitch_datapath_support::wheel::TimerWheel;
 use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
 
@@ -51,7 +51,10 @@ pub trait PortOps {
     fn clear_directive(&self, flow_id: u32) -> Result<()>;
     fn set_valid_until(&self, deadline_ns: u64) -> Result<()>;
     fn remove_flow(&self, key: &FlowAddrs) -> Result<()>;
-    fn inject(&self, frame: &[u8]) -> Result<()>;
+    /// Send the frame in a slab slot the shim owns toward the client again.
+    fn inject(&self, frame: &FrameSlot) -> Result<()>;
+    /// Give slab slots back to the port program.
+    fn free_frames(&self, slots: &[u32]);
 }
 
 impl PortOps for OvsDatapath {
@@ -67,8 +70,11 @@ impl PortOps for OvsDatapath {
     fn remove_flow(&self, key: &FlowAddrs) -> Result<()> {
         OvsDatapath::remove_flow(self, key)
     }
-    fn inject(&self, frame: &[u8]) -> Result<()> {
-        OvsDatapath::inject(self, frame)
+    fn inject(&self, frame: &FrameSlot) -> Result<()> {
+        OvsDatapath::inject_slot(self, frame)
+    }
+    fn free_frames(&self, slots: &[u32]) {
+        OvsDatapath::free_frames(self, slots)
     }
 }
 
@@ -118,6 +124,8 @@ pub struct OvsTotals {
     pub directive_writes: DirectiveWrites,
     pub idle_expired: u64,
     pub fallbacks: HashMap<&'static str, u64>,
+    /// Slab slots received in segment records and not yet given back.
+    pub slots_held: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -226,7 +234,14 @@ pub struct Shim<P: PortOps> {
     changed: Vec<u32>,
     /// Refused directives already logged, and when.
     refused_logged: (u64, Instant),
+    /// Fallbacks for want of room (slab, ring, buffer budgets) already logged, and when.
+    exhaustion_logged: (u64, Instant),
 }
+
+/// Fallback reasons that mean a resource ran out (logged once per interval, not per flow).
+const EXHAUSTION_REASONS: [&str; 4] = ["slab_full", "ring_full", "flow_budget", "global_budget"];
+/// At most one line per this about exhausted resources and refused directives.
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 impl<P: PortOps> Shim<P> {
     pub fn new(port: P, agent_addr: AgentAddr, cfg: ShimConfig) -> Self {
@@ -246,6 +261,8 @@ impl<P: PortOps> Shim<P> {
             due: Vec::new(),
             changed: Vec::new(),
             refused_logged: (0, Instant::now()),
+            // The first exhaustion is logged at the next pass, later ones once per interval.
+            exhaustion_logged: (0, Instant::now().checked_sub(LOG_INTERVAL).unwrap_or_else(Instant::now)),
         }
     }
 
@@ -278,6 +295,23 @@ impl<P: PortOps> Shim<P> {
     }
 
     pub fn on_event(&mut self, ev: Event) {
+        self.handle(ev);
+        self.return_slots();
+    }
+
+    /// Give the slab slots the flows no longer need back to the port.
+    fn return_slots(&mut self) {
+        if !self.pool.freed().is_empty() {
+            let slots = self.pool.take_freed();
+            self.totals.slots_held = self.totals.slots_held.saturating_sub(slots.len() as u64);
+            self.port.free_frames(&slots);
+        }
+    }
+
+    fn handle(&mut self, ev: Event) {
+        if matches!(ev, Event::Segment(_)) {
+            self.totals.slots_held += 1;
+        }
         match &ev {
             Event::Segment(s) => trace!(flow = s.flow_id, ts = s.ts_ns, seq = s.seq, len = s.len, "segment"),
             Event::Resent(r) => trace!(flow = r.flow_id, ts = r.ts_ns, seq = r.seq, len = r.len, "resent"),
@@ -330,10 +364,11 @@ impl<P: PortOps> Shim<P> {
             }
             Event::Segment(s) => {
                 let id = s.flow_id;
-                let Some(f) = self.flows.get_mut(&id) else { return };
-                if f.sender.fallback().is_some() {
+                let Some(f) = self.flows.get_mut(&id).filter(|f| f.sender.fallback().is_none()) else {
+                    // Not kept: the slot goes straight back.
+                    self.pool.discard(s.frame);
                     return;
-                }
+                };
                 let ts_ns = s.ts_ns;
                 match f.sender.on_segment(s, &mut self.pool) {
                     Some(reason) => self.fall_back(id, reason),
@@ -449,7 +484,12 @@ impl<P: PortOps> Shim<P> {
         f.active = false;
         f.written = None;
         *self.totals.fallbacks.entry(reason.name()).or_default() += 1;
-        info!(flow = id, reason = reason.name(), "flow falls back to the server's own TCP");
+        // Resources running out are logged once per interval (log_exhaustion), never per flow.
+        if EXHAUSTION_REASONS.contains(&reason.name()) {
+            debug!(flow = id, reason = reason.name(), "flow falls back to the server's own TCP");
+        } else {
+            info!(flow = id, reason = reason.name(), "flow falls back to the server's own TCP");
+        }
         let (session, mut ctl) = self.ctl();
         // Clears the directive too.
         session.remove_flow(&mut ctl, id);
@@ -490,6 +530,7 @@ impl<P: PortOps> Shim<P> {
             self.after_change(id, now_ns);
         }
         self.due = due;
+        self.return_slots();
     }
 
     pub fn ccp_tick(&mut self, now_ns: u64) {
@@ -501,9 +542,25 @@ impl<P: PortOps> Shim<P> {
     fn log_refused(&mut self) {
         let (logged, at) = self.refused_logged;
         let refused = self.totals.directive_writes.refused;
-        if refused > logged && at.elapsed() >= Duration::from_secs(1) {
+        if refused > logged && at.elapsed() >= LOG_INTERVAL {
             warn!(refused = refused - logged, "directive slots held by other flows: these flows are left to the server's TCP (raise --max-flows)");
             self.refused_logged = (refused, Instant::now());
+        }
+    }
+
+    /// Flows left to the server's TCP because a resource ran out (the frame slab, the ring,
+    /// a buffer budget) since the last line, at most one line per interval: never per packet.
+    fn log_exhaustion(&mut self) {
+        let (logged, at) = self.exhaustion_logged;
+        let by = |r: &str| self.totals.fallbacks.get(r).copied().unwrap_or(0);
+        let total: u64 = EXHAUSTION_REASONS.iter().map(|r| by(r)).sum();
+        if total > logged && at.elapsed() >= LOG_INTERVAL {
+            warn!(
+                flows = total - logged, slab_full = by("slab_full"), ring_full = by("ring_full"),
+                flow_budget = by("flow_budget"), global_budget = by("global_budget"),
+                "flows left to the server's TCP for want of room (totals so far; raise --slab-slots, --ring-bytes or the buffer budgets)"
+            );
+            self.exhaustion_logged = (total, Instant::now());
         }
     }
 
@@ -557,6 +614,7 @@ impl<P: PortOps> Shim<P> {
             "idle_expired": t.idle_expired,
             "fallbacks": t.fallbacks,
             "buffered_bytes_now": self.pool.used(),
+            "slots_held_now": t.slots_held,
             "answer_latency_us": latency_json(self.session.answer_latency()),
         })
     }
@@ -654,9 +712,11 @@ impl Shim<OvsDatapath> {
                 last_sample = Instant::now();
                 self.sample(now_ns);
                 self.log_refused();
+                self.log_exhaustion();
             }
             self.flush_agent();
         }
+        self.log_exhaustion();
         info!("stopping");
         Ok(())
     }
@@ -693,7 +753,9 @@ impl Shim<OvsDatapath> {
             "dupacks_hidden": st.dupacks_hidden, "dupacks_opened": st.dupacks_opened, "sack_stripped": st.sack_stripped,
             "ece_cleared": st.ece_cleared, "out_of_window": st.out_of_window,
             "wscale_capped": st.wscale_capped, "ring_drops": st.ring_drops,
-            "unbuffered": st.unbuffered, "records_malformed": self.port.records_malformed(),
+            "unbuffered": st.unbuffered, "slab_full": st.slab_full,
+            "records_malformed": self.port.records_malformed(),
+            "slab_slots": self.port.slab_slots(), "slab_in_use": self.port.slab_in_use(),
         });
         v["prog_stats"] = Value::Array(progs);
         v
@@ -741,7 +803,8 @@ mod tests {
         cleared: RefCell<Vec<u32>>,
         valid_until: RefCell<u64>,
         removed: RefCell<Vec<FlowAddrs>>,
-        injected: RefCell<Vec<Vec<u8>>>,
+        injected: RefCell<Vec<FrameSlot>>,
+        freed: RefCell<Vec<u32>>,
     }
 
     impl PortOps for FakePort {
@@ -762,9 +825,12 @@ mod tests {
             self.removed.borrow_mut().push(*key);
             Ok(())
         }
-        fn inject(&self, frame: &[u8]) -> Result<()> {
-            self.injected.borrow_mut().push(frame.to_vec());
+        fn inject(&self, frame: &FrameSlot) -> Result<()> {
+            self.injected.borrow_mut().push(*frame);
             Ok(())
+        }
+        fn free_frames(&self, slots: &[u32]) {
+            self.freed.borrow_mut().extend_from_slice(slots);
         }
     }
 
@@ -864,10 +930,21 @@ mod tests {
         ISN.wrapping_add(1 + (n - 1) * MSS)
     }
 
+    /// Segment n of flow `id`, in slab slot 1000·id + n.
     fn segment(id: u32, n: u32) -> Event {
-        let mut frame = vec![0u8; 54 + MSS as usize];
-        frame[..4].copy_from_slice(&n.to_le_bytes());
+        let frame = FrameSlot { index: slot(id, n), len: 54 + MSS };
         Event::Segment(Segment { flow_id: id, ts_ns: monotonic_now_ns(), seq: raw(n), len: MSS, fin: false, frame })
+    }
+
+    fn slot(id: u32, n: u32) -> u32 {
+        1000 * id + n
+    }
+
+    /// Slots given back to the port, sorted.
+    fn freed(shim: &Shim<FakePort>) -> Vec<u32> {
+        let mut v = shim.port().freed.borrow().clone();
+        v.sort_unstable();
+        v
     }
 
     /// Acknowledges segments 1..=upto, SACKs segments a..=b.
@@ -896,7 +973,7 @@ mod tests {
     }
 
     fn injected_ids(shim: &Shim<FakePort>) -> Vec<u32> {
-        shim.port().injected.borrow().iter().map(|f| u32::from_le_bytes(f[..4].try_into().unwrap())).collect()
+        shim.port().injected.borrow().iter().map(|f| f.index % 1000).collect()
     }
 
     #[test]
@@ -939,8 +1016,10 @@ mod tests {
         // A smaller window from the agent holds at once.
         agent.set_cwnd(3, 5_000);
         until(&mut shim, |s| s.port().directives.borrow()[&3].cwnd_bytes == 5_000);
+        assert_eq!(freed(&shim), vec![slot(3, 1)], "segment 1 is acknowledged");
         shim.on_event(ack(3, 5, &[]));
         assert_eq!(shim.buffered_bytes(), 0);
+        assert_eq!(freed(&shim), (1..=5).map(|n| slot(3, n)).collect::<Vec<_>>(), "every slot back once acknowledged");
         assert_eq!(shim.port().directives.borrow()[&3].sacked_bytes, 0);
 
         shim.on_event(Event::Closed { flow_id: 3, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::CloseReason::Fin });
@@ -967,6 +1046,7 @@ mod tests {
         assert!(shim.port().cleared.borrow().contains(&4));
         assert!(!shim.port().directives.borrow().contains_key(&4));
         assert_eq!(shim.buffered_bytes(), 0);
+        assert_eq!(freed(&shim), (1..=4).map(|n| slot(4, n)).collect::<Vec<_>>(), "the refused segment's slot and the buffer's");
         shim.service_agent();
         let Msg::Measure(m) = agent.next() else { panic!("the agent is told the flow is gone") };
         assert_eq!((m.sid, m.fields.len()), (4, 0));
@@ -981,6 +1061,31 @@ mod tests {
         assert!(!shim.port().directives.borrow().contains_key(&4));
         assert!(shim.port().injected.borrow().is_empty());
         assert_eq!(shim.totals().fallbacks.get("flow_budget"), Some(&1));
+        assert_eq!(freed(&shim), (1..=5).map(|n| slot(4, n)).collect::<Vec<_>>(), "later segments' slots go straight back");
+    }
+
+    #[test]
+    fn slots_of_segments_nobody_keeps_go_straight_back_and_a_closed_flow_returns_its_buffer() {
+        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(socket_path()), cfg());
+        shim.on_event(segment(11, 1));
+        assert_eq!(freed(&shim), vec![slot(11, 1)], "a flow the shim does not know");
+        shim.on_event(established(12));
+        for n in 1..=3 {
+            shim.on_event(segment(12, n));
+        }
+        // Segment 2 again (the BPF side saw a higher end first): not new, not kept.
+        shim.on_event(Event::Segment(Segment {
+            flow_id: 12, ts_ns: monotonic_now_ns(), seq: raw(2), len: MSS, fin: false,
+            frame: FrameSlot { index: 12_999, len: 54 + MSS },
+        }));
+        assert_eq!(freed(&shim), vec![slot(11, 1), 12_999]);
+        shim.on_event(Event::Unbuffered { flow_id: 12, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::UnbufferedReason::SlabFull });
+        assert_eq!(shim.totals().fallbacks.get("slab_full"), Some(&1));
+        assert_eq!(freed(&shim), vec![slot(11, 1), slot(12, 1), slot(12, 2), slot(12, 3), 12_999]);
+        assert_eq!(shim.buffered_bytes(), 0);
+        shim.on_event(segment(12, 4));
+        assert!(freed(&shim).contains(&slot(12, 4)), "a fallen-back flow keeps nothing");
+        assert_eq!(shim.totals().slots_held, 0, "every slot received went back");
     }
 
     #[test]
@@ -1011,6 +1116,7 @@ mod tests {
         shim.recovery_tick(monotonic_now_ns() + 2_000_000_000);
         assert_eq!(*shim.port().removed.borrow(), vec![key()]);
         assert_eq!(shim.buffered_bytes(), 0);
+        assert_eq!(freed(&shim), vec![slot(6, 1)]);
         assert_eq!(shim.totals().idle_expired, 1);
     }
 

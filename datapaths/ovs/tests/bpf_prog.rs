@@ -614,7 +614,7 @@ fn new_data_copied_whole_old_data_resent() {
             );
             frames.push(f);
         }
-        let evs = drain(&mut dp);
+        let evs = drain_keeping_frames(&mut dp);
         let segs: Vec<_> = evs
             .iter()
             .filter_map(|e| {
@@ -630,8 +630,12 @@ fn new_data_copied_whole_old_data_resent() {
             assert_eq!(s.flow_id, id);
             assert_eq!(s.seq, s1.wrapping_add(1448 * k as u32));
             assert_eq!((s.len, s.fin), (1448, false));
-            assert_eq!(s.frame, frames[k], "exact frame bytes");
+            assert_eq!(dp.frame(&s.frame), Some(&frames[k][..]), "exact frame bytes");
         }
+        let slots: std::collections::HashSet<u32> = segs.iter().map(|s| s.frame.index).collect();
+        assert_eq!((slots.len(), dp.slab_in_use()), (3, 3), "one slot per copied frame");
+        free_frames(&dp, &evs);
+        assert_eq!(dp.slab_in_use(), 0, "a freed slot is free");
         assert_eq!(
             dp.flow(&e.key()).unwrap().snd_nxt,
             s1.wrapping_add(3 * 1448)
@@ -653,9 +657,11 @@ fn new_data_copied_whole_old_data_resent() {
         let far = s1.wrapping_add(3 * 1448 + 100 + 70_000);
         run(&dp, Port::Ingress, &Seg::from_server(&e, ACK, far, CLIENT_ISN + 1).payload(100));
         dp.test_run(Port::Ingress, &frames[1], 0).unwrap();
-        let evs = drain(&mut dp);
+        let evs = drain_keeping_frames(&mut dp);
         assert_eq!(evs.len(), 4, "{evs:?}");
-        assert!(matches!(&evs[0], Event::Segment(s) if s.seq == s1.wrapping_add(1448) && s.frame == frames[1]));
+        assert!(matches!(&evs[0], Event::Segment(s) if s.seq == s1.wrapping_add(1448)));
+        assert_eq!(frame_of(&dp, &evs[0]).as_ref(), Some(&frames[1]));
+        free_frames(&dp, &evs);
         assert!(matches!(&evs[1], Event::Segment(s) if s.len == 200));
         assert!(matches!(&evs[2], Event::Segment(s) if s.seq == far && s.len == 100));
         assert!(
@@ -747,36 +753,99 @@ fn oversize_and_gso_frames_make_the_flow_unbuffered() {
 
 #[test]
 fn full_ring_makes_the_flow_unbuffered() {
-    // One page of ring holds two segment records (1568 bytes + 8 of header each).
+    // One page of ring holds at most 4088 bytes of records (a reservation that would fill it
+    // to 4096 fails): segment records take 40 bytes (32 + 8 of header), ACK records 72, an
+    // UNBUFFERED record 32. Three ACK records and 96 segment records leave room for the
+    // UNBUFFERED one and not for a 97th segment.
     let mut dp = dp(1024, 4096);
     let e = Ends::v4();
     let id = handshake(&mut dp, &e, &[], &[]);
     let _ = drain(&mut dp);
     let s1 = SERVER_ISN.wrapping_add(1);
-    for k in 0..4u32 {
+    for _ in 0..3 {
+        run(&dp, Port::Egress, &Seg::to_server(&e, ACK, CLIENT_ISN + 1, s1, 60_000));
+    }
+    for k in 0..120u32 {
         run(
             &dp,
             Port::Ingress,
-            &Seg::from_server(&e, ACK, s1.wrapping_add(1000 * k), CLIENT_ISN + 1).payload(1000),
+            &Seg::from_server(&e, ACK, s1.wrapping_add(100 * k), CLIENT_ISN + 1).payload(100),
         );
     }
     let st = dp.flow(&e.key()).unwrap();
     assert!(st.unbuffered);
-    assert_eq!(st.snd_nxt, s1.wrapping_add(4000));
+    assert_eq!(st.snd_nxt, s1.wrapping_add(12_000));
     let s = dp.stats();
-    assert_eq!(s.segments, 2);
+    assert_eq!((s.segments, s.slab_full), (96, 0));
     assert!(s.ring_drops >= 1);
+    assert_eq!(dp.slab_in_use(), 96, "no slot taken for a frame the ring could not announce");
     let evs = drain(&mut dp);
-    assert!(matches!(evs[0], Event::Segment(_)));
-    assert!(matches!(evs[1], Event::Segment(_)));
+    assert_eq!(dp.slab_in_use(), 0);
+    assert_eq!(evs.iter().filter(|e| matches!(e, Event::Segment(_))).count(), 96);
     assert_eq!(
-        evs[2..],
+        evs[99..],
         [Event::Unbuffered {
             flow_id: id,
-            ts_ns: evs[2].ts_ns(),
+            ts_ns: evs[99].ts_ns(),
             reason: UnbufferedReason::RingFull
         }]
     );
+}
+
+#[test]
+fn an_exhausted_slab_leaves_the_flow_unbuffered_and_a_freed_slot_serves_again() {
+    let mut dp = dp_with_slab(1024, 1 << 20, 4);
+    let (a, b) = (Ends::v4(), Ends::v6());
+    let id = handshake(&mut dp, &a, &full_opts(0), &full_opts(0));
+    let id_b = handshake(&mut dp, &b, &full_opts(0), &full_opts(0));
+    give_directive(&dp, id, 10_000);
+    let _ = drain(&mut dp);
+    let s1 = SERVER_ISN.wrapping_add(1);
+    let data = |e: &Ends, k: u32| Seg::from_server(e, ACK, s1.wrapping_add(1000 * k), CLIENT_ISN + 1).payload(1000);
+    for k in 0..4 {
+        run(&dp, Port::Ingress, &data(&a, k));
+    }
+    assert_eq!(dp.slab_in_use(), 4);
+    // The fifth frame finds no slot: it passes unchanged, and the flow is left to the server.
+    let f = data(&a, 4).build();
+    let r = dp.test_run(Port::Ingress, &f, 0).unwrap();
+    assert_eq!((r.ret, &r.frame), (RET_NEXT, &f));
+    let evs = drain_keeping_frames(&mut dp);
+    let slots: Vec<u32> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Segment(s) => Some(s.frame.index),
+            _ => None,
+        })
+        .collect();
+    let mut sorted = slots.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, vec![0, 1, 2, 3], "each slot once");
+    for (k, e) in evs.iter().take(4).enumerate() {
+        assert_eq!(frame_of(&dp, e), Some(data(&a, k as u32).build()), "slot holds frame {k}");
+    }
+    assert_eq!(
+        evs[4..],
+        [Event::Unbuffered { flow_id: id, ts_ns: evs[4].ts_ns(), reason: UnbufferedReason::SlabFull }]
+    );
+    assert!(dp.flow(&a.key()).unwrap().unbuffered);
+    let s = dp.stats();
+    assert_eq!((s.segments, s.slab_full, s.unbuffered, s.ring_drops), (4, 1, 1, 0));
+    // No longer controlled, even with an active directive and a live deadline.
+    let ack = Seg::to_server(&a, ACK, CLIENT_ISN + 1, s1, 60_000);
+    assert_eq!(run(&dp, Port::Egress, &ack), (RET_NEXT, ack.build()));
+    assert!(matches!(&drain(&mut dp)[..], [Event::Ack(x)] if x.verdict == AckVerdict::Passed));
+    // Given back, the slots serve the next flow; the unbuffered flow is not copied again.
+    free_frames(&dp, &evs);
+    assert_eq!(dp.slab_in_use(), 0);
+    run(&dp, Port::Ingress, &data(&a, 5));
+    run(&dp, Port::Ingress, &data(&b, 0));
+    let evs = drain_keeping_frames(&mut dp);
+    assert_eq!(evs.len(), 1, "{evs:?}");
+    assert!(matches!(&evs[0], Event::Segment(s) if s.flow_id == id_b));
+    assert_eq!(frame_of(&dp, &evs[0]), Some(data(&b, 0).build()));
+    assert_eq!(dp.stats().slab_full, 1, "counted once: an unbuffered flow asks no more");
+    free_frames(&dp, &evs);
 }
 
 /// Timestamp accessor for comparing whole events.

@@ -1330,7 +1330,10 @@ fn mutated_frames_pass_unchanged_or_leave_valid_with_a_window_never_raised() {
     assert_eq!(s.dupacks_hidden, t.drops, "{ctx}");
     assert_eq!(t.hidden_records, t.drops, "{ctx}");
     assert_eq!(s.acks_rewritten, t.rewritten, "{ctx}");
-    assert_eq!((s.ring_drops, s.unbuffered), (0, 0), "{ctx}");
+    assert_eq!((s.ring_drops, s.unbuffered, s.slab_full), (0, 0, 0), "{ctx}");
+    // Every slot the ingress program took was handed over in exactly one segment record
+    // (and given back by `drain`): none leaked, whatever the frames.
+    assert_eq!((z.dp.slab_in_use(), z.clean.slab_in_use()), (0, 0), "{ctx}");
     assert_eq!(z.dp.records_malformed(), 0, "{ctx}");
     assert!(t.runs >= target, "{ctx}");
     if target >= DEFAULT_FRAMES {

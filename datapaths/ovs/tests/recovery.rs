@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use ccswitch_ovs::events::{Ack, AckVerdict, Established, FlowAddrs, Resent, SackBlock, Segment};
+use ccswitch_ovs::events::{Ack, AckVerdict, Established, FlowAddrs, FrameSlot, Resent, SackBlock, Segment};
 use ccswitch_ovs::recovery::{
     AckOutcome, BufferPool, FallbackReason, RecoveryConfig, SenderFlow, EARLY_WAIT_NS, INITIAL_RTO_NS,
 };
@@ -51,13 +51,19 @@ impl Sim {
         self.isn.wrapping_add(rel as u32)
     }
 
-    /// The server sends segment `n` at `t`; its frame starts with `n` so injections can be
-    /// told apart.
+    /// The server sends segment `n` at `t`; its frame is in slab slot `n`, so injections can
+    /// be told apart.
     fn send(&mut self, n: u64, t: u64) -> Option<FallbackReason> {
-        let mut frame = vec![0u8; HDR + MSS as usize];
-        frame[..8].copy_from_slice(&n.to_le_bytes());
+        let frame = FrameSlot { index: n as u32, len: (HDR + MSS as usize) as u32 };
         let seg = Segment { flow_id: 7, ts_ns: t, seq: self.raw(seq_of(n)), len: MSS, fin: false, frame };
         self.flow.on_segment(seg, &mut self.pool)
+    }
+
+    /// Slots given back since the last call, sorted.
+    fn freed(&mut self) -> Vec<u32> {
+        let mut v = self.pool.take_freed();
+        v.sort_unstable();
+        v
     }
 
     /// The client acknowledges segments 1..=`upto` cumulatively and SACKs the segment ranges
@@ -89,7 +95,7 @@ impl Sim {
     fn retransmit(&mut self, t: u64) -> Vec<u64> {
         let mut sent = vec![];
         self.flow.retransmit(t, |frame| {
-            sent.push(u64::from_le_bytes(frame[..8].try_into().unwrap()));
+            sent.push(u64::from(frame.index));
             true
         });
         sent
@@ -117,14 +123,18 @@ fn cumulative_ack_frees_the_buffer() {
         assert_eq!(s.send(n, n * MS), None);
     }
     assert_eq!((s.flow.buffered_segments(), s.flow.buffered_bytes(), s.pool.used()), (3, 3 * FRAME, 3 * FRAME));
+    assert!(s.freed().is_empty());
     let out = s.ack(2, &[], 20 * MS);
     assert_eq!((out.prims.bytes_acked, out.prims.packets_acked), (2 * u64::from(MSS), 2));
     assert_eq!((s.flow.buffered_segments(), s.pool.used()), (1, FRAME));
+    assert_eq!(s.freed(), vec![1, 2], "the slots of acknowledged segments go back");
     // Half of segment 3: the frame stays (it is all there is to retransmit).
     s.ack_raw(s.raw(seq_of(3) + 500), vec![], false, 21 * MS);
     assert_eq!((s.flow.buffered_segments(), s.flow.bytes_in_flight()), (1, 500));
+    assert!(s.freed().is_empty(), "a partly acknowledged segment keeps its slot");
     s.ack(3, &[], 22 * MS);
     assert_eq!((s.flow.buffered_segments(), s.flow.buffered_bytes(), s.pool.used()), (0, 0, 0));
+    assert_eq!(s.freed(), vec![3]);
 }
 
 #[test]
@@ -136,9 +146,11 @@ fn flow_budget_exhaustion_falls_back_and_frees() {
     }
     assert_eq!(s.send(4, 4 * MS), Some(FallbackReason::FlowBudget));
     assert_eq!((s.flow.fallback(), s.flow.buffered_segments(), s.pool.used()), (Some(FallbackReason::FlowBudget), 0, 0));
-    // Fallen back for good: later data is not buffered again.
+    assert_eq!(s.freed(), vec![1, 2, 3, 4], "the buffer's slots and the refused one");
+    // Fallen back for good: later data is not buffered again, its slot goes straight back.
     assert_eq!(s.send(5, 5 * MS), None);
     assert_eq!(s.flow.buffered_segments(), 0);
+    assert_eq!(s.freed(), vec![5]);
 }
 
 #[test]
@@ -154,6 +166,7 @@ fn global_budget_exhaustion_falls_back_only_the_flow_that_hit_it() {
     assert_eq!(b.send(1, 3 * MS), None);
     assert_eq!(b.send(2, 4 * MS), Some(FallbackReason::GlobalBudget));
     assert_eq!(b.pool.used(), 2 * FRAME, "b's frame went back, a's stay");
+    assert_eq!(b.freed(), vec![1, 2], "b's slots (its buffered one and the refused one)");
     assert_eq!((a.flow.fallback(), a.flow.buffered_segments()), (None, 2));
 }
 
@@ -166,8 +179,10 @@ fn segments_reported_out_of_order_are_held_until_the_hole_fills() {
     assert_eq!((s.flow.snd_nxt(), s.flow.buffered_segments(), s.pool.used()), (seq_of(2), 1, 3 * FRAME));
     assert_eq!(s.send(2, 2 * MS), None);
     assert_eq!((s.flow.snd_nxt(), s.flow.buffered_segments(), s.pool.used()), (seq_of(5), 4, 4 * FRAME));
+    assert!(s.freed().is_empty(), "held segments keep their slots");
     let out = s.ack(4, &[], 30 * MS);
     assert_eq!((out.prims.packets_acked, s.pool.used()), (4, 0));
+    assert_eq!(s.freed(), vec![1, 2, 3, 4]);
 }
 
 #[test]
@@ -179,6 +194,7 @@ fn a_hole_the_shim_never_sees_filled_falls_back() {
     let tick = s.flow.on_tick(2 * MS + EARLY_WAIT_NS + 1, &mut s.pool);
     assert_eq!(tick.fell_back, Some(FallbackReason::Gap));
     assert_eq!((s.flow.fallback(), s.pool.used()), (Some(FallbackReason::Gap), 0));
+    assert_eq!(s.freed(), vec![1, 3], "held segments' slots too");
 }
 
 #[test]
@@ -590,5 +606,8 @@ fn ticks_before_the_next_timer_change_nothing() {
             skipped >= 1000,
             "seed {seed}: ticks are skipped ({skipped} skipped, {due_ticks} due)"
         );
+        // Every slot handed over came back exactly once (acknowledged, or at the release).
+        s.flow.release(&mut s.pool);
+        assert_eq!(s.freed(), (1..next_seg as u32).collect::<Vec<_>>(), "seed {seed}: each slot freed once");
     }
 }

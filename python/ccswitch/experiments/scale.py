@@ -19,7 +19,8 @@ read over a steady window of `seconds`:
   shim's histogram, read when it stops;
 - memory per flow: growth of the shim's and agent's resident set from before the ramp to
   the window, over N;
-- flows: opened, still receiving at the end, open but never sent a byte (silent), failed.
+- flows: opened, still receiving at the end, open but never sent a byte (silent), failed, and
+  corrupt (a byte read differed from the one sent: every byte of every flow is checked).
 
 Only this run's programs and maps are read (by the ids its shim logs), so another ccswitch
 datapath on the machine does not mix in.
@@ -325,6 +326,9 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "flows_silent": load["silent"],
         "flows_failed": load["failed"],
         "flows_closed_early": load["closed_early"],
+        # Every byte each flow read compared with the one the server sent.
+        "flows_checked": load["flows_checked"],
+        "flows_corrupt": load["corrupt"],
         "goodput_mbps": load["steady_bits_per_s"] / 1e6,
         **figures,
         "shim_cpu_pct": 100 * (cpu1["shim"] - cpu0["shim"]) / dt,
@@ -342,7 +346,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
 def merge_loads(reports: List[Dict[str, object]]) -> Dict[str, object]:
     """One figure set of several `ccswitch-loadgen fetch` reports: counts and rates add up,
     the first five errors are kept."""
-    merged: Dict[str, object] = {k: sum(r[k] for r in reports) for k in ("opened", "receiving", "silent", "failed", "closed_early", "steady_bits_per_s")}
+    merged: Dict[str, object] = {k: sum(r[k] for r in reports) for k in ("opened", "receiving", "silent", "failed", "closed_early", "flows_checked", "corrupt", "steady_bits_per_s")}
     merged["errors"] = [e for r in reports for e in r["errors"]][:5]
     return merged
 

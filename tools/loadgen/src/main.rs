@@ -6,7 +6,11 @@
 //! each at a fixed rate: a receiver that drains R bytes/s holds its sender to R by flow
 //! control, so N flows produce N realistic ACK clocks without a link emulator per flow. At the
 //! end it prints one JSON object: flows opened, failed, still receiving and closed early, bytes
-//! read, the slowest flow's.
+//! read, the slowest flow's, and the flows whose bytes were not the ones sent.
+//!
+//! Integrity: every connection carries the same stream, byte `o` being `PATTERN[o % PERIOD]`
+//! (pseudo-random bytes over a prime period, so no MSS-sized shift, loss, duplicate or
+//! reordering of data goes unnoticed), and `fetch` compares every byte it reads with it.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -129,6 +133,29 @@ const LISTENER: u64 = u64::MAX;
 /// under test) and announce windows a few bytes wider, which receivers do not do.
 const MIN_READ_BYTES: f64 = 1448.0;
 
+/// Period of the stream's byte pattern: a prime, so that it shares no factor with any segment
+/// or buffer size.
+const PERIOD: usize = 65_521;
+/// Largest write or read.
+const CHUNK: usize = 256 * 1024;
+
+/// The pattern over one period and then CHUNK more bytes, so that the bytes from any stream
+/// offset on, up to CHUNK of them, are one slice: `&pattern[o % PERIOD..][..n]`.
+fn pattern() -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let period: Vec<u8> = (0..PERIOD)
+        .map(|_| {
+            // splitmix64
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) as u8
+        })
+        .collect();
+    period.iter().cycle().take(PERIOD + CHUNK).copied().collect()
+}
+
 /// Accept-queue length asked of `listen` (the kernel caps it at `net.core.somaxconn`, which
 /// the scale benchmark raises in the server's namespace). The standard library's 128 overflows
 /// while thousands of connections open in a ramp: the kernel then drops their handshake's last
@@ -175,8 +202,9 @@ fn serve(bind: SocketAddr, sndbuf: usize) -> Result<()> {
     let listener = listen(bind)?;
     let epoll = Epoll::new()?;
     epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
-    let chunk = vec![0x5au8; 256 * 1024];
-    let mut conns: Vec<Option<TcpStream>> = Vec::new();
+    let pattern = pattern();
+    // Each connection and the stream offset it has sent up to.
+    let mut conns: Vec<Option<(TcpStream, usize)>> = Vec::new();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
     loop {
         let n = epoll.wait(&mut events, 1000);
@@ -189,16 +217,16 @@ fn serve(bind: SocketAddr, sndbuf: usize) -> Result<()> {
                         set_int_option(s.as_raw_fd(), libc::SO_SNDBUF, sndbuf as libc::c_int);
                     }
                     epoll.add(s.as_raw_fd(), (libc::EPOLLOUT | libc::EPOLLET) as u32, conns.len() as u64)?;
-                    conns.push(Some(s));
+                    conns.push(Some((s, 0)));
                 }
                 continue;
             }
             let slot = &mut conns[token as usize];
-            let Some(s) = slot.as_mut() else { continue };
+            let Some((s, sent)) = slot.as_mut() else { continue };
             loop {
-                match s.write(&chunk) {
+                match s.write(&pattern[*sent % PERIOD..][..CHUNK]) {
                     Ok(0) => break,
-                    Ok(_) => {}
+                    Ok(n) => *sent += n,
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                     Err(_) => {
                         *slot = None; // closed by the client: dropped, deregistered
@@ -215,6 +243,8 @@ struct Flow {
     budget: f64,
     bytes: u64,
     open: bool,
+    /// A byte read differed from the one sent.
+    corrupt: bool,
 }
 
 fn fetch(
@@ -230,7 +260,8 @@ fn fetch(
     let mut flows: Vec<Flow> = Vec::with_capacity(n);
     let mut errors: Vec<String> = Vec::new();
     let mut failed = 0usize;
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut buf = vec![0u8; CHUNK];
+    let pattern = pattern();
     let start = Instant::now();
     let mut last = start;
     let mut steady: Option<Instant> = None;
@@ -241,7 +272,7 @@ fn fetch(
         let due = if ramp.is_zero() { n } else { ((now - start).as_secs_f64() / ramp.as_secs_f64() * n as f64).ceil() as usize };
         while flows.len() + failed < due.min(n) {
             match open(to, rcvbuf) {
-                Ok(stream) => flows.push(Flow { stream, budget: 0.0, bytes: 0, open: true }),
+                Ok(stream) => flows.push(Flow { stream, budget: 0.0, bytes: 0, open: true, corrupt: false }),
                 Err(e) => {
                     failed += 1;
                     if errors.len() < 5 {
@@ -271,6 +302,14 @@ fn fetch(
                         break;
                     }
                     Ok(got) => {
+                        let expected = &pattern[(f.bytes % PERIOD as u64) as usize..][..got];
+                        if !f.corrupt && buf[..got] != *expected {
+                            f.corrupt = true;
+                            if errors.len() < 5 {
+                                let at = buf[..got].iter().zip(expected).position(|(a, b)| a != b).unwrap_or(0);
+                                errors.push(format!("corrupt: a flow's byte {} differs from the one sent", f.bytes + at as u64));
+                            }
+                        }
                         f.budget -= got as f64;
                         f.bytes += got as u64;
                     }
@@ -304,6 +343,8 @@ fn fetch(
         "bytes": total,
         "steady_bits_per_s": if seconds > 0.0 { (total - steady_bytes) as f64 * 8.0 / seconds } else { 0.0 },
         "min_flow_bytes": flows.iter().map(|f| f.bytes).min().unwrap_or(0),
+        "flows_checked": flows.iter().filter(|f| f.bytes > 0).count(),
+        "corrupt": flows.iter().filter(|f| f.corrupt).count(),
         "errors": errors,
     }))
 }

@@ -8,9 +8,10 @@
  *
  *  - ccsw_ingress (frames FROM the server): learns the server's handshake options and
  *    copies every frame carrying new data (end beyond the highest sequence seen, less a
- *    reordering allowance) whole into the ring buffer, so that userspace can retransmit it
- *    byte for byte. Data further below is a retransmission (the server's or one userspace
- *    injected): RESENT, without the frame.
+ *    reordering allowance) whole into a slot of the frame slab, and hands userspace a small
+ *    SEGMENT descriptor (slot, sequence, length) through the ring, so that userspace can
+ *    retransmit the frame byte for byte from the slot it reads in place. Data further below
+ *    is a retransmission (the server's or one userspace injected): RESENT, without a frame.
  *  - ccsw_egress (frames TOWARD the server): creates flow entries from client SYNs, completes
  *    them on the client's ACK of the SYN-ACK, reports every ACK, and while userspace controls
  *    the flow lowers the advertised window to userspace's window, hides duplicate ACKs, and
@@ -21,6 +22,34 @@
  * is active, the global deadline (`config.valid_until_ns`, pushed forward by userspace while
  * the agent answers) lies ahead, and the flow's data is still being copied (not UNBUFFERED).
  * Otherwise every frame passes unchanged and the server's TCP recovers on its own.
+ *
+ * The frame slab
+ * --------------
+ * `slab` is an mmapable array of CCSW_FRAME_MAX-byte slots (AttachOptions.slab_slots), and
+ * `slab_owner` (mmapable too) holds one word per slot (ccsw_slot_owner.flow_id): 0 when free,
+ * else the flow id of the owner (never 0: see copy_segment). A slot changes hands in exactly
+ * two ways, so the two sides never write the same word at the same time with different
+ * intentions:
+ *  - allocation, here only: an atomic compare-and-swap 0 -> owner on the slot's word, tried
+ *    on at most CCSW_SLAB_PROBES slots. Only the winner of the swap writes the slot, so two
+ *    CPUs can never fill the same slot; userspace never writes a word that is 0.
+ *  - release, by userspace only (or here, when the record cannot be sent): a plain store of 0
+ *    after its last read of the frame. A word that is not 0 is never written here.
+ * The frame is written before the descriptor is submitted, and the ring's submit/consume pair
+ * orders the two, so userspace never reads a slot before it is complete. Why not an index
+ * ring (a free list): it needs a multi-producer, multi-consumer queue between CPUs in BPF;
+ * per-slot words need one cmpxchg and no locks. The search: the first CCSW_SLAB_LINEAR probes
+ * follow a rotating hint (an atomic counter), which nearly always finds a free slot at once,
+ * since slots are given back roughly in the order they were taken (ACKs advance in sequence
+ * order) and the hint comes back to a slot only a whole slab of frames later. But a server
+ * sends a flow's window back to back, so the slots of one flow lie in runs, and a flow that
+ * holds its window for long (a loss waiting for its timeout) leaves a run the hint must cross:
+ * the remaining probes are therefore scattered over the whole slab (golden-ratio steps), and
+ * the search fails only when the slab is nearly full (at a fraction p of slots in use, with
+ * probability about p^24), not when the hint meets one busy run. A slab with no free slot
+ * within the probes leaves the flow UNBUFFERED (counted in slab_full): its data is no longer
+ * copied and it is never controlled again, so the server's own TCP carries it and no byte is
+ * ever lost to the slab.
  *
  * Frames that cannot be parsed are counted and passed unchanged; nothing here ever drops a
  * frame except a duplicate ACK of a controlled flow. Headers are read with
@@ -102,6 +131,29 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20); /* AttachOptions.ring_bytes, set before load */
 } events SEC(".maps");
+
+/* The frame slab and its owner words (see the model above). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536); /* AttachOptions.slab_slots, set before load */
+	__type(key, __u32);
+	__type(value, struct ccsw_frame_slot);
+} slab SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 65536); /* AttachOptions.slab_slots, set before load */
+	__type(key, __u32);
+	__type(value, struct ccsw_slot_owner);
+} slab_owner SEC(".maps");
+
+/* Entries of `slab` and `slab_owner` (set by the loader with the maps' size). */
+const volatile __u32 ccsw_slab_slots = 65536;
+
+/* Where the next slot search starts. */
+__u32 slab_hint = 0;
 
 /* Last flow id handed out. Kept out of `conf`, which userspace writes: a write racing
  * with an establishment could roll the counter back and hand out an id twice. */
@@ -327,17 +379,41 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p, bool from
 	return 1;
 }
 
-/* Routine records (segment copies, ACKs that only move forward) wait for the
- * shim's next pass, at most its --report-delay-us later; urgent ones (a flow
- * established or closed, a resent or unbuffered segment, an ACK with SACK
- * blocks, a duplicate, FIN or RST) and a ring holding CCSW_WAKE_BYTES wake it
- * at once. A wake-up is an inter-processor interrupt, dearer than the rest of
- * the program (several us on a VM). */
+/* Where the ring's consumer stood, and when, at the last forced wake-up. */
+__u64 wake_cons_pos = ~0ULL;
+__u64 wake_ns = 0;
+
+/* Routine records (segment descriptors, ACKs that only move forward) wait for the
+ * shim's next pass, at most its --record-delay-us later; urgent ones (a flow
+ * established or closed, a resent or unbuffered segment, the first ACK of a loss
+ * episode (see on_ack), FIN or RST) and a ring holding CCSW_WAKE_BYTES wake it
+ * at once. A wake-up is an inter-processor interrupt (irq_work), dearer than the
+ * rest of the program together (measured: 8 us each on these VMs, against about 1 us for
+ * the rest of an egress run, at 1,000 flows), so a record forces one only
+ *  - if the shim has read the ring since the last forced wake-up (the consumer position
+ *    moved): until it reads, it is awake or about to be, and will see this record too;
+ *  - and if the last one is at least config.wake_gap_ns old (--wake-gap-us): under loss at
+ *    many flows, urgent ACKs come faster than the shim can use separate wake-ups for.
+ * A record that forces nothing is read at the shim's next pass, at most its record delay
+ * later, so no record ever waits longer than that. Both globals are racy hints: two CPUs
+ * may both wake, which costs a wake-up and nothing else. */
 static __always_inline __u64 wake_flags(bool urgent)
 {
-	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= CCSW_WAKE_BYTES)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
+	struct ccsw_config *cfg;
+	__u64 cons, now;
+
+	if (!urgent && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < CCSW_WAKE_BYTES)
+		return BPF_RB_NO_WAKEUP;
+	cons = bpf_ringbuf_query(&events, BPF_RB_CONS_POS);
+	if (cons == wake_cons_pos)
+		return BPF_RB_NO_WAKEUP;
+	now = bpf_ktime_get_ns();
+	cfg = get_config();
+	if (cfg && now - wake_ns < cfg->wake_gap_ns)
+		return BPF_RB_NO_WAKEUP;
+	wake_cons_pos = cons;
+	wake_ns = now;
+	return BPF_RB_FORCE_WAKEUP;
 }
 
 static __always_inline void emit_small(void *rec, __u32 size, bool urgent)
@@ -392,13 +468,54 @@ static __always_inline void set_unbuffered(struct ccsw_flow *f, __u32 reason, __
 	emit_small(&ev, sizeof(ev), true);
 }
 
+/* Takes a free slab slot for `owner`; returns its index, or -1 if none of the probed slots
+ * is free (see the model above). */
+static __always_inline __s64 slab_alloc(__u32 owner)
+{
+	struct ccsw_slot_owner *w;
+	__u32 n = ccsw_slab_slots;
+	__u32 start, idx;
+
+	if (n == 0)
+		return -1;
+	start = __sync_fetch_and_add(&slab_hint, 1);
+	for (__u32 i = 0; i < CCSW_SLAB_PROBES; i++) {
+		if (i < CCSW_SLAB_LINEAR)
+			idx = (start + i) % n;
+		else
+			idx = (start + i * 0x9E3779B1u) % n;
+		w = bpf_map_lookup_elem(&slab_owner, &idx);
+		if (!w)
+			return -1;
+		if (w->flow_id == 0 && __sync_val_compare_and_swap(&w->flow_id, 0, owner) == 0) {
+			/* Past a busy run: the next searches start after this slot (a plain
+			 * store; the hint is only a hint). */
+			if (i)
+				*(volatile __u32 *)&slab_hint = idx + 1;
+			return idx;
+		}
+	}
+	return -1;
+}
+
+static __always_inline void slab_free(__u32 idx)
+{
+	struct ccsw_slot_owner *w = bpf_map_lookup_elem(&slab_owner, &idx);
+
+	if (w)
+		*(volatile __u32 *)&w->flow_id = 0;
+}
+
 static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow *f,
 					 struct pkt *p, __u32 len, __u64 now)
 {
 	struct ccsw_config *cfg = get_config();
 	struct ccsw_segment_event *rec;
+	struct ccsw_frame_slot *slot;
 	__u32 limit = CCSW_FRAME_MAX;
 	__u32 n = skb->len;
+	__s64 got;
+	__u32 idx;
 
 	if (cfg && cfg->copy_limit && cfg->copy_limit < CCSW_FRAME_MAX)
 		limit = cfg->copy_limit;
@@ -406,14 +523,25 @@ static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow
 		set_unbuffered(f, CCSW_UNBUF_TOO_LARGE, now);
 		return;
 	}
+	/* The record first: a slot is never taken that could not be handed over. */
 	rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
 	if (!rec) {
 		COUNT(ring_drops);
 		set_unbuffered(f, CCSW_UNBUF_RING_FULL, now);
 		return;
 	}
+	got = slab_alloc(f->flow_id ? f->flow_id : 1);
+	if (got < 0) {
+		bpf_ringbuf_discard(rec, 0);
+		COUNT(slab_full);
+		set_unbuffered(f, CCSW_UNBUF_SLAB_FULL, now);
+		return;
+	}
+	idx = (__u32)got;
+	slot = bpf_map_lookup_elem(&slab, &idx);
 	n &= 0x7ff;
-	if (n == 0 || n > CCSW_FRAME_MAX || bpf_skb_load_bytes(skb, 0, rec->frame, n) < 0) {
+	if (!slot || n == 0 || n > CCSW_FRAME_MAX || bpf_skb_load_bytes(skb, 0, slot->frame, n) < 0) {
+		slab_free(idx);
 		bpf_ringbuf_discard(rec, 0);
 		set_unbuffered(f, CCSW_UNBUF_TOO_LARGE, now);
 		return;
@@ -424,7 +552,8 @@ static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow
 	rec->len = len;
 	rec->frame_len = n;
 	rec->fin = !!(p->flags & TH_FIN);
-	__builtin_memset(rec->_pad0, 0, sizeof(rec->_pad0));
+	rec->_pad0 = 0;
+	rec->slot = idx;
 	bpf_ringbuf_submit(rec, wake_flags(false));
 	COUNT(segments);
 }
@@ -612,14 +741,19 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	__u16 orig = p->window;
 	__u16 win;
 	__u64 allowed, units;
-	bool controlled, dup, urgent;
+	bool controlled, dup, urgent, loss;
 	int ret = TCX_NEXT;
 
 	COUNT(acks);
-	/* Losses and the end of a flow reach the shim at once: SACK blocks, an
-	 * ACK that does not move forward, FIN/RST. */
-	urgent = p->o.nsack || (p->flags & (TH_FIN | TH_RST | TH_SYN)) ||
-		 ((f->flags & CCSW_F_HAVE_LAST) && p->ack == f->last_ack);
+	/* The start of a loss episode (SACK blocks, or an ACK that does not move forward, after
+	 * one that did neither) and the end of a flow (FIN/RST) reach the shim at once. The
+	 * rest of an episode's ACKs wait for its next pass, at most its record delay later: one
+	 * lost segment brings an ACK for every segment after it, and a wake-up for each would
+	 * cost more than all the rest of the program (see wake_flags). */
+	loss = p->o.nsack || ((f->flags & CCSW_F_HAVE_LAST) && p->ack == f->last_ack);
+	urgent = (p->flags & (TH_FIN | TH_RST | TH_SYN)) || (loss && !(f->flags & CCSW_F_LOSS_SEEN));
+	if (loss != !!(f->flags & CCSW_F_LOSS_SEEN)) /* written on a change only */
+		f->flags ^= CCSW_F_LOSS_SEEN;
 	head(&ev.h, CCSW_EV_ACK, f->flow_id, now);
 	ev.ack = p->ack;
 	ev.window_bytes = (__u32)orig << ws;

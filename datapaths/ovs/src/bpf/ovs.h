@@ -19,9 +19,14 @@ typedef uint32_t __u32;
 typedef uint64_t __u64;
 #endif
 
-/* Largest frame a SEGMENT record can carry: a 1500-byte MTU frame plus its Ethernet header,
- * rounded up. Larger frames (GSO super-packets, jumbo MTU) make the flow UNBUFFERED. */
+/* Largest frame a slab slot holds: a 1500-byte MTU frame plus its Ethernet header, rounded
+ * up. Larger frames (GSO super-packets, jumbo MTU) make the flow UNBUFFERED. */
 #define CCSW_FRAME_MAX 1536
+
+/* Slots the ingress program tries before it declares the slab full: CCSW_SLAB_LINEAR from a
+ * rotating hint, the rest scattered over the whole slab (see slab_alloc). */
+#define CCSW_SLAB_PROBES 32
+#define CCSW_SLAB_LINEAR 8
 
 /* Routine records wake the shim only once this much waits in the ring. */
 #define CCSW_WAKE_BYTES (64u << 10)
@@ -50,6 +55,7 @@ typedef uint64_t __u64;
 #define CCSW_F_CLIENT_FIN (1u << 1)
 #define CCSW_F_SERVER_FIN (1u << 2)
 #define CCSW_F_HAVE_LAST (1u << 3) /* last_ack / last_win_* hold a forwarded ACK */
+#define CCSW_F_LOSS_SEEN (1u << 4) /* the last ACK carried SACK blocks or did not move forward */
 
 /* struct ccsw_flow.opts: options seen in each side's SYN */
 #define CCSW_O_MSS (1u << 0)
@@ -75,6 +81,7 @@ typedef uint64_t __u64;
 /* struct ccsw_unbuffered_event.reason */
 #define CCSW_UNBUF_RING_FULL 1
 #define CCSW_UNBUF_TOO_LARGE 2
+#define CCSW_UNBUF_SLAB_FULL 3
 
 #define CCSW_MAX_SACK 4
 
@@ -126,7 +133,7 @@ struct ccsw_directive {
 struct ccsw_config {
 	__u64 valid_until_ns; /* CLOCK_MONOTONIC; the directives apply only while now < this (0: never) */
 	__u32 copy_limit;     /* frames longer than this are not copied (0: CCSW_FRAME_MAX) */
-	__u32 _pad0;
+	__u32 wake_gap_ns;    /* urgent records force a wake-up at most once per this (see wake_flags) */
 };
 
 /* Counters, one slot per CPU; same order as loader::Stats. */
@@ -148,6 +155,7 @@ struct ccsw_stats {
 	__u64 ring_drops;
 	__u64 unbuffered;
 	__u64 dupacks_opened; /* duplicate ACKs forwarded because the clamp opened the window */
+	__u64 slab_full;      /* frames not copied: no free slab slot within CCSW_SLAB_PROBES */
 };
 
 /* Common head of every record. */
@@ -171,13 +179,27 @@ struct ccsw_established_event {
 	__u32 client_isn;
 };
 
+/* New server data: the frame itself is in slab slot `slot`, which the shim now owns (it
+ * gives the slot back by zeroing slab_owner[slot] once it no longer needs the frame). */
 struct ccsw_segment_event {
 	struct ccsw_ev_head h;
 	__u32 seq;
 	__u32 len;       /* payload bytes + 1 for a FIN */
-	__u16 frame_len; /* valid bytes in frame[] */
+	__u16 frame_len; /* valid bytes in the slot */
 	__u8 fin;
-	__u8 _pad0[5];
+	__u8 _pad0;
+	__u32 slot;
+};
+
+/* A value of slab_owner: one per slab slot. Array values are 8-byte aligned, so the word
+ * is padded to the stride the shim sees in its mapping. */
+struct ccsw_slot_owner {
+	__u32 flow_id; /* 0: free */
+	__u32 _pad0;
+};
+
+/* A value of the slab (BPF_F_MMAPABLE array; the shim maps it and only reads it). */
+struct ccsw_frame_slot {
 	__u8 frame[CCSW_FRAME_MAX];
 };
 
@@ -220,10 +242,12 @@ _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_flow) == 48, "flow");
 _Static_assert(sizeof(struct ccsw_directive) == 24, "directive");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config");
-_Static_assert(sizeof(struct ccsw_stats) == 136, "stats");
+_Static_assert(sizeof(struct ccsw_stats) == 144, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
 _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
-_Static_assert(sizeof(struct ccsw_segment_event) == 32 + CCSW_FRAME_MAX, "segment");
+_Static_assert(sizeof(struct ccsw_segment_event) == 32, "segment");
+_Static_assert(sizeof(struct ccsw_frame_slot) == CCSW_FRAME_MAX, "frame slot");
+_Static_assert(sizeof(struct ccsw_slot_owner) == 8, "slot owner");
 _Static_assert(sizeof(struct ccsw_resent_event) == 24, "resent");
 _Static_assert(sizeof(struct ccsw_ack_event) == 64, "ack");
 _Static_assert(sizeof(struct ccsw_closed_event) == 24, "closed");

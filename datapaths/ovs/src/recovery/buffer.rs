@@ -1,24 +1,47 @@
-//! The segment buffer: every new server segment is kept, whole frame included, until the
-//! client acknowledges it cumulatively, against a per-flow and a shared budget; segments that
-//! reach the shim before the one preceding them wait in `early`.
+//! The segment buffer: every new server segment is kept, as the slab slot holding its frame,
+//! until the client acknowledges it cumulatively, against a per-flow and a shared budget of
+//! frame bytes; segments that reach the shim before the one preceding them wait in `early`.
+//!
+//! Every slot a [`Segment`] hands over ends in [`BufferPool::freed`] exactly once: when its
+//! segment is acknowledged, when the flow falls back or is released, or at once when the
+//! segment is not kept (not new, or its flow already fell back). The shim gives those slots
+//! back to the port (`OvsDatapath::free_frames`).
 
 use super::{FallbackReason, SenderFlow};
 use super::scoreboard::{Seg, Tally};
-use crate::events::{Resent, Segment};
+use crate::events::{FrameSlot, Resent, Segment};
 
 /// Segments held while the one before them is missing (ring records out of order).
 pub const MAX_EARLY_SEGMENTS: usize = 64;
 
-/// Frame bytes buffered by all flows, against one limit.
+/// Frame bytes buffered by all flows, against one limit, and the slab slots no longer needed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BufferPool {
     limit: u64,
     used: u64,
+    freed: Vec<u32>,
 }
 
 impl BufferPool {
     pub fn new(limit: u64) -> Self {
-        Self { limit, used: 0 }
+        Self { limit, used: 0, freed: Vec::new() }
+    }
+    /// Slots no longer needed since the last call, to give back to the port.
+    pub fn take_freed(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.freed)
+    }
+    /// Slots no longer needed and not yet taken.
+    pub fn freed(&self) -> &[u32] {
+        &self.freed
+    }
+    /// A slot whose frame was never accounted (not kept): only handed back.
+    pub fn discard(&mut self, frame: FrameSlot) {
+        self.freed.push(frame.index);
+    }
+    /// A kept frame's bytes back to the budget, and its slot handed back.
+    pub(super) fn give_frame(&mut self, frame: FrameSlot) {
+        self.give(u64::from(frame.len));
+        self.freed.push(frame.index);
     }
     pub fn used(&self) -> u64 {
         self.used
@@ -44,6 +67,7 @@ impl SenderFlow {
     /// (its buffer is then freed); a flow that already fell back ignores segments.
     pub fn on_segment(&mut self, seg: Segment, pool: &mut BufferPool) -> Option<FallbackReason> {
         if self.fallback.is_some() {
+            pool.discard(seg.frame);
             return None;
         }
         self.last_activity_ns = self.last_activity_ns.max(seg.ts_ns);
@@ -51,15 +75,18 @@ impl SenderFlow {
         let end = start + u64::from(seg.len);
         if end <= self.nxt {
             // Not new after all (the BPF side saw a higher end first): a retransmission.
+            pool.discard(seg.frame);
             let r = Resent { flow_id: seg.flow_id, ts_ns: seg.ts_ns, seq: seg.seq, len: seg.len };
             return self.on_resent(&r, pool);
         }
-        let size = seg.frame.len() as u64;
+        let size = u64::from(seg.frame.len);
         if self.buffered_bytes + size > self.cfg.flow_buffer_bytes {
+            pool.discard(seg.frame);
             self.fall_back(FallbackReason::FlowBudget, pool);
             return self.fallback;
         }
         if !pool.try_take(size) {
+            pool.discard(seg.frame);
             self.fall_back(FallbackReason::GlobalBudget, pool);
             return self.fallback;
         }
@@ -68,6 +95,8 @@ impl SenderFlow {
             // Records from different CPUs can reach the ring out of order: hold this one
             // until the segment before it arrives (or give up, see `on_tick`).
             if self.early.len() >= MAX_EARLY_SEGMENTS {
+                self.buffered_bytes -= size;
+                pool.give_frame(seg.frame);
                 self.fall_back(FallbackReason::Gap, pool);
                 return self.fallback;
             }
@@ -81,8 +110,8 @@ impl SenderFlow {
             let start = self.unwrap(e.seq);
             let end = start + u64::from(e.len);
             if end <= self.nxt {
-                self.buffered_bytes -= e.frame.len() as u64;
-                pool.give(e.frame.len() as u64);
+                self.buffered_bytes -= u64::from(e.frame.len);
+                pool.give_frame(e.frame);
                 let r = Resent { flow_id: e.flow_id, ts_ns: e.ts_ns, seq: e.seq, len: e.len };
                 self.on_resent(&r, pool);
             } else {
@@ -125,12 +154,12 @@ impl SenderFlow {
         self.fallback.get_or_insert(reason);
     }
 
-    /// Return the buffer to the pool (before dropping the flow).
+    /// Return the buffer to the pool, slots included (before dropping the flow).
     pub fn release(&mut self, pool: &mut BufferPool) {
         pool.give(self.buffered_bytes);
         self.buffered_bytes = 0;
-        self.segs.clear();
-        self.early.clear();
+        pool.freed.extend(self.segs.drain(..).map(|s| s.frame.index));
+        pool.freed.extend(self.early.drain(..).map(|e| e.frame.index));
         self.pkts_out = 0;
         self.tally = Tally::default();
         self.rto_since_ns = None;

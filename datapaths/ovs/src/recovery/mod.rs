@@ -4,7 +4,8 @@
 //!
 //! Model. Sequence numbers are unwrapped to `u64` offsets from the server's ISN (the first
 //! data byte is 1), so nothing below compares raw 32-bit numbers. Every new server segment
-//! (`Segment`) is kept, whole frame included, until the client acknowledges it cumulatively;
+//! (`Segment`) is kept, as the slab slot holding its whole frame, until the client
+//! acknowledges it cumulatively;
 //! the buffer is contiguous from `snd_una` to `snd_nxt` (a segment the shim never saw, a gap,
 //! makes the flow unprotectable, and it falls back). Each segment carries a scoreboard state
 //! like a Linux skb: SACKed, lost (and why), retransmission outstanding, ever retransmitted.
@@ -43,7 +44,7 @@ use std::collections::VecDeque;
 
 use ccswitch_ccp::Primitives;
 
-use crate::events::{Ack, Directive, Established, Segment, UnbufferedReason};
+use crate::events::{Ack, Directive, Established, FrameSlot, Segment, UnbufferedReason};
 
 pub use buffer::{BufferPool, MAX_EARLY_SEGMENTS};
 pub use loss::{LossKind, DUPACK_THRESHOLD};
@@ -87,6 +88,7 @@ impl FallbackReason {
             FallbackReason::Gap => "gap",
             FallbackReason::Unbuffered(UnbufferedReason::RingFull) => "ring_full",
             FallbackReason::Unbuffered(UnbufferedReason::FrameTooLarge) => "frame_too_large",
+            FallbackReason::Unbuffered(UnbufferedReason::SlabFull) => "slab_full",
         }
     }
 }
@@ -299,8 +301,8 @@ impl SenderFlow {
                     let mut seg = self.segs.pop_front().expect("front");
                     self.tally.sub(seg.tally());
                     self.pkts_out -= seg.pkts;
-                    self.buffered_bytes -= seg.frame.len() as u64;
-                    pool.give(seg.frame.len() as u64);
+                    self.buffered_bytes -= u64::from(seg.frame.len);
+                    pool.give_frame(seg.frame);
                     d.acked_pkts += seg.pkts;
                     if !seg.sacked {
                         self.deliver(&mut seg, now, &mut d);
@@ -370,7 +372,7 @@ impl SenderFlow {
 
     /// Hand every lost segment without a retransmission in flight to `send` (which injects
     /// the frame and says whether it went out), marking those sent as retransmitted at `now_ns`.
-    pub fn retransmit(&mut self, now_ns: u64, mut send: impl FnMut(&[u8]) -> bool) -> Retransmitted {
+    pub fn retransmit(&mut self, now_ns: u64, mut send: impl FnMut(&FrameSlot) -> bool) -> Retransmitted {
         let mut done = Retransmitted::default();
         let mut i = 0;
         while self.tally.pending_pkts > 0 && i < self.segs.len() {

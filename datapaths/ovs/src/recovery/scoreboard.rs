@@ -5,7 +5,7 @@
 use super::measure::{Delivery, TxState};
 use super::loss::LossKind;
 use super::SenderFlow;
-use crate::events::Ack;
+use crate::events::{Ack, FrameSlot};
 
 #[derive(Debug)]
 pub(super) struct Seg {
@@ -13,7 +13,8 @@ pub(super) struct Seg {
     /// (a repacketized retransmission that added new data, or a partially acknowledged head).
     pub(super) start: u64,
     pub(super) end: u64,
-    pub(super) frame: Vec<u8>,
+    /// The slab slot holding the frame.
+    pub(super) frame: FrameSlot,
     pub(super) pkts: u64,
     /// Latest transmission (BPF time of the original or of a retransmission's echo).
     pub(super) sent_ns: u64,

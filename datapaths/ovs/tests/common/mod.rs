@@ -22,11 +22,19 @@ pub const ECE: u8 = 0x40;
 pub const SERVER_ISN: u32 = 0xfffff000; // wraps during the tests on purpose
 pub const CLIENT_ISN: u32 = 1_000_000;
 
+/// Slab slots of the tests' datapaths (6 MiB each, not the default 96 MiB).
+pub const TEST_SLAB_SLOTS: u32 = 4096;
+
 pub fn dp(max_flows: u32, ring_bytes: u32) -> OvsDatapath {
+    dp_with_slab(max_flows, ring_bytes, TEST_SLAB_SLOTS)
+}
+
+pub fn dp_with_slab(max_flows: u32, ring_bytes: u32, slab_slots: u32) -> OvsDatapath {
     OvsDatapath::load_detached(&AttachOptions {
         ifname: String::new(),
         max_flows,
         ring_bytes,
+        slab_slots,
     })
     .expect("load (run as root)")
 }
@@ -237,10 +245,39 @@ pub fn opts_of(f: &[u8]) -> Vec<u8> {
     f[l4 + 20..l4 + doff].to_vec()
 }
 
+/// Pending records; the slab slots of their segments are given back at once (as the shim
+/// would once acknowledged), so their frames must not be read: see `drain_keeping_frames`.
 pub fn drain(dp: &mut OvsDatapath) -> Vec<Event> {
+    let v = drain_keeping_frames(dp);
+    free_frames(dp, &v);
+    v
+}
+
+/// Pending records; the caller owns the slab slots of their segments.
+pub fn drain_keeping_frames(dp: &mut OvsDatapath) -> Vec<Event> {
     let mut v = Vec::new();
     dp.poll(Duration::ZERO, |e| v.push(e)).unwrap();
     v
+}
+
+/// Gives back the slab slots of the segments among `evs`.
+pub fn free_frames(dp: &OvsDatapath, evs: &[Event]) {
+    let slots: Vec<u32> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Segment(s) => Some(s.frame.index),
+            _ => None,
+        })
+        .collect();
+    dp.free_frames(&slots);
+}
+
+/// The frame of a segment record, copied out of the slab (the caller owns the slot).
+pub fn frame_of(dp: &OvsDatapath, e: &Event) -> Option<Vec<u8>> {
+    match e {
+        Event::Segment(s) => dp.frame(&s.frame).map(<[u8]>::to_vec),
+        _ => None,
+    }
 }
 
 pub fn acks(evs: &[Event]) -> Vec<ccswitch_ovs::events::Ack> {
