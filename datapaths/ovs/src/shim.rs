@@ -716,6 +716,12 @@ impl Shim<OvsDatapath> {
             }
             self.flush_agent();
         }
+        // Records still in the ring name slab slots: take them in, so that the slots the port
+        // holds at exit are exactly those the shim holds (the stats file compares the two).
+        self.port.poll(Duration::ZERO, |ev| events.push(ev))?;
+        for ev in events.drain(..) {
+            self.on_event(ev);
+        }
         self.log_exhaustion();
         info!("stopping");
         Ok(())
