@@ -83,7 +83,7 @@ fn main() -> Result<()> {
     );
     let agent_addr = args.agent.addr("ccswitch-kernel");
     let report_delay = std::time::Duration::from_micros(args.report_delay_us);
-    let mut shim = shim::Shim::new(datapath, agent_addr, args.agent.timeout(), report_delay);
+    let mut shim = shim::KernelShim::new(datapath, agent_addr, args.agent.timeout(), report_delay);
     let result = shim.run(&stop);
     shim.log_totals();
     drop(shim);
