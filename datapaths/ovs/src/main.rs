@@ -137,7 +137,7 @@ fn run(args: RunArgs) -> Result<()> {
         agent_timeout: args.agent.timeout(),
         record_delay: Duration::from_micros(args.record_delay_us),
     };
-    let mut shim = shim::Shim::new(datapath, agent_addr, cfg);
+    let mut shim = shim::OvsShim::new(datapath, agent_addr, cfg);
     let result = shim.run(&stop);
     shim.log_totals();
     let stats = shim.stats_file_json();
