@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use ccswitch_ccp::wire::{Create, Measure, Msg, Ready};
 use ccswitch_ccp::{CcpFlow, Primitives, ProgramTable};
-use common::{Agent, Datapath};
+use common::{AgentProcess, Datapath};
 
-fn start_agent(test: &str, algorithm: &str) -> Agent {
-    Agent::start(test, &["--algorithm", algorithm, "--log-level", "debug"])
+fn start_agent(test: &str, algorithm: &str) -> AgentProcess {
+    AgentProcess::start(test, &["--algorithm", algorithm, "--log-level", "debug"])
 }
 
 impl Datapath {

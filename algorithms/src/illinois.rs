@@ -429,9 +429,9 @@ mod tests {
     }
 
     /// xorshift64*: deterministic pseudo-random numbers for the tests.
-    struct Rng(u64);
+    struct XorShift64Star(u64);
 
-    impl Rng {
+    impl XorShift64Star {
         fn next(&mut self) -> u64 {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
@@ -522,7 +522,7 @@ mod tests {
             (7, IllinoisConfig::default()),
             (42, custom),
         ] {
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
+            let mut rng = XorShift64Star(0x9E37_79B9_7F4A_7C15 ^ seed);
             let mut flow = IllinoisFlow::new(config, 10);
             let (mut seen_low_alpha, mut seen_high_beta) = (false, false);
             for step in 0..5000 {

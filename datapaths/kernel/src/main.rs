@@ -24,7 +24,7 @@ use clap::Parser;
 
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-kernel", version, about)]
-struct Args {
+struct KernelArgs {
     #[command(flatten)]
     agent: AgentArgs,
     /// In-kernel algorithm for flows the agent does not drive.
@@ -60,7 +60,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
+    let args = KernelArgs::parse();
     args.log.init()?;
 
     let stop = Arc::new(AtomicBool::new(false));

@@ -104,12 +104,12 @@ pub fn rate_reg() -> PReg {
 }
 
 /// The agent's end of a session's connection: sends messages, reads what the shim sent.
-pub struct Agent {
+pub struct AgentEnd {
     pub stream: UnixStream,
     pub frames: FrameReader,
 }
 
-impl Agent {
+impl AgentEnd {
     /// A non-blocking end.
     pub fn new(stream: UnixStream) -> Self {
         stream.set_nonblocking(true).unwrap();
