@@ -8,7 +8,7 @@
 //! - [`session`]: the datapath-independent half of a shim (agent connection and liveness
 //!   deadline, program table, per-flow [`CcpFlow`]s) behind the [`session::SessionDatapath`] trait.
 //! - [`program`]: validation of installed programs ([`program::Program`], kept in a datapath-wide
-//!   [`program::ProgramTable`]) and the per-flow interpreter ([`program::Flow`]) with libccp's
+//!   [`program::ProgramTable`]) and the per-flow interpreter ([`program::CcpFlow`]) with libccp's
 //!   semantics.
 //!
 //! A datapath shim typically: sends `Msg::Ready` on connect and `Msg::Create` per new flow;

@@ -24,7 +24,7 @@ use clap::Parser;
 
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-kernel", version, about)]
-struct KernelArgs {
+struct KernelCli {
     #[command(flatten)]
     agent: AgentArgs,
     /// In-kernel algorithm for flows the agent does not drive.
@@ -60,7 +60,7 @@ struct KernelArgs {
 }
 
 fn main() -> Result<()> {
-    let args = KernelArgs::parse();
+    let args = KernelCli::parse();
     args.log.init()?;
 
     let stop = Arc::new(AtomicBool::new(false));

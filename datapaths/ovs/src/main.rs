@@ -23,7 +23,7 @@ use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-ovs", version, about)]
-struct Cli {
+struct OvsCli {
     #[command(subcommand)]
     command: Command,
 }
@@ -91,7 +91,7 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = OvsCli::parse();
     let result = match cli.command {
         Command::Run(args) => run(*args),
         Command::Detach { port } => detach_port(&port).map(|n| {

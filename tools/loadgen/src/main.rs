@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "ccswitch-loadgen", version, about)]
-struct LoadgenArgs {
+struct LoadgenCli {
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -64,7 +64,7 @@ enum Cmd {
 
 fn main() -> Result<()> {
     raise_fd_limit();
-    match LoadgenArgs::parse().cmd {
+    match LoadgenCli::parse().cmd {
         Cmd::Serve { bind, sndbuf } => serve(bind, sndbuf),
         Cmd::Fetch { connect, flows, rate_bps, seconds, ramp_ms, tick_ms, rcvbuf } => {
             if flows == 0 || rate_bps == 0 || seconds <= 0.0 || tick_ms == 0 {
