@@ -29,7 +29,7 @@ use crate::server::OwnedSockets;
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-agent", version, about)]
 #[command(group(clap::ArgGroup::new("listing").args(["list_algorithms", "list_policies"])))]
-struct Args {
+struct AgentCli {
     /// Unix socket the datapaths connect to.
     #[arg(long, default_value = "/run/ccswitch/agent.sock")]
     socket: PathBuf,
@@ -86,7 +86,7 @@ fn parse_mode(s: &str) -> Result<u32, String> {
     u32::from_str_radix(s, 8).map_err(|e| format!("not an octal mode: {e}"))
 }
 
-fn init_logging(args: &Args) -> Result<()> {
+fn init_logging(args: &AgentCli) -> Result<()> {
     let filter = EnvFilter::try_new(&args.log_level)?;
     // Colours only for a person at a terminal: a redirected log gets no escape sequences.
     let builder = tracing_subscriber::fmt()
@@ -187,7 +187,7 @@ fn json_str(s: &str) -> String {
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
+    let args = AgentCli::parse();
     if args.control_socket_renamed.is_some() {
         eprintln!("error: --control-socket was renamed: use --operator-socket (the operator interface)");
         std::process::exit(2);

@@ -3,7 +3,7 @@
 //!
 //! [`load`] imports `MODULE`, instantiates `CLASS` (one instance per flow: the agent loads a
 //! target once per flow) and wraps it as a simple-API [`Algorithm`]. For every report the
-//! agent calls `instance.on_report(flow)`, where `flow` is a [`Flow`]: a view of the
+//! agent calls `instance.on_report(flow)`, where `flow` is a [`PyFlow`] (`Flow` in Python): a view of the
 //! measurement and of the shared [`FlowState`] (already updated with the report's RTT and
 //! rate samples, as for Rust algorithms) with setters for the window, pacing rate,
 //! threshold and reporting mode. What the callback set is written back to the flow's state
@@ -77,7 +77,7 @@ fn error_log(n: u64) -> ErrorLog {
     }
 }
 
-/// Default MSS of the placeholder state a [`Flow`] holds before its first report.
+/// Default MSS of the placeholder state a [`PyFlow`] holds before its first report.
 const PLACEHOLDER_MSS_BYTES: u32 = 1448;
 
 /// Load `MODULE:CLASS` (the part after `py:`) and instantiate the class for one flow.
@@ -130,7 +130,7 @@ pub fn load(target: &str) -> Result<Box<dyn Algorithm>> {
         };
         let flow = Py::new(
             py,
-            Flow {
+            PyFlow {
                 state: FlowState::new(PLACEHOLDER_MSS_BYTES, 0),
                 m: Measurement::default(),
                 reporting,
@@ -245,7 +245,7 @@ struct PyAlgorithm {
     on_report: Py<PyAny>,
     _instance: Py<PyAny>,
     /// The view handed to every callback (one object per flow, refreshed per report).
-    flow: Py<Flow>,
+    flow: Py<PyFlow>,
     reporting: Reporting,
     errors: u64,
 }
@@ -313,14 +313,14 @@ impl Algorithm for PyAlgorithm {
 /// Mystique's names (getCRTT, getMinRTT, getCBW, getMaxBW, isLoss, setCwnd, setPeriod, ...)
 /// are aliases.
 #[pyclass(name = "Flow", module = "ccswitch.agent")]
-pub struct Flow {
+pub struct PyFlow {
     state: FlowState,
     m: Measurement,
     reporting: Reporting,
 }
 
 #[pymethods]
-impl Flow {
+impl PyFlow {
     // ---- the measurement of this report
     /// Datapath clock at the last ACK of this report, µs.
     #[getter]

@@ -7,11 +7,11 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use ccswitch_ccp::wire::{Create, Measure, Msg, Ready};
-use ccswitch_ccp::{Flow, Primitives, ProgramTable};
-use common::{Agent, Datapath};
+use ccswitch_ccp::{CcpFlow, Primitives, ProgramTable};
+use common::{AgentProcess, Datapath};
 
-fn start_agent(test: &str, algorithm: &str) -> Agent {
-    Agent::start(test, &["--algorithm", algorithm, "--log-level", "debug"])
+fn start_agent(test: &str, algorithm: &str) -> AgentProcess {
+    AgentProcess::start(test, &["--algorithm", algorithm, "--log-level", "debug"])
 }
 
 impl Datapath {
@@ -113,7 +113,7 @@ fn full_api_program_grows_the_window_in_the_datapath_and_the_agent_answers_loss(
     let change = dp.recv();
     let Msg::ChangeProg(c) = &change else { panic!("expected CHANGE_PROG, got {change:?}") };
     assert_eq!(c.program_uid, own.program_uid);
-    let mut flow = Flow::new(5, 10 * mss, mss);
+    let mut flow = CcpFlow::new(5, 10 * mss, mss);
     flow.handle(&change, &table, 0).unwrap();
     assert_eq!(flow.cwnd_bytes(), 10 * mss);
 

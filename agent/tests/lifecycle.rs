@@ -13,21 +13,21 @@ use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use ccswitch_ccp::wire::{Create, Measure, Msg, MsgType, Ready};
-use common::Agent;
+use common::AgentProcess;
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const ESC: u8 = 0x1b;
 
 /// An agent with a datapath and a operator socket, its log a file (not a terminal).
-fn start_agent(test: &str, extra: &[&str]) -> Agent {
+fn start_agent(test: &str, extra: &[&str]) -> AgentProcess {
     let dir = common::test_dir(test);
     let operator = dir.join("operator.sock");
     let mut args = vec!["--operator-socket", operator.to_str().unwrap(), "--log-level", "debug"];
     args.extend_from_slice(extra);
-    Agent::start_in(dir, &args)
+    AgentProcess::start_in(dir, &args)
 }
 
-impl Agent {
+impl AgentProcess {
     fn operator_socket(&self) -> PathBuf {
         self.dir.join("operator.sock")
     }
@@ -52,7 +52,7 @@ impl Agent {
     }
 }
 
-fn assert_stopped_cleanly(agent: &mut Agent, signal: &str) {
+fn assert_stopped_cleanly(agent: &mut AgentProcess, signal: &str) {
     let status = agent.signal_and_wait(signal);
     assert_eq!(status.code(), Some(0), "SIG{signal}: {status} (signal {:?}); log:\n{}", status.signal(), agent.log_text());
     assert!(!agent.socket.exists(), "SIG{signal} left {}", agent.socket.display());
@@ -174,7 +174,7 @@ fn sigterm_writes_out_the_buffered_events_of_open_flows() {
     let dir = common::test_dir("events");
     let (events, operator) = (dir.join("events.jsonl"), dir.join("operator.sock"));
     let args = ["--operator-socket", operator.to_str().unwrap(), "--log-level", "debug", "--events", events.to_str().unwrap()];
-    let mut agent = Agent::start_in(dir, &args);
+    let mut agent = AgentProcess::start_in(dir, &args);
     let mut dp = agent.connect();
     dp.send(&Msg::Ready(Ready { id: 1 }));
     let Msg::InstallExpr(install) = dp.recv() else { panic!("no program installed") };

@@ -10,7 +10,7 @@ mod common;
 use std::net::Ipv4Addr;
 
 use ccswitch_ccp::wire::{Create, Measure, Msg, Ready};
-use common::{Agent, Datapath};
+use common::{AgentProcess, Datapath};
 use serde_json::Value;
 
 const MSS: u32 = 1448;
@@ -32,17 +32,17 @@ use = "vegas"
 "#;
 
 /// An agent running the policy `policy` (TOML text), with `extra` arguments and `--events`.
-fn start_agent(test: &str, policy: &str, extra: &[&str]) -> Agent {
+fn start_agent(test: &str, policy: &str, extra: &[&str]) -> AgentProcess {
     let dir = common::test_dir(test);
     let (events, policy_file) = (dir.join("events.jsonl"), dir.join("policy.toml"));
     std::fs::write(&policy_file, policy).unwrap();
     let mut args = vec!["--policy", policy_file.to_str().unwrap(), "--events", events.to_str().unwrap()];
     args.extend(["--log-level", "info"]);
     args.extend_from_slice(extra);
-    Agent::start_in(dir, &args)
+    AgentProcess::start_in(dir, &args)
 }
 
-impl Agent {
+impl AgentProcess {
     /// A datapath that said READY and was installed the standard program.
     fn connect_ready(&self) -> ReadyDatapath {
         let mut dp = self.connect();
@@ -120,7 +120,7 @@ impl ReadyDatapath {
 }
 
 /// The `flow` event of a flow to 10.1.2.0/24 after two that the policy decided for.
-fn flow_after_two_decided_flows_to_its_prefix(agent: &Agent) -> Value {
+fn flow_after_two_decided_flows_to_its_prefix(agent: &AgentProcess) -> Value {
     let mut dp = agent.connect_ready();
     dp.flow(1, Ipv4Addr::new(10, 1, 2, 3), 3);
     dp.flow(2, Ipv4Addr::new(10, 1, 2, 4), 3);

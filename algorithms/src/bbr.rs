@@ -598,9 +598,9 @@ mod tests {
     use crate::testing::{FakeSender, Link, LinkRound};
 
     /// Lets a test look inside the algorithm a [`FakeSender`] drives.
-    struct Shared(Arc<Mutex<Bbr>>);
+    struct SharedBbr(Arc<Mutex<Bbr>>);
 
-    impl Algorithm for Shared {
+    impl Algorithm for SharedBbr {
         fn name(&self) -> &str {
             INFO.name
         }
@@ -618,7 +618,7 @@ mod tests {
 
     fn sender(spec: &str, rtt_ms: u64) -> (FakeSender, Arc<Mutex<Bbr>>) {
         let shared = Arc::new(Mutex::new(bbr(spec)));
-        let s = FakeSender::new(Box::new(Shared(shared.clone())), 10, rtt_ms);
+        let s = FakeSender::new(Box::new(SharedBbr(shared.clone())), 10, rtt_ms);
         (s, shared)
     }
 
@@ -704,7 +704,7 @@ mod tests {
         }
         s.state.ssthresh_bytes = s.state.cwnd_bytes;
         let shared = Arc::new(Mutex::new(bbr("")));
-        s.hand_over_to(Box::new(Shared(shared.clone())));
+        s.hand_over_to(Box::new(SharedBbr(shared.clone())));
         (s, shared)
     }
 
@@ -766,7 +766,7 @@ mod tests {
     fn take_over_before_any_rtt_sample_starts_afresh() {
         let mut s = FakeSender::new(crate::simple("cubic").unwrap(), 10, RTT_MS);
         let shared = Arc::new(Mutex::new(bbr("")));
-        s.hand_over_to(Box::new(Shared(shared.clone())));
+        s.hand_over_to(Box::new(SharedBbr(shared.clone())));
         assert_eq!(shared.lock().unwrap().mode, Mode::Startup);
         assert_eq!(s.state.pacing_rate_bytes_per_s, None);
     }

@@ -366,13 +366,13 @@ mod tests {
     }
 
     /// Illinois driven directly, so its α and β can be read.
-    struct Flow {
+    struct IllinoisFlow {
         alg: Illinois,
         state: FlowState,
         now_us: u64,
     }
 
-    impl Flow {
+    impl IllinoisFlow {
         fn new(config: IllinoisConfig, cwnd_segments: u64) -> Self {
             let state = FlowState::new(TEST_MSS_BYTES, (cwnd_segments * MSS) as u32);
             Self {
@@ -429,9 +429,9 @@ mod tests {
     }
 
     /// xorshift64*: deterministic pseudo-random numbers for the tests.
-    struct Rng(u64);
+    struct XorShift64Star(u64);
 
-    impl Rng {
+    impl XorShift64Star {
         fn next(&mut self) -> u64 {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
@@ -444,7 +444,7 @@ mod tests {
         }
     }
 
-    fn assert_in_range(flow: &Flow, step: usize) {
+    fn assert_in_range(flow: &IllinoisFlow, step: usize) {
         let (a, b, c) = (flow.alg.alpha(), flow.alg.beta(), flow.alg.config);
         assert!(
             (c.alpha_min..=c.alpha_max).contains(&a),
@@ -462,8 +462,8 @@ mod tests {
 
     /// A flow another algorithm ran to `cwnd_segments` on a path of `base_ms` propagation
     /// delay, handed to Illinois.
-    fn taken_over(cwnd_segments: u64, base_ms: f64) -> Flow {
-        let mut flow = Flow::new(IllinoisConfig::default(), cwnd_segments);
+    fn taken_over(cwnd_segments: u64, base_ms: f64) -> IllinoisFlow {
+        let mut flow = IllinoisFlow::new(IllinoisConfig::default(), cwnd_segments);
         flow.state.observe(&Measurement {
             rtt_us: (base_ms * 1000.0) as u64,
             ..Default::default()
@@ -522,8 +522,8 @@ mod tests {
             (7, IllinoisConfig::default()),
             (42, custom),
         ] {
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
-            let mut flow = Flow::new(config, 10);
+            let mut rng = XorShift64Star(0x9E37_79B9_7F4A_7C15 ^ seed);
+            let mut flow = IllinoisFlow::new(config, 10);
             let (mut seen_low_alpha, mut seen_high_beta) = (false, false);
             for step in 0..5000 {
                 let base = 20.0 + 10.0 * rng.uniform();
@@ -555,7 +555,7 @@ mod tests {
 
     #[test]
     fn without_queueing_delay_alpha_max_and_beta_min() {
-        let mut flow = Flow::new(IllinoisConfig::default(), 100);
+        let mut flow = IllinoisFlow::new(IllinoisConfig::default(), 100);
         flow.reach_avoidance(50.0);
         assert_eq!(flow.alg.alpha(), ALPHA_MAX);
         assert_eq!(flow.alg.beta(), BETA_MIN);
@@ -580,7 +580,7 @@ mod tests {
 
     #[test]
     fn at_the_largest_delay_alpha_min_and_beta_max() {
-        let mut flow = Flow::new(IllinoisConfig::default(), 100);
+        let mut flow = IllinoisFlow::new(IllinoisConfig::default(), 100);
         flow.reach_avoidance(50.0);
         flow.round(150.0, 150.0); // dm = 100 ms, da = 100 ms
         assert!(
@@ -614,7 +614,7 @@ mod tests {
         let k1 = (dm - d1) * ALPHA_MIN * ALPHA_MAX / (ALPHA_MAX - ALPHA_MIN);
         let k2 = (dm - d1) * ALPHA_MIN / (ALPHA_MAX - ALPHA_MIN) - d1;
         for da in [2.0, 5.0, 10.0, 30.0, 45.0, 70.0, 90.0] {
-            let mut flow = Flow::new(config, 100);
+            let mut flow = IllinoisFlow::new(config, 100);
             flow.reach_avoidance(50.0);
             flow.round(150.0, 150.0);
             flow.round(50.0 + da, 50.0 + da);
@@ -642,7 +642,7 @@ mod tests {
     #[test]
     fn average_delay_uses_the_spread_of_samples() {
         // Samples from 50 to 150 ms in the round: average 100 ms, da = 50 of dm = 100 ms.
-        let mut flow = Flow::new(IllinoisConfig::default(), 100);
+        let mut flow = IllinoisFlow::new(IllinoisConfig::default(), 100);
         flow.reach_avoidance(50.0);
         flow.round(50.0, 150.0);
         let want = BETA_MIN + (BETA_MAX - BETA_MIN) * (50.0 - 10.0) / 70.0;
@@ -651,7 +651,7 @@ mod tests {
 
     #[test]
     fn alpha_returns_to_max_after_theta_quiet_rounds() {
-        let mut flow = Flow::new(IllinoisConfig::default(), 100);
+        let mut flow = IllinoisFlow::new(IllinoisConfig::default(), 100);
         flow.reach_avoidance(50.0);
         flow.round(150.0, 150.0);
         let low = flow.alg.alpha();
@@ -664,7 +664,7 @@ mod tests {
         flow.round(50.0, 50.0);
         assert_eq!(flow.alg.alpha(), ALPHA_MAX, "after theta = 5 quiet rounds");
         // A spec's theta is honoured.
-        let mut flow = Flow::new(
+        let mut flow = IllinoisFlow::new(
             IllinoisConfig {
                 theta_rounds: 2,
                 ..Default::default()
@@ -681,7 +681,7 @@ mod tests {
 
     #[test]
     fn small_windows_are_reno() {
-        let mut flow = Flow::new(IllinoisConfig::default(), 4);
+        let mut flow = IllinoisFlow::new(IllinoisConfig::default(), 4);
         flow.round(50.0, 50.0); // 4 → 8 in slow start
         assert_eq!((flow.alg.alpha(), flow.alg.beta()), (1.0, 0.5));
         flow.lose();
@@ -698,7 +698,7 @@ mod tests {
 
     #[test]
     fn timeout_uses_current_beta_then_resets() {
-        let mut flow = Flow::new(IllinoisConfig::default(), 100);
+        let mut flow = IllinoisFlow::new(IllinoisConfig::default(), 100);
         flow.reach_avoidance(50.0);
         assert_eq!(flow.alg.beta(), BETA_MIN);
         let cwnd = flow.state.cwnd_bytes;

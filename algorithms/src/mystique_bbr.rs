@@ -365,9 +365,9 @@ mod tests {
     use crate::testing::{FakeSender, Link, LinkRound};
 
     /// Lets a test look inside the algorithm a [`FakeSender`] drives.
-    struct Shared(Arc<Mutex<MystiqueBbr>>);
+    struct SharedMystiqueBbr(Arc<Mutex<MystiqueBbr>>);
 
-    impl Algorithm for Shared {
+    impl Algorithm for SharedMystiqueBbr {
         fn name(&self) -> &str {
             INFO.name
         }
@@ -385,7 +385,7 @@ mod tests {
     fn sender(spec: &str, rtt_ms: u64) -> (FakeSender, Arc<Mutex<MystiqueBbr>>) {
         let p = Params::parse(&INFO, spec).unwrap();
         let shared = Arc::new(Mutex::new(MystiqueBbr::new(MystiqueBbrConfig::from_params(&p))));
-        let s = FakeSender::new(Box::new(Shared(shared.clone())), 10, rtt_ms);
+        let s = FakeSender::new(Box::new(SharedMystiqueBbr(shared.clone())), 10, rtt_ms);
         (s, shared)
     }
 
@@ -447,7 +447,7 @@ mod tests {
         }
         s.state.ssthresh_bytes = s.state.cwnd_bytes;
         let shared = Arc::new(Mutex::new(MystiqueBbr::default()));
-        s.hand_over_to(Box::new(Shared(shared.clone())));
+        s.hand_over_to(Box::new(SharedMystiqueBbr(shared.clone())));
         (s, shared)
     }
 

@@ -21,9 +21,9 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-struct Rng(u64);
+struct XorShift64(u64);
 
-impl Rng {
+impl XorShift64 {
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
@@ -57,7 +57,7 @@ fn inputs(model: &Model, path: &Path) -> (Vec<Features>, &'static str) {
             return (rows, "golden rows");
         }
     }
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift64(0x9e37_79b9_7f4a_7c15);
     let synthetic = (0..VECTORS)
         .map(|_| {
             let mut f = Features::default();
@@ -120,7 +120,7 @@ fn bench_model(path: &Path) {
 }
 
 fn bench_tracker() {
-    let mut rng = Rng(7);
+    let mut rng = XorShift64(7);
     let reports: Vec<Measurement> = (0..VECTORS)
         .map(|i| Measurement {
             now_us: i as u64 * 20_000,

@@ -25,17 +25,17 @@ pub fn test_dir(test: &str) -> PathBuf {
     dir
 }
 
-pub struct Agent {
+pub struct AgentProcess {
     pub child: Child,
     pub dir: PathBuf,
     pub socket: PathBuf,
     pub log: PathBuf,
 }
 
-impl Agent {
+impl AgentProcess {
     /// An agent on the datapath socket `agent.sock` in `dir` (from `test_dir`), with `args`
     /// (which need `--log-level` info or finer); returns once it logged that it listens.
-    pub fn start_in(dir: PathBuf, args: &[&str]) -> Agent {
+    pub fn start_in(dir: PathBuf, args: &[&str]) -> AgentProcess {
         let (socket, log) = (dir.join("agent.sock"), dir.join("agent.log"));
         let log_file = File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_ccswitch-agent"))
@@ -46,15 +46,15 @@ impl Agent {
             .stderr(log_file)
             .spawn()
             .unwrap();
-        let mut agent = Agent { child, dir, socket, log };
+        let mut agent = AgentProcess { child, dir, socket, log };
         // Waits for the log rather than connecting: a connection would count as a datapath.
         agent.wait_for_log("agent listening");
         agent
     }
 
     /// `start_in` a fresh `test_dir(test)`.
-    pub fn start(test: &str, args: &[&str]) -> Agent {
-        Agent::start_in(test_dir(test), args)
+    pub fn start(test: &str, args: &[&str]) -> AgentProcess {
+        AgentProcess::start_in(test_dir(test), args)
     }
 
     pub fn log_bytes(&self) -> Vec<u8> {
@@ -87,7 +87,7 @@ impl Agent {
     }
 }
 
-impl Drop for Agent {
+impl Drop for AgentProcess {
     fn drop(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
             let _ = self.child.kill();

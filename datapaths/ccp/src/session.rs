@@ -1,5 +1,5 @@
 //! The datapath-independent half of a shim: the agent connection, the program table, each
-//! flow's CCP [`Flow`], and the agent deadline. Both datapaths (the kernel's struct_ops CC and
+//! flow's CCP [`CcpFlow`], and the agent deadline. Both datapaths (the kernel's struct_ops CC and
 //! the ovs one at the bridge port) drive a [`Session`] from their event loops and implement
 //! [`SessionDatapath`] for the three things only they can do: write a flow's directive, clear
 //! it, and move the deadline after which the datapath ignores every directive.
@@ -25,7 +25,7 @@ use crate::program::{reg_type, Program, RegisterSnapshot};
 use crate::wire::{Create, Measure, Msg, Ready};
 use crate::latency::LatencyHistogram;
 use crate::program::standard::{self, FoldMode};
-use crate::{Flow, Primitives, ProgramTable, Step};
+use crate::{CcpFlow, Primitives, ProgramTable, Step};
 
 const RECONNECT_INTERVAL: Duration = Duration::from_millis(200);
 /// The deadline is rewritten at most this often (one map update per period, not per ACK).
@@ -111,7 +111,7 @@ pub struct AckInput {
 }
 
 struct SessionFlow {
-    ccp: Flow,
+    ccp: CcpFlow,
     desc: FlowDesc,
     /// Latest RTT sample: libccp programs read 0 as "no sample" (infinite), so the last real
     /// sample is carried over ACKs that have none.
@@ -264,7 +264,7 @@ impl Session {
             // The new agent starts the flow afresh from the window the datapath has now.
             let flow = self.flows.get_mut(&id).expect("listed");
             let cwnd = flow.ccp.cwnd_bytes();
-            flow.ccp = Flow::new(id, cwnd, flow.desc.mss);
+            flow.ccp = CcpFlow::new(id, cwnd, flow.desc.mss);
             flow.fold = None;
             flow.program_run = None;
             self.ticked.insert(id);
@@ -416,7 +416,7 @@ impl Session {
     /// A new flow: announce it to the agent (if connected).
     pub fn add_flow(&mut self, dp: &mut impl SessionDatapath, desc: FlowDesc) {
         let create = create_msg(&desc, desc.init_cwnd_bytes);
-        let ccp = Flow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
+        let ccp = CcpFlow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
         self.ticked.insert(desc.sid);
         self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0, fold: None, program_run: None, awaiting_answer: None });
         self.send(dp, &create);

@@ -67,7 +67,7 @@ fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {
 fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     let (shim_end, agent_end) = UnixStream::pair().unwrap();
     shim_end.set_nonblocking(true).unwrap();
-    let mut agent = common::Agent::new(agent_end);
+    let mut agent = common::AgentEnd::new(agent_end);
     let mut dp = Folding::default();
     let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
     let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();

@@ -5,7 +5,7 @@ mod common;
 
 use ccswitch_ccp::program::{ExecError, Program, ProgramError, INFINITY, MAX_PROGRAMS};
 use ccswitch_ccp::wire::{Msg, Ready};
-use ccswitch_ccp::{Flow, Primitives, ProgramTable, Step};
+use ccswitch_ccp::{CcpFlow, Primitives, ProgramTable, Step};
 use common::{change_prog, compile, cwnd_reg, field, install, rate_reg, reg, update_fields};
 
 const MSS: u32 = 1448;
@@ -38,10 +38,10 @@ fn ack(now: u64) -> Primitives {
 }
 
 /// A flow running `src`, switched to it at t = 0.
-fn flow_running(src: &str) -> (Flow, ProgramTable, portus::lang::Scope) {
+fn flow_running(src: &str) -> (CcpFlow, ProgramTable, portus::lang::Scope) {
     let mut table = ProgramTable::new();
     let scope = install(&mut table, src);
-    let mut flow = Flow::new(1, INIT_CWND, MSS);
+    let mut flow = CcpFlow::new(1, INIT_CWND, MSS);
     assert_eq!(
         change_prog(&mut flow, &table, &scope, vec![], 0),
         Step::default()
@@ -50,7 +50,7 @@ fn flow_running(src: &str) -> (Flow, ProgramTable, portus::lang::Scope) {
 }
 
 /// Sends one ACK every millisecond from `from` to `to` (inclusive); returns the reports.
-fn ack_every_ms(flow: &mut Flow, from: u64, to: u64) -> Vec<(u64, ccswitch_ccp::wire::Measure)> {
+fn ack_every_ms(flow: &mut CcpFlow, from: u64, to: u64) -> Vec<(u64, ccswitch_ccp::wire::Measure)> {
     (from..=to)
         .step_by(1000)
         .filter_map(|t| flow.on_ack(&ack(t), t).report.map(|r| (t, r)))
@@ -256,7 +256,7 @@ fn control_defaults_and_preset_values() {
     let src = "(def (Report (testFoo 0)) (foo 0)) (when true (:= Report.testFoo foo) (report))";
     let mut table = ProgramTable::new();
     let scope = install(&mut table, src);
-    let mut flow = Flow::new(2, INIT_CWND, MSS);
+    let mut flow = CcpFlow::new(2, INIT_CWND, MSS);
     change_prog(&mut flow, &table, &scope, vec![(reg(&scope, "foo"), 52)], 0);
     let step = flow.on_ack(&ack(1000), 1000);
     assert_eq!(
@@ -360,7 +360,7 @@ fn tick_fires_time_conditions_without_double_counting() {
 
 #[test]
 fn flow_without_program_does_nothing() {
-    let mut flow = Flow::new(1, INIT_CWND, MSS);
+    let mut flow = CcpFlow::new(1, INIT_CWND, MSS);
     assert_eq!(flow.on_ack(&ack(1000), 1000), Step::default());
     assert_eq!(flow.on_tick(2000), Step::default());
 }

@@ -94,10 +94,10 @@ fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {
     Msg::ChangeProg(ChangeProg { sid, program_uid, updates })
 }
 
-fn connected(dp: &mut Interpreting) -> (Session, common::Agent) {
+fn connected(dp: &mut Interpreting) -> (Session, common::AgentEnd) {
     let (shim_end, agent_end) = UnixStream::pair().unwrap();
     shim_end.set_nonblocking(true).unwrap();
-    let mut agent = common::Agent::new(agent_end);
+    let mut agent = common::AgentEnd::new(agent_end);
     let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
     let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
     session.add_flow(dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });

@@ -6,7 +6,7 @@ use ccswitch_ccp::wire::{
     self, ChangeProg, Create, ExprRecord, FrameReader, InstallExpr, InstrRecord, Measure, Msg,
     Ready, RegRecord, UpdateField, UpdateFields, WireError, HEADER_LEN, MAX_MSG_LEN,
 };
-use ccswitch_ccp::{Flow, Primitives};
+use ccswitch_ccp::{CcpFlow, Primitives};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -437,7 +437,7 @@ fn exercise(install: &InstallExpr, acks: &[Primitives]) {
     if table.install_msg(install).is_err() {
         return;
     }
-    let mut flow = Flow::new(1, 14480, 1448);
+    let mut flow = CcpFlow::new(1, 14480, 1448);
     let change = Msg::ChangeProg(ChangeProg {
         sid: 1,
         program_uid: install.program_uid,

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use ccswitch_kernel::{monotonic_now_ns, Event, Fallback, KernelDatapath, LoadOptions};
+use ccswitch_kernel::{monotonic_now_ns, Fallback, KernelDatapath, KernelEvent, LoadOptions};
 
 const DEADLINE_AHEAD_NS: u64 = 500_000_000;
 
@@ -70,7 +70,7 @@ fn main() -> Result<()> {
         let mut new_flows = Vec::new();
         let mut gone = Vec::new();
         dp.poll(Duration::from_millis(50), |ev| match ev {
-            Event::Created(f) => {
+            KernelEvent::Created(f) => {
                 creates += 1;
                 println!(
                     "created flow {} {} -> {} mss {}",
@@ -78,13 +78,13 @@ fn main() -> Result<()> {
                 );
                 new_flows.push(f.flow_id);
             }
-            Event::Ack(a) => {
+            KernelEvent::Ack(a) => {
                 acks += 1;
                 last_cwnd = a.snd_cwnd_bytes;
             }
             // Only flows whose program the kernel runs report; this one runs none.
-            Event::Report(_) | Event::ProgramReport(_) => {}
-            Event::Closed { flow_id } => {
+            KernelEvent::Report(_) | KernelEvent::ProgramReport(_) => {}
+            KernelEvent::Closed { flow_id } => {
                 closes += 1;
                 println!("closed flow {flow_id}");
                 gone.push(flow_id);

@@ -2,6 +2,14 @@
 //! compile time (the C header asserts the same numbers with
 //! `_Static_assert`), and the map value types are also checked against the
 //! layouts libbpf-cargo generated from the BPF object's BTF.
+//!
+//! Naming: a mirror is named after its C struct (`ccsw_create_event` → [`CreateEvent`]) unless
+//! that name is taken elsewhere in the workspace (by the ovs datapath's mirror of a C struct
+//! of the same name, or by a decoded type); then it is `Raw` + datapath + the C name
+//! ([`RawKernelAckEvent`], [`RawKernelDirective`], [`RawKernelConfig`], [`RawKernelStats`]),
+//! as in `datapaths/ovs`'s `abi` (`RawOvs…`). `Raw` marks the wire layout as the BPF side
+//! reads and writes it, as opposed to what the loader decodes it into (e.g.
+//! [`crate::KernelStats`]).
 
 use std::mem::size_of;
 
@@ -47,7 +55,7 @@ pub struct CreateEvent {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AckEvent {
+pub struct RawKernelAckEvent {
     pub kind: u32,
     pub flow_id: u32,
     pub ts_ns: u64,
@@ -277,7 +285,7 @@ zeroed_default!(VmProgram, VmRegs, VmTest, VmReportEvent);
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Directive {
+pub struct RawKernelDirective {
     pub flow_id: u32,
     pub cwnd_bytes: u32,
     pub fold: u32,
@@ -288,7 +296,7 @@ pub struct Directive {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Config {
+pub struct RawKernelConfig {
     pub agent_valid_until_ns: u64,
     pub fallback: u32,
     pub _pad0: u32,
@@ -296,7 +304,7 @@ pub struct Config {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct StatsRaw {
+pub struct RawKernelStats {
     pub events: u64,
     pub drops: u64,
     pub flows_created: u64,
@@ -312,37 +320,37 @@ pub struct StatsRaw {
 }
 
 const _: () = assert!(size_of::<CreateEvent>() == 64);
-const _: () = assert!(size_of::<AckEvent>() == 104);
+const _: () = assert!(size_of::<RawKernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
 const _: () = assert!(size_of::<FoldTest>() == 216);
-const _: () = assert!(size_of::<Directive>() == 32);
+const _: () = assert!(size_of::<RawKernelDirective>() == 32);
 const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);
 const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));
 const _: () = assert!(size_of::<VmTest>() == size_of::<VmRegs>() + 8 * VM_PRIMITIVES + 24 + 16 + 8 * VM_REPORT_REGS);
-const _: () = assert!(size_of::<Config>() == 16);
-const _: () = assert!(size_of::<StatsRaw>() == 96);
+const _: () = assert!(size_of::<RawKernelConfig>() == 16);
+const _: () = assert!(size_of::<RawKernelStats>() == 96);
 const _: () = assert!(size_of::<VmFlow>() == 24 + 2 * (16 + size_of::<VmRegs>()));
 const _: () = assert!(size_of::<VmReportEvent>() == 40 + 8 * VM_REPORT_REGS);
 // The same layouts as seen through the BPF object's BTF.
-const _: () = assert!(size_of::<Directive>() == size_of::<crate::skel::types::ccsw_directive>());
-const _: () = assert!(size_of::<Config>() == size_of::<crate::skel::types::ccsw_config>());
-const _: () = assert!(size_of::<StatsRaw>() == size_of::<crate::skel::types::ccsw_stats>());
+const _: () = assert!(size_of::<RawKernelDirective>() == size_of::<crate::skel::types::ccsw_directive>());
+const _: () = assert!(size_of::<RawKernelConfig>() == size_of::<crate::skel::types::ccsw_config>());
+const _: () = assert!(size_of::<RawKernelStats>() == size_of::<crate::skel::types::ccsw_stats>());
 const _: () = assert!(size_of::<VmFlow>() == size_of::<crate::skel::types::ccsw_vm_flow>());
 const _: () = assert!(size_of::<VmProgram>() == size_of::<crate::skel::types::ccsw_vm_program>());
 
 // Plain-old-data: the ring buffer's records and the maps' values are read from and written
 // as bytes (`from_bytes`, `as_bytes`).
 unsafe impl Pod for CreateEvent {}
-unsafe impl Pod for AckEvent {}
+unsafe impl Pod for RawKernelAckEvent {}
 unsafe impl Pod for CloseEvent {}
-unsafe impl Pod for Directive {}
+unsafe impl Pod for RawKernelDirective {}
 unsafe impl Pod for ReportEvent {}
 unsafe impl Pod for FoldTest {}
 unsafe impl Pod for VmProgram {}
 unsafe impl Pod for VmTest {}
 unsafe impl Pod for VmFlow {}
 unsafe impl Pod for VmReportEvent {}
-unsafe impl Pod for Config {}
-unsafe impl Pod for StatsRaw {}
+unsafe impl Pod for RawKernelConfig {}
+unsafe impl Pod for RawKernelStats {}

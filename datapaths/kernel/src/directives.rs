@@ -9,10 +9,10 @@ use std::sync::atomic::{fence, Ordering};
 
 use ccswitch_datapath_support::mapped::MappedArray;
 
-use crate::abi::Directive;
+use crate::abi::RawKernelDirective;
 
 /// The directives array: one slot per flow (see `ccswitch_datapath_support::mapped`).
-pub(crate) struct DirectiveSlots(pub(crate) MappedArray<Directive>);
+pub(crate) struct DirectiveSlots(pub(crate) MappedArray<RawKernelDirective>);
 
 impl DirectiveSlots {
     fn slot_of(&self, flow_id: u32) -> usize {
@@ -21,13 +21,13 @@ impl DirectiveSlots {
 
     /// Changes `flow_id`'s directive, taking its slot if free; `Err(holder)` if another flow
     /// holds it.
-    pub(crate) fn update(&self, flow_id: u32, change: impl FnOnce(&mut Directive)) -> Result<(), u32> {
+    pub(crate) fn update(&self, flow_id: u32, change: impl FnOnce(&mut RawKernelDirective)) -> Result<(), u32> {
         let i = self.slot_of(flow_id);
         let cur = self.0.read(i);
         if cur.flow_id != 0 && cur.flow_id != flow_id {
             return Err(cur.flow_id);
         }
-        let mut d = if cur.flow_id == flow_id { cur } else { Directive::default() };
+        let mut d = if cur.flow_id == flow_id { cur } else { RawKernelDirective::default() };
         change(&mut d);
         let p = self.0.at(i);
         // SAFETY: in bounds; each field store is a single aligned store.
@@ -54,7 +54,7 @@ impl DirectiveSlots {
     }
 
     /// `flow_id`'s directive, if it holds its slot.
-    pub(crate) fn get(&self, flow_id: u32) -> Option<Directive> {
+    pub(crate) fn get(&self, flow_id: u32) -> Option<RawKernelDirective> {
         let d = self.0.read(self.slot_of(flow_id));
         (d.flow_id == flow_id).then_some(d)
     }

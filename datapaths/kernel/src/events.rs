@@ -110,7 +110,7 @@ pub struct ProgramReport {
 
 /// A ring-buffer record, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+pub enum KernelEvent {
     Created(FlowInfo),
     Ack(AckSample),
     Report(FoldedReport),
@@ -119,12 +119,12 @@ pub enum Event {
 }
 
 /// Decodes one ring-buffer record; `None` for an unknown kind or a record of the wrong size.
-pub(crate) fn decode(data: &[u8]) -> Option<Event> {
+pub(crate) fn decode(data: &[u8]) -> Option<KernelEvent> {
     let kind = u32::from_ne_bytes(data.get(0..4)?.try_into().ok()?);
     match kind {
         abi::EV_ACK => {
-            let a: abi::AckEvent = abi::from_bytes(data)?;
-            Some(Event::Ack(AckSample {
+            let a: abi::RawKernelAckEvent = abi::from_bytes(data)?;
+            Some(KernelEvent::Ack(AckSample {
                 flow_id: a.flow_id,
                 ts_ns: a.ts_ns,
                 bytes_acked: a.bytes_acked,
@@ -165,7 +165,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<Event> {
                 ),
                 _ => return None,
             };
-            Some(Event::Created(FlowInfo {
+            Some(KernelEvent::Created(FlowInfo {
                 flow_id: c.flow_id,
                 ts_ns: c.ts_ns,
                 src: SocketAddr::new(src, c.src_port),
@@ -176,7 +176,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<Event> {
         }
         abi::EV_REPORT => {
             let r: abi::ReportEvent = abi::from_bytes(data)?;
-            Some(Event::Report(FoldedReport {
+            Some(KernelEvent::Report(FoldedReport {
                 flow_id: r.flow_id,
                 ts_ns: r.ts_ns,
                 start_us: r.start_us,
@@ -187,7 +187,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<Event> {
         abi::EV_VM_REPORT => {
             let r: abi::VmReportEvent = abi::from_bytes(data)?;
             let n = (r.n_fields as usize).min(r.fields.len());
-            Some(Event::ProgramReport(ProgramReport {
+            Some(KernelEvent::ProgramReport(ProgramReport {
                 flow_id: r.flow_id,
                 ts_ns: r.ts_ns,
                 start_us: r.start_us,
@@ -198,7 +198,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<Event> {
         }
         abi::EV_CLOSE => {
             let c: abi::CloseEvent = abi::from_bytes(data)?;
-            Some(Event::Closed { flow_id: c.flow_id })
+            Some(KernelEvent::Closed { flow_id: c.flow_id })
         }
         _ => None,
     }
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn decodes_ack_and_rejects_bad_sizes() {
-        let a = abi::AckEvent {
+        let a = abi::RawKernelAckEvent {
             kind: abi::EV_ACK,
             flow_id: 7,
             ts_ns: 42,
@@ -222,7 +222,7 @@ mod tests {
         };
         let bytes = abi::as_bytes(&a);
         match decode(bytes) {
-            Some(Event::Ack(s)) => {
+            Some(KernelEvent::Ack(s)) => {
                 assert_eq!(s.flow_id, 7);
                 assert_eq!(s.bytes_acked, 2896);
                 assert_eq!(s.rtt_sample_us, Some(1234));
@@ -252,7 +252,7 @@ mod tests {
         };
         c.src_addr[..4].copy_from_slice(&[198, 18, 0, 1]);
         c.dst_addr[..4].copy_from_slice(&[198, 18, 0, 2]);
-        let Some(Event::Created(f)) = decode(abi::as_bytes(&c)) else {
+        let Some(KernelEvent::Created(f)) = decode(abi::as_bytes(&c)) else {
             panic!()
         };
         assert_eq!(f.src, "198.18.0.1:8000".parse().unwrap());
@@ -261,7 +261,7 @@ mod tests {
         c.family = libc::AF_INET6 as u16;
         c.src_addr = Ipv4Addr::new(198, 18, 0, 1).to_ipv6_mapped().octets();
         c.dst_addr = "2001:db8::2".parse::<Ipv6Addr>().unwrap().octets();
-        let Some(Event::Created(f)) = decode(abi::as_bytes(&c)) else {
+        let Some(KernelEvent::Created(f)) = decode(abi::as_bytes(&c)) else {
             panic!()
         };
         assert_eq!(f.src, "198.18.0.1:8000".parse().unwrap());
@@ -277,7 +277,7 @@ mod tests {
         };
         assert_eq!(
             decode(abi::as_bytes(&c)),
-            Some(Event::Closed { flow_id: 9 })
+            Some(KernelEvent::Closed { flow_id: 9 })
         );
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use ccswitch_kernel::{Event, Fallback, KernelDatapath, LoadOptions};
+//! use ccswitch_kernel::{Fallback, KernelDatapath, KernelEvent, LoadOptions};
 //!
 //! let mut dp = KernelDatapath::load(LoadOptions { fallback: Fallback::Reno, ..Default::default() })?;
 //! // "ccswitch" is now in /proc/sys/net/ipv4/tcp_available_congestion_control.
@@ -11,11 +11,11 @@
 //!     dp.set_agent_valid_until(ccswitch_kernel::monotonic_now_ns() + 500_000_000)?;
 //!     let mut created = vec![];
 //!     dp.poll(Duration::from_millis(100), |ev| match ev {
-//!         Event::Created(f) => created.push(f.flow_id),
-//!         Event::Ack(_a) => {}
-//!         Event::Report(_r) => {} // flows folded with set_fold
-//!         Event::ProgramReport(_r) => {} // flows whose program runs in the kernel (run_program)
-//!         Event::Closed { .. } => {}
+//!         KernelEvent::Created(f) => created.push(f.flow_id),
+//!         KernelEvent::Ack(_a) => {}
+//!         KernelEvent::Report(_r) => {} // flows folded with set_fold
+//!         KernelEvent::ProgramReport(_r) => {} // flows whose program runs in the kernel (run_program)
+//!         KernelEvent::Closed { .. } => {}
 //!     })?;
 //!     for id in created {
 //!         dp.set_directive(id, Some(20_000), None)?;
@@ -48,8 +48,8 @@ mod skel {
 }
 
 pub use ccswitch_ccp::program::standard::FoldMode;
-pub use events::{AckSample, Event, FlowInfo, FoldedReport, ProgramReport};
+pub use events::{AckSample, FlowInfo, FoldedReport, KernelEvent, ProgramReport};
 pub use loader::{
-    monotonic_now_ns, DirectiveSlotBusy, Fallback, HandBack, KernelDatapath, LoadOptions, ProgId, Stats,
+    monotonic_now_ns, Fallback, HandBack, KernelDatapath, KernelDirectiveSlotBusy, KernelStats, LoadOptions, ProgId,
     DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_RING_BYTES,
 };

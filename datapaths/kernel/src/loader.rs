@@ -13,7 +13,7 @@ use ccswitch_datapath_support::ring::EventRing;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
-use crate::events::{decode, Event};
+use crate::events::{decode, KernelEvent};
 use crate::skel::{KernelSkel, KernelSkelBuilder};
 use crate::{abi, directives, teardown, vm};
 use ccswitch_ccp::session::ProgramRun;
@@ -60,10 +60,10 @@ pub struct LoadOptions {
     pub cc_name: String,
     /// Flows that can hold a directive at once (the directives map). Beyond
     /// it a flow stays on the fallback: [`KernelDatapath::set_directive`]
-    /// fails with [`DirectiveSlotBusy`].
+    /// fails with [`KernelDirectiveSlotBusy`].
     pub max_flows: u32,
     /// Ring buffer size, bytes: a power of two, at least a page. A full ring
-    /// loses records (counted in [`Stats::ring_drops`]).
+    /// loses records (counted in [`KernelStats::ring_drops`]).
     pub ring_bytes: u32,
     /// Flows whose (non-standard) program the BPF interpreter can run at once;
     /// beyond it their programs run in the shim, as a logged warning says.
@@ -84,7 +84,7 @@ pub const DEFAULT_MAX_VM_FLOWS: u32 = 4096;
 /// stays on the fallback.
 #[derive(Debug, thiserror::Error)]
 #[error("no directive slot for flow {flow_id}: flow {holder} holds it ({slots} slots; raise --max-flows)")]
-pub struct DirectiveSlotBusy {
+pub struct KernelDirectiveSlotBusy {
     pub flow_id: u32,
     pub holder: u32,
     pub slots: u32,
@@ -105,7 +105,7 @@ impl Default for LoadOptions {
 
 /// Counters from the kernel side plus the shim's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Stats {
+pub struct KernelStats {
     /// Records submitted to the ring buffer.
     pub events: u64,
     /// Records lost because the ring buffer was full.
@@ -155,7 +155,7 @@ pub struct KernelDatapath {
     // the storage it points into.
     link: ManuallyDrop<Link>,
     hand_back_link: ManuallyDrop<Link>,
-    ring: ManuallyDrop<EventRing<Event>>,
+    ring: ManuallyDrop<EventRing<KernelEvent>>,
     skel: ManuallyDrop<KernelSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
     fallback: std::cell::Cell<Fallback>,
@@ -164,7 +164,7 @@ pub struct KernelDatapath {
     directives_refused: std::cell::Cell<u64>,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
     directives: directives::DirectiveSlots,
-    config: MappedArray<abi::Config>,
+    config: MappedArray<abi::RawKernelConfig>,
     /// Flows whose program the BPF interpreter runs.
     vm: std::cell::RefCell<vm::VmRuns>,
     programs_in_kernel: bool,
@@ -276,10 +276,10 @@ impl KernelDatapath {
         KernelSkel<'static>,
         Link,
         Link,
-        EventRing<Event>,
+        EventRing<KernelEvent>,
         Vec<ProgId>,
         directives::DirectiveSlots,
-        MappedArray<abi::Config>,
+        MappedArray<abi::RawKernelConfig>,
         MappedArray<abi::VmFlow>,
     )> {
         let mut open = KernelSkelBuilder::default()
@@ -304,7 +304,7 @@ impl KernelDatapath {
             .load()
             .context("loading the ccswitch BPF programs (verifier or kfunc availability)")?;
 
-        let cfg = abi::Config {
+        let cfg = abi::RawKernelConfig {
             agent_valid_until_ns: 0,
             fallback: opts.fallback.raw(),
             _pad0: 0,
@@ -404,7 +404,7 @@ impl KernelDatapath {
 
     /// Waits up to `timeout` for events, then hands every available event
     /// to `f` in ring-buffer order. A zero timeout only drains.
-    pub fn poll(&mut self, timeout: Duration, f: impl FnMut(Event)) -> Result<()> {
+    pub fn poll(&mut self, timeout: Duration, f: impl FnMut(KernelEvent)) -> Result<()> {
         self.ring.poll(timeout, f)
     }
 
@@ -451,7 +451,7 @@ impl KernelDatapath {
 
     /// Runs `flow_id`'s program (any but the standard one) in the BPF interpreter from
     /// `run`'s registers (`Some`): its ACKs no longer reach the shim, only the program's
-    /// reports ([`Event::ProgramReport`]). Returns false when [`LoadOptions::programs_in_kernel`]
+    /// reports ([`KernelEvent::ProgramReport`]). Returns false when [`LoadOptions::programs_in_kernel`]
     /// is off, and, having logged why once per program, when the program does not fit the
     /// interpreter or its tables are full: the flow then stays with the shim's interpreter. `None` stops and sends every ACK again.
     /// Like a window, it applies only while the agent deadline holds.
@@ -492,7 +492,7 @@ impl KernelDatapath {
     }
 
     /// Folds the standard program for `flow_id` in the kernel (`Some`): its ACKs no longer
-    /// reach the shim, only the program's reports ([`Event::Report`]). A new `start_us` (µs,
+    /// reach the shim, only the program's reports ([`KernelEvent::Report`]). A new `start_us` (µs,
     /// CLOCK_MONOTONIC) restarts the program: registers reset, `Micros` counts from it.
     /// `None` sends every ACK again. Like a window, it applies only while the agent deadline
     /// holds.
@@ -516,10 +516,10 @@ impl KernelDatapath {
         .with_context(|| format!("setting the fold of flow {flow_id}"))
     }
 
-    fn update_directive(&self, flow_id: u32, change: impl FnOnce(&mut abi::Directive)) -> Result<()> {
+    fn update_directive(&self, flow_id: u32, change: impl FnOnce(&mut abi::RawKernelDirective)) -> Result<()> {
         self.directives.update(flow_id, change).map_err(|holder| {
             self.directives_refused.set(self.directives_refused.get() + 1);
-            DirectiveSlotBusy { flow_id, holder, slots: self.max_flows }.into()
+            KernelDirectiveSlotBusy { flow_id, holder, slots: self.max_flows }.into()
         })
     }
 
@@ -532,7 +532,7 @@ impl KernelDatapath {
     }
 
     /// The directive `flow_id` holds now, if any.
-    pub fn directive(&self, flow_id: u32) -> Option<abi::Directive> {
+    pub fn directive(&self, flow_id: u32) -> Option<abi::RawKernelDirective> {
         self.directives.get(flow_id)
     }
 
@@ -552,7 +552,7 @@ impl KernelDatapath {
     }
 
     fn write_config(&self) -> Result<()> {
-        self.config.write(0, abi::Config {
+        self.config.write(0, abi::RawKernelConfig {
             agent_valid_until_ns: self.deadline_ns.get(),
             fallback: self.fallback.get().raw(),
             _pad0: 0,
@@ -571,10 +571,10 @@ impl KernelDatapath {
     }
 
     /// Kernel counters (summed over CPUs) and the shim's decode errors.
-    pub fn stats(&self) -> Stats {
-        let mut s = Stats {
+    pub fn stats(&self) -> KernelStats {
+        let mut s = KernelStats {
             malformed: self.ring.malformed(),
-            ..Stats::default()
+            ..KernelStats::default()
         };
         if let Ok(Some(per_cpu)) = self
             .skel
@@ -583,7 +583,7 @@ impl KernelDatapath {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         {
             for bytes in per_cpu {
-                if let Some(c) = abi::from_bytes::<abi::StatsRaw>(&bytes) {
+                if let Some(c) = abi::from_bytes::<abi::RawKernelStats>(&bytes) {
                     s.events += c.events;
                     s.ring_drops += c.drops;
                     s.flows_created += c.flows_created;

@@ -24,7 +24,7 @@ use clap::Parser;
 
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-kernel", version, about)]
-struct Args {
+struct KernelCli {
     #[command(flatten)]
     agent: AgentArgs,
     /// In-kernel algorithm for flows the agent does not drive.
@@ -60,7 +60,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
+    let args = KernelCli::parse();
     args.log.init()?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -83,7 +83,7 @@ fn main() -> Result<()> {
     );
     let agent_addr = args.agent.addr("ccswitch-kernel");
     let report_delay = std::time::Duration::from_micros(args.report_delay_us);
-    let mut shim = shim::Shim::new(datapath, agent_addr, args.agent.timeout(), report_delay);
+    let mut shim = shim::KernelShim::new(datapath, agent_addr, args.agent.timeout(), report_delay);
     let result = shim.run(&stop);
     shim.log_totals();
     drop(shim);

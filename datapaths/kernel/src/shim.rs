@@ -14,7 +14,7 @@ use anyhow::Result;
 use ccswitch_ccp::agent_link::AgentAddr;
 use ccswitch_ccp::session::{process_cpu_time, AckInput, FlowDesc, ProgramRun, Session, SessionDatapath};
 use ccswitch_ccp::Primitives;
-use ccswitch_kernel::{monotonic_now_ns, AckSample, DirectiveSlotBusy, Event, FoldMode, KernelDatapath};
+use ccswitch_kernel::{monotonic_now_ns, AckSample, FoldMode, KernelDatapath, KernelDirectiveSlotBusy, KernelEvent};
 use tracing::{debug, info, warn};
 
 /// Period of timer-driven program evaluation for flows whose ACKs stopped.
@@ -30,7 +30,7 @@ impl SessionDatapath for Maps<'_> {
         match self.0.set_directive(sid, Some(cwnd_bytes), rate) {
             // Counted by the datapath and logged by the shim once per interval: the flow
             // stays on the fallback, which is all a busy slot can offer it.
-            Err(e) if e.is::<DirectiveSlotBusy>() => Ok(()),
+            Err(e) if e.is::<KernelDirectiveSlotBusy>() => Ok(()),
             r => r,
         }
     }
@@ -43,13 +43,13 @@ impl SessionDatapath for Maps<'_> {
     fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
         match self.0.set_fold(sid, fold) {
             Ok(()) => Ok(true),
-            Err(e) if e.is::<DirectiveSlotBusy>() => Ok(false),
+            Err(e) if e.is::<KernelDirectiveSlotBusy>() => Ok(false),
             Err(e) => Err(e),
         }
     }
     fn run_program(&mut self, sid: u32, run: Option<ProgramRun<'_>>) -> Result<bool> {
         match self.0.run_program(sid, run.as_ref()) {
-            Err(e) if e.is::<DirectiveSlotBusy>() => Ok(false),
+            Err(e) if e.is::<KernelDirectiveSlotBusy>() => Ok(false),
             r => r,
         }
     }
@@ -62,7 +62,7 @@ impl SessionDatapath for Maps<'_> {
     }
 }
 
-pub struct Shim {
+pub struct KernelShim {
     datapath: KernelDatapath,
     session: Session,
     /// How long a non-urgent record may wait in the ring (the BPF program submits those
@@ -74,7 +74,7 @@ pub struct Shim {
     overflow_logged: (u64, u64, Instant),
 }
 
-impl Shim {
+impl KernelShim {
     pub fn new(datapath: KernelDatapath, agent_addr: AgentAddr, timeout: Duration, report_delay: Duration) -> Self {
         Self {
             datapath,
@@ -178,10 +178,10 @@ impl Shim {
         );
     }
 
-    fn on_event(&mut self, ev: Event) {
+    fn on_event(&mut self, ev: KernelEvent) {
         let mut maps = Maps(&self.datapath);
         match ev {
-            Event::Created(info) => {
+            KernelEvent::Created(info) => {
                 debug!(flow = info.flow_id, src = %info.src, dst = %info.dst, mss = info.mss, "flow created");
                 let desc = FlowDesc {
                     sid: info.flow_id,
@@ -192,14 +192,14 @@ impl Shim {
                 };
                 self.session.add_flow(&mut maps, desc);
             }
-            Event::Ack(ack) => {
+            KernelEvent::Ack(ack) => {
                 let input = ack_input(&ack);
                 self.session.on_ack(&mut maps, ack.flow_id, input);
             }
-            Event::Report(r) => {
+            KernelEvent::Report(r) => {
                 self.session.on_folded_report(&mut maps, r.flow_id, r.start_us, r.fields, r.snd_cwnd_bytes)
             }
-            Event::ProgramReport(r) => self.session.on_program_report(
+            KernelEvent::ProgramReport(r) => self.session.on_program_report(
                 &mut maps,
                 r.flow_id,
                 r.start_us,
@@ -208,7 +208,7 @@ impl Shim {
                 r.ts_ns / 1000,
                 r.snd_cwnd_bytes,
             ),
-            Event::Closed { flow_id } => self.session.remove_flow(&mut maps, flow_id),
+            KernelEvent::Closed { flow_id } => self.session.remove_flow(&mut maps, flow_id),
         }
     }
 }

@@ -1,12 +1,12 @@
 //! The kernel's fold of the standard program against the shim's interpreter, the reference:
-//! the same ACK sequences run through `ccswitch_ccp::Flow` (the standard program as the agent
+//! the same ACK sequences run through `ccswitch_ccp::CcpFlow` (the standard program as the agent
 //! installs it) and through the BPF fold that `cong_control` runs (its test program, with
 //! BPF_PROG_TEST_RUN), and every ACK must report the same, with the same fields. Needs root.
 
 use ccswitch_ccp::program::standard::{self, control, report};
 use ccswitch_datapath_support::rng::SplitMix64;
 use ccswitch_ccp::wire::{self, Msg, UpdateField};
-use ccswitch_ccp::{Flow, Primitives, Program};
+use ccswitch_ccp::{CcpFlow, Primitives, Program};
 use ccswitch_kernel::abi::{FoldAck, FoldTest};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
 use std::sync::Arc;
@@ -54,7 +54,7 @@ fn kernel_fold_reports_as_the_interpreter() {
         let mut now_us = 1_000_000 + rng.below(1 << 40);
         let mut start_us = now_us;
         let mut per_ack = rng.chance(20);
-        let mut flow = Flow::new(1, 14_480, 1448);
+        let mut flow = CcpFlow::new(1, 14_480, 1448);
         flow.change_program(program.clone(), &[per_ack_update(per_ack)], start_us).unwrap();
         let mut t = FoldTest::default();
         // Some flows have no RTT sample for a while (the program then reads infinity).

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ccswitch_kernel::{Event, Fallback, KernelDatapath, LoadOptions};
+use ccswitch_kernel::{Fallback, KernelDatapath, KernelEvent, LoadOptions};
 use common::{cc_available, make_blob, sha256_file, Env, CLI_ADDR, FILE_BYTES, PORT, SRV_ADDR};
 
 fn example_binary() -> PathBuf {
@@ -85,7 +85,7 @@ fn transfers_under_fallback_directive_and_agent_death() {
         env.kill(srv);
         // Closing the server's socket emits CLOSE; give it a moment.
         let t1 = Instant::now();
-        while !events.iter().any(|e| matches!(e, Event::Closed { .. }))
+        while !events.iter().any(|e| matches!(e, KernelEvent::Closed { .. }))
             && t1.elapsed() < Duration::from_secs(5)
         {
             dp.poll(Duration::from_millis(50), |e| events.push(e))
@@ -94,7 +94,7 @@ fn transfers_under_fallback_directive_and_agent_death() {
         let created: Vec<_> = events
             .iter()
             .filter_map(|e| {
-                if let Event::Created(f) = e {
+                if let KernelEvent::Created(f) = e {
                     Some(f.clone())
                 } else {
                     None
@@ -109,7 +109,7 @@ fn transfers_under_fallback_directive_and_agent_death() {
         assert!(flow.mss > 500 && flow.init_cwnd_bytes >= flow.mss);
         let acks: Vec<_> = events
             .iter()
-            .filter_map(|e| if let Event::Ack(a) = e { Some(a) } else { None })
+            .filter_map(|e| if let KernelEvent::Ack(a) = e { Some(a) } else { None })
             .filter(|a| a.flow_id == flow.flow_id)
             .collect();
         let acked: u64 = acks.iter().map(|a| a.bytes_acked as u64).sum();
@@ -135,7 +135,7 @@ fn transfers_under_fallback_directive_and_agent_death() {
             assert!(acked >= FILE_BYTES as u64, "acked {acked} < file size");
         }
         assert!(
-            events.contains(&Event::Closed {
+            events.contains(&KernelEvent::Closed {
                 flow_id: flow.flow_id
             }),
             "CLOSE seen"

@@ -43,19 +43,19 @@ fn addr(dir: &Path, reply_addr: ReplyAddr) -> PortusAddr {
 }
 
 /// A stand-in agent bound where portus binds, answering as the given portus version does.
-struct FakeAgent {
+struct FakePortusAgent {
     sock: UnixDatagram,
     dir: PathBuf,
     reply_addr: ReplyAddr,
 }
 
-impl FakeAgent {
-    fn bind(dir: &Path, reply_addr: ReplyAddr) -> FakeAgent {
+impl FakePortusAgent {
+    fn bind(dir: &Path, reply_addr: ReplyAddr) -> FakePortusAgent {
         let path = dir.join("portus");
         let _ = std::fs::remove_file(&path);
         let sock = UnixDatagram::bind(&path).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        FakeAgent {
+        FakePortusAgent {
             sock,
             dir: dir.to_path_buf(),
             reply_addr,
@@ -119,7 +119,7 @@ fn next(link: &mut AgentLink, n: usize) -> Vec<FromAgent> {
 
 fn round_trip(reply_addr: ReplyAddr) {
     let dir = Dir::new();
-    let agent = FakeAgent::bind(&dir.0, reply_addr);
+    let agent = FakePortusAgent::bind(&dir.0, reply_addr);
     let cwd = std::env::current_dir().unwrap();
     let mut link = AgentLink::connect(&AgentAddr::Portus(addr(&dir.0, reply_addr))).unwrap();
     assert_eq!(
@@ -200,7 +200,7 @@ fn no_agent_means_no_link_and_no_leftover_socket() {
     assert!(AgentLink::connect(&a).is_err(), "nothing bound at portus");
     assert!(!dir.0.join("dp").exists());
     // A stale socket file of a dead agent refuses the connection too.
-    drop(FakeAgent::bind(&dir.0, ReplyAddr::Relative));
+    drop(FakePortusAgent::bind(&dir.0, ReplyAddr::Relative));
     assert!(dir.0.join("portus").exists());
     assert!(AgentLink::connect(&a).is_err(), "stale agent socket");
     assert!(!dir.0.join("dp").exists());
@@ -209,14 +209,14 @@ fn no_agent_means_no_link_and_no_leftover_socket() {
 #[test]
 fn a_restarted_agent_breaks_the_link_so_the_shim_re_announces() {
     let dir = Dir::new();
-    let first = FakeAgent::bind(&dir.0, ReplyAddr::Relative);
+    let first = FakePortusAgent::bind(&dir.0, ReplyAddr::Relative);
     let mut link =
         AgentLink::connect(&AgentAddr::Portus(addr(&dir.0, ReplyAddr::Relative))).unwrap();
     send(&mut link, &Msg::Ready(Ready { id: 1 })).unwrap();
     first.recv();
     // The agent dies and a new one binds the same path (portus unlinks, then binds).
     drop(first);
-    let second = FakeAgent::bind(&dir.0, ReplyAddr::Relative);
+    let second = FakePortusAgent::bind(&dir.0, ReplyAddr::Relative);
     let report = Msg::Measure(Measure {
         sid: 1,
         program_uid: 1,
@@ -244,7 +244,7 @@ fn a_restarted_agent_breaks_the_link_so_the_shim_re_announces() {
 #[test]
 fn a_stalled_agent_costs_reports_not_the_link() {
     let dir = Dir::new();
-    let _agent = FakeAgent::bind(&dir.0, ReplyAddr::Relative); // never reads
+    let _agent = FakePortusAgent::bind(&dir.0, ReplyAddr::Relative); // never reads
     let mut link =
         AgentLink::connect(&AgentAddr::Portus(addr(&dir.0, ReplyAddr::Relative))).unwrap();
     let report = Msg::Measure(Measure {

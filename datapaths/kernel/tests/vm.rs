@@ -1,6 +1,6 @@
 //! The BPF interpreter of CCP programs against the shim's, the reference: random valid
 //! programs (every op, every register kind, faults included) and the standard program run the
-//! same evaluations through `ccswitch_ccp::Flow` and through `ccsw_vm_test`
+//! same evaluations through `ccswitch_ccp::CcpFlow` and through `ccsw_vm_test`
 //! (BPF_PROG_TEST_RUN), with the same control-register updates between them, and every
 //! evaluation must end alike: the same fault, report and fields, window and rate. Needs root.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ccswitch_ccp::program::{standard, reg_type, ExecError, Op};
 use ccswitch_ccp::wire::{self, ExprRecord, InstallExpr, InstrRecord, Msg, RegRecord, UpdateField};
-use ccswitch_ccp::{Flow, Primitives, Program};
+use ccswitch_ccp::{CcpFlow, Primitives, Program};
 use ccswitch_datapath_support::rng::SplitMix64;
 use ccswitch_kernel::abi::{VmTest, VM_PRIMITIVES};
 use ccswitch_kernel::vm::{self, VmUnfit};
@@ -166,7 +166,7 @@ fn compare(dp: &KernelDatapath, program: Arc<Program>, rng: &mut SplitMix64, ste
     let encoded = vm::encode(&program).unwrap_or_else(|e| panic!("{what}: {e}"));
     dp.install_vm_program(3, &encoded).unwrap();
     let mut now_us = 1_000_000 + rng.below(1 << 40);
-    let mut flow = Flow::new(1, 10 * MSS, MSS);
+    let mut flow = CcpFlow::new(1, 10 * MSS, MSS);
     flow.change_program(program.clone(), &[], now_us).unwrap();
     let mut t = VmTest { slot: 3, start: 1, now_us, ..VmTest::default() };
     dp.run_vm(&mut t).unwrap();

@@ -1,5 +1,15 @@
 //! `#[repr(C)]` mirrors of `bpf/ovs.h` (sizes asserted against the C `_Static_assert`s and
 //! against the skeleton's BTF-derived types).
+//!
+//! Naming: a mirror is named after its C struct (`ccsw_flow_key` → [`FlowKey`],
+//! `ccsw_segment_event` → [`SegmentEvent`]) unless that name is taken elsewhere in the
+//! workspace: by the decoded type in [`crate::events`] (`OvsDirective`, `FrameSlot`,
+//! `SackBlock`), by the kernel datapath's mirror of a C struct of the same name (`AckEvent`,
+//! `Config`, `Directive`, `Stats`), or by another crate's `Flow`. Then it is `Raw` + datapath +
+//! the C name: [`RawOvsFlow`], [`RawOvsDirective`], [`RawOvsConfig`], [`RawOvsStats`],
+//! [`RawOvsFrameSlot`], [`RawOvsSackBlock`], [`RawOvsAckEvent`] (the kernel's are
+//! `RawKernel…`). `Raw` marks the wire layout as the BPF side reads and writes it, as opposed to
+//! what the loader and [`crate::events::decode`] turn it into.
 
 use std::mem::size_of;
 
@@ -64,7 +74,7 @@ pub struct FlowKey {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Flow {
+pub struct RawOvsFlow {
     pub last_seen_ns: u64,
     pub flow_id: u32,
     pub client_isn: u32,
@@ -86,7 +96,7 @@ pub struct Flow {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Directive {
+pub struct RawOvsDirective {
     pub flow_id: u32,
     pub cwnd_bytes: u32,
     pub sacked_bytes: u32,
@@ -97,7 +107,7 @@ pub struct Directive {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Config {
+pub struct RawOvsConfig {
     pub valid_until_ns: u64,
     pub copy_limit: u32,
     pub wake_gap_ns: u32,
@@ -105,7 +115,7 @@ pub struct Config {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Stats {
+pub struct RawOvsStats {
     pub counters: [u64; 18],
 }
 
@@ -157,7 +167,7 @@ pub struct SlotOwner {
 /// One slot of the frame slab.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct FrameSlot {
+pub struct RawOvsFrameSlot {
     pub frame: [u8; FRAME_MAX],
 }
 
@@ -171,14 +181,14 @@ pub struct ResentEvent {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SackBlock {
+pub struct RawOvsSackBlock {
     pub start: u32,
     pub end: u32,
 }
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AckEvent {
+pub struct RawOvsAckEvent {
     pub h: Head,
     pub ack: u32,
     pub window_bytes: u32,
@@ -187,7 +197,7 @@ pub struct AckEvent {
     pub verdict: u8,
     pub nsack: u8,
     pub _pad0: u8,
-    pub sack: [SackBlock; MAX_SACK],
+    pub sack: [RawOvsSackBlock; MAX_SACK],
 }
 
 #[repr(C)]
@@ -199,37 +209,37 @@ pub struct ReasonEvent {
 }
 
 const _: () = assert!(size_of::<FlowKey>() == 40);
-const _: () = assert!(size_of::<Flow>() == 48);
-const _: () = assert!(size_of::<Directive>() == 24);
-const _: () = assert!(size_of::<Config>() == 16);
-const _: () = assert!(size_of::<Stats>() == 144);
+const _: () = assert!(size_of::<RawOvsFlow>() == 48);
+const _: () = assert!(size_of::<RawOvsDirective>() == 24);
+const _: () = assert!(size_of::<RawOvsConfig>() == 16);
+const _: () = assert!(size_of::<RawOvsStats>() == 144);
 const _: () = assert!(size_of::<Head>() == 16);
 const _: () = assert!(size_of::<EstablishedEvent>() == 72);
 const _: () = assert!(size_of::<SegmentEvent>() == 32);
-const _: () = assert!(size_of::<FrameSlot>() == FRAME_MAX);
+const _: () = assert!(size_of::<RawOvsFrameSlot>() == FRAME_MAX);
 const _: () = assert!(size_of::<SlotOwner>() == 8);
 const _: () = assert!(size_of::<ResentEvent>() == 24);
-const _: () = assert!(size_of::<AckEvent>() == 64);
+const _: () = assert!(size_of::<RawOvsAckEvent>() == 64);
 const _: () = assert!(size_of::<ReasonEvent>() == 24);
 use crate::skel::types as btf;
 const _: () = assert!(size_of::<FlowKey>() == size_of::<btf::ccsw_flow_key>());
-const _: () = assert!(size_of::<Flow>() == size_of::<btf::ccsw_flow>());
-const _: () = assert!(size_of::<Directive>() == size_of::<btf::ccsw_directive>());
-const _: () = assert!(size_of::<Config>() == size_of::<btf::ccsw_config>());
-const _: () = assert!(size_of::<Stats>() == size_of::<btf::ccsw_stats>());
-const _: () = assert!(size_of::<FrameSlot>() == size_of::<btf::ccsw_frame_slot>());
+const _: () = assert!(size_of::<RawOvsFlow>() == size_of::<btf::ccsw_flow>());
+const _: () = assert!(size_of::<RawOvsDirective>() == size_of::<btf::ccsw_directive>());
+const _: () = assert!(size_of::<RawOvsConfig>() == size_of::<btf::ccsw_config>());
+const _: () = assert!(size_of::<RawOvsStats>() == size_of::<btf::ccsw_stats>());
+const _: () = assert!(size_of::<RawOvsFrameSlot>() == size_of::<btf::ccsw_frame_slot>());
 const _: () = assert!(size_of::<SlotOwner>() == size_of::<btf::ccsw_slot_owner>());
 
 // Plain old data: records and map values are read from and written as bytes
 // (`from_bytes`, `from_prefix`, `as_bytes`).
 unsafe impl Pod for FlowKey {}
-unsafe impl Pod for Flow {}
-unsafe impl Pod for Directive {}
-unsafe impl Pod for Config {}
-unsafe impl Pod for Stats {}
+unsafe impl Pod for RawOvsFlow {}
+unsafe impl Pod for RawOvsDirective {}
+unsafe impl Pod for RawOvsConfig {}
+unsafe impl Pod for RawOvsStats {}
 unsafe impl Pod for Head {}
 unsafe impl Pod for EstablishedEvent {}
 unsafe impl Pod for SegmentEvent {}
 unsafe impl Pod for ResentEvent {}
-unsafe impl Pod for AckEvent {}
+unsafe impl Pod for RawOvsAckEvent {}
 unsafe impl Pod for ReasonEvent {}

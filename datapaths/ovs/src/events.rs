@@ -132,7 +132,7 @@ pub enum UnbufferedReason {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+pub enum OvsEvent {
     Established(Established),
     Segment(Segment),
     Resent(Resent),
@@ -141,14 +141,14 @@ pub enum Event {
     Unbuffered { flow_id: u32, ts_ns: u64, reason: UnbufferedReason },
 }
 
-impl Event {
+impl OvsEvent {
     pub fn flow_id(&self) -> u32 {
         match self {
-            Event::Established(e) => e.flow_id,
-            Event::Segment(s) => s.flow_id,
-            Event::Resent(r) => r.flow_id,
-            Event::Ack(a) => a.flow_id,
-            Event::Closed { flow_id, .. } | Event::Unbuffered { flow_id, .. } => *flow_id,
+            OvsEvent::Established(e) => e.flow_id,
+            OvsEvent::Segment(s) => s.flow_id,
+            OvsEvent::Resent(r) => r.flow_id,
+            OvsEvent::Ack(a) => a.flow_id,
+            OvsEvent::Closed { flow_id, .. } | OvsEvent::Unbuffered { flow_id, .. } => *flow_id,
         }
     }
 }
@@ -161,7 +161,7 @@ impl Event {
 /// client already holds above a hole do not count against the window, as in TCP's
 /// `packets_in_flight` (`packets_out − sacked_out − lost_out + retrans_out`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Directive {
+pub struct OvsDirective {
     pub cwnd_bytes: u32,
     pub sacked_bytes: u32,
     pub sacked_una: u32,
@@ -213,12 +213,12 @@ pub fn key_to_raw(key: &FlowAddrs) -> abi::FlowKey {
 }
 
 /// Decodes one ring-buffer record; `None` for an unknown kind or a record of the wrong size.
-pub fn decode(data: &[u8]) -> Option<Event> {
+pub fn decode(data: &[u8]) -> Option<OvsEvent> {
     let h: abi::Head = from_prefix(data)?;
     match h.kind {
         abi::EV_ESTABLISHED => {
             let e: abi::EstablishedEvent = from_bytes(data)?;
-            Some(Event::Established(Established {
+            Some(OvsEvent::Established(Established {
                 flow_id: h.flow_id,
                 ts_ns: h.ts_ns,
                 key: key_from_raw(&e.key)?,
@@ -236,7 +236,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             if s.frame_len as usize > FRAME_MAX {
                 return None;
             }
-            Some(Event::Segment(Segment {
+            Some(OvsEvent::Segment(Segment {
                 flow_id: h.flow_id,
                 ts_ns: h.ts_ns,
                 seq: s.seq,
@@ -247,7 +247,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
         }
         abi::EV_RESENT => {
             let r: abi::ResentEvent = from_bytes(data)?;
-            Some(Event::Resent(Resent {
+            Some(OvsEvent::Resent(Resent {
                 flow_id: h.flow_id,
                 ts_ns: h.ts_ns,
                 seq: r.seq,
@@ -255,7 +255,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             }))
         }
         abi::EV_ACK => {
-            let a: abi::AckEvent = from_bytes(data)?;
+            let a: abi::RawOvsAckEvent = from_bytes(data)?;
             let verdict = match a.verdict {
                 abi::VERDICT_PASSED => AckVerdict::Passed,
                 abi::VERDICT_REWRITTEN => AckVerdict::Rewritten,
@@ -265,7 +265,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
             if a.nsack as usize > abi::MAX_SACK {
                 return None;
             }
-            Some(Event::Ack(Ack {
+            Some(OvsEvent::Ack(Ack {
                 flow_id: h.flow_id,
                 ts_ns: h.ts_ns,
                 ack: a.ack,
@@ -290,7 +290,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
                 abi::CLOSE_RST => CloseReason::Rst,
                 _ => return None,
             };
-            Some(Event::Closed {
+            Some(OvsEvent::Closed {
                 flow_id: h.flow_id,
                 ts_ns: h.ts_ns,
                 reason,
@@ -304,7 +304,7 @@ pub fn decode(data: &[u8]) -> Option<Event> {
                 abi::UNBUF_SLAB_FULL => UnbufferedReason::SlabFull,
                 _ => return None,
             };
-            Some(Event::Unbuffered {
+            Some(OvsEvent::Unbuffered {
                 flow_id: h.flow_id,
                 ts_ns: h.ts_ns,
                 reason,
@@ -333,7 +333,7 @@ mod tests {
         let b = abi::as_bytes(&r);
         assert_eq!(
             decode(b),
-            Some(Event::Resent(Resent {
+            Some(OvsEvent::Resent(Resent {
                 flow_id: 3,
                 ts_ns: 9,
                 seq: 100,
@@ -349,7 +349,7 @@ mod tests {
         assert_eq!(decode(&unknown), None);
         assert_eq!(decode(&[]), None);
 
-        let mut a = abi::AckEvent {
+        let mut a = abi::RawOvsAckEvent {
             h: abi::Head {
                 kind: abi::EV_ACK,
                 ..Default::default()

@@ -12,7 +12,7 @@
 //! frames enter the receive path of the device named by `xdp_md.ingress_ifindex`. Everything
 //! that listens on the port therefore sees the frame exactly like one from the server: Open
 //! vSwitch's packet socket (verified with the userspace datapath), a Linux bridge's rx handler
-//! (verified), and our own ingress program, which reports it as [`Event::Resent`] because its
+//! (verified), and our own ingress program, which reports it as [`OvsEvent::Resent`] because its
 //! end is not beyond the highest sequence seen. No extra device or socket is needed.
 //!
 //! Frames are stored as they crossed the port; a server with transmit checksum offload hands
@@ -34,7 +34,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
 use crate::abi::{self, as_bytes, from_bytes, from_prefix};
-use crate::events::{decode, key_from_raw, key_to_raw, Directive, Event, FlowAddrs, FrameSlot};
+use crate::events::{decode, key_from_raw, key_to_raw, FlowAddrs, FrameSlot, OvsDirective, OvsEvent};
 use crate::skel::{OvsSkel, OvsSkelBuilder};
 
 pub use crate::abi::FRAME_MAX;
@@ -79,7 +79,7 @@ impl Default for AttachOptions {
 
 /// Counters of the port programs, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
+pub struct OvsStats {
     pub packets: u64,
     pub malformed: u64,
     pub syns: u64,
@@ -180,7 +180,7 @@ fn syn_options(bits: u8, mss: u16, wscale: u8) -> SynOptions {
     }
 }
 
-fn flow_from_raw(f: &abi::Flow) -> Option<FlowTableEntry> {
+fn flow_from_raw(f: &abi::RawOvsFlow) -> Option<FlowTableEntry> {
     let phase = match f.state {
         abi::ST_SYN_SEEN => FlowPhase::SynSeen,
         abi::ST_SYNACK_SEEN => FlowPhase::SynAckSeen,
@@ -312,7 +312,7 @@ fn c_name(name: &[std::os::raw::c_char]) -> String {
 /// not controlled.
 #[derive(Debug, thiserror::Error)]
 #[error("no directive slot for flow {flow_id}: flow {holder} holds it ({slots} slots; raise --max-flows)")]
-pub struct DirectiveSlotBusy {
+pub struct OvsDirectiveSlotBusy {
     pub flow_id: u32,
     pub holder: u32,
     pub slots: usize,
@@ -321,10 +321,10 @@ pub struct DirectiveSlotBusy {
 /// What `load_into` builds.
 type Loaded = (
     OvsSkel<'static>,
-    EventRing<Event>,
-    MappedArray<abi::Directive>,
-    MappedArray<abi::Config>,
-    MappedArray<abi::FrameSlot>,
+    EventRing<OvsEvent>,
+    MappedArray<abi::RawOvsDirective>,
+    MappedArray<abi::RawOvsConfig>,
+    MappedArray<abi::RawOvsFrameSlot>,
     MappedArray<abi::SlotOwner>,
 );
 
@@ -332,17 +332,17 @@ pub struct OvsDatapath {
     // Field order is drop order: links first (detaching), then the ring buffer, the
     // skeleton, and the storage the skeleton borrows.
     links: Vec<Link>,
-    ring: ManuallyDrop<EventRing<Event>>,
+    ring: ManuallyDrop<EventRing<OvsEvent>>,
     skel: ManuallyDrop<OvsSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
-    directives: MappedArray<abi::Directive>,
-    conf: MappedArray<abi::Config>,
+    directives: MappedArray<abi::RawOvsDirective>,
+    conf: MappedArray<abi::RawOvsConfig>,
     /// The frame slab, read in place, and its owner words (0: free), which the shim zeroes
     /// to give a slot back (see `bpf/switch.bpf.c` on why the two sides never race).
-    slab: MappedArray<abi::FrameSlot>,
+    slab: MappedArray<abi::RawOvsFrameSlot>,
     slab_owner: MappedArray<abi::SlotOwner>,
 }
 
@@ -487,7 +487,7 @@ impl OvsDatapath {
 
     /// The frame in `slot`, read in place from the slab; `None` for a slot beyond the slab or
     /// a length beyond [`FRAME_MAX`]. Valid while the caller owns the slot (from its
-    /// [`Event::Segment`] until [`OvsDatapath::free_frames`]).
+    /// [`OvsEvent::Segment`] until [`OvsDatapath::free_frames`]).
     pub fn frame(&self, slot: &FrameSlot) -> Option<&[u8]> {
         let (i, n) = (slot.index as usize, slot.len as usize);
         if i >= self.slab.len() || n > FRAME_MAX {
@@ -523,7 +523,7 @@ impl OvsDatapath {
     }
 
     /// Deliver pending records to `f`, waiting at most `timeout` for the first.
-    pub fn poll(&mut self, timeout: Duration, f: impl FnMut(Event)) -> Result<()> {
+    pub fn poll(&mut self, timeout: Duration, f: impl FnMut(OvsEvent)) -> Result<()> {
         self.ring.poll(timeout, f)
     }
 
@@ -537,11 +537,11 @@ impl OvsDatapath {
         self.ring.malformed()
     }
 
-    pub fn set_directive(&self, flow_id: u32, directive: &Directive) -> Result<()> {
+    pub fn set_directive(&self, flow_id: u32, directive: &OvsDirective) -> Result<()> {
         let i = flow_id as usize % self.directives.len();
         let holder = self.directives.read(i).flow_id;
         if holder != 0 && holder != flow_id {
-            return Err(DirectiveSlotBusy { flow_id, holder, slots: self.directives.len() }.into());
+            return Err(OvsDirectiveSlotBusy { flow_id, holder, slots: self.directives.len() }.into());
         }
         let p = self.directives.at(i);
         // SAFETY: in bounds; each field is one aligned 32-bit store. The owner goes last,
@@ -570,9 +570,9 @@ impl OvsDatapath {
     }
 
     /// The directive of `flow_id` as the egress program reads it.
-    pub fn directive(&self, flow_id: u32) -> Option<Directive> {
+    pub fn directive(&self, flow_id: u32) -> Option<OvsDirective> {
         let c = self.directives.read(flow_id as usize % self.directives.len());
-        (c.flow_id == flow_id).then_some(Directive {
+        (c.flow_id == flow_id).then_some(OvsDirective {
             cwnd_bytes: c.cwnd_bytes,
             sacked_bytes: c.sacked_bytes,
             sacked_una: c.sacked_una,
@@ -625,7 +625,7 @@ impl OvsDatapath {
             .flows
             .lookup(as_bytes(&k), MapFlags::ANY)
             .ok()??;
-        flow_from_raw(&from_bytes::<abi::Flow>(&v)?)
+        flow_from_raw(&from_bytes::<abi::RawOvsFlow>(&v)?)
     }
 
     /// Every flow-table entry, decoded.
@@ -635,7 +635,7 @@ impl OvsDatapath {
             .filter_map(|k| {
                 let key = key_from_raw(&from_bytes::<abi::FlowKey>(&k)?)?;
                 let v = map.lookup(&k, MapFlags::ANY).ok()??;
-                Some((key, flow_from_raw(&from_bytes::<abi::Flow>(&v)?)?))
+                Some((key, flow_from_raw(&from_bytes::<abi::RawOvsFlow>(&v)?)?))
             })
             .collect()
     }
@@ -717,7 +717,7 @@ impl OvsDatapath {
         Ok(TestRun { ret, frame: out })
     }
 
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self) -> OvsStats {
         let mut sum = [0u64; 18];
         if let Ok(Some(per_cpu)) = self
             .skel
@@ -726,7 +726,7 @@ impl OvsDatapath {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         {
             for bytes in per_cpu {
-                if let Some(s) = from_prefix::<abi::Stats>(&bytes) {
+                if let Some(s) = from_prefix::<abi::RawOvsStats>(&bytes) {
                     for (acc, v) in sum.iter_mut().zip(s.counters) {
                         *acc += v;
                     }
@@ -735,7 +735,7 @@ impl OvsDatapath {
         }
         let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened, slab_full] =
             sum;
-        Stats {
+        OvsStats {
             packets,
             malformed,
             syns,

@@ -23,7 +23,7 @@ use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-ovs", version, about)]
-struct Cli {
+struct OvsCli {
     #[command(subcommand)]
     command: Command,
 }
@@ -91,7 +91,7 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = OvsCli::parse();
     let result = match cli.command {
         Command::Run(args) => run(*args),
         Command::Detach { port } => detach_port(&port).map(|n| {
@@ -137,7 +137,7 @@ fn run(args: RunArgs) -> Result<()> {
         agent_timeout: args.agent.timeout(),
         record_delay: Duration::from_micros(args.record_delay_us),
     };
-    let mut shim = shim::Shim::new(datapath, agent_addr, cfg);
+    let mut shim = shim::OvsShim::new(datapath, agent_addr, cfg);
     let result = shim.run(&stop);
     shim.log_totals();
     let stats = shim.stats_file_json();

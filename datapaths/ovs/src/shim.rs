@@ -1,6 +1,6 @@
 //! The ovs shim's event loop: port records in, per-flow sender models
 //! ([`SenderFlow`]), CCP evaluations and agent messages through the shared
-//! [`Session`], and back out the per-flow `Directive`, the agent deadline and retransmissions.
+//! [`Session`], and back out the per-flow `OvsDirective`, the agent deadline and retransmissions.
 //!
 //! A flow is under control (the egress program clamps its window and hides its loss signals)
 //! only while the agent has commanded a window for it, it has not fallen back, and the
@@ -26,8 +26,8 @@ use ccswitch_ccp::session::{
 use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
-use ccswitch_ovs::loader::{DirectiveSlotBusy, OvsDatapath};
-use ccswitch_ovs::events::{Ack, Directive, Event, FlowAddrs, FrameSlot};
+use ccswitch_ovs::loader::{OvsDatapath, OvsDirectiveSlotBusy};
+use ccswitch_ovs::events::{Ack, FlowAddrs, FrameSlot, OvsDirective, OvsEvent};
 use ccswitch_datapath_support::wheel::TimerWheel;
 use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
 
@@ -47,7 +47,7 @@ const INIT_CWND_SEGMENTS: u32 = 10;
 
 /// What the shim needs from the port (the [`OvsDatapath`], or a stand-in in tests).
 pub trait PortOps {
-    fn set_directive(&self, flow_id: u32, directive: &Directive) -> Result<()>;
+    fn set_directive(&self, flow_id: u32, directive: &OvsDirective) -> Result<()>;
     fn clear_directive(&self, flow_id: u32) -> Result<()>;
     fn set_valid_until(&self, deadline_ns: u64) -> Result<()>;
     fn remove_flow(&self, key: &FlowAddrs) -> Result<()>;
@@ -58,7 +58,7 @@ pub trait PortOps {
 }
 
 impl PortOps for OvsDatapath {
-    fn set_directive(&self, flow_id: u32, directive: &Directive) -> Result<()> {
+    fn set_directive(&self, flow_id: u32, directive: &OvsDirective) -> Result<()> {
         OvsDatapath::set_directive(self, flow_id, directive)
     }
     fn clear_directive(&self, flow_id: u32) -> Result<()> {
@@ -101,11 +101,11 @@ struct OvsFlow {
     /// window when the agent is answering, then the agent's windows, until a fallback.
     active: bool,
     /// The directive last written, to skip identical map updates.
-    written: Option<Directive>,
+    written: Option<OvsDirective>,
     /// The deadline under which the flow waits in the timer wheel (`u64::MAX`: none); an
     /// expired entry with another deadline is stale.
     timer_at: u64,
-    /// Listed in `Shim::changed` for the next occupancy sample.
+    /// Listed in `OvsShim::changed` for the next occupancy sample.
     changed: bool,
     /// Fell back for good (counted, directive cleared, agent told).
     fallen: bool,
@@ -183,7 +183,7 @@ fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut OvsFlow, writes: &mut
             writes.written += 1;
             f.written = Some(c);
         }
-        Err(e) if e.is::<DirectiveSlotBusy>() => writes.refused += 1,
+        Err(e) if e.is::<OvsDirectiveSlotBusy>() => writes.refused += 1,
         Err(e) => error!(sid, error = %e, "cannot write the directive"),
     }
 }
@@ -214,7 +214,7 @@ impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
     }
 }
 
-pub struct Shim<P: PortOps> {
+pub struct OvsShim<P: PortOps> {
     port: P,
     session: Session,
     cfg: ShimConfig,
@@ -243,7 +243,7 @@ const EXHAUSTION_REASONS: [&str; 4] = ["slab_full", "ring_full", "flow_budget", 
 /// At most one line per this about exhausted resources and refused directives.
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
-impl<P: PortOps> Shim<P> {
+impl<P: PortOps> OvsShim<P> {
     pub fn new(port: P, agent_addr: AgentAddr, cfg: ShimConfig) -> Self {
         Self {
             port,
@@ -294,7 +294,7 @@ impl<P: PortOps> Shim<P> {
         f.active && f.sender.fallback().is_none() && now_ns < self.session.valid_until_ns()
     }
 
-    pub fn on_event(&mut self, ev: Event) {
+    pub fn on_event(&mut self, ev: OvsEvent) {
         self.handle(ev);
         self.return_slots();
     }
@@ -308,18 +308,18 @@ impl<P: PortOps> Shim<P> {
         }
     }
 
-    fn handle(&mut self, ev: Event) {
-        if matches!(ev, Event::Segment(_)) {
+    fn handle(&mut self, ev: OvsEvent) {
+        if matches!(ev, OvsEvent::Segment(_)) {
             self.totals.slots_held += 1;
         }
         match &ev {
-            Event::Segment(s) => trace!(flow = s.flow_id, ts = s.ts_ns, seq = s.seq, len = s.len, "segment"),
-            Event::Resent(r) => trace!(flow = r.flow_id, ts = r.ts_ns, seq = r.seq, len = r.len, "resent"),
-            Event::Ack(a) => trace!(flow = a.flow_id, ts = a.ts_ns, ack = a.ack, sack = ?a.sack, verdict = ?a.verdict, "ack"),
+            OvsEvent::Segment(s) => trace!(flow = s.flow_id, ts = s.ts_ns, seq = s.seq, len = s.len, "segment"),
+            OvsEvent::Resent(r) => trace!(flow = r.flow_id, ts = r.ts_ns, seq = r.seq, len = r.len, "resent"),
+            OvsEvent::Ack(a) => trace!(flow = a.flow_id, ts = a.ts_ns, ack = a.ack, sack = ?a.sack, verdict = ?a.verdict, "ack"),
             _ => trace!(event = ?ev, "record"),
         }
         match ev {
-            Event::Established(e) => {
+            OvsEvent::Established(e) => {
                 let id = e.flow_id;
                 if let Some(mut old) = self.flows.remove(&id) {
                     // The BPF side reused the id: the old flow is gone.
@@ -362,7 +362,7 @@ impl<P: PortOps> Shim<P> {
                 let (session, mut ctl) = self.ctl();
                 session.add_flow(&mut ctl, desc);
             }
-            Event::Segment(s) => {
+            OvsEvent::Segment(s) => {
                 let id = s.flow_id;
                 let Some(f) = self.flows.get_mut(&id).filter(|f| f.sender.fallback().is_none()) else {
                     // Not kept: the slot goes straight back.
@@ -381,22 +381,22 @@ impl<P: PortOps> Shim<P> {
                 }
                 self.after_change(id, ts_ns);
             }
-            Event::Resent(r) => {
+            OvsEvent::Resent(r) => {
                 let Some(f) = self.flows.get_mut(&r.flow_id) else { return };
                 if let Some(reason) = f.sender.on_resent(&r, &mut self.pool) {
                     self.fall_back(r.flow_id, reason);
                 }
                 self.after_change(r.flow_id, r.ts_ns);
             }
-            Event::Ack(a) => self.on_ack(&a),
-            Event::Closed { flow_id, reason, .. } => {
+            OvsEvent::Ack(a) => self.on_ack(&a),
+            OvsEvent::Closed { flow_id, reason, .. } => {
                 let Some(mut f) = self.flows.remove(&flow_id) else { return };
                 debug!(flow = flow_id, ?reason, "flow closed");
                 f.sender.release(&mut self.pool);
                 let (session, mut ctl) = self.ctl();
                 session.remove_flow(&mut ctl, flow_id);
             }
-            Event::Unbuffered { flow_id, reason, .. } => {
+            OvsEvent::Unbuffered { flow_id, reason, .. } => {
                 if self.flows.contains_key(&flow_id) {
                     self.fall_back(flow_id, FallbackReason::Unbuffered(reason));
                 }
@@ -680,7 +680,7 @@ fn latency_json(lat: &AnswerLatency) -> Value {
     json!({ "all": q(&lat.all), "urgent": q(&lat.urgent) })
 }
 
-impl Shim<OvsDatapath> {
+impl OvsShim<OvsDatapath> {
     pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
         let mut events = Vec::new();
         let mut last_recovery = Instant::now();
@@ -770,7 +770,7 @@ impl Shim<OvsDatapath> {
 
 
 #[cfg(test)]
-impl<P: PortOps> Shim<P> {
+impl<P: PortOps> OvsShim<P> {
     fn port(&self) -> &P {
         &self.port
     }
@@ -805,7 +805,7 @@ mod tests {
 
     #[derive(Default)]
     struct FakePort {
-        directives: RefCell<HashMap<u32, Directive>>,
+        directives: RefCell<HashMap<u32, OvsDirective>>,
         cleared: RefCell<Vec<u32>>,
         valid_until: RefCell<u64>,
         removed: RefCell<Vec<FlowAddrs>>,
@@ -814,7 +814,7 @@ mod tests {
     }
 
     impl PortOps for FakePort {
-        fn set_directive(&self, id: u32, c: &Directive) -> Result<()> {
+        fn set_directive(&self, id: u32, c: &OvsDirective) -> Result<()> {
             self.directives.borrow_mut().insert(id, *c);
             Ok(())
         }
@@ -873,10 +873,10 @@ mod tests {
     }
 
     /// A shim connected to a fresh stand-in agent (READY already read).
-    fn connected(cfg: ShimConfig) -> (Shim<FakePort>, FakeAgent) {
+    fn connected(cfg: ShimConfig) -> (OvsShim<FakePort>, FakeAgent) {
         let path = socket_path();
         let listener = UnixListener::bind(&path).unwrap();
-        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(path.clone()), cfg);
+        let mut shim = OvsShim::new(FakePort::default(), AgentAddr::Stream(path.clone()), cfg);
         shim.service_agent();
         let (stream, _) = listener.accept().unwrap();
         let mut input = stream.try_clone().unwrap();
@@ -917,8 +917,8 @@ mod tests {
         FlowAddrs { server: "10.0.0.1:80".parse().unwrap(), client: "10.0.0.2:40000".parse().unwrap() }
     }
 
-    fn established(id: u32) -> Event {
-        Event::Established(Established {
+    fn established(id: u32) -> OvsEvent {
+        OvsEvent::Established(Established {
             flow_id: id,
             ts_ns: monotonic_now_ns(),
             key: key(),
@@ -937,9 +937,9 @@ mod tests {
     }
 
     /// Segment n of flow `id`, in slab slot 1000·id + n.
-    fn segment(id: u32, n: u32) -> Event {
+    fn segment(id: u32, n: u32) -> OvsEvent {
         let frame = FrameSlot { index: slot(id, n), len: 54 + MSS };
-        Event::Segment(Segment { flow_id: id, ts_ns: monotonic_now_ns(), seq: raw(n), len: MSS, fin: false, frame })
+        OvsEvent::Segment(Segment { flow_id: id, ts_ns: monotonic_now_ns(), seq: raw(n), len: MSS, fin: false, frame })
     }
 
     fn slot(id: u32, n: u32) -> u32 {
@@ -947,15 +947,15 @@ mod tests {
     }
 
     /// Slots given back to the port, sorted.
-    fn freed(shim: &Shim<FakePort>) -> Vec<u32> {
+    fn freed(shim: &OvsShim<FakePort>) -> Vec<u32> {
         let mut v = shim.port().freed.borrow().clone();
         v.sort_unstable();
         v
     }
 
     /// Acknowledges segments 1..=upto, SACKs segments a..=b.
-    fn ack(id: u32, upto: u32, sack: &[(u32, u32)]) -> Event {
-        Event::Ack(Ack {
+    fn ack(id: u32, upto: u32, sack: &[(u32, u32)]) -> OvsEvent {
+        OvsEvent::Ack(Ack {
             flow_id: id,
             ts_ns: monotonic_now_ns(),
             ack: raw(upto + 1),
@@ -969,7 +969,7 @@ mod tests {
     }
 
     /// Service the agent until `cond` holds.
-    fn until(shim: &mut Shim<FakePort>, mut cond: impl FnMut(&Shim<FakePort>) -> bool) {
+    fn until(shim: &mut OvsShim<FakePort>, mut cond: impl FnMut(&OvsShim<FakePort>) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while !cond(shim) {
             assert!(Instant::now() < deadline, "condition not reached");
@@ -978,7 +978,7 @@ mod tests {
         }
     }
 
-    fn injected_ids(shim: &Shim<FakePort>) -> Vec<u32> {
+    fn injected_ids(shim: &OvsShim<FakePort>) -> Vec<u32> {
         shim.port().injected.borrow().iter().map(|f| f.index % 1000).collect()
     }
 
@@ -1003,7 +1003,7 @@ mod tests {
         let Msg::Create(c) = agent.next() else { panic!("expected CREATE") };
         assert_eq!((c.sid, c.init_cwnd, c.mss, c.src_port, c.dst_port), (3, 10 * MSS, MSS, 80, 40000));
         let ctl = shim.port().directives.borrow()[&3];
-        assert_eq!(ctl, Directive { cwnd_bytes: 10 * MSS, sacked_bytes: 0, sacked_una: raw(1), active: true }, "held at the initial window before the agent decides");
+        assert_eq!(ctl, OvsDirective { cwnd_bytes: 10 * MSS, sacked_bytes: 0, sacked_una: raw(1), active: true }, "held at the initial window before the agent decides");
         assert!(*shim.port().valid_until.borrow() > monotonic_now_ns());
 
         for n in 1..=5 {
@@ -1028,7 +1028,7 @@ mod tests {
         assert_eq!(freed(&shim), (1..=5).map(|n| slot(3, n)).collect::<Vec<_>>(), "every slot back once acknowledged");
         assert_eq!(shim.port().directives.borrow()[&3].sacked_bytes, 0);
 
-        shim.on_event(Event::Closed { flow_id: 3, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::CloseReason::Fin });
+        shim.on_event(OvsEvent::Closed { flow_id: 3, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::CloseReason::Fin });
         shim.service_agent();
         let Msg::Measure(m) = agent.next() else { panic!("expected the closing MEASURE") };
         assert_eq!((m.sid, m.fields.len()), (3, 0));
@@ -1072,7 +1072,7 @@ mod tests {
 
     #[test]
     fn slots_of_segments_nobody_keeps_go_straight_back_and_a_closed_flow_returns_its_buffer() {
-        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(socket_path()), cfg());
+        let mut shim = OvsShim::new(FakePort::default(), AgentAddr::Stream(socket_path()), cfg());
         shim.on_event(segment(11, 1));
         assert_eq!(freed(&shim), vec![slot(11, 1)], "a flow the shim does not know");
         shim.on_event(established(12));
@@ -1080,12 +1080,12 @@ mod tests {
             shim.on_event(segment(12, n));
         }
         // Segment 2 again (the BPF side saw a higher end first): not new, not kept.
-        shim.on_event(Event::Segment(Segment {
+        shim.on_event(OvsEvent::Segment(Segment {
             flow_id: 12, ts_ns: monotonic_now_ns(), seq: raw(2), len: MSS, fin: false,
             frame: FrameSlot { index: 12_999, len: 54 + MSS },
         }));
         assert_eq!(freed(&shim), vec![slot(11, 1), 12_999]);
-        shim.on_event(Event::Unbuffered { flow_id: 12, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::UnbufferedReason::SlabFull });
+        shim.on_event(OvsEvent::Unbuffered { flow_id: 12, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::UnbufferedReason::SlabFull });
         assert_eq!(shim.totals().fallbacks.get("slab_full"), Some(&1));
         assert_eq!(freed(&shim), vec![slot(11, 1), slot(12, 1), slot(12, 2), slot(12, 3), 12_999]);
         assert_eq!(shim.buffered_bytes(), 0);
@@ -1096,7 +1096,7 @@ mod tests {
 
     #[test]
     fn without_an_agent_losses_are_left_to_the_server() {
-        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(socket_path()), cfg());
+        let mut shim = OvsShim::new(FakePort::default(), AgentAddr::Stream(socket_path()), cfg());
         shim.service_agent();
         shim.on_event(established(5));
         for n in 1..=5 {
@@ -1114,7 +1114,7 @@ mod tests {
     fn an_idle_flow_is_forgotten() {
         let mut c = cfg();
         c.recovery.idle_timeout_ns = 1_000_000_000;
-        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(socket_path()), c);
+        let mut shim = OvsShim::new(FakePort::default(), AgentAddr::Stream(socket_path()), c);
         shim.on_event(established(6));
         shim.on_event(segment(6, 1));
         shim.recovery_tick(monotonic_now_ns());
@@ -1128,13 +1128,13 @@ mod tests {
 
     #[test]
     fn only_flows_that_changed_are_sampled_and_a_flow_with_nothing_outstanding_leaves_the_wheel() {
-        let mut shim = Shim::new(FakePort::default(), AgentAddr::Stream(socket_path()), cfg());
+        let mut shim = OvsShim::new(FakePort::default(), AgentAddr::Stream(socket_path()), cfg());
         for id in [8, 9] {
             shim.on_event(established(id));
             shim.on_event(segment(id, 1));
         }
         shim.sample(monotonic_now_ns());
-        let flows = |shim: &Shim<FakePort>, from: usize| -> Vec<u32> { shim.samples[from..].iter().map(|s| s.flow_id).collect() };
+        let flows = |shim: &OvsShim<FakePort>, from: usize| -> Vec<u32> { shim.samples[from..].iter().map(|s| s.flow_id).collect() };
         assert_eq!(flows(&shim, 0), vec![8, 9]);
         shim.on_event(ack(8, 1, &[]));
         shim.sample(monotonic_now_ns());

@@ -9,19 +9,19 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 
 use ccswitch_ovs::loader::{
-    monotonic_now_ns, DirectiveSlotBusy, FlowPhase, Port, OvsDatapath, RET_DROP, RET_NEXT,
+    monotonic_now_ns, FlowPhase, OvsDatapath, OvsDirectiveSlotBusy, Port, RET_DROP, RET_NEXT,
 };
-use ccswitch_ovs::events::{AckVerdict, CloseReason, Directive, Event, SackBlock, UnbufferedReason};
+use ccswitch_ovs::events::{AckVerdict, CloseReason, OvsDirective, OvsEvent, SackBlock, UnbufferedReason};
 use common::*;
 
 #[test]
 fn handshake_learns_options_from_both_sides() {
     for e in [Ends::v4(), Ends::v6()] {
         let mut dp = dp(1024, 1 << 20);
-        let syn = Seg::to_server(&e, SYN, CLIENT_ISN, 0, 64240).opts(&full_opts(7));
+        let syn = SegmentSpec::to_server(&e, SYN, CLIENT_ISN, 0, 64240).opts(&full_opts(7));
         run(&dp, Port::Egress, &syn);
         let server = [mss(1400), ws(15), SACK_PERM.to_vec(), TS.to_vec()].concat();
-        let synack = Seg::from_server(&e, SYN | ACK, SERVER_ISN, CLIENT_ISN + 1).opts(&server);
+        let synack = SegmentSpec::from_server(&e, SYN | ACK, SERVER_ISN, CLIENT_ISN + 1).opts(&server);
         run(&dp, Port::Ingress, &synack);
         let st = dp.flow(&e.key()).unwrap();
         assert_eq!(st.client.mss, Some(1460));
@@ -34,10 +34,10 @@ fn handshake_learns_options_from_both_sides() {
         assert_eq!(st.server_isn, SERVER_ISN);
         assert_eq!(st.snd_nxt, SERVER_ISN.wrapping_add(1));
 
-        let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 1000);
+        let ack = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 1000);
         run(&dp, Port::Egress, &ack);
         let evs = drain(&mut dp);
-        let Event::Established(est) = &evs[0] else {
+        let OvsEvent::Established(est) = &evs[0] else {
             panic!("{evs:?}")
         };
         assert_eq!(est.key, e.key());
@@ -46,7 +46,7 @@ fn handshake_learns_options_from_both_sides() {
         assert!(est.sack && est.timestamps);
         assert_eq!((est.server_isn, est.client_isn), (SERVER_ISN, CLIENT_ISN));
         assert!(est.flow_id != 0);
-        let Event::Ack(a) = &evs[1] else {
+        let OvsEvent::Ack(a) = &evs[1] else {
             panic!("{evs:?}")
         };
         assert_eq!(a.ack, SERVER_ISN.wrapping_add(1));
@@ -60,21 +60,21 @@ fn handshake_without_options_uses_defaults() {
     for (e, default_mss) in [(Ends::v4(), 536), (Ends::v6(), 1220)] {
         let mut dp = dp(1024, 1 << 20);
         // Client scales, server does not: nobody scales. SACK only on one side: no SACK.
-        let syn = Seg::to_server(&e, SYN, CLIENT_ISN, 0, 64240)
+        let syn = SegmentSpec::to_server(&e, SYN, CLIENT_ISN, 0, 64240)
             .opts(&[ws(7), SACK_PERM.to_vec(), TS.to_vec()].concat());
         run(&dp, Port::Egress, &syn);
-        let synack = Seg::from_server(&e, SYN | ACK, SERVER_ISN, CLIENT_ISN + 1).opts(&TS);
+        let synack = SegmentSpec::from_server(&e, SYN | ACK, SERVER_ISN, CLIENT_ISN + 1).opts(&TS);
         run(&dp, Port::Ingress, &synack);
-        let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 1000);
+        let ack = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 1000);
         run(&dp, Port::Egress, &ack);
         let evs = drain(&mut dp);
-        let Event::Established(est) = &evs[0] else {
+        let OvsEvent::Established(est) = &evs[0] else {
             panic!("{evs:?}")
         };
         assert_eq!(est.mss, default_mss);
         assert_eq!((est.client_wscale, est.server_wscale), (0, 0));
         assert!(!est.sack && est.timestamps);
-        let Event::Ack(a) = &evs[1] else { panic!() };
+        let OvsEvent::Ack(a) = &evs[1] else { panic!() };
         assert_eq!(a.window_bytes, 1000, "unscaled");
     }
 }
@@ -86,24 +86,24 @@ fn ack_without_matching_synack_does_not_establish() {
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, SYN, CLIENT_ISN, 0, 64240),
+        &SegmentSpec::to_server(&e, SYN, CLIENT_ISN, 0, 64240),
     );
     // No SYN-ACK seen: a bare ACK must not establish.
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 10),
+        &SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 10),
     );
     run(
         &dp,
         Port::Ingress,
-        &Seg::from_server(&e, SYN | ACK, SERVER_ISN, CLIENT_ISN + 1),
+        &SegmentSpec::from_server(&e, SYN | ACK, SERVER_ISN, CLIENT_ISN + 1),
     );
     // Wrong acknowledgement number: no.
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(2), 10),
+        &SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(2), 10),
     );
     assert!(drain(&mut dp).is_empty());
     assert_eq!(dp.flow(&e.key()).unwrap().phase, FlowPhase::SynAckSeen);
@@ -121,7 +121,7 @@ fn window_clamped_in_scaled_units_never_raised() {
             let expect = if wscale == 0 { 10_000 } else { 79 }; // ceil(10000 / 128) = 79
             let cases: [(u16, u16); 3] = [(60_000, expect), (50, 50), (0, 0)];
             for (i, (orig, want)) in cases.into_iter().enumerate() {
-                let ack = Seg::to_server(
+                let ack = SegmentSpec::to_server(
                     &e,
                     ACK,
                     CLIENT_ISN + 1,
@@ -150,7 +150,7 @@ fn window_clamped_in_scaled_units_never_raised() {
             }
             // Anything allowed keeps at least one unit open.
             give_directive(&dp, id, 1);
-            let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(100), 500);
+            let ack = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(100), 500);
             assert_eq!(window_of(&run(&dp, Port::Egress, &ack).1), 1);
         }
     }
@@ -175,7 +175,7 @@ fn sack_stripped_and_ece_cleared_with_valid_checksum() {
             sack.extend_from_slice(&v.to_be_bytes());
         }
         let opts = [vec![1, 1], TS.to_vec(), vec![1, 1], sack.clone()].concat();
-        let ack = Seg::to_server(&e, ACK | ECE, CLIENT_ISN + 1, una, 100).opts(&opts);
+        let ack = SegmentSpec::to_server(&e, ACK | ECE, CLIENT_ISN + 1, una, 100).opts(&opts);
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!(ret, RET_NEXT);
         assert!(checksums_ok(&out));
@@ -214,7 +214,7 @@ fn sack_stripped_and_ece_cleared_with_valid_checksum() {
         for k in 0..8u32 {
             sack4.extend_from_slice(&una.wrapping_add(100 * (k + 1)).to_be_bytes());
         }
-        let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(1), 100)
+        let ack = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(1), 100)
             .opts(&[vec![1, 1], sack4].concat());
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!(ret, RET_NEXT);
@@ -234,7 +234,7 @@ fn uncontrolled_ack_with_sack_and_ece_passes_unchanged() {
     let mut sack = vec![1, 1, 5, 10];
     sack.extend_from_slice(&una.wrapping_add(200).to_be_bytes());
     sack.extend_from_slice(&una.wrapping_add(400).to_be_bytes());
-    let ack = Seg::to_server(&e, ACK | ECE, CLIENT_ISN + 1, una, 100).opts(&sack);
+    let ack = SegmentSpec::to_server(&e, ACK | ECE, CLIENT_ISN + 1, una, 100).opts(&sack);
     let (ret, out) = run(&dp, Port::Egress, &ack);
     assert_eq!(ret, RET_NEXT);
     assert_eq!(out, ack.build());
@@ -251,7 +251,7 @@ fn duplicate_acks_hidden_only_while_controlled() {
         server_sends(&mut dp, &e, 4000);
         let una = SERVER_ISN.wrapping_add(1001);
         give_directive(&dp, id, 3000);
-        let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, una, 60_000);
+        let ack = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una, 60_000);
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!((ret, window_of(&out)), (RET_NEXT, 3000));
         // Same ack, same original window, no payload: a duplicate. Hidden.
@@ -279,16 +279,16 @@ fn duplicate_acks_hidden_only_while_controlled() {
         assert_eq!(run(&dp, Port::Egress, &dup).0, RET_DROP);
 
         // A changed original window is not a duplicate.
-        let other = Seg::to_server(&e, ACK, CLIENT_ISN + 1, una, 59_000);
+        let other = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una, 59_000);
         assert_eq!(run(&dp, Port::Egress, &other).0, RET_NEXT);
         // Neither is one carrying data.
-        let data = Seg::to_server(&e, ACK, CLIENT_ISN + 1, una, 59_000).payload(10);
+        let data = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una, 59_000).payload(10);
         assert_eq!(run(&dp, Port::Egress, &data).0, RET_NEXT);
 
         // Not controlled: duplicates pass unchanged.
         dp.set_directive(
             id,
-            &Directive {
+            &OvsDirective {
                 cwnd_bytes: 5000,
                 active: false,
                 ..Default::default()
@@ -327,7 +327,7 @@ fn sacked_bytes_count_only_at_sacked_una() {
     let una = SERVER_ISN.wrapping_add(1001);
     dp.set_directive(
         id,
-        &Directive {
+        &OvsDirective {
             cwnd_bytes: 10_000,
             sacked_bytes: 5000,
             sacked_una: una,
@@ -339,13 +339,13 @@ fn sacked_bytes_count_only_at_sacked_una() {
     let (_, out) = run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, ACK, CLIENT_ISN + 1, una, 60_000),
+        &SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una, 60_000),
     );
     assert_eq!(window_of(&out), 15_000);
     let (_, out) = run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(1), 60_000),
+        &SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(1), 60_000),
     );
     assert_eq!(window_of(&out), 10_000);
     assert!(checksums_ok(&out));
@@ -359,7 +359,7 @@ fn out_of_window_ack_passes_unchanged() {
     server_sends(&mut dp, &e, 1000);
     give_directive(&dp, id, 100);
     // Acknowledges data never sent.
-    let bogus = Seg::to_server(
+    let bogus = SegmentSpec::to_server(
         &e,
         ACK,
         CLIENT_ISN + 1,
@@ -370,7 +370,7 @@ fn out_of_window_ack_passes_unchanged() {
     assert_eq!((ret, out), (RET_NEXT, bogus.build()));
     assert_eq!(dp.stats().out_of_window, 1);
     // Exactly snd_nxt is fine.
-    let ok = Seg::to_server(
+    let ok = SegmentSpec::to_server(
         &e,
         ACK,
         CLIENT_ISN + 1,
@@ -379,7 +379,7 @@ fn out_of_window_ack_passes_unchanged() {
     );
     assert_eq!(window_of(&run(&dp, Port::Egress, &ok).1), 100);
     // Far behind the last forwarded ACK.
-    let stale = Seg::to_server(
+    let stale = SegmentSpec::to_server(
         &e,
         ACK,
         CLIENT_ISN + 1,
@@ -400,10 +400,10 @@ fn malformed_frames_pass_unchanged_and_are_counted() {
     let id = handshake(&mut dp, &e, &full_opts(0), &full_opts(0));
     server_sends(&mut dp, &e, 1000);
     give_directive(&dp, id, 100);
-    let good = Seg::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 60_000)
+    let good = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 60_000)
         .opts(&TS)
         .build();
-    let good6 = Seg::to_server(&Ends::v6(), ACK, 1, 1, 60_000).build();
+    let good6 = SegmentSpec::to_server(&Ends::v6(), ACK, 1, 1, 60_000).build();
     // BPF_PROG_TEST_RUN refuses frames shorter than their L3 header, so the shortest
     // truncations here stop right after it; the programs read every header with
     // bpf_skb_load_bytes, which fails the same way wherever the frame ends.
@@ -449,7 +449,7 @@ fn malformed_frames_pass_unchanged_and_are_counted() {
     ] {
         bad.push((
             what,
-            Seg::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 60_000)
+            SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 60_000)
                 .opts(&o)
                 .build(),
         ));
@@ -474,7 +474,7 @@ fn malformed_frames_pass_unchanged_and_are_counted() {
         "no ACK records from malformed frames"
     );
     // A last option byte that is EOL or NOP is fine; the entry is still controlled.
-    let ok = Seg::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 60_000)
+    let ok = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 60_000)
         .opts(&[1, 1, 1, 0]);
     assert_eq!(window_of(&run(&dp, Port::Egress, &ok).1), 100);
     // Non-TCP traffic is not malformed.
@@ -495,15 +495,15 @@ fn rst_closes_from_either_side() {
         let id = handshake(&mut dp, &e, &[], &[]);
         let rst = match port {
             Port::Ingress => {
-                Seg::from_server(&e, RST | ACK, SERVER_ISN.wrapping_add(1), CLIENT_ISN + 1)
+                SegmentSpec::from_server(&e, RST | ACK, SERVER_ISN.wrapping_add(1), CLIENT_ISN + 1)
             }
-            Port::Egress => Seg::to_server(&e, RST, CLIENT_ISN + 1, 0, 0),
+            Port::Egress => SegmentSpec::to_server(&e, RST, CLIENT_ISN + 1, 0, 0),
         };
         assert_eq!(run(&dp, port, &rst).0, RET_NEXT);
         assert!(dp.flow(&e.key()).is_none());
         let evs = drain(&mut dp);
         assert!(
-            matches!(evs.last(), Some(Event::Closed { flow_id, reason: CloseReason::Rst, .. }) if *flow_id == id)
+            matches!(evs.last(), Some(OvsEvent::Closed { flow_id, reason: CloseReason::Rst, .. }) if *flow_id == id)
         );
     }
     // A half-open entry disappears silently.
@@ -512,12 +512,12 @@ fn rst_closes_from_either_side() {
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, SYN, CLIENT_ISN, 0, 100),
+        &SegmentSpec::to_server(&e, SYN, CLIENT_ISN, 0, 100),
     );
     run(
         &dp,
         Port::Ingress,
-        &Seg::from_server(&e, RST | ACK, 0, CLIENT_ISN + 1),
+        &SegmentSpec::from_server(&e, RST | ACK, 0, CLIENT_ISN + 1),
     );
     assert_eq!(dp.flow_count(), 0);
     assert!(drain(&mut dp).is_empty());
@@ -533,15 +533,15 @@ fn fins_close_once_the_servers_fin_is_acknowledged() {
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, FIN | ACK, CLIENT_ISN + 1, s1, 100),
+        &SegmentSpec::to_server(&e, FIN | ACK, CLIENT_ISN + 1, s1, 100),
     );
-    let sfin = Seg::from_server(&e, FIN | ACK, s1, CLIENT_ISN + 2).payload(100);
+    let sfin = SegmentSpec::from_server(&e, FIN | ACK, s1, CLIENT_ISN + 2).payload(100);
     run(&dp, Port::Ingress, &sfin);
     let evs = drain(&mut dp);
     let seg = evs
         .iter()
         .find_map(|e| {
-            if let Event::Segment(s) = e {
+            if let OvsEvent::Segment(s) = e {
                 Some(s.clone())
             } else {
                 None
@@ -553,18 +553,18 @@ fn fins_close_once_the_servers_fin_is_acknowledged() {
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, ACK, CLIENT_ISN + 2, s1.wrapping_add(100), 100),
+        &SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 2, s1.wrapping_add(100), 100),
     );
     assert!(dp.flow(&e.key()).is_some());
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, ACK, CLIENT_ISN + 2, s1.wrapping_add(101), 100),
+        &SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 2, s1.wrapping_add(101), 100),
     );
     assert!(dp.flow(&e.key()).is_none());
     let evs = drain(&mut dp);
     assert!(
-        matches!(evs.last(), Some(Event::Closed { flow_id, reason: CloseReason::Fin, .. }) if *flow_id == id)
+        matches!(evs.last(), Some(OvsEvent::Closed { flow_id, reason: CloseReason::Fin, .. }) if *flow_id == id)
     );
     assert_eq!(dp.stats().closed, 1);
 
@@ -574,23 +574,23 @@ fn fins_close_once_the_servers_fin_is_acknowledged() {
     run(
         &dp,
         Port::Ingress,
-        &Seg::from_server(&e, FIN | ACK, s1, CLIENT_ISN + 1),
+        &SegmentSpec::from_server(&e, FIN | ACK, s1, CLIENT_ISN + 1),
     );
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, ACK, CLIENT_ISN + 1, s1.wrapping_add(1), 100),
+        &SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, s1.wrapping_add(1), 100),
     );
     assert!(dp.flow(&e.key()).is_some(), "the client has not closed yet");
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, FIN | ACK, CLIENT_ISN + 1, s1.wrapping_add(1), 100),
+        &SegmentSpec::to_server(&e, FIN | ACK, CLIENT_ISN + 1, s1.wrapping_add(1), 100),
     );
     assert!(dp.flow(&e.key()).is_none());
     let evs = drain(&mut dp);
     assert!(
-        matches!(evs.last(), Some(Event::Closed { flow_id, reason: CloseReason::Fin, .. }) if *flow_id == id)
+        matches!(evs.last(), Some(OvsEvent::Closed { flow_id, reason: CloseReason::Fin, .. }) if *flow_id == id)
     );
 }
 
@@ -602,7 +602,7 @@ fn new_data_copied_whole_old_data_resent() {
         let s1 = SERVER_ISN.wrapping_add(1);
         let mut frames = Vec::new();
         for k in 0..3u32 {
-            let d = Seg::from_server(&e, ACK | PSH, s1.wrapping_add(1448 * k), CLIENT_ISN + 1)
+            let d = SegmentSpec::from_server(&e, ACK | PSH, s1.wrapping_add(1448 * k), CLIENT_ISN + 1)
                 .opts(&TS)
                 .payload(1448);
             let f = d.build();
@@ -618,7 +618,7 @@ fn new_data_copied_whole_old_data_resent() {
         let segs: Vec<_> = evs
             .iter()
             .filter_map(|e| {
-                if let Event::Segment(s) = e {
+                if let OvsEvent::Segment(s) = e {
                     Some(s.clone())
                 } else {
                     None
@@ -645,27 +645,27 @@ fn new_data_copied_whole_old_data_resent() {
         dp.test_run(Port::Ingress, &frames[1], 0).unwrap();
         // A segment straddling snd_nxt carries new data: copied.
         let straddle =
-            Seg::from_server(&e, ACK, s1.wrapping_add(3 * 1448 - 100), CLIENT_ISN + 1).payload(200);
+            SegmentSpec::from_server(&e, ACK, s1.wrapping_add(3 * 1448 - 100), CLIENT_ISN + 1).payload(200);
         run(&dp, Port::Ingress, &straddle);
         // Pure ACKs from the server are neither.
         run(
             &dp,
             Port::Ingress,
-            &Seg::from_server(&e, ACK, s1.wrapping_add(3 * 1448 + 100), CLIENT_ISN + 1),
+            &SegmentSpec::from_server(&e, ACK, s1.wrapping_add(3 * 1448 + 100), CLIENT_ISN + 1),
         );
         // Data far ahead moves snd_nxt beyond the allowance: the second segment is now old.
         let far = s1.wrapping_add(3 * 1448 + 100 + 70_000);
-        run(&dp, Port::Ingress, &Seg::from_server(&e, ACK, far, CLIENT_ISN + 1).payload(100));
+        run(&dp, Port::Ingress, &SegmentSpec::from_server(&e, ACK, far, CLIENT_ISN + 1).payload(100));
         dp.test_run(Port::Ingress, &frames[1], 0).unwrap();
         let evs = drain_keeping_frames(&mut dp);
         assert_eq!(evs.len(), 4, "{evs:?}");
-        assert!(matches!(&evs[0], Event::Segment(s) if s.seq == s1.wrapping_add(1448)));
+        assert!(matches!(&evs[0], OvsEvent::Segment(s) if s.seq == s1.wrapping_add(1448)));
         assert_eq!(frame_of(&dp, &evs[0]).as_ref(), Some(&frames[1]));
         free_frames(&dp, &evs);
-        assert!(matches!(&evs[1], Event::Segment(s) if s.len == 200));
-        assert!(matches!(&evs[2], Event::Segment(s) if s.seq == far && s.len == 100));
+        assert!(matches!(&evs[1], OvsEvent::Segment(s) if s.len == 200));
+        assert!(matches!(&evs[2], OvsEvent::Segment(s) if s.seq == far && s.len == 100));
         assert!(
-            matches!(evs[3], Event::Resent(r) if r.seq == s1.wrapping_add(1448) && r.len == 1448 && r.flow_id == id)
+            matches!(evs[3], OvsEvent::Resent(r) if r.seq == s1.wrapping_add(1448) && r.len == 1448 && r.flow_id == id)
         );
         let s = dp.stats();
         assert_eq!((s.segments, s.resent), (6, 1));
@@ -682,14 +682,14 @@ fn oversize_and_gso_frames_make_the_flow_unbuffered() {
         let s1 = SERVER_ISN.wrapping_add(1);
         let (f, segs) = if gso {
             (
-                Seg::from_server(&e, ACK, s1, CLIENT_ISN + 1)
+                SegmentSpec::from_server(&e, ACK, s1, CLIENT_ISN + 1)
                     .payload(1000)
                     .build(),
                 2,
             )
         } else {
             (
-                Seg::from_server(&e, ACK, s1, CLIENT_ISN + 1)
+                SegmentSpec::from_server(&e, ACK, s1, CLIENT_ISN + 1)
                     .payload(3000)
                     .build(),
                 0,
@@ -700,7 +700,7 @@ fn oversize_and_gso_frames_make_the_flow_unbuffered() {
         let evs = drain(&mut dp);
         assert_eq!(
             evs,
-            vec![Event::Unbuffered {
+            vec![OvsEvent::Unbuffered {
                 flow_id: id,
                 ts_ns: evs[0].ts_ns(),
                 reason: UnbufferedReason::FrameTooLarge
@@ -709,19 +709,19 @@ fn oversize_and_gso_frames_make_the_flow_unbuffered() {
         assert!(dp.flow(&e.key()).unwrap().unbuffered);
         assert_eq!(dp.stats().unbuffered, 1);
         // No longer controlled, even with an active directive and a live deadline.
-        let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, s1, 60_000);
+        let ack = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, s1, 60_000);
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!((ret, out), (RET_NEXT, ack.build()));
         // Later data is not copied.
         run(
             &dp,
             Port::Ingress,
-            &Seg::from_server(&e, ACK, s1.wrapping_add(5000), CLIENT_ISN + 1).payload(100),
+            &SegmentSpec::from_server(&e, ACK, s1.wrapping_add(5000), CLIENT_ISN + 1).payload(100),
         );
         let evs = drain(&mut dp);
         assert!(
             evs.iter()
-                .all(|e| !matches!(e, Event::Segment(_) | Event::Unbuffered { .. })),
+                .all(|e| !matches!(e, OvsEvent::Segment(_) | OvsEvent::Unbuffered { .. })),
             "{evs:?}"
         );
     }
@@ -733,18 +733,18 @@ fn oversize_and_gso_frames_make_the_flow_unbuffered() {
     run(
         &dp,
         Port::Ingress,
-        &Seg::from_server(&e, ACK, SERVER_ISN.wrapping_add(1), CLIENT_ISN + 1).payload(500),
+        &SegmentSpec::from_server(&e, ACK, SERVER_ISN.wrapping_add(1), CLIENT_ISN + 1).payload(500),
     );
     run(
         &dp,
         Port::Ingress,
-        &Seg::from_server(&e, ACK, SERVER_ISN.wrapping_add(501), CLIENT_ISN + 1).payload(600),
+        &SegmentSpec::from_server(&e, ACK, SERVER_ISN.wrapping_add(501), CLIENT_ISN + 1).payload(600),
     );
     let evs = drain(&mut dp);
-    assert!(matches!(evs[0], Event::Segment(_)));
+    assert!(matches!(evs[0], OvsEvent::Segment(_)));
     assert!(matches!(
         evs[1],
-        Event::Unbuffered {
+        OvsEvent::Unbuffered {
             reason: UnbufferedReason::FrameTooLarge,
             ..
         }
@@ -763,13 +763,13 @@ fn full_ring_makes_the_flow_unbuffered() {
     let _ = drain(&mut dp);
     let s1 = SERVER_ISN.wrapping_add(1);
     for _ in 0..3 {
-        run(&dp, Port::Egress, &Seg::to_server(&e, ACK, CLIENT_ISN + 1, s1, 60_000));
+        run(&dp, Port::Egress, &SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, s1, 60_000));
     }
     for k in 0..120u32 {
         run(
             &dp,
             Port::Ingress,
-            &Seg::from_server(&e, ACK, s1.wrapping_add(100 * k), CLIENT_ISN + 1).payload(100),
+            &SegmentSpec::from_server(&e, ACK, s1.wrapping_add(100 * k), CLIENT_ISN + 1).payload(100),
         );
     }
     let st = dp.flow(&e.key()).unwrap();
@@ -781,10 +781,10 @@ fn full_ring_makes_the_flow_unbuffered() {
     assert_eq!(dp.slab_in_use(), 96, "no slot taken for a frame the ring could not announce");
     let evs = drain(&mut dp);
     assert_eq!(dp.slab_in_use(), 0);
-    assert_eq!(evs.iter().filter(|e| matches!(e, Event::Segment(_))).count(), 96);
+    assert_eq!(evs.iter().filter(|e| matches!(e, OvsEvent::Segment(_))).count(), 96);
     assert_eq!(
         evs[99..],
-        [Event::Unbuffered {
+        [OvsEvent::Unbuffered {
             flow_id: id,
             ts_ns: evs[99].ts_ns(),
             reason: UnbufferedReason::RingFull
@@ -801,7 +801,7 @@ fn an_exhausted_slab_leaves_the_flow_unbuffered_and_a_freed_slot_serves_again() 
     give_directive(&dp, id, 10_000);
     let _ = drain(&mut dp);
     let s1 = SERVER_ISN.wrapping_add(1);
-    let data = |e: &Ends, k: u32| Seg::from_server(e, ACK, s1.wrapping_add(1000 * k), CLIENT_ISN + 1).payload(1000);
+    let data = |e: &Ends, k: u32| SegmentSpec::from_server(e, ACK, s1.wrapping_add(1000 * k), CLIENT_ISN + 1).payload(1000);
     for k in 0..4 {
         run(&dp, Port::Ingress, &data(&a, k));
     }
@@ -814,7 +814,7 @@ fn an_exhausted_slab_leaves_the_flow_unbuffered_and_a_freed_slot_serves_again() 
     let slots: Vec<u32> = evs
         .iter()
         .filter_map(|e| match e {
-            Event::Segment(s) => Some(s.frame.index),
+            OvsEvent::Segment(s) => Some(s.frame.index),
             _ => None,
         })
         .collect();
@@ -826,15 +826,15 @@ fn an_exhausted_slab_leaves_the_flow_unbuffered_and_a_freed_slot_serves_again() 
     }
     assert_eq!(
         evs[4..],
-        [Event::Unbuffered { flow_id: id, ts_ns: evs[4].ts_ns(), reason: UnbufferedReason::SlabFull }]
+        [OvsEvent::Unbuffered { flow_id: id, ts_ns: evs[4].ts_ns(), reason: UnbufferedReason::SlabFull }]
     );
     assert!(dp.flow(&a.key()).unwrap().unbuffered);
     let s = dp.stats();
     assert_eq!((s.segments, s.slab_full, s.unbuffered, s.ring_drops), (4, 1, 1, 0));
     // No longer controlled, even with an active directive and a live deadline.
-    let ack = Seg::to_server(&a, ACK, CLIENT_ISN + 1, s1, 60_000);
+    let ack = SegmentSpec::to_server(&a, ACK, CLIENT_ISN + 1, s1, 60_000);
     assert_eq!(run(&dp, Port::Egress, &ack), (RET_NEXT, ack.build()));
-    assert!(matches!(&drain(&mut dp)[..], [Event::Ack(x)] if x.verdict == AckVerdict::Passed));
+    assert!(matches!(&drain(&mut dp)[..], [OvsEvent::Ack(x)] if x.verdict == AckVerdict::Passed));
     // Given back, the slots serve the next flow; the unbuffered flow is not copied again.
     free_frames(&dp, &evs);
     assert_eq!(dp.slab_in_use(), 0);
@@ -842,7 +842,7 @@ fn an_exhausted_slab_leaves_the_flow_unbuffered_and_a_freed_slot_serves_again() 
     run(&dp, Port::Ingress, &data(&b, 0));
     let evs = drain_keeping_frames(&mut dp);
     assert_eq!(evs.len(), 1, "{evs:?}");
-    assert!(matches!(&evs[0], Event::Segment(s) if s.flow_id == id_b));
+    assert!(matches!(&evs[0], OvsEvent::Segment(s) if s.flow_id == id_b));
     assert_eq!(frame_of(&dp, &evs[0]), Some(data(&b, 0).build()));
     assert_eq!(dp.stats().slab_full, 1, "counted once: an unbuffered flow asks no more");
     free_frames(&dp, &evs);
@@ -852,14 +852,14 @@ fn an_exhausted_slab_leaves_the_flow_unbuffered_and_a_freed_slot_serves_again() 
 trait Ts {
     fn ts_ns(&self) -> u64;
 }
-impl Ts for Event {
+impl Ts for OvsEvent {
     fn ts_ns(&self) -> u64 {
         match self {
-            Event::Established(e) => e.ts_ns,
-            Event::Segment(s) => s.ts_ns,
-            Event::Resent(r) => r.ts_ns,
-            Event::Ack(a) => a.ts_ns,
-            Event::Closed { ts_ns, .. } | Event::Unbuffered { ts_ns, .. } => *ts_ns,
+            OvsEvent::Established(e) => e.ts_ns,
+            OvsEvent::Segment(s) => s.ts_ns,
+            OvsEvent::Resent(r) => r.ts_ns,
+            OvsEvent::Ack(a) => a.ts_ns,
+            OvsEvent::Closed { ts_ns, .. } | OvsEvent::Unbuffered { ts_ns, .. } => *ts_ns,
         }
     }
 }
@@ -898,7 +898,7 @@ fn syn_flood_churns_the_lru_without_losing_a_live_flow() {
             } else {
                 e.server
             };
-            let syn = Seg {
+            let syn = SegmentSpec {
                 src: client,
                 dst: server,
                 seq: r as u32,
@@ -917,7 +917,7 @@ fn syn_flood_churns_the_lru_without_losing_a_live_flow() {
         );
         // The live flow keeps sending ACKs; it must survive and stay clamped.
         touched += 1;
-        let ack = Seg::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(touched), 60_000);
+        let ack = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(touched), 60_000);
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!((ret, window_of(&out)), (RET_NEXT, 2000), "batch {batch}");
     }
@@ -929,7 +929,7 @@ fn syn_flood_churns_the_lru_without_losing_a_live_flow() {
         evs.iter().all(|ev| ev.flow_id() == id),
         "records only from the live flow"
     );
-    assert!(!evs.iter().any(|ev| matches!(ev, Event::Established(_))));
+    assert!(!evs.iter().any(|ev| matches!(ev, OvsEvent::Established(_))));
     assert_eq!(acks(&evs).len(), 100);
 }
 
@@ -942,18 +942,18 @@ fn reused_tuple_closes_the_old_flow() {
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, SYN, CLIENT_ISN, 0, 100),
+        &SegmentSpec::to_server(&e, SYN, CLIENT_ISN, 0, 100),
     );
     assert_eq!(dp.flow(&e.key()).unwrap().phase, FlowPhase::Established);
     // A new connection on the same tuple replaces it.
     run(
         &dp,
         Port::Egress,
-        &Seg::to_server(&e, SYN, CLIENT_ISN + 99_999, 0, 100),
+        &SegmentSpec::to_server(&e, SYN, CLIENT_ISN + 99_999, 0, 100),
     );
     assert_eq!(dp.flow(&e.key()).unwrap().phase, FlowPhase::SynSeen);
     let evs = drain(&mut dp);
-    assert!(matches!(evs.last(), Some(Event::Closed { flow_id, .. }) if *flow_id == id));
+    assert!(matches!(evs.last(), Some(OvsEvent::Closed { flow_id, .. }) if *flow_id == id));
     let id2 = handshake_after_syn(&mut dp, &e, CLIENT_ISN + 99_999);
     assert_ne!(id2, id);
 }
@@ -962,13 +962,13 @@ fn handshake_after_syn(dp: &mut OvsDatapath, e: &Ends, isn: u32) -> u32 {
     run(
         dp,
         Port::Ingress,
-        &Seg::from_server(e, SYN | ACK, 7, isn + 1),
+        &SegmentSpec::from_server(e, SYN | ACK, 7, isn + 1),
     );
-    run(dp, Port::Egress, &Seg::to_server(e, ACK, isn + 1, 8, 100));
+    run(dp, Port::Egress, &SegmentSpec::to_server(e, ACK, isn + 1, 8, 100));
     drain(dp)
         .iter()
         .find_map(|e| {
-            if let Event::Established(x) = e {
+            if let OvsEvent::Established(x) = e {
                 Some(x.flow_id)
             } else {
                 None
@@ -998,14 +998,14 @@ fn remove_flow_and_flows_listing() {
 #[test]
 fn a_directive_slot_held_by_another_flow_is_refused_visibly() {
     let dp = dp(2, 1 << 16);
-    let c = Directive { cwnd_bytes: 3000, sacked_bytes: 0, sacked_una: 1, active: true };
+    let c = OvsDirective { cwnd_bytes: 3000, sacked_bytes: 0, sacked_una: 1, active: true };
     dp.set_directive(1, &c).unwrap();
-    dp.set_directive(2, &Directive { cwnd_bytes: 5000, ..c }).unwrap();
+    dp.set_directive(2, &OvsDirective { cwnd_bytes: 5000, ..c }).unwrap();
     let err = dp.set_directive(3, &c).unwrap_err();
-    assert!(err.is::<DirectiveSlotBusy>(), "{err:#}");
+    assert!(err.is::<OvsDirectiveSlotBusy>(), "{err:#}");
     assert_eq!((dp.directive(1), dp.directive(3)), (Some(c), None));
     dp.clear_directive(1).unwrap();
-    dp.set_directive(3, &Directive { cwnd_bytes: 7000, ..c }).unwrap();
+    dp.set_directive(3, &OvsDirective { cwnd_bytes: 7000, ..c }).unwrap();
     assert_eq!(dp.directive(1), None);
     assert_eq!(dp.directive(3).map(|c| c.cwnd_bytes), Some(7000));
     assert_eq!(dp.directive(2).map(|c| c.cwnd_bytes), Some(5000));

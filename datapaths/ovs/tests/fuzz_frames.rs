@@ -43,7 +43,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ccswitch_datapath_support::rng::SplitMix64;
 use ccswitch_ovs::loader::{FlowPhase, FlowTableEntry, Port, OvsDatapath, RET_DROP, RET_NEXT};
-use ccswitch_ovs::events::{AckVerdict, Directive, Event, FlowAddrs};
+use ccswitch_ovs::events::{AckVerdict, FlowAddrs, OvsDirective, OvsEvent};
 use common::*;
 
 const URG: u8 = 0x20;
@@ -60,11 +60,10 @@ const CHECK_FLOWS_EVERY: u64 = 100;
 const SENTINEL_EVERY: u64 = 1000;
 
 /// The tests' generator, with the one draw this test adds.
-type Rng = SplitMix64;
 
 /// A sequence or acknowledgement number around one of the places where serial arithmetic
 /// turns over: 0, 2^31 and 2^32, or anywhere.
-fn near_wrap(r: &mut Rng) -> u32 {
+fn near_wrap(r: &mut SplitMix64) -> u32 {
     let d = r.below(3000) as u32;
     match r.below(4) {
         0 => u32::MAX - d,
@@ -99,7 +98,7 @@ fn frames_from_env() -> u64 {
 
 // ---- An independent reading of the frame (RFC 791 / 8200 / 9293) ----
 
-struct Segment {
+struct ParsedSegment {
     l4: usize,
     src: SocketAddr,
     dst: SocketAddr,
@@ -116,7 +115,7 @@ enum Parsed {
     NotTcp,
     /// Claims to be TCP but cannot be read: must pass unchanged and be counted as malformed.
     Malformed(&'static str),
-    Tcp(Segment),
+    Tcp(ParsedSegment),
 }
 
 fn be16(f: &[u8], at: usize) -> usize {
@@ -196,7 +195,7 @@ fn parse(f: &[u8]) -> Parsed {
             }
         }
     }
-    Tcp(Segment {
+    Tcp(ParsedSegment {
         l4,
         src: SocketAddr::new(src, be16(f, l4) as u16),
         dst: SocketAddr::new(dst, be16(f, l4 + 2) as u16),
@@ -229,7 +228,7 @@ fn kernel_refuses(f: &[u8]) -> bool {
         || (be16(f, 12) == 0x86dd && f.len() < 54)
 }
 
-fn key_for(port: Port, t: &Segment) -> FlowAddrs {
+fn key_for(port: Port, t: &ParsedSegment) -> FlowAddrs {
     match port {
         Port::Egress => FlowAddrs {
             server: t.dst,
@@ -291,7 +290,7 @@ fn check_output(
 // ---- Flows ----
 
 #[derive(Clone)]
-struct Flow {
+struct FuzzFlow {
     name: &'static str,
     ends: Ends,
     client_opts: Vec<u8>,
@@ -303,11 +302,11 @@ struct Flow {
     setup: Option<FlowTableEntry>,
     incarnations: u32,
     /// Last ACK built for it, replayed to make duplicates.
-    last_ack: Option<Seg>,
+    last_ack: Option<SegmentSpec>,
 }
 
 /// The real flows. Sentinel tuples differ from every fuzzed tuple in more than one bit.
-fn flows(sentinel: bool) -> Vec<Flow> {
+fn flows(sentinel: bool) -> Vec<FuzzFlow> {
     let ends = |i: u16, v6: bool| -> Ends {
         let (server, client): (SocketAddr, SocketAddr) = match (sentinel, v6) {
             (false, false) => (
@@ -337,7 +336,7 @@ fn flows(sentinel: bool) -> Vec<Flow> {
         };
         Ends { server, client }
     };
-    let flow = |name, ends, client_opts, server_opts, cwnd| Flow {
+    let flow = |name, ends, client_opts, server_opts, cwnd| FuzzFlow {
         name,
         ends,
         client_opts,
@@ -395,7 +394,7 @@ fn flows(sentinel: bool) -> Vec<Flow> {
 }
 
 /// Handshake, FLOW_DATA bytes from the server, a directive. Returns the directive given, if any.
-fn bring_up(dp: &mut OvsDatapath, f: &mut Flow) -> Option<(u32, Directive)> {
+fn bring_up(dp: &mut OvsDatapath, f: &mut FuzzFlow) -> Option<(u32, OvsDirective)> {
     dp.remove_flow(&f.ends.key()).unwrap();
     f.id = handshake(dp, &f.ends, &f.client_opts, &f.server_opts);
     server_sends(dp, &f.ends, FLOW_DATA as usize);
@@ -409,7 +408,7 @@ fn bring_up(dp: &mut OvsDatapath, f: &mut Flow) -> Option<(u32, Directive)> {
 
 /// The window a fresh ACK of window `w` at `ack` (not a duplicate) must leave with, from the
 /// flow's entry and directive: the clamp of ovs.bpf.c restated.
-fn clamp_model(st: &FlowTableEntry, ctl: Option<&Directive>, ack: u32, w: u16) -> u16 {
+fn clamp_model(st: &FlowTableEntry, ctl: Option<&OvsDirective>, ack: u32, w: u16) -> u16 {
     let stale = st.last_forwarded.is_some_and(|(la, _, _)| {
         (la.wrapping_sub(ack) as i32) > 0 && la.wrapping_sub(ack) > 1 << 30
     });
@@ -439,7 +438,7 @@ fn without_time(st: &FlowTableEntry) -> FlowTableEntry {
 
 // ---- Frame generation ----
 
-fn sack_option(r: &mut Rng, una: u32, blocks: usize) -> Vec<u8> {
+fn sack_option(r: &mut SplitMix64, una: u32, blocks: usize) -> Vec<u8> {
     let mut o = vec![5, (2 + 8 * blocks) as u8];
     for _ in 0..blocks {
         let start = match r.below(4) {
@@ -460,7 +459,7 @@ fn sack_option(r: &mut Rng, una: u32, blocks: usize) -> Vec<u8> {
 }
 
 /// TCP options, at most 40 bytes before padding, well formed or not.
-fn options(r: &mut Rng, una: u32, syn: bool) -> Vec<u8> {
+fn options(r: &mut SplitMix64, una: u32, syn: bool) -> Vec<u8> {
     let mut o = match r.below(7) {
         0 => vec![],
         1 | 2 => {
@@ -547,7 +546,7 @@ fn options(r: &mut Rng, una: u32, syn: bool) -> Vec<u8> {
     o
 }
 
-fn random_addr(r: &mut Rng, v6: bool) -> IpAddr {
+fn random_addr(r: &mut SplitMix64, v6: bool) -> IpAddr {
     if v6 {
         IpAddr::from(Ipv6Addr::from(
             ((r.next() as u128) << 64) | r.next() as u128,
@@ -557,7 +556,7 @@ fn random_addr(r: &mut Rng, v6: bool) -> IpAddr {
     }
 }
 
-fn random_flags(r: &mut Rng) -> u8 {
+fn random_flags(r: &mut SplitMix64) -> u8 {
     match r.below(3) {
         0 => r.byte(), // every combination over a run
         1 => *[
@@ -578,7 +577,7 @@ fn random_flags(r: &mut Rng) -> u8 {
     }
 }
 
-fn window(r: &mut Rng) -> u16 {
+fn window(r: &mut SplitMix64) -> u16 {
     match r.below(5) {
         0 => 0,
         1 => 1,
@@ -589,11 +588,11 @@ fn window(r: &mut Rng) -> u16 {
 }
 
 /// A segment of a real flow, or of a random one, in its direction.
-fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
+fn segment(r: &mut SplitMix64, fuzzed: &mut [FuzzFlow]) -> (Port, SegmentSpec) {
     let una = SERVER_ISN.wrapping_add(1);
     if r.chance(30) {
         let v6 = r.chance(50);
-        let seg = Seg {
+        let seg = SegmentSpec {
             src: SocketAddr::new(random_addr(r, v6), r.next() as u16),
             dst: SocketAddr::new(random_addr(r, v6), r.next() as u16),
             seq: near_wrap(r),
@@ -644,7 +643,7 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
             } else {
                 r.below(300) as usize + 1
             };
-            let seg = Seg::to_server(&e, flags, CLIENT_ISN + 1, ack, window(r))
+            let seg = SegmentSpec::to_server(&e, flags, CLIENT_ISN + 1, ack, window(r))
                 .opts(&options(r, una, false))
                 .payload(payload);
             f.last_ack = Some(seg.clone());
@@ -667,7 +666,7 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
             };
             (
                 Port::Egress,
-                Seg::to_server(&e, flags, seq, 0, window(r)).opts(&o),
+                SegmentSpec::to_server(&e, flags, seq, 0, window(r)).opts(&o),
             )
         }
         6 | 7 => {
@@ -685,7 +684,7 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
             } else {
                 options(r, una, false)
             };
-            let seg = Seg::from_server(&e, flags, seq, CLIENT_ISN + 1)
+            let seg = SegmentSpec::from_server(&e, flags, seq, CLIENT_ISN + 1)
                 .opts(&o)
                 .payload(r.below(300) as usize);
             (Port::Ingress, seg)
@@ -709,17 +708,17 @@ fn segment(r: &mut Rng, fuzzed: &mut [Flow]) -> (Port, Seg) {
             };
             (
                 Port::Ingress,
-                Seg::from_server(&e, SYN | ACK, seq, CLIENT_ISN + 1).opts(&o),
+                SegmentSpec::from_server(&e, SYN | ACK, seq, CLIENT_ISN + 1).opts(&o),
             )
         }
         _ => {
-            let seg = Seg::from_server(&e, ACK, una.wrapping_add(FLOW_DATA), near_wrap(r));
+            let seg = SegmentSpec::from_server(&e, ACK, una.wrapping_add(FLOW_DATA), near_wrap(r));
             (Port::Ingress, seg)
         }
     }
 }
 
-fn flip_bits(r: &mut Rng, f: &mut [u8]) {
+fn flip_bits(r: &mut SplitMix64, f: &mut [u8]) {
     for _ in 0..r.below(4) + 1 {
         let i = r.below(f.len() as u64) as usize;
         f[i] ^= 1 << r.below(8);
@@ -728,7 +727,7 @@ fn flip_bits(r: &mut Rng, f: &mut [u8]) {
 
 /// Mutations of the built frame below TCP options; checksums are then fixed most of the time,
 /// so that the rewrite's checksum update is checked from a valid start.
-fn mutate(r: &mut Rng, f: &mut Vec<u8>) {
+fn mutate(r: &mut SplitMix64, f: &mut Vec<u8>) {
     let v4 = f[12] == 0x08;
     if v4 && r.chance(8) {
         // IP options (never parsed by the programs), up to IHL 15.
@@ -816,7 +815,7 @@ fn mutate(r: &mut Rng, f: &mut Vec<u8>) {
 }
 
 /// Cuts the frame anywhere; half the time the IP length is made to agree.
-fn truncate(r: &mut Rng, f: &mut Vec<u8>) {
+fn truncate(r: &mut SplitMix64, f: &mut Vec<u8>) {
     let at = r.below(f.len() as u64 + 1) as usize;
     f.truncate(at);
     if r.chance(50) && f.len() >= 20 {
@@ -840,7 +839,7 @@ fn truncate(r: &mut Rng, f: &mut Vec<u8>) {
 // ---- The run ----
 
 #[derive(Default, Debug)]
-struct Tally {
+struct RunTally {
     runs: u64,
     refused: u64,
     not_tcp: u64,
@@ -855,11 +854,11 @@ struct Tally {
 
 struct Fuzz {
     dp: OvsDatapath,
-    fuzzed: Vec<Flow>,
-    sentinels: Vec<Flow>,
+    fuzzed: Vec<FuzzFlow>,
+    sentinels: Vec<FuzzFlow>,
     clean: OvsDatapath,
-    directives: HashMap<u32, Directive>,
-    t: Tally,
+    directives: HashMap<u32, OvsDirective>,
+    t: RunTally,
     packets: u64,
     malformed: u64,
     sentinel_round: u32,
@@ -889,7 +888,7 @@ impl Fuzz {
             sentinels,
             clean,
             directives,
-            t: Tally {
+            t: RunTally {
                 setup_packets: st.packets,
                 ..Default::default()
             },
@@ -1008,7 +1007,7 @@ impl Fuzz {
     /// Counts the records so far: HIDDEN verdicts must match drops.
     fn account(&mut self) {
         for ev in drain(&mut self.dp) {
-            if let Event::Ack(a) = ev {
+            if let OvsEvent::Ack(a) = ev {
                 if a.verdict == AckVerdict::Hidden {
                     self.t.hidden_records += 1;
                 }
@@ -1030,7 +1029,7 @@ impl Fuzz {
     /// Fuzzed flows: alive ones kept their handshake and clamp a fresh ACK as the model says;
     /// closed or replaced ones are set up again. Controls change now and then, as the agent's
     /// would.
-    fn check_fuzzed(&mut self, r: &mut Rng) -> Result<(), String> {
+    fn check_fuzzed(&mut self, r: &mut SplitMix64) -> Result<(), String> {
         for i in 0..self.fuzzed.len() {
             let (key, id) = (self.fuzzed[i].ends.key(), self.fuzzed[i].id);
             let st = match self.dp.flow(&key) {
@@ -1068,7 +1067,7 @@ impl Fuzz {
             } else {
                 60_000
             };
-            let seg = Seg::to_server(&f.ends, ACK, CLIENT_ISN + 1, ack, w).build();
+            let seg = SegmentSpec::to_server(&f.ends, ACK, CLIENT_ISN + 1, ack, w).build();
             let want = clamp_model(&st, self.directives.get(&id), ack, w);
             let name = f.name;
             let (ret, out) = self.run(Port::Egress, &seg)?.unwrap();
@@ -1080,7 +1079,7 @@ impl Fuzz {
             }
             if self.fuzzed[i].cwnd.is_some() && r.chance(20) {
                 let una = SERVER_ISN.wrapping_add(1);
-                let c = Directive {
+                let c = OvsDirective {
                     cwnd_bytes: match r.below(4) {
                         0 => 1,
                         1 => 3000,
@@ -1110,7 +1109,7 @@ impl Fuzz {
         for i in 0..self.sentinels.len() {
             let s = &self.sentinels[i];
             let ack = una.wrapping_add((k * 97).min(FLOW_DATA));
-            let seg = Seg::to_server(
+            let seg = SegmentSpec::to_server(
                 &s.ends,
                 ACK,
                 CLIENT_ISN + 1,
@@ -1166,10 +1165,10 @@ fn mutated_frames_pass_unchanged_or_leave_valid_with_a_window_never_raised() {
     for i in [0, 1] {
         let e = z.fuzzed[i].ends;
         let sack = sack_option(&mut r, una, 2);
-        let ack = Seg::to_server(&e, ACK | ECE, CLIENT_ISN + 1, una.wrapping_add(100), 60_000)
+        let ack = SegmentSpec::to_server(&e, ACK | ECE, CLIENT_ISN + 1, una.wrapping_add(100), 60_000)
             .opts(&[vec![1, 1], TS.to_vec(), vec![1, 1], sack].concat())
             .build();
-        let data = Seg::from_server(&e, ACK, una.wrapping_add(10), CLIENT_ISN + 1)
+        let data = SegmentSpec::from_server(&e, ACK, una.wrapping_add(10), CLIENT_ISN + 1)
             .opts(&TS)
             .payload(50)
             .build();

@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ccswitch_ovs::loader::{complete_tcp_checksum, AttachOptions, OvsDatapath};
-use ccswitch_ovs::events::{Event, Segment};
+use ccswitch_ovs::events::{OvsEvent, Segment};
 
 fn sh(args: &[&str]) -> Result<(), String> {
     let out = Command::new(args[0])
@@ -331,8 +331,8 @@ fn inject_through(kind: char, subnet: u8, ovs: bool) {
     let deadline = Instant::now() + Duration::from_secs(15);
     while seg.is_none() && Instant::now() < deadline {
         dp.poll(Duration::from_millis(100), |e| match e {
-            Event::Established(_) => established = true,
-            Event::Segment(s) if s.len as usize == n => seg = Some(s),
+            OvsEvent::Established(_) => established = true,
+            OvsEvent::Segment(s) if s.len as usize == n => seg = Some(s),
             _ => {}
         })
         .unwrap();
@@ -372,10 +372,10 @@ fn inject_through(kind: char, subnet: u8, ovs: bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while (!seen_again || !dsack) && Instant::now() < deadline {
         dp.poll(Duration::from_millis(100), |e| match e {
-            Event::Segment(s) => {
+            OvsEvent::Segment(s) => {
                 seen_again |= (s.flow_id, s.seq, s.len) == (seg.flow_id, seg.seq, seg.len);
             }
-            Event::Ack(a) => {
+            OvsEvent::Ack(a) => {
                 let end = seg.seq.wrapping_add(seg.len);
                 dsack |= a
                     .sack

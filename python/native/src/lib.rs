@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use ccswitch_algorithms::Measurement;
-use ccswitch_selection::features::{FeatureTracker as Tracker, FeatureWindow, Features};
-use ccswitch_selection::model::Model as SelectionModel;
+use ccswitch_selection::features::{FeatureTracker, FeatureWindow, Features};
+use ccswitch_selection::model::Model;
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -55,17 +55,17 @@ fn features_dict<'py>(py: Python<'py>, f: &Features) -> PyResult<Bound<'py, PyDi
 }
 
 /// One flow's features, updated report by report: the agent selector's own tracker.
-#[pyclass(module = "ccswitch._native")]
-struct FeatureTracker {
-    inner: Tracker,
+#[pyclass(name = "FeatureTracker", module = "ccswitch._native")]
+struct PyFeatureTracker {
+    inner: FeatureTracker,
 }
 
 #[pymethods]
-impl FeatureTracker {
+impl PyFeatureTracker {
     /// `window`: "first" (the flow's first `samples` RTT samples) or "sliding" (the last ones).
     #[new]
     fn new(window: &str, samples: usize) -> PyResult<Self> {
-        Ok(Self { inner: Tracker::new(parse_window(window, samples)?) })
+        Ok(Self { inner: FeatureTracker::new(parse_window(window, samples)?) })
     }
 
     /// Absorb one report (a dict with the keys of an agent `report` event); `mss` converts
@@ -123,13 +123,13 @@ fn decision_features<'py>(
 }
 
 /// A model file loaded and checked by the agent's own code.
-#[pyclass(module = "ccswitch._native", frozen)]
-struct Model {
-    inner: SelectionModel,
+#[pyclass(name = "Model", module = "ccswitch._native", frozen)]
+struct PyModel {
+    inner: Model,
 }
 
 #[pymethods]
-impl Model {
+impl PyModel {
     #[getter]
     fn name(&self) -> &str {
         self.inner.name()
@@ -192,8 +192,8 @@ impl Model {
 
 /// Load and check a model file as the agent does; ValueError names the file and every fault.
 #[pyfunction]
-fn load_model(path: PathBuf) -> PyResult<Model> {
-    SelectionModel::load(&path).map(|inner| Model { inner }).map_err(|e| PyValueError::new_err(e.to_string()))
+fn load_model(path: PathBuf) -> PyResult<PyModel> {
+    Model::load(&path).map(|inner| PyModel { inner }).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Native part of the `ccswitch` package.
@@ -201,8 +201,8 @@ fn load_model(path: PathBuf) -> PyResult<Model> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FEATURE_NAMES", PyList::new_bound(m.py(), Features::NAMES))?;
-    m.add_class::<FeatureTracker>()?;
-    m.add_class::<Model>()?;
+    m.add_class::<PyFeatureTracker>()?;
+    m.add_class::<PyModel>()?;
     m.add_function(wrap_pyfunction!(decision_features, m)?)?;
     m.add_function(wrap_pyfunction!(load_model, m)?)?;
     Ok(())

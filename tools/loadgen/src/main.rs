@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "ccswitch-loadgen", version, about)]
-struct Args {
+struct LoadgenCli {
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -64,7 +64,7 @@ enum Cmd {
 
 fn main() -> Result<()> {
     raise_fd_limit();
-    match Args::parse().cmd {
+    match LoadgenCli::parse().cmd {
         Cmd::Serve { bind, sndbuf } => serve(bind, sndbuf),
         Cmd::Fetch { connect, flows, rate_bps, seconds, ramp_ms, tick_ms, rcvbuf } => {
             if flows == 0 || rate_bps == 0 || seconds <= 0.0 || tick_ms == 0 {
@@ -238,7 +238,7 @@ fn serve(bind: SocketAddr, sndbuf: usize) -> Result<()> {
     }
 }
 
-struct Flow {
+struct FetchFlow {
     stream: TcpStream,
     budget: f64,
     bytes: u64,
@@ -257,7 +257,7 @@ fn fetch(
     rcvbuf: usize,
 ) -> Result<serde_json::Value> {
     let bytes_per_s = rate_bps as f64 / 8.0;
-    let mut flows: Vec<Flow> = Vec::with_capacity(n);
+    let mut flows: Vec<FetchFlow> = Vec::with_capacity(n);
     let mut errors: Vec<String> = Vec::new();
     let mut failed = 0usize;
     let mut buf = vec![0u8; CHUNK];
@@ -272,7 +272,7 @@ fn fetch(
         let due = if ramp.is_zero() { n } else { ((now - start).as_secs_f64() / ramp.as_secs_f64() * n as f64).ceil() as usize };
         while flows.len() + failed < due.min(n) {
             match open(to, rcvbuf) {
-                Ok(stream) => flows.push(Flow { stream, budget: 0.0, bytes: 0, open: true, corrupt: false }),
+                Ok(stream) => flows.push(FetchFlow { stream, budget: 0.0, bytes: 0, open: true, corrupt: false }),
                 Err(e) => {
                     failed += 1;
                     if errors.len() < 5 {

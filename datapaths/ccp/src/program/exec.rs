@@ -15,7 +15,7 @@ use super::{
 /// `Ewma` weights are tenths (libccp `CCP_FRAC_DENOM`): `(ewma w x)` is `(w·old + (10−w)·x)/10`.
 const EWMA_DENOMINATOR: u64 = 10;
 
-/// Per-ACK measurements a datapath hands to [`Flow::on_ack`](super::Flow::on_ack)
+/// Per-ACK measurements a datapath hands to [`CcpFlow::on_ack`](super::CcpFlow::on_ack)
 /// (libccp `struct ccp_primitives`, minus `snd_cwnd`/`snd_rate`, which the flow tracks itself).
 /// The `Ack.*`, loss and timeout fields describe this ACK only; the `Flow.*` fields are the
 /// latest value of a flow-wide quantity.

@@ -1,8 +1,8 @@
 //! Per-flow datapath state: the running program, its registers, and the window and rate the
 //! program commands.
 //!
-//! Evaluation is driven by the datapath (libccp `ccp_invoke`): [`Flow::on_ack`] on every ACK,
-//! and [`Flow::on_tick`] from a timer when ACKs stop. libccp itself has no timer, so a program
+//! Evaluation is driven by the datapath (libccp `ccp_invoke`): [`CcpFlow::on_ack`] on every ACK,
+//! and [`CcpFlow::on_tick`] from a timer when ACKs stop. libccp itself has no timer, so a program
 //! waiting for `(> Micros …)` would stall on an idle or ACK-starved flow; a tick runs the same
 //! evaluation with the latest flow-wide measurements and zero per-ACK counts (see
 //! [`Primitives::for_tick`]), so time-based conditions fire and nothing is counted twice.
@@ -10,7 +10,7 @@
 //! program started, and writing `Micros` (e.g. `(:= Micros 0)`) restarts it, as in libccp.
 //!
 //! Agent messages are applied at once rather than staged for the next ACK as libccp must (it
-//! receives them outside the flow's context); since a `Flow` is borrowed exclusively, the
+//! receives them outside the flow's context); since a `CcpFlow` is borrowed exclusively, the
 //! effect is the same and CHANGE_PROG is atomic with respect to evaluation.
 
 use std::sync::Arc;
@@ -43,7 +43,7 @@ enum Update {
 
 /// One connection's CCP state (libccp `ccp_connection` + `ccp_priv_state`).
 #[derive(Clone, Debug)]
-pub struct Flow {
+pub struct CcpFlow {
     sid: u32,
     mss: u32,
     cwnd_bytes: u32,
@@ -53,7 +53,7 @@ pub struct Flow {
     last_prims: Primitives,
 }
 
-impl Flow {
+impl CcpFlow {
     /// A flow with no program yet (it runs nothing until a CHANGE_PROG) and the datapath's
     /// initial window; rate 0 means "not paced".
     pub fn new(sid: u32, init_cwnd_bytes: u32, mss: u32) -> Self {

@@ -5,7 +5,7 @@
 //! each report and control register; each expression (`when` clause) names a range of
 //! instructions computing its condition into the implicit `__eventFlag` register and a range
 //! forming its body. On every ACK the datapath evaluates the expressions in order (see
-//! [`Flow::on_ack`]): a true condition runs its body and stops the walk unless the body set
+//! [`CcpFlow::on_ack`]): a true condition runs its body and stops the walk unless the body set
 //! `__shouldContinue` (`(fallthrough)`); afterwards a non-zero `Cwnd`/`Rate` is applied and, if
 //! `__shouldReport` was set, the report registers go to the agent in a MEASURE and the volatile
 //! ones return to their defaults.
@@ -39,7 +39,7 @@ use thiserror::Error;
 use crate::wire::{InstallExpr, InstrRecord, RegRecord, MAX_EXPRESSIONS, MAX_INSTRUCTIONS};
 
 pub use exec::{ExecError, Primitives, RegisterSnapshot};
-pub use flow::{Flow, Step};
+pub use flow::{CcpFlow, Step};
 
 /// Report registers per flow (libccp `MAX_REPORT_REG`).
 pub const MAX_REPORT_REGS: usize = 110;

@@ -10,7 +10,7 @@
 
 use std::sync::OnceLock;
 
-use super::{Flow, Program};
+use super::{CcpFlow, Program};
 use crate::wire::{self, Msg};
 
 /// The INSTALL_EXPR message of the standard program (program uid as the agent compiled it).
@@ -73,7 +73,7 @@ pub fn is_standard(prog: &Program) -> bool {
 /// How `flow` would be folded in the kernel now: `None` unless it runs the standard program in
 /// a mode the kernel folds (periodic reports stay in user space, where a timer drives them
 /// when ACKs stop).
-pub fn fold_mode(flow: &Flow) -> Option<FoldMode> {
+pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
     let prog = flow.program()?;
     if !is_standard(prog) || flow.control(control::PERIOD_US) != 0 {
         return None;

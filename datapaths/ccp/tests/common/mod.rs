@@ -6,7 +6,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 
 use ccswitch_ccp::wire::{self, InstallExpr, Measure, Msg};
-use ccswitch_ccp::{Flow, FrameReader, ProgramTable, Step};
+use ccswitch_ccp::{CcpFlow, FrameReader, ProgramTable, Step};
 use portus::lang::{self, Reg as PReg, Scope, Type};
 use portus::serialize as ps;
 
@@ -48,7 +48,7 @@ pub fn install(table: &mut ProgramTable, src: &str) -> Scope {
 
 /// Portus's CHANGE_PROG for `scope`'s program with the given updates, decoded and applied.
 pub fn change_prog(
-    flow: &mut Flow,
+    flow: &mut CcpFlow,
     table: &ProgramTable,
     scope: &Scope,
     updates: Vec<(PReg, u64)>,
@@ -65,7 +65,7 @@ pub fn change_prog(
 }
 
 /// Portus's UPDATE_FIELDS, decoded and applied.
-pub fn update_fields(flow: &mut Flow, table: &ProgramTable, updates: Vec<(PReg, u64)>) -> Step {
+pub fn update_fields(flow: &mut CcpFlow, table: &ProgramTable, updates: Vec<(PReg, u64)>) -> Step {
     let msg = ps::update_field::Msg {
         sid: flow.sid(),
         num_fields: updates.len() as u8,
@@ -104,12 +104,12 @@ pub fn rate_reg() -> PReg {
 }
 
 /// The agent's end of a session's connection: sends messages, reads what the shim sent.
-pub struct Agent {
+pub struct AgentEnd {
     pub stream: UnixStream,
     pub frames: FrameReader,
 }
 
-impl Agent {
+impl AgentEnd {
     /// A non-blocking end.
     pub fn new(stream: UnixStream) -> Self {
         stream.set_nonblocking(true).unwrap();

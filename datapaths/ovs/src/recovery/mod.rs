@@ -44,7 +44,7 @@ use std::collections::VecDeque;
 
 use ccswitch_ccp::Primitives;
 
-use crate::events::{Ack, Directive, Established, FrameSlot, Segment, UnbufferedReason};
+use crate::events::{Ack, Established, FrameSlot, OvsDirective, Segment, UnbufferedReason};
 
 pub use buffer::{BufferPool, MAX_EARLY_SEGMENTS};
 pub use loss::{LossKind, DUPACK_THRESHOLD};
@@ -260,8 +260,8 @@ impl SenderFlow {
     }
 
     /// The directive for window `cwnd_bytes`.
-    pub fn directive(&self, cwnd_bytes: u32) -> Directive {
-        Directive {
+    pub fn directive(&self, cwnd_bytes: u32) -> OvsDirective {
+        OvsDirective {
             cwnd_bytes: cwnd_bytes.max(2 * self.mss as u32),
             sacked_bytes: u32::try_from(self.tally.sacked_bytes).unwrap_or(u32::MAX),
             sacked_una: self.raw(self.una),

@@ -8,9 +8,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use ccswitch_ovs::loader::{
-    monotonic_now_ns, AttachOptions, FlowPhase, Port, OvsDatapath, RET_NEXT,
+    monotonic_now_ns, AttachOptions, FlowPhase, OvsDatapath, Port, RET_NEXT,
 };
-use ccswitch_ovs::events::{Directive, Event, FlowAddrs};
+use ccswitch_ovs::events::{FlowAddrs, OvsDirective, OvsEvent};
 
 pub const FIN: u8 = 0x01;
 pub const SYN: u8 = 0x02;
@@ -72,7 +72,7 @@ impl Ends {
 
 /// One TCP segment to build.
 #[derive(Clone)]
-pub struct Seg {
+pub struct SegmentSpec {
     pub src: SocketAddr,
     pub dst: SocketAddr,
     pub seq: u32,
@@ -83,9 +83,9 @@ pub struct Seg {
     pub payload: Vec<u8>,
 }
 
-impl Seg {
+impl SegmentSpec {
     pub fn to_server(e: &Ends, flags: u8, seq: u32, ack: u32, window: u16) -> Self {
-        Seg {
+        SegmentSpec {
             src: e.client,
             dst: e.server,
             seq,
@@ -97,7 +97,7 @@ impl Seg {
         }
     }
     pub fn from_server(e: &Ends, flags: u8, seq: u32, ack: u32) -> Self {
-        Seg {
+        SegmentSpec {
             src: e.server,
             dst: e.client,
             seq,
@@ -247,25 +247,25 @@ pub fn opts_of(f: &[u8]) -> Vec<u8> {
 
 /// Pending records; the slab slots of their segments are given back at once (as the shim
 /// would once acknowledged), so their frames must not be read: see `drain_keeping_frames`.
-pub fn drain(dp: &mut OvsDatapath) -> Vec<Event> {
+pub fn drain(dp: &mut OvsDatapath) -> Vec<OvsEvent> {
     let v = drain_keeping_frames(dp);
     free_frames(dp, &v);
     v
 }
 
 /// Pending records; the caller owns the slab slots of their segments.
-pub fn drain_keeping_frames(dp: &mut OvsDatapath) -> Vec<Event> {
+pub fn drain_keeping_frames(dp: &mut OvsDatapath) -> Vec<OvsEvent> {
     let mut v = Vec::new();
     dp.poll(Duration::ZERO, |e| v.push(e)).unwrap();
     v
 }
 
 /// Gives back the slab slots of the segments among `evs`.
-pub fn free_frames(dp: &OvsDatapath, evs: &[Event]) {
+pub fn free_frames(dp: &OvsDatapath, evs: &[OvsEvent]) {
     let slots: Vec<u32> = evs
         .iter()
         .filter_map(|e| match e {
-            Event::Segment(s) => Some(s.frame.index),
+            OvsEvent::Segment(s) => Some(s.frame.index),
             _ => None,
         })
         .collect();
@@ -273,23 +273,23 @@ pub fn free_frames(dp: &OvsDatapath, evs: &[Event]) {
 }
 
 /// The frame of a segment record, copied out of the slab (the caller owns the slot).
-pub fn frame_of(dp: &OvsDatapath, e: &Event) -> Option<Vec<u8>> {
+pub fn frame_of(dp: &OvsDatapath, e: &OvsEvent) -> Option<Vec<u8>> {
     match e {
-        Event::Segment(s) => dp.frame(&s.frame).map(<[u8]>::to_vec),
+        OvsEvent::Segment(s) => dp.frame(&s.frame).map(<[u8]>::to_vec),
         _ => None,
     }
 }
 
-pub fn acks(evs: &[Event]) -> Vec<ccswitch_ovs::events::Ack> {
+pub fn acks(evs: &[OvsEvent]) -> Vec<ccswitch_ovs::events::Ack> {
     evs.iter()
         .filter_map(|e| match e {
-            Event::Ack(a) => Some(a.clone()),
+            OvsEvent::Ack(a) => Some(a.clone()),
             _ => None,
         })
         .collect()
 }
 
-pub fn run(dp: &OvsDatapath, port: Port, seg: &Seg) -> (i32, Vec<u8>) {
+pub fn run(dp: &OvsDatapath, port: Port, seg: &SegmentSpec) -> (i32, Vec<u8>) {
     let r = dp.test_run(port, &seg.build(), 0).unwrap();
     (r.ret, r.frame)
 }
@@ -306,14 +306,14 @@ pub fn ws(s: u8) -> Vec<u8> {
 
 /// SYN, SYN-ACK, ACK through the programs; returns the flow id.
 pub fn handshake(dp: &mut OvsDatapath, e: &Ends, client_opts: &[u8], server_opts: &[u8]) -> u32 {
-    let syn = Seg::to_server(e, SYN, CLIENT_ISN, 0, 64240).opts(client_opts);
+    let syn = SegmentSpec::to_server(e, SYN, CLIENT_ISN, 0, 64240).opts(client_opts);
     assert_eq!(run(dp, Port::Egress, &syn).0, RET_NEXT);
     let st = dp.flow(&e.key()).expect("SYN creates the entry");
     assert_eq!(st.phase, FlowPhase::SynSeen);
-    let synack = Seg::from_server(e, SYN | ACK, SERVER_ISN, CLIENT_ISN + 1).opts(server_opts);
+    let synack = SegmentSpec::from_server(e, SYN | ACK, SERVER_ISN, CLIENT_ISN + 1).opts(server_opts);
     assert_eq!(run(dp, Port::Ingress, &synack).0, RET_NEXT);
     assert_eq!(dp.flow(&e.key()).unwrap().phase, FlowPhase::SynAckSeen);
-    let ack = Seg::to_server(e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 1000);
+    let ack = SegmentSpec::to_server(e, ACK, CLIENT_ISN + 1, SERVER_ISN.wrapping_add(1), 1000);
     let (ret, out) = run(dp, Port::Egress, &ack);
     assert_eq!(ret, RET_NEXT);
     assert_eq!(
@@ -325,7 +325,7 @@ pub fn handshake(dp: &mut OvsDatapath, e: &Ends, client_opts: &[u8], server_opts
     let est = evs
         .iter()
         .find_map(|e| match e {
-            Event::Established(x) => Some(x.clone()),
+            OvsEvent::Established(x) => Some(x.clone()),
             _ => None,
         })
         .expect("ESTABLISHED record");
@@ -343,7 +343,7 @@ pub fn full_opts(wscale: u8) -> Vec<u8> {
 pub fn server_sends(dp: &mut OvsDatapath, e: &Ends, n: usize) {
     for off in (0..n).step_by(1000) {
         let seq = SERVER_ISN.wrapping_add(1 + off as u32);
-        let d = Seg::from_server(e, ACK | PSH, seq, CLIENT_ISN + 1).payload((n - off).min(1000));
+        let d = SegmentSpec::from_server(e, ACK | PSH, seq, CLIENT_ISN + 1).payload((n - off).min(1000));
         assert_eq!(run(dp, Port::Ingress, &d).0, RET_NEXT);
     }
 }
@@ -351,7 +351,7 @@ pub fn server_sends(dp: &mut OvsDatapath, e: &Ends, n: usize) {
 pub fn give_directive(dp: &OvsDatapath, id: u32, cwnd: u32) {
     dp.set_directive(
         id,
-        &Directive {
+        &OvsDirective {
             cwnd_bytes: cwnd,
             sacked_bytes: 0,
             sacked_una: 0,
