@@ -37,7 +37,7 @@ fn upper_edge(b: usize) -> u64 {
     let exp = (b / SUB) as u32 + SUB_BITS - 1;
     let sub = (b % SUB) as u64;
     let low = (1u64 << exp) + (sub << (exp - SUB_BITS));
-    low + (1u64 << (exp - SUB_BITS)) - 1
+    low + ((1u64 << (exp - SUB_BITS)) - 1) // the last bucket ends at u64::MAX
 }
 
 impl LatencyHistogram {
