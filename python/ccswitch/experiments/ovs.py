@@ -22,7 +22,7 @@ Open vSwitch reads its ports with packet sockets, whose receive buffer (net.core
 global: read-only in other namespaces) overflows under load: the run raises it for its
 duration.
 
-`OvsShim` runs `ccswitch-ovs run` once per transfer (so each transfer has its own stats
+`OvsShimProcess` runs `ccswitch-ovs run` once per transfer (so each transfer has its own stats
 file and log), inside the bridge namespace, against the run's agent; `overhead_rows` turns the
 stats files of a run into the figures of its report.
 """
@@ -233,7 +233,7 @@ class BridgeFabric:
 # ----------------------------------------------------------------------- the shim
 
 
-class OvsShim:
+class OvsShimProcess:
     """`ccswitch-ovs run` on the bridge's server-facing port, one instance per transfer."""
 
     def __init__(self, procs: Processes, fabric: BridgeFabric, daemons, bin_dir: str, out_dir: str,

@@ -440,7 +440,7 @@ class Runner:
         self.teardown.push("stop nginx", self.nginx.stop)
         self.nginx.start()
         self.daemons = None
-        self.ovs_shim: Optional[_ovs.OvsShim] = None
+        self.ovs_shim: Optional[_ovs.OvsShimProcess] = None
         if sc.uses_agent:
             self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
                                            settle_s=sc.agent_settle_s, python_path=scenario_python_path(sc),
@@ -453,7 +453,7 @@ class Runner:
             if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
                 # run time of the port programs, for the overhead figures
                 self.sysctls.set("kernel.bpf_stats_enabled", "1")
-            self.ovs_shim = _ovs.OvsShim(self.procs, self.fabric, self.daemons, self.bin_dir,
+            self.ovs_shim = _ovs.OvsShimProcess(self.procs, self.fabric, self.daemons, self.bin_dir,
                                                   self.out_dir, self.log_dir)
             self.teardown.push(f"stop {_ovs.OVS_BIN}", self.ovs_shim.stop)
         self.teardown.push("stop current transfer", self._stop_current)

@@ -538,7 +538,7 @@ def check_agent_spec(agent_bin: str, algorithm: Optional[str], policy: Optional[
 class CcswitchDaemons:
     """The agent (restarted whenever the algorithm or policy changes) and the kernel datapath
     shim (kept for the whole run once a `kernel:` scheme needs it; it registers the BPF
-    congestion control "ccswitch"). The ovs datapath's shim (`ovs.OvsShim`) talks to
+    congestion control "ccswitch"). The ovs datapath's shim (`ovs.OvsShimProcess`) talks to
     the same agent.
 
     With `events_dir`, every agent start writes its flow events (creation, reports, algorithm
