@@ -116,7 +116,7 @@ pub struct RawOvsConfig {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RawOvsStats {
-    pub counters: [u64; 18],
+    pub counters: [u64; 19],
 }
 
 #[repr(C)]
@@ -212,7 +212,7 @@ const _: () = assert!(size_of::<FlowKey>() == 40);
 const _: () = assert!(size_of::<RawOvsFlow>() == 48);
 const _: () = assert!(size_of::<RawOvsDirective>() == 24);
 const _: () = assert!(size_of::<RawOvsConfig>() == 16);
-const _: () = assert!(size_of::<RawOvsStats>() == 144);
+const _: () = assert!(size_of::<RawOvsStats>() == 152);
 const _: () = assert!(size_of::<Head>() == 16);
 const _: () = assert!(size_of::<EstablishedEvent>() == 72);
 const _: () = assert!(size_of::<SegmentEvent>() == 32);

@@ -51,7 +51,8 @@ pub const RET_DROP: i32 = 2;
 pub struct AttachOptions {
     /// The bridge port facing the server (host side of its veth/tap).
     pub ifname: String,
-    /// Capacity of the flow table (LRU): flows, including half-open ones.
+    /// Capacity of the flow table: flows, including half-open ones (a full table refuses new
+    /// flows, counted in `table_full`).
     pub max_flows: u32,
     /// Ring buffer size in bytes (power of two, multiple of the page size).
     pub ring_bytes: u32,
@@ -99,6 +100,8 @@ pub struct OvsStats {
     pub dupacks_opened: u64,
     /// Frames not copied because the slab had no free slot (each left its flow unbuffered).
     pub slab_full: u64,
+    /// SYNs of new flows the full flow table refused (those flows stay with the server's TCP).
+    pub table_full: u64,
 }
 
 /// Run-time statistics of one attached program (kernel BPF statistics).
@@ -640,6 +643,18 @@ impl OvsDatapath {
             .collect()
     }
 
+    /// Remove the half-open entries (handshake not completed) last seen more than
+    /// `older_than_ns` before `now_ns` (bpf_ktime_get_ns's clock): the table does not evict,
+    /// so SYNs that never complete (a scan, a flood) would otherwise hold it full. It reads
+    /// the whole table: call it when the table has refused flows, not on a timer.
+    pub fn expire_half_open(&self, older_than_ns: u64, now_ns: u64) -> usize {
+        self.flows()
+            .into_iter()
+            .filter(|(_, f)| f.phase != FlowPhase::Established && now_ns.saturating_sub(f.last_seen_ns) > older_than_ns)
+            .filter(|(key, _)| self.remove_flow(key).is_ok())
+            .count()
+    }
+
     /// Number of entries in the flow table, half-open ones included.
     pub fn flow_count(&self) -> usize {
         self.skel.maps.flows.keys().count()
@@ -718,7 +733,7 @@ impl OvsDatapath {
     }
 
     pub fn stats(&self) -> OvsStats {
-        let mut sum = [0u64; 18];
+        let mut sum = [0u64; 19];
         if let Ok(Some(per_cpu)) = self
             .skel
             .maps
@@ -733,7 +748,7 @@ impl OvsDatapath {
                 }
             }
         }
-        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened, slab_full] =
+        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened, slab_full, table_full] =
             sum;
         OvsStats {
             packets,
@@ -754,6 +769,7 @@ impl OvsDatapath {
             unbuffered,
             dupacks_opened,
             slab_full,
+            table_full,
         }
     }
 

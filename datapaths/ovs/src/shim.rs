@@ -234,11 +234,17 @@ pub struct OvsShim<P: PortOps> {
     changed: Vec<u32>,
     /// Refused directives already logged, and when.
     refused_logged: (u64, Instant),
+    /// SYNs the full flow table refused, as of the last line about them.
+    table_full_logged: (u64, Instant),
     /// Fallbacks for want of room (slab, ring, buffer budgets) already logged, and when.
     exhaustion_logged: (u64, Instant),
 }
 
 /// Fallback reasons that mean a resource ran out (logged once per interval, not per flow).
+/// A handshake not completed after this long is dropped from a full flow table (a SYN is
+/// retried after 1, 3 and 7 s).
+const HALF_OPEN_TIMEOUT_NS: u64 = 10_000_000_000;
+
 const EXHAUSTION_REASONS: [&str; 4] = ["slab_full", "ring_full", "flow_budget", "global_budget"];
 /// At most one line per this about exhausted resources and refused directives.
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
@@ -261,6 +267,7 @@ impl<P: PortOps> OvsShim<P> {
             due: Vec::new(),
             changed: Vec::new(),
             refused_logged: (0, Instant::now()),
+            table_full_logged: (0, Instant::now()),
             // The first exhaustion is logged at the next pass, later ones once per interval.
             exhaustion_logged: (0, Instant::now().checked_sub(LOG_INTERVAL).unwrap_or_else(Instant::now)),
         }
@@ -713,6 +720,7 @@ impl OvsShim<OvsDatapath> {
                 self.sample(now_ns);
                 self.log_refused();
                 self.log_exhaustion();
+                self.log_table_full();
             }
             self.flush_agent();
         }
@@ -725,6 +733,25 @@ impl OvsShim<OvsDatapath> {
         self.log_exhaustion();
         info!("stopping");
         Ok(())
+    }
+
+    /// New flows the full flow table refused since the last line, at most one line per
+    /// interval: never per packet. A table that refused flows is also cleared of handshakes
+    /// that never completed.
+    fn log_table_full(&mut self) {
+        let (logged, at) = self.table_full_logged;
+        if at.elapsed() < LOG_INTERVAL {
+            return;
+        }
+        let refused = self.port.stats().table_full;
+        if refused > logged {
+            let expired = self.port.expire_half_open(HALF_OPEN_TIMEOUT_NS, monotonic_now_ns());
+            warn!(
+                flows = refused - logged, total = refused, half_open_expired = expired,
+                "new flows refused by the full flow table: left to the server's TCP (raise --max-flows)"
+            );
+            self.table_full_logged = (refused, Instant::now());
+        }
     }
 
     /// Sleep until port records or agent messages arrive, or `timeout` passes.
@@ -759,7 +786,7 @@ impl OvsShim<OvsDatapath> {
             "dupacks_hidden": st.dupacks_hidden, "dupacks_opened": st.dupacks_opened, "sack_stripped": st.sack_stripped,
             "ece_cleared": st.ece_cleared, "out_of_window": st.out_of_window,
             "wscale_capped": st.wscale_capped, "ring_drops": st.ring_drops,
-            "unbuffered": st.unbuffered, "slab_full": st.slab_full,
+            "unbuffered": st.unbuffered, "slab_full": st.slab_full, "table_full": st.table_full,
             "records_malformed": self.port.records_malformed(),
             "slab_slots": self.port.slab_slots(), "slab_in_use": self.port.slab_in_use(),
         });

@@ -53,7 +53,7 @@ const DEFAULT_FRAMES: u64 = 100_000;
 /// Server data each flow sends after its handshake: ACKs up to SERVER_ISN + 1 + this are in
 /// window, a range that crosses 2^32.
 const FLOW_DATA: u32 = 8000;
-const MAX_FLOWS: u32 = 1 << 16; // random SYNs must not push real flows out of the LRU
+const MAX_FLOWS: u32 = 1 << 16; // room for the random SYNs: a full table would refuse real flows
 const RING_BYTES: u32 = 1 << 22;
 const DRAIN_EVERY: u64 = 256;
 const CHECK_FLOWS_EVERY: u64 = 100;

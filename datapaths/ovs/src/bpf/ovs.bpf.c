@@ -95,7 +95,10 @@ char _license[] SEC("license") = "GPL";
 #define STALE_ACK_LIMIT (1u << 30)
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	/* Not an LRU: a full table refuses new flows (counted in table_full, and they
+	 * stay with the server's TCP) rather than silently evicting a controlled one.
+	 * Entries leave on FIN/RST and on the shim's idle timeout. */
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536); /* AttachOptions.max_flows, set before load */
 	__type(key, struct ccsw_flow_key);
 	__type(value, struct ccsw_flow);
@@ -645,7 +648,8 @@ static __always_inline void on_syn(struct pkt *p, __u64 now)
 	nf.client_wscale = capped_wscale(&p->o);
 	nf.opts = p->o.present << CCSW_O_CLIENT_SHIFT;
 	nf.state = CCSW_ST_SYN_SEEN;
-	bpf_map_update_elem(&flows, &p->key, &nf, BPF_ANY);
+	if (bpf_map_update_elem(&flows, &p->key, &nf, BPF_ANY) < 0)
+		COUNT(table_full);
 }
 
 static __always_inline void establish(struct ccsw_flow *f, struct pkt *p, __u64 now)

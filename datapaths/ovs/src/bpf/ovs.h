@@ -96,7 +96,7 @@ struct ccsw_flow_key {
 	__u8 client_addr[16];
 };
 
-/* Value of the flow table (LRU). */
+/* Value of the flow table. */
 struct ccsw_flow {
 	__u64 last_seen_ns;
 	__u32 flow_id;     /* 0 until ESTABLISHED */
@@ -156,6 +156,7 @@ struct ccsw_stats {
 	__u64 unbuffered;
 	__u64 dupacks_opened; /* duplicate ACKs forwarded because the clamp opened the window */
 	__u64 slab_full;      /* frames not copied: no free slab slot within CCSW_SLAB_PROBES */
+	__u64 table_full;     /* SYNs of flows the full flow table could not take (never controlled) */
 };
 
 /* Common head of every record. */
@@ -242,7 +243,7 @@ _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_flow) == 48, "flow");
 _Static_assert(sizeof(struct ccsw_directive) == 24, "directive");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config");
-_Static_assert(sizeof(struct ccsw_stats) == 144, "stats");
+_Static_assert(sizeof(struct ccsw_stats) == 152, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
 _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
 _Static_assert(sizeof(struct ccsw_segment_event) == 32, "segment");
