@@ -125,11 +125,14 @@ struct SessionFlow {
     awaiting_answer: Option<(u64, bool)>,
 }
 
-/// Report → directive latencies: every answered report, and the urgent ones.
+/// Report → directive latencies: every answered report, and the urgent ones; and for urgent
+/// reports of programs the datapath runs, report → read by the shim (the part before the
+/// agent has it).
 #[derive(Clone, Debug, Default)]
 pub struct AnswerLatency {
     pub all: LatencyHistogram,
     pub urgent: LatencyHistogram,
+    pub urgent_read: LatencyHistogram,
 }
 
 /// Counters for the shim's exit log.
@@ -595,6 +598,10 @@ impl Session {
         let field = |i| fields.get(i).copied().unwrap_or(0);
         let urgent = field(standard::report::LOST) > 0 || field(standard::report::TIMEOUT) != 0;
         flow.awaiting_answer = Some((field(standard::report::NOW), urgent));
+        if urgent {
+            let read_us = (monotonic_now_ns() / 1000).saturating_sub(field(standard::report::NOW));
+            self.latency.urgent_read.record(read_us);
+        }
         let report = Measure { sid, program_uid: uid, fields };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
     }

@@ -173,7 +173,8 @@ impl KernelShim {
             answers = lat.all.count(), p50_us = q(&lat.all, 0.5), p99_us = q(&lat.all, 0.99),
             p999_us = q(&lat.all, 0.999), urgent = lat.urgent.count(),
             urgent_p50_us = q(&lat.urgent, 0.5), urgent_p99_us = q(&lat.urgent, 0.99),
-            urgent_p999_us = q(&lat.urgent, 0.999),
+            urgent_p999_us = q(&lat.urgent, 0.999), urgent_read_p50_us = q(&lat.urgent_read, 0.5),
+            urgent_read_p99_us = q(&lat.urgent_read, 0.99),
             "report to directive latency"
         );
     }

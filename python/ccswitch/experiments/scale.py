@@ -172,6 +172,9 @@ class KernelSide:
             "answer_p999_us": lat.get("p999_us"),
             "urgent_answers": lat.get("urgent"),
             "urgent_p99_us": lat.get("urgent_p99_us"),
+            # of which: from the report to the shim reading it
+            "urgent_read_p50_us": lat.get("urgent_read_p50_us"),
+            "urgent_read_p99_us": lat.get("urgent_read_p99_us"),
             "directives_refused": totals.get("directives_refused", 0),
             "reports_dropped": totals.get("reports_dropped", 0),
             "agent_errors": totals.get("agent_errors", 0),
