@@ -6,14 +6,15 @@ import pytest
 from ccswitch.experiments import stats
 
 
-def test_t_table_values():
+def test_t_quantiles():
+    # published two-sided 95% quantiles
     assert stats.t975(1) == pytest.approx(12.706, abs=1e-3)
     assert stats.t975(4) == pytest.approx(2.776, abs=1e-3)
     assert stats.t975(30) == pytest.approx(2.042, abs=1e-3)
-    # interpolated points against published quantiles
-    assert stats.t975(50) == pytest.approx(2.0086, abs=2e-3)
-    assert stats.t975(100) == pytest.approx(1.9840, abs=2e-3)
-    assert stats.t975(1000) == pytest.approx(1.9623, abs=2e-3)
+    assert stats.t975(50) == pytest.approx(2.0086, abs=1e-4)
+    assert stats.t975(100) == pytest.approx(1.9840, abs=1e-4)
+    assert stats.t975(1000) == pytest.approx(1.9623, abs=1e-4)
+    assert stats.t975(10**7) == pytest.approx(1.960, abs=1e-3)
     values = [stats.t975(df) for df in range(1, 2000)]
     assert all(a >= b for a, b in zip(values, values[1:]))  # decreasing in df
     assert values[-1] > 1.959964
@@ -23,7 +24,7 @@ def test_t_table_values():
 
 def test_mean_ci95():
     mean, lo, hi = stats.mean_ci95([1, 2, 3, 4, 5])
-    half = 2.7764 * math.sqrt(2.5) / math.sqrt(5)
+    half = 2.776445 * math.sqrt(2.5) / math.sqrt(5)
     assert mean == 3
     assert (lo, hi) == (pytest.approx(3 - half), pytest.approx(3 + half))
     assert stats.mean_ci95([4.2]) == (4.2, 4.2, 4.2)
