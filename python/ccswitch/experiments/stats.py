@@ -103,6 +103,104 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
     return out
 
 
+#: Datapaths whose schemes are compared with `native:ALG` by default (`default_pairs`).
+COMPARED_KINDS = ("kernel", "ovs")
+#: Bootstrap of a ratio of means: resamples and the fixed seed (the same data give the same interval).
+RATIO_RESAMPLES = 2000
+RATIO_SEED = 13
+
+
+def default_pairs(schemes: Sequence[str]) -> List[Tuple[str, str]]:
+    """The compared pairs (A, B) of a run's schemes: every `kernel:ALG[:PARAMS]` and
+    `ovs:ALG[:PARAMS]` against `native:ALG` when the run has it, in scheme order. Policies and
+    `py:` algorithms have no native counterpart and are not compared."""
+    natives = {s.split(":", 1)[1] for s in schemes if s.startswith("native:")}
+    pairs = []
+    for s in schemes:
+        kind, _, alg = s.partition(":")
+        base = alg.split(":", 1)[0]
+        if kind in COMPARED_KINDS and base not in ("policy", "py") and base in natives:
+            pairs.append((s, f"native:{base}"))
+    return pairs
+
+
+def _ok(r: dict) -> bool:
+    return not r.get("error") and bool(r.get("sha256_ok")) and r.get("tct_s") is not None
+
+
+def ratio_ci95(a: Sequence[float], b: Sequence[float], *, seed: int = RATIO_SEED,
+               n_resamples: int = RATIO_RESAMPLES) -> Tuple[float, float, float]:
+    """(ratio, lo, hi): mean(a) / mean(b) and its 95% percentile-bootstrap interval, resampling
+    the pairs (a[i], b[i]) together (`scipy.stats.bootstrap(..., paired=True)`). One pair gives
+    [ratio, ratio]; a degenerate resampling (e.g. all pairs equal) gives an interval of width 0."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"need equally many paired values, got {len(a)} and {len(b)}")
+    ratio = math.fsum(a) / math.fsum(b)
+    if len(a) == 1:
+        return ratio, ratio, ratio
+    import inspect
+
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    gen = np.random.default_rng(seed)
+    seed_kw = {"rng": gen} if "rng" in inspect.signature(bootstrap).parameters else {"random_state": gen}
+    res = bootstrap((np.asarray(a, float), np.asarray(b, float)),
+                    lambda x, y, axis: np.mean(x, axis=axis) / np.mean(y, axis=axis),
+                    paired=True, vectorized=True, confidence_level=0.95, n_resamples=n_resamples,
+                    method="percentile", **seed_kw)
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        lo = hi = ratio
+    return ratio, lo, hi
+
+
+def ratio_rows(rows: Iterable[dict], pairs: Sequence[Tuple[str, str]]) -> List[dict]:
+    """For each cell (client, file_bytes; in first-seen order) and compared pair (A, B) that
+    both ran there: the ratio of mean TCTs A / B with its bootstrap 95% interval (`ratio_ci95`).
+    Repetitions alternate the schemes in time, so the successful transfers are paired by
+    repetition number; a repetition that only one of the two completed is dropped. Returns dicts
+    with client, file_bytes, a, b, n_pairs, ratio, lo, hi (None when no repetition pairs up)."""
+    cells: Dict[tuple, Dict[str, Dict[int, float]]] = {}
+    for r in rows:
+        cell = cells.setdefault((r["client"], r.get("file_bytes")), {})
+        by_rep = cell.setdefault(r["scheme"], {})
+        if _ok(r) and r.get("repetition") is not None:
+            by_rep.setdefault(int(r["repetition"]), float(r["tct_s"]))
+    out = []
+    for (client, size), cell in cells.items():
+        for a, b in pairs:
+            if a not in cell or b not in cell:
+                continue
+            reps = sorted(set(cell[a]) & set(cell[b]))
+            row = {"client": client, "file_bytes": size, "a": a, "b": b, "n_pairs": len(reps),
+                   "ratio": None, "lo": None, "hi": None}
+            if reps:
+                row["ratio"], row["lo"], row["hi"] = ratio_ci95([cell[a][i] for i in reps],
+                                                                [cell[b][i] for i in reps])
+            out.append(row)
+    return out
+
+
+def format_ratio_table(ratios: List[dict]) -> str:
+    """The ratio rows as text: "client  A / B  ratio  [lo, hi]  n"; empty for no rows."""
+    if not ratios:
+        return ""
+    head = ["client", "A / B", "ratio", "95% CI (bootstrap)", "n"]
+    lines = []
+    for r in ratios:
+        if r["ratio"] is None:
+            ratio = ci = "-"
+        else:
+            ratio, ci = f"{r['ratio']:.3f}", f"[{r['lo']:.3f}, {r['hi']:.3f}]"
+        lines.append([r["client"], f"{r['a']} / {r['b']}", ratio, ci, str(r["n_pairs"])])
+    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
+    fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    title = "ratio of mean TCT, A / B (transfers paired by repetition; n = pairs)"
+    return "\n".join([title, fmt(head), "  ".join("-" * w for w in widths)] + [fmt(l) for l in lines])
+
+
 #: Longest error text quoted in a summary table's status column.
 STATUS_ERROR_CHARS = 90
 
