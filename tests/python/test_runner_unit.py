@@ -116,12 +116,12 @@ file_bytes = 1000
 """
 
 
-def fake_runner(tmp_path, monkeypatch, prepare):
+def fake_runner(tmp_path, monkeypatch, prepare, text=LOOP):
     """A Runner whose setup, scheme preparation and transfers are fakes (no root, no network):
     `prepare(scheme)` may raise; every transfer that runs succeeds in 1 s."""
     from ccswitch.experiments import runner as rmod
 
-    sc = loads_scenario(LOOP, check_files=False)
+    sc = loads_scenario(text, check_files=False)
     r = runner.Runner(sc, str(tmp_path / "out"), quiet=True, schemes_checked=True)
     ran = []
 
@@ -164,6 +164,32 @@ def test_an_agent_that_cannot_start_fails_its_scheme_and_the_run_writes_every_re
         assert (out / name).exists(), name
     line = next(l for l in (out / "summary.txt").read_text().splitlines() if "Broken" in l)
     assert line.endswith("all 2 failed: ccswitch-agent exited with status 1 before its socket: cannot import m")
+
+
+def test_the_summary_gives_the_ratio_of_each_compared_pair(tmp_path, monkeypatch):
+    import json
+
+    text = LOOP.replace('"kernel:py:m:Broken", ', '"native:reno", ')
+    r, _ = fake_runner(tmp_path, monkeypatch, lambda scheme: None, text)
+    r.run()
+    out = tmp_path / "out"
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["ratios"] == [{"client": "c", "file_bytes": 1000, "a": "kernel:reno", "b": "native:reno",
+                              "n_pairs": 2, "ratio": 1.0, "lo": 1.0, "hi": 1.0}]
+    lines = (out / "summary.txt").read_text().splitlines()
+    i = lines.index(next(l for l in lines if l.startswith("ratio of mean TCT")))
+    assert lines[i + 1].split() == ["client", "A", "/", "B", "ratio", "95%", "CI", "(bootstrap)", "n"]
+    assert lines[i + 3].split() == ["c", "kernel:reno", "/", "native:reno", "1.000", "[1.000,", "1.000]", "2"]
+
+
+def test_no_compared_pair_no_ratio_table(tmp_path, monkeypatch):
+    import json
+
+    r, _ = fake_runner(tmp_path, monkeypatch, lambda scheme: None)
+    r.run()
+    out = tmp_path / "out"
+    assert "ratios" not in json.loads((out / "summary.json").read_text())
+    assert "ratio of mean TCT" not in (out / "summary.txt").read_text()
 
 
 def test_a_run_that_cannot_go_on_still_summarises_what_ran(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
 import os
+import re
 
 import pytest
 
@@ -190,6 +191,20 @@ def test_old_scenario_key_is_refused_but_read_in_stored_runs():
     old = text.replace('"ovs:', '"switch:')
     sc = loads_scenario(old, stored=True)
     assert sc.ovs_server_cc == "reno" and sc.schemes[0].label == "ovs:bbr"
+
+
+def test_compare_names_pairs_of_the_runs_schemes():
+    assert parse(GOOD).compare == ()
+    sc = parse(GOOD.replace('repetitions = 3', 'repetitions = 3\ncompare = [["kernel:reno", "native:cubic"]]'))
+    assert sc.compare == (("kernel:reno", "native:cubic"),)
+    for bad, message in [('[["ovs:bbr", "native:cubic"]]', "compare[0]: 'ovs:bbr' is not one of the schemes"),
+                         ('[["kernel:reno"]]', 'compare[0]: must be a pair of schemes'),
+                         ('"kernel:reno"', 'compare: must be a list of scheme pairs'),
+                         ('[["native:bbr", "native:bbr"]]', "compare[0]: compares 'native:bbr' with itself")]:
+        with pytest.raises(ScenarioError, match=re.escape(message)):
+            parse(GOOD.replace('repetitions = 3', f'repetitions = 3\ncompare = {bad}'))
+    old = OVS.replace('"ovs:', '"switch:').replace('name = "sw"', 'name = "sw"\ncompare = [["switch:bbr", "native:cubic"]]')
+    assert loads_scenario(old, stored=True).compare == (("ovs:bbr", "native:cubic"),)
 
 
 def test_parse_scheme():

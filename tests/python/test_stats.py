@@ -6,14 +6,15 @@ import pytest
 from ccswitch.experiments import stats
 
 
-def test_t_table_values():
+def test_t_quantiles():
+    # published two-sided 95% quantiles
     assert stats.t975(1) == pytest.approx(12.706, abs=1e-3)
     assert stats.t975(4) == pytest.approx(2.776, abs=1e-3)
     assert stats.t975(30) == pytest.approx(2.042, abs=1e-3)
-    # interpolated points against published quantiles
-    assert stats.t975(50) == pytest.approx(2.0086, abs=2e-3)
-    assert stats.t975(100) == pytest.approx(1.9840, abs=2e-3)
-    assert stats.t975(1000) == pytest.approx(1.9623, abs=2e-3)
+    assert stats.t975(50) == pytest.approx(2.0086, abs=1e-4)
+    assert stats.t975(100) == pytest.approx(1.9840, abs=1e-4)
+    assert stats.t975(1000) == pytest.approx(1.9623, abs=1e-4)
+    assert stats.t975(10**7) == pytest.approx(1.960, abs=1e-3)
     values = [stats.t975(df) for df in range(1, 2000)]
     assert all(a >= b for a, b in zip(values, values[1:]))  # decreasing in df
     assert values[-1] > 1.959964
@@ -23,7 +24,7 @@ def test_t_table_values():
 
 def test_mean_ci95():
     mean, lo, hi = stats.mean_ci95([1, 2, 3, 4, 5])
-    half = 2.7764 * math.sqrt(2.5) / math.sqrt(5)
+    half = 2.776445 * math.sqrt(2.5) / math.sqrt(5)
     assert mean == 3
     assert (lo, hi) == (pytest.approx(3 - half), pytest.approx(3 + half))
     assert stats.mean_ci95([4.2]) == (4.2, 4.2, 4.2)
@@ -130,3 +131,68 @@ def test_runs_without_a_policy_keep_the_plain_table():
     rows = [{"client": "c", "scheme": "kernel:bbr", "tct_s": 0.9, "sha256_ok": True, "error": None,
              "algorithms": ["bbr"]}]
     assert "ended on" not in stats.format_table(stats.summarize(rows))
+
+
+# ------------------------------------------------------------------ ratios of means
+
+def test_default_pairs_compare_each_agent_scheme_with_its_native_algorithm():
+    schemes = ["native:bbr", "kernel:bbr", "kernel:bbr:pace=0", "ovs:bbr", "ovs:reno", "kernel:policy:p.toml",
+               "ovs:policy:mystique", "kernel:py:m:C", "native:cubic", "ovs:cubic", "kernel:vegas"]
+    assert stats.default_pairs(schemes) == [("kernel:bbr", "native:bbr"), ("kernel:bbr:pace=0", "native:bbr"),
+                                            ("ovs:bbr", "native:bbr"), ("ovs:cubic", "native:cubic")]
+    assert stats.default_pairs(["kernel:bbr", "ovs:bbr"]) == []
+
+
+def test_ratio_ci95_on_paired_data():
+    import random
+
+    rnd = random.Random(1)
+    b = [3.0 + rnd.random() for _ in range(10)]
+    a = [1.1 * x * (1 + rnd.gauss(0, 0.01)) for x in b]
+    ratio, lo, hi = stats.ratio_ci95(a, b)
+    assert ratio == pytest.approx(1.1, abs=0.01)
+    assert lo < ratio < hi and lo <= 1.1 <= hi and hi - lo < 0.05
+    assert stats.ratio_ci95(a, b) == (ratio, lo, hi)  # fixed seed: the same interval every time
+    assert stats.ratio_ci95([2.2], [2.0]) == (pytest.approx(1.1),) * 3
+    r2 = stats.ratio_ci95([2.2, 4.4], [2.0, 4.0])  # few pairs: a degenerate interval, no crash
+    assert r2[0] == pytest.approx(1.1) and r2[1] <= r2[0] <= r2[2]
+    r3 = stats.ratio_ci95([1.0, 1.0, 1.0], [1.0, 1.0, 1.0])
+    assert r3 == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError):
+        stats.ratio_ci95([1.0], [])
+
+
+def trow(client, scheme, rep, tct, *, size=1000, ok=True, error=None):
+    return {"client": client, "scheme": scheme, "repetition": rep, "file_bytes": size, "tct_s": tct,
+            "sha256_ok": ok, "error": error}
+
+
+def test_ratio_rows_pair_by_repetition_and_drop_the_unpaired():
+    rows = [trow("c", "native:bbr", 1, 2.0), trow("c", "ovs:bbr", 1, 2.2),
+            trow("c", "native:bbr", 2, 4.0), trow("c", "ovs:bbr", 2, None, error="curl: (28) timed out"),
+            trow("c", "native:bbr", 3, 3.0), trow("c", "ovs:bbr", 3, 3.3),
+            trow("c", "ovs:bbr", 4, 9.9),  # native:bbr has no repetition 4
+            trow("d", "native:bbr", 1, 5.0), trow("d", "ovs:bbr", 1, 6.0, ok=False),
+            trow("e", "native:bbr", 1, 1.0)]  # ovs:bbr never ran there: no row
+    out = stats.ratio_rows(rows, [("ovs:bbr", "native:bbr")])
+    assert [(r["client"], r["n_pairs"]) for r in out] == [("c", 2), ("d", 0)]
+    c = out[0]
+    assert (c["a"], c["b"], c["file_bytes"]) == ("ovs:bbr", "native:bbr", 1000)
+    assert c["ratio"] == pytest.approx(5.5 / 5.0) and c["lo"] <= c["ratio"] <= c["hi"]
+    assert out[1]["ratio"] is None and out[1]["lo"] is None
+    one = stats.ratio_rows(rows[:2], [("ovs:bbr", "native:bbr")])[0]
+    assert one["n_pairs"] == 1 and one["lo"] == one["hi"] == one["ratio"] == pytest.approx(1.1)
+    json.dumps(out, allow_nan=False)
+
+
+def test_ratio_table_text():
+    rows = [trow("c@1000", "native:bbr", 1, 2.0), trow("c@1000", "kernel:bbr", 1, 2.2),
+            trow("c@1000", "native:bbr", 2, 4.0), trow("c@1000", "kernel:bbr", 2, 4.4),
+            trow("d", "native:bbr", 1, 2.0), trow("d", "kernel:bbr", 1, 2.0, error="e")]
+    text = stats.format_ratio_table(stats.ratio_rows(rows, stats.default_pairs(["native:bbr", "kernel:bbr"])))
+    lines = text.splitlines()
+    assert lines[0].startswith("ratio of mean TCT, A / B")
+    assert lines[1].split() == ["client", "A", "/", "B", "ratio", "95%", "CI", "(bootstrap)", "n"]
+    assert lines[3].split() == ["c@1000", "kernel:bbr", "/", "native:bbr", "1.100", "[1.100,", "1.100]", "2"]
+    assert lines[4].split() == ["d", "kernel:bbr", "/", "native:bbr", "-", "-", "0"]
+    assert stats.format_ratio_table([]) == ""

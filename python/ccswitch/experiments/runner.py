@@ -739,6 +739,12 @@ class Runner:
     def summary_rows(self) -> List[dict]:
         return stats.summarize(self.labelled_rows())
 
+    def ratio_rows(self) -> List[dict]:
+        """Ratios of mean TCT of the compared pairs (the scenario's `compare`, else
+        `stats.default_pairs`), per client and file size."""
+        pairs = self.sc.compare or stats.default_pairs([s.label for s in self.sc.schemes])
+        return stats.ratio_rows(self.labelled_rows(), pairs) if pairs else []
+
     def _write_results(self) -> None:
         summary = self.summary_rows()
         results.write_transfers_parquet(os.path.join(self.out_dir, "transfers.parquet"), self.rows)
@@ -751,6 +757,10 @@ class Runner:
         }
         doc = {"run": meta, "rows": summary}
         table = stats.format_table(summary)
+        ratios = self.ratio_rows()
+        if ratios:
+            doc["ratios"] = ratios
+            table += "\n\n" + stats.format_ratio_table(ratios)
         if self.sc.uses_ovs:
             overhead = _ovs.overhead_rows(self.labelled_rows(), self.out_dir)
             doc["ovs_overhead"] = overhead

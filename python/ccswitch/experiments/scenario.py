@@ -172,6 +172,9 @@ class Scenario:
     #: server from the one NAT address of the root namespace, so the memory would carry one
     #: path's choice over to the next path's flows.
     destination_memory: bool = False
+    #: the pairs of schemes (A, B) whose ratio of mean TCT the summary gives; empty = the
+    #: default pairs (every kernel:ALG and ovs:ALG against native:ALG, `stats.default_pairs`)
+    compare: Tuple[Tuple[str, str], ...] = ()
     source: Optional[str] = None  # path of the TOML file
     raw: Dict[str, Any] = field(default_factory=dict)
 
@@ -256,7 +259,8 @@ class Scenario:
 # ------------------------------------------------------------------ validation helpers
 
 _TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeout_s", "agent_settle_s",
-             "bridge", "ovs_server_cc", "analysis", "plots", "plot_schemes", "destination_memory"}
+             "bridge", "ovs_server_cc", "analysis", "plots", "plot_schemes", "destination_memory",
+             "compare"}
 _CLIENT_KEYS = {
     "name", "delay_ms", "loss_downlink", "loss_uplink", "link", "queue_packets", "file_bytes",
     "file_sizes", "description",
@@ -541,6 +545,7 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
     if stored and isinstance(data.get("plot_schemes"), list):
         data = dict(data, plot_schemes=[canonical_scheme(p) for p in data["plot_schemes"]])
     analysis, plots, plot_schemes = _parse_outputs(data, labels)
+    compare = _parse_compare(data.get("compare", []), labels, stored)
     clients_raw = data.get("clients")
     if clients_raw is None:
         raise ScenarioError("clients: required (one or more [[clients]] tables)")
@@ -554,11 +559,31 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
     sc = Scenario(
         name=name, schemes=schemes, clients=clients, repetitions=reps, timeout_s=timeout,
         agent_settle_s=settle, bridge=bridge, ovs_server_cc=server_cc, analysis=analysis, plots=plots,
-        plot_schemes=plot_schemes, source=source, raw=data, destination_memory=memory,
+        plot_schemes=plot_schemes, source=source, raw=data, destination_memory=memory, compare=compare,
     )
     sc.check_bridge()
     sc.check_timeouts()
     return sc
+
+
+def _parse_compare(value: Any, labels: List[str], stored: bool) -> Tuple[Tuple[str, str], ...]:
+    """`compare = [["ovs:bbr", "native:bbr"], ...]`: pairs (A, B) of the run's schemes whose ratio
+    of mean TCT A / B the summary gives."""
+    if not isinstance(value, list):
+        raise ScenarioError(f'compare: must be a list of scheme pairs, e.g. [["ovs:bbr", "native:bbr"]], got {value!r}')
+    pairs = []
+    for i, pair in enumerate(value):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise ScenarioError(f'compare[{i}]: must be a pair of schemes ["A", "B"], got {pair!r}')
+        if stored:
+            pair = [canonical_scheme(x) for x in pair]
+        for x in pair:
+            if x not in labels:
+                raise ScenarioError(f"compare[{i}]: {x!r} is not one of the schemes ({', '.join(labels)})")
+        if pair[0] == pair[1]:
+            raise ScenarioError(f"compare[{i}]: compares {pair[0]!r} with itself")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
 
 
 def _parse_outputs(data: Dict[str, Any], labels: List[str]):

@@ -1,8 +1,8 @@
-"""Summary statistics: median, mean and the Student-t 95% confidence interval of the mean.
+"""Summary statistics: median, mean and the Student-t 95% confidence interval of the mean,
+and ratios of means of compared schemes with a bootstrap 95% interval (`ratio_rows`).
 
-No scipy: the two-sided 95% quantiles t_{0.975, df} are tabulated for df = 1..30 and at
-40, 60, 120 and infinity; between table points the value is interpolated linearly in 1/df
-(the standard textbook interpolation, error < 0.001 in the tabulated range).
+The t quantiles and the bootstrap are scipy's (`scipy.stats.t`, `scipy.stats.bootstrap`);
+scipy is imported only when a statistic needs it.
 """
 
 from __future__ import annotations
@@ -10,33 +10,15 @@ from __future__ import annotations
 import math
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-# t_{0.975, df}, df = 1..30
-_T975 = [
-    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
-    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
-    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
-]
-_T975_TAIL = [(30, 2.0423), (40, 2.0211), (60, 2.0003), (120, 1.9799)]
-_Z975 = 1.959964
-
 
 def t975(df: int) -> float:
-    """Two-sided 95% critical value of Student's t with `df` degrees of freedom."""
+    """Two-sided 95% critical value of Student's t with `df` degrees of freedom
+    (`scipy.stats.t.ppf(0.975, df)`)."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    if df <= 30:
-        return _T975[df - 1]
-    for (d0, t0), (d1, t1) in zip(_T975_TAIL, _T975_TAIL[1:]):
-        if df <= d1:
-            return _interp_inv(df, d0, t0, d1, t1)
-    # beyond 120: interpolate in 1/df towards the normal quantile at 1/df = 0
-    d0, t0 = _T975_TAIL[-1]
-    return _Z975 + (t0 - _Z975) * (d0 / df)
+    from scipy.stats import t
 
-
-def _interp_inv(df, d0, t0, d1, t1) -> float:
-    x, x0, x1 = 1.0 / df, 1.0 / d0, 1.0 / d1
-    return t1 + (t0 - t1) * (x - x1) / (x0 - x1)
+    return float(t.ppf(0.975, df))
 
 
 def mean_ci95(values: Sequence[float]) -> Tuple[float, float, float]:
@@ -119,6 +101,104 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
         row["status"] = cell_status(row)
         out.append(row)
     return out
+
+
+#: Datapaths whose schemes are compared with `native:ALG` by default (`default_pairs`).
+COMPARED_KINDS = ("kernel", "ovs")
+#: Bootstrap of a ratio of means: resamples and the fixed seed (the same data give the same interval).
+RATIO_RESAMPLES = 2000
+RATIO_SEED = 13
+
+
+def default_pairs(schemes: Sequence[str]) -> List[Tuple[str, str]]:
+    """The compared pairs (A, B) of a run's schemes: every `kernel:ALG[:PARAMS]` and
+    `ovs:ALG[:PARAMS]` against `native:ALG` when the run has it, in scheme order. Policies and
+    `py:` algorithms have no native counterpart and are not compared."""
+    natives = {s.split(":", 1)[1] for s in schemes if s.startswith("native:")}
+    pairs = []
+    for s in schemes:
+        kind, _, alg = s.partition(":")
+        base = alg.split(":", 1)[0]
+        if kind in COMPARED_KINDS and base not in ("policy", "py") and base in natives:
+            pairs.append((s, f"native:{base}"))
+    return pairs
+
+
+def _ok(r: dict) -> bool:
+    return not r.get("error") and bool(r.get("sha256_ok")) and r.get("tct_s") is not None
+
+
+def ratio_ci95(a: Sequence[float], b: Sequence[float], *, seed: int = RATIO_SEED,
+               n_resamples: int = RATIO_RESAMPLES) -> Tuple[float, float, float]:
+    """(ratio, lo, hi): mean(a) / mean(b) and its 95% percentile-bootstrap interval, resampling
+    the pairs (a[i], b[i]) together (`scipy.stats.bootstrap(..., paired=True)`). One pair gives
+    [ratio, ratio]; a degenerate resampling (e.g. all pairs equal) gives an interval of width 0."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"need equally many paired values, got {len(a)} and {len(b)}")
+    ratio = math.fsum(a) / math.fsum(b)
+    if len(a) == 1:
+        return ratio, ratio, ratio
+    import inspect
+
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    gen = np.random.default_rng(seed)
+    seed_kw = {"rng": gen} if "rng" in inspect.signature(bootstrap).parameters else {"random_state": gen}
+    res = bootstrap((np.asarray(a, float), np.asarray(b, float)),
+                    lambda x, y, axis: np.mean(x, axis=axis) / np.mean(y, axis=axis),
+                    paired=True, vectorized=True, confidence_level=0.95, n_resamples=n_resamples,
+                    method="percentile", **seed_kw)
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        lo = hi = ratio
+    return ratio, lo, hi
+
+
+def ratio_rows(rows: Iterable[dict], pairs: Sequence[Tuple[str, str]]) -> List[dict]:
+    """For each cell (client, file_bytes; in first-seen order) and compared pair (A, B) that
+    both ran there: the ratio of mean TCTs A / B with its bootstrap 95% interval (`ratio_ci95`).
+    Repetitions alternate the schemes in time, so the successful transfers are paired by
+    repetition number; a repetition that only one of the two completed is dropped. Returns dicts
+    with client, file_bytes, a, b, n_pairs, ratio, lo, hi (None when no repetition pairs up)."""
+    cells: Dict[tuple, Dict[str, Dict[int, float]]] = {}
+    for r in rows:
+        cell = cells.setdefault((r["client"], r.get("file_bytes")), {})
+        by_rep = cell.setdefault(r["scheme"], {})
+        if _ok(r) and r.get("repetition") is not None:
+            by_rep.setdefault(int(r["repetition"]), float(r["tct_s"]))
+    out = []
+    for (client, size), cell in cells.items():
+        for a, b in pairs:
+            if a not in cell or b not in cell:
+                continue
+            reps = sorted(set(cell[a]) & set(cell[b]))
+            row = {"client": client, "file_bytes": size, "a": a, "b": b, "n_pairs": len(reps),
+                   "ratio": None, "lo": None, "hi": None}
+            if reps:
+                row["ratio"], row["lo"], row["hi"] = ratio_ci95([cell[a][i] for i in reps],
+                                                                [cell[b][i] for i in reps])
+            out.append(row)
+    return out
+
+
+def format_ratio_table(ratios: List[dict]) -> str:
+    """The ratio rows as text: "client  A / B  ratio  [lo, hi]  n"; empty for no rows."""
+    if not ratios:
+        return ""
+    head = ["client", "A / B", "ratio", "95% CI (bootstrap)", "n"]
+    lines = []
+    for r in ratios:
+        if r["ratio"] is None:
+            ratio = ci = "-"
+        else:
+            ratio, ci = f"{r['ratio']:.3f}", f"[{r['lo']:.3f}, {r['hi']:.3f}]"
+        lines.append([r["client"], f"{r['a']} / {r['b']}", ratio, ci, str(r["n_pairs"])])
+    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
+    fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    title = "ratio of mean TCT, A / B (transfers paired by repetition; n = pairs)"
+    return "\n".join([title, fmt(head), "  ".join("-" * w for w in widths)] + [fmt(l) for l in lines])
 
 
 #: Longest error text quoted in a summary table's status column.
