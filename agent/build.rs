@@ -4,11 +4,11 @@
 //!   was built against (e.g. a pyenv or venv base Python outside the loader's default path)
 //!   rather than whichever `libpython3.x.so` the system loader finds first;
 //! - generate the Rust code of the operator interface's Cap'n Proto schema. The schema lives
-//!   in the Python package (python/ccswitch/operator.capnp), whose client loads the same file,
-//!   so the two sides cannot drift apart. Needs the `capnp` compiler on PATH.
+//!   in the repository's neutral `proto/` directory (proto/operator.capnp); the Python client
+//!   (python/ccswitch/operator.py) loads the same file, so the two sides cannot drift apart. Needs the `capnp` compiler on PATH.
 
 /// The operator schema, relative to this crate.
-const OPERATOR_SCHEMA: &str = "../python/ccswitch/operator.capnp";
+const OPERATOR_SCHEMA: &str = "../proto/operator.capnp";
 
 fn main() {
     let config = pyo3_build_config::get();
@@ -22,7 +22,7 @@ fn main() {
 fn generate_operator_schema() {
     // The generated module is included as `crate::operator::operator_capnp`.
     if let Err(e) = capnpc::CompilerCommand::new()
-        .src_prefix("../python/ccswitch")
+        .src_prefix("../proto")
         .file(OPERATOR_SCHEMA)
         .default_parent_module(vec!["operator".into()])
         .run()

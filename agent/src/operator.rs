@@ -2,7 +2,7 @@
 //! lists flows, pins flows, ports and prefixes to algorithms, loads a policy, and lists or
 //! clears the per-destination memory (crate::memory).
 //!
-//! Requests and responses are Cap'n Proto messages (schema: python/ccswitch/operator.capnp,
+//! Requests and responses are Cap'n Proto messages (schema: proto/operator.capnp,
 //! shared with the Python client), each in the standard stream framing: a segment table
 //! (segment count - 1, then each segment's size in words, all u32 little endian, padded to a
 //! word) followed by the segments. Every request gets exactly one response, in order, and a

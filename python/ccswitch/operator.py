@@ -2,7 +2,7 @@
 
 The agent listens on a unix stream socket. Each request and each response is one Cap'n
 Proto message in the standard stream framing (segment table, then segments); the schema is
-`operator.capnp` beside this file, the same file the agent is built from. A connection carries
+the repository's `proto/operator.capnp`, the same file the agent is built from. A connection carries
 any number of requests, each answered in order.
 
     with OperatorClient("/run/ccswitch/operator.sock") as c:
@@ -30,7 +30,11 @@ import struct
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "operator.capnp")
+#: The operator schema: proto/operator.capnp at the repository's top, which the agent's build
+#: (agent/build.rs) compiles too. The package is installed from the source tree (`maturin
+#: develop`, scripts/setup.sh), so the file is found relative to it.
+SCHEMA_PATH = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "proto", "operator.capnp")
 SOCKET_ENV = "CCSWITCH_OPERATOR_SOCKET"
 #: Its name before the operator interface was called so; refused with the new one.
 OLD_SOCKET_ENV = "CCSWITCH_CONTROL_SOCKET"
