@@ -45,7 +45,7 @@ DEB_PKGS=(
     clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
     nginx-light curl iproute2 ethtool procps kmod patchelf
     python3-dev                         # libpython + headers: the agent embeds Python (pyo3)
-    openvswitch-switch                  # the harness runs private instances (ovs.py)
+    openvswitch-switch                  # the harness runs private instances (python/ccswitch/topology/bridges.py)
     tcpdump                             # captures at the bridge port when debugging the ovs datapath
     capnproto                           # compiles the agent's operator schema (agent/build.rs)
     mahimahi mahimahi-traces            # from bullseye, see the pin below

@@ -11,7 +11,7 @@ import pytest
 
 from ccswitch.operator import OperatorClient
 from ccswitch.experiments import runner
-from ccswitch.experiments.topology import python_agent_env
+from ccswitch.topology.daemons import python_agent_env
 from fake_datapath import ANSWER_TIMEOUT_S, START_TIMEOUT_S
 
 

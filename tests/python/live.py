@@ -5,7 +5,7 @@ import contextlib
 import pytest
 
 from ccswitch.experiments import runner, scenario
-from ccswitch.experiments.topology import CcswitchDaemons
+from ccswitch.topology.daemons import CcswitchDaemons
 from test_integration import require_machine
 
 

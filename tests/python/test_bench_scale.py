@@ -10,7 +10,7 @@ import json
 import pytest
 
 from ccswitch.experiments import runner, scale
-from ccswitch.experiments.topology import CcswitchDaemons
+from ccswitch.topology.daemons import CcswitchDaemons
 from live import require_machine_and_binaries
 from test_ovs_topology import require_bridge_tools
 

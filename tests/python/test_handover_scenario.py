@@ -9,7 +9,7 @@ from ccswitch.experiments import runner, scenario
 from ccswitch.experiments.scenario import (
     ScenarioError, load_scenario, loads_scenario, parse_scheme,
 )
-from ccswitch.experiments.topology import CcswitchDaemons
+from ccswitch.topology.daemons import CcswitchDaemons
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 

@@ -17,7 +17,8 @@ import time
 import pytest
 
 from ccswitch.experiments import results, runner
-from ccswitch.experiments.topology import CcswitchDaemons, read_sysctl
+from ccswitch.topology.namespaces import read_sysctl
+from ccswitch.topology.daemons import CcswitchDaemons
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHONPATH = os.path.join(REPO, "python")

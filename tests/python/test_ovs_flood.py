@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from ccswitch.experiments.ovs import normalize_stats
+from ccswitch.topology.bridges import normalize_stats
 from test_ovs_integrity import set_up_ovs_runner
 
 SPOOF_NET = ipaddress.ip_network("198.19.0.0/16")

@@ -16,8 +16,9 @@ import time
 import pytest
 
 from ccswitch.experiments import runner, scenario
-from ccswitch.experiments.ovs import OVS_BIN, normalize_stats
-from ccswitch.experiments.topology import CcswitchDaemons, run as runner_run
+from ccswitch.topology.bridges import OVS_BIN, normalize_stats
+from ccswitch.topology.namespaces import run as runner_run
+from ccswitch.topology.daemons import CcswitchDaemons
 from test_ovs_topology import require_bridge_tools
 
 FILE_BYTES = 3_000_000

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from ccswitch.experiments import runner
-from ccswitch.experiments.topology import CcswitchDaemons
+from ccswitch.topology.daemons import CcswitchDaemons
 from test_integration import assert_torn_down, created_objects, netns_list, pid_alive, start_cli
 from test_ovs_topology import require_bridge_tools, bridge_objects
 

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from ccswitch.experiments import runner, scenario
-from ccswitch.experiments.topology import read_sysctl
+from ccswitch.topology.namespaces import read_sysctl
 from test_integration import assert_torn_down, created_objects, netns_list, pid_alive, require_machine, start_cli
 
 FILE_BYTES = 2_000_000

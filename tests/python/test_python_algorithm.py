@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from ccswitch.experiments import runner
-from ccswitch.experiments.topology import python_agent_env
+from ccswitch.topology.daemons import python_agent_env
 from live import set_up_runner
 
 EXAMPLE = "py:ccswitch.examples.reno:Reno"

@@ -144,7 +144,7 @@ def fake_runner(tmp_path, monkeypatch, prepare, text=LOOP):
 
 
 def test_an_agent_that_cannot_start_fails_its_scheme_and_the_run_writes_every_result(tmp_path, monkeypatch):
-    from ccswitch.experiments.topology import AgentError
+    from ccswitch.topology.namespaces import AgentError
 
     def prepare(scheme):
         if scheme.label == "kernel:py:m:Broken":
@@ -193,7 +193,7 @@ def test_no_compared_pair_no_ratio_table(tmp_path, monkeypatch):
 
 
 def test_a_run_that_cannot_go_on_still_summarises_what_ran(tmp_path, monkeypatch):
-    from ccswitch.experiments.topology import TopologyError
+    from ccswitch.topology.namespaces import TopologyError
 
     calls = []
 

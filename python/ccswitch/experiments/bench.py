@@ -23,7 +23,8 @@ from typing import Dict, List
 
 from .runner import Interrupted, RunError, Runner, bin_dir, default_out_dir, torn_down_on_exit
 from .scenario import ScenarioError, load_scenario, loads_scenario
-from .topology import TopologyError, log, python_agent_env
+from ..topology.namespaces import TopologyError, log
+from ..topology.daemons import python_agent_env
 
 DEFAULT_SCENARIO = """
 name = "overhead"

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .runner import RunError, bin_dir, repo_root
-from .topology import log
+from ..topology.namespaces import log
 
 #: old datapath spellings of scheme labels -> the current ones
 DATAPATH_SPELLINGS = {"ccswitch": "kernel", "kernel": "kernel", "switch": "ovs", "ovs": "ovs"}

@@ -12,7 +12,7 @@ The TCT is curl's time_total (connection set-up included, mahimahi's own start-u
 downloaded file is hashed and compared with the served file, then deleted.
 
 With a bridge (scenario key `bridge`, automatic for `ovs:` schemes) every scheme's traffic
-crosses the same bridge in a bridge namespace (ovs.py); an `ovs:` transfer additionally
+crosses the same bridge in a bridge namespace (topology/bridges.py); an `ovs:` transfer additionally
 runs `ccswitch-ovs` on the bridge's server-facing port for its duration and leaves the
 shim's stats file in `ovs/` of the results.
 
@@ -43,13 +43,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import traces as _traces
 from . import results, stats
-from . import ovs as _ovs
+from ..topology import bridges as _ovs
 from . import handover as _handover
 from .scenario import Client, Scenario, Scheme, check_schemes
-from .topology import (
-    SERVER_PORT, AgentError, CcswitchDaemons, Nginx, Processes, ServerNamespace, SysctlGuard, Teardown,
-    TopologyError, agent_check_env, check_agent_spec, log, read_sysctl,
-)
+from ..topology.namespaces import SERVER_PORT, AgentError, Processes, ServerNamespace, SysctlGuard, Teardown, TopologyError, log, read_sysctl
+from ..topology.daemons import CcswitchDaemons, Nginx, agent_check_env, check_agent_spec
 
 MM_USER = "mmuser"
 REQUIRED_TOOLS = ("ip", "runuser", "nginx", "curl", "ss", "mm-delay", "mm-link", "mm-loss")

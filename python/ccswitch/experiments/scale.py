@@ -39,7 +39,7 @@ from typing import Dict, List, Optional
 from .bench import cpu_seconds
 from .runner import MM_USER, Interrupted, RunError, Runner, default_out_dir, torn_down_on_exit
 from .scenario import loads_scenario
-from .topology import log, run
+from ..topology.namespaces import log, run
 
 LOADGEN = "ccswitch-loadgen"
 LOADGEN_PORT = 9000

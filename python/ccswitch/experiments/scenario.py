@@ -44,7 +44,7 @@ DEFAULT_TIMEOUT_S = 120.0
 #: than TCP's initial 1 s retransmission timeout for its delivery opportunity.
 MIN_LINK_MBPS = 0.012
 MAX_LINK_MBPS = 1000.0
-#: What sits between the server's namespace and the clients (see `ovs.py`): nothing (the
+#: What sits between the server's namespace and the clients (see `topology/bridges.py`): nothing (the
 #: root namespace routes to the server's veth), an Open vSwitch bridge or a Linux bridge.
 BRIDGES = ("none", "ovs", "linux")
 SCHEME_KINDS = ("native", "kernel", "ovs")
@@ -638,7 +638,7 @@ AgentChecker = Callable[[Optional[str], Optional[str]], Optional[str]]
 def check_schemes(sc: Scenario, checker: AgentChecker) -> None:
     """Ask the agent whether it accepts every `kernel:`/`ovs:` scheme of the run, as it
     will be started for it (`--algorithm ALG` or `--policy SPEC`; `checker` starts it, see
-    `topology.check_agent_spec`), before any transfer. Raises ScenarioError naming the first
+    `topology.daemons.check_agent_spec`), before any transfer. Raises ScenarioError naming the first
     refused scheme, where it was written, and the agent's own reason, e.g.
     ``schemes[2]: 'kernel:cubic:beta=abc': parameter beta: "abc" is not a number``."""
     for algorithm, policy, schemes in sc.agent_specs():

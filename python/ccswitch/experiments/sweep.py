@@ -973,7 +973,7 @@ class _RunContext:
 
 def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
     from .runner import RunError
-    from .topology import TopologyError
+    from ..topology.namespaces import TopologyError
 
     spec, store, log, progress, result = ctx.spec, ctx.store, ctx.log, ctx.progress, ctx.result
     by_path: Dict[str, List[Cell]] = {}
@@ -1080,7 +1080,7 @@ def _dry_run(spec: Spec, store: CellStore) -> int:
 
 def _cli_sweep(args) -> int:
     from .runner import Interrupted, RunError
-    from .topology import TopologyError, log
+    from ..topology.namespaces import TopologyError, log
 
     try:
         spec = load_spec(args.spec)

@@ -37,7 +37,7 @@ import subprocess
 import time
 from typing import Dict, List, Optional, Sequence
 
-from .topology import (
+from .namespaces import (
     Processes, ServerNamespace, SysctlGuard, Teardown, TopologyError, create_netns, log, read_sysctl, run,
 )
 
