@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     from . import traces
     from . import algorithms
     from . import operator
-    from .experiments import bench, grid, runner, sweep
+    from .analysis import grid
+    from .experiments import bench, runner, sweep
     from .learner import dataset
 
     parser = argparse.ArgumentParser(prog="ccswitch", description="ccswitch congestion-control plane tools")

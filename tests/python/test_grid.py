@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from ccswitch.experiments import grid, results
+from ccswitch.analysis import grid
+from ccswitch.experiments import results
 from ccswitch.experiments.scenario import loads_scenario
 
 SCENARIO = """

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from ccswitch import cli
-from ccswitch.experiments import runner, handover
+from ccswitch.analysis import handover
+from ccswitch.experiments import runner
 from ccswitch.experiments.scenario import loads_scenario
 
 T0_US = 1_700_000_000_000_000

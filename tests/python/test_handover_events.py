@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from ccswitch.experiments import handover
-from ccswitch.experiments.handover import EventCollector, EventStream, HandoverError
+from ccswitch.analysis import handover
+from ccswitch.analysis.handover import EventCollector, EventStream, HandoverError
 
 T0_US = 1_700_000_000_000_000
 CLIENT = "198.18.0.1"

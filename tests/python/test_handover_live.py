@@ -8,7 +8,8 @@ import json
 import os
 
 
-from ccswitch.experiments import runner, scenario, handover
+from ccswitch.analysis import handover
+from ccswitch.experiments import runner, scenario
 from live import require_machine_and_binaries
 
 POLICY = """

@@ -1,1 +1,1 @@
-"""Experiment harness: scenarios, the emulated topology, the runner and its results."""
+"""Experiment harness: scenarios, the runner and its results, statistics, sweeps, benchmarks."""

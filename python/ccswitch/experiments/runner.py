@@ -20,7 +20,7 @@ Schemes that use the agent (`kernel:`, `ovs:`, their `policy:` forms) run it wit
 `--events events/agent-NNN.jsonl`; after each of their transfers the flow's events are found
 and attached to the row (`handover.EventCollector`: `algorithms`, `handover_events`, `events`), and
 scenarios with `analysis` / `plots = ["flows"]` get their handover analysis and flow plots at
-the end (handover.py).
+the end (analysis/handover.py).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .. import traces as _traces
 from . import results, stats
 from ..topology import bridges as _ovs
-from . import handover as _handover
+from ..analysis import handover as _handover
 from .scenario import Client, Scenario, Scheme, check_schemes
 from ..topology.namespaces import SERVER_PORT, AgentError, Processes, ServerNamespace, SysctlGuard, Teardown, TopologyError, log, read_sysctl
 from ..topology.daemons import CcswitchDaemons, Nginx, agent_check_env, check_agent_spec

@@ -31,7 +31,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _POLICY_PARAMS = r"[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+(,[a-z][a-z0-9_.]*=[A-Za-z0-9_.+-]+)*"
 _POLICY_RE = re.compile(r"^(?P<target>[^:]+)(:(?P<params>" + _POLICY_PARAMS + "))?$")
 POLICY_PREFIX = "policy:"
-#: What `Scenario.analysis` may name (handover.py) and what `plots` may ask for.
+#: What `Scenario.analysis` may name (analysis/handover.py) and what `plots` may ask for.
 ANALYSES = ("smoothness", "mix", "mcc")
 PLOTS = ("flows",)
 
@@ -162,7 +162,7 @@ class Scenario:
     agent_settle_s: float = 1.0
     bridge: Optional[str] = None  # as written; None = automatic (see bridge_kind)
     ovs_server_cc: str = "cubic"
-    #: the analysis of handover.py that runs at the end ("smoothness", "mix", "mcc"), if any
+    #: the analysis of analysis/handover.py that runs at the end ("smoothness", "mix", "mcc"), if any
     analysis: Optional[str] = None
     #: extra outputs: "flows" = window/throughput plots of the transfers of policy schemes and
     #: of `plot_schemes`

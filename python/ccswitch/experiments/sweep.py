@@ -1012,7 +1012,7 @@ def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
             if ok:
                 events = None
                 if observation and row.get("events"):
-                    from . import handover
+                    from ..analysis import handover
 
                     events = handover.read_events(os.path.join(out, row["events"]))
                 store.write_cell(spec, cell, row, events, raw_rel)

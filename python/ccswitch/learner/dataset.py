@@ -120,7 +120,7 @@ def _run_rows(run_dir: str) -> List[Dict[str, Any]]:
 
 def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, Any]]:
     """A `ccswitch run` directory's transfers of fixed agent algorithms."""
-    from ..experiments import handover
+    from ..analysis import handover
 
     obs = []
     candidates: List[str] = []

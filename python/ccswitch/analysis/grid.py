@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from . import results, stats
-from .scenario import Client, Scenario, load_scenario
+from ..experiments import results, stats
+from ..experiments.scenario import Client, Scenario, load_scenario
 
 
 class GridError(ValueError):

@@ -42,8 +42,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import results
-from .scenario import Scenario, ScenarioError, load_scenario
+from ..experiments import results
+from ..experiments.scenario import Scenario, ScenarioError, load_scenario
 
 #: Slack around a transfer's wall-clock window when matching flows: before it only clock
 #: granularity (the connection cannot precede curl; flows a restarted agent is re-announced
@@ -871,7 +871,7 @@ def add_cli(sub) -> None:
     p.add_argument("--scheme", action="append", help="plot every transfer of this scheme (repeatable)")
     p.set_defaults(func=_cli_plot, parser=p)
     what = "run the scenario's handover analysis (smoothness, mix or mcc) on a run directory"
-    a = sub.add_parser("analyze", help=what, description=what + "; see ccswitch.experiments.handover")
+    a = sub.add_parser("analyze", help=what, description=what + "; see ccswitch.analysis.handover")
     a.add_argument("run_dir")
     a.add_argument("--kind", choices=("smoothness", "mix", "mcc"),
                    help="analysis to run instead of the scenario's `analysis`")
