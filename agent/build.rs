@@ -5,7 +5,8 @@
 //!   rather than whichever `libpython3.x.so` the system loader finds first;
 //! - generate the Rust code of the operator interface's Cap'n Proto schema. The schema lives
 //!   in the repository's neutral `proto/` directory (proto/operator.capnp); the Python client
-//!   (python/ccswitch/operator.py) loads the same file, so the two sides cannot drift apart. Needs the `capnp` compiler on PATH.
+//!   (python/ccswitch/agent/operator.py) loads the same file, so the two sides cannot drift
+//!   apart. Needs the `capnp` compiler on PATH.
 
 /// The operator schema, relative to this crate.
 const OPERATOR_SCHEMA: &str = "../proto/operator.capnp";

@@ -1,7 +1,7 @@
 # The ccswitch agent's operator interface (`ccswitch-agent --operator-socket PATH`).
 #
 # One schema, two users: the agent's build script compiles this file (agent/build.rs) and
-# the Python client (ccswitch.operator) loads it from the package at run time.
+# the Python client (ccswitch.agent.operator) loads it from proto/ at run time.
 #
 # Transport: a unix stream socket. The client sends a Request, the agent answers with one
 # Response, and the connection stays open for the next request. Each message is framed the

@@ -35,8 +35,7 @@ Names, parameters and policies are checked by the agent before the first transfe
 
 def build_parser() -> argparse.ArgumentParser:
     from . import traces
-    from . import algorithms
-    from . import operator
+    from .agent import algorithms, operator
     from .analysis import grid
     from .experiments import bench, runner, sweep
     from .learner import dataset

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ccswitch.operator import OperatorClient
+from ccswitch.agent.operator import OperatorClient
 from ccswitch.experiments import runner
 from ccswitch.topology.daemons import python_agent_env
 from fake_datapath import ANSWER_TIMEOUT_S, START_TIMEOUT_S

@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from ccswitch.algorithms import list_algorithms
+from ccswitch.agent.algorithms import list_algorithms
 from ccswitch.experiments import results
 from test_integration import require_machine, start_cli
 

@@ -12,7 +12,8 @@ import tomllib
 import pytest
 
 import ccswitch
-from ccswitch import algorithms, cli
+from ccswitch import cli
+from ccswitch.agent import algorithms
 from ccswitch.experiments import runner
 
 

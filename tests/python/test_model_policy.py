@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ccswitch import _native
-from ccswitch.operator import OperatorError
+from ccswitch.agent.operator import OperatorError
 from agent_process import Agent
 
 MODEL = {

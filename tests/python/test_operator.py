@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from ccswitch import operator
-from ccswitch.operator import OperatorClient, OperatorError
+from ccswitch.agent import operator
+from ccswitch.agent.operator import OperatorClient, OperatorError
 from ccswitch.experiments import runner
 from agent_process import Agent
 from fake_datapath import (ANSWER_TIMEOUT_S, CLIENT, CLIENT_PORT, HEADER, INSTALL_EXPR, MSS_BYTES, RTT_US, SERVER,

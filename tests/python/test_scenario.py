@@ -89,7 +89,7 @@ def test_kernel_fidelity_shape():
 
 
 def test_algorithms_grid_covers_every_algorithm():
-    from ccswitch.algorithms import list_algorithms
+    from ccswitch.agent.algorithms import list_algorithms
     sc = load_scenario(os.path.join(REPO, "experiments", "algorithms-grid.toml"))
     in_grid = {s.algorithm for s in sc.schemes if s.kind == "kernel"}
     simple = {a["name"] for a in list_algorithms() if a["api"] == "simple"}

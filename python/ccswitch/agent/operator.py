@@ -32,9 +32,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 #: The operator schema: proto/operator.capnp at the repository's top, which the agent's build
 #: (agent/build.rs) compiles too. The package is installed from the source tree (`maturin
-#: develop`, scripts/setup.sh), so the file is found relative to it.
-SCHEMA_PATH = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "proto", "operator.capnp")
+#: develop`, scripts/setup.sh), so the file is found relative to it (python/ccswitch/agent/).
+SCHEMA_PATH = os.path.normpath(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, os.pardir, "proto", "operator.capnp"))
 SOCKET_ENV = "CCSWITCH_OPERATOR_SOCKET"
 #: Its name before the operator interface was called so; refused with the new one.
 OLD_SOCKET_ENV = "CCSWITCH_CONTROL_SOCKET"
