@@ -18,8 +18,8 @@
 //! its `site-packages` (with its `.pth` files, e.g. an editable install of `ccswitch`) is
 //! added to `sys.path`. The experiment harness sets both for the agents it starts.
 //!
-//! The Python side of the API is documented in `python/ccswitch/algorithm.py`; an example is
-//! `python/ccswitch/examples/reno.py`.
+//! The Python side of the API is documented in `python/ccswitch/authoring/__init__.py`; an example is
+//! `python/ccswitch/authoring/examples/reno.py`.
 
 use std::cell::Cell;
 
@@ -86,7 +86,7 @@ pub fn load(target: &str) -> Result<Box<dyn Algorithm>> {
         .rsplit_once(':')
         .filter(|(m, c)| !m.is_empty() && !c.is_empty())
         .ok_or_else(|| {
-            anyhow!("py:{target}: expected py:MODULE:CLASS, e.g. py:ccswitch.examples.reno:Reno")
+            anyhow!("py:{target}: expected py:MODULE:CLASS, e.g. py:ccswitch.authoring.examples.reno:Reno")
         })?;
     Python::with_gil(|py| {
         set_up_paths(py);
@@ -117,7 +117,7 @@ pub fn load(target: &str) -> Result<Box<dyn Algorithm>> {
             .ok()
             .filter(|f| f.is_callable())
             .ok_or_else(|| {
-                anyhow!("{module}:{class} has no on_report(self, flow) method (see ccswitch.algorithm.Algorithm)")
+                anyhow!("{module}:{class} has no on_report(self, flow) method (see ccswitch.authoring.Algorithm)")
             })?;
         let name = match instance.getattr(intern!(py, "name")) {
             Ok(n) if n.is_instance_of::<PyString>() => n.extract::<String>()?,
@@ -599,7 +599,7 @@ mod tests {
     #[test]
     fn example_reno_slow_starts_halves_on_loss_and_grows_one_mss_per_rtt() {
         add_paths(&[]);
-        let mut reno = load("ccswitch.examples.reno:Reno").expect("the example loads");
+        let mut reno = load("ccswitch.authoring.examples.reno:Reno").expect("the example loads");
         assert_eq!(reno.name(), "Reno");
         assert_eq!(reno.reporting(), Reporting::PerRtt);
         let mut state = FlowState::new(MSS as u32, 10 * MSS as u32);
@@ -639,7 +639,7 @@ mod tests {
     #[test]
     fn example_reno_matches_the_rust_reno_report_for_report() {
         add_paths(&[]);
-        let mut py = load("ccswitch.examples.reno:Reno").unwrap();
+        let mut py = load("ccswitch.authoring.examples.reno:Reno").unwrap();
         let mut rust = ccswitch_algorithms::simple("reno").unwrap();
         let (mut ps, mut rs) =
             (FlowState::new(MSS as u32, 10 * MSS as u32), FlowState::new(MSS as u32, 10 * MSS as u32));
@@ -776,8 +776,8 @@ class Raises:
         let e = err("nonexistent.mod:X");
         assert!(e.starts_with("cannot import nonexistent.mod:"), "{e}");
         assert!(e.contains("ModuleNotFoundError") && e.contains("sys.path"), "{e}");
-        let e = err("ccswitch.examples.reno:NoSuchClass");
-        assert!(e.starts_with("cannot find class NoSuchClass in module ccswitch.examples.reno"), "{e}");
+        let e = err("ccswitch.authoring.examples.reno:NoSuchClass");
+        assert!(e.starts_with("cannot find class NoSuchClass in module ccswitch.authoring.examples.reno"), "{e}");
         assert!(err("no_class_given").contains("expected py:MODULE:CLASS"));
         write_module("broken_probe", "class NoCallback:\n    pass\nclass BadInit:\n    def __init__(self):\n        1 / 0\n    def on_report(self, flow):\n        pass\nclass BadReporting:\n    reporting = 'sometimes'\n    def on_report(self, flow):\n        pass\n");
         assert!(err("broken_probe:NoCallback").contains("has no on_report(self, flow) method"));

@@ -21,7 +21,7 @@ schemes (the scenario's `schemes` list, or --schemes A,B,...):
 where ALG is
   NAME                         an agent algorithm, e.g. kernel:cubic (list: ccswitch algorithms)
   NAME:PARAM=VALUE,...         with parameters, e.g. kernel:cubic:beta=0.8,hystart=0
-  py:MODULE:CLASS              a Python class, e.g. kernel:py:ccswitch.examples.reno:Reno
+  py:MODULE:CLASS              a Python class, e.g. kernel:py:ccswitch.authoring.examples.reno:Reno
                                (the scenario's directory is on PYTHONPATH)
   policy:NAME[:KEY=VALUE,...]  a built-in policy choosing each flow's algorithm and handing it over,
                                e.g. kernel:policy:mystique:rtt_threshold_ms=40

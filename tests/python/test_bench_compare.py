@@ -38,7 +38,9 @@ def test_old_and_new_spellings_of_a_scheme_are_the_same_subject():
     assert bc.scheme_key("ccswitch:reno") == bc.scheme_key("kernel:reno") == "kernel:reno"
     assert bc.scheme_key("switch:cubic") == bc.scheme_key("ovs:cubic") == "ovs:cubic"
     assert bc.scheme_key("kernel-cubic") == "kernel-cubic"
-    assert bc.scheme_key("py:ccswitch.examples.reno:Reno") == "py:ccswitch.examples.reno:Reno"
+    assert bc.scheme_key("py:ccswitch.authoring.examples.reno:Reno") == "py:ccswitch.authoring.examples.reno:Reno"
+    # stored before the examples moved to ccswitch/authoring/
+    assert bc.scheme_key("py:ccswitch.examples.reno:Reno") == "py:ccswitch.authoring.examples.reno:Reno"
 
 
 def test_transfer_times_come_from_the_json_or_else_from_the_log():
@@ -97,10 +99,12 @@ def test_markdown_table_shows_missing_values_and_counts():
 
 def test_the_child_invocations_get_each_trees_own_arguments():
     args = argparse.Namespace(repetitions=None, scenario=None, reports=1000, rounds=3, rust="reno",
-                              python="py:ccswitch.examples.reno:Reno")
+                              python="py:ccswitch.authoring.examples.reno:Reno")
     assert bc.bench_args("overhead", args) == ["--repetitions", "1"]
     assert bc.bench_args("authoring", args) == ["--reports", "1000", "--rounds", "3", "--rust", "reno",
-                                                "--python", "py:ccswitch.examples.reno:Reno"]
+                                                "--python", "py:ccswitch.authoring.examples.reno:Reno"]
+    # a baseline checkout from before ccswitch/authoring/ names the example by its old path
+    assert bc.bench_args("authoring", args, "/nonexistent-tree")[-1] == "py:ccswitch.examples.reno:Reno"
     build = bc.Build("before", "3ad5e6a", "/tmp/x", "/tmp/x/target/release")
     env = build.env()
     assert env["PYTHONPATH"].split(":")[0] == "/tmp/x/python"

@@ -166,7 +166,7 @@ def test_python_algorithms_can_be_pinned_and_import_errors_are_reported(agent):
     try:
         dp.create(sid=2)
         with agent.client() as c:
-            assert c.pin("py:ccswitch.examples.reno:Reno", flow=(1, 2)).startswith("pinned flow 1:2")
+            assert c.pin("py:ccswitch.authoring.examples.reno:Reno", flow=(1, 2)).startswith("pinned flow 1:2")
             dp.report(sid=2)
             assert only_flow(c)["handovers"] == 1
             with pytest.raises(OperatorError, match="cannot import no_such_module"):

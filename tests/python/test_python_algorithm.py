@@ -14,12 +14,12 @@ from ccswitch.experiments import runner
 from ccswitch.topology.daemons import python_agent_env
 from live import set_up_runner
 
-EXAMPLE = "py:ccswitch.examples.reno:Reno"
+EXAMPLE = "py:ccswitch.authoring.examples.reno:Reno"
 
 # Kept beside the scenario file: the harness puts the scenario's directory on the agent's
 # PYTHONPATH.
 FAULTY_MODULE = '''
-from ccswitch.algorithm import Algorithm
+from ccswitch.authoring import Algorithm
 
 class Raises(Algorithm):
     def on_report(self, flow):
@@ -144,7 +144,7 @@ def start_agent_with(tmp_path, algorithm):
 
 @pytest.mark.parametrize("algorithm, expected", [
     ("py:nonexistent.mod:X", r"cannot import nonexistent\.mod: .*ModuleNotFoundError: No module named 'nonexistent'"),
-    ("py:ccswitch.examples.reno:NoSuchClass", r"cannot find class NoSuchClass in module ccswitch\.examples\.reno"),
+    ("py:ccswitch.authoring.examples.reno:NoSuchClass", r"cannot find class NoSuchClass in module ccswitch\.authoring\.examples\.reno"),
     ("py:broken_algs:NoCallback", r"broken_algs:NoCallback has no on_report\(self, flow\) method"),
     ("py:broken_algs:BadInit", r"cannot instantiate broken_algs:BadInit: .*ValueError: cannot build"),
 ])

@@ -26,7 +26,7 @@ from test_integration import PYTHONPATH
 
 ALGS = '''
 import os, signal
-from ccswitch.algorithm import Algorithm
+from ccswitch.authoring import Algorithm
 
 class Raises(Algorithm):
     def on_report(self, flow):

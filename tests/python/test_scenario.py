@@ -171,7 +171,7 @@ def test_unreadable_file_is_reported(tmp_path):
 @pytest.mark.parametrize("old, new", [
     ("ccswitch:bbr", "kernel:bbr"),
     ("ccswitch:cubic:beta=0.8", "kernel:cubic:beta=0.8"),
-    ("ccswitch:py:ccswitch.examples.reno:Reno", "kernel:py:ccswitch.examples.reno:Reno"),
+    ("ccswitch:py:ccswitch.examples.reno:Reno", "kernel:py:ccswitch.authoring.examples.reno:Reno"),
     ("ccswitch:policy:mystique", "kernel:policy:mystique"),
     ("switch:reno", "ovs:reno"),
     ("switch:policy:mcc-wifi", "ovs:policy:mcc-wifi"),

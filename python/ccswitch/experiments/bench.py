@@ -119,7 +119,7 @@ def print_table(results: List[Dict[str, float]]) -> None:
 # ----------------------------------------------------------------------- authoring
 
 AUTHORING_RUST = "reno"
-AUTHORING_PYTHON = "py:ccswitch.examples.reno:Reno"
+AUTHORING_PYTHON = "py:ccswitch.authoring.examples.reno:Reno"
 
 
 def bench_reports(agent: str, algorithm: str, reports: int) -> Dict[str, float]:

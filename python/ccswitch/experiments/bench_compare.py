@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .runner import RunError, bin_dir, repo_root
+from .scenario import canonical_scheme
 from ..topology.namespaces import log
 
 #: old datapath spellings of scheme labels -> the current ones
@@ -64,7 +65,7 @@ Sample = Dict[Tuple[str, str], float]  # (subject, figure) -> value, from one in
 def scheme_key(label: str) -> str:
     """`ccswitch:reno` and `kernel:reno` -> `kernel:reno`; `switch:cubic` -> `ovs:cubic`."""
     kind, sep, rest = label.partition(":")
-    return f"{DATAPATH_SPELLINGS.get(kind, kind)}:{rest}" if sep else label
+    return canonical_scheme(f"{DATAPATH_SPELLINGS.get(kind, kind)}:{rest}" if sep else label)
 
 
 def transfer_times(stderr: str) -> Dict[str, List[float]]:
@@ -268,13 +269,18 @@ def _last_json(stdout: str) -> Optional[dict]:
     return None
 
 
-def bench_args(which: str, args) -> List[str]:
+def bench_args(which: str, args, tree: Optional[str] = None) -> List[str]:
+    """The `bench WHICH` arguments; with `tree`, the Python algorithm spelled as that checkout
+    names it (a baseline from before ccswitch/authoring/ has the examples at ccswitch.examples)."""
     if which == "overhead":
         extra = ["--repetitions", str(args.repetitions or 1)]
         if args.scenario:
             extra += ["--scenario", os.path.abspath(args.scenario)]
         return extra
-    return ["--reports", str(args.reports), "--rounds", str(args.rounds), "--rust", args.rust, "--python", args.python]
+    python = args.python
+    if tree is not None and not os.path.isdir(os.path.join(tree, "python", "ccswitch", "authoring")):
+        python = python.replace("py:ccswitch.authoring.examples.", "py:ccswitch.examples.")
+    return ["--reports", str(args.reports), "--rounds", str(args.rounds), "--rust", args.rust, "--python", python]
 
 
 def compare(args, out_dir: str) -> dict:
@@ -292,7 +298,7 @@ def compare(args, out_dir: str) -> dict:
         for which in benches:
             for build in (before, after):
                 name = f"r{rnd}-{build.name}-{which}"
-                cmd = [sys.executable, "-m", "ccswitch", "bench", which, "--json"] + bench_args(which, args)
+                cmd = [sys.executable, "-m", "ccswitch", "bench", which, "--json"] + bench_args(which, args, build.tree)
                 if which == "overhead":
                     cmd += ["--out", os.path.join(out_dir, "runs", name)]
                 log(f"[round {rnd}/{args.compare_rounds}] {which}: {build.name} ({build.rev}) ...")

@@ -53,6 +53,8 @@ SCHEME_KINDS = ("native", "kernel", "ovs")
 #: writes them is refused with the new spelling; stored results that carry them are read
 #: with `canonical_scheme`.
 RENAMED_KINDS = {"ccswitch": "kernel", "switch": "ovs"}
+#: Python modules of `py:` algorithms that moved (dotted prefix as stored -> today's).
+RENAMED_PY_MODULES = {"ccswitch.examples.": "ccswitch.authoring.examples."}
 
 
 class ScenarioError(ValueError):
@@ -350,15 +352,18 @@ def parse_scheme(text: Any, where: str = "schemes", *, base_dir: Optional[str] =
 def renamed_scheme_message(text: str, where: str = "schemes") -> str:
     """Why an old spelling (`ccswitch:bbr`, `switch:policy:mystique`) is refused, naming the new one."""
     kind, rest = text.split(":", 1)
-    return (f'{where}: scheme "{text}": renamed, write "{RENAMED_KINDS[kind]}:{rest}" '
+    return (f'{where}: scheme "{text}": renamed, write "{canonical_scheme(text)}" '
             '(the kernel datapath is "kernel:", the Open vSwitch one "ovs:")')
 
 
 def canonical_scheme(text: Any) -> Any:
     """A scheme as stored by any version, in today's spelling: `ccswitch:ALG` -> `kernel:ALG`,
-    `switch:ALG` -> `ovs:ALG`; anything else unchanged. For readers of stored results and
+    `switch:ALG` -> `ovs:ALG`, `py:ccswitch.examples.M:C` -> `py:ccswitch.authoring.examples.M:C`;
+    anything else unchanged. For readers of stored results and
     events (runs in experiments/measured/ were written with the old spellings)."""
     if isinstance(text, str) and ":" in text:
+        for old, new in RENAMED_PY_MODULES.items():
+            text = text.replace(f"py:{old}", f"py:{new}")
         kind, rest = text.split(":", 1)
         if kind in RENAMED_KINDS:
             return f"{RENAMED_KINDS[kind]}:{rest}"

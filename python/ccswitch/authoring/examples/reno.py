@@ -1,8 +1,8 @@
 """NewReno in Python: the same algorithm as the agent's Rust ``reno``, written against the
-simple API (see ``ccswitch.algorithm``). Run it with::
+simple API (see ``ccswitch.authoring``). Run it with::
 
-    ccswitch-agent --algorithm py:ccswitch.examples.reno:Reno
-    schemes = ["kernel:py:ccswitch.examples.reno:Reno"]      # in a scenario
+    ccswitch-agent --algorithm py:ccswitch.authoring.examples.reno:Reno
+    schemes = ["kernel:py:ccswitch.authoring.examples.reno:Reno"]      # in a scenario
 
 The model (RFC 5681, RFC 6582, as Linux's ``tcp_reno_*`` helpers):
 
@@ -19,7 +19,7 @@ The agent checks that this class and the Rust ``reno`` produce the same windows 
 report (``agent/src/python.rs``), and ``ccswitch bench authoring`` compares their cost.
 """
 
-from ccswitch.algorithm import Algorithm
+from ccswitch.authoring import Algorithm
 
 MIN_CWND_SEGMENTS = 2
 LOSS_WINDOW_SEGMENTS = 1

@@ -55,7 +55,7 @@ Mystique's names (its Table III) are aliases with the same units: ``getCRTT()``,
 ``getMinRTT()``, ``getSRTT()``, ``getCBW()``, ``getMaxBW()``, ``getCwnd()``, ``isLoss()``,
 ``setCwnd(bytes)``, ``setRate(bytes_per_s)``, ``setPeriod(us)``.
 
-See ``ccswitch/examples/reno.py`` for a complete algorithm (NewReno).
+See ``ccswitch/authoring/examples/reno.py`` for a complete algorithm (NewReno).
 """
 
 from __future__ import annotations
