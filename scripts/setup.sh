@@ -209,7 +209,7 @@ PY_REQS=("maturin>=1.5,<2" pytest pyarrow matplotlib numpy "pycapnp>=2"
          # learner: training (scikit-learn >= 1.4 stores class fractions in tree_.value, which
          # the model file exports as they are) and executing the jupytext notebooks
          "scikit-learn>=1.4" pandas jupytext papermill nbclient ipykernel
-         # statistics: t quantiles and the bootstrap of ratios of means (experiments/stats.py)
+         # statistics: t quantiles and the bootstrap of ratios of means (python/ccswitch/experiments/statistics.py)
          scipy)
 command -v python3 >/dev/null 2>&1 || die "python3 not found in PATH"
 

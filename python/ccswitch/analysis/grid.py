@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..experiments import results, stats
+from ..experiments import results, statistics as stats
 from ..experiments.scenario import Client, Scenario, load_scenario
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import traces as _traces
-from . import results, stats
+from . import results, statistics as stats
 from ..topology import bridges as _ovs
 from ..analysis import handover as _handover
 from .scenario import Client, Scenario, Scheme, check_schemes

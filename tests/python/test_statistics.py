@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from ccswitch.experiments import stats
+from ccswitch.experiments import statistics as stats
 
 
 def test_t_quantiles():
