@@ -34,10 +34,9 @@ Names, parameters and policies are checked by the agent before the first transfe
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import traces
     from .agent import algorithms, operator
     from .analysis import grid
-    from .experiments import bench, runner, sweep
+    from .experiments import bench, runner, sweep, traces
     from .learner import dataset
 
     parser = argparse.ArgumentParser(prog="ccswitch", description="ccswitch congestion-control plane tools")

@@ -3,7 +3,7 @@ from fractions import Fraction
 
 import pytest
 
-from ccswitch import traces
+from ccswitch.experiments import traces
 from ccswitch.cli import main
 
 

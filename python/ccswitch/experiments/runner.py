@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .. import traces as _traces
+from . import traces as _traces
 from . import results, statistics as stats
 from ..topology import bridges as _ovs
 from ..analysis import handover as _handover

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import traces as _traces
+from . import traces as _traces
 from . import results, scenario as _scenario
 from .scenario import MAX_LINK_MBPS, MIN_LINK_MBPS, Client, ScenarioError
 
