@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from ccswitch.analysis import handover
-from ccswitch.analysis.handover import EventCollector, EventStream, HandoverError
+from ccswitch.analysis import events as flow_events, plots
+from ccswitch.analysis.events import EventCollector, EventStream, HandoverError
 
 T0_US = 1_700_000_000_000_000
 CLIENT = "198.18.0.1"
@@ -90,23 +90,23 @@ def test_match_by_address_then_time():
         st.add(e)
     flows = list(st.flows.values())
     t1 = T0_US + 3_000_000
-    fl, how = handover.match_flow(flows, T0_US, t1, f"{CLIENT}:40003")
+    fl, how = flow_events.match_flow(flows, T0_US, t1, f"{CLIENT}:40003")
     assert (fl.sid, how) == (3, "address+time")
     # the address of the stray connection picks it, even though it acknowledged less
-    fl, how = handover.match_flow(flows, T0_US, t1, f"{CLIENT}:40002")
+    fl, how = flow_events.match_flow(flows, T0_US, t1, f"{CLIENT}:40002")
     assert fl.sid == 2
     # unknown address: the flow of the window that acknowledged most
-    fl, how = handover.match_flow(flows, T0_US, t1, None)
+    fl, how = flow_events.match_flow(flows, T0_US, t1, None)
     assert (fl.sid, how) == (3, "time (largest of 2)")
     # an address nobody has: fall back to the window
-    fl, how = handover.match_flow(flows, T0_US, t1, f"{CLIENT}:1")
+    fl, how = flow_events.match_flow(flows, T0_US, t1, f"{CLIENT}:1")
     assert fl.sid == 3 and how.startswith("time")
     # a window without flows (the earlier transfer lies outside it)
-    assert handover.match_flow(flows, T0_US + 5_000_000, T0_US + 6_000_000, None) == (None, "none")
+    assert flow_events.match_flow(flows, T0_US + 5_000_000, T0_US + 6_000_000, None) == (None, "none")
     # a live flow re-announced to a restarted agent just before the transfer is not it
     for e in [flow_event(T0_US - 300_000, 4, 40004), report(T0_US + 100_000, 4, 10_000_000)]:
         st.add(e)
-    fl, how = handover.match_flow(list(st.flows.values()), T0_US, t1, None)
+    fl, how = flow_events.match_flow(list(st.flows.values()), T0_US, t1, None)
     assert (fl.sid, how) == (3, "time (largest of 2)")
 
 
@@ -130,7 +130,7 @@ def test_collector_attaches_handovers_and_writes_the_slice(tmp_path):
     assert r["flow"] == {"datapath": 1, "sid": 3, "peer": f"{CLIENT}:40003", "matched_by": "address+time",
                          "closed": True, "reports": 2}
     assert r["events"] == "flows/004-c-2000000-kernel_policy_p.toml-rep1.jsonl"
-    sliced = handover.read_events(str(tmp_path / r["events"]))
+    sliced = flow_events.read_events(str(tmp_path / r["events"]))
     assert [e["event"] for e in sliced] == ["flow", "report", "handover", "report", "close"]
     assert {e["sid"] for e in sliced} == {3}
     logged = [json.loads(l) for l in (tmp_path / "handovers.jsonl").read_text().splitlines()]
@@ -171,14 +171,14 @@ def test_strict_reading_names_the_line(tmp_path):
     p = tmp_path / "slice.jsonl"
     write_events(p, three_flows()[:2], tail='{"event": "report", "t_us": 1, "datapath": 1}\n')
     with pytest.raises(HandoverError, match=r"slice.jsonl:3: report event without an integer 'sid'"):
-        handover.read_events(str(p))
+        flow_events.read_events(str(p))
     with pytest.raises(HandoverError, match="events file not found"):
-        handover.read_events(str(tmp_path / "absent.jsonl"))
+        flow_events.read_events(str(tmp_path / "absent.jsonl"))
 
 
 def test_series_bins_acknowledged_bytes():
-    fl = handover.flow_of([e for e in three_flows() if e["sid"] == 3])
-    s = handover.Series.of(fl)
+    fl = flow_events.flow_of([e for e in three_flows() if e["sid"] == 3])
+    s = plots.Series.of(fl)
     assert s.t == pytest.approx([0.4, 1.1])
     starts, mbps = s.throughput_bins(0.25)
     assert starts == pytest.approx([0, 0.25, 0.5, 0.75, 1.0])
@@ -196,19 +196,19 @@ def test_plot_run_draws_the_policy_transfers(tmp_path):
         EventCollector(str(tmp_path)).attach(i, r, str(events_path), T0_US / 1e6 + t, T0_US / 1e6 + t + 3,
                                              None, wait_close_s=0)
         rows.append(r)
-    written = handover.plot_run(str(tmp_path), rows)
+    written = plots.plot_run(str(tmp_path), rows)
     assert [os.path.basename(p) for p in written] == ["001-c-2000000-kernel_policy_p.toml-rep1.png"]
     with open(written[0], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(HandoverError, match="transfer 3 .* has no events"):
-        handover.plot_run(str(tmp_path), rows, transfer=3)
+        plots.plot_run(str(tmp_path), rows, transfer=3)
     with pytest.raises(HandoverError, match="no transfer number 7"):
-        handover.plot_run(str(tmp_path), rows, transfer=7)
+        plots.plot_run(str(tmp_path), rows, transfer=7)
 
 
 def test_events_of_earlier_agents_are_read_as_handovers(tmp_path):
     p = tmp_path / "old.jsonl"
     p.write_text(json.dumps({"event": "switch", "t_us": 1, "datapath": 1, "sid": 3, "from": "cubic", "to": "bbr"})
                  + "\n" + json.dumps({"event": "close", "t_us": 2, "datapath": 1, "sid": 3, "switches": 1}) + "\n")
-    sw, close = handover.read_events(str(p))
+    sw, close = flow_events.read_events(str(p))
     assert sw["event"] == "handover" and (close["handovers"], "switches" in close) == (1, False)

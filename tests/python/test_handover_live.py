@@ -8,7 +8,7 @@ import json
 import os
 
 
-from ccswitch.analysis import handover
+from ccswitch.analysis import events as flow_events
 from ccswitch.experiments import runner, scenario
 from live import require_machine_and_binaries
 
@@ -70,7 +70,7 @@ def test_a_policy_hands_a_live_flow_over(tmp_path):
     # the flow's clock starts at its first report, ours at its creation: close, and before 2 s
     assert 1.0 <= sw["t_s"] < 2.0, sw
 
-    events = handover.read_events(str(out / row["events"]))
+    events = flow_events.read_events(str(out / row["events"]))
     assert {(e["datapath"], e["sid"]) for e in events} == {(row["flow"]["datapath"], row["flow"]["sid"])}
     reports = [e for e in events if e["event"] == "report"]
     assert {e["algorithm"] for e in reports} == {"cubic", "bbr"}

@@ -1,2 +1,3 @@
-"""Analysis of finished runs: the agent's per-flow events, their plots and the handover
-analyses (smoothness, mix, MCC) in `handover`, and the grid report in `grid`."""
+"""Analysis of finished runs: the agent's per-flow events matched to transfers (`events`),
+plots of flows over time (`plots`), the handover analyses smoothness, mix and MCC with
+`ccswitch analyze` (`handover`), and the grid report (`grid`)."""

@@ -18,7 +18,7 @@ shim's stats file in `ovs/` of the results.
 
 Schemes that use the agent (`kernel:`, `ovs:`, their `policy:` forms) run it with
 `--events events/agent-NNN.jsonl`; after each of their transfers the flow's events are found
-and attached to the row (`handover.EventCollector`: `algorithms`, `handover_events`, `events`), and
+and attached to the row (`analysis/events.py` EventCollector: `algorithms`, `handover_events`, `events`), and
 scenarios with `analysis` / `plots = ["flows"]` get their handover analysis and flow plots at
 the end (analysis/handover.py).
 """
@@ -44,7 +44,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from . import traces as _traces
 from . import results, statistics as stats
 from ..topology import bridges as _ovs
-from ..analysis import handover as _handover
+from ..analysis import events as _events, handover as _handover, plots as _plots
 from .scenario import Client, Scenario, Scheme, check_schemes
 from ..topology.namespaces import SERVER_PORT, AgentError, Processes, ServerNamespace, SysctlGuard, Teardown, TopologyError, log, read_sysctl
 from ..topology.daemons import CcswitchDaemons, Nginx, agent_check_env, check_agent_spec
@@ -238,7 +238,7 @@ def parse_ss_peer(text: str) -> Optional[str]:
         found = _SS_ADDR_RE.findall(line)
         if len(found) >= 2:
             ip, port = found[1]
-            return _handover.format_peer(ip.strip("[]"), port)
+            return _events.format_peer(ip.strip("[]"), port)
     return None
 
 
@@ -394,7 +394,7 @@ class Runner:
         self.current_download: Optional[str] = None
         #: (wall-clock start, end, agent events file) of the last transfer, for its flow's events
         self.last_transfer: Optional[tuple] = None
-        self.collector: Optional[_handover.EventCollector] = None
+        self.collector: Optional[_events.EventCollector] = None
 
     # -- setup -----------------------------------------------------------------
     def setup(self) -> None:
@@ -445,7 +445,7 @@ class Runner:
                                            events_dir=os.path.join(self.out_dir, "events"),
                                            destination_memory=sc.destination_memory)
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
-            self.collector = _handover.EventCollector(self.out_dir)
+            self.collector = _events.EventCollector(self.out_dir)
             self.teardown.push("close handovers.jsonl", self.collector.close)
         if sc.uses_ovs:
             if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
@@ -786,7 +786,7 @@ class Runner:
         if "flows" in sc.plots:
             schemes = [s.label for s in sc.schemes if s.is_policy] + list(sc.plot_schemes)
             try:
-                n = len(_handover.plot_run(self.out_dir, self.rows, schemes))
+                n = len(_plots.plot_run(self.out_dir, self.rows, schemes))
                 self._say(f"{n} flow plots in {os.path.join(self.out_dir, 'flows')}")
             except Exception as e:
                 log(f"warning: could not draw the flow plots: {e}")

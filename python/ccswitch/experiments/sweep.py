@@ -1012,9 +1012,9 @@ def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
             if ok:
                 events = None
                 if observation and row.get("events"):
-                    from ..analysis import handover
+                    from ..analysis.events import read_events
 
-                    events = handover.read_events(os.path.join(out, row["events"]))
+                    events = read_events(os.path.join(out, row["events"]))
                 store.write_cell(spec, cell, row, events, raw_rel)
                 result.stored += 1
                 progress.stored += 1

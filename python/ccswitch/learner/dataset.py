@@ -120,7 +120,7 @@ def _run_rows(run_dir: str) -> List[Dict[str, Any]]:
 
 def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, Any]]:
     """A `ccswitch run` directory's transfers of fixed agent algorithms."""
-    from ..analysis import handover
+    from ..analysis import events as flow_events
 
     obs = []
     candidates: List[str] = []
@@ -136,8 +136,8 @@ def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, A
         flow, reports = None, None
         if alg == initial and row.get("events"):
             try:
-                events = handover.read_events(os.path.join(run_dir, row["events"]))
-            except handover.HandoverError as e:
+                events = flow_events.read_events(os.path.join(run_dir, row["events"]))
+            except flow_events.HandoverError as e:
                 raise DatasetError(str(e)) from None
             flow = next((e for e in events if e["event"] == "flow"), None)
             reports = [e for e in events if e["event"] == "report"]

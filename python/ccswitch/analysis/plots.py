@@ -1,0 +1,130 @@
+"""Plots of a run's flows over time (`ccswitch plot-flows`): window, bytes in flight and
+throughput, with the handovers marked. Throughput over time is the bytes the reports
+acknowledge (`acked_bytes` is per report) per 250 ms bin of the agent's clock.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+from ..experiments import results
+from .events import FlowEvents, HandoverError, flow_of, read_events
+
+#: Throughput bins of the plots.
+PLOT_BIN_S = 0.25
+
+
+# ----------------------------------------------------------------------- series
+
+
+@dataclass
+class Series:
+    """A flow's reports as time series, t in seconds since the flow was created."""
+
+    t: List[float]
+    cwnd: List[int]
+    inflight: List[int]
+    acked: List[int]
+    delivery_bps: List[float]
+    handovers: List[dict]  # handover events with "t" added
+
+    @classmethod
+    def of(cls, flow: FlowEvents) -> "Series":
+        t0 = flow.start_us
+        reps = flow.reports
+        sw = [dict(s, t=(s["t_us"] - t0) / 1e6) for s in flow.handovers]
+        return cls(t=[(r["t_us"] - t0) / 1e6 for r in reps],
+                   cwnd=[int(r.get("cwnd_bytes") or 0) for r in reps],
+                   inflight=[int(r.get("bytes_in_flight") or 0) for r in reps],
+                   acked=[int(r.get("acked_bytes") or 0) for r in reps],
+                   delivery_bps=[float(r.get("delivery_rate_bps") or 0) for r in reps], handovers=sw)
+
+    @property
+    def end(self) -> float:
+        return self.t[-1] if self.t else 0.0
+
+    def acked_between(self, a: float, b: float) -> int:
+        """Bytes acknowledged by the reports with a < t <= b."""
+        return sum(x for t, x in zip(self.t, self.acked) if a < t <= b)
+
+    def throughput_bins(self, width_s: float) -> Tuple[List[float], List[float]]:
+        """(bin starts, Mbit/s) over the flow's reports."""
+        n = int(self.end // width_s) + 1 if self.t else 0
+        got = [0] * n
+        for t, x in zip(self.t, self.acked):
+            got[min(int(t // width_s), n - 1)] += x
+        return [i * width_s for i in range(n)], [b * 8 / width_s / 1e6 for b in got]
+
+
+# ----------------------------------------------------------------------- plots
+
+
+def plot_flow(path: str, flow: FlowEvents, title: str = "") -> None:
+    """Window and bytes in flight (top) and throughput (bottom) over time, handovers as
+    vertical lines labelled with the new algorithm; written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = Series.of(flow)
+    fig, (ax_w, ax_t) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
+    ax_w.step(s.t, [c / 1000 for c in s.cwnd], where="post", label="cwnd", lw=1.2)
+    ax_w.plot(s.t, [b / 1000 for b in s.inflight], lw=0.6, alpha=0.6, label="bytes in flight")
+    ax_w.set_ylabel("kB")
+    ax_w.legend(loc="upper right", fontsize=8)
+    starts, mbps = s.throughput_bins(PLOT_BIN_S)
+    ax_t.step(starts, mbps, where="post", label=f"delivered / {PLOT_BIN_S * 1000:.0f} ms", lw=1.2)
+    ax_t.plot(s.t, [d / 1e6 for d in s.delivery_bps], lw=0.6, alpha=0.5, label="delivery rate (report)")
+    ax_t.set_ylabel("Mbit/s")
+    ax_t.set_xlabel("time since the flow started (s)")
+    ax_t.legend(loc="upper right", fontsize=8)
+    first = flow.algorithms()[:1]
+    if first:
+        ax_w.text(0.0, 1.02, first[0], transform=ax_w.get_xaxis_transform(), fontsize=8, color="C3")
+    for sw in s.handovers:
+        for ax in (ax_w, ax_t):
+            ax.axvline(sw["t"], color="C3", ls="--", lw=0.9)
+        ax_w.text(sw["t"], 1.02, str(sw.get("to")), transform=ax_w.get_xaxis_transform(), fontsize=8,
+                  color="C3", ha="left")
+    for ax in (ax_w, ax_t):
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    with results.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+
+
+def plot_run(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]] = None,
+             transfer: Optional[int] = None) -> List[str]:
+    """Plot the transfers of a run that have events: those of `schemes` (labels; None = every
+    policy scheme), or only transfer number `transfer` (1-based). Returns the files written."""
+    wanted = set(schemes) if schemes is not None else None
+    written = []
+    for i, row in enumerate(rows, 1):
+        index = row.get("transfer", i)
+        if transfer is not None and index != transfer:
+            continue
+        if transfer is None:
+            if wanted is None and ":policy:" not in row["scheme"]:
+                continue
+            if wanted is not None and row["scheme"] not in wanted:
+                continue
+        if not row.get("events"):
+            if transfer is not None:
+                raise HandoverError(f"transfer {transfer} ({row['scheme']}) has no events "
+                                     f"({row.get('events_note') or 'not an agent scheme'})")
+            continue
+        flow = flow_of(read_events(os.path.join(run_dir, row["events"])))
+        path = os.path.join(run_dir, os.path.splitext(row["events"])[0] + ".png")
+        tct = f", TCT {row['tct_s']:.2f} s" if row.get("tct_s") is not None else ""
+        plot_flow(path, flow, f"{row['client']} {row['file_bytes']} B {row['scheme']} rep {row['repetition']}{tct}")
+        written.append(path)
+    if transfer is not None and not written:
+        raise HandoverError(f"{run_dir}: no transfer number {transfer} (there are {len(rows)})")
+    return written
