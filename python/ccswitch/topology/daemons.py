@@ -13,7 +13,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from .namespaces import (
-    AgentError, Processes, SERVER_PORT, ServerNamespace, SysctlGuard, TopologyError, _signal_group, log, read_sysctl, run,
+    AgentError, Processes, SERVER_PORT, ServerNamespace, SysctlGuard, TopologyError, _signal_group, log, read_sysctl,
 )
 
 

@@ -21,7 +21,6 @@ import fcntl
 import ipaddress
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
