@@ -828,9 +828,7 @@ __u32 BPF_PROG(ccsw_ssthresh, struct sock *sk)
 SEC("struct_ops")
 __u32 BPF_PROG(ccsw_undo_cwnd, struct sock *sk)
 {
-	__u32 cwnd = tcp_reno_undo_cwnd(sk);
-
-	return cwnd ? cwnd : 1; /* the kernel warns on a window of 0 */
+	return tcp_reno_undo_cwnd(sk);
 }
 
 SEC("struct_ops")
