@@ -39,7 +39,7 @@ from typing import Dict, List, Optional
 from .bench import cpu_seconds
 from .runner import MM_USER, Interrupted, RunError, Runner, default_out_dir, torn_down_on_exit
 from .scenario import loads_scenario
-from ..topology.namespaces import log, run
+from ..topology.namespaces import log, read_sysctl, run
 
 LOADGEN = "ccswitch-loadgen"
 LOADGEN_PORT = 9000
@@ -265,8 +265,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         # ("TCP: out of memory"): 100k flows lost 401 that way at the default.
         small = flows > 20_000
         if small:
-            with open("/proc/sys/net/ipv4/tcp_mem") as f:
-                pages = [int(v) * TCP_MEM_FACTOR for v in f.read().split()]
+            pages = [int(v) * TCP_MEM_FACTOR for v in read_sysctl("net.ipv4.tcp_mem").split()]
             r.sysctls.set("net.ipv4.tcp_mem", " ".join(map(str, pages)))
         for port in ports:
             serve = [loadgen, "serve", "--bind", f"{r.ns.server_ip}:{port}"] + (["--sndbuf", str(SMALL_BUFFER_BYTES)] if small else [])
