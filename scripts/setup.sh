@@ -210,7 +210,9 @@ PY_REQS=("maturin>=1.5,<2" pytest pyarrow matplotlib numpy "pycapnp>=2"
          # the model file exports as they are) and executing the jupytext notebooks
          "scikit-learn>=1.4" pandas jupytext papermill nbclient ipykernel
          # statistics: t quantiles and the bootstrap of ratios of means (python/ccswitch/experiments/statistics.py)
-         scipy)
+         scipy
+         # distributed execution of runs and sweeps (python/ccswitch/experiments/distributed.py)
+         "dask[distributed]")
 command -v python3 >/dev/null 2>&1 || die "python3 not found in PATH"
 
 if [[ -x $VENV/bin/python ]] && "$VENV/bin/python" -c 'import sys, pip' >/dev/null 2>&1; then
@@ -227,7 +229,7 @@ want_stamp=$( { printf '%s\n' "${PY_REQS[@]}"; cat "$REPO/pyproject.toml"; \
                 "$VENV/bin/python" --version; } | sha256sum | cut -d' ' -f1)
 deps_ok() {
     [[ "$(cat "$STAMP" 2>/dev/null)" == "$want_stamp" ]] &&
-    "$VENV/bin/python" -c 'import pytest, pyarrow, matplotlib, numpy, capnp, sklearn, scipy, pandas, jupytext, papermill, nbclient, ipykernel' >/dev/null 2>&1 &&
+    "$VENV/bin/python" -c 'import pytest, pyarrow, matplotlib, numpy, capnp, sklearn, scipy, dask, distributed, pandas, jupytext, papermill, nbclient, ipykernel' >/dev/null 2>&1 &&
     "$VENV/bin/maturin" --version >/dev/null 2>&1
 }
 if deps_ok; then

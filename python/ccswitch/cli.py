@@ -1,4 +1,4 @@
-"""Command line: `ccswitch run|trace|bench|grid|algorithms|operator|analyze|plot-flows ...`."""
+"""Command line: `ccswitch run|sweep|worker|trace|bench|grid|algorithms|operator|analyze|plot-flows ...`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ Names, parameters and policies are checked by the agent before the first transfe
 def build_parser() -> argparse.ArgumentParser:
     from .agent import algorithms, operator
     from .analysis import grid
-    from .experiments import bench, runner, sweep, traces
+    from .experiments import bench, distributed, runner, sweep, traces
     from .learner import dataset
 
     parser = argparse.ArgumentParser(prog="ccswitch", description="ccswitch congestion-control plane tools")
@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_cli(sub)
     sweep.add_cli(sub)
     dataset.add_cli(sub)
+    distributed.add_cli(sub)
     for old, new in RENAMED_COMMANDS.items():
         _refuse_renamed(sub, old, new)
     return parser

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ccswitch.experiments import sweep
+from ccswitch.experiments import results, sweep
 from ccswitch.experiments.runner import Interrupted
 
 TRACES = "/usr/share/mahimahi/traces"
@@ -234,13 +234,13 @@ def test_every_path_runs_every_candidate_in_an_order_rotated_from_path_to_path()
 
 def test_transfers_are_verdicts_only_when_the_candidate_ran():
     ok = {"error": None, "sha256_ok": True, "curl_exit": None}
-    assert sweep.finished(ok) == (True, "ok")
-    assert sweep.finished(dict(ok, error="curl: (28) Operation timed out", curl_exit=28))[0]
-    assert sweep.finished(dict(ok, error="HTTP 404"))[0]
-    assert sweep.finished(dict(ok, sha256_ok=False)) == (True, "SHA-256 mismatch")
-    assert not sweep.finished(dict(ok, error="not run: kernel:bbr failed earlier: x"))[0]
-    assert not sweep.finished(dict(ok, error="ccswitch-agent exited", agent_died="ccswitch-agent exited"))[0]
-    assert not sweep.finished(dict(ok, error="exit 1: Died on std::runtime_error: `mm-link'"))[0]
+    assert results.verdict(ok) == (True, "ok")
+    assert results.verdict(dict(ok, error="curl: (28) Operation timed out", curl_exit=28))[0]
+    assert results.verdict(dict(ok, error="HTTP 404"))[0]
+    assert results.verdict(dict(ok, sha256_ok=False)) == (True, "SHA-256 mismatch")
+    assert not results.verdict(dict(ok, error="not run: kernel:bbr failed earlier: x"))[0]
+    assert not results.verdict(dict(ok, error="ccswitch-agent exited", agent_died="ccswitch-agent exited"))[0]
+    assert not results.verdict(dict(ok, error="exit 1: Died on std::runtime_error: `mm-link'"))[0]
 
 
 def test_stored_reports_come_back_as_the_agent_wrote_them():

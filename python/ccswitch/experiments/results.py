@@ -2,7 +2,9 @@
 
 A run directory holds:
   transfers.parquet  one row per transfer (schema TRANSFER_SCHEMA); only a finished run has it
-  transfers.jsonl    the same rows appended as they happen (survives an interrupted run)
+  transfers.jsonl    the same rows appended as they happen (survives an interrupted run, which
+                     a rerun with the same --out resumes: runner.plan_run)
+  transfers-superseded.jsonl  rows of an earlier invocation that reached no verdict and ran again
   summary.json       per (client, scheme) statistics + run metadata
   summary.txt        the summary table as text
   tct.png            TCT per client and scheme
@@ -16,7 +18,7 @@ import json
 import os
 import tempfile
 from contextlib import contextmanager
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 #: Columns of transfers.parquet, in order, with their Arrow types (by name).
 TRANSFER_COLUMNS = [
@@ -52,6 +54,8 @@ TRANSFER_COLUMNS = [
     ("handovers", "int32"),          # number of algorithm changes (len(handover_events))
     ("handover_events", "handover_events"),  # each handover: t_s, from, to, kind, reason, features (JSON), ...
     ("on_report_errors", "int64"),   # exceptions a Python algorithm's on_report raised for this flow
+    ("host", "string"),          # the host the transfer ran on (a distributed run has several)
+    ("unit", "string"),          # the transfer's unit key (runner.unit_key): what a resumed run skips
 ]
 
 
@@ -148,11 +152,13 @@ RENAMED_ROW_FIELDS = {"switch_stats": "ovs_stats", "switch_log": "ovs_log", "swi
 
 
 class JsonlLog:
-    """Log of rows (truncated when opened), one JSON object per line, flushed after each row."""
+    """Log of rows, one JSON object per line, flushed after each row. Opening it rewrites the
+    file with `rows` (those an earlier invocation finished, when a run resumes), else empty."""
 
-    def __init__(self, path):
+    def __init__(self, path, rows: Sequence[Dict] = ()):
         self.path = os.fspath(path)
-        self._f = open(self.path, "w", encoding="utf-8")
+        write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in rows))
+        self._f = open(self.path, "a", encoding="utf-8")
 
     def append(self, row: Dict) -> None:
         self._f.write(json.dumps(row) + "\n")
@@ -160,6 +166,40 @@ class JsonlLog:
 
     def close(self) -> None:
         self._f.close()
+
+
+def read_jsonl(path) -> List[Dict]:
+    """The rows of a JSONL log (upgraded to today's names). A last line cut short by a killed
+    writer is ignored; a bad line elsewhere is an error."""
+    with open(path, encoding="utf-8") as f:
+        lines = [line for line in f.read().split("\n") if line.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(upgrade_row(json.loads(line)))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise ValueError(f"{path}: row {i + 1}: not a JSON object") from None
+    return rows
+
+
+def verdict(row: Dict) -> Tuple[bool, str]:
+    """Whether a transfer row is a verdict on its scheme: a success, or a failure that is the
+    scheme's (curl's own error such as its timeout, an HTTP error, a SHA-256 mismatch). Not a
+    verdict: a transfer that did not run, whose agent died (the datapath's fallback ran it), or
+    that failed in the harness or mahimahi before curl said anything; a resumed run or sweep
+    runs those again."""
+    err = row.get("error")
+    if row.get("agent_died"):
+        return False, f"agent died: {row['agent_died']}"
+    if err is None:
+        return (True, "ok") if row.get("sha256_ok") else (True, "SHA-256 mismatch")
+    if err.startswith("not run:"):
+        return False, err
+    if row.get("curl_exit") is not None or err.startswith("HTTP "):
+        return True, err
+    return False, err
 
 
 def _failed(row: Dict) -> bool:

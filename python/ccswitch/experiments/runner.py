@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
 import pwd
 import re
 import shutil
 import signal
+import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -312,6 +313,75 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
+# ----------------------------------------------------------------------- units and resuming
+
+
+def portable_path(path: Optional[str]) -> Optional[str]:
+    """A file path as every host reads it: inside the repository, relative to it
+    ("<repo>/experiments/x.toml"), so that checkouts at different places agree."""
+    if path is None:
+        return None
+    root = repo_root() + os.sep
+    return "<repo>/" + path[len(root):] if path.startswith(root) else path
+
+
+def unit_key(sc: Scenario, rep: int, client: Client, scheme: Scheme, size: int) -> str:
+    """What identifies one transfer of a scenario (one scheme x client x file size x
+    repetition) across invocations and hosts: a hash of every parameter it runs with. A run
+    resumed with other parameters finds none of its units finished."""
+    path = {k: v for k, v in client.path_fields().items() if k != "path"}
+    for k in ("downlink_trace", "uplink_trace"):
+        path[k] = portable_path(path[k])
+    policy = scheme.policy
+    if policy is not None:
+        policy = portable_path(policy)
+    doc = {"client": client.name, **path, "scheme": scheme.label, "policy": policy, "file_bytes": size,
+           "repetition": rep + 1, "timeout_s": sc.timeout_s, "agent_settle_s": sc.agent_settle_s,
+           "bridge": sc.bridge_kind, "ovs_server_cc": sc.ovs_server_cc,
+           "destination_memory": sc.destination_memory}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
+
+
+#: One transfer to run: its number in the scenario's schedule and (repetition, client, scheme, size).
+Unit = Tuple[int, Tuple[int, Client, Scheme, int]]
+
+
+@dataclass
+class Plan:
+    """What a run still has to do, given what an earlier invocation into the same directory left."""
+
+    units: List[Unit]          # the whole schedule, numbered from 1
+    kept: List[dict]           # rows of finished units (verdicts), from the earlier invocation
+    todo: List[Unit]           # units without a verdict yet, in schedule order
+    superseded: List[dict]     # earlier rows without a verdict: their units run again
+
+
+def plan_run(sc: Scenario, out_dir: str) -> Plan:
+    """The run's units, and which of them `out_dir/transfers.jsonl` already holds a verdict
+    for (`results.verdict`). Raises RunError if that file holds rows of other units (another
+    scenario, or this one with other parameters): mixing them would corrupt both."""
+    units = list(enumerate(sc.transfers(), 1))
+    keys = [unit_key(sc, *u) for _, u in units]
+    path = os.path.join(out_dir, "transfers.jsonl")
+    earlier = results.read_jsonl(path) if os.path.exists(path) else []
+    known = set(keys)
+    foreign = [r for r in earlier if r.get("unit") not in known]
+    if foreign:
+        r = foreign[0]
+        raise RunError(f"{out_dir} holds {len(foreign)} transfer(s) that are not this scenario's with these "
+                       f"parameters (first: {r.get('client')} {r.get('scheme')} rep {r.get('repetition')}); "
+                       "resume it with the same scenario and options, or give another --out")
+    kept: Dict[str, dict] = {}
+    superseded = []
+    for r in earlier:
+        if results.verdict(r)[0]:
+            kept[r["unit"]] = r
+        else:
+            superseded.append(r)
+    todo = [u for u, k in zip(units, keys) if k not in kept]
+    return Plan(units, [kept[k] for k in keys if k in kept], todo, superseded)
+
+
 # ----------------------------------------------------------------------- the run
 
 
@@ -368,14 +438,59 @@ def transfer_status(row: dict) -> str:
     return status
 
 
+def progress_line(i: int, total: int, client: Client, row: dict, out_dir: str) -> str:
+    """`[12/48] clean-20ms kernel:reno rep 3: 3.91 s ok`, with the handovers the flow made and
+    the ovs shim's figures when there are any."""
+    tct = f"{row['tct_s']:.2f} s" if row["tct_s"] is not None else "-"
+    sz = f" {row['file_bytes']}B" if len(client.file_sizes) > 1 else ""
+    return (f"[{i}/{total}] {client.name}{sz} {row['scheme']} rep {row['repetition']}: {tct} "
+            f"{transfer_status(row)}{_handover_note(row, out_dir)}{_algorithms_note(row)}")
+
+
+def _handover_note(row: dict, out_dir: str) -> str:
+    if not row.get("ovs_stats"):
+        return ""
+    doc = _ovs.load_stats(os.path.join(out_dir, row["ovs_stats"]))
+    if doc is None:
+        return ""
+    f = _ovs.transfer_figures(doc)
+    return (f" [ovs: {f['acks_rewritten']} ACKs rewritten, {f['dupacks_hidden']} dupACKs hidden, "
+            f"{f['retransmissions']} retx, {f['fallbacks']} fallbacks]")
+
+
+def _algorithms_note(row: dict) -> str:
+    if row.get("handover_events"):
+        return f" [{' > '.join(str(a) for a in row['algorithms'])}]"
+    if row.get("events_note"):
+        return f" [events: {row['events_note']}]"
+    return ""
+
+
+def keep_superseded(out_dir: str, rows: List[dict]) -> None:
+    """Rows of an earlier invocation that reached no verdict (their units run again) go to
+    transfers-superseded.jsonl rather than away."""
+    if not rows:
+        return
+    with open(os.path.join(out_dir, "transfers-superseded.jsonl"), "a", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
 class Runner:
     def __init__(self, scenario: Scenario, out_dir: str, *, quiet: bool = False,
                  schemes_checked: bool = False, schedule: Optional[List[tuple]] = None,
+                 numbers: Optional[List[int]] = None, write_results: bool = True,
                  on_row: Optional[Callable[[dict], None]] = None) -> None:
         self.sc = scenario
         #: the transfers to run, (repetition, client, scheme, file_bytes) in order; None = the
-        #: scenario's own schedule (`Scenario.transfers`). A sweep passes the cells it still needs.
+        #: scenario's own schedule (`Scenario.transfers`), less what an earlier invocation into
+        #: `out_dir` finished (`plan_run`). A sweep passes the cells it still needs, a worker of
+        #: a distributed run its unit.
         self.schedule = schedule
+        #: the transfer numbers of `schedule`'s entries (default 1, 2, ...)
+        self.numbers = numbers
+        #: False: leave the summary, Parquet and plots to the caller (a distributed unit)
+        self.write_results = write_results
         #: called with each finished row, after it is appended to transfers.jsonl (a sweep
         #: stores its cell there)
         self.on_row = on_row
@@ -514,7 +629,7 @@ class Runner:
         """A transfer's row before it runs: what was asked (the path's parameters included)."""
         row = {"client": client.name, "scheme": scheme.label, "repetition": rep + 1, "file_bytes": size,
                # the machine's 1-minute load average as the transfer starts: finds noisy ones later
-               "load1": os.getloadavg()[0],
+               "load1": os.getloadavg()[0], "host": socket.gethostname(),
                "tct_s": None, "ttfb_s": None, "connect_s": None, "bytes": None, "http_code": None,
                "sha256_ok": False, "cc_observed": None, "client_addr": None, "started_at": _utcnow(), "wall_s": None,
                "error": None, "curl_exit": None}
@@ -639,34 +754,45 @@ class Runner:
             check_agent_schemes(sc)
             self.schemes_checked = True
         os.makedirs(self.out_dir, exist_ok=True)
-        jsonl = results.JsonlLog(os.path.join(self.out_dir, "transfers.jsonl"))
+        if self.schedule is None:
+            plan = plan_run(sc, self.out_dir)
+            todo, total = plan.todo, len(plan.units)
+            self.rows = list(plan.kept)
+            keep_superseded(self.out_dir, plan.superseded)
+            if plan.kept:
+                self._say(f"resuming {self.out_dir}: {len(plan.kept)} of {total} transfers finished earlier, "
+                          f"{len(todo)} to run")
+        else:
+            numbers = self.numbers or list(range(1, len(self.schedule) + 1))
+            todo, total = list(zip(numbers, self.schedule)), len(self.schedule)
+        jsonl = results.JsonlLog(os.path.join(self.out_dir, "transfers.jsonl"), self.rows)
         started = time.monotonic()
         try:
             with torn_down_on_exit(self.teardown, before_teardown=jsonl.close):
-                self.setup()
-                self._run_transfers(jsonl)
+                if todo:
+                    self.setup()
+                    self._run_transfers(jsonl, todo, total)
         except (RunError, TopologyError):
             # Whatever ran is still worth its summary, Parquet and plot; then the error.
-            if self.rows:
+            if self.rows and self.write_results:
                 self.wall_s = time.monotonic() - started
-                self._write_results()
+                self.write_summary()
             raise
         self.wall_s = time.monotonic() - started
-        self._write_results()
+        if self.write_results:
+            self.write_summary()
         return self.rows
 
     def _scheme_failed(self, scheme: Scheme, reason: str) -> None:
         """A scheme's agent failed: say why once; its remaining transfers are not run."""
         self.failed_schemes[scheme.label] = reason
-        left = sum(1 for _, _, s, _ in self.remaining if s.label == scheme.label)
+        left = sum(1 for _, (_, _, s, _) in self.remaining if s.label == scheme.label)
         log(f"{scheme.label} failed: {reason}" + (f"; its {left} remaining transfer(s) are marked failed" if left else ""))
 
-    def _run_transfers(self, jsonl: "results.JsonlLog") -> None:
+    def _run_transfers(self, jsonl: "results.JsonlLog", todo: List[Unit], total: int) -> None:
         sc = self.sc
-        schedule = list(self.schedule) if self.schedule is not None else list(sc.transfers())
-        total = len(schedule)
-        for i, (rep, client, scheme, size) in enumerate(schedule, 1):
-            self.remaining = schedule[i:]
+        for k, (i, (rep, client, scheme, size)) in enumerate(todo):
+            self.remaining = todo[k + 1:]
             row = None
             if scheme.label in self.failed_schemes:
                 row = self.new_row(rep, client, scheme, size)
@@ -689,35 +815,14 @@ class Runner:
                 if row.get("agent_died"):
                     self._scheme_failed(scheme, row["agent_died"])
             row["transfer"] = i
+            row["unit"] = unit_key(sc, rep, client, scheme, size)
             self.rows.append(row)
             jsonl.append(row)
             if self.on_row is not None:
                 self.on_row(row)
-            status = transfer_status(row)
-            tct = f"{row['tct_s']:.2f} s" if row["tct_s"] is not None else "-"
             cc = (f" (server socket used {row['cc_observed']})"
                   if row["cc_observed"] and row["cc_observed"] != self.kernel_cc(scheme) else "")
-            sz = f" {size}B" if len(client.file_sizes) > 1 else ""
-            sw = self._handover_note(row) + self._algorithms_note(row)
-            self._say(f"[{i}/{total}] {client.name}{sz} {scheme.label} rep {rep + 1}: {tct} {status}{cc}{sw}")
-
-    def _handover_note(self, row: dict) -> str:
-        if not row.get("ovs_stats"):
-            return ""
-        doc = _ovs.load_stats(os.path.join(self.out_dir, row["ovs_stats"]))
-        if doc is None:
-            return ""
-        f = _ovs.transfer_figures(doc)
-        return (f" [ovs: {f['acks_rewritten']} ACKs rewritten, {f['dupacks_hidden']} dupACKs hidden, "
-                f"{f['retransmissions']} retx, {f['fallbacks']} fallbacks]")
-
-    @staticmethod
-    def _algorithms_note(row: dict) -> str:
-        if row.get("handover_events"):
-            return f" [{' > '.join(str(a) for a in row['algorithms'])}]"
-        if row.get("events_note"):
-            return f" [events: {row['events_note']}]"
-        return ""
+            self._say(progress_line(i, total, client, row, self.out_dir) + cc)
 
     def labelled_rows(self) -> List[dict]:
         """Rows whose client is "name@bytes" for clients that download several file sizes."""
@@ -743,7 +848,7 @@ class Runner:
         pairs = self.sc.compare or stats.default_pairs([s.label for s in self.sc.schemes])
         return stats.ratio_rows(self.labelled_rows(), pairs) if pairs else []
 
-    def _write_results(self) -> None:
+    def write_summary(self) -> None:
         summary = self.summary_rows()
         results.write_transfers_parquet(os.path.join(self.out_dir, "transfers.parquet"), self.rows)
         meta = {
@@ -820,8 +925,48 @@ def add_cli(subparsers) -> None:
     p.add_argument("--timeout", type=float, help="per-transfer timeout in seconds (overrides timeout_s)")
     p.add_argument("--bridge", choices=("ovs", "linux", "none"),
                    help="bridge between server and clients (overrides the scenario's bridge)")
+    add_cluster_options(p)
     p.set_defaults(func=_cli_run, parser=p)
     _handover.add_cli(subparsers)
+
+
+def add_cluster_options(p) -> None:
+    """`--cluster` / `--local-workers` of `ccswitch run` and `ccswitch sweep`."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--cluster", metavar="ADDRESS",
+                   help="run every unit as a task on this Dask scheduler (tcp://HOST:8786); workers offer labs: "
+                        "`ccswitch worker ADDRESS`")
+    g.add_argument("--local-workers", type=int, metavar="N",
+                   help="run every unit as a task on a local Dask cluster of N worker processes")
+    p.add_argument("--slots-per-worker", type=int, metavar="K",
+                   help="with --local-workers: labs (concurrent transfers) per worker (default: one per two "
+                        "cores shared out, at least 1)")
+
+
+def check_cluster_options(args) -> None:
+    from .scenario import ScenarioError
+
+    if args.local_workers is not None and args.local_workers < 1:
+        raise ScenarioError("--local-workers: must be >= 1")
+    if args.slots_per_worker is not None:
+        if args.local_workers is None:
+            raise ScenarioError("--slots-per-worker: only with --local-workers (a remote worker says its own "
+                                "labs: ccswitch worker --labs K)")
+        if args.slots_per_worker < 1:
+            raise ScenarioError("--slots-per-worker: must be >= 1")
+
+
+def checked_here(check: Callable[[], None], distributed: bool) -> bool:
+    """Run the agent's check of the schemes here; on a cluster whose client has no agent
+    binary, leave it to each unit's worker (returns False then)."""
+    try:
+        check()
+        return True
+    except RunError as e:
+        if not distributed or "not found or not executable" not in str(e):
+            raise
+        log(f"note: {e}; each worker checks the schemes before its unit instead")
+        return False
 
 
 def _cli_run(args) -> int:
@@ -848,23 +993,46 @@ def _cli_run(args) -> int:
             sc.bridge = args.bridge
         sc.check_bridge()
         sc.check_timeouts()
+        check_cluster_options(args)
+        distributed = args.cluster is not None or args.local_workers is not None
         # before anything is set up: the agent judges every agent scheme
-        check_agent_schemes(sc)
+        checked = checked_here(lambda: check_agent_schemes(sc), distributed)
     except ScenarioError as e:
         args.parser.error(str(e))
     except RunError as e:
         log(f"error: {e}")
         return 1
-    out = args.out or default_out_dir(sc)
-    runner = Runner(sc, out, schemes_checked=True)
-    try:
-        runner.run()
-    except Interrupted as e:
-        log(f"interrupted by {e}; everything torn down; partial rows in {runner.out_dir}/transfers.jsonl")
-        return 128 + e.signum
-    except (RunError, TopologyError) as e:
-        log(f"error: {e}")
-        return 1
+    out = os.path.abspath(args.out or default_out_dir(sc))
+    if distributed:
+        from . import distributed as _dist
+
+        def on_signal(signum, frame):
+            raise Interrupted(signum)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
+        try:
+            with _dist.cluster_client(args.cluster, args.local_workers, slots_per_worker=args.slots_per_worker,
+                                      log=log) as client:
+                runner = _dist.run_scenario(sc, out, client, checked=checked, log=log)
+        except Interrupted as e:
+            log(f"interrupted by {e}; finished transfers are in {out}/transfers.jsonl: rerun with --out {out} "
+                "to continue")
+            return 128 + e.signum
+        except (RunError, _dist.ClusterError) as e:
+            log(f"error: {e}")
+            return 1
+    else:
+        runner = Runner(sc, out, schemes_checked=True)
+        try:
+            runner.run()
+        except Interrupted as e:
+            log(f"interrupted by {e}; everything torn down; finished transfers are in {runner.out_dir}/transfers.jsonl:"
+                f" rerun with --out {runner.out_dir} to continue")
+            return 128 + e.signum
+        except (RunError, TopologyError) as e:
+            log(f"error: {e}")
+            return 1
     log("")
     log(runner.table)
     log(f"\n{len(runner.rows)} transfers in {runner.wall_s:.1f} s; results in {runner.out_dir}")

@@ -29,6 +29,7 @@ full event files) go to `results/sweep-NAME/` (not committed).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import glob as _glob
 import gzip
@@ -782,24 +783,6 @@ def expand_reports(cols: Dict[str, Any]) -> List[dict]:
     return out
 
 
-def finished(row: dict) -> Tuple[bool, str]:
-    """Whether a transfer row is a verdict on its cell: a success, or a failure that is the
-    candidate's (curl's own error such as its timeout, an HTTP error, a SHA-256 mismatch). Not
-    a verdict: a transfer that did not run, whose agent died (the datapath's fallback ran it),
-    or that failed in the harness or mahimahi before curl said anything; those cells run again
-    on the next invocation."""
-    err = row.get("error")
-    if row.get("agent_died"):
-        return False, f"agent died: {row['agent_died']}"
-    if err is None:
-        return (True, "ok") if row.get("sha256_ok") else (True, "SHA-256 mismatch")
-    if err.startswith("not run:"):
-        return False, err
-    if row.get("curl_exit") is not None or err.startswith("HTTP "):
-        return True, err
-    return False, err
-
-
 class CellStore:
     """`STORE/spec.toml`, `STORE/paths.jsonl` and `STORE/cells/<path_id>/<key>.json.gz`."""
 
@@ -916,7 +899,7 @@ def make_runner(sc, out_dir, schedule, on_row):
 
 def run_sweep(spec: Spec, store_dir: str, raw_dir: str, *, log: Callable[[str], None],
               runner_factory: Callable = make_runner, check_schemes: bool = True,
-              max_cells: Optional[int] = None) -> SweepResult:
+              max_cells: Optional[int] = None, client: Any = None) -> SweepResult:
     """Run every cell of the spec that the store does not hold yet. Raises runner.Interrupted
     (after the runner tore everything down) when SIGINT/SIGTERM arrives; finished cells are
     already stored."""
@@ -936,11 +919,19 @@ def run_sweep(spec: Spec, store_dir: str, raw_dir: str, *, log: Callable[[str], 
     if not todo:
         return result
     progress = Progress(len(cells), skipped)
-    ctx = _RunContext(spec, store, raw_dir, log, runner_factory, progress, result, checked=not check_schemes)
+    ctx = _RunContext(spec, store, raw_dir, log, runner_factory, progress, result, checked=not check_schemes,
+                      client=client)
+    if client is not None and not ctx.checked:
+        from .runner import check_agent_schemes, checked_here
+
+        ctx.checked = checked_here(lambda: check_agent_schemes(batch_scenario(spec, [todo[0].path], 0)), True)
     for attempt in range(1, MAX_PASSES + 1):
         result.unfinished = []
         before = len(todo)
-        _run_pass(ctx, todo, attempt)
+        if client is not None:
+            _run_distributed_pass(ctx, todo, client)
+        else:
+            _run_pass(ctx, todo, attempt)
         todo = [c for c in todo if not store.has(c)]
         if not todo or len(todo) == before:
             break
@@ -969,13 +960,72 @@ class _RunContext:
     result: SweepResult
     checked: bool
     batches_run: int = 0
+    #: a Dask client: every cell runs as a task on its cluster
+    client: Any = None
+
+
+def _record(ctx: _RunContext, cell: Cell, row: dict, out: str, raw_rel: str) -> None:
+    """A cell's transfer ran (its raw run directory is `out`): store it if it is a verdict."""
+    spec, store, progress, result = ctx.spec, ctx.store, ctx.progress, ctx.result
+    result.ran += 1
+    progress.attempts += 1
+    ok, why = results.verdict(row)
+    observation = cell.candidate == spec.initial
+    if ok and observation and row.get("error") is None and not row.get("events"):
+        ok, why = False, f"no agent events for the initial algorithm's flow ({row.get('events_note')})"
+    if ok:
+        events = None
+        if observation and row.get("events"):
+            from ..analysis.events import read_events
+
+            events = read_events(os.path.join(out, row["events"]))
+        store.write_cell(spec, cell, row, events, raw_rel)
+        result.stored += 1
+        progress.stored += 1
+    else:
+        result.unfinished.append((cell.key, why))
+    tct = f"{row['tct_s']:.2f} s" if row.get("tct_s") is not None else "-"
+    verdict = why if ok else f"{why} (not stored: runs again)"
+    host = f" [{row['host']}]" if ctx.client is not None and row.get("host") else ""
+    ctx.log(f"  sweep [{progress.line()}] {cell.path.client_name} {cell.scheme} {cell.file_bytes} B: "
+            f"{tct} {verdict}, load {row.get('load1') or 0:.2f}{host}")
+
+
+def _run_distributed_pass(ctx: _RunContext, todo: List[Cell], client) -> None:
+    """Every cell a task of its own on the cluster (distributed.py), in the order of `todo`
+    (the candidates of a path rotated from path to path, as in batches). A cell whose task
+    failed stays unstored and runs in the next pass."""
+    from . import distributed as _dist
+
+    scenarios: Dict[str, _scenario.Scenario] = {}
+    items = []
+    for c in todo:
+        sc = scenarios.get(c.path.id)
+        if sc is None:
+            sc = scenarios[c.path.id] = batch_scenario(ctx.spec, [c.path], ctx.batches_run)
+            ctx.batches_run += 1
+        scheme = next(s for s in sc.schemes if s.label == c.scheme)
+        items.append((sc, c.key, 1, (c.rep - 1, sc.clients[0], scheme, c.file_bytes)))
+    futures = _dist.submit(client, items, checked=ctx.checked, tag=f"sweep-{ctx.spec.name}-{os.getpid()}-{time.time_ns()}")
+    try:
+        for i, fut, res, exc in _dist.completed(futures):
+            c = todo[i]
+            if exc is not None:
+                ctx.result.unfinished.append((c.key, f"task failed: {exc}"))
+                ctx.log(f"  sweep {c.path.client_name} {c.scheme} {c.file_bytes} B: task failed ({exc}); runs again")
+                continue
+            rows = _dist.unpack_unit(ctx.raw_dir, c.key, res)
+            _record(ctx, c, rows[0], ctx.raw_dir, os.path.join("units", c.key))
+    finally:
+        for fut in futures:
+            fut.cancel()
 
 
 def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
     from .runner import RunError
     from ..topology.namespaces import TopologyError
 
-    spec, store, log, progress, result = ctx.spec, ctx.store, ctx.log, ctx.progress, ctx.result
+    spec, log = ctx.spec, ctx.log
     by_path: Dict[str, List[Cell]] = {}
     for c in todo:
         by_path.setdefault(c.path.id, []).append(c)
@@ -1003,27 +1053,7 @@ def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
 
         def on_row(row, out=out, raw_rel=raw_rel, lookup=lookup):
             cell = lookup[(row["client"], row["scheme"], row["file_bytes"], row["repetition"])]
-            result.ran += 1
-            progress.attempts += 1
-            ok, why = finished(row)
-            observation = cell.candidate == spec.initial
-            if ok and observation and row.get("error") is None and not row.get("events"):
-                ok, why = False, f"no agent events for the initial algorithm's flow ({row.get('events_note')})"
-            if ok:
-                events = None
-                if observation and row.get("events"):
-                    from ..analysis.events import read_events
-
-                    events = read_events(os.path.join(out, row["events"]))
-                store.write_cell(spec, cell, row, events, raw_rel)
-                result.stored += 1
-                progress.stored += 1
-            else:
-                result.unfinished.append((cell.key, why))
-            tct = f"{row['tct_s']:.2f} s" if row.get("tct_s") is not None else "-"
-            verdict = why if ok else f"{why} (not stored: runs again)"
-            log(f"  sweep [{progress.line()}] {cell.path.client_name} {cell.scheme} {cell.file_bytes} B: "
-                f"{tct} {verdict}, load {row.get('load1') or 0:.2f}")
+            _record(ctx, cell, row, out, raw_rel)
 
         r = ctx.runner_factory(sc, out, schedule, on_row)
         try:
@@ -1057,6 +1087,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print the sampled paths and the cells still to run, then stop (no root needed)")
     p.add_argument("--max-cells", type=int, help="run at most this many of the remaining cells")
+    from .runner import add_cluster_options
+
+    add_cluster_options(p)
     p.set_defaults(func=_cli_sweep, parser=p)
 
 
@@ -1079,14 +1112,16 @@ def _dry_run(spec: Spec, store: CellStore) -> int:
 
 
 def _cli_sweep(args) -> int:
-    from .runner import Interrupted, RunError
+    from .distributed import ClusterError
+    from .runner import Interrupted, RunError, check_cluster_options
     from ..topology.namespaces import TopologyError, log
 
     try:
         spec = load_spec(args.spec)
         if args.max_cells is not None and args.max_cells < 1:
             raise SweepError("--max-cells: must be >= 1")
-    except SweepError as e:
+        check_cluster_options(args)
+    except (SweepError, ScenarioError) as e:
         args.parser.error(str(e))
     store = args.store or default_store(spec)
     raw = args.raw or os.path.join("results", f"sweep-{spec.name}")
@@ -1104,7 +1139,14 @@ def _cli_sweep(args) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     try:
-        res = run_sweep(spec, store, raw, log=log, max_cells=args.max_cells)
+        with contextlib.ExitStack() as stack:
+            client = None
+            if args.cluster is not None or args.local_workers is not None:
+                from . import distributed as _dist
+
+                client = stack.enter_context(_dist.cluster_client(args.cluster, args.local_workers,
+                                                                  slots_per_worker=args.slots_per_worker, log=log))
+            res = run_sweep(spec, store, raw, log=log, max_cells=args.max_cells, client=client)
     except SweepError as e:
         args.parser.error(str(e))
     except ScenarioError as e:
@@ -1113,7 +1155,7 @@ def _cli_sweep(args) -> int:
         log(f"interrupted by {e}; everything torn down; finished cells are in {store}: rerun the same command "
             "to continue")
         return 128 + e.signum
-    except (RunError, TopologyError) as e:
+    except (RunError, TopologyError, ClusterError) as e:
         log(f"error: {e}; finished cells are in {store}: rerun to continue")
         return 1
     wall = time.monotonic() - t0

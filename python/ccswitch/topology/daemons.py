@@ -13,7 +13,8 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from .namespaces import (
-    AgentError, Processes, SERVER_PORT, ServerNamespace, SysctlGuard, TopologyError, _signal_group, log, read_sysctl,
+    AgentError, Processes, SERVER_PORT, ServerNamespace, SysctlGuard, TopologyError, _signal_group, host_lock, log,
+    read_sysctl,
 )
 
 
@@ -286,19 +287,23 @@ class CcswitchDaemons:
     def _start_shim(self, timeout_s: float = 30.0) -> None:
         log_path = os.path.join(self.log_dir, "kernel-shim.log")
         cmd = [self.shim_bin, "--agent-socket", self.shim_socket, "--fallback", "reno", "--log-level", self.log_level]
-        if self.CC_NAME in read_sysctl("net.ipv4.tcp_available_congestion_control").split():
-            # Another ccswitch-kernel (someone else's run) holds the name: register ours under a
-            # name of its own (TCP_CA_NAME_MAX = 16) instead of silently using theirs.
-            self.cc_name = f"ccsw_{os.getpid()}"[:15]
-            cmd += ["--cc-name", self.cc_name]
-            log(f"congestion control {self.CC_NAME!r} is already registered by another process; "
-                f"this run registers its own as {self.cc_name!r}")
-        self.shim = self.procs.start_and_wait(
-            "ccswitch-kernel", cmd, log_path,
-            lambda: self.cc_name in read_sysctl("net.ipv4.tcp_available_congestion_control").split(),
-            timeout_s=timeout_s, env=self.env, poll_s=0.1,
-            waiting_for=f"registering the congestion control {self.cc_name!r} "
-                        "(net.ipv4.tcp_available_congestion_control)")
+        # Under the host's lock from looking at the registered names until ours is registered:
+        # two runs starting together would otherwise both take the free name, and the loser's
+        # flows would be served by the winner's datapath and agent.
+        with host_lock("cc-names"):
+            if self.CC_NAME in read_sysctl("net.ipv4.tcp_available_congestion_control").split():
+                # Another ccswitch-kernel (someone else's run) holds the name: register ours under
+                # a name of its own (TCP_CA_NAME_MAX = 16) instead of silently using theirs.
+                self.cc_name = f"ccsw_{os.getpid()}"[:15]
+                cmd += ["--cc-name", self.cc_name]
+                log(f"congestion control {self.CC_NAME!r} is already registered by another process; "
+                    f"this run registers its own as {self.cc_name!r}")
+            self.shim = self.procs.start_and_wait(
+                "ccswitch-kernel", cmd, log_path,
+                lambda: self.cc_name in read_sysctl("net.ipv4.tcp_available_congestion_control").split(),
+                timeout_s=timeout_s, env=self.env, poll_s=0.1,
+                waiting_for=f"registering the congestion control {self.cc_name!r} "
+                            "(net.ipv4.tcp_available_congestion_control)")
         self.sysctls.allow_congestion_control(self.cc_name)
 
     def ensure(self, algorithm: str, kernel_shim: bool = True, policy: Optional[str] = None) -> None:

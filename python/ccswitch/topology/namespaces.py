@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import ipaddress
+import json
 import os
 import signal
 import subprocess
@@ -100,23 +101,46 @@ def write_sysctl(name: str, value: str) -> None:
 
 
 class SysctlGuard:
-    """Sets global (root namespace) sysctls and remembers the first original value of each."""
+    """Sets global (root namespace) sysctls; the last run on the host to let go of one puts
+    back the value it had before the first took it. Runs on one host overlap (the labs of a
+    distributed worker), so each run's holding is kept in a host-wide registry
+    (`SYSCTL_REGISTRY`, under `host_lock("sysctls")`) rather than in the run alone: a run that
+    restored its own snapshot would pull a value from under another run still using it."""
 
     def __init__(self, teardown: Teardown) -> None:
         self._teardown = teardown
-        self._saved: Dict[str, str] = {}
+        self._held: set = set()
 
     def set(self, name: str, value: str) -> None:
-        if name not in self._saved:
-            original = read_sysctl(name)
-            self._saved[name] = original
-            self._teardown.push(f"restore {name}", lambda: self._restore(name))
-        write_sysctl(name, value)
+        with host_lock("sysctls"):
+            reg = _load_registry()
+            entry = reg.get(name)
+            if entry is None or not _live_holders(entry):
+                entry = reg[name] = {"original": read_sysctl(name), "holders": []}
+            if name not in self._held:
+                entry["holders"] = _live_holders(entry) + [os.getpid()]
+                self._held.add(name)
+                self._teardown.push(f"restore {name}", lambda: self._restore(name))
+            _save_registry(reg)
+            write_sysctl(name, value)
 
     def _restore(self, name: str) -> None:
-        original = self._saved.pop(name)
-        if read_sysctl(name) != original:
-            write_sysctl(name, original)
+        self._held.discard(name)
+        with host_lock("sysctls"):
+            reg = _load_registry()
+            entry = reg.get(name)
+            if entry is None:
+                return
+            holders = _live_holders(entry)
+            if os.getpid() in holders:
+                holders.remove(os.getpid())
+            if holders:
+                entry["holders"] = holders
+            else:
+                del reg[name]
+                if read_sysctl(name) != entry["original"]:
+                    write_sysctl(name, entry["original"])
+            _save_registry(reg)
 
     def allow_congestion_control(self, name: str) -> None:
         """Add `name` to net.ipv4.tcp_allowed_congestion_control (needed to make it the
@@ -137,6 +161,30 @@ class SysctlGuard:
                 write_sysctl(key, " ".join(n for n in current if n != name))
 
         self._teardown.push(f"remove {name} from {key}", remove)
+
+
+#: Which runs of this host hold which global sysctls, and their values before the first did.
+SYSCTL_REGISTRY = "/run/ccswitch-sysctls.json" if os.path.isdir("/run") else "/tmp/ccswitch-sysctls.json"
+
+
+def _load_registry() -> Dict[str, dict]:
+    try:
+        with open(SYSCTL_REGISTRY, encoding="utf-8") as f:
+            return json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _save_registry(reg: Dict[str, dict]) -> None:
+    tmp = SYSCTL_REGISTRY + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(reg, f)
+    os.replace(tmp, SYSCTL_REGISTRY)
+
+
+def _live_holders(entry: dict) -> List[int]:
+    """The holders of a registry entry whose processes still run (a killed run holds nothing)."""
+    return [p for p in entry.get("holders", []) if os.path.exists(f"/proc/{p}")]
 
 
 # ----------------------------------------------------------------------- processes
@@ -226,11 +274,12 @@ def _used_addresses() -> set:
 
 
 @contextlib.contextmanager
-def subnet_lock():
-    """Held from picking a subnet until its gateway address is configured, so that runs
-    starting together do not pick the same one."""
-    path = "/run/lock/ccswitch-subnets.lock" if os.path.isdir("/run/lock") else "/tmp/ccswitch-subnets.lock"
-    with open(path, "a") as f:
+def host_lock(what: str):
+    """A lock of this host, shared by every run on it (concurrent runs of a distributed
+    cluster, or of several users): held while a run picks a name or address that must be
+    unique on the host and until that name or address is taken."""
+    base = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+    with open(os.path.join(base, f"ccswitch-{what}.lock"), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -315,7 +364,7 @@ class ServerNamespace:
             run(["ip", "link", "set", self.veth_root, "netns", outer_netns])
             run(["ip", "netns", "exec", outer_netns, "ip", "link", "set", self.veth_root, "up"])
         gateway = gateway_dev if outer_netns is not None else self.veth_root
-        with subnet_lock():
+        with host_lock("subnets"):
             self.subnet = pick_subnet()
             run(["ip", "addr", "add", f"{self.root_ip}/30", "dev", gateway])
         run(["ip", "link", "set", gateway, "up"])
