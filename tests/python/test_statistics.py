@@ -196,3 +196,18 @@ def test_ratio_table_text():
     assert lines[3].split() == ["c@1000", "kernel:bbr", "/", "native:bbr", "1.100", "[1.100,", "1.100]", "2"]
     assert lines[4].split() == ["d", "kernel:bbr", "/", "native:bbr", "-", "-", "0"]
     assert stats.format_ratio_table([]) == ""
+
+
+def test_two_runs_compare_cell_for_cell_and_say_whether_their_intervals_overlap():
+    from ccswitch.experiments import statistics as st
+
+    a = [{"client": "c", "scheme": "x", "n": 3, "tct_median_s": 2.0, "ci95": [1.8, 2.2]},
+         {"client": "c", "scheme": "y", "n": 3, "tct_median_s": 4.0, "ci95": [3.9, 4.1]},
+         {"client": "c", "scheme": "only-a", "n": 1, "tct_median_s": 1.0, "ci95": [1.0, 1.0]}]
+    b = [{"client": "c", "scheme": "y", "n": 3, "tct_median_s": 5.0, "ci95": [4.5, 5.5]},
+         {"client": "c", "scheme": "x", "n": 2, "tct_median_s": 2.1, "ci95": [2.15, 2.3]}]
+    rows = st.compare_summaries(a, b)
+    assert [(r["scheme"], r["agree"]) for r in rows] == [("x", True), ("y", False), ("only-a", None)]
+    assert abs(rows[0]["diff"] - 0.05) < 1e-12 and abs(rows[1]["diff"] - 0.25) < 1e-12
+    text = st.format_comparison(rows)
+    assert "DISJOINT" in text and text.endswith("1 of 2 cells: the 95% intervals of the mean overlap")

@@ -927,6 +927,13 @@ def add_cli(subparsers) -> None:
                    help="bridge between server and clients (overrides the scenario's bridge)")
     add_cluster_options(p)
     p.set_defaults(func=_cli_run, parser=p)
+    c = subparsers.add_parser("compare", help="compare two runs of one scenario cell for cell",
+                              description="Per client and scheme, the median TCT and the 95%% interval of the mean "
+                                          "of two runs (e.g. in-process and on a cluster) and whether the "
+                                          "intervals overlap; from each run's summary.json.")
+    c.add_argument("run_a")
+    c.add_argument("run_b")
+    c.set_defaults(func=_cli_compare, parser=c)
     _handover.add_cli(subparsers)
 
 
@@ -967,6 +974,29 @@ def checked_here(check: Callable[[], None], distributed: bool) -> bool:
             raise
         log(f"note: {e}; each worker checks the schemes before its unit instead")
         return False
+
+
+def _cli_compare(args) -> int:
+    docs = []
+    for d in (args.run_a, args.run_b):
+        path = os.path.join(d, "summary.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                docs.append(json.load(f))
+        except FileNotFoundError:
+            args.parser.error(f"{d}: no summary.json (not a finished run directory)")
+        except json.JSONDecodeError as e:
+            args.parser.error(f"{path}: not JSON: {e}")
+    names = [d["run"].get("scenario") for d in docs]
+    if names[0] != names[1]:
+        log(f"note: different scenarios ({names[0]} / {names[1]})")
+    from .scenario import canonical_scheme
+
+    rows = [[dict(r, scheme=canonical_scheme(r["scheme"])) for r in d["rows"]] for d in docs]
+    print(stats.format_comparison(stats.compare_summaries(*rows)))
+    for d, label, path in zip(docs, "AB", (args.run_a, args.run_b)):
+        print(f"{label} = {path}: {d['run']['transfers']} transfers, wall {d['run']['wall_s']:.1f} s")
+    return 0
 
 
 def _cli_run(args) -> int:

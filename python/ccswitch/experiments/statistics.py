@@ -264,3 +264,47 @@ def format_table(summary: List[dict]) -> str:
                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([fmt(head), sep] + [fmt(l) for l in lines])
+
+
+def compare_summaries(a: Sequence[dict], b: Sequence[dict]) -> List[dict]:
+    """Cell for cell (client, scheme) of two summaries of the same scenario (e.g. in-process and
+    on a cluster): both medians, their difference relative to A's, both 95% intervals of the
+    mean and whether they overlap (`agree`). Cells of only one summary come with the other's
+    figures None."""
+    index_b = {(r["client"], r["scheme"]): r for r in b}
+    out = []
+    for key in list(dict.fromkeys([(r["client"], r["scheme"]) for r in a] + list(index_b))):
+        ra = next((r for r in a if (r["client"], r["scheme"]) == key), None)
+        rb = index_b.get(key)
+        row = {"client": key[0], "scheme": key[1], "n_a": ra and ra["n"], "n_b": rb and rb["n"],
+               "median_a": ra and ra["tct_median_s"], "median_b": rb and rb["tct_median_s"],
+               "ci_a": ra and ra["ci95"], "ci_b": rb and rb["ci95"], "diff": None, "agree": None}
+        if row["median_a"] and row["median_b"] is not None:
+            row["diff"] = row["median_b"] / row["median_a"] - 1
+        if row["ci_a"] and row["ci_b"]:
+            row["agree"] = row["ci_a"][0] <= row["ci_b"][1] and row["ci_b"][0] <= row["ci_a"][1]
+        out.append(row)
+    return out
+
+
+def format_comparison(rows: Sequence[dict], label_a: str = "A", label_b: str = "B") -> str:
+    def f(x, fmt="{:.3f}"):
+        return "-" if x is None else fmt.format(x)
+
+    def ci(c):
+        return "-" if not c else f"[{c[0]:.3f}, {c[1]:.3f}]"
+
+    head = ["client", "scheme", f"n {label_a}", f"n {label_b}", f"median {label_a}", f"median {label_b}",
+            "diff", f"95% CI {label_a}", f"95% CI {label_b}", "intervals"]
+    lines = [[r["client"], r["scheme"], f(r["n_a"], "{}"), f(r["n_b"], "{}"), f(r["median_a"]), f(r["median_b"]),
+              f(r["diff"] if r["diff"] is None else 100 * r["diff"], "{:+.1f}%"), ci(r["ci_a"]), ci(r["ci_b"]),
+              "-" if r["agree"] is None else ("overlap" if r["agree"] else "DISJOINT")] for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
+
+    def fmt(cols):
+        return "  ".join(str(c).ljust(w) for c, w in zip(cols, widths)).rstrip()
+
+    judged = [r for r in rows if r["agree"] is not None]
+    tail = (f"{sum(r['agree'] for r in judged)} of {len(judged)} cells: the 95% intervals of the mean overlap"
+            if judged else "no cell with intervals in both runs")
+    return "\n".join([fmt(head), "  ".join("-" * w for w in widths)] + [fmt(l) for l in lines] + ["", tail])

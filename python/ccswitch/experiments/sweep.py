@@ -24,7 +24,9 @@ JSON under `STORE/cells/<path_id>/<cell key>.json.gz`: the transfer's verdict, T
 average at its start, and for the `initial` algorithm the flow's agent events (its `flow`
 event and the first `MAX_STORED_REPORTS` reports, in columns) from which `ccswitch dataset`
 computes the features. A rerun skips every cell whose file exists. Raw run directories (logs,
-full event files) go to `results/sweep-NAME/` (not committed).
+full event files) go to `results/sweep-NAME/` (not committed). With a Dask cluster
+(`--cluster`, `--local-workers`: distributed.py) every cell is a task of its own, in the same
+rotated order; its raw directory comes back under `results/sweep-NAME/units/<cell key>/`.
 """
 
 from __future__ import annotations
