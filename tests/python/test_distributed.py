@@ -11,19 +11,9 @@ import time
 
 from ccswitch.experiments import results
 
-from test_integration import PYTHONPATH, netns_list, pid_alive, require_machine
+from test_integration import PYTHONPATH, netns_list, pid_alive, require_machine, write_scenario
 
-SCENARIO = """
-name = "dist"
-repetitions = {reps}
-schemes = ["native:reno", "kernel:reno"]
-timeout_s = 60
-[[clients]]
-name = "clean-10ms"
-delay_ms = 10
-link = {{ mbps = 24 }}
-file_bytes = {size}
-"""
+SCHEMES = ["native:reno", "kernel:reno"]
 
 
 def cli(args, **kw):
@@ -44,8 +34,7 @@ def cells(run_dir):
 
 def test_a_local_cluster_records_what_the_in_process_runner_records_and_resumes(tmp_path):
     require_machine()
-    sc = tmp_path / "dist.toml"
-    sc.write_text(SCENARIO.format(reps=2, size=300_000))
+    sc = write_scenario(tmp_path, SCHEMES, size=300_000, reps=2)
     before = netns_list()
     here, there = str(tmp_path / "in-process"), str(tmp_path / "cluster")
     rc, _, err = finish(cli(["run", str(sc), "--out", here]))
@@ -99,8 +88,7 @@ def unit_children():
 
 def test_a_worker_killed_mid_transfer_loses_nothing_and_duplicates_nothing(tmp_path):
     require_machine()
-    sc = tmp_path / "dist.toml"
-    sc.write_text(SCENARIO.format(reps=3, size=2_000_000))
+    sc = write_scenario(tmp_path, SCHEMES, size=2_000_000, reps=3)
     before = netns_list()
     out = str(tmp_path / "run")
     proc = cli(["run", str(sc), "--out", out, "--local-workers", "2"])

@@ -293,18 +293,15 @@ def run_scenario(sc: Scenario, out_dir: str, client, *, checked: bool, log: Call
     """Run the scenario's unfinished units on the cluster; returns the runner whose summary
     was written (its `rows`, `table`, `wall_s`), as the in-process `Runner.run` does. Raises
     runner.RunError when some unit could not be run (what ran is summarised first)."""
-    from .runner import RunError, Runner, keep_superseded, plan_run, progress_line, unit_key
+    from .runner import RunError, Runner, progress_line, resume, unit_key
 
     out_dir = os.path.abspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     started = time.monotonic()
-    plan = plan_run(sc, out_dir)
-    keep_superseded(out_dir, plan.superseded)
+    plan = resume(sc, out_dir, log)
     if sc.source:
         shutil.copyfile(sc.source, os.path.join(out_dir, "scenario.toml"))
     total = len(plan.units)
-    if plan.kept:
-        log(f"resuming {out_dir}: {len(plan.kept)} of {total} transfers finished earlier, {len(plan.todo)} to run")
     rows = list(plan.kept)
     jsonl = results.JsonlLog(os.path.join(out_dir, "transfers.jsonl"), rows)
     handovers = os.path.join(out_dir, "handovers.jsonl")

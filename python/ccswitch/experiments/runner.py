@@ -466,14 +466,18 @@ def _algorithms_note(row: dict) -> str:
     return ""
 
 
-def keep_superseded(out_dir: str, rows: List[dict]) -> None:
-    """Rows of an earlier invocation that reached no verdict (their units run again) go to
-    transfers-superseded.jsonl rather than away."""
-    if not rows:
-        return
-    with open(os.path.join(out_dir, "transfers-superseded.jsonl"), "a", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+def resume(sc: Scenario, out_dir: str, say: Callable[[str], None]) -> Plan:
+    """`plan_run`, with the earlier rows that reached no verdict (their units run again) moved
+    to transfers-superseded.jsonl rather than away, and what is resumed said."""
+    plan = plan_run(sc, out_dir)
+    if plan.superseded:
+        with open(os.path.join(out_dir, "transfers-superseded.jsonl"), "a", encoding="utf-8") as f:
+            for r in plan.superseded:
+                f.write(json.dumps(r) + "\n")
+    if plan.kept:
+        say(f"resuming {out_dir}: {len(plan.kept)} of {len(plan.units)} transfers finished earlier, "
+            f"{len(plan.todo)} to run")
+    return plan
 
 
 class Runner:
@@ -755,13 +759,9 @@ class Runner:
             self.schemes_checked = True
         os.makedirs(self.out_dir, exist_ok=True)
         if self.schedule is None:
-            plan = plan_run(sc, self.out_dir)
+            plan = resume(sc, self.out_dir, self._say)
             todo, total = plan.todo, len(plan.units)
             self.rows = list(plan.kept)
-            keep_superseded(self.out_dir, plan.superseded)
-            if plan.kept:
-                self._say(f"resuming {self.out_dir}: {len(plan.kept)} of {total} transfers finished earlier, "
-                          f"{len(todo)} to run")
         else:
             numbers = self.numbers or list(range(1, len(self.schedule) + 1))
             todo, total = list(zip(numbers, self.schedule)), len(self.schedule)
