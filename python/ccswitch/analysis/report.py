@@ -42,7 +42,7 @@ FIGURE_DPI = 90
 CDF_COLUMNS = 4
 FLOW_COLUMNS = 3
 
-# -- the seeds' Observations 1-3, from the measurements behind Mystique's Fig. 3 (and its Table I)
+# -- the seeds' Observations 1-3 on Mystique's Fig. 3 grid (the three cases of its Table I rules)
 #: "Short" RTT: Mystique's Table I threshold (RTT < 50 ms with loss -> Illinois). The grid's
 #: shortest RTT is this threshold itself, so its cells stand for short paths: short = <=.
 SHORT_RTT_MS = 50
