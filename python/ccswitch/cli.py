@@ -1,4 +1,4 @@
-"""Command line: `ccswitch run|sweep|worker|trace|bench|grid|algorithms|operator|analyze|plot-flows ...`."""
+"""Command line: `ccswitch run|sweep|worker|trace|bench|grid|report|algorithms|operator|analyze|plot-flows ...`."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ Names, parameters and policies are checked by the agent before the first transfe
 
 def build_parser() -> argparse.ArgumentParser:
     from .agent import algorithms, operator
-    from .analysis import grid
+    from .analysis import grid, report
     from .experiments import bench, distributed, runner, sweep, traces
     from .learner import dataset
 
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     _explain_schemes(sub.choices["run"])
     bench.add_cli(sub)
     grid.add_cli(sub)
+    report.add_cli(sub)
     algorithms.add_cli(sub)
     operator.add_cli(sub)
     sweep.add_cli(sub)

@@ -119,7 +119,7 @@ def markdown(cells_: Sequence[Cell], schemes: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(path: str, cells_: Sequence[Cell], title: str) -> None:
+def plot(path: str, cells_: Sequence[Cell], title: str, dpi: int = 120) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,7 +167,7 @@ def plot(path: str, cells_: Sequence[Cell], title: str) -> None:
     ax.set_title(title or "best algorithm per cell (median TCT)")
     fig.tight_layout()
     with results.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
+        fig.savefig(tmp, format="png", dpi=dpi)
     plt.close(fig)
 
 

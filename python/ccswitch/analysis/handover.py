@@ -34,7 +34,11 @@ BURST_TOLERANCE_BYTES = 2 * 1500
 # -- mix (Mystique Fig. 8) and MCC
 MIX_REDUCTION_TARGET = 0.18
 ORACLE_TOLERANCE = 0.05
-#: MCC's published means (s) for its WiFi case, printed beside ours
+
+# -- the papers' published figures, printed beside ours (here and by `ccswitch report`)
+#: Mystique, Fig. 8: its policy's mean-TCT reduction against the fixed algorithms, averaged over them
+MYSTIQUE_PUBLISHED_REDUCTION = 0.1813
+#: MCC, its WiFi case: mean TCT (s) of its WiFi policy, fixed BBR and fixed Westwood
 MCC_PUBLISHED_S = {"policy:mcc-wifi": 2.10, "bbr": 2.75, "westwood": 2.34}
 
 

@@ -82,13 +82,7 @@ def plot_flow(path: str, flow: FlowEvents, title: str = "") -> None:
     ax_t.set_xlabel("time since the flow started (s)")
     ax_t.legend(loc="upper right", fontsize=8)
     first = flow.algorithms()[:1]
-    if first:
-        ax_w.text(0.0, 1.02, first[0], transform=ax_w.get_xaxis_transform(), fontsize=8, color="C3")
-    for sw in s.handovers:
-        for ax in (ax_w, ax_t):
-            ax.axvline(sw["t"], color="C3", ls="--", lw=0.9)
-        ax_w.text(sw["t"], 1.02, str(sw.get("to")), transform=ax_w.get_xaxis_transform(), fontsize=8,
-                  color="C3", ha="left")
+    mark_handovers(s, first[0] if first else None, ax_w, (ax_t,))
     for ax in (ax_w, ax_t):
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
@@ -98,6 +92,37 @@ def plot_flow(path: str, flow: FlowEvents, title: str = "") -> None:
     with results.atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+
+
+def mark_handovers(s: Series, first: Optional[str], label_ax, other_axes=(), fontsize: float = 8,
+                   inside: bool = False) -> None:
+    """The flow's handovers as vertical dashed lines on `label_ax` and `other_axes`, each
+    labelled with the new algorithm; `first`, the algorithm the flow started on, labelled at
+    t = 0. Labels go just above `label_ax`, or with `inside` rotated along the line inside its
+    top (small panels, whose titles sit above); there, handovers closer together than
+    LABEL_JOIN of the flow's duration share one label ("illinois>hybla")."""
+    where = label_ax.get_xaxis_transform()
+    if first:
+        label_ax.text(0.0, 1.02, first, transform=where, fontsize=fontsize, color="C3")
+    labels: List[Tuple[float, str]] = []
+    for sw in s.handovers:
+        for ax in (label_ax, *other_axes):
+            ax.axvline(sw["t"], color="C3", ls="--", lw=0.9)
+        if inside and labels and sw["t"] - labels[-1][0] < LABEL_JOIN * max(s.end, 1e-9):
+            labels[-1] = (labels[-1][0], f"{labels[-1][1]}>{sw.get('to')}")
+        else:
+            labels.append((sw["t"], str(sw.get("to"))))
+    for t, text in labels:
+        if inside:
+            # beside the line, on the side with room: right of it in the flow's first half
+            label_ax.text(t, 0.97, text, transform=where, fontsize=fontsize, color="C3", rotation=90,
+                          ha="left" if t < s.end / 2 else "right", va="top", bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.8})
+        else:
+            label_ax.text(t, 1.02, text, transform=where, fontsize=fontsize, color="C3", ha="left")
+
+
+#: Handovers closer together than this fraction of a flow's duration share a label (`mark_handovers`).
+LABEL_JOIN = 0.04
 
 
 def plot_run(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]] = None,

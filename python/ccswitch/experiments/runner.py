@@ -825,19 +825,10 @@ class Runner:
             self._say(progress_line(i, total, client, row, self.out_dir) + cc)
 
     def labelled_rows(self) -> List[dict]:
-        """Rows whose client is "name@bytes" for clients that download several file sizes."""
-        multi = {c.name for c in self.sc.clients if len(c.file_sizes) > 1}
-        return [dict(r, client=f"{r['client']}@{r['file_bytes']}") if r["client"] in multi else r
-                for r in self.rows]
+        return labelled_rows(self.sc, self.rows)
 
     def client_paths(self) -> Dict[str, str]:
-        """Each summary client ("name" or "name@bytes") -> its path in words."""
-        out = {}
-        for c in self.sc.clients:
-            out[c.name] = c.describe_path()
-            for size in c.file_sizes:
-                out[f"{c.name}@{size}"] = c.describe_path()
-        return out
+        return client_paths(self.sc)
 
     def summary_rows(self) -> List[dict]:
         return stats.summarize(self.labelled_rows())
@@ -903,6 +894,23 @@ class Runner:
             except Exception as e:
                 log(f"warning: the {sc.analysis} analysis failed: {e}")
         return text
+
+
+def labelled_rows(scenario: Scenario, rows: List[dict]) -> List[dict]:
+    """Rows whose client is "name@bytes" for clients that download several file sizes (the
+    summary's cells; `ccswitch report` labels a stored run's rows the same way)."""
+    multi = {c.name for c in scenario.clients if len(c.file_sizes) > 1}
+    return [dict(r, client=f"{r['client']}@{r['file_bytes']}") if r["client"] in multi else r for r in rows]
+
+
+def client_paths(scenario: Scenario) -> Dict[str, str]:
+    """Each summary client ("name" or "name@bytes") -> its path in words."""
+    out = {}
+    for c in scenario.clients:
+        out[c.name] = c.describe_path()
+        for size in c.file_sizes:
+            out[f"{c.name}@{size}"] = c.describe_path()
+    return out
 
 
 def run_scenario(scenario: Scenario, out_dir: Optional[str] = None, *, quiet: bool = False) -> Runner:
