@@ -281,6 +281,16 @@ def _save(fig, path: str) -> None:
         small.save(tmp, format="PNG", optimize=True)
 
 
+def _label_panels(axes, used: int, ylabel: str, xlabel: str) -> None:
+    """Small multiples: hide the panels past the `used` ones, label the outer axes."""
+    for ax in axes.flat[used:]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel, fontsize=7)
+    for ax in axes[-1, :]:
+        ax.set_xlabel(xlabel, fontsize=7)
+
+
 def plot_cdfs(path: str, run: Run) -> Dict[str, List[str]]:
     """TCT CDFs, one panel per cell, one line per scheme; the CDF is over every attempt, so
     failed transfers keep a scheme's line below 1, and their count is written in the panel.
@@ -320,12 +330,7 @@ def plot_cdfs(path: str, run: Run) -> Dict[str, List[str]]:
         ax.set_ylim(0, 1.05)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    for ax in axes.flat[len(cells):]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("fraction of transfers", fontsize=7)
-    for ax in axes[-1, :]:
-        ax.set_xlabel("TCT (s)", fontsize=7)
+    _label_panels(axes, len(cells), "fraction of transfers", "TCT (s)")
     order = [s for s in schemes if s in handles]
     fig.legend([handles[s] for s in order], [short_scheme(s) for s in order], loc="lower center",
                ncol=legend_cols, fontsize=7, frameon=False)
@@ -385,12 +390,7 @@ def plot_flows(path: str, run: Run, scheme: str, chosen: Sequence[Tuple[int, dic
         ax.set_ylim(0, 1.35 * max(mbps, default=0) or 1)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    for ax in axes.flat[len(chosen):]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("Mbit/s", fontsize=7)
-    for ax in axes[-1, :]:
-        ax.set_xlabel("time since the flow started (s)", fontsize=7)
+    _label_panels(axes, len(chosen), "Mbit/s", "time since the flow started (s)")
     fig.suptitle(f"{short_scheme(scheme)}: delivered per {PLOT_BIN_S * 1000:.0f} ms; dashed = handover to the "
                  "labelled algorithm", fontsize=9)
     fig.tight_layout()
