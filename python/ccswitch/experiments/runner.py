@@ -351,7 +351,7 @@ class Plan:
     """What a run still has to do, given what an earlier invocation into the same directory left."""
 
     units: List[Unit]          # the whole schedule, numbered from 1
-    kept: List[dict]           # rows of finished units (verdicts), from the earlier invocation
+    kept: List[dict]           # rows of finished units (verdicts), from the earlier invocation, in its order
     todo: List[Unit]           # units without a verdict yet, in schedule order
     superseded: List[dict]     # earlier rows without a verdict: their units run again
 
@@ -379,7 +379,8 @@ def plan_run(sc: Scenario, out_dir: str) -> Plan:
         else:
             superseded.append(r)
     todo = [u for u, k in zip(units, keys) if k not in kept]
-    return Plan(units, [kept[k] for k in keys if k in kept], todo, superseded)
+    # in the file's order, so that a resumed run's log starts as the earlier one was
+    return Plan(units, list(kept.values()), todo, superseded)
 
 
 # ----------------------------------------------------------------------- the run
@@ -779,6 +780,7 @@ class Runner:
                 self.write_summary()
             raise
         self.wall_s = time.monotonic() - started
+        self.rows.sort(key=lambda r: r["transfer"])
         if self.write_results:
             self.write_summary()
         return self.rows
