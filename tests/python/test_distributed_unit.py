@@ -151,7 +151,7 @@ def test_a_units_results_join_the_run_directory_and_a_second_attempt_keeps_the_f
            "ovs_log": "logs/ovs-1.log", "handover_events": []}
     res = {"rows": [row], "host": "h1", "archive": archive({
         "flows/007-c-1000-kernel_reno-rep1.jsonl": "{}\n", "ovs/c.json": "{}", "logs/ovs-1.log": "log",
-        "events/agent-001.jsonl": "{}\n"})}
+        "events/agent-001.jsonl": "{}\n", "handovers.jsonl": '{"transfer": 7}\n'})}
     out = tmp_path / "run"
     out.mkdir()
     [got] = distributed.unpack_unit(str(out), "k1", res)
@@ -159,6 +159,7 @@ def test_a_units_results_join_the_run_directory_and_a_second_attempt_keeps_the_f
     assert got["ovs_stats"] == "ovs/c.json" and (out / "ovs" / "c.json").exists()
     assert got["ovs_log"] == "units/k1/logs/ovs-1.log" and (out / got["ovs_log"]).read_text() == "log"
     assert (out / "units" / "k1" / "events" / "agent-001.jsonl").exists()
+    assert (out / "handovers.jsonl").read_text() == '{"transfer": 7}\n'
     [again] = distributed.unpack_unit(str(out), "k1", res)
     assert again["ovs_log"] == "units/k1.2/logs/ovs-1.log" and (out / "units" / "k1" / "logs" / "ovs-1.log").exists()
     assert sorted(os.listdir(out / "units")) == ["k1", "k1.2"]

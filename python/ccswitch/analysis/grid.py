@@ -54,8 +54,7 @@ def _load_rows(run_dir: str) -> List[dict]:
         return results.read_transfers_parquet(parquet)
     jsonl = os.path.join(run_dir, "transfers.jsonl")
     if os.path.exists(jsonl):
-        with open(jsonl) as f:
-            return [results.upgrade_row(json.loads(line)) for line in f if line.strip()]
+        return results.read_jsonl(jsonl)
     raise GridError(f"{run_dir}: no transfers.parquet or transfers.jsonl (is it a run directory?)")
 
 

@@ -50,15 +50,10 @@ def load_rows(run_dir: str) -> List[dict]:
     path = os.path.join(run_dir, "transfers.jsonl")
     if not os.path.exists(path):
         raise HandoverError(f"{run_dir}: no transfers.jsonl (is it a run directory?)")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(results.upgrade_row(json.loads(line)))
-                except json.JSONDecodeError as e:
-                    raise HandoverError(f"{path}:{i}: not JSON: {e}") from None
-    return rows
+    try:
+        return results.read_jsonl(path)
+    except ValueError as e:
+        raise HandoverError(str(e)) from None
 
 
 def load_run_scenario(run_dir: str) -> Scenario:

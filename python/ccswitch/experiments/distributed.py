@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import pickle
 import shutil
@@ -52,6 +51,8 @@ LAB = "lab"
 ROW_FILE_FIELDS = ("events", "ovs_stats", "ovs_log")
 #: Sub-directories of a unit's run directory that join the run's own (names unique per transfer).
 MERGED_DIRS = ("flows", "ovs")
+#: Logs of a unit's run directory whose records are appended to the run's own.
+MERGED_LOGS = ("handovers.jsonl",)
 #: How long the client waits for a worker that offers a lab.
 WORKER_WAIT_S = 60.0
 #: Tries of a unit whose task failed (a harness error on its worker) before it is left for a rerun.
@@ -137,7 +138,7 @@ def run_units(payload: Dict[str, Any]) -> Dict[str, Any]:
                              f"row(s): {tail[-800:]}")
         with open(os.path.join(out, "unit.log"), "w", encoding="utf-8") as f:
             f.write(log_text)
-        return {"rows": rows, "archive": _archive(out), "host": host, "worker_pid": os.getpid()}
+        return {"rows": rows, "archive": _archive(out), "host": host}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -244,21 +245,26 @@ def submit(client, items: Sequence[Tuple[Scenario, str, int, tuple]], *, checked
     return futures
 
 
-def completed(futures: Dict[Any, Any]) -> Iterator[Tuple[Any, Any, Optional[dict], Optional[BaseException]]]:
-    """(unit, future, result, exception) as each task ends."""
+def completed(futures: Dict[Any, int]) -> Iterator[Tuple[int, Optional[dict], Optional[BaseException]]]:
+    """(index, result, exception) as each task ends. When the caller stops early (an
+    interrupt), the tasks not ended yet are cancelled."""
     from distributed import as_completed
 
-    for fut in as_completed(list(futures)):
-        try:
-            yield futures[fut], fut, fut.result(), None
-        except Exception as e:  # the task's own failure or a KilledWorker: the unit stays to run
-            yield futures[fut], fut, None, e
+    try:
+        for fut in as_completed(list(futures)):
+            try:
+                yield futures[fut], fut.result(), None
+            except Exception as e:  # the task's own failure or a KilledWorker: the unit stays to run
+                yield futures[fut], None, e
+    finally:
+        for fut in futures:
+            fut.cancel()
 
 
 def unpack_unit(out_dir: str, key: str, res: dict) -> List[dict]:
     """Unpack a unit's run directory under `out_dir/units/<key>/` (`<key>.2/`, ... when an
     earlier attempt of the unit is there: it stays), move its flow slices and ovs stats into
-    `out_dir`'s own `flows/` and `ovs/`, and return its rows with their file fields relative
+    `out_dir`'s own `flows/` and `ovs/`, append its handovers to `out_dir`'s, and return its rows with their file fields relative
     to `out_dir`."""
     units = os.path.join(out_dir, "units")
     os.makedirs(units, exist_ok=True)
@@ -277,6 +283,11 @@ def unpack_unit(out_dir: str, key: str, res: dict) -> List[dict]:
             for name in os.listdir(src):
                 os.replace(os.path.join(src, name), os.path.join(out_dir, d, name))
             os.rmdir(src)
+    for name in MERGED_LOGS:
+        src = os.path.join(unit_dir, name)
+        if os.path.exists(src):
+            with open(src, encoding="utf-8") as f, open(os.path.join(out_dir, name), "a", encoding="utf-8") as dst:
+                dst.write(f.read())
     rows = []
     rel_unit = os.path.relpath(unit_dir, out_dir)
     for r in res["rows"]:
@@ -304,12 +315,11 @@ def run_scenario(sc: Scenario, out_dir: str, client, *, checked: bool, log: Call
     total = len(plan.units)
     rows = list(plan.kept)
     jsonl = results.JsonlLog(os.path.join(out_dir, "transfers.jsonl"), rows)
-    handovers = os.path.join(out_dir, "handovers.jsonl")
     items = [(sc, unit_key(sc, *u), n, u) for n, u in plan.todo]
     futures = submit(client, items, checked=checked, tag=f"{sc.name}-{os.getpid()}-{int(time.time())}")
     failed: List[str] = []
     try:
-        for i, fut, res, exc in completed(futures):
+        for i, res, exc in completed(futures):
             _, key, number, unit = items[i]
             rep, cl, sch, size = unit
             if exc is not None:
@@ -320,15 +330,9 @@ def run_scenario(sc: Scenario, out_dir: str, client, *, checked: bool, log: Call
             for r in unpack_unit(out_dir, key, res):
                 rows.append(r)
                 jsonl.append(r)
-                with open(handovers, "a", encoding="utf-8") as f:
-                    for h in r.get("handover_events") or []:
-                        f.write(json.dumps({"transfer": r["transfer"], "client": r["client"], "scheme": r["scheme"],
-                                            "repetition": r["repetition"], "file_bytes": r["file_bytes"], **h}) + "\n")
                 log(progress_line(number, total, cl, r, out_dir) + f" [{res['host']}]")
     finally:
         jsonl.close()
-        for fut in futures:
-            fut.cancel()
     runner = Runner(sc, out_dir, schemes_checked=True)
     runner.rows = sorted(rows, key=lambda r: r["transfer"])
     runner.wall_s = time.monotonic() - started

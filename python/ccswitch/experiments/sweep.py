@@ -1009,18 +1009,14 @@ def _run_distributed_pass(ctx: _RunContext, todo: List[Cell], client) -> None:
         scheme = next(s for s in sc.schemes if s.label == c.scheme)
         items.append((sc, c.key, 1, (c.rep - 1, sc.clients[0], scheme, c.file_bytes)))
     futures = _dist.submit(client, items, checked=ctx.checked, tag=f"sweep-{ctx.spec.name}-{os.getpid()}-{time.time_ns()}")
-    try:
-        for i, fut, res, exc in _dist.completed(futures):
-            c = todo[i]
-            if exc is not None:
-                ctx.result.unfinished.append((c.key, f"task failed: {exc}"))
-                ctx.log(f"  sweep {c.path.client_name} {c.scheme} {c.file_bytes} B: task failed ({exc}); runs again")
-                continue
-            rows = _dist.unpack_unit(ctx.raw_dir, c.key, res)
-            _record(ctx, c, rows[0], ctx.raw_dir, os.path.join("units", c.key))
-    finally:
-        for fut in futures:
-            fut.cancel()
+    for i, res, exc in _dist.completed(futures):
+        c = todo[i]
+        if exc is not None:
+            ctx.result.unfinished.append((c.key, f"task failed: {exc}"))
+            ctx.log(f"  sweep {c.path.client_name} {c.scheme} {c.file_bytes} B: task failed ({exc}); runs again")
+            continue
+        rows = _dist.unpack_unit(ctx.raw_dir, c.key, res)
+        _record(ctx, c, rows[0], ctx.raw_dir, os.path.join("units", c.key))
 
 
 def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
