@@ -16,7 +16,7 @@ import json
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..experiments import results
+from ..experiments import results, statistics as stats
 from ..experiments.scenario import Scenario, ScenarioError, load_scenario
 from .events import FlowEvents, HandoverError, flow_of, read_events
 from .plots import Series, plot_run
@@ -64,10 +64,6 @@ def load_run_scenario(run_dir: str) -> Scenario:
         raise HandoverError(str(e)) from None
 
 
-def _ok(row: dict) -> bool:
-    return not row.get("error") and bool(row.get("sha256_ok")) and row.get("tct_s") is not None
-
-
 def _kind(scheme: str) -> str:
     return scheme.split(":", 1)[0]
 
@@ -76,22 +72,8 @@ def _algorithm(scheme: str) -> str:
     return scheme.split(":", 1)[1]
 
 
-def _is_policy(scheme: str) -> bool:
+def is_policy(scheme: str) -> bool:
     return _algorithm(scheme).startswith("policy:")
-
-
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
-def _fmt_table(head: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
-    out = ["  ".join(str(c).ljust(w) for c, w in zip(head, widths)).rstrip(),
-           "  ".join("-" * w for w in widths)]
-    out += ["  ".join(str(c).ljust(w) for c, w in zip(l, widths)).rstrip() for l in lines]
-    return "\n".join(out)
 
 
 def _pass(ok: Optional[bool]) -> str:
@@ -108,7 +90,7 @@ def steady_throughput_bps(row: dict, flow: Optional[FlowEvents]) -> Optional[flo
         s = Series.of(flow)
         if s.end > STEADY_SKIP_S + 1.0:
             return s.acked_between(STEADY_SKIP_S, s.end) * 8 / (s.end - STEADY_SKIP_S)
-    if _ok(row) and row["tct_s"] > 0:
+    if stats.counted(row) and row["tct_s"] > 0:
         return row["file_bytes"] * 8 / row["tct_s"]
     return None
 
@@ -164,14 +146,14 @@ def smoothness(run_dir: str, rows: Sequence[dict]) -> dict:
 
     steady: Dict[str, List[float]] = {}
     for i, row in enumerate(rows):
-        if row["scheme"].split(":")[0] in ("kernel", "ovs") and not _is_policy(row["scheme"]):
+        if row["scheme"].split(":")[0] in ("kernel", "ovs") and not is_policy(row["scheme"]):
             v = steady_throughput_bps(row, flow(i, row))
             if v is not None:
                 steady.setdefault(row["scheme"], []).append(v)
-    steady_med = {k: _median(v) for k, v in steady.items()}
+    steady_med = {k: stats.median(v) for k, v in steady.items()}
     out = []
     for i, row in enumerate(rows):
-        if not _is_policy(row["scheme"]):
+        if not is_policy(row["scheme"]):
             continue
         fl = flow(i, row)
         if fl is None:
@@ -228,7 +210,7 @@ def format_smoothness(res: dict) -> str:
         f"algorithm's steady state;", f"stalls = {STALL_BIN_S * 1000:.0f} ms bins without a delivered byte "
         f"while data was outstanding; burst = in flight grew > {BURST_TOLERANCE_BYTES} B past the window",
         f"steady state (Mbit/s, median of fixed schemes, first {STEADY_SKIP_S:g} s excluded): {steady}",
-        _fmt_table(head, lines),
+        stats.text_table(head, lines),
         f"{v['handovers']} handovers: throughput target {_pass(v['all_smooth'])}, stalls {v['stalls']} "
         f"({_pass(v['stalls'] == 0 if v['handovers'] else None)}), bursts {v['bursts']} "
         f"({_pass(v['bursts'] == 0 if v['handovers'] else None)})",
@@ -245,7 +227,7 @@ def cell_means(rows: Sequence[dict], timeout_s: float) -> Dict[Tuple[str, int], 
     for r in rows:
         cell = acc.setdefault((r["client"], r["file_bytes"]), {})
         v = cell.setdefault(r["scheme"], [[], 0])
-        if _ok(r):
+        if stats.counted(r):
             v[0].append(float(r["tct_s"]))
         else:
             v[0].append(float(timeout_s))
@@ -272,8 +254,8 @@ def mix(rows: Sequence[dict], timeout_s: float) -> dict:
     out = {"analysis": "mix", "datapaths": {}}
     for kind in ("kernel", "ovs"):
         schemes = list(dict.fromkeys(r["scheme"] for r in rows if _kind(r["scheme"]) == kind))
-        fixed = [s for s in schemes if not _is_policy(s)]
-        policies = [s for s in schemes if _is_policy(s)]
+        fixed = [s for s in schemes if not is_policy(s)]
+        policies = [s for s in schemes if is_policy(s)]
         if not fixed or not policies:
             continue
         cells = sorted(c for c, d in means.items() if all(s in d for s in fixed + policies))
@@ -325,7 +307,7 @@ def format_mix(res: dict) -> str:
         failed = {s: n for s, n in d["failed"].items() if n}
         text = [f"mix on the {kind} datapath: mean TCT (s) per (client, size) cell, over the repetitions"
                 + (f"; failed transfers counted as the timeout: {failed}" if failed else ""),
-                _fmt_table(head, lines)]
+                stats.text_table(head, lines)]
         for p, f in d["policies"].items():
             text.append(
                 f"{p}: mean {f['mean_tct_s']:.2f} s; reduction vs the fixed schemes (mean of per-scheme "
@@ -349,9 +331,9 @@ def mcc(rows: Sequence[dict], timeout_s: float) -> dict:
         if not schemes or not cells:
             continue
         mean = {s: sum(means[c][s]["mean"] for c in cells) / len(cells) for s in schemes}
-        fixed = [s for s in schemes if not _is_policy(s)]
+        fixed = [s for s in schemes if not is_policy(s)]
         verdicts = {p: (all(mean[p] < mean[f] for f in fixed) if fixed else None)
-                    for p in schemes if _is_policy(p)}
+                    for p in schemes if is_policy(p)}
         out["datapaths"][kind] = {
             "cells": [f"{c[0]}@{c[1]}" for c in cells], "mean_tct_s": mean,
             "cell_tct_s": {f"{c[0]}@{c[1]}": {s: means[c][s]["mean"] for s in schemes} for c in cells},
@@ -374,7 +356,7 @@ def format_mcc(res: dict) -> str:
         pub = ["MCC paper"] + [f"{MCC_PUBLISHED_S[_algorithm(s)]:.2f}" if _algorithm(s) in MCC_PUBLISHED_S
                                else "-" for s in schemes]
         text = [f"mcc on the {kind} datapath: mean TCT (s) per client, over the repetitions",
-                _fmt_table(head, lines + [pub])]
+                stats.text_table(head, lines + [pub])]
         for p, ok in d["policy_beats_all_fixed"].items():
             text.append(f"{p} ran: " + "; ".join(f"{c}: {a}" for c, a in d["chosen"][p].items()))
             text.append(f"{p} beats every fixed scheme on mean TCT: {_pass(ok)}")

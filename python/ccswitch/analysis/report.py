@@ -144,14 +144,6 @@ def shown_path(path: str) -> str:
     return "/".join(parts[-2:])
 
 
-def _failed(row: dict) -> bool:
-    return bool(row.get("error")) or not row.get("sha256_ok") or row.get("tct_s") is None
-
-
-def _is_policy(scheme: str) -> bool:
-    return scheme.split(":", 1)[1].startswith("policy:")
-
-
 def base_algorithm(scheme: str) -> str:
     """`kernel:cubic:beta=0.8` -> "cubic"; `native:bbr` -> "bbr"; policies -> "policy"."""
     return scheme.split(":", 2)[1]
@@ -197,7 +189,7 @@ def tct_table(run: Run) -> str:
     summary = stats.summarize(run.labelled)
     cells, schemes = run.cells, run.schemes
     summary.sort(key=lambda r: (cells.index(r["client"]), schemes.index(r["scheme"])))
-    with_ended = any(r.get("ended_on") and _is_policy(r["scheme"]) for r in summary)
+    with_ended = any(r.get("ended_on") and handover.is_policy(r["scheme"]) for r in summary)
     head = ["cell", "scheme", "n", "median s", "mean s", "95% CI of mean", "errors", "SHA-256 fail", "status"]
     if with_ended:
         head.insert(-1, "ended on")
@@ -210,7 +202,7 @@ def tct_table(run: Run) -> str:
         line = [r["client"], short_scheme(r["scheme"]), str(r["n"])] + fig + [
             str(r["errors"]), str(r["integrity_failures"]), r["status"]]
         if with_ended:
-            line.insert(-1, stats.ended_on_text(r["ended_on"]) if _is_policy(r["scheme"]) else "–")
+            line.insert(-1, stats.ended_on_text(r["ended_on"]) if handover.is_policy(r["scheme"]) else "–")
         lines.append(line)
     return md_table(head, lines, right=(2, 3, 4, 6, 7))
 
@@ -313,7 +305,7 @@ def plot_cdfs(path: str, run: Run) -> Dict[str, List[str]]:
             attempts = [r for r in rows if r["client"] == cell and r["scheme"] == s]
             if not attempts:
                 continue
-            tcts = sorted(float(r["tct_s"]) for r in attempts if not _failed(r))
+            tcts = sorted(float(r["tct_s"]) for r in attempts if stats.counted(r))
             if len(tcts) < len(attempts):
                 failed.append(f"{short_scheme(s)}: {len(attempts) - len(tcts)} failed")
             if not tcts:
@@ -371,7 +363,7 @@ def plot_flows(path: str, run: Run, scheme: str, chosen: Sequence[Tuple[int, dic
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 2.4 * nrows + 0.5), squeeze=False)
     notes = []
     for ax, (number, row) in zip(axes.flat, chosen):
-        tct = f"TCT {row['tct_s']:.2f} s" if not _failed(row) else "failed"
+        tct = f"TCT {row['tct_s']:.2f} s" if stats.counted(row) else "failed"
         title = f"{row['client']} {_size(int(row['file_bytes']))} rep {row.get('repetition')}, {tct}"
         try:
             flow = flow_of(read_events(os.path.join(run.path, row["events"])))
@@ -415,7 +407,7 @@ def is_grid(scenario: Scenario) -> bool:
 
 
 def _fixed_medians(cell: "grid.Cell") -> Dict[str, Tuple[float, int, int]]:
-    return {s: m for s, m in cell.medians.items() if not _is_policy(s)}
+    return {s: m for s, m in cell.medians.items() if not handover.is_policy(s)}
 
 
 def _median_text(m: Tuple[float, int, int]) -> str:
@@ -500,7 +492,7 @@ def grid_section(run: Run, out_dir: str, prefix: str, figures: List[str]) -> Lis
             f"Judged on the median TCT of the fixed schemes of each constant-rate cell (policies left out); "
             f"short RTT is Mystique's Table I threshold, {SHORT_RTT_MS} ms (the grid's shortest RTT, counted "
             "as short).", ""]
-    n_fixed = sum(1 for s in schemes if not _is_policy(s))
+    n_fixed = sum(1 for s in schemes if not handover.is_policy(s))
     for obs in OBSERVATIONS:
         out += observation_text(obs, judge_observation(obs, cells), n_fixed)
     return out + [""]
@@ -520,7 +512,7 @@ def mix_section(run: Run) -> List[str]:
             f"failed transfer counted as the timeout ({run.scenario.timeout_s:g} s); the reduction is the mean of "
             "the per-algorithm reductions; the oracle takes the fastest fixed algorithm of each cell.", ""]
     for kind, d in res["datapaths"].items():
-        fixed = [s for s in d["mean_tct_s"] if not _is_policy(s)]
+        fixed = [s for s in d["mean_tct_s"] if not handover.is_policy(s)]
         lines = [[short_scheme(s), f"{d['mean_tct_s'][s]:.2f}", str(d["failed"][s])] for s in d["mean_tct_s"]]
         lines.append(["per-cell oracle", f"{d['oracle_tct_s']:.2f}", ""])
         out += [f"**{kind} datapath** ({len(d['cells'])} cells)", "",
@@ -572,7 +564,7 @@ def mcc_section(run: Run) -> List[str]:
             "compare.", ""]
     for kind, d in res["datapaths"].items():
         mean = d["mean_tct_s"]
-        by_alg = {base_algorithm(s): s for s in mean if not _is_policy(s)}
+        by_alg = {base_algorithm(s): s for s in mean if not handover.is_policy(s)}
         bbr, westwood = by_alg.get("bbr"), by_alg.get("westwood")
         lines = []
         for s in mean:
@@ -603,7 +595,7 @@ def mcc_section(run: Run) -> List[str]:
 def smoothness_section(run: Run) -> List[str]:
     out = ["### Against MCC Fig. 5 (smoothness of a handover)", ""]
     target = handover.SMOOTH_RATIO_TARGET
-    if not any(_has_slice(run, r) for r in run.rows if _is_policy(r["scheme"])):
+    if not any(_has_slice(run, r) for r in run.rows if handover.is_policy(r["scheme"])):
         return out + ["Not evaluated: the policy transfers of this run directory have no flow event slices.", ""]
     try:
         res = handover.smoothness(run.path, run.rows)
@@ -652,7 +644,7 @@ def run_section(run: Run, number: int, out_dir: str, figures: List[str]) -> List
     out = [f"## {number}. {sc.name} (`{run.shown}`)", ""]
     if sc.raw.get("description"):
         out += [f"> {sc.raw['description']}", ""]
-    failed = sum(1 for r in rows if _failed(r))
+    failed = sum(1 for r in rows if not stats.counted(r))
     reps = max((int(r.get("repetition") or 0) for r in rows), default=0)
     started = sorted(r["started_at"] for r in rows if r.get("started_at"))
     when = f", {started[0][:16].replace('T', ' ')} to {started[-1][:16].replace('T', ' ')} UTC" if started else ""
@@ -691,7 +683,7 @@ def run_section(run: Run, number: int, out_dir: str, figures: List[str]) -> List
 
 def flows_section(run: Run, out_dir: str, prefix: str, figures: List[str]) -> List[str]:
     sc = run.scenario
-    wanted = [s for s in run.schemes if _is_policy(s)] + [s for s in sc.plot_schemes if not _is_policy(s)]
+    wanted = [s for s in run.schemes if handover.is_policy(s)] + [s for s in sc.plot_schemes if not handover.is_policy(s)]
     out = ["### Throughput over time", ""]
     if not wanted:
         return out + ["The scenario has no policy scheme and no `plot_schemes`: no flow drawn.", ""]

@@ -124,7 +124,8 @@ def default_pairs(schemes: Sequence[str]) -> List[Tuple[str, str]]:
     return pairs
 
 
-def _ok(r: dict) -> bool:
+def counted(r: dict) -> bool:
+    """Whether a transfer's TCT enters the statistics: no error, SHA-256 matched, a TCT."""
     return not r.get("error") and bool(r.get("sha256_ok")) and r.get("tct_s") is not None
 
 
@@ -165,7 +166,7 @@ def ratio_rows(rows: Iterable[dict], pairs: Sequence[Tuple[str, str]]) -> List[d
     for r in rows:
         cell = cells.setdefault((r["client"], r.get("file_bytes")), {})
         by_rep = cell.setdefault(r["scheme"], {})
-        if _ok(r) and r.get("repetition") is not None:
+        if counted(r) and r.get("repetition") is not None:
             by_rep.setdefault(int(r["repetition"]), float(r["tct_s"]))
     out = []
     for (client, size), cell in cells.items():
@@ -182,6 +183,18 @@ def ratio_rows(rows: Iterable[dict], pairs: Sequence[Tuple[str, str]]) -> List[d
     return out
 
 
+def text_table(head: Sequence[str], lines: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
+    """A plain-text table: a header, a rule, one line per row; columns in `right` (figures)
+    right-aligned, the others left-aligned."""
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
+
+    def fmt(cells):
+        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([fmt(head), "  ".join("-" * w for w in widths)] + [fmt(line) for line in lines])
+
+
 def format_ratio_table(ratios: List[dict]) -> str:
     """The ratio rows as text: "client  A / B  ratio  [lo, hi]  n"; empty for no rows."""
     if not ratios:
@@ -194,11 +207,8 @@ def format_ratio_table(ratios: List[dict]) -> str:
         else:
             ratio, ci = f"{r['ratio']:.3f}", f"[{r['lo']:.3f}, {r['hi']:.3f}]"
         lines.append([r["client"], f"{r['a']} / {r['b']}", ratio, ci, str(r["n_pairs"])])
-    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     title = "ratio of mean TCT, A / B (transfers paired by repetition; n = pairs)"
-    return "\n".join([title, fmt(head), "  ".join("-" * w for w in widths)] + [fmt(l) for l in lines])
+    return title + "\n" + text_table(head, lines, right=range(2, len(head)))
 
 
 #: Longest error text quoted in a summary table's status column.
@@ -258,12 +268,8 @@ def format_table(summary: List[dict]) -> str:
         if with_ended:
             cells.insert(-1, ended_on_text(r.get("ended_on")) if ":policy:" in r["scheme"] else "-")
         lines.append(cells)
-    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
     left = {0, 1, len(head) - 1} | ({len(head) - 2} if with_ended else set())  # words, not figures
-    fmt = lambda cells: "  ".join(c.ljust(w) if i in left else c.rjust(w)
-                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    sep = "  ".join("-" * w for w in widths)
-    return "\n".join([fmt(head), sep] + [fmt(l) for l in lines])
+    return text_table(head, lines, right=[i for i in range(len(head)) if i not in left])
 
 
 def compare_summaries(a: Sequence[dict], b: Sequence[dict]) -> List[dict]:
@@ -299,12 +305,7 @@ def format_comparison(rows: Sequence[dict], label_a: str = "A", label_b: str = "
     lines = [[r["client"], r["scheme"], f(r["n_a"], "{}"), f(r["n_b"], "{}"), f(r["median_a"]), f(r["median_b"]),
               f(r["diff"] if r["diff"] is None else 100 * r["diff"], "{:+.1f}%"), ci(r["ci_a"]), ci(r["ci_b"]),
               "-" if r["agree"] is None else ("overlap" if r["agree"] else "DISJOINT")] for r in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
-
-    def fmt(cols):
-        return "  ".join(str(c).ljust(w) for c, w in zip(cols, widths)).rstrip()
-
     judged = [r for r in rows if r["agree"] is not None]
     tail = (f"{sum(r['agree'] for r in judged)} of {len(judged)} cells: the 95% intervals of the mean overlap"
             if judged else "no cell with intervals in both runs")
-    return "\n".join([fmt(head), "  ".join("-" * w for w in widths)] + [fmt(l) for l in lines] + ["", tail])
+    return text_table(head, lines) + "\n\n" + tail
