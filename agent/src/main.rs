@@ -46,7 +46,7 @@ struct AgentCli {
     /// the policy's initial algorithm (else --algorithm) and hand flows over as it decides.
     #[arg(long, value_name = "SPEC")]
     policy: Option<String>,
-    /// Handover the per-destination memory off whatever the policy's [memory] says: every policy
+    /// Turn the per-destination memory off whatever the policy's [memory] says: every policy
     /// flow starts on the policy's initial algorithm and closing flows teach it nothing.
     #[arg(long)]
     no_destination_memory: bool,

@@ -61,7 +61,8 @@ pub struct Segment {
     /// Payload bytes, plus one for a FIN.
     pub len: u32,
     pub fin: bool,
-    /// The frame from the Ethernet header on, exactly as it crossed the port.
+    /// Where the port program left the frame (Ethernet header on, as it crossed the port): a
+    /// slab slot, given back once the shim no longer needs it.
     pub frame: FrameSlot,
 }
 

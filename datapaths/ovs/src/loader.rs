@@ -344,7 +344,7 @@ pub struct OvsDatapath {
     directives: MappedArray<abi::RawOvsDirective>,
     conf: MappedArray<abi::RawOvsConfig>,
     /// The frame slab, read in place, and its owner words (0: free), which the shim zeroes
-    /// to give a slot back (see `bpf/switch.bpf.c` on why the two sides never race).
+    /// to give a slot back (see `bpf/ovs.bpf.c` on why the two sides never race).
     slab: MappedArray<abi::RawOvsFrameSlot>,
     slab_owner: MappedArray<abi::SlotOwner>,
 }
@@ -602,7 +602,7 @@ impl OvsDatapath {
     }
 
     /// Urgent records force a wake-up of the shim at most once per `ns` (see `wake_flags` in
-    /// `bpf/switch.bpf.c`); 0: whenever the shim has read the ring since the last one.
+    /// `bpf/ovs.bpf.c`); 0: whenever the shim has read the ring since the last one.
     pub fn set_wake_gap(&self, ns: u32) -> Result<()> {
         // SAFETY: in bounds; one aligned 32-bit store.
         unsafe { write_volatile(&raw mut (*self.conf.at(0)).wake_gap_ns, ns) };

@@ -29,7 +29,7 @@ use tracing::{debug, error, info, trace, warn};
 use ccswitch_ovs::loader::{OvsDatapath, OvsDirectiveSlotBusy};
 use ccswitch_ovs::events::{Ack, FlowAddrs, FrameSlot, OvsDirective, OvsEvent};
 use ccswitch_datapath_support::wheel::TimerWheel;
-use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow};
+use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow, EXHAUSTION_REASONS};
 
 /// Period of loss-detection timers (RACK reordering timeout, RTO).
 const RECOVERY_TICK: Duration = Duration::from_millis(5);
@@ -240,12 +240,10 @@ pub struct OvsShim<P: PortOps> {
     exhaustion_logged: (u64, Instant),
 }
 
-/// Fallback reasons that mean a resource ran out (logged once per interval, not per flow).
 /// A handshake not completed after this long is dropped from a full flow table (a SYN is
 /// retried after 1, 3 and 7 s).
 const HALF_OPEN_TIMEOUT_NS: u64 = 10_000_000_000;
 
-const EXHAUSTION_REASONS: [&str; 4] = ["slab_full", "ring_full", "flow_budget", "global_budget"];
 /// At most one line per this about exhausted resources and refused directives.
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -308,10 +306,11 @@ impl<P: PortOps> OvsShim<P> {
 
     /// Give the slab slots the flows no longer need back to the port.
     fn return_slots(&mut self) {
-        if !self.pool.freed().is_empty() {
-            let slots = self.pool.take_freed();
+        let slots = self.pool.freed();
+        if !slots.is_empty() {
             self.totals.slots_held = self.totals.slots_held.saturating_sub(slots.len() as u64);
-            self.port.free_frames(&slots);
+            self.port.free_frames(slots);
+            self.pool.clear_freed();
         }
     }
 
@@ -492,7 +491,7 @@ impl<P: PortOps> OvsShim<P> {
         f.written = None;
         *self.totals.fallbacks.entry(reason.name()).or_default() += 1;
         // Resources running out are logged once per interval (log_exhaustion), never per flow.
-        if EXHAUSTION_REASONS.contains(&reason.name()) {
+        if reason.is_exhaustion() {
             debug!(flow = id, reason = reason.name(), "flow falls back to the server's own TCP");
         } else {
             info!(flow = id, reason = reason.name(), "flow falls back to the server's own TCP");
@@ -560,7 +559,7 @@ impl<P: PortOps> OvsShim<P> {
     fn log_exhaustion(&mut self) {
         let (logged, at) = self.exhaustion_logged;
         let by = |r: &str| self.totals.fallbacks.get(r).copied().unwrap_or(0);
-        let total: u64 = EXHAUSTION_REASONS.iter().map(|r| by(r)).sum();
+        let total: u64 = EXHAUSTION_REASONS.iter().map(|r| by(r.name())).sum();
         if total > logged && at.elapsed() >= LOG_INTERVAL {
             warn!(
                 flows = total - logged, slab_full = by("slab_full"), ring_full = by("ring_full"),

@@ -61,7 +61,8 @@ impl Sim {
 
     /// Slots given back since the last call, sorted.
     fn freed(&mut self) -> Vec<u32> {
-        let mut v = self.pool.take_freed();
+        let mut v = self.pool.freed().to_vec();
+        self.pool.clear_freed();
         v.sort_unstable();
         v
     }

@@ -18,6 +18,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use ccswitch_datapath_support::rng::SplitMix64;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -142,17 +143,7 @@ const CHUNK: usize = 256 * 1024;
 /// The pattern over one period and then CHUNK more bytes, so that the bytes from any stream
 /// offset on, up to CHUNK of them, are one slice: `&pattern[o % PERIOD..][..n]`.
 fn pattern() -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let period: Vec<u8> = (0..PERIOD)
-        .map(|_| {
-            // splitmix64
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            (z ^ (z >> 31)) as u8
-        })
-        .collect();
+    let period = SplitMix64(0x9e37_79b9_7f4a_7c15).bytes(PERIOD);
     period.iter().cycle().take(PERIOD + CHUNK).copied().collect()
 }
 

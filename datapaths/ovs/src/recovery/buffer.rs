@@ -26,13 +26,13 @@ impl BufferPool {
     pub fn new(limit: u64) -> Self {
         Self { limit, used: 0, freed: Vec::new() }
     }
-    /// Slots no longer needed since the last call, to give back to the port.
-    pub fn take_freed(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.freed)
-    }
-    /// Slots no longer needed and not yet taken.
+    /// Slots no longer needed and not yet given back to the port.
     pub fn freed(&self) -> &[u32] {
         &self.freed
+    }
+    /// The freed slots were given back (the list keeps its capacity: this runs per ring record).
+    pub fn clear_freed(&mut self) {
+        self.freed.clear();
     }
     /// A slot whose frame was never accounted (not kept): only handed back.
     pub fn discard(&mut self, frame: FrameSlot) {
@@ -95,8 +95,8 @@ impl SenderFlow {
             // Records from different CPUs can reach the ring out of order: hold this one
             // until the segment before it arrives (or give up, see `on_tick`).
             if self.early.len() >= MAX_EARLY_SEGMENTS {
-                self.buffered_bytes -= size;
-                pool.give_frame(seg.frame);
+                // still counted in buffered_bytes: the fallback gives it back with the rest
+                pool.discard(seg.frame);
                 self.fall_back(FallbackReason::Gap, pool);
                 return self.fallback;
             }

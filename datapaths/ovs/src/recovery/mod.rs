@@ -91,7 +91,20 @@ impl FallbackReason {
             FallbackReason::Unbuffered(UnbufferedReason::SlabFull) => "slab_full",
         }
     }
+
+    /// A resource ran out (slab, ring, a buffer budget): logged once per interval, not per flow.
+    pub fn is_exhaustion(self) -> bool {
+        EXHAUSTION_REASONS.contains(&self)
+    }
 }
+
+/// The fallbacks for want of room.
+pub const EXHAUSTION_REASONS: [FallbackReason; 4] = [
+    FallbackReason::Unbuffered(UnbufferedReason::SlabFull),
+    FallbackReason::Unbuffered(UnbufferedReason::RingFull),
+    FallbackReason::FlowBudget,
+    FallbackReason::GlobalBudget,
+];
 
 /// Retransmissions made by one [`SenderFlow::retransmit`] call, by what found the loss.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
