@@ -7,6 +7,7 @@ names the offending key, e.g. ``clients[1].delay_ms: must be an integer >= 0, go
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -373,6 +374,47 @@ def canonical_scheme(text: Any) -> Any:
 def is_policy_file(target: str) -> bool:
     """The agent's rule: a policy target naming a file contains '/' or ends in .toml."""
     return "/" in target or target.endswith(".toml")
+
+
+#: Where stored labels' relative policy files are looked for besides the current directory:
+#: the repository's experiments/ (the scenarios there write `../learner/models/X.policy.toml`).
+_EXPERIMENTS_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "..", "..", "..", "experiments"))
+
+
+def display_label(label: str, base_dir: Optional[str] = None) -> str:
+    """A scheme as tables, plots and progress lines show it: a policy file by its policy's name.
+
+    `kernel:policy:../learner/models/paths-v2.policy.toml:margin=0.1` -> `kernel:policy:paths-v2:margin=0.1`:
+    the file's own `name` key when the file can be read (relative paths are tried against
+    `base_dir`, the current directory and the repository's experiments/), else the file name
+    without `.policy.toml` / `.toml`. Any other label is returned unchanged; the stored `scheme`
+    column always keeps the full label."""
+    kind, sep, alg = str(label).partition(":")
+    if not sep or not alg.startswith(POLICY_PREFIX):
+        return label
+    target, _, params = alg[len(POLICY_PREFIX):].partition(":")
+    if not is_policy_file(target):
+        return label
+    return f"{kind}:{POLICY_PREFIX}{_policy_name(target, base_dir)}" + (f":{params}" if params else "")
+
+
+@functools.lru_cache(maxsize=256)
+def _policy_name(target: str, base_dir: Optional[str]) -> str:
+    stem = re.sub(r"(\.policy)?\.toml$", "", os.path.basename(target)) or target
+    if os.path.isabs(target):
+        candidates = [target]
+    else:
+        candidates = [os.path.join(d, target) for d in (base_dir, os.getcwd(), _EXPERIMENTS_DIR) if d]
+    for path in candidates:
+        try:
+            with open(path, "rb") as f:
+                name = tomllib.load(f).get("name") if tomllib is not None else None
+        except (OSError, ValueError):
+            continue
+        # a name that reads as one word; anything else (a table, a sentence) falls back to the stem
+        return name if isinstance(name, str) and _NAME_RE.match(name) else stem
+    return stem
 
 
 def parse_policy_spec(spec: str, where: str, *, base_dir: Optional[str] = None, check_files: bool = True) -> str:
