@@ -178,11 +178,78 @@ def test_ratio_rows_pair_by_repetition_and_drop_the_unpaired():
     assert [(r["client"], r["n_pairs"]) for r in out] == [("c", 2), ("d", 0)]
     c = out[0]
     assert (c["a"], c["b"], c["file_bytes"]) == ("ovs:bbr", "native:bbr", 1000)
-    assert c["ratio"] == pytest.approx(5.5 / 5.0) and c["lo"] <= c["ratio"] <= c["hi"]
-    assert out[1]["ratio"] is None and out[1]["lo"] is None
+    assert c["ratio"] == pytest.approx(5.5 / 5.0)
+    # two pairs: no interval, no verdict
+    assert c["lo"] is None and c["hi"] is None
+    assert c["verdict"]["kind"] == "too few" and c["verdict"]["text"] == "n = 2: too few for an interval"
+    assert out[1]["ratio"] is None and out[1]["lo"] is None and out[1]["verdict"]["text"].startswith("n = 0")
     one = stats.ratio_rows(rows[:2], [("ovs:bbr", "native:bbr")])[0]
-    assert one["n_pairs"] == 1 and one["lo"] == one["hi"] == one["ratio"] == pytest.approx(1.1)
+    assert one["n_pairs"] == 1 and one["ratio"] == pytest.approx(1.1) and one["lo"] is None
     json.dumps(out, allow_nan=False)
+
+
+def test_ratio_rows_give_an_interval_and_a_verdict_from_five_pairs():
+    tcts = [2.0, 2.4, 1.9, 2.2, 2.1, 2.6]
+    rows = [trow("c", "native:bbr", i, t) for i, t in enumerate(tcts, 1)]
+    rows += [trow("c", "ovs:bbr", i, 1.1 * t) for i, t in enumerate(tcts, 1)]
+    r = stats.ratio_rows(rows, [("ovs:bbr", "native:bbr")])[0]
+    assert r["n_pairs"] == 6 and r["lo"] <= r["ratio"] <= r["hi"]
+    assert r["verdict"]["kind"] == "worse" and r["verdict"]["text"].startswith("worse (ratio 1.10 [1.10, 1.10], n = 6")
+
+
+def test_compare_calls_a_win_only_when_the_interval_excludes_one():
+    base = [2.0, 2.4, 1.9, 2.2, 2.1, 2.6, 2.3, 2.0, 1.8, 2.5]
+    faster = stats.compare([0.8 * x for x in base], base)
+    assert faster.kind == "better" and faster.interval[1] < 1 and faster.n == 10
+    assert stats.compare(base, [0.8 * x for x in base]).kind == "worse"
+    assert stats.compare(base, [0.8 * x for x in base], lower_is_better=False).kind == "better"
+    # one outlier of B makes A's mean lower, but its interval covers 1: no verdict of a win
+    b = list(base)
+    b[3] = 5.25
+    noisy = stats.compare(base, b)
+    assert noisy.ratio < 0.9 and noisy.interval[0] < 1 <= noisy.interval[1]
+    assert noisy.kind == "no difference"
+    assert noisy.text == f"no difference (ratio {noisy.ratio:.2f} [{noisy.interval[0]:.2f}, {noisy.interval[1]:.2f}], n = 10)"
+    # identical pairs: an interval of width 0 at 1 is no difference, not a win by rounding
+    assert stats.compare(base, base).kind == "no difference"
+
+
+def test_compare_gives_no_interval_below_five_pairs():
+    v = stats.compare([1.0, 1.1], [3.0, 3.3])
+    assert (v.kind, v.text, v.interval, v.n) == ("too few", "n = 2: too few for an interval", None, 2)
+    assert v.ratio == pytest.approx(1 / 3) and not v.decided
+    assert stats.compare([], []).text == "n = 0: too few for an interval"
+    with pytest.raises(ValueError, match="equally long, got 2 and 1"):
+        stats.compare([1.0, 2.0], [1.0])
+
+
+def test_compare_within_a_tolerance_band_and_against_another_reference():
+    base = [2.0, 2.4, 1.9, 2.2, 2.1, 2.6, 2.3, 2.0]
+    assert stats.compare([1.01 * x for x in base], base, tolerance=0.05).text.startswith("within 5% (ratio 1.01")
+    assert stats.compare([1.2 * x for x in base], base, tolerance=0.05).kind == "not within"
+    wobbly = [x * f for x, f in zip(base, [1.0, 1.1, 0.98, 1.09, 1.0, 1.12, 0.99, 1.08])]
+    assert stats.compare(wobbly, base, tolerance=0.05).kind == "undecided"
+    # "cuts the mean by at least 18%": better than ratio 0.82
+    assert stats.compare([0.7 * x for x in base], base, reference=0.82).text.startswith("better than ratio 0.82")
+    assert stats.compare([0.9 * x for x in base], base, reference=0.82).kind == "worse"
+    # unpaired samples of different lengths
+    assert stats.compare([0.5 * x for x in base], base[:6], paired=False).kind == "better"
+
+
+def test_a_policy_that_ran_only_the_compared_algorithm_is_flagged_never_a_win():
+    fixed = [2.0, 2.1, 1.9, 2.2, 5.25, 2.0]
+    rows = [trow("c", "kernel:bbr", i, t) for i, t in enumerate(fixed, 1)]
+    policy = "kernel:policy:../learner/models/paths-v2.policy.toml"
+    rows += [dict(trow("c", policy, i, 1.5), algorithms=["bbr"]) for i in range(1, 7)]
+    r = stats.ratio_rows(rows, [(policy, "kernel:bbr")])[0]
+    assert r["verdict"]["kind"] == "ran only" and r["verdict"]["text"] == "ran only bbr, as kernel:bbr does"
+    assert r["lo"] is not None  # the interval of the figures is still shown
+    assert "kernel:policy:paths-v2 / kernel:bbr" in stats.format_ratio_table([r])
+    # one transfer that handed over to another algorithm: compared as usual
+    rows[-1]["algorithms"] = ["bbr", "cubic"]
+    assert stats.ratio_rows(rows, [(policy, "kernel:bbr")])[0]["verdict"]["kind"] != "ran only"
+    assert stats.ran_only_text([dict(trow("c", policy, 1, 1.0), algorithms=["bbr"])], "kernel:cubic") is None
+    assert stats.ran_only_text([trow("c", policy, 1, 1.0)], "kernel:bbr") is None  # no algorithms known
 
 
 def test_ratio_table_text():
@@ -192,9 +259,9 @@ def test_ratio_table_text():
     text = stats.format_ratio_table(stats.ratio_rows(rows, stats.default_pairs(["native:bbr", "kernel:bbr"])))
     lines = text.splitlines()
     assert lines[0].startswith("ratio of mean TCT, A / B")
-    assert lines[1].split() == ["client", "A", "/", "B", "ratio", "95%", "CI", "(bootstrap)", "n"]
-    assert lines[3].split() == ["c@1000", "kernel:bbr", "/", "native:bbr", "1.100", "[1.100,", "1.100]", "2"]
-    assert lines[4].split() == ["d", "kernel:bbr", "/", "native:bbr", "-", "-", "0"]
+    assert lines[1].split() == ["client", "A", "/", "B", "ratio", "95%", "CI", "(bootstrap)", "n", "verdict"]
+    assert lines[3].split() == ["c@1000", "kernel:bbr", "/", "native:bbr", "1.100", "-", "2", "too", "few", "pairs"]
+    assert lines[4].split() == ["d", "kernel:bbr", "/", "native:bbr", "-", "-", "0", "too", "few", "pairs"]
     assert stats.format_ratio_table([]) == ""
 
 

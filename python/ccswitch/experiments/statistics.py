@@ -1,6 +1,15 @@
 """Summary statistics: median, mean and the Student-t 95% confidence interval of the mean,
 and ratios of means of compared schemes with a bootstrap 95% interval (`ratio_rows`).
 
+Every verdict printed about two schemes ("A beats B", "within 5%", PASS/FAIL) comes from
+`compare`, which accounts for the noise: it judges the 95% bootstrap interval of the ratio of
+means A / B, never the point estimate. A is "better" or "worse" only when that interval lies
+wholly on one side of 1 (or of another reference ratio), "within" a tolerance only when it lies
+wholly inside the band; otherwise the verdict says "no difference" (or "undecided") with the
+interval. Below MIN_VERDICT_N pairs there is no interval and no verdict ("too few"). A policy
+whose counted transfers all ran only the algorithm of the scheme it is compared with is
+"ran only X, as kernel:X does" (`ran_only_text`), never a win.
+
 The t quantiles and the bootstrap are scipy's (`scipy.stats.t`, `scipy.stats.bootstrap`);
 scipy is imported only when a statistic needs it.
 """
@@ -8,7 +17,10 @@ scipy is imported only when a statistic needs it.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .scenario import display_label
 
 
 def t975(df: int) -> float:
@@ -56,12 +68,17 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
     (the first failed transfer's error, None if none), status (`cell_status`) and ended_on
     (for transfers whose rows name the `algorithms` their flow ran: how many ended on each,
     most first; None when no row does). Statistics are None when n = 0.
+
+    Each of SUMMARY_METRICS gets `<metric>_median` and `<metric>_ci95` (the Student-t interval
+    of the mean, `mean_ci95`) over the counted transfers that carry it; None when fewer than
+    one (median) or two (interval) do, as in rows of runs older than these columns.
     """
     groups: Dict[tuple, dict] = {}
     for r in rows:
         key = tuple(r[k] for k in group_keys)
         g = groups.setdefault(key, {"tcts": [], "integrity_failures": 0, "errors": 0, "attempts": 0,
-                                    "on_report_errors": None, "first_error": None, "ended_on": None})
+                                    "on_report_errors": None, "first_error": None, "ended_on": None,
+                                    "metrics": {m: [] for m in SUMMARY_METRICS}})
         g["attempts"] += 1
         if r.get("algorithms"):
             ended = g["ended_on"] = g["ended_on"] or {}
@@ -77,6 +94,9 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
             g["integrity_failures"] += 1
             continue
         g["tcts"].append(float(r["tct_s"]))
+        for m in SUMMARY_METRICS:
+            if r.get(m) is not None:
+                g["metrics"][m].append(float(r[m]))
     out = []
     for key, g in groups.items():
         row = dict(zip(group_keys, key))
@@ -99,7 +119,33 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
         row["ended_on"] = None if g["ended_on"] is None else dict(
             sorted(g["ended_on"].items(), key=lambda kv: (-kv[1], kv[0])))
         row["status"] = cell_status(row)
+        row.update(metric_summary(g["metrics"]))
         out.append(row)
+    return out
+
+
+#: The row columns of the probe's and curl's figures that summaries report (the data contract
+#: of issue 19; experiments/README.md, "Metrics").
+SUMMARY_METRICS = ("throughput_mbps", "link_utilisation", "delay_p50_ms", "delay_p95_ms", "delay_p99_ms",
+                   "retrans_segs", "retrans_bytes", "srtt_ms", "min_rtt_ms", "path_drops", "jain")
+
+
+def median_and_ci95(values: Sequence[float]) -> Tuple[Optional[float], Optional[List[float]]]:
+    """(median, [lo, hi]): the median and the Student-t 95% interval of the mean; the median is
+    None without values, the interval None with fewer than two."""
+    if not values:
+        return None, None
+    if len(values) < 2:
+        return median(values), None
+    _, lo, hi = mean_ci95(values)
+    return median(values), [lo, hi]
+
+
+def metric_summary(values: Dict[str, Sequence[float]]) -> dict:
+    """`<metric>_median` and `<metric>_ci95` of each of SUMMARY_METRICS (`median_and_ci95`)."""
+    out = {}
+    for m in SUMMARY_METRICS:
+        out[f"{m}_median"], out[f"{m}_ci95"] = median_and_ci95(values.get(m) or [])
     return out
 
 
@@ -130,14 +176,17 @@ def counted(r: dict) -> bool:
 
 
 def ratio_ci95(a: Sequence[float], b: Sequence[float], *, seed: int = RATIO_SEED,
-               n_resamples: int = RATIO_RESAMPLES) -> Tuple[float, float, float]:
+               n_resamples: int = RATIO_RESAMPLES, paired: bool = True) -> Tuple[float, float, float]:
     """(ratio, lo, hi): mean(a) / mean(b) and its 95% percentile-bootstrap interval, resampling
-    the pairs (a[i], b[i]) together (`scipy.stats.bootstrap(..., paired=True)`). One pair gives
+    the pairs (a[i], b[i]) together (`scipy.stats.bootstrap(..., paired=True)`), or with
+    paired=False each sample on its own (then a and b may differ in length). One pair gives
     [ratio, ratio]; a degenerate resampling (e.g. all pairs equal) gives an interval of width 0."""
-    if len(a) != len(b) or not a:
-        raise ValueError(f"need equally many paired values, got {len(a)} and {len(b)}")
-    ratio = math.fsum(a) / math.fsum(b)
-    if len(a) == 1:
+    if (paired and len(a) != len(b)) or not a or not b:
+        raise ValueError(f"need {'equally many paired' if paired else 'some'} values, got {len(a)} and {len(b)}")
+    if math.fsum(b) == 0:
+        raise ValueError("the mean of B is 0: no ratio A / B")
+    ratio = (math.fsum(a) / len(a)) / (math.fsum(b) / len(b))
+    if max(len(a), len(b)) == 1:
         return ratio, ratio, ratio
     import inspect
 
@@ -148,7 +197,7 @@ def ratio_ci95(a: Sequence[float], b: Sequence[float], *, seed: int = RATIO_SEED
     seed_kw = {"rng": gen} if "rng" in inspect.signature(bootstrap).parameters else {"random_state": gen}
     res = bootstrap((np.asarray(a, float), np.asarray(b, float)),
                     lambda x, y, axis: np.mean(x, axis=axis) / np.mean(y, axis=axis),
-                    paired=True, vectorized=True, confidence_level=0.95, n_resamples=n_resamples,
+                    paired=paired, vectorized=True, confidence_level=0.95, n_resamples=n_resamples,
                     method="percentile", **seed_kw)
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (math.isfinite(lo) and math.isfinite(hi)):
@@ -156,12 +205,121 @@ def ratio_ci95(a: Sequence[float], b: Sequence[float], *, seed: int = RATIO_SEED
     return ratio, lo, hi
 
 
+#: Fewest pairs (paired) or values on the smaller side (unpaired) for which `compare` computes
+#: a bootstrap interval and gives a verdict: with fewer, a percentile bootstrap has only a few
+#: distinct resamples and its "95%" interval is far narrower than the truth.
+MIN_VERDICT_N = 5
+
+#: What `Verdict.kind` may be. "undecided": the interval straddles a tolerance band's edge or a
+#: reference ratio other than 1; "ran only": a policy that ran only the compared scheme's algorithm.
+VERDICT_KINDS = ("better", "worse", "no difference", "within", "not within", "undecided", "too few", "ran only")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of `compare`: `text` is what tables and pages print, e.g. "no difference
+    (ratio 0.97 [0.91, 1.04], n = 10)"; `ratio` = mean(A) / mean(B) (None without values);
+    `interval` its 95% bootstrap interval (None below MIN_VERDICT_N); `n` the pairs (or the
+    smaller sample) it rests on."""
+
+    text: str
+    kind: str
+    ratio: Optional[float]
+    interval: Optional[Tuple[float, float]]
+    n: int
+
+    @property
+    def decided(self) -> bool:
+        """Whether the interval settles the question (better, worse, within, not within)."""
+        return self.kind in ("better", "worse", "within", "not within")
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["interval"] = list(self.interval) if self.interval else None
+        return d
+
+
+def _ratio_text(ratio: float, interval: Optional[Tuple[float, float]], n: int) -> str:
+    ci = f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else ""
+    return f"ratio {ratio:.2f}{ci}, n = {n}"
+
+
+def compare(a_values: Sequence[float], b_values: Sequence[float], *, lower_is_better: bool = True,
+            paired: bool = True, tolerance: Optional[float] = None, reference: float = 1.0,
+            ran_only: Optional[str] = None, min_n: int = MIN_VERDICT_N) -> Verdict:
+    """A against B on the ratio of their means, mean(A) / mean(B), with its 95% bootstrap interval
+    (`ratio_ci95`; paired: a_values[i] and b_values[i] are one pair, e.g. one repetition).
+
+    - `ran_only` (the text of `ran_only_text`) makes that the verdict, kind "ran only": the
+      policy ran what B runs, so any difference is noise and never a win.
+    - fewer than `min_n` pairs: "n = 2: too few for an interval", kind "too few", no interval.
+    - `tolerance` t (a fraction): "within 5%" when the interval lies inside [1 - t, 1 + t],
+      "not within 5%" when it lies wholly outside, else "undecided".
+    - otherwise A is "better" / "worse" when the interval lies wholly below / above `reference`
+      (lower is better unless lower_is_better=False), else "no difference" (reference 1) or
+      "undecided" (another reference, e.g. 0.82 for "cuts the mean by at least 18%").
+    Raises ValueError on paired samples of different lengths or a zero mean of B."""
+    a, b = [float(x) for x in a_values], [float(x) for x in b_values]
+    if paired and len(a) != len(b):
+        raise ValueError(f"compare: paired samples must be equally long, got {len(a)} and {len(b)}")
+    n = len(a) if paired else min(len(a), len(b))
+    ratio = None
+    if a and b:
+        if math.fsum(b) == 0:
+            raise ValueError("compare: the mean of B is 0, so A / B has no ratio")
+        ratio = (math.fsum(a) / len(a)) / (math.fsum(b) / len(b))
+    if ran_only:
+        return Verdict(ran_only, "ran only", ratio, None, n)
+    if n < min_n or ratio is None:
+        return Verdict(f"n = {n}: too few for an interval", "too few", ratio, None, n)
+    _, lo, hi = ratio_ci95(a, b, paired=paired)
+    interval = (lo, hi)
+    figures = _ratio_text(ratio, interval, n)
+    if tolerance is not None:
+        band = f"{100 * tolerance:g}%"
+        if 1 - tolerance <= lo and hi <= 1 + tolerance:
+            return Verdict(f"within {band} ({figures})", "within", ratio, interval, n)
+        if hi < 1 - tolerance or lo > 1 + tolerance:
+            return Verdict(f"not within {band} ({figures})", "not within", ratio, interval, n)
+        return Verdict(f"undecided whether within {band} ({figures})", "undecided", ratio, interval, n)
+    against = "" if reference == 1 else f" than ratio {reference:g}"
+    # a relative margin of 1e-9: a bootstrap of identical pairs returns 1 +- rounding, not a win
+    below, above = hi < reference * (1 - 1e-9), lo > reference * (1 + 1e-9)
+    if below or above:
+        a_lower = below
+        kind = "better" if a_lower == lower_is_better else "worse"
+        return Verdict(f"{kind}{against} ({figures})", kind, ratio, interval, n)
+    if reference == 1:
+        return Verdict(f"no difference ({figures})", "no difference", ratio, interval, n)
+    return Verdict(f"undecided against ratio {reference:g} ({figures})", "undecided", ratio, interval, n)
+
+
+def ran_only_text(policy_rows: Iterable[dict], compared: str) -> Optional[str]:
+    """"ran only bbr, as kernel:bbr does" when every counted transfer among `policy_rows` (one
+    policy scheme's rows on one client) names the algorithms its flow ran (`algorithms`) and all
+    ran only one algorithm X, and `compared` is kernel:X, ovs:X or native:X; else None."""
+    runs = [r.get("algorithms") for r in policy_rows if counted(r)]
+    if not runs or not all(runs):
+        return None
+    ran = {str(alg) for algs in runs for alg in algs}
+    kind, _, alg = compared.partition(":")
+    if len(ran) == 1 and kind in ("kernel", "ovs", "native") and alg in ran:
+        return f"ran only {alg}, as {compared} does"
+    return None
+
+
+def is_policy_scheme(scheme: str) -> bool:
+    return scheme.partition(":")[2].startswith("policy:")
+
+
 def ratio_rows(rows: Iterable[dict], pairs: Sequence[Tuple[str, str]]) -> List[dict]:
     """For each cell (client, file_bytes; in first-seen order) and compared pair (A, B) that
-    both ran there: the ratio of mean TCTs A / B with its bootstrap 95% interval (`ratio_ci95`).
-    Repetitions alternate the schemes in time, so the successful transfers are paired by
-    repetition number; a repetition that only one of the two completed is dropped. Returns dicts
-    with client, file_bytes, a, b, n_pairs, ratio, lo, hi (None when no repetition pairs up)."""
+    both ran there: the ratio of mean TCTs A / B with its bootstrap 95% interval and the verdict
+    (`compare`). Repetitions alternate the schemes in time, so the successful transfers are
+    paired by repetition number; a repetition that only one of the two completed is dropped.
+    Returns dicts with client, file_bytes, a, b, n_pairs, ratio, lo, hi (None when no repetition
+    pairs up, and lo/hi None below MIN_VERDICT_N pairs) and verdict (`Verdict.as_dict`)."""
+    rows = list(rows)
     cells: Dict[tuple, Dict[str, Dict[int, float]]] = {}
     for r in rows:
         cell = cells.setdefault((r["client"], r.get("file_bytes")), {})
@@ -174,12 +332,18 @@ def ratio_rows(rows: Iterable[dict], pairs: Sequence[Tuple[str, str]]) -> List[d
             if a not in cell or b not in cell:
                 continue
             reps = sorted(set(cell[a]) & set(cell[b]))
-            row = {"client": client, "file_bytes": size, "a": a, "b": b, "n_pairs": len(reps),
-                   "ratio": None, "lo": None, "hi": None}
-            if reps:
-                row["ratio"], row["lo"], row["hi"] = ratio_ci95([cell[a][i] for i in reps],
-                                                                [cell[b][i] for i in reps])
-            out.append(row)
+            only = None
+            if is_policy_scheme(a):
+                only = ran_only_text([r for r in rows if (r["client"], r.get("file_bytes"), r["scheme"])
+                                      == (client, size, a)], b)
+            v = compare([cell[a][i] for i in reps], [cell[b][i] for i in reps], ran_only=only)
+            if v.interval is None and v.n >= MIN_VERDICT_N and v.ratio is not None:
+                # "ran only" skips the bootstrap; the table still shows the interval of the figures
+                _, lo, hi = ratio_ci95([cell[a][i] for i in reps], [cell[b][i] for i in reps])
+            else:
+                lo, hi = v.interval or (None, None)
+            out.append({"client": client, "file_bytes": size, "a": a, "b": b, "n_pairs": len(reps),
+                        "ratio": v.ratio, "lo": lo, "hi": hi, "verdict": v.as_dict()})
     return out
 
 
@@ -196,19 +360,31 @@ def text_table(head: Sequence[str], lines: Sequence[Sequence[str]], right: Seque
 
 
 def format_ratio_table(ratios: List[dict]) -> str:
-    """The ratio rows as text: "client  A / B  ratio  [lo, hi]  n"; empty for no rows."""
+    """The ratio rows as text: "client  A / B  ratio  [lo, hi]  n  verdict" (schemes by their
+    display labels; no interval below MIN_VERDICT_N pairs); empty for no rows."""
     if not ratios:
         return ""
-    head = ["client", "A / B", "ratio", "95% CI (bootstrap)", "n"]
+    head = ["client", "A / B", "ratio", "95% CI (bootstrap)", "n", "verdict"]
     lines = []
     for r in ratios:
-        if r["ratio"] is None:
-            ratio = ci = "-"
-        else:
-            ratio, ci = f"{r['ratio']:.3f}", f"[{r['lo']:.3f}, {r['hi']:.3f}]"
-        lines.append([r["client"], f"{r['a']} / {r['b']}", ratio, ci, str(r["n_pairs"])])
-    title = "ratio of mean TCT, A / B (transfers paired by repetition; n = pairs)"
-    return title + "\n" + text_table(head, lines, right=range(2, len(head)))
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        ci = "-" if r["lo"] is None else f"[{r['lo']:.3f}, {r['hi']:.3f}]"
+        lines.append([r["client"], f"{display_label(r['a'])} / {display_label(r['b'])}", ratio, ci,
+                      str(r["n_pairs"]), verdict_word(r["verdict"])])
+    title = (f"ratio of mean TCT, A / B (transfers paired by repetition; n = pairs; no interval and no "
+             f"verdict below {MIN_VERDICT_N} pairs; A better or worse only when the interval excludes 1)")
+    return title + "\n" + text_table(head, lines, right=range(2, len(head) - 1))
+
+
+def verdict_word(verdict: dict) -> str:
+    """A verdict for a table whose other columns already show the ratio and interval:
+    "better", "no difference", "too few pairs", "ran only bbr, as kernel:bbr does"."""
+    kind = verdict["kind"]
+    if kind == "too few":
+        return "too few pairs"
+    if kind == "ran only":
+        return verdict["text"]
+    return verdict["text"].split(" (", 1)[0]
 
 
 #: Longest error text quoted in a summary table's status column.
@@ -263,7 +439,7 @@ def format_table(summary: List[dict]) -> str:
             med, mean = f"{r['tct_median_s']:.3f}", f"{r['tct_mean_s']:.3f}"
         else:
             ci = med = mean = "-"
-        cells = [r["client"], r["scheme"], str(r["n"]), med, mean, ci,
+        cells = [r["client"], display_label(r["scheme"]), str(r["n"]), med, mean, ci,
                  str(r["integrity_failures"]), str(r.get("errors", 0)), r.get("status") or cell_status(r)]
         if with_ended:
             cells.insert(-1, ended_on_text(r.get("ended_on")) if ":policy:" in r["scheme"] else "-")
