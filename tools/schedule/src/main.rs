@@ -318,8 +318,18 @@ fn stats_json(cli: &ScheduleCli, lp: &Loop, started_ns: u64) -> Value {
     })
 }
 
-fn main() -> Result<()> {
-    let cli = ScheduleCli::parse();
+fn main() -> std::process::ExitCode {
+    // One line naming what failed (the harness shows it), no backtrace.
+    match run(ScheduleCli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ccswitch-schedule: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: ScheduleCli) -> Result<()> {
     let text = std::fs::read_to_string(&cli.schedule).with_context(|| format!("read schedule {}", cli.schedule.display()))?;
     let schedule = Schedule::parse(&text).map_err(|e| anyhow::anyhow!("schedule {}: {e}", cli.schedule.display()))?;
     if let Some(dir) = cli.stats.parent().filter(|d| !d.as_os_str().is_empty()) {
