@@ -171,15 +171,37 @@ def test_mix_against_average_best_and_oracle():
     assert p["reduction_vs_fixed_avg_tct"] == pytest.approx(1 - 10.25 / 22.5)
     assert p["reduction_vs_best"] == pytest.approx(1 - 10.25 / 20)
     assert p["over_oracle"] == pytest.approx(0.025)
-    assert (p["pass_avg"], p["pass_best"], p["pass_oracle"]) == (True, True, True)
+    # 2 cells x 2 repetitions = 4 pairs: too few for an interval, so no verdict either way
+    assert (p["pass_avg"], p["pass_best"], p["pass_oracle"]) == (None, None, None)
+    assert p["verdicts"]["vs_best"]["text"] == "n = 4: too few for an interval"
     assert p["chosen"] == {"c1@1000": "cubic>hybla x2", "c2@1000": "cubic>bbr, cubic"}
     s = res["datapaths"]["ovs"]["policies"]["ovs:policy:mystique"]
     assert s["reduction_vs_best"] == pytest.approx(-0.2) and s["over_oracle"] == pytest.approx(0.2)
-    assert (s["pass_avg"], s["pass_best"], s["pass_oracle"]) == (False, False, False)
+    assert (s["pass_avg"], s["pass_best"], s["pass_oracle"]) == (None, None, None)
     text = handover.format_mix(res)
     assert "mix on the kernel datapath" in text and "mix on the ovs datapath" in text
-    assert "over the per-cell oracle +2.5% (within 5%) PASS" in text
-    assert "vs the best fixed (ovs:cubic) -20.0% (must not lose) FAIL" in text
+    assert "over the per-cell oracle +2.5% (within 5%) -: n = 4: too few for an interval" in text
+    assert "vs the best fixed (ovs:cubic) -20.0% (must not lose) -: n = 2: too few for an interval" in text
+
+
+def test_mix_verdicts_from_five_pairs_on():
+    rows = []
+    for rep in range(1, 7):
+        wobble = 1 + 0.02 * (rep % 3)
+        for c in ("c1", "c2"):
+            rows += [tct_row(c, "kernel:cubic", 10 * wobble, rep), tct_row(c, "kernel:bbr", 12 * wobble, rep),
+                     tct_row(c, "kernel:policy:mystique", 7 * wobble, rep, algorithms=["cubic", "bbr"]),
+                     tct_row(c, "ovs:cubic", 10 * wobble, rep),
+                     tct_row(c, "ovs:policy:mystique", 12 * wobble, rep, algorithms=["cubic"])]
+    res = handover.mix(rows, timeout_s=60)
+    p = res["datapaths"]["kernel"]["policies"]["kernel:policy:mystique"]
+    assert (p["pass_avg"], p["pass_best"], p["pass_oracle"]) == (True, True, True)
+    assert p["verdicts"]["vs_fixed_avg"]["text"].startswith("better than ratio 0.82 (ratio 0.64")
+    s = res["datapaths"]["ovs"]["policies"]["ovs:policy:mystique"]
+    # it ran only cubic, as the best fixed scheme does: said so, neither PASS nor a win
+    assert s["pass_best"] is None and s["verdicts"]["vs_best"]["text"] == "ran only cubic, as ovs:cubic does"
+    assert (s["pass_avg"], s["pass_oracle"]) == (False, False)
+    assert "(must not lose) -: ran only cubic, as ovs:cubic does" in handover.format_mix(res)
 
 
 def test_mcc_policy_must_beat_every_fixed_scheme():
@@ -193,13 +215,35 @@ def test_mcc_policy_must_beat_every_fixed_scheme():
     k = res["datapaths"]["kernel"]
     assert k["mean_tct_s"] == pytest.approx({"kernel:bbr": 2.5, "kernel:westwood": 2.25,
                                              "kernel:policy:mcc-wifi": 2.0})
-    assert k["policy_beats_all_fixed"] == {"kernel:policy:mcc-wifi": True}
+    # one repetition per client: two pairs, too few for a verdict
+    assert k["policy_beats_all_fixed"] == {"kernel:policy:mcc-wifi": None}
     assert k["chosen"]["kernel:policy:mcc-wifi"] == {"jittery@1000": "bbr>westwood", "wired@1000": "bbr"}
-    assert res["datapaths"]["ovs"]["policy_beats_all_fixed"] == {"ovs:policy:mcc-wifi": False}
+    assert res["datapaths"]["ovs"]["policy_beats_all_fixed"] == {"ovs:policy:mcc-wifi": None}
     text = handover.format_mcc(res)
     assert "MCC paper" in text and "2.75" in text
-    assert "kernel:policy:mcc-wifi beats every fixed scheme on mean TCT: PASS" in text
-    assert "ovs:policy:mcc-wifi beats every fixed scheme on mean TCT: FAIL" in text
+    assert "kernel:policy:mcc-wifi vs kernel:bbr: n = 2: too few for an interval" in text
+    assert "kernel:policy:mcc-wifi beats every fixed scheme on mean TCT: - (not shown either way" in text
+
+
+def test_mcc_one_outlier_of_fixed_bbr_is_no_win_and_running_only_bbr_is_flagged():
+    """learned-mcc's case: the policy ran bbr in every transfer and its mean is below fixed
+    BBR's only through one 5.25 s transfer of fixed BBR."""
+    bbr = [2.0, 2.1, 1.9, 5.25, 2.0]
+    rows = []
+    for rep, t in enumerate(bbr, 1):
+        rows += [tct_row("jittery", "kernel:bbr", t, rep), tct_row("jittery", "kernel:westwood", 2.5, rep),
+                 tct_row("jittery", "kernel:policy:paths-v2.toml", 2.0 + 0.01 * rep, rep, algorithms=["bbr"]),
+                 tct_row("jittery", "kernel:policy:mcc-wifi", 2.0 + 0.01 * rep, rep, algorithms=["bbr", "westwood"])]
+    res = handover.mcc(rows, timeout_s=60)
+    k = res["datapaths"]["kernel"]
+    learned, mccp = k["verdicts"]["kernel:policy:paths-v2.toml"], k["verdicts"]["kernel:policy:mcc-wifi"]
+    assert learned["kernel:bbr"]["text"] == "ran only bbr, as kernel:bbr does"
+    assert learned["kernel:westwood"]["kind"] == "better"
+    assert mccp["kernel:bbr"]["kind"] == "no difference" and mccp["kernel:bbr"]["ratio"] < 0.9
+    assert k["policy_beats_all_fixed"] == {"kernel:policy:paths-v2.toml": None, "kernel:policy:mcc-wifi": None}
+    text = handover.format_mcc(res)
+    assert "kernel:policy:paths-v2 vs kernel:bbr: ran only bbr, as kernel:bbr does" in text
+    assert "kernel:policy:mcc-wifi vs kernel:westwood: better (ratio 0.81" in text
 
 
 def test_cli_analyze_and_handover(tmp_path, capsys):

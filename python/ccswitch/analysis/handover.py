@@ -8,6 +8,10 @@
               against the fixed schemes' average, the best fixed scheme, and the per-cell oracle
   mcc         per datapath: mean TCT over the clients per scheme; the policy must beat every
               fixed scheme
+The PASS/FAIL and "beats" verdicts of mix and mcc are statistics.compare's, on the transfers
+paired by (cell, repetition): PASS or FAIL only when the 95% bootstrap interval of the ratio of
+mean TCTs settles it, "-" (undecided) otherwise, and no verdict below 5 pairs; a policy that ran
+only the compared scheme's algorithm is said to, never counted as a win.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..experiments import results, statistics as stats
-from ..experiments.scenario import Scenario, ScenarioError, load_scenario
+from ..experiments.scenario import Scenario, ScenarioError, display_label, load_scenario
 from .events import FlowEvents, HandoverError, flow_of, read_events
 from .plots import Series, plot_run
 
@@ -236,6 +240,34 @@ def cell_means(rows: Sequence[dict], timeout_s: float) -> Dict[Tuple[str, int], 
             for c, d in acc.items()}
 
 
+def cell_values(rows: Sequence[dict], timeout_s: float) -> Dict[str, Dict[Tuple[str, int, int], float]]:
+    """scheme -> (client, file_bytes, repetition) -> TCT, a failed transfer counted as the
+    timeout (as `cell_means` counts it): the values `compare` pairs across schemes. A row
+    without a repetition number takes its place among the cell's rows of its scheme."""
+    out: Dict[str, Dict[Tuple[str, int, int], float]] = {}
+    for r in rows:
+        by_key = out.setdefault(r["scheme"], {})
+        cell = (r["client"], r["file_bytes"])
+        rep = r.get("repetition")
+        rep = int(rep) if rep is not None else 1 + sum(1 for k in by_key if k[:2] == cell)
+        by_key.setdefault(cell + (rep,), float(r["tct_s"]) if stats.counted(r) else float(timeout_s))
+    return out
+
+
+def _paired(a: Dict[tuple, float], b: Dict[tuple, float], cells: Sequence[Tuple[str, int]]):
+    keys = sorted(k for k in a if k in b and k[:2] in cells)
+    return [a[k] for k in keys], [b[k] for k in keys]
+
+
+def _policy_rows(rows: Sequence[dict], policy: str, cells: Sequence[Tuple[str, int]]) -> List[dict]:
+    return [r for r in rows if r["scheme"] == policy and (r["client"], r["file_bytes"]) in cells]
+
+
+def _pass_of(v: stats.Verdict) -> Optional[bool]:
+    """A "must be better" claim: PASS when the interval shows it, FAIL when it shows the opposite."""
+    return {"better": True, "worse": False}.get(v.kind)
+
+
 def _final_algorithms(rows: Sequence[dict], cell: Tuple[str, int], scheme: str) -> str:
     """The algorithms a policy's transfers of a cell ran (each distinct sequence, with count)."""
     seqs: Dict[str, int] = {}
@@ -251,6 +283,7 @@ def mix(rows: Sequence[dict], timeout_s: float) -> dict:
     the fixed schemes' average (mean of the per-scheme reductions), the best fixed scheme
     and the oracle (best fixed scheme per cell in hindsight)."""
     means = cell_means(rows, timeout_s)
+    values = cell_values(rows, timeout_s)
     out = {"analysis": "mix", "datapaths": {}}
     for kind in ("kernel", "ovs"):
         schemes = list(dict.fromkeys(r["scheme"] for r in rows if _kind(r["scheme"]) == kind))
@@ -277,9 +310,22 @@ def mix(rows: Sequence[dict], timeout_s: float) -> dict:
                 "chosen": {f"{c[0]}@{c[1]}": _final_algorithms(rows, c, p) for c in cells},
             }
             pp = per_policy[p]
-            pp["pass_avg"] = pp["reduction_vs_fixed_avg"] >= MIX_REDUCTION_TARGET
-            pp["pass_best"] = pp["reduction_vs_best"] >= 0
-            pp["pass_oracle"] = pp["over_oracle"] <= ORACLE_TOLERANCE
+            # the verdicts, on the transfers paired by (cell, repetition): the fixed schemes'
+            # average and the oracle's choice are taken per pair
+            fixed_avg = {k: sum(values[f][k] for f in fixed) / len(fixed) for k in values[p]
+                         if all(k in values[f] for f in fixed)}
+            oracle_vals = {k: values[oracle_cells[k[:2]]][k] for k in values[p]
+                           if k[:2] in oracle_cells and k in values[oracle_cells[k[:2]]]}
+            v_avg = stats.compare(*_paired(values[p], fixed_avg, cells), reference=1 - MIX_REDUCTION_TARGET)
+            v_best = stats.compare(*_paired(values[p], values[best_fixed], cells),
+                                   ran_only=stats.ran_only_text(_policy_rows(rows, p, cells), best_fixed))
+            v_oracle = stats.compare(*_paired(values[p], oracle_vals, cells), reference=1 + ORACLE_TOLERANCE)
+            pp["verdicts"] = {"vs_fixed_avg": v_avg.as_dict(), "vs_best": v_best.as_dict(),
+                              "vs_oracle": v_oracle.as_dict()}
+            pp["pass_avg"] = _pass_of(v_avg)
+            # "must not lose": FAIL only when the interval shows it losing; a tie does not lose
+            pp["pass_best"] = {"better": True, "no difference": True, "worse": False}.get(v_best.kind)
+            pp["pass_oracle"] = _pass_of(v_oracle)
         out["datapaths"][kind] = {
             "cells": [f"{c[0]}@{c[1]}" for c in cells], "mean_tct_s": mean, "best_fixed": best_fixed,
             "oracle_tct_s": oracle, "oracle_choice": {f"{c[0]}@{c[1]}": oracle_cells[c] for c in cells},
@@ -309,13 +355,18 @@ def format_mix(res: dict) -> str:
                 + (f"; failed transfers counted as the timeout: {failed}" if failed else ""),
                 stats.text_table(head, lines)]
         for p, f in d["policies"].items():
+            v = f["verdicts"]
             text.append(
-                f"{p}: mean {f['mean_tct_s']:.2f} s; reduction vs the fixed schemes (mean of per-scheme "
-                f"reductions) {100 * f['reduction_vs_fixed_avg']:.1f}% (target >= {MIX_REDUCTION_TARGET:.0%}) "
-                f"{_pass(f['pass_avg'])} [vs their average TCT {100 * f['reduction_vs_fixed_avg_tct']:.1f}%]; "
-                f"vs the best fixed ({d['best_fixed']}) {100 * f['reduction_vs_best']:+.1f}% (must not lose) "
-                f"{_pass(f['pass_best'])}; over the per-cell oracle {100 * f['over_oracle']:+.1f}% "
-                f"(within {ORACLE_TOLERANCE:.0%}) {_pass(f['pass_oracle'])}")
+                f"{display_label(p)}: mean {f['mean_tct_s']:.2f} s; reduction vs the fixed schemes (mean of "
+                f"per-scheme reductions) {100 * f['reduction_vs_fixed_avg']:.1f}% (target >= "
+                f"{MIX_REDUCTION_TARGET:.0%}) {_pass(f['pass_avg'])}: {v['vs_fixed_avg']['text']} "
+                f"[vs their average TCT {100 * f['reduction_vs_fixed_avg_tct']:.1f}%]; "
+                f"vs the best fixed ({display_label(d['best_fixed'])}) {100 * f['reduction_vs_best']:+.1f}% (must "
+                f"not lose) {_pass(f['pass_best'])}: {v['vs_best']['text']}; over the per-cell oracle "
+                f"{100 * f['over_oracle']:+.1f}% (within {ORACLE_TOLERANCE:.0%}) {_pass(f['pass_oracle'])}: "
+                f"{v['vs_oracle']['text']}")
+        text.append("(PASS/FAIL only when the 95% interval of the ratio of mean TCTs, transfers paired by cell "
+                    f"and repetition, settles it; '-' otherwise; no interval below {stats.MIN_VERDICT_N} pairs)")
         parts.append("\n".join(text))
     return "\n\n".join(parts)
 
@@ -324,6 +375,7 @@ def mcc(rows: Sequence[dict], timeout_s: float) -> dict:
     """Per datapath: mean TCT over the clients (cells) per scheme; each policy must beat
     every fixed scheme."""
     means = cell_means(rows, timeout_s)
+    values = cell_values(rows, timeout_s)
     out = {"analysis": "mcc", "datapaths": {}}
     for kind in ("kernel", "ovs"):
         schemes = list(dict.fromkeys(r["scheme"] for r in rows if _kind(r["scheme"]) == kind))
@@ -332,14 +384,23 @@ def mcc(rows: Sequence[dict], timeout_s: float) -> dict:
             continue
         mean = {s: sum(means[c][s]["mean"] for c in cells) / len(cells) for s in schemes}
         fixed = [s for s in schemes if not is_policy(s)]
-        verdicts = {p: (all(mean[p] < mean[f] for f in fixed) if fixed else None)
-                    for p in schemes if is_policy(p)}
+        against: Dict[str, Dict[str, dict]] = {}
+        verdicts: Dict[str, Optional[bool]] = {}
+        for p in (s for s in schemes if is_policy(s)):
+            vs = {f: stats.compare(*_paired(values[p], values[f], cells),
+                                   ran_only=stats.ran_only_text(_policy_rows(rows, p, cells), f)) for f in fixed}
+            against[p] = {f: v.as_dict() for f, v in vs.items()}
+            # beats every fixed scheme: each interval shows it; does not: one shows the opposite
+            kinds = [v.kind for v in vs.values()]
+            verdicts[p] = (None if not fixed else True if all(k == "better" for k in kinds)
+                           else False if "worse" in kinds else None)
         out["datapaths"][kind] = {
             "cells": [f"{c[0]}@{c[1]}" for c in cells], "mean_tct_s": mean,
             "cell_tct_s": {f"{c[0]}@{c[1]}": {s: means[c][s]["mean"] for s in schemes} for c in cells},
             "chosen": {p: {f"{c[0]}@{c[1]}": _final_algorithms(rows, c, p) for c in cells}
                        for p in verdicts},
             "policy_beats_all_fixed": verdicts,
+            "verdicts": against,
         }
     return out
 
@@ -358,8 +419,11 @@ def format_mcc(res: dict) -> str:
         text = [f"mcc on the {kind} datapath: mean TCT (s) per client, over the repetitions",
                 stats.text_table(head, lines + [pub])]
         for p, ok in d["policy_beats_all_fixed"].items():
-            text.append(f"{p} ran: " + "; ".join(f"{c}: {a}" for c, a in d["chosen"][p].items()))
-            text.append(f"{p} beats every fixed scheme on mean TCT: {_pass(ok)}")
+            name = display_label(p)
+            text.append(f"{name} ran: " + "; ".join(f"{c}: {a}" for c, a in d["chosen"][p].items()))
+            text += [f"{name} vs {display_label(f)}: {v['text']}" for f, v in d["verdicts"][p].items()]
+            text.append(f"{name} beats every fixed scheme on mean TCT: {_pass(ok)}"
+                        + ("" if ok is not None else " (not shown either way by the 95% intervals)"))
         parts.append("\n".join(text))
     return "\n\n".join(parts)
 
