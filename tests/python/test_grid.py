@@ -82,3 +82,25 @@ def test_report_writes_table_json_and_heat_map(tmp_path):
 def test_not_a_run_directory(tmp_path):
     with pytest.raises(grid.GridError, match="no scenario.toml"):
         grid.report(str(tmp_path))
+
+
+def test_the_best_of_a_cell_is_claimed_faster_than_the_runner_up_only_beyond_the_noise():
+    sc = loads_scenario(SCENARIO, check_files=False)
+    rows = []
+    for rep in range(1, 7):
+        w = 1 + 0.03 * (rep % 3)
+        rows += [dict(row("rtt50-loss0", "kernel:hybla", 1.0 * w), repetition=rep),
+                 dict(row("rtt50-loss0", "kernel:bbr", 1.3 * w), repetition=rep),
+                 # close to hybla, with an outlier: no difference
+                 dict(row("rtt300-loss1", "kernel:hybla", 2.0 * w), repetition=rep),
+                 dict(row("rtt300-loss1", "kernel:bbr", 2.0 * w * [0.95, 4.5, 1.05, 0.97, 1.04, 1.02][rep - 1]),
+                      repetition=rep)]
+    clean, lossy = grid.cells(sc, rows)
+    assert clean.runner_up_verdict().kind == "better" and clean.runner_up_verdict().n == 6
+    assert lossy.best == "kernel:hybla" and lossy.runner_up_verdict().kind == "no difference"
+    table = grid.markdown([clean, lossy], [s.label for s in sc.schemes])
+    assert table.splitlines()[2].endswith("| hybla | 23 % | better |")
+    assert table.splitlines()[3].endswith("| no difference |")
+    few = grid.cells(sc, ROWS)[0]
+    assert few.runner_up_verdict().text.startswith("n = 1: too few")
+    assert "too few pairs" in grid.markdown([few], [s.label for s in sc.schemes])

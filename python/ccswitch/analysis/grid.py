@@ -5,17 +5,22 @@ Each client of the run is a cell, placed by its RTT (twice its one-way delay) an
 loss; trace-driven clients are shown beside the grid. A transfer that timed out counts as the
 run's timeout (a censored value, marked "≥" in the table), so slow schemes are not flattered by
 losing their slowest transfers. Writes grid.md, grid.json and grid.png into the run directory.
+
+The best scheme of a cell is the one with the lowest median; whether it is faster than the
+runner-up beyond the noise is statistics.compare's verdict on the two schemes' transfers paired
+by repetition (the "vs 2nd" column): with fewer than 5 repetitions there is no interval, and the
+margin is shown but not claimed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..experiments import results, statistics as stats
-from ..experiments.scenario import Client, Scenario, load_scenario
+from ..experiments.scenario import Client, Scenario, display_label, load_scenario
 
 
 class GridError(ValueError):
@@ -30,6 +35,8 @@ class Cell:
     trace: Optional[str]
     #: scheme -> (median TCT s, censored transfers, transfers)
     medians: Dict[str, Tuple[float, int, int]]
+    #: scheme -> repetition -> TCT s (a timeout counted as the timeout), for `versus`
+    samples: Dict[str, Dict[int, float]] = field(default_factory=dict)
 
     def ranking(self) -> List[str]:
         return sorted(self.medians, key=lambda s: self.medians[s][0])
@@ -46,6 +53,17 @@ class Cell:
             return None
         best, second = self.medians[r[0]][0], self.medians[r[1]][0]
         return (second - best) / second if second > 0 else None
+
+    def versus(self, a: str, b: str) -> stats.Verdict:
+        """statistics.compare of scheme a against b here, their transfers paired by repetition."""
+        sa, sb = self.samples.get(a, {}), self.samples.get(b, {})
+        reps = sorted(set(sa) & set(sb))
+        return stats.compare([sa[i] for i in reps], [sb[i] for i in reps])
+
+    def runner_up_verdict(self) -> Optional[stats.Verdict]:
+        """The best scheme against the runner-up (None with fewer than two schemes)."""
+        r = self.ranking()
+        return self.versus(r[0], r[1]) if len(r) >= 2 else None
 
 
 def _load_rows(run_dir: str) -> List[dict]:
@@ -70,6 +88,7 @@ def _is_timeout(row: dict) -> bool:
 def cells(scenario: Scenario, rows: Sequence[dict]) -> List[Cell]:
     by_client: Dict[str, Client] = {c.name: c for c in scenario.clients}
     samples: Dict[Tuple[str, str], List[Tuple[float, bool]]] = {}
+    by_rep: Dict[Tuple[str, str], Dict[int, float]] = {}
     for r in rows:
         if r["client"] not in by_client:
             continue
@@ -81,7 +100,10 @@ def cells(scenario: Scenario, rows: Sequence[dict]) -> List[Cell]:
             continue
         else:
             value, censored = float(r["tct_s"]), False
-        samples.setdefault((r["client"], r["scheme"]), []).append((value, censored))
+        got = samples.setdefault((r["client"], r["scheme"]), [])
+        got.append((value, censored))
+        rep = r.get("repetition")
+        by_rep.setdefault((r["client"], r["scheme"]), {}).setdefault(int(rep) if rep is not None else len(got), value)
     out = []
     for c in scenario.clients:
         medians = {}
@@ -90,18 +112,19 @@ def cells(scenario: Scenario, rows: Sequence[dict]) -> List[Cell]:
             if got:
                 medians[s.label] = (stats.median([v for v, _ in got]), sum(x for _, x in got), len(got))
         trace = None if c.link.is_constant else os.path.basename(c.link.downlink_trace)
-        out.append(Cell(c.name, 2 * c.delay_ms, round(100 * c.loss_downlink, 3), trace, medians))
+        reps = {s: by_rep[(c.name, s)] for s in medians if (c.name, s) in by_rep}
+        out.append(Cell(c.name, 2 * c.delay_ms, round(100 * c.loss_downlink, 3), trace, medians, reps))
     return out
 
 
 def short(scheme: str) -> str:
-    kind, alg = scheme.split(":", 1)
+    kind, alg = display_label(scheme).split(":", 1)
     # the agent's algorithms by name; the kernel's own (native:) ones marked
     return alg if kind == "kernel" else f"{alg} ({kind})"
 
 
 def markdown(cells_: Sequence[Cell], schemes: Sequence[str]) -> str:
-    head = ["cell", "RTT", "loss"] + [short(s) for s in schemes] + ["best", "margin"]
+    head = ["cell", "RTT", "loss"] + [short(s) for s in schemes] + ["best", "margin", "vs 2nd"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells_:
         row = [c.client, f"{c.rtt_ms} ms", c.trace or f"{c.loss_pct:g} %"]
@@ -113,9 +136,14 @@ def markdown(cells_: Sequence[Cell], schemes: Sequence[str]) -> str:
             text = f"{'≥' if censored * 2 >= n else ''}{med:.2f}"
             row.append(f"**{text}**" if s == c.best else text)
         margin = c.margin()
-        row += [short(c.best) if c.best else "–", f"{100 * margin:.0f} %" if margin is not None else "–"]
+        verdict = c.runner_up_verdict()
+        row += [short(c.best) if c.best else "–", f"{100 * margin:.0f} %" if margin is not None else "–",
+                stats.verdict_word(verdict.as_dict()) if verdict else "–"]
         lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + (
+        "\nmargin: how much less time the best median takes than the runner-up's; vs 2nd: whether the 95% "
+        "interval of the ratio of their mean TCTs (transfers paired by repetition) shows the best one faster "
+        f"(no interval below {stats.MIN_VERDICT_N} pairs).\n" if any(len(c.medians) >= 2 for c in cells_) else "")
 
 
 def plot(path: str, cells_: Sequence[Cell], title: str, dpi: int = 120) -> None:
@@ -143,8 +171,11 @@ def plot(path: str, cells_: Sequence[Cell], title: str, dpi: int = 120) -> None:
 
     def label(c: Cell) -> str:
         med = c.medians[c.best][0]
-        margin = c.margin()
-        extra = f"\n−{100 * margin:.0f}% vs 2nd" if margin is not None else ""
+        margin, verdict = c.margin(), c.runner_up_verdict()
+        # a margin the noise does not settle is marked: n.s. (interval covers 1), or too few pairs
+        unsure = ("" if verdict is None or verdict.kind == "better" else
+                  f" (n = {verdict.n})" if verdict.kind == "too few" else " (n.s.)")
+        extra = f"\n−{100 * margin:.0f}% vs 2nd{unsure}" if margin is not None else ""
         return f"{short(c.best)}\n{med:.2f} s{extra}"
 
     for c in grid:
@@ -184,6 +215,7 @@ def report(run_dir: str) -> Dict:
         "cells": [
             {"client": c.client, "rtt_ms": c.rtt_ms, "loss_pct": c.loss_pct, "trace": c.trace,
              "best": c.best, "margin": c.margin(),
+             "vs_runner_up": c.runner_up_verdict().as_dict() if c.runner_up_verdict() else None,
              "median_tct_s": {s: m[0] for s, m in c.medians.items()},
              "censored": {s: m[1] for s, m in c.medians.items() if m[1]},
              "transfers": {s: m[2] for s, m in c.medians.items()}}
