@@ -26,7 +26,7 @@ import os
 import re
 import signal
 import subprocess
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from ccswitch.topology.namespaces import Processes, Teardown, TopologyError, host_lock, run
 
@@ -151,11 +151,17 @@ class ScheduleElement:
         return total
 
     def stop(self) -> Optional[dict]:
-        """Remove the rules, stop the program, load its statistics; a second call does nothing."""
+        """Remove the rules, stop the program, load its statistics; a second call does nothing.
+
+        The rules go first: packets the kernel still queues when the program closes its queue
+        are dropped by the kernel, so nothing may be queued by then."""
         rule_packets = None
-        if self._rules:
-            rule_packets = self.rule_packets()
         problems = []
+        if self._rules:
+            try:
+                rule_packets = self.rule_packets()
+            except TopologyError as e:  # the rules must go all the same
+                problems.append(f"reading the rules' counters: {e}")
         while self._rules:
             spec = self._rules.pop()
             cp = run(["iptables", "-D", self.chain] + spec, check=False)
@@ -174,18 +180,3 @@ class ScheduleElement:
             raise TopologyError("; ".join(problems))
         return self.stats
 
-
-def hold_summary(stats: dict) -> Dict[str, dict]:
-    """Per step and direction: mean hold (ms), packets and loss rate, for quick printing."""
-    out = {}
-    for i, step in enumerate(stats["steps"]):
-        for d in ("downlink", "uplink"):
-            s = step[d]
-            seen = s["packets_seen"]
-            out[f"step{i}.{d}"] = {
-                "delay_ms": step["delay_ms"],
-                "hold_ms_mean": (s["hold_ms"] or {}).get("mean"),
-                "packets": seen,
-                "loss": s["dropped"] / seen if seen else None,
-            }
-    return out

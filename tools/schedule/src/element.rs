@@ -144,20 +144,32 @@ impl Element {
         }
         let release_ns = (now_ns + s.delay_ns()).max(self.last_release_ns[d]);
         self.last_release_ns[d] = release_ns;
-        self.queues[d].push_back(Held { id, arrival_ns: now_ns, release_ns, step });
+        self.queues[d].push_back(Held {
+            id,
+            arrival_ns: now_ns,
+            release_ns,
+            step,
+        });
         Decision::HoldUntil(release_ns)
     }
 
     /// The earliest release due over both directions, if any packet is held.
     pub fn next_release_ns(&self) -> Option<u64> {
-        self.queues.iter().filter_map(|q| q.front().map(|h| h.release_ns)).min()
+        self.queues
+            .iter()
+            .filter_map(|q| q.front().map(|h| h.release_ns))
+            .min()
     }
 
     /// The next packet whose release time has come by `now_ns` (earliest first), accounted
     /// as released at `now_ns`.
     pub fn pop_due(&mut self, now_ns: u64) -> Option<Held> {
         let d = (0..2)
-            .filter(|&d| self.queues[d].front().is_some_and(|h| h.release_ns <= now_ns))
+            .filter(|&d| {
+                self.queues[d]
+                    .front()
+                    .is_some_and(|h| h.release_ns <= now_ns)
+            })
             .min_by_key(|&d| self.queues[d][0].release_ns)?;
         let held = self.queues[d].pop_front()?;
         self.stats[held.step][d].record_hold(now_ns.saturating_sub(held.arrival_ns));
@@ -195,7 +207,9 @@ mod tests {
     fn two_steps() -> Element {
         // 40 ms for two seconds, then 300 ms, then back to 40 ms at 4 s: a route change and back.
         Element::new(
-            schedule(r#"{"steps": [{"at_s": 0, "delay_ms": 40}, {"at_s": 2, "delay_ms": 300}, {"at_s": 4, "delay_ms": 40}]}"#),
+            schedule(
+                r#"{"steps": [{"at_s": 0, "delay_ms": 40}, {"at_s": 2, "delay_ms": 300}, {"at_s": 4, "delay_ms": 40}]}"#,
+            ),
             1,
         )
     }
@@ -204,16 +218,28 @@ mod tests {
     fn a_packet_is_held_for_the_delay_of_the_step_in_force_at_its_arrival() {
         let mut e = two_steps();
         e.start(10 * S);
-        assert_eq!(e.arrive(10 * S + 5 * MS, Direction::Downlink, 1), Decision::HoldUntil(10 * S + 45 * MS));
-        assert_eq!(e.arrive(12 * S, Direction::Uplink, 2), Decision::HoldUntil(12 * S + 300 * MS));
+        assert_eq!(
+            e.arrive(10 * S + 5 * MS, Direction::Downlink, 1),
+            Decision::HoldUntil(10 * S + 45 * MS)
+        );
+        assert_eq!(
+            e.arrive(12 * S, Direction::Uplink, 2),
+            Decision::HoldUntil(12 * S + 300 * MS)
+        );
         assert_eq!(e.next_release_ns(), Some(10 * S + 45 * MS));
         assert_eq!(e.pop_due(10 * S + 44 * MS), None);
         assert_eq!(e.pop_due(10 * S + 45 * MS).map(|h| h.id), Some(1));
         assert_eq!(e.pop_due(12 * S + 299 * MS), None);
         let h = e.pop_due(12 * S + 301 * MS).unwrap();
         assert_eq!((h.id, h.step), (2, 1));
-        assert_eq!(e.stats[1][Direction::Uplink as usize].hold_ms(), Some((301.0, 301.0, 301.0)));
-        assert_eq!(e.stats[0][Direction::Downlink as usize].hold_ms(), Some((40.0, 40.0, 40.0)));
+        assert_eq!(
+            e.stats[1][Direction::Uplink as usize].hold_ms(),
+            Some((301.0, 301.0, 301.0))
+        );
+        assert_eq!(
+            e.stats[0][Direction::Downlink as usize].hold_ms(),
+            Some((40.0, 40.0, 40.0))
+        );
     }
 
     #[test]
@@ -222,26 +248,46 @@ mod tests {
         e.start(0);
         // At 3.9 s a packet gets 300 ms (release 4.2 s); at 4.0 s the delay falls to 40 ms, so
         // the next packet would be due at 4.04 s but must not overtake: it leaves at 4.2 s.
-        assert_eq!(e.arrive(3900 * MS, Direction::Downlink, 7), Decision::HoldUntil(4200 * MS));
-        assert_eq!(e.arrive(4000 * MS, Direction::Downlink, 8), Decision::HoldUntil(4200 * MS));
+        assert_eq!(
+            e.arrive(3900 * MS, Direction::Downlink, 7),
+            Decision::HoldUntil(4200 * MS)
+        );
+        assert_eq!(
+            e.arrive(4000 * MS, Direction::Downlink, 8),
+            Decision::HoldUntil(4200 * MS)
+        );
         // Once past the backlog, the new delay applies as such.
-        assert_eq!(e.arrive(4200 * MS, Direction::Downlink, 9), Decision::HoldUntil(4240 * MS));
+        assert_eq!(
+            e.arrive(4200 * MS, Direction::Downlink, 9),
+            Decision::HoldUntil(4240 * MS)
+        );
         // The other direction is not held up by this one.
-        assert_eq!(e.arrive(4000 * MS, Direction::Uplink, 10), Decision::HoldUntil(4040 * MS));
-        let order: Vec<u32> = std::iter::from_fn(|| e.pop_due(5 * S)).map(|h| h.id).collect();
+        assert_eq!(
+            e.arrive(4000 * MS, Direction::Uplink, 10),
+            Decision::HoldUntil(4040 * MS)
+        );
+        let order: Vec<u32> = std::iter::from_fn(|| e.pop_due(5 * S))
+            .map(|h| h.id)
+            .collect();
         assert_eq!(order, vec![10, 7, 8, 9]);
     }
 
     #[test]
     fn before_the_clock_starts_the_first_step_applies_and_time_zero_is_the_start() {
         let mut e = two_steps();
-        assert_eq!(e.arrive(100 * S, Direction::Downlink, 1), Decision::HoldUntil(100 * S + 40 * MS));
+        assert_eq!(
+            e.arrive(100 * S, Direction::Downlink, 1),
+            Decision::HoldUntil(100 * S + 40 * MS)
+        );
         assert_eq!(e.before_start, [1, 0]);
         e.start(101 * S);
         e.start(105 * S); // ignored: the clock starts once
         assert_eq!(e.step_at(102 * S), 0);
         assert_eq!(e.step_at(103 * S), 1);
-        assert_eq!(e.arrive(103 * S, Direction::Downlink, 2), Decision::HoldUntil(103 * S + 300 * MS));
+        assert_eq!(
+            e.arrive(103 * S, Direction::Downlink, 2),
+            Decision::HoldUntil(103 * S + 300 * MS)
+        );
         assert_eq!(e.before_start, [1, 0]);
     }
 
@@ -271,7 +317,10 @@ mod tests {
 
     #[test]
     fn zero_delay_releases_at_arrival_and_shutdown_releases_everything_held() {
-        let mut e = Element::new(schedule(r#"{"steps": [{"at_s": 0, "delay_ms": 0}, {"at_s": 1, "delay_ms": 500}]}"#), 1);
+        let mut e = Element::new(
+            schedule(r#"{"steps": [{"at_s": 0, "delay_ms": 0}, {"at_s": 1, "delay_ms": 500}]}"#),
+            1,
+        );
         e.start(0);
         assert_eq!(e.arrive(5, Direction::Uplink, 1), Decision::HoldUntil(5));
         assert_eq!(e.pop_due(5).map(|h| h.id), Some(1));

@@ -67,7 +67,10 @@ struct ScheduleCli {
 const COPY_RANGE: u32 = 20;
 
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -111,7 +114,11 @@ fn direction(payload: &[u8], server_ip: [u8; 4]) -> Option<Direction> {
     if payload.len() < 20 || payload[0] >> 4 != 4 {
         return None;
     }
-    Some(if payload[12..16] == server_ip { Direction::Downlink } else { Direction::Uplink })
+    Some(if payload[12..16] == server_ip {
+        Direction::Downlink
+    } else {
+        Direction::Uplink
+    })
 }
 
 impl Loop {
@@ -123,17 +130,19 @@ impl Loop {
         for _ in 0..RECV_BATCH {
             let server_ip = self.server_ip;
             let (element, counters) = (&mut self.element, &mut self.counters);
-            let got = self.queue.recv_nonblocking(|id, payload| match direction(payload, server_ip) {
-                None => {
-                    counters.not_ipv4 += 1;
-                    verdicts.push((id, true));
-                }
-                Some(dir) => {
-                    if element.arrive(now_ns(), dir, id) == Decision::Drop {
-                        verdicts.push((id, false));
-                    }
-                }
-            });
+            let got =
+                self.queue
+                    .recv_nonblocking(|id, payload| match direction(payload, server_ip) {
+                        None => {
+                            counters.not_ipv4 += 1;
+                            verdicts.push((id, true));
+                        }
+                        Some(dir) => {
+                            if element.arrive(now_ns(), dir, id) == Decision::Drop {
+                                verdicts.push((id, false));
+                            }
+                        }
+                    });
             let got = match got {
                 Ok(got) => got,
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
@@ -158,7 +167,9 @@ impl Loop {
     fn release_due(&mut self) -> Result<()> {
         let now = now_ns();
         while let Some(held) = self.element.pop_due(now) {
-            self.queue.verdict(held.id, true).context("accept verdict")?;
+            self.queue
+                .verdict(held.id, true)
+                .context("accept verdict")?;
         }
         Ok(())
     }
@@ -171,11 +182,24 @@ impl Loop {
         // An all-zero it_value disarms; a release time is never 0 on CLOCK_MONOTONIC.
         let at = next.unwrap_or(0);
         let spec = libc::itimerspec {
-            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-            it_value: libc::timespec { tv_sec: (at / 1_000_000_000) as i64, tv_nsec: (at % 1_000_000_000) as i64 },
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (at / 1_000_000_000) as i64,
+                tv_nsec: (at % 1_000_000_000) as i64,
+            },
         };
         check(
-            unsafe { libc::timerfd_settime(self.timer.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) },
+            unsafe {
+                libc::timerfd_settime(
+                    self.timer.as_raw_fd(),
+                    libc::TFD_TIMER_ABSTIME,
+                    &spec,
+                    std::ptr::null_mut(),
+                )
+            },
             "timerfd_settime",
         )?;
         self.armed_ns = next;
@@ -188,7 +212,13 @@ impl Loop {
         loop {
             let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
             let size = std::mem::size_of_val(&info);
-            let n = unsafe { libc::read(self.signals.as_raw_fd(), &mut info as *mut _ as *mut libc::c_void, size) };
+            let n = unsafe {
+                libc::read(
+                    self.signals.as_raw_fd(),
+                    &mut info as *mut _ as *mut libc::c_void,
+                    size,
+                )
+            };
             if n != size as isize {
                 break;
             }
@@ -201,7 +231,12 @@ impl Loop {
     }
 
     fn run(&mut self) -> Result<()> {
-        let epoll = unsafe { OwnedFd::from_raw_fd(check(libc::epoll_create1(libc::EPOLL_CLOEXEC), "epoll_create1")?) };
+        let epoll = unsafe {
+            OwnedFd::from_raw_fd(check(
+                libc::epoll_create1(libc::EPOLL_CLOEXEC),
+                "epoll_create1",
+            )?)
+        };
         for (fd, token) in [
             (self.queue.as_raw_fd(), TOKEN_QUEUE),
             (self.timer.as_raw_fd(), TOKEN_TIMER),
@@ -211,7 +246,14 @@ impl Loop {
         }
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
         loop {
-            let n = unsafe { libc::epoll_wait(epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, -1) };
+            let n = unsafe {
+                libc::epoll_wait(
+                    epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    -1,
+                )
+            };
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::Interrupted {
@@ -225,7 +267,13 @@ impl Loop {
                     TOKEN_QUEUE => self.receive()?,
                     TOKEN_TIMER => {
                         let mut expirations = 0u64;
-                        unsafe { libc::read(self.timer.as_raw_fd(), &mut expirations as *mut u64 as *mut libc::c_void, 8) };
+                        unsafe {
+                            libc::read(
+                                self.timer.as_raw_fd(),
+                                &mut expirations as *mut u64 as *mut libc::c_void,
+                                8,
+                            )
+                        };
                         // The fired timer is spent: re-arm even if the next due time is unchanged.
                         self.armed_ns = None;
                     }
@@ -245,7 +293,9 @@ impl Loop {
         let held = self.element.pop_all(now_ns());
         self.counters.released_at_shutdown += held.len() as u64;
         for h in held {
-            self.queue.verdict(h.id, true).context("accept verdict at shutdown")?;
+            self.queue
+                .verdict(h.id, true)
+                .context("accept verdict at shutdown")?;
         }
         loop {
             let mut waiting = Vec::new();
@@ -257,7 +307,9 @@ impl Loop {
             }
             self.counters.released_at_shutdown += waiting.len() as u64;
             for id in waiting {
-                self.queue.verdict(id, true).context("accept verdict at shutdown")?;
+                self.queue
+                    .verdict(id, true)
+                    .context("accept verdict at shutdown")?;
             }
         }
         Ok(())
@@ -265,8 +317,14 @@ impl Loop {
 }
 
 fn add_to_epoll(epoll: RawFd, fd: RawFd, token: u64) -> Result<()> {
-    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
-    check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) }, "epoll_ctl")?;
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: token,
+    };
+    check(
+        unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) },
+        "epoll_ctl",
+    )?;
     Ok(())
 }
 
@@ -280,7 +338,9 @@ fn cpu_seconds() -> (f64, f64) {
 fn stats_json(cli: &ScheduleCli, lp: &Loop, started_ns: u64) -> Value {
     let e = &lp.element;
     let dir_json = |s: &element::DirectionStats| {
-        let hold = s.hold_ms().map(|(mean, min, max)| json!({"mean": mean, "min": min, "max": max}));
+        let hold = s
+            .hold_ms()
+            .map(|(mean, min, max)| json!({"mean": mean, "min": min, "max": max}));
         json!({"packets_seen": s.packets_seen, "dropped": s.dropped, "released": s.released, "hold_ms": hold})
     };
     let steps: Vec<Value> = e
@@ -297,9 +357,20 @@ fn stats_json(cli: &ScheduleCli, lp: &Loop, started_ns: u64) -> Value {
             })
         })
         .collect();
-    let packets: u64 = e.stats.iter().flat_map(|s| DIRECTIONS.map(|d| s[d as usize].packets_seen)).sum::<u64>() + lp.counters.not_ipv4;
+    let packets: u64 = e
+        .stats
+        .iter()
+        .flat_map(|s| DIRECTIONS.map(|d| s[d as usize].packets_seen))
+        .sum::<u64>()
+        + lp.counters.not_ipv4;
     let (user_s, system_s) = cpu_seconds();
-    let per_packet = |s: f64| if packets > 0 { Some(s * 1e6 / packets as f64) } else { None };
+    let per_packet = |s: f64| {
+        if packets > 0 {
+            Some(s * 1e6 / packets as f64)
+        } else {
+            None
+        }
+    };
     json!({
         "queue": cli.queue,
         "server_ip": cli.server_ip.to_string(),
@@ -330,11 +401,17 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: ScheduleCli) -> Result<()> {
-    let text = std::fs::read_to_string(&cli.schedule).with_context(|| format!("read schedule {}", cli.schedule.display()))?;
-    let schedule = Schedule::parse(&text).map_err(|e| anyhow::anyhow!("schedule {}: {e}", cli.schedule.display()))?;
+    let text = std::fs::read_to_string(&cli.schedule)
+        .with_context(|| format!("read schedule {}", cli.schedule.display()))?;
+    let schedule = Schedule::parse(&text)
+        .map_err(|e| anyhow::anyhow!("schedule {}: {e}", cli.schedule.display()))?;
     if let Some(dir) = cli.stats.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.is_dir() {
-            bail!("--stats {}: directory {} does not exist", cli.stats.display(), dir.display());
+            bail!(
+                "--stats {}: directory {} does not exist",
+                cli.stats.display(),
+                dir.display()
+            );
         }
     }
 
@@ -345,22 +422,40 @@ fn run(cli: ScheduleCli) -> Result<()> {
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGUSR1] {
             libc::sigaddset(&mut mask, sig);
         }
-        check(libc::pthread_sigmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()), "block signals")?;
+        check(
+            libc::pthread_sigmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()),
+            "block signals",
+        )?;
     }
     let signals = unsafe {
-        OwnedFd::from_raw_fd(check(libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC), "signalfd")?)
+        OwnedFd::from_raw_fd(check(
+            libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC),
+            "signalfd",
+        )?)
     };
     let timer = unsafe {
         OwnedFd::from_raw_fd(check(
-            libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC),
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            ),
             "timerfd_create",
         )?)
     };
     // Releases are due at exact times: do not let the kernel coalesce our wake-ups (default slack 50 us).
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
 
-    let queue = NfQueue::bind(cli.queue, COPY_RANGE, cli.queue_maxlen, cli.rcvbuf_mib << 20).with_context(|| {
-        format!("bind NFQUEUE {} (EBUSY: another process holds that queue number; EPERM: needs root)", cli.queue)
+    let queue = NfQueue::bind(
+        cli.queue,
+        COPY_RANGE,
+        cli.queue_maxlen,
+        cli.rcvbuf_mib << 20,
+    )
+    .with_context(|| {
+        format!(
+            "bind NFQUEUE {} (EBUSY: another process holds that queue number; EPERM: needs root)",
+            cli.queue
+        )
     })?;
     let started_ns = now_ns();
     let mut lp = Loop {
@@ -387,7 +482,8 @@ fn run(cli: ScheduleCli) -> Result<()> {
     }
     let stats = stats_json(&cli, &lp, started_ns);
     let tmp = cli.stats.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&stats)? + "\n").with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::write(&tmp, serde_json::to_string_pretty(&stats)? + "\n")
+        .with_context(|| format!("write {}", tmp.display()))?;
     std::fs::rename(&tmp, &cli.stats).with_context(|| format!("write {}", cli.stats.display()))?;
     Ok(())
 }

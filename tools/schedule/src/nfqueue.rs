@@ -96,34 +96,66 @@ pub struct NfQueue {
 
 impl NfQueue {
     /// Bind queue `queue` (fails with EBUSY if another process holds it) and configure it.
-    pub fn bind(queue: u16, copy_range: u32, maxlen: u32, rcvbuf_bytes: usize) -> io::Result<NfQueue> {
-        let raw = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, NETLINK_NETFILTER) };
+    pub fn bind(
+        queue: u16,
+        copy_range: u32,
+        maxlen: u32,
+        rcvbuf_bytes: usize,
+    ) -> io::Result<NfQueue> {
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                NETLINK_NETFILTER,
+            )
+        };
         if raw < 0 {
             return Err(io::Error::last_os_error());
         }
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as u16;
-        if unsafe { libc::bind(raw, &addr as *const _ as *const libc::sockaddr, std::mem::size_of_val(&addr) as u32) } < 0 {
+        if unsafe {
+            libc::bind(
+                raw,
+                &addr as *const _ as *const libc::sockaddr,
+                std::mem::size_of_val(&addr) as u32,
+            )
+        } < 0
+        {
             return Err(io::Error::last_os_error());
         }
         // A large receive buffer absorbs bursts; past it the kernel fails open (see above).
         // SO_RCVBUFFORCE (root) ignores net.core.rmem_max.
         let size = rcvbuf_bytes as libc::c_int;
         unsafe {
-            libc::setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size as *const _ as *const libc::c_void, 4);
+            libc::setsockopt(
+                raw,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &size as *const _ as *const libc::c_void,
+                4,
+            );
         }
         let mut q = NfQueue {
             fd,
             queue,
             recv_buf: vec![0; 65536 + 4096],
         };
-        q.configure(Request::new(NFQNL_MSG_CONFIG, NLM_F_ACK, queue).attr(NFQA_CFG_CMD, &[NFQNL_CFG_CMD_BIND, 0, 0, 0]))
-            .map_err(|e| io::Error::new(e.kind(), format!("bind queue {queue}: {e}")))?;
+        q.configure(
+            Request::new(NFQNL_MSG_CONFIG, NLM_F_ACK, queue)
+                .attr(NFQA_CFG_CMD, &[NFQNL_CFG_CMD_BIND, 0, 0, 0]),
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("bind queue {queue}: {e}")))?;
         let mut params = copy_range.to_be_bytes().to_vec();
         params.push(NFQNL_COPY_PACKET);
-        q.configure(Request::new(NFQNL_MSG_CONFIG, NLM_F_ACK, queue).attr(NFQA_CFG_PARAMS, &params))?;
-        q.configure(Request::new(NFQNL_MSG_CONFIG, NLM_F_ACK, queue).attr(NFQA_CFG_QUEUE_MAXLEN, &maxlen.to_be_bytes()))?;
+        q.configure(
+            Request::new(NFQNL_MSG_CONFIG, NLM_F_ACK, queue).attr(NFQA_CFG_PARAMS, &params),
+        )?;
+        q.configure(
+            Request::new(NFQNL_MSG_CONFIG, NLM_F_ACK, queue)
+                .attr(NFQA_CFG_QUEUE_MAXLEN, &maxlen.to_be_bytes()),
+        )?;
         q.configure(
             Request::new(NFQNL_MSG_CONFIG, NLM_F_ACK, queue)
                 .attr(NFQA_CFG_MASK, &NFQA_CFG_F_FAIL_OPEN.to_be_bytes())
@@ -138,14 +170,26 @@ impl NfQueue {
     fn configure(&mut self, req: Request) -> io::Result<()> {
         self.send(&req.finish())?;
         loop {
-            let n = unsafe { libc::recv(self.fd.as_raw_fd(), self.recv_buf.as_mut_ptr() as *mut libc::c_void, self.recv_buf.len(), 0) };
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    self.recv_buf.as_mut_ptr() as *mut libc::c_void,
+                    self.recv_buf.len(),
+                    0,
+                )
+            };
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }
             let buf = &self.recv_buf[..n as usize];
-            if buf.len() >= NLMSG_HDRLEN + 4 && u16::from_ne_bytes([buf[4], buf[5]]) == NLMSG_ERROR {
+            if buf.len() >= NLMSG_HDRLEN + 4 && u16::from_ne_bytes([buf[4], buf[5]]) == NLMSG_ERROR
+            {
                 let errno = i32::from_ne_bytes(buf[16..20].try_into().unwrap());
-                return if errno == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(-errno)) };
+                return if errno == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::from_raw_os_error(-errno))
+                };
             }
         }
     }
@@ -173,11 +217,20 @@ impl NfQueue {
     /// Returns Ok(false) when nothing was waiting (EAGAIN).
     pub fn recv_nonblocking(&mut self, mut on_packet: impl FnMut(u32, &[u8])) -> io::Result<bool> {
         let n = unsafe {
-            libc::recv(self.fd.as_raw_fd(), self.recv_buf.as_mut_ptr() as *mut libc::c_void, self.recv_buf.len(), libc::MSG_DONTWAIT)
+            libc::recv(
+                self.fd.as_raw_fd(),
+                self.recv_buf.as_mut_ptr() as *mut libc::c_void,
+                self.recv_buf.len(),
+                libc::MSG_DONTWAIT,
+            )
         };
         if n < 0 {
             let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::WouldBlock { Ok(false) } else { Err(e) };
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(false)
+            } else {
+                Err(e)
+            };
         }
         let mut buf = &self.recv_buf[..n as usize];
         while buf.len() >= NLMSG_HDRLEN {
@@ -199,7 +252,10 @@ impl NfQueue {
     }
 
     pub fn unbind(&mut self) -> io::Result<()> {
-        self.configure(Request::new(NFQNL_MSG_CONFIG, NLM_F_ACK, self.queue).attr(NFQA_CFG_CMD, &[NFQNL_CFG_CMD_UNBIND, 0, 0, 0]))
+        self.configure(
+            Request::new(NFQNL_MSG_CONFIG, NLM_F_ACK, self.queue)
+                .attr(NFQA_CFG_CMD, &[NFQNL_CFG_CMD_UNBIND, 0, 0, 0]),
+        )
     }
 }
 
@@ -228,7 +284,9 @@ fn verdict_message(queue: u16, id: u32, accept: bool) -> [u8; 32] {
 /// Parse one netlink message of the queue subsystem.
 fn parse_message(msg: &[u8]) -> Received<'_> {
     let msg_type = u16::from_ne_bytes([msg[4], msg[5]]);
-    if msg_type != (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET || msg.len() < NLMSG_HDRLEN + NFGENMSG_LEN {
+    if msg_type != (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET
+        || msg.len() < NLMSG_HDRLEN + NFGENMSG_LEN
+    {
         return Received::Other;
     }
     let mut attrs = &msg[NLMSG_HDRLEN + NFGENMSG_LEN..];
@@ -241,7 +299,9 @@ fn parse_message(msg: &[u8]) -> Received<'_> {
         }
         let value = &attrs[4..len];
         match attr_type {
-            NFQA_PACKET_HDR if value.len() >= 4 => id = Some(u32::from_be_bytes(value[0..4].try_into().unwrap())),
+            NFQA_PACKET_HDR if value.len() >= 4 => {
+                id = Some(u32::from_be_bytes(value[0..4].try_into().unwrap()))
+            }
             NFQA_PAYLOAD => payload = value,
             _ => {}
         }
@@ -260,7 +320,9 @@ mod tests {
     #[test]
     fn a_verdict_is_the_same_message_as_the_generic_builder_makes() {
         // The verdict is hand-laid for speed; the builder is the readable reference.
-        let expected = Request::new(NFQNL_MSG_VERDICT, 0, 7).attr(NFQA_VERDICT_HDR, &[0, 0, 0, 1, 0, 0, 0, 42]).finish();
+        let expected = Request::new(NFQNL_MSG_VERDICT, 0, 7)
+            .attr(NFQA_VERDICT_HDR, &[0, 0, 0, 1, 0, 0, 0, 42])
+            .finish();
         assert_eq!(verdict_message(7, 42, true).to_vec(), expected);
     }
 

@@ -40,7 +40,9 @@ impl Schedule {
     /// Parse and validate the text of a schedule file; the error names the bad step and key.
     pub fn parse(text: &str) -> Result<Schedule, String> {
         let root: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
-        let root = root.as_object().ok_or("the top level must be an object with key \"steps\"")?;
+        let root = root
+            .as_object()
+            .ok_or("the top level must be an object with key \"steps\"")?;
         if let Some(other) = root.keys().find(|k| k.as_str() != "steps") {
             return Err(format!("unknown top-level key {other:?} (only \"steps\")"));
         }
@@ -54,9 +56,14 @@ impl Schedule {
         }
         let mut parsed: Vec<Step> = Vec::with_capacity(steps.len());
         for (i, step) in steps.iter().enumerate() {
-            let obj = step.as_object().ok_or_else(|| format!("step {i}: must be an object"))?;
+            let obj = step
+                .as_object()
+                .ok_or_else(|| format!("step {i}: must be an object"))?;
             if let Some(other) = obj.keys().find(|k| !STEP_KEYS.contains(&k.as_str())) {
-                return Err(format!("step {i}: unknown key {other:?} (known: {})", STEP_KEYS.join(", ")));
+                return Err(format!(
+                    "step {i}: unknown key {other:?} (known: {})",
+                    STEP_KEYS.join(", ")
+                ));
             }
             let at_s = number(obj, i, "at_s", None)?;
             let delay_ms = number(obj, i, "delay_ms", None)?;
@@ -74,14 +81,26 @@ impl Schedule {
                 _ => {}
             }
             if delay_ms < 0.0 {
-                return Err(format!("step {i}: key \"delay_ms\": must be >= 0, got {delay_ms}"));
+                return Err(format!(
+                    "step {i}: key \"delay_ms\": must be >= 0, got {delay_ms}"
+                ));
             }
-            for (key, p) in [("loss_downlink", loss_downlink), ("loss_uplink", loss_uplink)] {
+            for (key, p) in [
+                ("loss_downlink", loss_downlink),
+                ("loss_uplink", loss_uplink),
+            ] {
                 if !(0.0..1.0).contains(&p) {
-                    return Err(format!("step {i}: key {key:?}: must be a probability in [0, 1), got {p}"));
+                    return Err(format!(
+                        "step {i}: key {key:?}: must be a probability in [0, 1), got {p}"
+                    ));
                 }
             }
-            parsed.push(Step { at_s, delay_ms, loss_downlink, loss_uplink });
+            parsed.push(Step {
+                at_s,
+                delay_ms,
+                loss_downlink,
+                loss_uplink,
+            });
         }
         Ok(Schedule { steps: parsed })
     }
@@ -89,17 +108,27 @@ impl Schedule {
     /// Index of the step in force `elapsed_ns` after time 0.
     pub fn step_at(&self, elapsed_ns: u64) -> usize {
         // Steps are few (a handful); the last one whose start has passed.
-        self.steps.iter().rposition(|s| s.at_ns() <= elapsed_ns).unwrap_or(0)
+        self.steps
+            .iter()
+            .rposition(|s| s.at_ns() <= elapsed_ns)
+            .unwrap_or(0)
     }
 }
 
-fn number(obj: &Map<String, Value>, step: usize, key: &str, default: Option<f64>) -> Result<f64, String> {
+fn number(
+    obj: &Map<String, Value>,
+    step: usize,
+    key: &str,
+    default: Option<f64>,
+) -> Result<f64, String> {
     match (obj.get(key), default) {
         (None, Some(d)) => Ok(d),
         (None, None) => Err(format!("step {step}: missing key {key:?}")),
         (Some(v), _) => match v.as_f64() {
             Some(x) if x.is_finite() => Ok(x),
-            _ => Err(format!("step {step}: key {key:?}: must be a number, got {v}")),
+            _ => Err(format!(
+                "step {step}: key {key:?}: must be a number, got {v}"
+            )),
         },
     }
 }
@@ -116,7 +145,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.steps.len(), 2);
-        assert_eq!(s.steps[1], Step { at_s: 5.0, delay_ms: 150.5, loss_downlink: 0.01, loss_uplink: 0.0 });
+        assert_eq!(
+            s.steps[1],
+            Step {
+                at_s: 5.0,
+                delay_ms: 150.5,
+                loss_downlink: 0.01,
+                loss_uplink: 0.0
+            }
+        );
         assert_eq!(s.steps[1].delay_ns(), 150_500_000);
         assert_eq!(s.steps[1].at_ns(), 5_000_000_000);
     }
@@ -133,7 +170,9 @@ mod tests {
 
     #[test]
     fn steps_that_do_not_strictly_increase_are_refused() {
-        let e = refused(r#"{"steps": [{"at_s": 0, "delay_ms": 20}, {"at_s": 2, "delay_ms": 1}, {"at_s": 2, "delay_ms": 3}]}"#);
+        let e = refused(
+            r#"{"steps": [{"at_s": 0, "delay_ms": 20}, {"at_s": 2, "delay_ms": 1}, {"at_s": 2, "delay_ms": 3}]}"#,
+        );
         assert!(e.contains("step 2") && e.contains("at_s"), "{e}");
     }
 
@@ -141,7 +180,9 @@ mod tests {
     fn negative_delay_and_loss_outside_zero_to_one_are_refused() {
         let e = refused(r#"{"steps": [{"at_s": 0, "delay_ms": -1}]}"#);
         assert!(e.contains("step 0") && e.contains("delay_ms"), "{e}");
-        let e = refused(r#"{"steps": [{"at_s": 0, "delay_ms": 1}, {"at_s": 3, "delay_ms": 1, "loss_uplink": 1}]}"#);
+        let e = refused(
+            r#"{"steps": [{"at_s": 0, "delay_ms": 1}, {"at_s": 3, "delay_ms": 1, "loss_uplink": 1}]}"#,
+        );
         assert!(e.contains("step 1") && e.contains("loss_uplink"), "{e}");
         let e = refused(r#"{"steps": [{"at_s": 0, "delay_ms": 1, "loss_downlink": -0.1}]}"#);
         assert!(e.contains("loss_downlink"), "{e}");
@@ -153,7 +194,10 @@ mod tests {
         let e = refused(r#"{"steps": [{"at_s": 0, "delay_ms": 1, "loss": 0.1}]}"#);
         assert!(e.contains("step 0") && e.contains("\"loss\""), "{e}");
         let e = refused(r#"{"steps": [{"at_s": 0, "delay_ms": "20"}]}"#);
-        assert!(e.contains("delay_ms") && e.contains("must be a number"), "{e}");
+        assert!(
+            e.contains("delay_ms") && e.contains("must be a number"),
+            "{e}"
+        );
         assert!(refused(r#"{"steps": []}"#).contains("empty"));
         assert!(refused(r#"{"stepz": []}"#).contains("stepz"));
         assert!(refused("[1, 2]").contains("object"));
