@@ -56,7 +56,31 @@ TRANSFER_COLUMNS = [
     ("on_report_errors", "int64"),   # exceptions a Python algorithm's on_report raised for this flow
     ("host", "string"),          # the host the transfer ran on (a distributed run has several)
     ("unit", "string"),          # the transfer's unit key (runner.unit_key): what a resumed run skips
+    # measurements (experiments/README.md, "Metrics"): the flow of the scheme under test;
+    # null when the probe did not run (--no-probe, runs older than the probe)
+    ("throughput_mbps", "float64"),   # curl's bytes * 8 / tct_s / 1e6
+    ("link_utilisation", "float64"),  # throughput_mbps / downlink_mbps (constant-rate links only)
+    ("delay_p50_ms", "float64"),      # one-way delay of delivered, matched packets
+    ("delay_p95_ms", "float64"),
+    ("delay_p99_ms", "float64"),
+    ("delay_samples", "int64"),
+    ("retrans_segs", "int64"),        # server TCP_INFO total_retrans (+ ovs_retrans)
+    ("retrans_bytes", "int64"),       # server TCP_INFO bytes_retrans
+    ("ovs_retrans", "int64"),         # the ovs shim's own retransmissions (ovs schemes only)
+    ("srtt_ms", "float64"),           # server TCP_INFO at the end of the connection
+    ("min_rtt_ms", "float64"),
+    ("path_drops", "int64"),          # data segments sent - received
+    ("probe", "string"),              # "probe/NNNNNN": prefix of the probe's files
+    ("throughput_bins", "string"),    # "probe/NNNNNN.throughput.csv" (flow,t_s,mbps per 100 ms)
+    ("flows", "json"),                # competing flows: a list of per-flow dicts; null for a lone flow
+    ("jain", "float64"),              # Jain's index over the shared interval (competing flows)
+    ("shared_s", "float64"),          # that interval's length
+    ("workload", "json"),             # web workload: counts and FCT/slowdown per size bucket
 ]
+
+#: Column type "json": a nested value (list or dict) stored as JSON text in Parquet (its keys
+#: vary with the scenario, so no fixed Arrow struct) and decoded again by the readers.
+JSON_COLUMNS = tuple(name for name, t in TRANSFER_COLUMNS if t == "json")
 
 
 @contextmanager
@@ -98,7 +122,7 @@ def _arrow_schema():
                         ("pacing_rate_bps", pa.int64())])
     types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(),
              "float64": pa.float64(), "bool": pa.bool_(), "list<string>": pa.list_(pa.string()),
-             "handover_events": pa.list_(handover)}
+             "handover_events": pa.list_(handover), "json": pa.string()}
     return pa.schema([(name, types[t]) for name, t in TRANSFER_COLUMNS])
 
 
@@ -109,6 +133,8 @@ def _column_value(row: Dict, name: str):
     if name == "handover_events" and row.get("handover_events") is not None:
         return [dict(s, features=None if s.get("features") is None else json.dumps(s["features"]))
                 for s in row["handover_events"]]
+    if name in JSON_COLUMNS and row.get(name) is not None and not isinstance(row[name], str):
+        return json.dumps(row[name], allow_nan=False)
     return row.get(name)
 
 
@@ -127,7 +153,12 @@ def write_transfers_parquet(path, rows: Sequence[Dict]) -> None:
 def read_transfers_parquet(path) -> List[Dict]:
     import pyarrow.parquet as pq
 
-    return [upgrade_row(r) for r in pq.read_table(path).to_pylist()]
+    rows = pq.read_table(path).to_pylist()
+    for r in rows:
+        for name in JSON_COLUMNS:
+            if isinstance(r.get(name), str):
+                r[name] = json.loads(r[name])
+    return [upgrade_row(r) for r in rows]
 
 
 def upgrade_row(row: Dict) -> Dict:

@@ -445,7 +445,9 @@ def format_table(summary: List[dict]) -> str:
             cells.insert(-1, ended_on_text(r.get("ended_on")) if ":policy:" in r["scheme"] else "-")
         lines.append(cells)
     left = {0, 1, len(head) - 1} | ({len(head) - 2} if with_ended else set())  # words, not figures
-    return text_table(head, lines, right=[i for i in range(len(head)) if i not in left])
+    table = text_table(head, lines, right=[i for i in range(len(head)) if i not in left])
+    metrics = format_metrics_table(summary)
+    return table + "\n\n" + metrics if metrics else table
 
 
 def compare_summaries(a: Sequence[dict], b: Sequence[dict]) -> List[dict]:
@@ -485,3 +487,204 @@ def format_comparison(rows: Sequence[dict], label_a: str = "A", label_b: str = "
     tail = (f"{sum(r['agree'] for r in judged)} of {len(judged)} cells: the 95% intervals of the mean overlap"
             if judged else "no cell with intervals in both runs")
     return text_table(head, lines) + "\n\n" + tail
+
+
+def _figure(x: Optional[float], digits: int) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def median_ci_text(med: Optional[float], ci: Optional[Sequence[float]], digits: int = 2) -> str:
+    """"12.31 [11.90, 12.70]", "12.31" without an interval, "-" without a median."""
+    if med is None:
+        return "-"
+    text = _figure(med, digits)
+    return f"{text} [{_figure(ci[0], digits)}, {_figure(ci[1], digits)}]" if ci else text
+
+
+#: Columns of the "throughput and delay" table: (summary key prefix, header, digits).
+METRICS_TABLE = (("throughput_mbps", "throughput Mbit/s", 2), ("delay_p50_ms", "delay p50 ms", 1),
+                 ("delay_p95_ms", "delay p95 ms", 1), ("delay_p99_ms", "delay p99 ms", 1),
+                 ("retrans_segs", "retrans", 1), ("path_drops", "drops", 1))
+
+
+def format_metrics_table(summary: List[dict]) -> str:
+    """The second summary table, "throughput and delay": per (client, scheme) the median and
+    [95% interval of the mean] of throughput, one-way delay p50/p95/p99, retransmitted
+    segments and path drops; empty when no row carries any of them (runs older than the probe)."""
+    if not any(r.get(f"{key}_median") is not None for r in summary for key, _, _ in METRICS_TABLE):
+        return ""
+    head = ["client", "scheme", "n"] + [title for _, title, _ in METRICS_TABLE]
+    lines = [[r["client"], display_label(r["scheme"]), str(r["n"])]
+             + [median_ci_text(r.get(f"{key}_median"), r.get(f"{key}_ci95"), digits) for key, _, digits in METRICS_TABLE]
+             for r in summary]
+    title = "throughput and delay (median [95% CI of the mean]; delay = one-way, per packet)"
+    return title + "\n" + text_table(head, lines, right=range(2, len(head)))
+
+
+def _decoded(value):
+    """A row's `flows` / `workload` as a Python object (JSON text as some readers keep it)."""
+    if isinstance(value, str):
+        import json
+
+        return json.loads(value)
+    return value
+
+
+def _pair_key(r: dict) -> tuple:
+    return r.get("file_bytes"), r.get("repetition")
+
+
+def competition_rows(rows: Iterable[dict]) -> List[dict]:
+    """Per client with competing flows and scheme under test (first-seen order), over its
+    counted units: each flow's median throughput and one-way delay p95 (by flow index, with its
+    role and scheme), Jain's index median [95% CI of the mean], the shared interval's median,
+    and the harm the scheme under test does to each competitor (Ware et al.; `paired_harm`):
+    the reference is the unit of the same client whose scheme under test is the competitor's
+    own scheme, paired by (file size, repetition); on throughput (more is better) and on delay
+    p95 (less is better). Below HARM_MIN_PAIRS pairs the harm has no interval and `reason`
+    says so; the reference scheme itself gets reason "the reference itself"."""
+    from .measurements import paired_harm
+
+    units = [r for r in rows if counted(r) and _decoded(r.get("flows")) and len(_decoded(r["flows"])) > 1]
+    groups: Dict[tuple, List[dict]] = {}
+    for r in units:
+        groups.setdefault((r["client"], r["scheme"]), []).append(r)
+    out = []
+    for (client, scheme), group in groups.items():
+        flows: Dict[int, dict] = {}
+        for r in group:
+            for f in _decoded(r["flows"]):
+                cell = flows.setdefault(int(f["flow"]), {"flow": int(f["flow"]), "role": f.get("role"),
+                                                         "scheme": f.get("scheme"), "tput": [], "delay": []})
+                if f.get("throughput_mbps") is not None:
+                    cell["tput"].append(float(f["throughput_mbps"]))
+                if f.get("delay_p95_ms") is not None:
+                    cell["delay"].append(float(f["delay_p95_ms"]))
+        jain_med, jain_ci = median_and_ci95([float(r["jain"]) for r in group if r.get("jain") is not None])
+        shared = [float(r["shared_s"]) for r in group if r.get("shared_s") is not None]
+        row = {"client": client, "scheme": scheme, "n": len(group), "jain_median": jain_med, "jain_ci95": jain_ci,
+               "shared_s_median": median(shared) if shared else None,
+               "flows": [{"flow": c["flow"], "role": c["role"], "scheme": c["scheme"], "n": len(c["tput"]),
+                          "throughput_mbps_median": median(c["tput"]) if c["tput"] else None,
+                          "delay_p95_ms_median": median(c["delay"]) if c["delay"] else None}
+                         for c in sorted(flows.values(), key=lambda c: c["flow"])],
+               "harm": []}
+        for c in row["flows"]:
+            if c["role"] != "competitor":
+                continue
+            entry = {"flow": c["flow"], "competitor": c["scheme"], "throughput": None, "delay_p95": None,
+                     "reason": None}
+            reference = groups.get((client, c["scheme"]))
+            if c["scheme"] == scheme:
+                entry["reason"] = "the reference itself"
+            elif not reference:
+                entry["reason"] = f"no unit with {c['scheme']} under test"
+            else:
+                for metric, key, higher in (("throughput", "throughput_mbps", True), ("delay_p95", "delay_p95_ms", False)):
+                    x, y = _flow_values(reference, c["flow"], key), _flow_values(group, c["flow"], key)
+                    # a zero reference throughput (or zero delay with A) leaves harm undefined: not a pair
+                    pairs = [k for k in x if k in y and (x[k] if higher else y[k]) > 0]
+                    entry[metric] = paired_harm([x[k] for k in pairs], [y[k] for k in pairs], higher)
+            row["harm"].append(entry)
+        out.append(row)
+    return out
+
+
+def _flow_values(units: Sequence[dict], flow: int, key: str) -> Dict[tuple, float]:
+    """{(file size, repetition): the value of `key` of flow `flow`} over units (first one wins)."""
+    out: Dict[tuple, float] = {}
+    for r in units:
+        for f in _decoded(r["flows"]):
+            if int(f["flow"]) == flow and f.get(key) is not None:
+                out.setdefault(_pair_key(r), float(f[key]))
+    return out
+
+
+def _harm_text(h: Optional[dict]) -> str:
+    if h is None:
+        return "-"
+    if h["harm"] is None:
+        return h["reason"] or "-"
+    text = median_ci_text(h["harm"], h["ci95"], 3)
+    return f"{text} ({h['reason']})" if h["reason"] else text
+
+
+def format_competition(rows: List[dict]) -> str:
+    """competition_rows as text: the flows' medians, then Jain's index and harm per scheme."""
+    if not rows:
+        return ""
+    flow_lines = [[r["client"], display_label(r["scheme"]), str(f["flow"]), f["role"] or "-",
+                   display_label(f["scheme"] or "-"), str(f["n"]), _figure(f["throughput_mbps_median"], 2),
+                   _figure(f["delay_p95_ms_median"], 1)] for r in rows for f in r["flows"]]
+    flows = text_table(["client", "scheme under test", "flow", "role", "flow's scheme", "n", "throughput Mbit/s",
+                        "delay p95 ms"], flow_lines, right=(2, 5, 6, 7))
+    fair_lines = []
+    for r in rows:
+        harms = r["harm"] or [None]
+        for h in harms:
+            fair_lines.append([r["client"], display_label(r["scheme"]), str(r["n"]),
+                               median_ci_text(r["jain_median"], r["jain_ci95"], 3), _figure(r["shared_s_median"], 1),
+                               "-" if h is None else f"flow {h['flow']} ({display_label(h['competitor'] or '-')})",
+                               "-" if h is None else (h["reason"] if h["throughput"] is None else _harm_text(h["throughput"])),
+                               "-" if h is None else (h["reason"] if h["delay_p95"] is None else _harm_text(h["delay_p95"]))])
+    fair = text_table(["client", "scheme under test", "n", "Jain", "shared s", "harm on", "throughput harm",
+                       "delay p95 harm"], fair_lines, right=(2, 3, 4))
+    return ("competing flows (medians over repetitions)\n" + flows + "\n\n"
+            "fairness and harm (Jain: median [95% CI of the mean]; harm: median [bootstrap 95% CI], "
+            "against the competitor's own scheme, paired by repetition)\n" + fair)
+
+
+def workload_rows(rows: Iterable[dict]) -> List[dict]:
+    """Per client and scheme with a web workload (first-seen order), over its counted units:
+    requests, completed, failed (summed) and per size bucket the median over repetitions of
+    each unit's FCT p50/p99 and slowdown p50/p99, with n (completed requests, summed) and
+    `units` (the repetitions with figures in that bucket)."""
+    from .measurements import SIZE_BUCKETS
+
+    groups: Dict[tuple, List[dict]] = {}
+    for r in rows:
+        if counted(r) and _decoded(r.get("workload")):
+            groups.setdefault((r["client"], r["scheme"]), []).append(_decoded(r["workload"]))
+    out = []
+    for (client, scheme), works in groups.items():
+        row = {"client": client, "scheme": scheme, "units": len(works),
+               "requests": sum(int(w.get("requests") or 0) for w in works),
+               "completed": sum(int(w.get("completed") or 0) for w in works),
+               "failed": sum(int(w.get("failed") or 0) for w in works), "buckets": {}}
+        for b, _, _ in SIZE_BUCKETS:
+            cell = {"n": sum(int(w.get(f"n_{b}") or 0) for w in works),
+                    "units": sum(1 for w in works if w.get(f"fct_{b}_p50_s") is not None)}
+            for out_key, key in (("fct_p50_s", f"fct_{b}_p50_s"), ("fct_p99_s", f"fct_{b}_p99_s"),
+                                 ("slowdown_p50", f"slowdown_{b}_p50"), ("slowdown_p99", f"slowdown_{b}_p99")):
+                values = [float(w[key]) for w in works if w.get(key) is not None]
+                cell[out_key] = median(values) if values else None
+            row["buckets"][b] = cell
+        out.append(row)
+    return out
+
+
+def format_workload(rows: List[dict]) -> str:
+    """workload_rows as text: one line per client, scheme and size bucket."""
+    if not rows:
+        return ""
+    lines = [[r["client"], display_label(r["scheme"]), b, str(c["n"]), str(c["units"]), _figure(c["fct_p50_s"], 3),
+              _figure(c["fct_p99_s"], 3), _figure(c["slowdown_p50"], 2), _figure(c["slowdown_p99"], 2)]
+             for r in rows for b, c in r["buckets"].items()]
+    head = ["client", "scheme", "size", "n", "reps", "FCT p50 s", "FCT p99 s", "slowdown p50", "slowdown p99"]
+    return ("web workload: flow completion time by size (each repetition's percentile, median over repetitions; "
+            "n = completed requests)\n" + text_table(head, lines, right=range(3, len(head))))
+
+
+def summary_sections(rows: Iterable[dict]) -> Tuple[dict, str]:
+    """The summary parts beyond the per-cell table, for whatever the rows contain: ({"competition":
+    competition_rows, "workload": workload_rows} (only the non-empty ones) for summary.json, and
+    their text for summary.txt ("" when there is none)."""
+    rows = list(rows)
+    doc, parts = {}, []
+    for key, build, fmt in (("competition", competition_rows, format_competition),
+                            ("workload", workload_rows, format_workload)):
+        built = build(rows)
+        if built:
+            doc[key] = built
+            parts.append(fmt(built))
+    return doc, "\n\n".join(parts)
