@@ -101,16 +101,19 @@ def test_mix_page_has_the_tables_and_mystiques_figure_beside_ours(tmp_path):
             "curl: (28) Operation timed out") in page
     assert "| c2 | kernel:policy:mystique | 2 | 12.000 | 12.000 | [12.000, 12.000] | 0 | 0 | bbr 2 | ok |" in page
     # the scenario's compared pair, paired by repetition
-    assert "| c2 | kernel:policy:mystique / kernel:cubic | 0.400 | [0.400, 0.400] | 2 |" in page
-    assert "| c1 | kernel:policy:mystique / kernel:cubic | 1.000 | [1.000, 1.000] | 2 |" in page
+    # two pairs: the ratio, no interval and no verdict; in c1 the policy ran only cubic
+    assert "| c2 | kernel:policy:mystique / kernel:cubic | 0.400 | – | 2 | too few pairs |" in page
+    assert ("| c1 | kernel:policy:mystique / kernel:cubic | 1.000 | – | 2 | ran only cubic, as kernel:cubic "
+            "does |") in page
     # handover.mix's figures and the published one
     assert "| kernel:bbr | 25.00 | 1 |" in page and "| per-cell oracle | 10.50 |  |" in page
     reduction = ((1 - 11.5 / 20.5) + (1 - 11.5 / 25)) / 2
     assert f"{100 * reduction:.1f}%" == "49.0%"
     assert ("- **kernel:policy:mystique**: mean TCT 11.50 s; it cuts the mean TCT of the 2 fixed algorithms by "
             "49.0% on average, against Mystique's 18.13%: 30.8 percentage points above the published figure") in page
-    assert ("it does not lose to the best single fixed algorithm, kernel:cubic (20.50 s): 43.9% faster; "
-            "it is 9.5% above the per-cell oracle (10.50 s).") in page
+    assert ("it is not judged against the best single fixed algorithm, kernel:cubic (20.50 s) (43.9% faster): "
+            "n = 4: too few for an interval; it is 9.5% above the per-cell oracle (10.50 s; within 5%, ratio 1.05: "
+            "n = 4: too few for an interval).") in page
     assert "| c2@1000 | kernel:bbr 10.00 s | cubic>bbr x2: 12.00 s |" in page
     # no event slices: one line instead of the flows' figures
     assert ("No flow event slices in this run directory (transfers.jsonl; its rows name no event slice): "
@@ -128,11 +131,28 @@ def test_a_losing_policy_is_said_to_lose(tmp_path):
     run = write_run(tmp_path / "run", MIX.format(k="kernel"), rows)
     page = open(report.write_report([run], str(tmp_path / "out"))[0]).read()
     # the policy at 34.5 s: 68.3% slower than cubic, 228.6% above the oracle, 34.6 points short
-    assert ("it loses to the best single fixed algorithm, kernel:cubic (20.50 s): 68.3% slower; "
-            "it is 228.6% above the per-cell oracle (10.50 s).") in page
+    assert ("it is not judged against the best single fixed algorithm, kernel:cubic (20.50 s) (68.3% slower): "
+            "n = 4: too few for an interval; it is 228.6% above the per-cell oracle (10.50 s;") in page
     reduction = ((1 - 34.5 / 20.5) + (1 - 34.5 / 25)) / 2
     assert f"by {100 * reduction:.1f}% on average, against Mystique's 18.13%: " \
            f"{abs(100 * (reduction - 0.1813)):.1f} percentage points below the published figure" in page
+
+
+def test_mix_verdicts_from_five_repetitions_on(tmp_path):
+    """The losing policy with five repetitions per cell: now the intervals settle the verdicts."""
+    rows = []
+    for rep in range(1, 6):
+        w = 1 + 0.02 * rep
+        for r in mix_rows():
+            if r["repetition"] == 1 and r["tct_s"] is not None:
+                t = r["tct_s"] * (3 if r["scheme"] == "kernel:policy:mystique" else 1) * w
+                rows.append(dict(r, repetition=rep, tct_s=t))
+    run = write_run(tmp_path / "run", MIX.format(k="kernel"), rows)
+    page = open(report.write_report([run], str(tmp_path / "out"))[0]).read()
+    assert ("it loses to the best single fixed algorithm, kernel:bbr (15.90 s): 120.0% slower; worse (ratio 2.20 "
+            "[1.73, 2.90], n = 10)") in page
+    assert "a cut of at least 18%, ratio 0.82: worse than ratio 0.82 (ratio 1.89 [1.83, 1.95], n = 10)" in page
+    assert "(10.60 s; within 5%, ratio 1.05: worse than ratio 1.05 (ratio 3.30 [3.12, 3.48], n = 10))." in page
 
 
 def test_a_stored_run_with_old_names_and_only_parquet(tmp_path):
@@ -175,25 +195,38 @@ def mcc_rows():
             row("wired", "kernel:policy:mcc-wifi", 2.0, algorithms=["bbr"])]
 
 
+def mcc_rows_5(policy_tct=None):
+    """mcc_rows over five repetitions, each a little slower than the one before."""
+    return [dict(r, repetition=rep, tct_s=(policy_tct if policy_tct and "policy" in r["scheme"] else r["tct_s"])
+                 * (1 + 0.01 * rep)) for rep in range(1, 6) for r in mcc_rows()]
+
+
 def test_mcc_means_beside_the_published_ones(tmp_path):
-    run = write_run(tmp_path / "mcc", MCC, mcc_rows())
+    run = write_run(tmp_path / "mcc", MCC, mcc_rows_5())
     page = open(report.write_report([run], str(tmp_path / "out"))[0]).read()
     assert ("MCC published mean TCTs of 2.10 s (its WiFi policy), 2.75 s (BBR) and 2.34 s (Westwood): its policy "
             "23.6% below BBR and 10.3% below Westwood.") in page
-    assert "| kernel:bbr | 2.50 | 2.75 | -0.25 | – |" in page
-    assert "| kernel:westwood | 2.25 | 2.34 | -0.09 | 10.0% below |" in page
-    assert "| kernel:policy:mcc-wifi | 2.00 | 2.10 | -0.10 | 20.0% below |" in page
-    assert ("- **kernel:policy:mcc-wifi**: 2.00 s, 20.0% below fixed BBR (2.50 s; MCC's policy: 23.6% below), "
-            "11.1% below fixed Westwood (2.25 s; MCC's policy: 10.3% below); it beats every fixed scheme, as "
-            "MCC's did. It ran jittery@1000: bbr>westwood; wired@1000: bbr.") in page
+    assert "| kernel:bbr | 2.58 | 2.75 | -0.17 | – |" in page
+    assert "| kernel:westwood | 2.32 | 2.34 | -0.02 | 10.0% below |" in page
+    assert "| kernel:policy:mcc-wifi | 2.06 | 2.10 | -0.04 | 20.0% below |" in page
+    assert ("- **kernel:policy:mcc-wifi**: 2.06 s, 20.0% below fixed BBR (2.58 s; MCC's policy: 23.6% below), "
+            "11.1% below fixed Westwood (2.32 s; MCC's policy: 10.3% below); it beats every fixed scheme beyond "
+            "the noise, as MCC's did (against kernel:bbr: better (ratio 0.80 [0.71, 0.91], n = 10); against "
+            "kernel:westwood: better (ratio 0.89 [") in page
+    assert "It ran jittery@1000: bbr>westwood x5; wired@1000: bbr x5." in page
 
 
 def test_mcc_policy_slower_than_westwood_does_not_beat_every_fixed_scheme(tmp_path):
-    rows = [dict(r, tct_s=2.6) if r["scheme"] == "kernel:policy:mcc-wifi" else r for r in mcc_rows()]
-    page = open(report.write_report([write_run(tmp_path / "mcc", MCC, rows)], str(tmp_path / "out"))[0]).read()
-    assert ("- **kernel:policy:mcc-wifi**: 2.60 s, 4.0% above fixed BBR (2.50 s; MCC's policy: 23.6% below), "
-            "15.6% above fixed Westwood (2.25 s; MCC's policy: 10.3% below); it does not beat every fixed scheme, "
-            "which MCC's did.") in page
+    page = open(report.write_report([write_run(tmp_path / "mcc", MCC, mcc_rows_5(2.6))], str(tmp_path / "out"))[0]).read()
+    assert ("- **kernel:policy:mcc-wifi**: 2.68 s, 4.0% above fixed BBR (2.58 s; MCC's policy: 23.6% below), "
+            "15.6% above fixed Westwood (2.32 s; MCC's policy: 10.3% below); it does not beat every fixed scheme "
+            "(one is faster beyond the noise), which MCC's did (against kernel:bbr: no difference (ratio 1.04 [") in page
+
+
+def test_mcc_one_repetition_gives_no_verdict(tmp_path):
+    page = open(report.write_report([write_run(tmp_path / "mcc", MCC, mcc_rows())], str(tmp_path / "out"))[0]).read()
+    assert ("it is not shown to beat every fixed scheme, which MCC's did (against kernel:bbr: n = 2: too few for "
+            "an interval; against kernel:westwood: n = 2: too few for an interval).") in page
 
 
 # ----------------------------------------------------------------------- MCC Fig. 5 and flows
@@ -281,12 +314,15 @@ GRID_TCTS = {
 }
 
 
-def grid_rows():
+def grid_rows(repetitions=5):
+    """Each cell's TCTs around GRID_TCTS (the median exact), one shift per repetition shared by
+    the schemes, so the paired ratios are steady."""
     schemes = ["native:cubic", "kernel:bbr", "kernel:hybla", "kernel:illinois"]
+    shifts = [-0.1, 0.0, 0.1, -0.05, 0.05][:repetitions]
     out = []
     for client, tcts in GRID_TCTS.items():
         for s, t in zip(schemes, tcts):
-            out += [row(client, s, t - 0.1), row(client, s, t, rep=2), row(client, s, t + 0.1, rep=3)]
+            out += [row(client, s, t + d, rep=i) for i, d in enumerate(shifts, 1)]
     return out
 
 
@@ -298,26 +334,37 @@ def test_grid_gets_table_heat_map_and_the_observations(tmp_path):
     assert "| rtt150-loss1 | 150 ms | 1 % | 6.00 | 2.00 | 5.00 | **1.50** | illinois | 25 % |" in page
     assert "![best algorithm per cell](1-small-grid-grid.png)" in page
     assert ("- **Observation 1 (Hybla is strong on clean long paths)**: agrees: hybla is fastest in 1 of 1 of the "
-            "clean cells with RTT above 50 ms.") in page
+            "clean cells with RTT above 50 ms (by median; beyond the noise faster in 1, slower in 0).") in page
     assert ("  - rtt150-loss0 (150 ms, 0% loss): hybla 1.50 s fastest, 17% less time than the best other "
-            "(bbr 1.80 s).") in page
+            "(bbr 1.80 s); better (ratio 0.83 [") in page
     assert ("- **Observation 2 (the BBR family is best under loss)**: reproduces only partly: bbr/mystique-bbr is "
-            "fastest in 1 of 2 of the lossy cells.") in page
+            "fastest in 1 of 2 of the lossy cells (by median; beyond the noise faster in 1, slower in 1).") in page
     assert ("  - rtt150-loss1 (150 ms, 1% loss): illinois 1.50 s fastest; the best of the claim, bbr 2.00 s, "
-            "takes 33% longer.") in page
+            "takes 33% longer; worse (ratio 1.33 [") in page
     assert ("- **Observation 3 (Illinois is best at short RTT with loss)**: does not reproduce: illinois is "
-            "fastest in 0 of 1 of the lossy cells with RTT <= 50 ms.") in page
-    assert "  - rtt50-loss1 (50 ms, 1% loss): bbr 1.60 s fastest; the best of the claim, illinois 2.00 s, takes 25% longer." in page
+            "fastest in 0 of 1 of the lossy cells with RTT <= 50 ms (by median; beyond the noise faster in 0, "
+            "slower in 1).") in page
+    assert ("  - rtt50-loss1 (50 ms, 1% loss): bbr 1.60 s fastest; the best of the claim, illinois 2.00 s, takes 25% "
+            "longer; worse (ratio 1.25 [") in page
     assert "The scenario has no policy scheme and no `plot_schemes`: no flow drawn." in page
     assert figures == ["1-small-grid-tct-cdf.png", "1-small-grid-grid.png"]
     assert_small_pngs(tmp_path / "out", figures)
+
+
+def test_three_repetitions_of_a_grid_judge_no_observation(tmp_path):
+    run = write_run(tmp_path / "grid", GRID, grid_rows(repetitions=3))
+    page = open(report.write_report([run], str(tmp_path / "out"))[0]).read()
+    assert ("- **Observation 1 (Hybla is strong on clean long paths)**: undecided: hybla is fastest in 1 of 1 of "
+            "the clean cells with RTT above 50 ms (by median; beyond the noise faster in 0, slower in 0).") in page
+    assert ("  - rtt150-loss0 (150 ms, 0% loss): hybla 1.50 s fastest, 17% less time than the best other "
+            "(bbr 1.80 s); n = 3: too few for an interval.") in page
 
 
 def test_an_interrupted_grid_says_which_cells_miss_schemes(tmp_path):
     rows = [r for r in grid_rows() if not (r["client"] == "rtt150-loss0" and r["scheme"] == "kernel:bbr")]
     page = open(report.write_report([write_run(tmp_path / "grid", GRID, rows)], str(tmp_path / "out"))[0]).read()
     assert ("  - rtt150-loss0 (150 ms, 0% loss; only 3 of 4 fixed schemes have results): hybla 1.50 s fastest, 25% "
-            "less time than the best other (cubic (native) 2.00 s).") in page
+            "less time than the best other (cubic (native) 2.00 s); better (ratio 0.75 [") in page
 
 
 def test_which_scenarios_are_grids(tmp_path):

@@ -18,7 +18,10 @@ Per run directory (one scenario) the page has a section with
     from handover.py beside the published ones (handover.py's published constants), each
     deviation in words.
 The statistics are statistics.py's and the analyses handover.py's and grid.py's; this module
-only lays them out.
+only lays them out. Every claim that one scheme beats another (ratio table, mix, MCC, the
+Observations) is statistics.compare's verdict, printed with its ratio, 95% interval and n: a
+difference the interval does not settle is written as none, fewer than 5 pairs give no verdict,
+and a policy that ran only the compared scheme's algorithm is said to.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from functools import cached_property
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..experiments import results, runner, statistics as stats
-from ..experiments.scenario import Scenario, is_policy_file
+from ..experiments.scenario import Scenario, display_label
 from . import grid, handover
 from .events import HandoverError, flow_of, read_events
 from .plots import PLOT_BIN_S, Series, mark_handovers
@@ -150,15 +153,9 @@ def base_algorithm(scheme: str) -> str:
 
 
 def short_scheme(scheme: str) -> str:
-    """A scheme for headings and legends: a policy file named by its stem
-    (`kernel:policy:../learner/models/paths-v1.policy.toml` -> `kernel:policy:paths-v1`)."""
-    kind, alg = scheme.split(":", 1)
-    if alg.startswith("policy:"):
-        target, _, params = alg[len("policy:"):].partition(":")
-        if is_policy_file(target):
-            target = re.sub(r"(\.policy)?\.toml$", "", os.path.basename(target))
-        alg = "policy:" + target + (f":{params}" if params else "")
-    return f"{kind}:{alg}"
+    """A scheme for headings and legends: scenario.display_label (a policy file by its policy's
+    name, `kernel:policy:../learner/models/paths-v1.policy.toml` -> `kernel:policy:paths-v1`)."""
+    return display_label(scheme)
 
 
 def _size(n: int) -> str:
@@ -219,9 +216,27 @@ def ratio_table(run: Run) -> Optional[str]:
         return None
     lines = []
     for r in ratios:
-        fig = ["–", "–"] if r["ratio"] is None else [f"{r['ratio']:.3f}", f"[{r['lo']:.3f}, {r['hi']:.3f}]"]
-        lines.append([r["client"], f"{short_scheme(r['a'])} / {short_scheme(r['b'])}"] + fig + [str(r["n_pairs"])])
-    return md_table(["cell", "A / B", "ratio of means", "95% CI (paired bootstrap)", "pairs"], lines, right=(2, 4))
+        fig = ["–" if r["ratio"] is None else f"{r['ratio']:.3f}",
+               "–" if r["lo"] is None else f"[{r['lo']:.3f}, {r['hi']:.3f}]"]
+        lines.append([r["client"], f"{short_scheme(r['a'])} / {short_scheme(r['b'])}"] + fig
+                     + [str(r["n_pairs"]), stats.verdict_word(r["verdict"])])
+    return md_table(["cell", "A / B", "ratio of means", "95% CI (paired bootstrap)", "pairs", "verdict"], lines,
+                    right=(2, 4))
+
+
+def against_text(v: dict, name: str, figures: str) -> str:
+    """A policy against one scheme in words, from a statistics.compare verdict (as_dict):
+    "beats NAME (1.73 s): 14.5% faster; better (ratio ...)" only when the interval shows it."""
+    kind = v["kind"]
+    if kind == "better":
+        return f"beats {name}: {figures}; {v['text']}"
+    if kind == "worse":
+        return f"loses to {name}: {figures}; {v['text']}"
+    if kind == "ran only":
+        return f"is no win over {name} ({figures}): it {v['text']}"
+    if kind == "too few":
+        return f"is not judged against {name} ({figures}): {v['text']}"
+    return f"is not shown to differ from {name} ({figures}): {v['text']}"
 
 
 def paths_table(run: Run) -> str:
@@ -419,8 +434,11 @@ def judge_observation(obs: Observation, cells: Sequence["grid.Cell"]) -> dict:
     """Per cell the observation is about (constant-rate cells only): the fastest fixed scheme
     (median TCT), the fastest of the claimed family, and the margin: when the family wins, how
     much faster it is than the best scheme outside it; otherwise how much slower it is than
-    the winner (fractions). Verdict: "agrees" (the family wins every such cell), "does not
-    reproduce" (none), "partly" (some); None without cells."""
+    the winner (fractions), and statistics.compare's verdict on that comparison (`verdict`, the
+    transfers paired by repetition): a cell is `shown` when the family wins it beyond the noise,
+    `shown_against` when it loses beyond the noise. Verdict: "agrees" (shown in every such cell),
+    "does not reproduce" (shown against in every one), "undecided" (neither in any), "partly"
+    (the rest); None without cells."""
     out = []
     for c in cells:
         if c.trace is not None or not obs.applies(c):
@@ -434,15 +452,25 @@ def judge_observation(obs: Observation, cells: Sequence["grid.Cell"]) -> dict:
         entry = {"cell": c.client, "rtt_ms": c.rtt_ms, "loss_pct": c.loss_pct, "winner": ranking[0],
                  "family_best": ours[0] if ours else None, "wins": bool(ours) and ours[0] == ranking[0],
                  "medians": med, "other": None, "margin": None}
+        verdict = None
         if entry["wins"] and others:
             o = others[0]
             entry["other"], entry["margin"] = o, (med[o][0] - med[ours[0]][0]) / med[o][0]
-        elif ours:
+            verdict = c.versus(ours[0], o)
+        elif ours and not entry["wins"]:
             entry["margin"] = (med[ours[0]][0] - med[ranking[0]][0]) / med[ranking[0]][0]
+            verdict = c.versus(ours[0], ranking[0])
+        entry["verdict"] = verdict.as_dict() if verdict else None
+        entry["shown"] = entry["wins"] and verdict is not None and verdict.kind == "better"
+        # a cell without a transfer of the family counts against it, as it did before intervals
+        entry["shown_against"] = not ours or (verdict is not None and verdict.kind == "worse")
         out.append(entry)
     wins = sum(e["wins"] for e in out)
-    verdict = None if not out else ("agrees" if wins == len(out) else "does not reproduce" if wins == 0 else "partly")
-    return {"observation": obs.number, "cells": out, "wins": wins, "verdict": verdict}
+    shown, against = sum(e["shown"] for e in out), sum(e["shown_against"] for e in out)
+    verdict = None if not out else ("agrees" if shown == len(out) else "does not reproduce" if against == len(out)
+                                    else "undecided" if shown == 0 and against == 0 else "partly")
+    return {"observation": obs.number, "cells": out, "wins": wins, "shown": shown, "shown_against": against,
+            "verdict": verdict}
 
 
 def observation_text(obs: Observation, judged: dict, n_fixed: int) -> List[str]:
@@ -453,23 +481,25 @@ def observation_text(obs: Observation, judged: dict, n_fixed: int) -> List[str]:
     if not cells:
         return [f"- **{name}**: not evaluated: the run has none of {obs.cells_text}."]
     verdict = {"agrees": "agrees", "does not reproduce": "does not reproduce",
-               "partly": "reproduces only partly"}[judged["verdict"]]
+               "partly": "reproduces only partly", "undecided": "undecided"}[judged["verdict"]]
     lines = [f"- **{name}**: {verdict}: {'/'.join(obs.family)} is fastest in {judged['wins']} of {len(cells)} "
-             f"of {obs.cells_text}."]
+             f"of {obs.cells_text} (by median; beyond the noise faster in {judged['shown']}, slower in "
+             f"{judged['shown_against']})."]
     for e in cells:
         med, where = e["medians"], f"{e['cell']} ({e['rtt_ms']} ms, {e['loss_pct']:g}% loss"
         where += f"; only {len(med)} of {n_fixed} fixed schemes have results)" if len(med) < n_fixed else ")"
         win = f"{grid.short(e['winner'])} {_median_text(med[e['winner']])}"
+        noise = f"; {e['verdict']['text']}" if e.get("verdict") else ""
         if e["family_best"] is None:
             lines.append(f"  - {where}: {win} fastest; no {'/'.join(obs.family)} transfer completed here.")
         elif e["wins"]:
             tail = (f", {100 * e['margin']:.0f}% less time than the best other ({grid.short(e['other'])} "
                     f"{_median_text(med[e['other']])})" if e["other"] else "")
-            lines.append(f"  - {where}: {win} fastest{tail}.")
+            lines.append(f"  - {where}: {win} fastest{tail}{noise}.")
         else:
             fam = e["family_best"]
             lines.append(f"  - {where}: {win} fastest; the best of the claim, {grid.short(fam)} "
-                         f"{_median_text(med[fam])}, takes {100 * e['margin']:.0f}% longer.")
+                         f"{_median_text(med[fam])}, takes {100 * e['margin']:.0f}% longer{noise}.")
     return lines
 
 
@@ -491,7 +521,10 @@ def grid_section(run: Run, out_dir: str, prefix: str, figures: List[str]) -> Lis
     out += ["### Against the seeds' Observations 1-3", "",
             f"Judged on the median TCT of the fixed schemes of each constant-rate cell (policies left out); "
             f"short RTT is Mystique's Table I threshold, {SHORT_RTT_MS} ms (the grid's shortest RTT, counted "
-            "as short).", ""]
+            "as short). A cell counts for or against a claim only when statistics.py `compare` settles it: the "
+            "95% interval of the ratio of mean TCTs (the claim's best against the best other, transfers paired "
+            f"by repetition) lies wholly on one side of 1; fewer than {stats.MIN_VERDICT_N} repetitions give no "
+            "interval.", ""]
     n_fixed = sum(1 for s in schemes if not handover.is_policy(s))
     for obs in OBSERVATIONS:
         out += observation_text(obs, judge_observation(obs, cells), n_fixed)
@@ -521,18 +554,20 @@ def mix_section(run: Run) -> List[str]:
             dev = f["reduction_vs_fixed_avg"] - published
             best = d["best_fixed"]
             vs_best = -f["reduction_vs_best"]
-            against_best = (f"loses to the best single fixed algorithm, {short_scheme(best)} "
-                            f"({d['mean_tct_s'][best]:.2f} s): {_pct(vs_best)} slower" if vs_best > 0 else
-                            f"does not lose to the best single fixed algorithm, {short_scheme(best)} "
-                            f"({d['mean_tct_s'][best]:.2f} s): {_pct(-vs_best)} faster")
+            v = f["verdicts"]
+            against_best = against_text(
+                v["vs_best"], f"the best single fixed algorithm, {short_scheme(best)} ({d['mean_tct_s'][best]:.2f} s)",
+                f"{_pct(abs(vs_best))} {'slower' if vs_best > 0 else 'faster'}")
             out.append(
                 f"- **{short_scheme(p)}**: mean TCT {f['mean_tct_s']:.2f} s; it cuts the mean TCT of the "
                 f"{len(fixed)} fixed algorithms by {_pct(f['reduction_vs_fixed_avg'])} on average, against "
                 f"Mystique's {100 * published:.2f}%: {abs(100 * dev):.1f} percentage points "
                 f"{'below' if dev < 0 else 'above'} the published figure "
-                f"(against their average TCT: {_pct(f['reduction_vs_fixed_avg_tct'])}); it {against_best}; "
+                f"(against their average TCT: {_pct(f['reduction_vs_fixed_avg_tct'])}; a cut of at least "
+                f"{handover.MIX_REDUCTION_TARGET:.0%}, ratio 0.82: {v['vs_fixed_avg']['text']}); it {against_best}; "
                 f"it is {_pct(f['over_oracle'])} {'above' if f['over_oracle'] >= 0 else 'below'} the per-cell "
-                f"oracle ({d['oracle_tct_s']:.2f} s).")
+                f"oracle ({d['oracle_tct_s']:.2f} s; within {handover.ORACLE_TOLERANCE:.0%}, ratio "
+                f"{1 + handover.ORACLE_TOLERANCE:g}: {v['vs_oracle']['text']}).")
         out.append("")
         policies = list(d["policies"])
         head = ["cell", "fastest fixed"] + [f"{short_scheme(p)} ran" for p in policies]
@@ -561,7 +596,9 @@ def mcc_section(run: Run) -> List[str]:
             f"(Westwood): its policy {_relative(p_pub, b_pub)} BBR and {_relative(p_pub, w_pub)} Westwood. Ours "
             "(handover.py `mcc`): per datapath, the mean TCT over the clients, a failed transfer counted as the "
             f"timeout ({run.scenario.timeout_s:g} s). Testbeds differ, so the relative figures are the ones to "
-            "compare.", ""]
+            "compare. A policy beats a fixed scheme only when the 95% bootstrap interval of the ratio of their "
+            "mean TCTs (transfers paired by client and repetition, statistics.py `compare`) lies wholly below 1.",
+            ""]
     for kind, d in res["datapaths"].items():
         mean = d["mean_tct_s"]
         by_alg = {base_algorithm(s): s for s in mean if not handover.is_policy(s)}
@@ -584,10 +621,18 @@ def mcc_section(run: Run) -> List[str]:
             if westwood:
                 parts.append(f"{_relative(mean[p], mean[westwood])} fixed Westwood ({mean[westwood]:.2f} s; MCC's "
                              f"policy: {_relative(p_pub, w_pub)})")
-            verdict = ("beats every fixed scheme, as MCC's did" if beats else
-                       "does not beat every fixed scheme, which MCC's did") if beats is not None else "no fixed scheme"
+            against = d["verdicts"][p]
+            if not against:
+                verdict = "has no fixed scheme to beat"
+            elif beats:
+                verdict = "beats every fixed scheme beyond the noise, as MCC's did"
+            elif beats is False:
+                verdict = "does not beat every fixed scheme (one is faster beyond the noise), which MCC's did"
+            else:
+                verdict = "is not shown to beat every fixed scheme, which MCC's did"
+            judged = "; ".join(f"against {short_scheme(f)}: {v['text']}" for f, v in against.items())
             ran = "; ".join(f"{c}: {a}" for c, a in d["chosen"][p].items())
-            out.append(", ".join(parts) + f"; it {verdict}. It ran {ran}.")
+            out.append(", ".join(parts) + f"; it {verdict}" + (f" ({judged})" if judged else "") + f". It ran {ran}.")
         out.append("")
     return out
 
@@ -663,7 +708,9 @@ def run_section(run: Run, number: int, out_dir: str, figures: List[str]) -> List
     ratios = ratio_table(run)
     if ratios:
         out += ["Ratio of mean TCTs A / B per cell, transfers paired by repetition, with the paired "
-                "percentile-bootstrap 95% interval (statistics.py `ratio_rows`):", "", ratios, ""]
+                "percentile-bootstrap 95% interval (statistics.py `ratio_rows`). The verdict is statistics.py "
+                "`compare`'s: A is better or worse only when the interval lies wholly on one side of 1; with fewer "
+                f"than {stats.MIN_VERDICT_N} pairs no interval and no verdict.", "", ratios, ""]
     else:
         out += ["No compared pairs (the scenario names no `compare`, and no scheme has a `native:` counterpart).", ""]
     name = f"{prefix}-tct-cdf.png"
