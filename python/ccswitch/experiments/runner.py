@@ -46,7 +46,7 @@ from . import traces as _traces
 from . import results, statistics as stats
 from ..topology import bridges as _ovs
 from ..analysis import events as _events, handover as _handover, plots as _plots
-from .scenario import Client, Scenario, Scheme, check_schemes
+from .scenario import Client, Scenario, Scheme, check_schemes, display_label
 from ..topology.namespaces import SERVER_PORT, AgentError, Processes, ServerNamespace, SysctlGuard, Teardown, TopologyError, log, read_sysctl
 from ..topology.daemons import CcswitchDaemons, Nginx, agent_check_env, check_agent_spec
 
@@ -444,7 +444,7 @@ def progress_line(i: int, total: int, client: Client, row: dict, out_dir: str) -
     the ovs shim's figures when there are any."""
     tct = f"{row['tct_s']:.2f} s" if row["tct_s"] is not None else "-"
     sz = f" {row['file_bytes']}B" if len(client.file_sizes) > 1 else ""
-    return (f"[{i}/{total}] {client.name}{sz} {row['scheme']} rep {row['repetition']}: {tct} "
+    return (f"[{i}/{total}] {client.name}{sz} {display_label(row['scheme'])} rep {row['repetition']}: {tct} "
             f"{transfer_status(row)}{_handover_note(row, out_dir)}{_algorithms_note(row)}")
 
 
