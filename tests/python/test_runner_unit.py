@@ -174,12 +174,15 @@ def test_the_summary_gives_the_ratio_of_each_compared_pair(tmp_path, monkeypatch
     r.run()
     out = tmp_path / "out"
     doc = json.loads((out / "summary.json").read_text())
+    # two pairs: the ratio, but no interval and no verdict (statistics.compare)
     assert doc["ratios"] == [{"client": "c", "file_bytes": 1000, "a": "kernel:reno", "b": "native:reno",
-                              "n_pairs": 2, "ratio": 1.0, "lo": 1.0, "hi": 1.0}]
+                              "n_pairs": 2, "ratio": 1.0, "lo": None, "hi": None,
+                              "verdict": {"text": "n = 2: too few for an interval", "kind": "too few",
+                                          "ratio": 1.0, "interval": None, "n": 2}}]
     lines = (out / "summary.txt").read_text().splitlines()
     i = lines.index(next(l for l in lines if l.startswith("ratio of mean TCT")))
-    assert lines[i + 1].split() == ["client", "A", "/", "B", "ratio", "95%", "CI", "(bootstrap)", "n"]
-    assert lines[i + 3].split() == ["c", "kernel:reno", "/", "native:reno", "1.000", "[1.000,", "1.000]", "2"]
+    assert lines[i + 1].split() == ["client", "A", "/", "B", "ratio", "95%", "CI", "(bootstrap)", "n", "verdict"]
+    assert lines[i + 3].split() == ["c", "kernel:reno", "/", "native:reno", "1.000", "-", "2", "too", "few", "pairs"]
 
 
 def test_no_compared_pair_no_ratio_table(tmp_path, monkeypatch):
