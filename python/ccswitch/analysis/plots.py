@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ..experiments import results
+from ..experiments.scenario import display_label
 from .events import FlowEvents, HandoverError, flow_of, read_events
 
 #: Throughput bins of the plots.
@@ -148,7 +149,8 @@ def plot_run(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]
         flow = flow_of(read_events(os.path.join(run_dir, row["events"])))
         path = os.path.join(run_dir, os.path.splitext(row["events"])[0] + ".png")
         tct = f", TCT {row['tct_s']:.2f} s" if row.get("tct_s") is not None else ""
-        plot_flow(path, flow, f"{row['client']} {row['file_bytes']} B {row['scheme']} rep {row['repetition']}{tct}")
+        plot_flow(path, flow, f"{row['client']} {row['file_bytes']} B {display_label(row['scheme'])} rep "
+                              f"{row['repetition']}{tct}")
         written.append(path)
     if transfer is not None and not written:
         raise HandoverError(f"{run_dir}: no transfer number {transfer} (there are {len(rows)})")

@@ -244,6 +244,7 @@ def plot_tct(path, rows: Sequence[Dict], clients: Sequence[str], schemes: Sequen
     marked in red under their scheme with their count, so an all-failed cell is visible, not
     empty. Atomic. Returns what each panel shows, read back from its axes (title, tick labels,
     x range, red annotations), for tests and callers that want to say it."""
+    from .scenario import display_label
     import matplotlib
 
     matplotlib.use("Agg")
@@ -278,7 +279,7 @@ def plot_tct(path, rows: Sequence[Dict], clients: Sequence[str], schemes: Sequen
                             ha="center", fontsize=7, color="red")
         ax.set_xlim(0.5, len(schemes) + 0.5)
         ax.set_xticks(positions)
-        ax.set_xticklabels(schemes, rotation=30, ha="right", fontsize=8)
+        ax.set_xticklabels([display_label(x) for x in schemes], rotation=30, ha="right", fontsize=8)
         path_text = paths.get(client)
         ax.set_title(f"{client}\n{path_text}" if path_text else client, fontsize=9)
         ax.set_ylabel("TCT (s)")
