@@ -278,3 +278,20 @@ def test_two_runs_compare_cell_for_cell_and_say_whether_their_intervals_overlap(
     assert abs(rows[0]["diff"] - 0.05) < 1e-12 and abs(rows[1]["diff"] - 0.25) < 1e-12
     text = st.format_comparison(rows)
     assert "DISJOINT" in text and text.endswith("1 of 2 cells: the 95% intervals of the mean overlap")
+
+
+def test_a_policy_scheme_is_shown_by_its_policys_name(tmp_path):
+    from ccswitch.experiments.scenario import display_label
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "x.policy.toml").write_text('name = "learned-7"\ninitial = "bbr"\n')
+    (tmp_path / "m" / "nameless.toml").write_text('initial = "bbr"\n')
+    assert display_label("kernel:policy:m/x.policy.toml", str(tmp_path)) == "kernel:policy:learned-7"
+    assert display_label(f"ovs:policy:{tmp_path}/m/x.policy.toml:margin=0.2") == "ovs:policy:learned-7:margin=0.2"
+    assert display_label("kernel:policy:m/nameless.toml", str(tmp_path)) == "kernel:policy:nameless"
+    # a file that is not here (a stored run's label): its file name without .policy.toml
+    assert display_label("kernel:policy:../learner/models/gone.policy.toml") == "kernel:policy:gone"
+    # the repository's own model, found from experiments/ as the scenarios there name it
+    assert display_label("kernel:policy:../learner/models/paths-v2.policy.toml") == "kernel:policy:paths-v2"
+    for same in ("kernel:policy:mystique", "kernel:policy:mystique:margin=0.1", "native:cubic", "kernel:py:m:C"):
+        assert display_label(same) == same
