@@ -7,6 +7,7 @@ import pytest
 
 from ccswitch.analysis import grid
 from ccswitch.experiments import results
+from ccswitch.experiments.rundir import RunDirectoryError
 from ccswitch.experiments.scenario import loads_scenario
 
 SCENARIO = """
@@ -80,7 +81,7 @@ def test_report_writes_table_json_and_heat_map(tmp_path):
 
 
 def test_not_a_run_directory(tmp_path):
-    with pytest.raises(grid.GridError, match="no scenario.toml"):
+    with pytest.raises(RunDirectoryError, match="not a run directory \\(no scenario.toml\\)"):
         grid.report(str(tmp_path))
 
 

@@ -258,7 +258,7 @@ def test_cli_analyze_and_handover(tmp_path, capsys):
     assert "mcc on the kernel datapath" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         cli.main(["analyze", str(tmp_path / "absent")])
-    assert "absent/scenario.toml: cannot read scenario" in capsys.readouterr().err
+    assert "absent: not a directory" in capsys.readouterr().err
 
 
 def test_cli_plot_flows(tmp_path, capsys):

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from ccswitch.analysis import events as flow_events, plots
-from ccswitch.analysis.events import EventCollector, EventStream, HandoverError
+from ccswitch.analysis.events import EventCollector, EventStream
+from ccswitch.experiments.rundir import RunDirectoryError
 
 T0_US = 1_700_000_000_000_000
 CLIENT = "198.18.0.1"
@@ -170,9 +171,9 @@ def test_collector_notes_a_missing_flow(tmp_path):
 def test_strict_reading_names_the_line(tmp_path):
     p = tmp_path / "slice.jsonl"
     write_events(p, three_flows()[:2], tail='{"event": "report", "t_us": 1, "datapath": 1}\n')
-    with pytest.raises(HandoverError, match=r"slice.jsonl:3: report event without an integer 'sid'"):
+    with pytest.raises(RunDirectoryError, match=r"slice.jsonl:3: report event without an integer 'sid'"):
         flow_events.read_events(str(p))
-    with pytest.raises(HandoverError, match="events file not found"):
+    with pytest.raises(RunDirectoryError, match="events file not found"):
         flow_events.read_events(str(tmp_path / "absent.jsonl"))
 
 
@@ -200,9 +201,9 @@ def test_plot_run_draws_the_policy_transfers(tmp_path):
     assert [os.path.basename(p) for p in written] == ["001-c-2000000-kernel_policy_p.toml-rep1.png"]
     with open(written[0], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(HandoverError, match="transfer 3 .* has no events"):
+    with pytest.raises(RunDirectoryError, match="transfer 3 .* has no events"):
         plots.plot_run(str(tmp_path), rows, transfer=3)
-    with pytest.raises(HandoverError, match="no transfer number 7"):
+    with pytest.raises(RunDirectoryError, match="no transfer number 7"):
         plots.plot_run(str(tmp_path), rows, transfer=7)
 
 

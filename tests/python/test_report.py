@@ -11,6 +11,7 @@ import pytest
 from ccswitch import cli
 from ccswitch.analysis import report
 from ccswitch.experiments import results
+from ccswitch.experiments.rundir import RunDirectoryError
 from test_handover_analysis import smooth_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -400,10 +401,10 @@ def test_cli_writes_into_the_first_run_by_default(tmp_path, capsys):
 
 
 def test_not_a_run_directory(tmp_path, capsys):
-    with pytest.raises(report.ReportError, match="not a run directory \\(no scenario.toml\\)"):
+    with pytest.raises(RunDirectoryError, match="not a run directory \\(no scenario.toml\\)"):
         report.write_report([str(tmp_path)], str(tmp_path / "out"))
     (tmp_path / "scenario.toml").write_text(MIX.format(k="kernel"))
-    with pytest.raises(report.ReportError, match="no transfers.jsonl or transfers.parquet"):
+    with pytest.raises(RunDirectoryError, match="no transfers.jsonl or transfers.parquet"):
         report.write_report([str(tmp_path)], str(tmp_path / "out"))
     with pytest.raises(SystemExit) as e:
         cli.main(["report", str(tmp_path / "absent")])

@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..experiments import results
+# an events file's lines are read by the run directory's reader (rundir.py); `read_events` is
+# also this module's for the readers of an agent's whole file (sweep.py)
+from ..experiments.rundir import RunDirectoryError, parse_event_line, read_events  # noqa: F401
 
 #: Slack around a transfer's wall-clock window when matching flows: before it only clock
 #: granularity (the connection cannot precede curl; flows a restarted agent is re-announced
@@ -39,10 +42,6 @@ MATCH_SLACK_BEFORE_S = 0.05
 MATCH_SLACK_AFTER_S = 0.5
 #: How long the runner waits after a transfer for its flow's close event.
 CLOSE_WAIT_S = 2.0
-
-
-class HandoverError(ValueError):
-    """Bad run directory or events file; the message says what and where."""
 
 
 # ----------------------------------------------------------------------- events
@@ -116,44 +115,6 @@ def format_peer(ip, port) -> Optional[str]:
     return f"{ip}:{int(port)}"
 
 
-_EVENT_KINDS = ("flow", "report", "handover", "close")
-#: Event kinds of earlier agents and their names now (a handover was logged as "switch", and
-#: the close event counted "switches"); events files in stored runs keep being read.
-RENAMED_EVENT_KINDS = {"switch": "handover"}
-RENAMED_EVENT_FIELDS = {"switches": "handovers"}
-
-
-def upgrade_event(ev: dict) -> dict:
-    """An event as written by any agent, in today's names (the event itself, updated)."""
-    kind = ev.get("event")
-    if kind in RENAMED_EVENT_KINDS:
-        ev["event"] = RENAMED_EVENT_KINDS[kind]
-    for old, new in RENAMED_EVENT_FIELDS.items():
-        if old in ev and new not in ev:
-            ev[new] = ev.pop(old)
-    return ev
-
-
-def parse_event_line(line: str, where: str) -> Optional[dict]:
-    """One line of an events file; None for a blank line; HandoverError naming `where`
-    for anything that is not an event object."""
-    line = line.strip()
-    if not line:
-        return None
-    try:
-        ev = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise HandoverError(f"{where}: not JSON: {e}") from None
-    if isinstance(ev, dict):
-        upgrade_event(ev)
-    if not isinstance(ev, dict) or ev.get("event") not in _EVENT_KINDS:
-        raise HandoverError(f"{where}: not an event (\"event\" must be one of {', '.join(_EVENT_KINDS)})")
-    for k in ("t_us", "datapath", "sid"):
-        if not isinstance(ev.get(k), int) or isinstance(ev.get(k), bool):
-            raise HandoverError(f"{where}: {ev['event']} event without an integer {k!r}")
-    return ev
-
-
 class EventStream:
     """An agent's events file read incrementally while the agent appends to it: `poll()`
     reads the complete lines added since the last call (a line still being written waits)."""
@@ -180,7 +141,7 @@ class EventStream:
             self._line_no += 1
             try:
                 ev = parse_event_line(raw.decode("utf-8", "replace"), f"{self.path}:{self._line_no}")
-            except HandoverError:
+            except RunDirectoryError:
                 self.bad_lines += 1
                 continue
             if ev is not None:
@@ -200,24 +161,11 @@ class EventStream:
             fl.close = ev
 
 
-def read_events(path: str) -> List[dict]:
-    """All events of a file (an agent's or a transfer's slice), strictly: a bad line raises."""
-    out = []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for i, line in enumerate(f, 1):
-                ev = parse_event_line(line, f"{path}:{i}")
-                if ev is not None:
-                    out.append(ev)
-    except FileNotFoundError:
-        raise HandoverError(f"{path}: events file not found") from None
-    return out
-
-
-def flow_of(events: Sequence[dict]) -> FlowEvents:
-    """The events of one transfer's slice as a FlowEvents."""
+def flow_of(events: Sequence[dict], where: str = "the transfer's slice") -> FlowEvents:
+    """The events of one transfer's slice as a FlowEvents; `where` names the slice in the
+    error an empty one raises."""
     if not events:
-        raise HandoverError("no events")
+        raise RunDirectoryError(f"{where}: no events")
     fl = FlowEvents(events[0]["datapath"], events[0]["sid"])
     for ev in events:
         fl.events.append(ev)

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..experiments import results, statistics as stats
-from ..experiments.scenario import Client, Scenario, display_label, load_scenario
+from ..experiments.rundir import RunDirectory, RunDirectoryError
+from ..experiments.scenario import Client, Scenario, display_label
 
 
 class GridError(ValueError):
-    pass
+    """A grid that cannot be drawn (no completed transfer); an unreadable run directory is a
+    RunDirectoryError."""
 
 
 @dataclass
@@ -64,16 +66,6 @@ class Cell:
         """The best scheme against the runner-up (None with fewer than two schemes)."""
         r = self.ranking()
         return self.versus(r[0], r[1]) if len(r) >= 2 else None
-
-
-def _load_rows(run_dir: str) -> List[dict]:
-    parquet = os.path.join(run_dir, "transfers.parquet")
-    if os.path.exists(parquet):
-        return results.read_transfers_parquet(parquet)
-    jsonl = os.path.join(run_dir, "transfers.jsonl")
-    if os.path.exists(jsonl):
-        return results.read_jsonl(jsonl)
-    raise GridError(f"{run_dir}: no transfers.parquet or transfers.jsonl (is it a run directory?)")
 
 
 def _is_timeout(row: dict) -> bool:
@@ -202,11 +194,9 @@ def plot(path: str, cells_: Sequence[Cell], title: str, dpi: int = 120) -> None:
 
 
 def report(run_dir: str) -> Dict:
-    scenario_path = os.path.join(run_dir, "scenario.toml")
-    if not os.path.exists(scenario_path):
-        raise GridError(f"{run_dir}: no scenario.toml (is it a run directory?)")
-    scenario = load_scenario(scenario_path, check_files=False, stored=True)
-    cs = cells(scenario, _load_rows(run_dir))
+    run = RunDirectory(run_dir)
+    scenario = run.scenario
+    cs = cells(scenario, run.rows)
     schemes = [s.label for s in scenario.schemes]
     table = markdown(cs, schemes)
     results.write_text_atomic(os.path.join(run_dir, "grid.md"), table)
@@ -230,7 +220,7 @@ def report(run_dir: str) -> Dict:
 def _cli(args) -> int:
     try:
         out = report(args.run_dir)
-    except GridError as e:
+    except (GridError, RunDirectoryError) as e:
         print(f"ccswitch grid: {e}")
         return 2
     if args.json:

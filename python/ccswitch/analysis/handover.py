@@ -17,12 +17,12 @@ only the compared scheme's algorithm is said to, never counted as a win.
 from __future__ import annotations
 
 import json
-import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..experiments import results, statistics as stats
-from ..experiments.scenario import Scenario, ScenarioError, display_label, load_scenario
-from .events import FlowEvents, HandoverError, flow_of, read_events
+from ..experiments import statistics as stats
+from ..experiments.rundir import RunDirectory, RunDirectoryError
+from ..experiments.scenario import Scenario, display_label
+from .events import FlowEvents, flow_of
 from .plots import Series, plot_run
 
 # -- smoothness (MCC Fig. 5)
@@ -44,28 +44,6 @@ ORACLE_TOLERANCE = 0.05
 MYSTIQUE_PUBLISHED_REDUCTION = 0.1813
 #: MCC, its WiFi case: mean TCT (s) of its WiFi policy, fixed BBR and fixed Westwood
 MCC_PUBLISHED_S = {"policy:mcc-wifi": 2.10, "bbr": 2.75, "westwood": 2.34}
-
-
-# ----------------------------------------------------------------------- run directories
-
-
-def load_rows(run_dir: str) -> List[dict]:
-    """The rows of a run, from transfers.jsonl (which carries the handovers)."""
-    path = os.path.join(run_dir, "transfers.jsonl")
-    if not os.path.exists(path):
-        raise HandoverError(f"{run_dir}: no transfers.jsonl (is it a run directory?)")
-    try:
-        return results.read_jsonl(path)
-    except ValueError as e:
-        raise HandoverError(str(e)) from None
-
-
-def load_run_scenario(run_dir: str) -> Scenario:
-    path = os.path.join(run_dir, "scenario.toml")
-    try:
-        return load_scenario(path, check_files=False, stored=True)
-    except ScenarioError as e:
-        raise HandoverError(str(e)) from None
 
 
 def _kind(scheme: str) -> str:
@@ -140,12 +118,15 @@ def after_handover(series: Series, sw: dict) -> dict:
 
 def smoothness(run_dir: str, rows: Sequence[dict]) -> dict:
     """Per handover of every policy transfer: its figures against the new algorithm's steady
-    state on the same datapath (the other datapath's fixed scheme if that one has none)."""
+    state on the same datapath (the other datapath's fixed scheme if that one has none).
+    `rows` are the run's (RunDirectory.rows, or the runner's own at the end of a run); their
+    event slices are read from `run_dir`."""
+    run = RunDirectory(run_dir)
     flows: Dict[int, Optional[FlowEvents]] = {}
 
     def flow(i: int, row: dict) -> Optional[FlowEvents]:
         if i not in flows:
-            flows[i] = flow_of(read_events(os.path.join(run_dir, row["events"]))) if row.get("events") else None
+            flows[i] = flow_of(run.events_of(row), run.events_path(row)) if row.get("events") else None
         return flows[i]
 
     steady: Dict[str, List[float]] = {}
@@ -433,12 +414,15 @@ def format_mcc(res: dict) -> str:
 
 def analyze(run_dir: str, kind: Optional[str] = None, rows: Optional[Sequence[dict]] = None,
             scenario: Optional[Scenario] = None) -> Tuple[dict, str]:
-    """Run the scenario's analysis (or `kind`) on a run directory: (result, text)."""
-    scenario = scenario or load_run_scenario(run_dir)
+    """Run the scenario's analysis (or `kind`) on a run directory: (result, text). `rows` and
+    `scenario` are the run directory's unless given (the runner gives its own)."""
+    run = RunDirectory(run_dir)
+    scenario = scenario or run.scenario
     kind = kind or scenario.analysis
     if kind is None:
-        raise HandoverError(f"{run_dir}: the scenario names no analysis; choose one with --kind smoothness|mix|mcc")
-    rows = list(rows) if rows is not None else load_rows(run_dir)
+        raise RunDirectoryError(f"{run.file('scenario.toml')}: the scenario names no analysis; choose one with "
+                                "--kind smoothness|mix|mcc")
+    rows = list(rows) if rows is not None else run.rows
     if kind == "smoothness":
         res = smoothness(run_dir, rows)
         return res, format_smoothness(res)
@@ -448,13 +432,13 @@ def analyze(run_dir: str, kind: Optional[str] = None, rows: Optional[Sequence[di
     if kind == "mcc":
         res = mcc(rows, scenario.timeout_s)
         return res, format_mcc(res)
-    raise HandoverError(f"unknown analysis {kind!r} (smoothness, mix, mcc)")
+    raise ValueError(f"unknown analysis {kind!r} (smoothness, mix, mcc)")
 
 
 def _cli_analyze(args) -> int:
     try:
         res, text = analyze(args.run_dir, getattr(args, "kind", None))
-    except (HandoverError, OSError) as e:
+    except (RunDirectoryError, OSError) as e:
         args.parser.error(str(e))
     print(json.dumps(res, indent=2) if args.json else text)
     return 0
@@ -462,15 +446,15 @@ def _cli_analyze(args) -> int:
 
 def _cli_plot(args) -> int:
     try:
-        scenario = load_run_scenario(args.run_dir)
-        rows = load_rows(args.run_dir)
+        run = RunDirectory(args.run_dir)
+        scenario, rows = run.scenario, run.rows
         schemes = None
         if args.scheme:
             schemes = args.scheme
         elif args.transfer is None:
             schemes = [s.label for s in scenario.schemes if s.is_policy] + list(scenario.plot_schemes)
         written = plot_run(args.run_dir, rows, schemes, args.transfer)
-    except (HandoverError, OSError) as e:
+    except (RunDirectoryError, OSError) as e:
         args.parser.error(str(e))
     for p in written:
         print(p)
@@ -486,7 +470,7 @@ def add_cli(sub) -> None:
                                    "handovers, for transfers of a run (default: those of policy schemes and "
                                    "the scenario's plot_schemes); PNGs next to flows/NNN-*.jsonl.")
     p.add_argument("run_dir")
-    p.add_argument("--transfer", type=int, help="only transfer N (1-based, the order of transfers.jsonl)")
+    p.add_argument("--transfer", type=int, help="only transfer N (its number in the run, 1-based)")
     p.add_argument("--scheme", action="append", help="plot every transfer of this scheme (repeatable)")
     p.set_defaults(func=_cli_plot, parser=p)
     what = "run the scenario's handover analysis (smoothness, mix or mcc) on a run directory"

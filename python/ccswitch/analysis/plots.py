@@ -11,7 +11,8 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 from ..experiments import results
 from ..experiments.scenario import display_label
-from .events import FlowEvents, HandoverError, flow_of, read_events
+from ..experiments.rundir import RunDirectory, RunDirectoryError
+from .events import FlowEvents, flow_of
 
 #: Throughput bins of the plots.
 PLOT_BIN_S = 0.25
@@ -131,6 +132,7 @@ def plot_run(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]
     """Plot the transfers of a run that have events: those of `schemes` (labels; None = every
     policy scheme), or only transfer number `transfer` (1-based). Returns the files written."""
     wanted = set(schemes) if schemes is not None else None
+    run = RunDirectory(run_dir)
     written = []
     for i, row in enumerate(rows, 1):
         index = row.get("transfer", i)
@@ -141,17 +143,15 @@ def plot_run(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]
                 continue
             if wanted is not None and row["scheme"] not in wanted:
                 continue
-        if not row.get("events"):
-            if transfer is not None:
-                raise HandoverError(f"transfer {transfer} ({row['scheme']}) has no events "
-                                     f"({row.get('events_note') or 'not an agent scheme'})")
+        if not row.get("events") and transfer is None:
             continue
-        flow = flow_of(read_events(os.path.join(run_dir, row["events"])))
+        # strict for the one transfer asked for: a row without a slice raises, naming it
+        flow = flow_of(run.events_of(dict(row, transfer=index)), run.events_path(row))
         path = os.path.join(run_dir, os.path.splitext(row["events"])[0] + ".png")
         tct = f", TCT {row['tct_s']:.2f} s" if row.get("tct_s") is not None else ""
         plot_flow(path, flow, f"{row['client']} {row['file_bytes']} B {display_label(row['scheme'])} rep "
                               f"{row['repetition']}{tct}")
         written.append(path)
     if transfer is not None and not written:
-        raise HandoverError(f"{run_dir}: no transfer number {transfer} (there are {len(rows)})")
+        raise RunDirectoryError(f"{run_dir}: no transfer number {transfer} (there are {len(rows)})")
     return written

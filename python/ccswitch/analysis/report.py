@@ -34,9 +34,10 @@ from functools import cached_property
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..experiments import results, runner, statistics as stats
+from ..experiments.rundir import RunDirectory, RunDirectoryError
 from ..experiments.scenario import Scenario, display_label
 from . import grid, handover
-from .events import HandoverError, flow_of, read_events
+from .events import flow_of
 from .plots import PLOT_BIN_S, Series, mark_handovers
 
 #: Resolution of every figure of the page: small files that still read on a screen.
@@ -76,20 +77,22 @@ OBSERVATIONS = (
 GRID_SCENARIO = "algorithms-grid"
 
 
-class ReportError(ValueError):
-    """A path that is not a run directory, or a run directory that cannot be read."""
-
-
 # ----------------------------------------------------------------------- run directories
 
 
 @dataclass
 class Run:
-    path: str
+    """A run directory as the page reads it (rundir.RunDirectory: its stored scenario, its
+    transfers in today's names and the file they came from)."""
+
+    directory: RunDirectory
     scenario: Scenario
-    #: the transfers as stored (today's names), and the file they came from
     rows: List[dict]
     source: str
+
+    @property
+    def path(self) -> str:
+        return self.directory.path
 
     @property
     def shown(self) -> str:
@@ -116,25 +119,11 @@ class Run:
 
 
 def load_run(path: str) -> Run:
-    """A run directory's scenario and rows: transfers.jsonl (which keeps the event slices'
-    paths) if present, else transfers.parquet."""
-    if not os.path.isdir(path):
-        raise ReportError(f"{path}: not a directory")
-    if not os.path.exists(os.path.join(path, "scenario.toml")):
-        raise ReportError(f"{path}: not a run directory (no scenario.toml)")
-    source = next((n for n in ("transfers.jsonl", "transfers.parquet") if os.path.exists(os.path.join(path, n))), None)
-    if source is None:
-        raise ReportError(f"{path}: not a run directory (no transfers.jsonl or transfers.parquet)")
-    read = results.read_jsonl if source == "transfers.jsonl" else results.read_transfers_parquet
-    try:
-        rows = read(os.path.join(path, source))
-    except (ValueError, OSError) as e:
-        raise ReportError(f"{path}: cannot read {source}: {e}") from None
-    try:
-        scenario = handover.load_run_scenario(path)
-    except HandoverError as e:
-        raise ReportError(str(e)) from None
-    return Run(path, scenario, rows, source)
+    """A run directory's scenario and rows (RunDirectory's precedence: a finished run's
+    Parquet with the log's per-transfer fields, else an interrupted run's log)."""
+    directory = RunDirectory(path)
+    scenario = directory.scenario
+    return Run(directory, scenario, directory.rows, directory.source)
 
 
 def shown_path(path: str) -> str:
@@ -365,7 +354,7 @@ def flow_rows(run: Run, scheme: str) -> List[Tuple[int, dict]]:
 
 
 def _has_slice(run: Run, row: dict) -> bool:
-    return bool(row.get("events")) and os.path.exists(os.path.join(run.path, row["events"]))
+    return run.directory.has_events(row)
 
 
 def plot_flows(path: str, run: Run, scheme: str, chosen: Sequence[Tuple[int, dict]]) -> List[str]:
@@ -381,8 +370,8 @@ def plot_flows(path: str, run: Run, scheme: str, chosen: Sequence[Tuple[int, dic
         tct = f"TCT {row['tct_s']:.2f} s" if stats.counted(row) else "failed"
         title = f"{row['client']} {_size(int(row['file_bytes']))} rep {row.get('repetition')}, {tct}"
         try:
-            flow = flow_of(read_events(os.path.join(run.path, row["events"])))
-        except HandoverError as e:
+            flow = flow_of(run.directory.events_of(row), run.directory.events_path(row))
+        except RunDirectoryError as e:
             notes.append(f"transfer {number}: {e}")
             ax.set_title(title, fontsize=8)
             continue
@@ -644,7 +633,7 @@ def smoothness_section(run: Run) -> List[str]:
         return out + ["Not evaluated: the policy transfers of this run directory have no flow event slices.", ""]
     try:
         res = handover.smoothness(run.path, run.rows)
-    except HandoverError as e:
+    except RunDirectoryError as e:
         return out + [f"Not evaluated: {e}.", ""]
     hs = [h for h in res["handovers"] if h.get("handover")]
     out += [f"MCC Fig. 5 is about how smoothly a flow is carried across live handovers. The target here "
@@ -759,7 +748,7 @@ def flows_section(run: Run, out_dir: str, prefix: str, figures: List[str]) -> Li
 def write_report(run_dirs: Sequence[str], out_dir: Optional[str] = None) -> Tuple[str, List[str]]:
     """Write OUT_DIR/report.md and its figures; returns (the page's path, the figures' names)."""
     if not run_dirs:
-        raise ReportError("no run directory given")
+        raise RunDirectoryError("no run directory given")
     runs = [load_run(d) for d in run_dirs]
     out_dir = out_dir or os.path.join(run_dirs[0], "report")
     os.makedirs(out_dir, exist_ok=True)
@@ -786,7 +775,7 @@ def _anchor(run: Run) -> str:
 def _cli(args) -> int:
     try:
         path, figures = write_report(args.run_dirs, args.out)
-    except ReportError as e:
+    except RunDirectoryError as e:
         args.parser.error(str(e))
     print(f"wrote {path} and {len(figures)} figures beside it")
     return 0

@@ -26,7 +26,7 @@ from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..experiments import results, sweep as _sweep
-from ..experiments.scenario import canonical_scheme
+from ..experiments.rundir import RunDirectory, RunDirectoryError
 from ..experiments.sweep import DATAPATH_RENAMED
 
 #: MSS assumed for a flow whose `flow` event does not carry one (agents from before the field
@@ -106,28 +106,15 @@ def read_store(store: str, initial: Optional[str]) -> Tuple[List[Observation], D
     return obs, settings
 
 
-def _run_rows(run_dir: str) -> List[Dict[str, Any]]:
-    path = os.path.join(run_dir, "transfers.jsonl")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [results.upgrade_row(json.loads(line)) for line in f if line.strip()]
-    except FileNotFoundError:
-        raise DatasetError(f"{run_dir}: neither a sweep store (spec.toml, cells/) nor a run directory "
-                           "(transfers.jsonl)") from None
-    except json.JSONDecodeError as e:
-        raise DatasetError(f"{path}: not JSON lines: {e}") from None
-
-
 def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, Any]]:
-    """A `ccswitch run` directory's transfers of fixed agent algorithms."""
-    from ..analysis import events as flow_events
-
+    """A `ccswitch run` directory's transfers of fixed agent algorithms (RunDirectory's rows,
+    so in today's scheme names), with the events of the initial algorithm's."""
+    run = RunDirectory(run_dir)
     obs = []
     candidates: List[str] = []
     name = os.path.basename(os.path.normpath(run_dir))
-    for row in _run_rows(run_dir):
-        # runs stored before the datapaths were named `kernel` and `ovs` wrote ccswitch:/switch:
-        kind, _, alg = canonical_scheme(row["scheme"]).partition(":")
+    for row in run.rows:
+        kind, _, alg = row["scheme"].partition(":")
         if kind not in ("kernel", "ovs") or alg.startswith("policy:"):
             continue
         if alg not in candidates:
@@ -135,10 +122,7 @@ def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, A
         params = _sweep.params_from_row(row)
         flow, reports = None, None
         if alg == initial and row.get("events"):
-            try:
-                events = flow_events.read_events(os.path.join(run_dir, row["events"]))
-            except flow_events.HandoverError as e:
-                raise DatasetError(str(e)) from None
+            events = run.events_of(row)
             flow = next((e for e in events if e["event"] == "flow"), None)
             reports = [e for e in events if e["event"] == "report"]
         obs.append(Observation(
@@ -153,11 +137,19 @@ def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, A
 
 
 def read_source(path: str, initial: Optional[str]) -> Tuple[List[Observation], Dict[str, Any]]:
+    """A sweep's cell store or a run directory; an unreadable one raises DatasetError naming
+    the file at fault."""
     if os.path.isfile(os.path.join(path, "spec.toml")) and os.path.isdir(os.path.join(path, "cells")):
         return read_store(path, initial)
     if not os.path.isdir(path):
         raise DatasetError(f"{path}: no such directory")
-    return read_run(path, initial or "bbr")
+    try:
+        if not RunDirectory(path).has_transfers:
+            raise DatasetError(f"{path}: neither a sweep store (spec.toml, cells/) nor a run directory "
+                               "(transfers.jsonl or transfers.parquet)")
+        return read_run(path, initial or "bbr")
+    except RunDirectoryError as e:
+        raise DatasetError(str(e)) from None
 
 
 # ----------------------------------------------------------------------- rows
