@@ -48,9 +48,10 @@ from .scenario import Client, Scenario, Scheme
 #: The Dask worker resource a unit needs one of: a network lab (namespaces, mahimahi, nginx).
 LAB = "lab"
 #: Row fields that name a file of the run directory.
-ROW_FILE_FIELDS = ("events", "ovs_stats", "ovs_log")
-#: Sub-directories of a unit's run directory that join the run's own (names unique per transfer).
-MERGED_DIRS = ("flows", "ovs")
+ROW_FILE_FIELDS = ("events", "ovs_stats", "ovs_log", "probe", "throughput_bins", "link_log", "schedule_stats")
+#: Sub-directories of a unit's run directory that join the run's own (names unique per transfer;
+#: a workload's request file, named in the row's `workload`, is in `workload/`).
+MERGED_DIRS = ("flows", "ovs", "probe", "workload", "link-logs", "schedule")
 #: Logs of a unit's run directory whose records are appended to the run's own.
 MERGED_LOGS = ("handovers.jsonl",)
 #: How long the client waits for a worker that offers a lab.

@@ -26,7 +26,9 @@ the end (analysis/handover.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import json
 import os
@@ -42,10 +44,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from . import traces as _traces
-from . import results, statistics as stats
+from . import traces as _traces, traffic as _traffic
+from . import measurements as _measure, results, statistics as stats
 from ..topology import bridges as _ovs
-from ..analysis import events as _events, handover as _handover, plots as _plots
+from ..topology import schedule as _schedule
+from ..topology.probe import PROBE_BIN, PacketProbe
+from ..analysis import events as _events, handover as _handover, plots as _plots, tradeoffs as _tradeoffs
 from .scenario import Client, Scenario, Scheme, check_schemes, display_label
 from ..topology.namespaces import SERVER_PORT, AgentError, Processes, ServerNamespace, SysctlGuard, Teardown, TopologyError, log, read_sysctl
 from ..topology.daemons import CcswitchDaemons, Nginx, agent_check_env, check_agent_spec
@@ -58,14 +62,19 @@ MM_OVERHEAD_S = 30.0
 PROGRESS_EVERY_S = 15.0
 #: curl's exit status for "operation timed out" (--max-time reached).
 CURL_TIMEOUT_EXIT = 28
-#: Marker that prefixes curl's -w output so it can be found among anything else printed.
-CURL_MARK = "CCSWITCH-CURL"
-CURL_FORMAT = (CURL_MARK + " %{time_total} %{time_starttransfer} %{time_connect} %{size_download} "
-               "%{http_code}\\n")
+#: The client driver (run by the system's python3 as MM_USER inside the mahimahi shells).
+DRIVER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "client_driver.py")
+DRIVER_PYTHON = "/usr/bin/python3"
+#: How long the driver may take to start inside mahimahi and say it is ready.
+DRIVER_READY_TIMEOUT_S = 30.0
 
 
 class RunError(RuntimeError):
     """The run cannot proceed (bad environment, missing binary, ...)."""
+
+
+class _DriverGone(Exception):
+    """The mahimahi shells exited before the client driver said it was ready."""
 
 
 class Interrupted(BaseException):
@@ -96,7 +105,7 @@ def bin_dir() -> str:
     return candidates[0]
 
 
-def check_environment(scenario: Scenario) -> Optional[str]:
+def check_environment(scenario: Scenario, measure: bool = True) -> Optional[str]:
     """Raise RunError if the machine cannot run the scenario; returns the binary dir."""
     if os.geteuid() != 0:
         raise RunError("ccswitch run must run as root (it creates network namespaces and sets sysctls)")
@@ -129,6 +138,12 @@ def check_environment(scenario: Scenario) -> Optional[str]:
             raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.uses_agent)} "
                            f"need the Rust binaries, not found or not executable: {', '.join(missing)} "
                            "(build them with `cargo build --release`, or set CCSWITCH_BIN_DIR)")
+    tools = [PROBE_BIN] if measure else []
+    tools += [_schedule.BINARY_NAME] if any(c.schedule for c in scenario.clients) else []
+    missing = CcswitchDaemons.missing_binaries(bin_dir(), tools)
+    if missing:
+        raise RunError(f"the measurements and path schedules need {', '.join(missing)}, not found or not executable "
+                       "(build them with `cargo build --release`, or set CCSWITCH_BIN_DIR)")
     return bdir
 
 
@@ -156,8 +171,10 @@ def check_agent_schemes(scenario: Scenario, bdir: Optional[str] = None) -> None:
 # ----------------------------------------------------------------------- transfers
 
 
-def mahimahi_command(client: Client, up_trace: str, down_trace: str) -> List[str]:
-    """The mahimahi shell stack for a client, ending just before the inner command."""
+def mahimahi_command(client: Client, up_trace: str, down_trace: str, downlink_log: Optional[str] = None) -> List[str]:
+    """The mahimahi shell stack for a client, ending just before the inner command;
+    `downlink_log`: mm-link's per-packet log of the downlink (arrivals, departures with their
+    queueing delay, delivery opportunities), a cross-check of the probe's figures."""
     cmd: List[str] = []
     if client.delay_ms > 0:
         cmd += ["mm-delay", str(client.delay_ms)]
@@ -169,12 +186,9 @@ def mahimahi_command(client: Client, up_trace: str, down_trace: str) -> List[str
     if client.queue_packets is not None:
         for d in ("uplink", "downlink"):
             cmd += [f"--{d}-queue=droptail", f"--{d}-queue-args=packets={client.queue_packets}"]
+    if downlink_log is not None:
+        cmd.append(f"--downlink-log={downlink_log}")
     return cmd
-
-
-def curl_command(url: str, out_file: str, timeout_s: float) -> List[str]:
-    return ["curl", "-sS", "--noproxy", "*", "--max-time", f"{timeout_s:g}", "-o", out_file,
-            "-w", CURL_FORMAT, url]
 
 
 _CURL_ERROR_RE = re.compile(r"^curl: \((\d+)\) (.*)$", re.M)
@@ -203,20 +217,6 @@ def transfer_error(rc: Optional[int], stderr: str) -> str:
         if line:
             return f"exit {rc}: " + _MM_COMMAND_RE.sub(lambda m: f"`{m.group(1)}'", line)[:300]
     return f"exit {rc}: no message"
-
-
-def parse_curl_output(text: str) -> Optional[dict]:
-    for line in reversed(text.splitlines()):
-        if line.startswith(CURL_MARK + " "):
-            f = line.split()
-            if len(f) != 6:
-                return None
-            try:
-                return {"tct_s": float(f[1]), "ttfb_s": float(f[2]), "connect_s": float(f[3]),
-                        "bytes": int(float(f[4])), "http_code": int(f[5])}
-            except ValueError:
-                return None
-    return None
 
 
 _SS_CC_RE = re.compile(r"^\s*([a-z][a-z0-9_]*)\s+(?:wscale|rto|ts |sack|ecn)")
@@ -325,10 +325,84 @@ def portable_path(path: Optional[str]) -> Optional[str]:
     return "<repo>/" + path[len(root):] if path.startswith(root) else path
 
 
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's content, or why there is none ("missing"); computed once per
+    version of the file (its size and modification time)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing"
+    return _digest(path, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return "missing"
+    return h.hexdigest()
+
+
+def policy_files(policy: str) -> List[str]:
+    """The files a policy scheme's agent reads: the policy file (when its target is one) and
+    the model file it names (`model = "x.json"`, relative to the policy file)."""
+    target = policy.split(":", 1)[0]
+    if not os.path.isfile(target):
+        return []
+    out = [target]
+    try:
+        import tomllib
+
+        with open(target, "rb") as f:
+            model = tomllib.load(f).get("model")
+    except (OSError, ValueError):
+        return out
+    if isinstance(model, str):
+        out.append(os.path.join(os.path.dirname(target), model))
+    return out
+
+
+def python_algorithm_file(algorithm: str, search: List[str]) -> Optional[str]:
+    """The source file of a `py:MODULE:CLASS` algorithm, found as the agent finds it (the
+    scenario's directory first, then the package's)."""
+    if not algorithm.startswith("py:"):
+        return None
+    module = algorithm.split(":")[1]
+    import importlib.machinery
+    import importlib.util
+
+    if "." not in module:
+        spec = importlib.machinery.PathFinder.find_spec(module, search or None)
+    else:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+    return spec.origin if spec is not None and spec.origin and os.path.isfile(spec.origin) else None
+
+
+def unit_inputs(sc: Scenario, client: Client, scheme: Scheme) -> Dict[str, str]:
+    """Digests of every file a unit reads besides the scenario: trace files, a policy's file and
+    the model it names, a Python algorithm's module. A unit resumed after one of them changed
+    (a retrained model, an edited trace) is a different unit and runs again."""
+    files = [p for p in (client.link.uplink_trace, client.link.downlink_trace) if p]
+    if scheme.policy is not None:
+        files += policy_files(scheme.policy)
+    py = python_algorithm_file(scheme.algorithm, scenario_python_path(sc))
+    if py:
+        files.append(py)
+    return {portable_path(os.path.abspath(p)): file_digest(p) for p in files}
+
+
 def unit_key(sc: Scenario, rep: int, client: Client, scheme: Scheme, size: int) -> str:
     """What identifies one transfer of a scenario (one scheme x client x file size x
-    repetition) across invocations and hosts: a hash of every parameter it runs with. A run
-    resumed with other parameters finds none of its units finished."""
+    repetition) across invocations and hosts: a hash of every parameter it runs with and of
+    the content of every file it reads. A run resumed with other parameters or files finds
+    none of its units finished."""
     path = {k: v for k, v in client.path_fields().items() if k != "path"}
     for k in ("downlink_trace", "uplink_trace"):
         path[k] = portable_path(path[k])
@@ -338,7 +412,11 @@ def unit_key(sc: Scenario, rep: int, client: Client, scheme: Scheme, size: int) 
     doc = {"client": client.name, **path, "scheme": scheme.label, "policy": policy, "file_bytes": size,
            "repetition": rep + 1, "timeout_s": sc.timeout_s, "agent_settle_s": sc.agent_settle_s,
            "bridge": sc.bridge_kind, "ovs_server_cc": sc.ovs_server_cc,
-           "destination_memory": sc.destination_memory}
+           "destination_memory": sc.destination_memory, "inputs": unit_inputs(sc, client, scheme)}
+    if client.flows:
+        doc["flows"] = [[f.scheme.label if f.scheme else None, f.start_s, f.count, f.file_bytes] for f in client.flows]
+    if client.workload is not None:
+        doc["workload"] = repr(client.workload)
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -445,10 +523,10 @@ def progress_line(i: int, total: int, client: Client, row: dict, out_dir: str) -
     tct = f"{row['tct_s']:.2f} s" if row["tct_s"] is not None else "-"
     sz = f" {row['file_bytes']}B" if len(client.file_sizes) > 1 else ""
     return (f"[{i}/{total}] {client.name}{sz} {display_label(row['scheme'])} rep {row['repetition']}: {tct} "
-            f"{transfer_status(row)}{_handover_note(row, out_dir)}{_algorithms_note(row)}")
+            f"{transfer_status(row)}{_ovs_note(row, out_dir)}{_algorithms_note(row)}")
 
 
-def _handover_note(row: dict, out_dir: str) -> str:
+def _ovs_note(row: dict, out_dir: str) -> str:
     if not row.get("ovs_stats"):
         return ""
     doc = _ovs.load_stats(os.path.join(out_dir, row["ovs_stats"]))
@@ -485,8 +563,14 @@ class Runner:
     def __init__(self, scenario: Scenario, out_dir: str, *, quiet: bool = False,
                  schemes_checked: bool = False, schedule: Optional[List[tuple]] = None,
                  numbers: Optional[List[int]] = None, write_results: bool = True,
-                 on_row: Optional[Callable[[dict], None]] = None) -> None:
+                 on_row: Optional[Callable[[dict], None]] = None, measure: bool = True,
+                 link_logs: bool = False) -> None:
         self.sc = scenario
+        #: keep mm-link's downlink log of every transfer in link-logs/ (a cross-check of the probe)
+        self.link_logs = link_logs
+        #: run the packet probe on every transfer (delay, drops, TCP_INFO, throughput over time)
+        self.measure = measure
+        self._numbered = 0
         #: the transfers to run, (repetition, client, scheme, file_bytes) in order; None = the
         #: scenario's own schedule (`Scenario.transfers`), less what an earlier invocation into
         #: `out_dir` finished (`plan_run`). A sweep passes the cells it still needs, a worker of
@@ -519,7 +603,7 @@ class Runner:
     # -- setup -----------------------------------------------------------------
     def setup(self) -> None:
         sc = self.sc
-        self.bin_dir = check_environment(sc)
+        self.bin_dir = check_environment(sc, self.measure)
         os.makedirs(self.log_dir, exist_ok=True)
         if sc.source:
             shutil.copyfile(sc.source, os.path.join(self.out_dir, "scenario.toml"))
@@ -536,7 +620,15 @@ class Runner:
         pw = pwd.getpwnam(MM_USER)
         os.chown(self.downloads, pw.pw_uid, pw.pw_gid)
         os.chmod(self.downloads, 0o700)
-        self.files = make_served_files(www, [s for c in sc.clients for s in c.file_sizes])
+        self.files = make_served_files(www, [s for c in sc.clients for s in _traffic.served_sizes(c)])
+        workload_bytes = max((c.workload.max_bytes for c in sc.clients if c.workload is not None), default=0)
+        if workload_bytes:
+            served = make_served_files(www, [workload_bytes])[workload_bytes]
+            os.rename(served.path, os.path.join(www, _traffic.WORKLOAD_FILE))
+            self.workload_hashes = _traffic.PrefixHashes(os.path.join(www, _traffic.WORKLOAD_FILE))
+        self.driver = os.path.join(self.work, "client_driver.py")
+        shutil.copyfile(DRIVER_SOURCE, self.driver)
+        os.chmod(self.driver, 0o644)
         self.traces = self._make_traces()
         # mahimahi requires forwarding; the server is reached through the root namespace
         if read_sysctl("net.ipv4.ip_forward") != "1":
@@ -557,6 +649,13 @@ class Runner:
         self.nginx = Nginx(self.ns, self.procs, self.work, www, self.log_dir)
         self.teardown.push("stop nginx", self.nginx.stop)
         self.nginx.start()
+        self._start_competitor_servers(www)
+        self.server_ips = [self.ns.server_ip] + [ns.server_ip for ns, _ in self.competitor_servers.values()]
+        self.probe_senders = [(self.ns.name, self.ns.veth_srv)] + [(ns.name, ns.veth_srv)
+                                                                   for ns, _ in self.competitor_servers.values()]
+        if self.measure:
+            self.probe = PacketProbe(self.procs, bin_dir(), self.log_dir)
+            self.teardown.push(f"stop {PROBE_BIN}", self.probe.stop)
         self.daemons = None
         self.ovs_shim: Optional[_ovs.OvsShimProcess] = None
         if sc.uses_agent:
@@ -580,6 +679,26 @@ class Runner:
                   f"{self.nginx.master_pid()}), work dir {self.work}, results in {self.out_dir}")
         if self.fabric is not None:
             self._say(self.fabric.describe())
+
+    def _start_competitor_servers(self, www: str) -> None:
+        """A server namespace with its own nginx for each native algorithm that competing flows
+        run (a namespace's default congestion control is what its connections get). They are
+        reached straight from the root namespace, never through the bridge of `ovs:` schemes,
+        so the ovs shim acts only on the flows of the scheme under test."""
+        self.competitor_servers: Dict[str, tuple] = {}
+        for k, cc in enumerate(_traffic.competitor_ccs(self.sc.clients)):
+            ns = ServerNamespace(self.teardown, tag=f"{os.getpid()}c{k}")
+            ns.create()
+            self.sysctls.allow_congestion_control(cc)
+            ns.set_congestion_control(cc)
+            work = os.path.join(self.work, f"competitor-{cc}")
+            logs = os.path.join(self.log_dir, f"competitor-{cc}")
+            os.makedirs(work)
+            os.makedirs(logs, exist_ok=True)
+            nginx = Nginx(ns, self.procs, work, www, logs)
+            self.teardown.push(f"stop the nginx of {cc} competitors", nginx.stop)
+            nginx.start()
+            self.competitor_servers[cc] = (ns, nginx)
 
     def _make_traces(self) -> Dict[str, tuple]:
         tdir = os.path.join(self.work, "traces")
@@ -643,11 +762,11 @@ class Runner:
             row.update(algorithms=None, handover_events=None, on_report_errors=None)
         return row
 
-    def _communicate(self, what: str, out_file: str, size: int, t0: float) -> Tuple[str, str]:
+    def _communicate(self, what: str, out_file: str, size: int, t0: float, extra_s: float = 0.0) -> Tuple[str, str]:
         """Wait for the transfer under way; past PROGRESS_EVERY_S, say how far it got every
         PROGRESS_EVERY_S (a slow path is then visibly slow, not silent). Raises
         subprocess.TimeoutExpired at timeout_s + MM_OVERHEAD_S."""
-        deadline = t0 + self.sc.timeout_s + MM_OVERHEAD_S
+        deadline = t0 + self.sc.timeout_s + MM_OVERHEAD_S + extra_s
         while True:
             left = deadline - time.monotonic()
             try:
@@ -661,61 +780,118 @@ class Runner:
                     got = 0
                 self._say(f"    ... {what}: {time.monotonic() - t0:.0f} s, {got / 1e6:.1f} of {size / 1e6:.1f} MB")
 
-    def transfer(self, rep: int, client: Client, scheme: Scheme, size: int) -> dict:
-        served = self.files[size]
+    def _url(self, server: Optional[str], path: str) -> str:
+        """A file on the run's server (None) or on the server of a competitor's algorithm."""
+        ns = self.ns if server is None else self.competitor_servers[server][0]
+        return f"http://{ns.server_ip}:{SERVER_PORT}{path}"
+
+    def _expected_sha(self, job: "_traffic.Job") -> str:
+        return self.workload_hashes(job.size) if job.ranged else self.files[job.size].sha256
+
+    def _wait_driver_ready(self, ready_file: str, t0: float) -> int:
+        """The client driver's PID once it is up inside the mahimahi shells; raises
+        _DriverGone if the shells exit first (their stderr says why)."""
+        while True:
+            try:
+                with open(ready_file) as f:
+                    return int(f.read().strip())
+            except (OSError, ValueError):
+                pass
+            if self.current.poll() is not None:
+                raise _DriverGone()
+            if time.monotonic() - t0 > DRIVER_READY_TIMEOUT_S:
+                raise TopologyError(f"the client driver did not start within {DRIVER_READY_TIMEOUT_S:g} s")
+            time.sleep(0.005)
+
+    def transfer(self, rep: int, client: Client, scheme: Scheme, size: int, number: Optional[int] = None) -> dict:
+        """One unit: the client's downloads (one flow, competing flows or a web workload) through
+        a fresh mahimahi shell stack, measured by the packet probe; returns its row."""
+        self._numbered += 1
+        number = number if number is not None else self._numbered
         up, down = self.traces[client.name]
-        out_file = os.path.join(self.downloads, f"{client.name}-{served.size}.bin")
-        url = f"http://{self.ns.server_ip}:{SERVER_PORT}{served.url_path}"
-        cmd = (["runuser", "-u", MM_USER, "--"] + mahimahi_command(client, up, down) + ["--"]
-               + curl_command(url, out_file, self.sc.timeout_s))
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": self.downloads, "LANG": "C"}
+        jobs = _traffic.jobs_for_unit(client, scheme, size, rep, self._url)
         row = self.new_row(rep, client, scheme, size)
         if scheme.kind == "ovs":
             row.update(ovs_stats=None, ovs_log=None, ovs_exit=None)
             self.ovs_shim.start(f"{client.name}-{size}-{scheme.algorithm}-rep{rep + 1}")
             row["ovs_log"] = os.path.relpath(self.ovs_shim.log_path, self.out_dir)
-        self.current_download = out_file
+        spec = _traffic.driver_spec(jobs, self.downloads, self.sc.timeout_s)
+        files = {k: os.path.join(self.downloads, f"driver-{k}") for k in ("spec.json", "ready", "go", "result.json")}
+        for path in files.values():
+            if os.path.exists(path):
+                os.unlink(path)
+        spec.update(ready_file=files["ready"], go_file=files["go"], result_file=files["result.json"],
+                    go_timeout_s=DRIVER_READY_TIMEOUT_S + 30)
+        with open(files["spec.json"], "w") as f:
+            json.dump(spec, f)
+        os.chmod(files["spec.json"], 0o644)
+        link_log = os.path.join(self.downloads, f"link-{number:06d}.log") if self.link_logs else None
+        cmd = (["runuser", "-u", MM_USER, "--"] + mahimahi_command(client, up, down, link_log)
+               + ["--", DRIVER_PYTHON, self.driver, files["spec.json"]])
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": self.downloads, "LANG": "C"}
+        self.current_download = spec["jobs"][0]["out"]
+        prefix = os.path.join(self.out_dir, "probe", f"{number:06d}") if self.measure else None
         observer = CcObserver(self.ns)
         events_path = self.daemons.events_path if scheme.uses_agent and self.daemons is not None else None
-        wall_t0 = time.time()
         t0 = time.monotonic()
+        wall_t0, go_at = time.time(), None
         self.current = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, env=env, cwd=self.downloads,
                                         start_new_session=True)
         self.procs.track("transfer", self.current)
         observer.start()
+        rc, stdout, stderr = None, "", ""
+        elements: List[_schedule.ScheduleElement] = []
         try:
             try:
-                stdout, stderr = self._communicate(f"{client.name} {scheme.label} rep {rep + 1}", out_file, size, t0)
+                pid = self._wait_driver_ready(files["ready"], t0)
+                if prefix is not None:
+                    self.probe.start(prefix, pid, self.probe_senders, self.server_ips, [SERVER_PORT])
+                elements = self._start_schedule(client, number, rep)
+                wall_t0, go_at = time.time(), time.monotonic()
+                open(files["go"], "w").close()
+                stdout, stderr = self._communicate(f"{client.name} {scheme.label} rep {rep + 1}",
+                                                   self.current_download, jobs[0].size, t0,
+                                                   extra_s=max(j.start_s for j in jobs))
                 rc = self.current.returncode
+            except _DriverGone:
+                stdout, stderr = self.current.communicate()
+                rc = self.current.returncode
+                row["error"] = transfer_error(rc, stderr)
             except subprocess.TimeoutExpired:
                 self._stop_current()
-                rc, stdout, stderr = None, "", ""
                 row["error"] = f"timeout: no result after {self.sc.timeout_s + MM_OVERHEAD_S:g} s"
+            except TopologyError as e:
+                self._stop_current()
+                row["error"] = f"measurement set-up failed: {e}"
             finally:
                 row["cc_observed"] = observer.finish()
                 row["client_addr"] = observer.peer
                 row["wall_s"] = round(time.monotonic() - t0, 4)
                 self.last_transfer = (wall_t0, time.time(), events_path)
+                probe_status = self.probe.stop() if prefix is not None else None
+                if elements:
+                    row["schedule_stats"] = self._stop_schedule(elements, number)
             if self.current is not None:
                 self.procs.forget(self.current)
                 self.current = None
-            if row["error"] is None:
-                parsed = parse_curl_output(stdout)
-                if parsed:
-                    row.update(parsed)
-                found = curl_error(stderr)
-                row["curl_exit"] = found[0] if found else None
-                if rc != 0 or found is not None:
-                    row["error"] = transfer_error(rc, stderr)
-                elif not parsed:
-                    err_text = " ".join(stderr.split())[-300:]
-                    row["error"] = f"no curl timing output: {(stdout + ' ' + err_text).strip()[-300:]}"
-                elif parsed["http_code"] != 200:
-                    row["error"] = f"HTTP {parsed['http_code']}"
-            if os.path.exists(out_file):
-                row["sha256_ok"] = row["error"] is None and sha256_file(out_file) == served.sha256
-                os.unlink(out_file)
+            if row["error"] is None and rc != 0:
+                row["error"] = transfer_error(rc, stderr)
+            results_ = _traffic.job_results(jobs, _traffic.read_result(files["result.json"]), spec,
+                                            self._expected_sha)
+            self._fill_row(row, client, results_)
+            if "workload_requests" in row:
+                self._write_workload(row, client, row.pop("workload_requests"), number)
+            if prefix is not None and row["error"] is None:
+                if self.probe.files_written():
+                    row["probe"] = os.path.relpath(prefix, self.out_dir)
+                    self._measure(row, client, scheme, results_, prefix, go_at)
+                else:
+                    row["probe_error"] = f"{PROBE_BIN} wrote no files (exit status {probe_status}); see logs/probe.log"
+            if link_log is not None and os.path.exists(link_log):
+                row["link_log"] = os.path.join("link-logs", f"{number:06d}.log")
+                os.makedirs(os.path.join(self.out_dir, "link-logs"), exist_ok=True)
+                shutil.move(link_log, os.path.join(self.out_dir, row["link_log"]))
             transfer_failed = row["error"] is not None
             if scheme.uses_agent and self.daemons is not None:
                 died = self.daemons.agent_died()
@@ -732,13 +908,139 @@ class Runner:
                 # else only the agent died: the bytes' integrity (checked above) still stands
         finally:
             self.current_download = None
-            if os.path.exists(out_file):
-                os.unlink(out_file)
+            for job in spec["jobs"]:
+                if os.path.exists(job["out"]):
+                    os.unlink(job["out"])
             if scheme.kind == "ovs":
-                self._finish_handover(row)
+                self._stop_ovs_shim(row)
+                self._add_ovs_retransmissions(row)
         return row
 
-    def _finish_handover(self, row: dict) -> None:
+    def _start_schedule(self, client: Client, number: int, rep: int) -> List["_schedule.ScheduleElement"]:
+        """The client's path schedule: one element per server address (competitors' servers
+        too: the schedule is the path's), its clock started as the client is let go. Its loss
+        draws are seeded by the repetition: every scheme of a repetition meets the same ones."""
+        if not client.schedule:
+            return []
+        steps = [dataclasses.asdict(step) for step in client.schedule]
+        elements = []
+        for k, ip in enumerate(self.server_ips):
+            work = os.path.join(self.work, f"schedule-{number:06d}-{k}")
+            os.makedirs(work, exist_ok=True)
+            element = _schedule.ScheduleElement(self.teardown, self.procs, server_ip=ip, steps=steps, work_dir=work,
+                                                seed=rep + 1, binary=os.path.join(bin_dir(), _schedule.BINARY_NAME))
+            elements.append(element)
+            element.start()
+        return elements
+
+    def _stop_schedule(self, elements: List["_schedule.ScheduleElement"], number: int) -> str:
+        """Stop the elements; their statistics go to schedule/NNNNNN.json (named in the row)."""
+        stats = []
+        for element in elements:
+            try:
+                element.stop()
+            except TopologyError as e:
+                log(f"warning: path schedule: {e}")
+            stats.append({"server_ip": element.server_ip, **(element.stats or {})})
+        path = os.path.join(self.out_dir, "schedule", f"{number:06d}.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        results.write_json_atomic(path, stats)
+        return os.path.relpath(path, self.out_dir)
+
+    def _fill_row(self, row: dict, client: Client, results_: List[dict]) -> None:
+        """The unit's verdict and curl figures from its downloads: a lone or competing flow's
+        row carries its first flow of the scheme under test; a workload's, the time until its
+        last request finished. Any flow that failed fails the unit (naming it)."""
+        if row["error"] is not None:
+            return
+        if client.workload is not None:
+            reqs = _traffic.workload_requests(results_, row["rtt_ms"] / 1000.0, client.link.downlink_mbps_or_none)
+            done = [r for r in reqs if r["ok"]]
+            row["sha256_ok"] = all(r["sha256_ok"] for r in results_ if r["error"] is None)
+            if not done:
+                row["error"] = f"no request of the workload completed ({results_[0]['error'] if results_ else 'none sent'})"
+                return
+            row["tct_s"] = round(max(r["t_s"] + r["fct_s"] for r in done), 4)
+            row["bytes"] = sum(r["size"] for r in done)
+            row["http_code"] = 206
+            row["workload_requests"] = reqs
+            return
+        primary = next(r for r in results_ if r["role"] == "test")
+        for k in ("tct_s", "ttfb_s", "connect_s", "bytes", "http_code", "curl_exit"):
+            row[k] = primary[k]
+        row["sha256_ok"] = all(r["sha256_ok"] for r in results_)
+        failed = [r for r in results_ if r["error"] is not None]
+        if failed:
+            f = failed[0]
+            row["curl_exit"] = f["curl_exit"]
+            row["error"] = f["error"] if len(results_) == 1 else f"flow {f['flow']} ({f['scheme']}): {f['error']}"
+        if client.flows:
+            row["flows"] = [{k: r[k] for k in ("flow", "scheme", "role", "start_s", "file_bytes", "tct_s", "bytes",
+                                               "sha256_ok", "error", "client_port")} for r in results_]
+
+    def _write_workload(self, row: dict, client: Client, requests: List[dict], number: int) -> None:
+        """A workload's requests go to workload/NNNNNN.jsonl; its row gets FCT and slowdown per
+        size bucket (experiments/README.md, "Web workloads")."""
+        path = os.path.join(self.out_dir, "workload", f"{number:06d}.jsonl")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        results.write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in requests))
+        w = client.workload
+        row["workload"] = {"kind": w.kind, "load": w.load, "duration_s": w.duration_s, "requests": len(requests),
+                           "completed": sum(1 for r in requests if r["ok"]),
+                           "failed": sum(1 for r in requests if not r["ok"]),
+                           "requests_file": os.path.relpath(path, self.out_dir), **_measure.workload_metrics(requests)}
+
+    def _measure(self, row: dict, client: Client, scheme: Scheme, results_: List[dict], prefix: str,
+                 go_at: float) -> None:
+        """The probe's figures of every flow (experiments/README.md, "Metrics"); the row's own
+        columns are those of its first flow of the scheme under test."""
+        probe = _measure.read_probe(prefix)
+        if probe.meta.get("ring_dropped"):
+            # the delay percentiles still hold; throughput bins and Jain's index undercount
+            row["probe_ring_dropped"] = int(probe.meta["ring_dropped"])
+        by_port = _measure.match_flows(probe, {r["flow"]: r["client_port"] for r in results_ if r["client_port"]})
+        per_flow = {}
+        for r in results_:
+            fid = by_port.get(r["flow"])
+            m = _measure.flow_metrics(probe, fid) if fid is not None else {}
+            if r["tct_s"] and r["bytes"]:
+                m["throughput_mbps"] = r["bytes"] * 8 / r["tct_s"] / 1e6
+            per_flow[r["flow"]] = m
+        if client.workload is None:
+            first = next(r["flow"] for r in results_ if r["role"] == "test")
+            row.update({k: per_flow[first].get(k) for k in _measure.FLOW_METRICS})
+            rate = client.link.downlink_mbps_or_none
+            if rate and row.get("throughput_mbps") is not None:
+                row["link_utilisation"] = row["throughput_mbps"] / rate
+        bins = _measure.throughput_bins(probe, int(go_at * 1e9))
+        csv_path = prefix + ".throughput.csv"
+        flow_of = {fid: f for f, fid in by_port.items()}
+        _measure.write_throughput_csv(csv_path, {flow_of[fid]: b for fid, b in bins.items() if fid in flow_of})
+        row["throughput_bins"] = os.path.relpath(csv_path, self.out_dir)
+        if len(client.schedule) > 1 and client.workload is None:
+            first = next(r for r in results_ if r["role"] == "test")
+            if first["flow"] in by_port:
+                row["phases"] = _measure.phase_metrics(probe, by_port[first["flow"]], int(go_at * 1e9),
+                                                       [step.at_s for step in client.schedule])
+        if row.get("flows"):
+            for f in row["flows"]:
+                f.update({k: per_flow[f["flow"]].get(k) for k in _measure.FLOW_METRICS})
+            ids = [by_port[f["flow"]] for f in row["flows"] if f["flow"] in by_port]
+            if len(ids) == len(row["flows"]):
+                row["jain"], row["shared_s"] = _measure.jain_over_shared(probe, ids)
+
+    def _add_ovs_retransmissions(self, row: dict) -> None:
+        """The ovs shim's own retransmissions count as the flow's: it hides losses from the
+        server, whose TCP_INFO never sees them."""
+        if not row.get("ovs_stats") or not row.get("probe"):
+            return
+        doc = _ovs.load_stats(os.path.join(self.out_dir, row["ovs_stats"]))
+        if doc is None:
+            return
+        row["ovs_retrans"] = int(_ovs.transfer_figures(doc)["retransmissions"] or 0)
+        row["retrans_segs"] = (row.get("retrans_segs") or 0) + row["ovs_retrans"]
+
+    def _stop_ovs_shim(self, row: dict) -> None:
         """Stop the transfer's shim; a shim that died during the transfer fails the row (the
         scheme was not what ran)."""
         shim = self.ovs_shim
@@ -809,7 +1111,7 @@ class Runner:
                 except TopologyError as e:
                     raise RunError(f"preparing {scheme.label}: {e}") from None
             if row is None:
-                row = self.transfer(rep, client, scheme, size)
+                row = self.transfer(rep, client, scheme, size, number=i)
                 row["transfer"] = i
                 if scheme.uses_agent and self.collector is not None:
                     t0, t1, events_path = self.last_transfer
@@ -857,6 +1159,10 @@ class Runner:
         if ratios:
             doc["ratios"] = ratios
             table += "\n\n" + stats.format_ratio_table(ratios)
+        sections, text = stats.summary_sections(self.labelled_rows())
+        doc.update(sections)
+        if text:
+            table += "\n\n" + text
         if self.sc.uses_ovs:
             overhead = _ovs.overhead_rows(self.labelled_rows(), self.out_dir)
             doc["ovs_overhead"] = overhead
@@ -875,6 +1181,10 @@ class Runner:
                              paths=self.client_paths())
         except Exception as e:  # a plot must not lose the data
             log(f"warning: could not draw tct.png: {e}")
+        try:
+            _tradeoffs.plot_run_tradeoffs(self.out_dir, self.labelled_rows())
+        except Exception as e:
+            log(f"warning: could not draw the throughput-delay plots: {e}")
 
 
     def _handover_outputs(self, doc: dict) -> str:
@@ -935,6 +1245,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--timeout", type=float, help="per-transfer timeout in seconds (overrides timeout_s)")
     p.add_argument("--bridge", choices=("ovs", "linux", "none"),
                    help="bridge between server and clients (overrides the scenario's bridge)")
+    p.add_argument("--no-measure", action="store_true",
+                   help="run without the packet probe (no delay, drops, TCP_INFO or throughput over time); "
+                        "for measuring what the measurements cost")
     add_cluster_options(p)
     p.set_defaults(func=_cli_run, parser=p)
     c = subparsers.add_parser("compare", help="compare two runs of one scenario cell for cell",
@@ -1063,7 +1376,7 @@ def _cli_run(args) -> int:
             log(f"error: {e}")
             return 1
     else:
-        runner = Runner(sc, out, schemes_checked=True)
+        runner = Runner(sc, out, schemes_checked=True, measure=not args.no_measure)
         try:
             runner.run()
         except Interrupted as e:
