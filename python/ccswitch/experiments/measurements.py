@@ -336,3 +336,24 @@ def paired_harm(reference: Sequence[float], with_a: Sequence[float], higher_is_b
     else:
         out["ci95"] = list(_median_ci95(harms, seed, n_resamples))
     return out
+
+
+def phase_metrics(probe: Probe, flow_id: int, t0_ns: int, starts_s: Sequence[float]) -> List[dict]:
+    """A flow's figures in each phase of a path schedule: phase k covers [starts_s[k],
+    starts_s[k+1]) seconds after `t0_ns` (the last one runs to the flow's last packet), by
+    the packets' arrival at the client. Per phase: at_s, until_s, packets, throughput_mbps
+    (payload delivered over the phase's part of the flow), delay_min/p50/p95_ms."""
+    pk = probe.of_flow(flow_id)
+    t = (pk["t_ns"].astype(np.int64) - int(t0_ns)) / 1e9
+    out = []
+    for k, start in enumerate(starts_s):
+        end = starts_s[k + 1] if k + 1 < len(starts_s) else (float(t.max()) if t.size else start)
+        sel = (t >= start) & (t < end) if k + 1 < len(starts_s) else (t >= start)
+        part = pk[sel]
+        owd = part["owd_us"][(part["flags"] & FLAG_MATCHED) != 0].astype(np.float64) / 1000.0
+        span = (float(t[sel].max()) - start) if k + 1 == len(starts_s) and part.size else end - start
+        p50, p95 = _percentiles(owd, (50, 95))
+        out.append({"at_s": float(start), "until_s": float(start + span), "packets": int(part.size),
+                    "throughput_mbps": float(part["bytes"].sum()) * 8 / span / 1e6 if span > 0 else None,
+                    "delay_min_ms": float(owd.min()) if owd.size else None, "delay_p50_ms": p50, "delay_p95_ms": p95})
+    return out
