@@ -220,9 +220,9 @@ def test_the_probe_measures_mm_delays_one_way_delay_every_segment_and_the_server
         assert meta["started_ns"] <= t_go and meta["stopped_ns"] <= t_end
         assert flow["first_sent_ns"] >= t_go and flow["last_received_ns"] == records["t_ns"].max()
         # mm-delay adds DELAY_MS each way; an idle path adds little on top. mm-delay stamps a
-        # packet's arrival in whole milliseconds and releases it DELAY_MS later, so a single
-        # packet can take up to 1 ms less (measured: min 19.1 ms for 20 ms).
-        assert DELAY_MS <= np.median(owd_ms) <= DELAY_MS + 3
+        # packet's arrival in whole milliseconds and releases it DELAY_MS later, so a packet can
+        # take up to 1 ms less (measured over runs: min 19.1 ms, median 19.997-20.15 ms for 20 ms).
+        assert DELAY_MS - 0.5 <= np.median(owd_ms) <= DELAY_MS + 3
         assert owd_ms.min() >= DELAY_MS - 1
         # the server socket's counters, as the kernel keeps them and ss shows them
         info = flow["tcp_info"]
@@ -239,3 +239,49 @@ def test_the_probe_measures_mm_delays_one_way_delay_every_segment_and_the_server
         problems = td.run()
     assert not problems, problems
     assert not os.path.exists(f"/run/netns/{ns.name}")
+
+
+def probe_links():
+    """Names of the programs of every BPF link on the host whose program is one of the probe's
+    (bpftool 7.1 does not show TCX attachments under `net show`, but lists their links)."""
+    links = json.loads(subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True, check=True).stdout)
+    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout)
+    names = {p["id"]: p.get("name", "") for p in progs}
+    return sorted(names.get(link["prog_id"], "") for link in links if names.get(link["prog_id"], "").startswith("probe_"))
+
+
+def test_a_probe_that_cannot_attach_everywhere_says_where_exits_1_and_leaves_nothing_attached():
+    require_machine()
+    td = Teardown()
+    work = tempfile.mkdtemp(prefix="ccsw-probe-")
+    td.push("remove the work directory", lambda: shutil.rmtree(work, ignore_errors=True))
+    try:
+        ns = ServerNamespace(td, tag=f"pq{os.getpid()}")
+        ns.create()
+        sleeper = subprocess.Popen(ns.exec_cmd(["sleep", "30"]), start_new_session=True)
+        td.push("stop the sleeper", lambda: stop_group(sleeper))
+        common = ["--server-ip", ns.server_ip, "--ports", "8080,8081", "--packets", f"{work}/p.bin", "--flows", f"{work}/f.json"]
+        # While it runs, its programs are attached (so the checks that they are gone can fail).
+        probe = subprocess.Popen([PROBE, *common, "--sender", f"{ns.name}:{ns.veth_srv}", "--receiver-pid", str(sleeper.pid)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 start_new_session=True, bufsize=0)
+        td.push("stop the probe", lambda: stop_group(probe))
+        assert read_line(probe, 20, "ready from the probe") == "ready"
+        # egress on the server's device, ingress on the receiver's (its veth end), the tracepoint
+        assert probe_links() == ["probe_egress", "probe_ingress", "probe_set_state"]
+        probe.stdin.close()  # end of input stops it too
+        assert probe.wait(timeout=15) == 0, probe.stderr.read().decode()
+        assert probe_links() == []
+        # The first sender attaches, the second has no such device: all of it is undone.
+        cp = subprocess.run([PROBE, *common, "--sender", f"{ns.name}:{ns.veth_srv}", "--sender", f"{ns.name}:nosuchdev",
+                             "--receiver-pid", str(sleeper.pid)], capture_output=True, text=True, timeout=30)
+        assert cp.returncode == 1 and cp.stdout == ""
+        assert len(cp.stderr.strip().splitlines()) == 1
+        assert f"cannot attach egress on nosuchdev in {ns.name}" in cp.stderr
+        assert probe_links() == []
+        cp = subprocess.run([PROBE, *common, "--sender", f"{ns.name}:{ns.veth_srv}", "--receiver-pid", "999999999"],
+                            capture_output=True, text=True, timeout=30)
+        assert cp.returncode == 1 and "no namespace for pid 999999999" in cp.stderr
+    finally:
+        problems = td.run()
+    assert not problems, problems

@@ -173,8 +173,7 @@ impl Recording {
         // Detach first, so that the last drain sees every record ever submitted.
         self.probe.detach();
         self.drain(args)?;
-        self.packets.flush().and_then(|_| self.packets.get_ref().sync_all())
-            .with_context(|| format!("writing {}", args.packets.display()))?;
+        self.packets.flush().with_context(|| format!("writing {}", args.packets.display()))?;
         let counters = self.probe.counters();
         let flows = self
             .probe

@@ -95,15 +95,21 @@ impl FlowSummary {
 
 impl FlowsFile {
     /// Writes the file whole under a temporary name, then renames it into place, so that a
-    /// reader never sees half of it.
+    /// reader never sees half of it (a path that is not a regular file, e.g. /dev/null, is
+    /// written directly).
     pub fn write(&self, path: &Path) -> Result<()> {
+        let mut text = serde_json::to_vec(self).context("encoding the flows file")?;
+        text.push(b'\n');
+        let special = std::fs::metadata(path).map(|m| !m.is_file()).unwrap_or(false);
+        if special {
+            return std::fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()));
+        }
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = std::path::PathBuf::from(tmp);
         let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        serde_json::to_writer(&mut f, self).context("encoding the flows file")?;
-        f.write_all(b"\n")?;
-        f.sync_all().with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+        f.write_all(&text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        drop(f);
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
     }
 }
