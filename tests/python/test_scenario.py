@@ -305,7 +305,7 @@ file_bytes = 1000
 """
 
 
-def test_check_schemes_asks_once_per_agent_command_line_and_names_the_refused_scheme():
+def test_check_schemes_asks_every_agent_command_line_once_and_names_the_refused_scheme():
     sc = parse(MIXED)
     asked = []
 
@@ -316,8 +316,9 @@ def test_check_schemes_asks_once_per_agent_command_line_and_names_the_refused_sc
     with pytest.raises(ScenarioError) as e:
         check_schemes(sc, checker)
     assert str(e.value) == "schemes[2]: 'kernel:cubic:betta=0.5': cubic has no parameter \"betta\"; it takes: beta, c"
-    # kernel:reno and ovs:reno start the same agent: asked once; native schemes never
-    assert asked == [("reno", None), ("cubic:betta=0.5", None)]
+    # kernel:reno and ovs:reno start the same agent: asked once; native schemes never; a
+    # refusal does not stop the others being asked
+    assert asked == [("reno", None), ("cubic:betta=0.5", None), (None, "mystique")]
     asked.clear()
     good = parse(MIXED.replace('"kernel:cubic:betta=0.5", ', ""))
     check_schemes(good, checker)

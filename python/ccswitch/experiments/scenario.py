@@ -1,16 +1,30 @@
 """Scenario files: what to run (clients, links, file sizes, schemes, repetitions).
 
 A scenario is a TOML file; see experiments/README.md for the format. `load_scenario` parses
-and validates it and returns a `Scenario`; any problem raises `ScenarioError` whose message
-names the offending key, e.g. ``clients[1].delay_ms: must be an integer >= 0, got -3``.
+and validates it and returns a `Scenario`. Validation does not stop at the first problem: every
+key is checked (a client or scheme whose value is unusable is left out, and the rest is still
+checked), and one `ScenarioError` lists them all, one line "KEY: message" each, e.g.
+``clients[1].delay_ms: must be an integer >= 0, got -3``; its `.problems` holds the lines.
+
+Schemes that run on the agent (`kernel:ALG`, `ovs:ALG`) are judged by the agent itself
+(`check_schemes`); `load_scenario_report` joins its refusals to the file's own problems, so a
+user sees everything wrong with a file at once.
+
+A client carries, besides its path (link, delay, loss, queue):
+- nothing more: one flow of the scheme under test per unit (transfer);
+- `flows`: several flows on its bottleneck, competing `native:ALG` flows among them (`Flow`);
+- `workload`: web requests arriving as a Poisson process with heavy-tailed sizes (`Workload`);
+- `schedule`: delay and loss that change while the flows run (`ScheduleStep`), applied by an
+  element of ccswitch's own in series with mahimahi's static shells.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 try:
@@ -45,6 +59,14 @@ DEFAULT_TIMEOUT_S = 120.0
 #: than TCP's initial 1 s retransmission timeout for its delivery opportunity.
 MIN_LINK_MBPS = 0.012
 MAX_LINK_MBPS = 1000.0
+#: Bounds of a path that scenario files and sweep specs (sweep.py) share. One-way delay in ms
+#: (a round trip of 20 s is no path a TCP connection survives to measure); a loss rate is a
+#: probability below 1 (a link that drops everything carries no flow); droptail queue in packets;
+#: one file, bytes.
+MAX_DELAY_MS = 10_000
+MAX_LOSS_RATE = 1.0  # exclusive
+MAX_QUEUE_PACKETS = 1_000_000
+MAX_FILE_BYTES = 4 * 2**30
 #: What sits between the server's namespace and the clients (see `topology/bridges.py`): nothing (the
 #: root namespace routes to the server's veth), an Open vSwitch bridge or a Linux bridge.
 BRIDGES = ("none", "ovs", "linux")
@@ -58,8 +80,33 @@ RENAMED_KINDS = {"ccswitch": "kernel", "switch": "ovs"}
 RENAMED_PY_MODULES = {"ccswitch.examples.": "ccswitch.authoring.examples."}
 
 
+def format_problems(problems: List[str], source: Optional[str] = None) -> str:
+    """One problem: the line itself, after the file's name; several: "N problems in FILE:" and
+    one line each. A problem of the command line (`--schemes: ...`) is not the file's."""
+    if len(problems) == 1:
+        p = problems[0]
+        if source and not p.startswith(source) and not p.startswith("--"):
+            return f"{source}: {p}"
+        return p
+    return f"{len(problems)} problems in {source or 'the scenario'}:\n" + "\n".join(problems)
+
+
 class ScenarioError(ValueError):
-    """Invalid scenario; the message names the key."""
+    """Invalid scenario. `problems`: one line "KEY: message" per problem (a plain
+    `ScenarioError(message)` has that one); `source`: the file, if any; `partial_schemes`: the
+    schemes of the file that parsed, when the file as a whole did not (so that the agent can
+    still judge them, `with_agent_problems`); None when the file could not be read at all."""
+
+    def __init__(self, message: Optional[str] = None, *, problems: Optional[List[str]] = None,
+                 source: Optional[str] = None, partial_schemes: Optional[List["Scheme"]] = None,
+                 schemes_end: Optional[int] = None):
+        self.problems: List[str] = list(problems) if problems is not None else [message or ""]
+        self.source = source
+        self.partial_schemes = partial_schemes
+        #: index in `problems` just after the problems of the `schemes` key (where the agent's
+        #: refusals of schemes belong in the report)
+        self.schemes_end = schemes_end
+        super().__init__(message if problems is None else format_problems(self.problems, source))
 
 
 @dataclass(frozen=True)
@@ -125,6 +172,117 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Flow:
+    """An entry of a client's `flows`: `count` flows starting `start_s` after the unit's start.
+    `scheme` None: flows of the scheme under test; else a competing `native:ALG` flow, served
+    from a server namespace of its own whose default congestion control is ALG.
+    `file_bytes` None: the unit's file size (the client's file_bytes / file_sizes)."""
+
+    scheme: Optional[Scheme]
+    start_s: float = 0.0
+    count: int = 1
+    file_bytes: Optional[int] = None
+
+
+#: Size distributions a workload may draw from.
+WORKLOAD_DISTRIBUTIONS = ("pareto",)
+#: Bounded Pareto defaults (experiments/README.md, "Web workloads", for the source and the
+#: resulting mean and shares).
+PARETO_SHAPE = 1.2
+PARETO_MIN_BYTES = 10_000
+PARETO_MAX_BYTES = 10_000_000
+#: Seconds a workload's last requests get after its arrivals stop (its duration_s plus this
+#: must fit in the run's timeout_s).
+WORKLOAD_TAIL_S = 30.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Web requests on one client: arrivals as a Poisson process during [0, duration_s) at an
+    offered load `load` (a fraction of the downlink rate `downlink_mbps`, so at the rate
+    load * link bytes/s / mean size), sizes from a bounded Pareto distribution on
+    [min_bytes, max_bytes] with shape `pareto_shape` (heavy-tailed web transfer sizes)."""
+
+    kind: str
+    load: float
+    duration_s: float
+    downlink_mbps: float
+    sizes: str = "pareto"
+    seed: int = 1
+    pareto_shape: float = PARETO_SHAPE
+    min_bytes: int = PARETO_MIN_BYTES
+    max_bytes: int = PARETO_MAX_BYTES
+
+    def mean_bytes(self) -> float:
+        """Mean of the bounded Pareto: for shape a on [L, H],
+        E[X] = a L^a / (1 - (L/H)^a) * (H^(1-a) - L^(1-a)) / (1 - a), and for a = 1
+        L H / (H - L) * ln(H / L)."""
+        a, lo, hi = self.pareto_shape, float(self.min_bytes), float(self.max_bytes)
+        if a == 1.0:
+            return lo * hi / (hi - lo) * math.log(hi / lo)
+        return a * lo ** a / (1.0 - (lo / hi) ** a) * (hi ** (1.0 - a) - lo ** (1.0 - a)) / (1.0 - a)
+
+    def arrival_rate(self) -> float:
+        """Requests per second: offered load / mean size."""
+        return self.load * self.downlink_mbps * 1e6 / 8 / self.mean_bytes()
+
+    def sample(self, rng_seed: int) -> List[Tuple[float, int]]:
+        """The requests of one unit, (t_s, size) in arrival order: exponential gaps at
+        `arrival_rate`, sizes by the inverse CDF of the bounded Pareto,
+        x = L (1 - u (1 - (L/H)^a))^(-1/a) for u uniform in [0, 1), from numpy's
+        default_rng(rng_seed). The same seed gives the same requests."""
+        import numpy as np
+
+        rng = np.random.default_rng(rng_seed)
+        mean_gap_s = 1.0 / self.arrival_rate()
+        times: List[float] = []
+        t = rng.exponential(mean_gap_s)
+        while t < self.duration_s:
+            times.append(float(t))
+            t += rng.exponential(mean_gap_s)
+        a, lo, hi = self.pareto_shape, float(self.min_bytes), float(self.max_bytes)
+        u = rng.random(len(times))
+        x = lo * (1.0 - u * (1.0 - (lo / hi) ** a)) ** (-1.0 / a)
+        sizes = np.clip(np.rint(x), self.min_bytes, self.max_bytes).astype(np.int64)
+        return [(t_s, int(n)) for t_s, n in zip(times, sizes)]
+
+    def describe(self) -> str:
+        return f"web load {100 * self.load:g}%"
+
+
+@dataclass(frozen=True)
+class ScheduleStep:
+    """From `at_s` after the unit's start on: `delay_ms` added one way in each direction to the
+    client's static delay, and these loss rates (ccswitch-schedule's element)."""
+
+    at_s: float
+    delay_ms: float = 0.0
+    loss_downlink: float = 0.0
+    loss_uplink: float = 0.0
+
+
+def describe_schedule(steps: Tuple[ScheduleStep, ...]) -> str:
+    """"schedule: 20 ms -> 150 ms +1% loss at 5 s": the first step's delay, then each later
+    step's changes and when they happen."""
+    first = steps[0]
+    text = f"schedule: {first.delay_ms:g} ms"
+    for d, rate in (("", first.loss_downlink), (" up", first.loss_uplink)):
+        if rate > 0:
+            text += f" {100 * rate:g}% loss{d}"
+    prev = first
+    for step in steps[1:]:
+        changes = []
+        if step.delay_ms != prev.delay_ms:
+            changes.append(f"-> {step.delay_ms:g} ms")
+        for d, old, new in (("", prev.loss_downlink, step.loss_downlink), (" up", prev.loss_uplink, step.loss_uplink)):
+            if new != old:
+                changes.append(f"+{100 * new:g}% loss{d}" if old == 0 else f"loss{d} {100 * old:g}% -> {100 * new:g}%")
+        text += f" {' '.join(changes) or 'unchanged'} at {step.at_s:g} s"
+        prev = step
+    return text
+
+
+@dataclass(frozen=True)
 class Client:
     name: str
     link: Link
@@ -132,15 +290,32 @@ class Client:
     loss_uplink: float = 0.0
     loss_downlink: float = 0.0
     queue_packets: Optional[int] = None  # droptail both directions; None = mahimahi's unbounded
+    #: the unit sizes: one unit per size (scheme, repetition); (0,) for a workload, whose one
+    #: unit per scheme and repetition draws its sizes from the distribution
     file_sizes: Tuple[int, ...] = ()
+    #: the flows on this client's bottleneck; empty = one flow of the scheme under test
+    flows: Tuple[Flow, ...] = ()
+    workload: Optional[Workload] = None
+    schedule: Tuple[ScheduleStep, ...] = ()
+
+    @property
+    def n_flows(self) -> int:
+        return sum(f.count for f in self.flows) if self.flows else 1
 
     def describe_path(self) -> str:
-        """The path in words, e.g. "RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts"."""
+        """The path in words, e.g. "RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts", with
+        the traffic when it is more than one flow ("2 flows", "web load 50%") and a schedule."""
         parts = [f"RTT {2 * self.delay_ms} ms", self.link.describe()]
         for d, rate in (("down", self.loss_downlink), ("up", self.loss_uplink)):
             if rate > 0:
                 parts.append(f"loss {100 * rate:g}% {d}")
         parts.append(f"queue {self.queue_packets} pkts" if self.queue_packets is not None else "unbounded queue")
+        if self.schedule:
+            parts.append(describe_schedule(self.schedule))
+        if self.flows and self.n_flows > 1:
+            parts.append(f"{self.n_flows} flows")
+        if self.workload is not None:
+            parts.append(self.workload.describe())
         return ", ".join(parts)
 
     def path_fields(self) -> Dict[str, Any]:
@@ -151,7 +326,9 @@ class Client:
             "loss_downlink": self.loss_downlink, "loss_uplink": self.loss_uplink,
             "downlink_mbps": link.downlink_mbps, "uplink_mbps": link.uplink_mbps,
             "downlink_trace": link.downlink_trace, "uplink_trace": link.uplink_trace,
-            "queue_packets": self.queue_packets, "path": self.describe_path(),
+            "queue_packets": self.queue_packets,
+            "schedule": [asdict(step) for step in self.schedule] if self.schedule else None,
+            "path": self.describe_path(),
         }
 
 
@@ -195,36 +372,69 @@ class Scenario:
         the generic name; the runner substitutes the name its shim registered)."""
         return self.ovs_server_cc if scheme.kind == "ovs" else scheme.kernel_cc
 
-    def check_bridge(self) -> None:
+    def bridge_problems(self) -> List[str]:
         """`ovs:` schemes need a bridge port to act on."""
         if self.uses_ovs and self.bridge_kind == "none":
             ovs_scheme = next(s.label for s in self.schemes if s.kind == "ovs")
-            raise ScenarioError(f'bridge: {ovs_scheme!r} needs a bridge ("ovs" or "linux"), got "none"')
+            return [f'bridge: {ovs_scheme!r} needs a bridge ("ovs" or "linux"), got "none"']
+        return []
+
+    def check_bridge(self) -> None:
+        _raise_if(self.bridge_problems(), self.source)
+
+    def timeout_problems(self) -> List[str]:
+        """What cannot happen within `timeout_s`: a file that cannot arrive at its client's
+        constant link rate (a certain failure after a long silence), flows together carrying
+        more than the link can in the time, a flow or schedule step starting after the run, a
+        workload whose arrivals and their tail outlast it."""
+        out: List[str] = []
+        t_max = self.timeout_s
+        for i, c in enumerate(self.clients):
+            w = f"clients[{i}]."
+            for j, f in enumerate(c.flows):
+                if f.start_s >= t_max:
+                    out.append(f"{w}flows[{j}].start_s: {f.start_s:g} s is beyond the run (timeout_s = {t_max:g})")
+            for j, step in enumerate(c.schedule):
+                if step.at_s >= t_max:
+                    out.append(f"{w}schedule[{j}].at_s: {step.at_s:g} s is beyond the run (timeout_s = {t_max:g})")
+            if c.workload is not None:
+                need_s = c.workload.duration_s + WORKLOAD_TAIL_S
+                if need_s > t_max:
+                    out.append(f"{w}workload.duration_s: {c.workload.duration_s:g} s of arrivals plus "
+                               f"{WORKLOAD_TAIL_S:g} s for the last requests exceed timeout_s = {t_max:g}")
+            rate = c.link.downlink_mbps_or_none
+            if rate is None or c.workload is not None:
+                continue
+            bytes_per_s = rate * 1e6 / 8
+            if not c.flows:
+                biggest = max(c.file_sizes)
+                need_s = biggest / bytes_per_s
+                if need_s > t_max:
+                    out.append(
+                        f"{w}file_bytes: {biggest} bytes take at least {need_s:.0f} s at {rate:g} Mbit/s, "
+                        f"more than timeout_s = {t_max:g}; raise timeout_s or shrink the file")
+                continue
+            # the flows share the bottleneck: the last byte arrives no sooner than the
+            # earliest start plus all bytes at the link rate, nor than any flow's own start
+            # plus its file at the full rate
+            size = max(c.file_sizes)
+            total = sum(f.count * (f.file_bytes or size) for f in c.flows)
+            need_s = max(min(f.start_s for f in c.flows) + total / bytes_per_s,
+                         max(f.start_s + (f.file_bytes or size) / bytes_per_s for f in c.flows))
+            if need_s > t_max:
+                out.append(f"{w}flows: {c.n_flows} flows of {total} bytes in all end at least {need_s:.0f} s "
+                           f"after the start at {rate:g} Mbit/s, more than timeout_s = {t_max:g}; raise "
+                           "timeout_s or shrink the files")
+        return out
 
     def check_timeouts(self) -> None:
-        """Every file can arrive within `timeout_s` at its client's constant link rate (a
-        transfer that cannot is a certain failure after a long silence)."""
-        for i, c in enumerate(self.clients):
-            rate = c.link.downlink_mbps_or_none
-            if rate is None:
-                continue
-            biggest = max(c.file_sizes)
-            need_s = biggest * 8 / (rate * 1e6)
-            if need_s > self.timeout_s:
-                raise ScenarioError(
-                    f"clients[{i}].file_bytes: {biggest} bytes take at least {need_s:.0f} s at {rate:g} Mbit/s, "
-                    f"more than timeout_s = {self.timeout_s:g}; raise timeout_s or shrink the file"
-                )
+        """Raises ScenarioError listing `timeout_problems` (run again after --timeout)."""
+        _raise_if(self.timeout_problems(), self.source)
 
     def agent_specs(self) -> List[Tuple[Optional[str], Optional[str], List[Scheme]]]:
         """The distinct agent command lines of the run: (algorithm, policy, schemes using it);
         exactly one of algorithm/policy is set."""
-        out: Dict[Tuple[Optional[str], Optional[str]], List[Scheme]] = {}
-        for s in self.schemes:
-            if s.uses_agent:
-                key = (None, s.policy) if s.is_policy else (s.algorithm, None)
-                out.setdefault(key, []).append(s)
-        return [(a, p, ss) for (a, p), ss in out.items()]
+        return agent_specs(self.schemes)
 
     def scheme_order(self, repetition: int) -> List[Scheme]:
         """Scheme order for a repetition (0-based): rotated by one each repetition."""
@@ -259,6 +469,21 @@ class Scenario:
         return any(s.uses_agent for s in self.schemes)
 
 
+def agent_specs(schemes: List[Scheme]) -> List[Tuple[Optional[str], Optional[str], List[Scheme]]]:
+    """The distinct agent command lines of `schemes`: (algorithm, policy, schemes using it)."""
+    out: Dict[Tuple[Optional[str], Optional[str]], List[Scheme]] = {}
+    for s in schemes:
+        if s.uses_agent:
+            key = (None, s.policy) if s.is_policy else (s.algorithm, None)
+            out.setdefault(key, []).append(s)
+    return [(a, p, ss) for (a, p), ss in out.items()]
+
+
+def _raise_if(problems: List[str], source: Optional[str]) -> None:
+    if problems:
+        raise ScenarioError(problems=problems, source=source)
+
+
 # ------------------------------------------------------------------ validation helpers
 
 _TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeout_s", "agent_settle_s",
@@ -266,18 +491,19 @@ _TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeou
              "compare"}
 _CLIENT_KEYS = {
     "name", "delay_ms", "loss_downlink", "loss_uplink", "link", "queue_packets", "file_bytes",
-    "file_sizes", "description",
+    "file_sizes", "description", "flows", "workload", "schedule",
 }
 _LINK_KEYS = {"mbps", "uplink_mbps", "downlink_mbps", "uplink", "downlink"}
 
 
+def _unknown_problems(keys, allowed, where: str) -> List[str]:
+    """One problem per key that is not one of `allowed`."""
+    prefix = f"{where}." if where else ""
+    return [f"{prefix}{k}: unknown key (allowed: {', '.join(sorted(allowed))})" for k in sorted(set(keys) - allowed)]
+
+
 def _unknown(keys, allowed, where: str) -> None:
-    extra = sorted(set(keys) - allowed)
-    if extra:
-        prefix = f"{where}." if where else ""
-        raise ScenarioError(
-            f"{prefix}{extra[0]}: unknown key (allowed: {', '.join(sorted(allowed))})"
-        )
+    _raise_if(_unknown_problems(keys, allowed, where), None)
 
 
 def _is_int(v) -> bool:
@@ -307,6 +533,8 @@ def _float(d, key, where, *, lo, hi, default, lo_open=False, hi_open=False):
     if not bad:
         bad = (v <= lo if lo_open else v < lo) or (v >= hi if hi_open else v > hi)
     if bad:
+        if hi == math.inf:
+            raise ScenarioError(f"{where}{key}: must be a number {'>' if lo_open else '>='} {lo:g}, got {v!r}")
         lb = "(" if lo_open else "["
         rb = ")" if hi_open else "]"
         raise ScenarioError(f"{where}{key}: must be a number in {lb}{lo}, {hi}{rb}, got {v!r}")
@@ -496,26 +724,86 @@ def _parse_link(v, where: str, base_dir: Optional[str], check_files: bool) -> Li
     return Link(uplink_trace=paths["uplink"], downlink_trace=paths["downlink"])
 
 
-def _parse_client(c, index: int, base_dir, check_files) -> Client:
+class _Problems:
+    """The problems found so far, one line "KEY: message" each. `take` runs a check that
+    raises ScenarioError and returns its value, or BAD after recording its problems, so the
+    caller carries on with the other keys."""
+
+    BAD = object()
+
+    def __init__(self) -> None:
+        self.lines: List[str] = []
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+
+    def take(self, check: Callable[..., Any], *args, **kwargs) -> Any:
+        try:
+            return check(*args, **kwargs)
+        except ScenarioError as e:
+            self.lines.extend(e.problems)
+            return self.BAD
+
+
+_BAD = _Problems.BAD
+
+
+def _parse_client(c, index: int, base_dir, check_files, problems: _Problems) -> Optional[Client]:
+    """A client, or None after recording its problems (every key is checked)."""
     where = f"clients[{index}]"
     if not isinstance(c, dict):
-        raise ScenarioError(f"{where}: must be a table ([[clients]])")
-    _unknown(c.keys(), _CLIENT_KEYS, where)
+        problems.add(f"{where}: must be a table ([[clients]])")
+        return None
+    before = len(problems.lines)
+    for line in _unknown_problems(c.keys(), _CLIENT_KEYS, where):
+        problems.add(line)
     w = where + "."
     name = c.get("name")
     if name is None:
-        raise ScenarioError(f"{w}name: required")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ScenarioError(f"{w}name: must match {_NAME_RE.pattern}, got {name!r}")
+        problems.add(f"{w}name: required")
+    elif not isinstance(name, str) or not _NAME_RE.match(name):
+        problems.add(f"{w}name: must match {_NAME_RE.pattern}, got {name!r}")
+    link = None
     if "link" not in c:
-        raise ScenarioError(f"{w}link: required")
-    link = _parse_link(c["link"], f"{w}link", base_dir, check_files)
-    delay = _int(c, "delay_ms", w, minimum=0, default=0)
-    if delay > 10_000:
-        raise ScenarioError(f"{w}delay_ms: {delay} ms is implausible (max 10000)")
-    loss_up = _float(c, "loss_uplink", w, lo=0.0, hi=1.0, default=0.0, hi_open=True)
-    loss_down = _float(c, "loss_downlink", w, lo=0.0, hi=1.0, default=0.0, hi_open=True)
-    queue = _int(c, "queue_packets", w, minimum=1, default=None)
+        problems.add(f"{w}link: required")
+    else:
+        link = problems.take(_parse_link, c["link"], f"{w}link", base_dir, check_files)
+    delay = problems.take(_int, c, "delay_ms", w, minimum=0, default=0)
+    if delay is not _BAD and delay > MAX_DELAY_MS:
+        problems.add(f"{w}delay_ms: {delay} ms is implausible (max {MAX_DELAY_MS})")
+    loss_up = problems.take(_float, c, "loss_uplink", w, lo=0.0, hi=MAX_LOSS_RATE, default=0.0, hi_open=True)
+    loss_down = problems.take(_float, c, "loss_downlink", w, lo=0.0, hi=MAX_LOSS_RATE, default=0.0, hi_open=True)
+    queue = problems.take(_int, c, "queue_packets", w, minimum=1, default=None)
+    if queue not in (None, _BAD) and queue > MAX_QUEUE_PACKETS:
+        problems.add(f"{w}queue_packets: {queue} packets is implausible (max {MAX_QUEUE_PACKETS})")
+    workload = None
+    if "workload" in c:
+        if "flows" in c:
+            problems.add(f"{w}workload: give either flows (competing flows) or workload (web requests), not both")
+        workload = problems.take(_parse_workload, c["workload"], f"{w}workload", link)
+        sizes = [0]  # one unit per scheme and repetition; the sizes come from the distribution
+        for k in ("file_bytes", "file_sizes"):
+            if k in c:
+                problems.add(f"{w}{k}: not with a workload (its request sizes come from the distribution)")
+    else:
+        sizes = problems.take(_file_sizes, c, w)
+    flows: Any = ()
+    if "flows" in c:
+        flows = problems.take(_parse_flows, c["flows"], f"{w}flows", base_dir)
+    schedule: Any = ()
+    if "schedule" in c:
+        schedule = problems.take(_parse_schedule, c["schedule"], f"{w}schedule")
+    if len(problems.lines) > before:
+        return None
+    return Client(
+        name=name, link=link, delay_ms=delay, loss_uplink=loss_up, loss_downlink=loss_down,
+        queue_packets=queue, file_sizes=tuple(sizes), flows=tuple(flows), workload=workload,
+        schedule=tuple(schedule),
+    )
+
+
+def _file_sizes(c: Dict[str, Any], w: str) -> List[int]:
+    """`file_bytes = N` or `file_sizes = [N, ...]`; every size in [1, MAX_FILE_BYTES]."""
     if "file_bytes" in c and "file_sizes" in c:
         raise ScenarioError(f"{w}file_sizes: give either file_bytes or file_sizes, not both")
     if "file_bytes" in c:
@@ -524,21 +812,160 @@ def _parse_client(c, index: int, base_dir, check_files) -> Client:
         fs = c["file_sizes"]
         if not isinstance(fs, list) or not fs:
             raise ScenarioError(f"{w}file_sizes: must be a non-empty list of integers, got {fs!r}")
-        for i, s in enumerate(fs):
-            if not _is_int(s) or s < 1:
-                raise ScenarioError(f"{w}file_sizes[{i}]: must be an integer >= 1, got {s!r}")
+        bad = [f"{w}file_sizes[{i}]: must be an integer >= 1, got {s!r}" for i, s in enumerate(fs)
+               if not _is_int(s) or s < 1]
+        if bad:
+            raise ScenarioError(problems=bad)
         if len(set(fs)) != len(fs):
             raise ScenarioError(f"{w}file_sizes: duplicate sizes {fs!r}")
         sizes = list(fs)
     else:
         raise ScenarioError(f"{w}file_bytes: required (or file_sizes = [...])")
     for s in sizes:
-        if s > 4 * 2**30:
-            raise ScenarioError(f"{w}file_bytes: {s} bytes is too large (max 4 GiB)")
-    return Client(
-        name=name, link=link, delay_ms=delay, loss_uplink=loss_up, loss_downlink=loss_down,
-        queue_packets=queue, file_sizes=tuple(sizes),
-    )
+        problem = file_size_problem(s)
+        if problem:
+            raise ScenarioError(f"{w}file_bytes: {problem}")
+    return sizes
+
+
+def file_size_problem(size: int) -> Optional[str]:
+    """Why a file of `size` bytes cannot be served (scenario files and sweep specs)."""
+    if size > MAX_FILE_BYTES:
+        return f"{size} bytes is too large (max 4 GiB)"
+    return None
+
+
+_FLOW_KEYS = {"scheme", "start_s", "count", "file_bytes"}
+
+
+def _parse_flows(v: Any, where: str, base_dir: Optional[str]) -> Tuple[Flow, ...]:
+    """`flows = [{ scheme = "native:cubic", start_s = 0 }, { start_s = 2, count = 1 }]`."""
+    if not isinstance(v, list) or not v:
+        raise ScenarioError(f"{where}: must be a non-empty list of tables, e.g. "
+                            '[{ scheme = "native:cubic", start_s = 0 }, { start_s = 2 }]')
+    problems = _Problems()
+    flows: List[Flow] = []
+    any_under_test = False
+    for j, entry in enumerate(v):
+        w = f"{where}[{j}]"
+        if not isinstance(entry, dict):
+            problems.add(f"{w}: must be a table, e.g. {{ start_s = 2, count = 1 }}")
+            continue
+        before = len(problems.lines)
+        for line in _unknown_problems(entry.keys(), _FLOW_KEYS, w):
+            problems.add(line)
+        scheme = None
+        if "scheme" in entry:
+            scheme = problems.take(parse_scheme, entry["scheme"], f"{w}.scheme", base_dir=base_dir, check_files=False)
+            if scheme is not _BAD and scheme.kind != "native":
+                problems.add(f"{w}.scheme: {scheme.label!r}: a competing flow must be native:ALG (it needs a server "
+                             "namespace of its own; only the scheme under test runs on the agent)")
+        else:
+            any_under_test = True
+        start = problems.take(_float, entry, "start_s", w + ".", lo=0.0, hi=math.inf, default=0.0)
+        count = problems.take(_int, entry, "count", w + ".", minimum=1, default=1)
+        nbytes = problems.take(_int, entry, "file_bytes", w + ".", minimum=1, default=None)
+        if nbytes not in (None, _BAD) and file_size_problem(nbytes):
+            problems.add(f"{w}.file_bytes: {file_size_problem(nbytes)}")
+        if len(problems.lines) == before:
+            flows.append(Flow(scheme=scheme, start_s=start, count=count, file_bytes=nbytes))
+    if not any_under_test:
+        problems.add(f"{where}: no flow of the scheme under test (an entry without `scheme`)")
+    _raise_if(problems.lines, None)
+    return tuple(flows)
+
+
+_WORKLOAD_KEYS = {"kind", "load", "duration_s", "sizes", "seed", "pareto_shape", "min_bytes", "max_bytes"}
+#: The offered load a workload may ask for, a fraction of the downlink rate: above 1 the
+#: queue grows without bound; up to 1.5 shows how a scheme behaves in overload.
+MAX_WORKLOAD_LOAD = 1.5
+
+
+def _parse_workload(v: Any, where: str, link: Any) -> Workload:
+    """`workload = { kind = "poisson", load = 0.5, duration_s = 30, sizes = "pareto", seed = 1 }`;
+    `link`: the client's parsed link (or None / BAD when that was unusable)."""
+    if not isinstance(v, dict):
+        raise ScenarioError(f'{where}: must be a table, e.g. {{ kind = "poisson", load = 0.5, duration_s = 30, '
+                            'sizes = "pareto" }')
+    problems = _Problems()
+    for line in _unknown_problems(v.keys(), _WORKLOAD_KEYS, where):
+        problems.add(line)
+    w = where + "."
+    kind = v.get("kind")
+    if kind is None:
+        problems.add(f'{w}kind: required ("poisson")')
+    elif kind != "poisson":
+        problems.add(f'{w}kind: must be "poisson" (requests arrive as a Poisson process), got {kind!r}')
+    if "load" not in v:
+        problems.add(f"{w}load: required (offered load, a fraction of the downlink rate)")
+    load = problems.take(_float, v, "load", w, lo=0.0, hi=MAX_WORKLOAD_LOAD, default=None, lo_open=True)
+    if isinstance(link, Link) and not link.is_constant:
+        problems.add(f"{w}load: needs a constant-rate link (the load is a fraction of its downlink rate); "
+                     "this client's link is a trace")
+    if "duration_s" not in v:
+        problems.add(f"{w}duration_s: required (requests start during [0, duration_s))")
+    duration = problems.take(_float, v, "duration_s", w, lo=0.0, hi=86400.0, default=None, lo_open=True)
+    sizes = v.get("sizes", "pareto")
+    if sizes not in WORKLOAD_DISTRIBUTIONS:
+        problems.add(f"{w}sizes: unknown workload distribution {sizes!r} (known: {', '.join(WORKLOAD_DISTRIBUTIONS)})")
+    seed = v.get("seed", 1)
+    if not _is_int(seed):
+        problems.add(f"{w}seed: must be an integer, got {seed!r}")
+    shape = problems.take(_float, v, "pareto_shape", w, lo=0.0, hi=10.0, default=PARETO_SHAPE, lo_open=True)
+    lo = problems.take(_int, v, "min_bytes", w, minimum=1, default=PARETO_MIN_BYTES)
+    hi = problems.take(_int, v, "max_bytes", w, minimum=1, default=PARETO_MAX_BYTES)
+    if hi is not _BAD and file_size_problem(hi):
+        problems.add(f"{w}max_bytes: {file_size_problem(hi)}")
+    elif _BAD not in (lo, hi) and not hi > lo:
+        problems.add(f"{w}max_bytes: must be greater than min_bytes ({lo}), got {hi}")
+    _raise_if(problems.lines, None)
+    rate = link.downlink_mbps if isinstance(link, Link) and link.is_constant else 0.0
+    return Workload(kind=kind, load=load, duration_s=duration, downlink_mbps=rate or 0.0, sizes=sizes, seed=seed,
+                    pareto_shape=shape, min_bytes=lo, max_bytes=hi)
+
+
+_STEP_KEYS = {"at_s", "delay_ms", "loss_downlink", "loss_uplink"}
+
+
+def _parse_schedule(v: Any, where: str) -> Tuple[ScheduleStep, ...]:
+    """`schedule = [{ at_s = 0, delay_ms = 20 }, { at_s = 5, delay_ms = 150, loss_downlink = 0.01 }]`:
+    steps from at_s = 0 on, strictly increasing; a key a step leaves out keeps the previous
+    step's value (0 in the first)."""
+    if not isinstance(v, list) or not v:
+        raise ScenarioError(f"{where}: must be a non-empty list of steps, e.g. "
+                            "[{ at_s = 0, delay_ms = 20 }, { at_s = 5, delay_ms = 150 }]")
+    problems = _Problems()
+    steps: List[ScheduleStep] = []
+    prev = ScheduleStep(at_s=0.0)
+    prev_at: Optional[float] = None
+    for j, step in enumerate(v):
+        w = f"{where}[{j}]"
+        if not isinstance(step, dict):
+            problems.add(f"{w}: must be a table, e.g. {{ at_s = 5, delay_ms = 150 }}")
+            continue
+        before = len(problems.lines)
+        for line in _unknown_problems(step.keys(), _STEP_KEYS, w):
+            problems.add(line)
+        if "at_s" not in step:
+            problems.add(f"{w}.at_s: required (seconds after the start)")
+        at = problems.take(_float, step, "at_s", w + ".", lo=0.0, hi=math.inf, default=None)
+        if at not in (None, _BAD):
+            if j == 0 and at != 0:
+                problems.add(f"{w}.at_s: the first step must be at 0, got {at:g}")
+            elif prev_at is not None and not at > prev_at:
+                problems.add(f"{w}.at_s: steps out of order or overlapping: {at:g} after {prev_at:g}")
+            prev_at = at
+        delay = problems.take(_float, step, "delay_ms", w + ".", lo=0.0, hi=float(MAX_DELAY_MS),
+                              default=prev.delay_ms)
+        loss_down = problems.take(_float, step, "loss_downlink", w + ".", lo=0.0, hi=MAX_LOSS_RATE,
+                                  default=prev.loss_downlink, hi_open=True)
+        loss_up = problems.take(_float, step, "loss_uplink", w + ".", lo=0.0, hi=MAX_LOSS_RATE,
+                                default=prev.loss_uplink, hi_open=True)
+        if len(problems.lines) == before:
+            prev = ScheduleStep(at_s=at, delay_ms=delay, loss_downlink=loss_down, loss_uplink=loss_up)
+            steps.append(prev)
+    _raise_if(problems.lines, None)
+    return tuple(steps)
 
 
 #: Scenario keys of earlier versions and what they are called now.
@@ -547,69 +974,106 @@ RENAMED_KEYS = {"switch_server_cc": "ovs_server_cc"}
 
 def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_files: bool = True,
                    stored: bool = False) -> Scenario:
-    """Validate a parsed TOML document; raises ScenarioError naming the bad key. `stored`: the
-    document is a stored run's copy of its scenario, whose old spellings (schemes `ccswitch:`
-    and `switch:`, key `switch_server_cc`) are read as today's instead of refused."""
+    """Validate a parsed TOML document; raises one ScenarioError listing every problem, each
+    naming its key (see the module's docstring). `stored`: the document is a stored run's copy
+    of its scenario, whose old spellings (schemes `ccswitch:` and `switch:`, key
+    `switch_server_cc`) are read as today's instead of refused."""
     if not isinstance(data, dict):
-        raise ScenarioError("scenario: must be a TOML table")
+        raise ScenarioError(problems=["scenario: must be a TOML table"], source=source)
+    problems = _Problems()
     for old, new in RENAMED_KEYS.items():
         if old in data:
-            if not stored:
-                raise ScenarioError(f"{old}: renamed, write {new} (the datapath in front of the server is \"ovs\")")
             data = dict(data)
-            data.setdefault(new, data.pop(old))
-    _unknown(data.keys(), _TOP_KEYS, "")
+            value = data.pop(old)
+            if not stored:
+                problems.add(f"{old}: renamed, write {new} (the datapath in front of the server is \"ovs\")")
+            else:
+                data.setdefault(new, value)
+    for line in _unknown_problems(data.keys(), _TOP_KEYS, ""):
+        problems.add(line)
     name = data.get("name")
     if name is None:
-        raise ScenarioError("name: required")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ScenarioError(f"name: must match {_NAME_RE.pattern}, got {name!r}")
-    reps = _int(data, "repetitions", "", minimum=1, default=1)
-    timeout = _float(data, "timeout_s", "", lo=0.0, hi=86400.0, default=DEFAULT_TIMEOUT_S, lo_open=True)
-    settle = _float(data, "agent_settle_s", "", lo=0.0, hi=60.0, default=1.0)
+        problems.add("name: required")
+    elif not isinstance(name, str) or not _NAME_RE.match(name):
+        problems.add(f"name: must match {_NAME_RE.pattern}, got {name!r}")
+    reps = problems.take(_int, data, "repetitions", "", minimum=1, default=1)
+    timeout = problems.take(_float, data, "timeout_s", "", lo=0.0, hi=86400.0, default=DEFAULT_TIMEOUT_S,
+                            lo_open=True)
+    settle = problems.take(_float, data, "agent_settle_s", "", lo=0.0, hi=60.0, default=1.0)
     memory = data.get("destination_memory", False)
     if not isinstance(memory, bool):
-        raise ScenarioError(f"destination_memory: must be true or false, got {memory!r}")
+        problems.add(f"destination_memory: must be true or false, got {memory!r}")
     bridge = data.get("bridge")
     if bridge is not None and bridge not in BRIDGES:
-        raise ScenarioError(f"bridge: must be one of {', '.join(repr(b) for b in BRIDGES)}, got {bridge!r}")
+        problems.add(f"bridge: must be one of {', '.join(repr(b) for b in BRIDGES)}, got {bridge!r}")
+        bridge = _BAD
     server_cc = data.get("ovs_server_cc", "cubic")
     if server_cc not in NATIVE_ALGORITHMS:
-        raise ScenarioError(f"ovs_server_cc: must be one of {', '.join(NATIVE_ALGORITHMS)} "
-                            f"(the server's own congestion control under ovs: schemes), got {server_cc!r}")
+        problems.add(f"ovs_server_cc: must be one of {', '.join(NATIVE_ALGORITHMS)} "
+                     f"(the server's own congestion control under ovs: schemes), got {server_cc!r}")
+    base_dir = os.path.dirname(os.path.abspath(source)) if source else None
+    schemes: List[Scheme] = []
+    #: labels the other keys may name: the parsed schemes' and, so that one bad scheme is not
+    #: reported again by every key naming it, the unusable ones as written
+    labels: List[str] = []
     schemes_raw = data.get("schemes")
     if schemes_raw is None:
-        raise ScenarioError("schemes: required, e.g. [\"native:cubic\", \"kernel:reno\"]")
-    if not isinstance(schemes_raw, list) or not schemes_raw:
-        raise ScenarioError(f"schemes: must be a non-empty list of strings, got {schemes_raw!r}")
-    base_dir = os.path.dirname(os.path.abspath(source)) if source else None
-    schemes = [parse_scheme(s, f"schemes[{i}]", base_dir=base_dir, check_files=check_files, stored=stored)
-               for i, s in enumerate(schemes_raw)]
-    labels = [s.label for s in schemes]
-    dups = sorted({x for x in labels if labels.count(x) > 1})
-    if dups:
-        raise ScenarioError(f"schemes: duplicate scheme {dups[0]!r}")
+        problems.add("schemes: required, e.g. [\"native:cubic\", \"kernel:reno\"]")
+    elif not isinstance(schemes_raw, list) or not schemes_raw:
+        problems.add(f"schemes: must be a non-empty list of strings, got {schemes_raw!r}")
+    else:
+        for i, text in enumerate(schemes_raw):
+            s = problems.take(parse_scheme, text, f"schemes[{i}]", base_dir=base_dir, check_files=check_files,
+                              stored=stored)
+            if s is not _BAD:
+                schemes.append(s)
+                labels.append(s.label)
+            elif isinstance(text, str):
+                labels.append(canonical_scheme(text) if stored else text)
+        parsed = [s.label for s in schemes]
+        dups = sorted({x for x in parsed if parsed.count(x) > 1})
+        if dups:
+            problems.add(f"schemes: duplicate scheme {dups[0]!r}")
+    schemes_end = len(problems.lines)
     if stored and isinstance(data.get("plot_schemes"), list):
         data = dict(data, plot_schemes=[canonical_scheme(p) for p in data["plot_schemes"]])
-    analysis, plots, plot_schemes = _parse_outputs(data, labels)
-    compare = _parse_compare(data.get("compare", []), labels, stored)
+    outputs = problems.take(_parse_outputs, data, labels)
+    compare = problems.take(_parse_compare, data.get("compare", []), labels, stored)
+    clients: List[Client] = []
     clients_raw = data.get("clients")
     if clients_raw is None:
-        raise ScenarioError("clients: required (one or more [[clients]] tables)")
-    if not isinstance(clients_raw, list) or not clients_raw:
-        raise ScenarioError("clients: must be a non-empty array of tables ([[clients]])")
-    clients = [_parse_client(c, i, base_dir, check_files) for i, c in enumerate(clients_raw)]
-    names = [c.name for c in clients]
-    dups = sorted({x for x in names if names.count(x) > 1})
-    if dups:
-        raise ScenarioError(f"clients: duplicate client name {dups[0]!r}")
+        problems.add("clients: required (one or more [[clients]] tables)")
+    elif not isinstance(clients_raw, list) or not clients_raw:
+        problems.add("clients: must be a non-empty array of tables ([[clients]])")
+    else:
+        for i, c in enumerate(clients_raw):
+            client = _parse_client(c, i, base_dir, check_files, problems)
+            if client is not None:
+                clients.append(client)
+        names = [c.name for c in clients]
+        dups = sorted({x for x in names if names.count(x) > 1})
+        if dups:
+            problems.add(f"clients: duplicate client name {dups[0]!r}")
+    analysis, plots, plot_schemes = outputs if outputs is not _BAD else (None, (), ())
     sc = Scenario(
-        name=name, schemes=schemes, clients=clients, repetitions=reps, timeout_s=timeout,
-        agent_settle_s=settle, bridge=bridge, ovs_server_cc=server_cc, analysis=analysis, plots=plots,
-        plot_schemes=plot_schemes, source=source, raw=data, destination_memory=memory, compare=compare,
+        name=name if isinstance(name, str) else "", schemes=schemes, clients=clients,
+        repetitions=reps if reps is not _BAD else 1,
+        timeout_s=timeout if timeout is not _BAD else DEFAULT_TIMEOUT_S,
+        agent_settle_s=settle if settle is not _BAD else 1.0,
+        bridge=bridge if bridge is not _BAD else None, ovs_server_cc=server_cc, analysis=analysis, plots=plots,
+        plot_schemes=plot_schemes, source=source, raw=data, destination_memory=memory is True,
+        compare=compare if compare is not _BAD else (),
     )
-    sc.check_bridge()
-    sc.check_timeouts()
+    # checks across keys, on the parts that parsed
+    if bridge is not _BAD:
+        for line in sc.bridge_problems():
+            problems.add(line)
+    if timeout is not _BAD:
+        for line in sc.timeout_problems():
+            problems.add(line)
+    if problems.lines:
+        raise ScenarioError(problems=problems.lines, source=source, partial_schemes=schemes,
+                            schemes_end=schemes_end)
     return sc
 
 
@@ -662,36 +1126,79 @@ def loads_scenario(text: str, *, source: Optional[str] = None, check_files: bool
 
 
 def load_scenario(path, *, check_files: bool = True, stored: bool = False) -> Scenario:
-    """A scenario file; `stored=True` for a run directory's copy (see `parse_scenario`)."""
+    """A scenario file; `stored=True` for a run directory's copy (see `parse_scenario`). Its
+    problems are named with the file (`ScenarioError.source`)."""
     path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read scenario: {e.strerror}") from None
-    try:
-        return loads_scenario(text, source=path, check_files=check_files, stored=stored)
-    except ScenarioError as e:
-        msg = str(e)
-        if not msg.startswith(path):
-            msg = f"{path}: {msg}"
-        raise ScenarioError(msg) from None
+    return loads_scenario(text, source=path, check_files=check_files, stored=stored)
 
 
 #: `checker(algorithm, policy)` -> None if the agent accepts that command line, else its error.
 AgentChecker = Callable[[Optional[str], Optional[str]], Optional[str]]
 
 
+def agent_problems(schemes: List[Scheme], checker: AgentChecker) -> List[str]:
+    """The agent's refusals of `schemes`, one line each: where the scheme was written, the
+    scheme, the agent's reason. Every distinct agent command line is asked once, all of them."""
+    out = []
+    for algorithm, policy, using in agent_specs(schemes):
+        error = checker(algorithm, policy)
+        if error is not None:
+            for s in using:
+                out.append(f"{s.where}: {s.label!r}: {error}")
+    # in the order the schemes were written
+    order = {s.where: i for i, s in enumerate(schemes)}
+    return sorted(out, key=lambda line: order.get(line.split(": ", 1)[0], len(order)))
+
+
 def check_schemes(sc: Scenario, checker: AgentChecker) -> None:
     """Ask the agent whether it accepts every `kernel:`/`ovs:` scheme of the run, as it
     will be started for it (`--algorithm ALG` or `--policy SPEC`; `checker` starts it, see
-    `topology.daemons.check_agent_spec`), before any transfer. Raises ScenarioError naming the first
-    refused scheme, where it was written, and the agent's own reason, e.g.
+    `topology.daemons.check_agent_spec`), before any transfer. Raises one ScenarioError naming
+    every refused scheme, where it was written, and the agent's own reason, e.g.
     ``schemes[2]: 'kernel:cubic:beta=abc': parameter beta: "abc" is not a number``."""
-    for algorithm, policy, schemes in sc.agent_specs():
-        error = checker(algorithm, policy)
-        if error is not None:
-            s = schemes[0]
-            # a scheme of the file is named with the file, like every key of it
-            in_file = f"{sc.source}: " if sc.source and s.where.startswith("schemes") else ""
-            raise ScenarioError(f"{in_file}{s.where}: {s.label!r}: {error}")
+    problems = agent_problems(sc.schemes, checker)
+    # a scheme of the file is named with the file, like every key of it
+    in_file = any(line.startswith("schemes") for line in problems)
+    _raise_if(problems, sc.source if in_file else None)
+
+
+def with_agent_problems(error: ScenarioError, checker: AgentChecker) -> ScenarioError:
+    """`error` (a file's own problems) with the agent's refusals of the schemes that parsed
+    added among the problems of the `schemes` key; `error` itself when the file could not be
+    read or parsed as TOML (no schemes to ask about) or the agent refuses none."""
+    if not error.partial_schemes:
+        return error
+    refused = agent_problems(error.partial_schemes, checker)
+    if not refused:
+        return error
+    at = error.schemes_end if error.schemes_end is not None else 0
+    head, tail = error.problems[:at], error.problems[at:]
+
+    def scheme_index(line: str) -> int:
+        m = re.match(r"schemes\[(\d+)\]", line)
+        return int(m.group(1)) if m else -1
+
+    # the schemes' lines in the order of the file (a duplicate's line, without index, last)
+    schemes_lines = [ln for ln in head if ln.startswith("schemes")] + refused
+    schemes_lines.sort(key=lambda ln: (scheme_index(ln) < 0, scheme_index(ln)))
+    others = [ln for ln in head if not ln.startswith("schemes")]
+    merged = others + schemes_lines + tail
+    return ScenarioError(problems=merged, source=error.source, partial_schemes=error.partial_schemes,
+                         schemes_end=len(others) + len(schemes_lines))
+
+
+def load_scenario_report(path, checker: AgentChecker, *, check_files: bool = True) -> Scenario:
+    """`load_scenario` whose ScenarioError lists everything wrong with the file, the agent's
+    refusals of its schemes included (also when other keys are wrong), so a user fixes the file
+    in one go."""
+    try:
+        sc = load_scenario(path, check_files=check_files)
+    except ScenarioError as e:
+        raise with_agent_problems(e, checker) from None
+    check_schemes(sc, checker)
+    return sc
