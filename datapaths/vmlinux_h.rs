@@ -3,7 +3,12 @@
 // the file named by CCSWITCH_VMLINUX_H (e.g. on a build host without BTF). Never committed.
 fn write_vmlinux_h(out: &std::path::Path) -> std::path::PathBuf {
     println!("cargo:rerun-if-env-changed=CCSWITCH_VMLINUX_H");
-    println!("cargo:rerun-if-changed=../vmlinux_h.rs");
+    // this file, found from the including crate upwards (its relative path differs per crate;
+    // a path that does not exist would make cargo rerun the build script every time)
+    let manifest = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("manifest dir"));
+    if let Some(me) = manifest.ancestors().map(|d| d.join("datapaths/vmlinux_h.rs")).find(|p| p.exists()) {
+        println!("cargo:rerun-if-changed={}", me.display());
+    }
     let vmlinux = out.join("vmlinux.h");
     if let Some(given) = std::env::var_os("CCSWITCH_VMLINUX_H") {
         std::fs::copy(&given, &vmlinux).expect("copy CCSWITCH_VMLINUX_H");

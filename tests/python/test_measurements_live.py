@@ -46,7 +46,8 @@ def test_a_lone_flow_passes_the_physical_checks_and_agrees_with_mahimahis_link_l
     for row in rows:
         # no flow faster than the link, no delay below the propagation delay
         assert row["throughput_mbps"] <= 12 * 1.02 and row["link_utilisation"] <= 1.02
-        assert row["delay_p50_ms"] >= 10 and row["min_rtt_ms"] >= 20
+        # mm-delay releases on whole milliseconds: a packet may take up to 1 ms less than asked
+        assert row["delay_p50_ms"] >= 10 and row["min_rtt_ms"] >= 2 * 10 - 2
         assert row["delay_samples"] > 1500
         # every dropped segment was sent again: the kernel counted it
         assert row["retrans_segs"] >= row["path_drops"]
