@@ -3,7 +3,8 @@ import re
 
 import pytest
 
-from ccswitch.experiments.scenario import ScenarioError, check_schemes, load_scenario, loads_scenario, parse_scheme
+from ccswitch.experiments.scenario import (Flow, ScenarioError, ScheduleStep, Workload, check_schemes, load_scenario,
+                                          load_scenario_report, loads_scenario, parse_scheme)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -358,3 +359,309 @@ def test_timeouts_are_checked_again_after_an_override():
     with pytest.raises(ScenarioError, match=r"clients\[0\]\.file_bytes: 4000000 bytes take at least 1 s at 24 Mbit/s, "
                                             r"more than timeout_s = 1"):
         sc.check_timeouts()
+
+
+# ------------------------------------------------- every problem in one report
+
+def problems_of(text, **kw):
+    with pytest.raises(ScenarioError) as e:
+        loads_scenario(text, check_files=False, **kw)
+    return e.value.problems
+
+
+def test_every_problem_of_a_file_is_reported_at_once_each_on_its_own_line():
+    text = (GOOD.replace('"native:bbr"', '"native:vegas"').replace("delay_ms = 25", "delay_ms = -3")
+            .replace("queue_packets = 120", "queue_packets = 0").replace("repetitions = 3", "repetitions = 0"))
+    with pytest.raises(ScenarioError) as e:
+        loads_scenario(text, source="x.toml", check_files=False)
+    assert e.value.problems == [
+        "repetitions: must be an integer >= 1, got 0",
+        "schemes[1]: 'native:vegas': native algorithm must be one of reno, cubic, bbr (the only built-in "
+        "congestion controls of this kernel)",
+        "clients[0].delay_ms: must be an integer >= 0, got -3",
+        "clients[0].queue_packets: must be an integer >= 1, got 0",
+    ]
+    assert str(e.value) == "4 problems in x.toml:\n" + "\n".join(e.value.problems)
+    # the schemes that parsed are kept for the agent to judge
+    assert [s.label for s in e.value.partial_schemes] == ["native:cubic", "kernel:reno"]
+
+
+def test_one_problem_is_one_line_after_the_files_name():
+    with pytest.raises(ScenarioError) as e:
+        loads_scenario(GOOD.replace("delay_ms = 25", "delay_ms = -3"), source="x.toml", check_files=False)
+    assert str(e.value) == "x.toml: clients[0].delay_ms: must be an integer >= 0, got -3"
+    assert e.value.problems == ["clients[0].delay_ms: must be an integer >= 0, got -3"]
+
+
+def test_a_bad_client_is_left_out_but_the_others_are_still_checked():
+    text = GOOD.replace("link = { mbps = 24 }", "link = 24").replace("file_sizes = [1000, 2000]", "file_sizes = [0]")
+    assert problems_of(text) == [
+        "clients[0].link: must be a table, e.g. { mbps = 24 } or { uplink = \"FILE\", downlink = \"FILE\" }",
+        "clients[1].file_sizes[0]: must be an integer >= 1, got 0",
+    ]
+
+
+def test_a_bad_scheme_is_not_reported_again_by_the_keys_that_name_it():
+    text = GOOD.replace('"native:bbr"', '"native:vegas"').replace(
+        "repetitions = 3", 'repetitions = 3\ncompare = [["native:vegas", "native:cubic"]]\nplot_schemes = ["native:vegas"]')
+    assert problems_of(text) == ["schemes[1]: 'native:vegas': native algorithm must be one of reno, cubic, bbr "
+                                 "(the only built-in congestion controls of this kernel)"]
+
+
+def test_unknown_keys_are_each_named():
+    text = GOOD.replace("delay_ms = 25", "dleay_ms = 25\nqueue = 3")
+    assert [p.split(":")[0] for p in problems_of(text)] == ["clients[0].dleay_ms", "clients[0].queue"]
+
+
+def test_the_agents_refusals_join_the_files_own_problems_in_the_order_of_the_schemes(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text(GOOD.replace('["native:cubic", "native:bbr", "kernel:reno"]',
+                              '["kernel:cubic:betta=0.5", "native:vegas", "kernel:nosuch", "kernel:reno"]')
+                 .replace("delay_ms = 25", "delay_ms = -3"))
+    refusals = {"cubic:betta=0.5": "no betta", "nosuch": "unknown algorithm"}
+    with pytest.raises(ScenarioError) as e:
+        load_scenario_report(f, lambda a, p: refusals.get(a))
+    assert e.value.problems == [
+        "schemes[0]: 'kernel:cubic:betta=0.5': no betta",
+        "schemes[1]: 'native:vegas': native algorithm must be one of reno, cubic, bbr (the only built-in "
+        "congestion controls of this kernel)",
+        "schemes[2]: 'kernel:nosuch': unknown algorithm",
+        "clients[0].delay_ms: must be an integer >= 0, got -3",
+    ]
+    assert str(e.value).startswith(f"4 problems in {f}:\n")
+    # a file without problems of its own: the agent's refusals alone, all of them
+    f.write_text(GOOD.replace('["native:cubic", "native:bbr", "kernel:reno"]', '["kernel:nosuch", "kernel:cubic:betta=0.5"]'))
+    with pytest.raises(ScenarioError) as e:
+        load_scenario_report(f, lambda a, p: refusals.get(a))
+    assert e.value.problems == ["schemes[0]: 'kernel:nosuch': unknown algorithm",
+                                "schemes[1]: 'kernel:cubic:betta=0.5': no betta"]
+    f.write_text(GOOD)
+    assert load_scenario_report(f, lambda a, p: None).name == "demo"
+
+
+SIX_FAULTS = """
+name = "six-faults"
+schemes = ["kernel:cubic:betta=0.5", "kernel:nosuch", "native:vegas", "native:cubic"]
+[[clients]]
+name = "near"
+delay_ms = 10
+link = { mbps = 24 }
+file_bytes = 100_000
+[[clients]]
+name = "negative"
+delay_ms = -3
+link = { mbps = 24 }
+file_bytes = 100_000
+[[clients]]
+name = "no-trace"
+link = { uplink = "missing.up", downlink = "missing.down" }
+file_bytes = 100_000
+[[clients]]
+name = "no-queue"
+link = { mbps = 24 }
+queue_packets = 0
+file_bytes = 100_000
+"""
+
+
+def six_fault_file(tmp_path):
+    f = tmp_path / "six.toml"
+    f.write_text(SIX_FAULTS)
+    return f
+
+
+def expected_six(tmp_path):
+    return [
+        "schemes[0]: 'kernel:cubic:betta=0.5': cubic has no parameter \"betta\"; it takes: beta, c",
+        "schemes[1]: 'kernel:nosuch': unknown algorithm \"nosuch\"",
+        "schemes[2]: 'native:vegas': native algorithm must be one of reno, cubic, bbr",
+        "clients[1].delay_ms: must be an integer >= 0, got -3",
+        f"clients[2].link.uplink: trace file not found: {tmp_path / 'missing.up'}",
+        "clients[3].queue_packets: must be an integer >= 1, got 0",
+    ]
+
+
+def test_a_file_with_six_faults_is_refused_with_all_six_named_by_the_agent_itself(tmp_path):
+    """The agent-judged problems come from the real agent binary (its own reasons)."""
+    from ccswitch.experiments import runner
+    from ccswitch.topology.daemons import agent_check_env, check_agent_spec
+    agent = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    assert os.access(agent, os.X_OK), f"{agent} not built (make build)"
+    env = agent_check_env([str(tmp_path)])
+    with pytest.raises(ScenarioError) as e:
+        load_scenario_report(six_fault_file(tmp_path), lambda a, p: check_agent_spec(agent, a, p, env))
+    problems = e.value.problems
+    assert len(problems) == 6, "\n".join(problems)
+    for line, start in zip(problems, expected_six(tmp_path)):
+        assert line.startswith(start), (line, start)
+    assert str(e.value).startswith(f"6 problems in {tmp_path / 'six.toml'}:\n")
+
+
+def test_ccswitch_run_prints_all_six_problems_and_exits_2(tmp_path):
+    import subprocess
+    import sys
+    f = six_fault_file(tmp_path)
+    out = tmp_path / "out"
+    cp = subprocess.run([sys.executable, "-m", "ccswitch", "run", str(f), "--out", str(out)],
+                        capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert cp.returncode == 2, cp.stderr
+    assert f"6 problems in {f}:" in cp.stderr, cp.stderr
+    lines = cp.stderr.splitlines()
+    for start in expected_six(tmp_path):
+        assert any(line.startswith(start) for line in lines), (start, cp.stderr)
+    assert not out.exists()
+
+
+# ------------------------------------------------- competing flows, workloads, schedules
+
+NEW = """
+name = "new"
+schemes = ["kernel:bbr", "native:cubic"]
+timeout_s = 60
+[[clients]]
+name = "compete"
+delay_ms = 20
+link = { mbps = 24 }
+queue_packets = 320
+file_bytes = 20_000_000
+"""
+
+
+def new_client(extra, base=NEW):
+    return loads_scenario(base + extra, check_files=False).clients[0]
+
+
+def test_flows_entries_default_to_one_flow_of_the_scheme_under_test_from_the_start():
+    c = new_client('flows = [{ scheme = "native:cubic", start_s = 0 }, { start_s = 2, count = 3, file_bytes = 1000 }]\n')
+    competitor, own = c.flows
+    assert competitor.scheme.label == "native:cubic" and (competitor.start_s, competitor.count) == (0.0, 1)
+    assert competitor.file_bytes is None, "the unit's file size"
+    assert own == Flow(scheme=None, start_s=2.0, count=3, file_bytes=1000)
+    assert c.n_flows == 4 and c.describe_path().endswith("queue 320 pkts, 4 flows")
+    assert new_client("").flows == () and new_client("").n_flows == 1
+
+
+def test_a_schedule_fills_left_out_keys_from_the_step_before():
+    c = new_client("schedule = [{ at_s = 0, delay_ms = 20 }, { at_s = 5, delay_ms = 150, loss_downlink = 0.01 },"
+                   " { at_s = 8, loss_uplink = 0.02 }]\n")
+    assert c.schedule == (ScheduleStep(0.0, 20.0, 0.0, 0.0), ScheduleStep(5.0, 150.0, 0.01, 0.0),
+                          ScheduleStep(8.0, 150.0, 0.01, 0.02))
+    assert c.describe_path() == ("RTT 40 ms, 24 Mbit/s, queue 320 pkts, "
+                                 "schedule: 20 ms -> 150 ms +1% loss at 5 s +2% loss up at 8 s")
+    assert c.path_fields()["schedule"] == [
+        {"at_s": 0.0, "delay_ms": 20.0, "loss_downlink": 0.0, "loss_uplink": 0.0},
+        {"at_s": 5.0, "delay_ms": 150.0, "loss_downlink": 0.01, "loss_uplink": 0.0},
+        {"at_s": 8.0, "delay_ms": 150.0, "loss_downlink": 0.01, "loss_uplink": 0.02}]
+    assert new_client("").path_fields()["schedule"] is None
+
+
+WORKLOAD_BASE = NEW.replace("file_bytes = 20_000_000\n", "")
+
+
+def test_a_workload_needs_no_file_size_and_is_one_unit_per_scheme_and_repetition():
+    sc = loads_scenario(WORKLOAD_BASE + 'workload = { kind = "poisson", load = 0.5, duration_s = 20, sizes = "pareto" }\n',
+                        check_files=False)
+    c = sc.clients[0]
+    assert c.workload == Workload(kind="poisson", load=0.5, duration_s=20.0, downlink_mbps=24.0, sizes="pareto", seed=1,
+                                  pareto_shape=1.2, min_bytes=10_000, max_bytes=10_000_000)
+    assert c.file_sizes == (0,) and sc.n_transfers == 2
+    assert c.describe_path().endswith("web load 50%")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("schedule = [{ at_s = 0 }, { at_s = 5, delay_ms = 30 }, { at_s = 3, delay_ms = 10 }]\n",
+     "clients[0].schedule[2].at_s: steps out of order or overlapping: 3 after 5"),
+    ("schedule = [{ at_s = 0 }, { at_s = 5 }, { at_s = 5 }]\n",
+     "clients[0].schedule[2].at_s: steps out of order or overlapping: 5 after 5"),
+    ("schedule = [{ at_s = 1, delay_ms = 30 }]\n", "clients[0].schedule[0].at_s: the first step must be at 0, got 1"),
+    ("schedule = [{ at_s = 0, delay_ms = -5 }]\n",
+     "clients[0].schedule[0].delay_ms: must be a number in [0.0, 10000.0], got -5"),
+    ("schedule = [{ at_s = 0, loss_downlink = 1 }]\n",
+     "clients[0].schedule[0].loss_downlink: must be a number in [0.0, 1.0), got 1"),
+    ("schedule = [{ at_s = 0, loss_uplink = -0.1 }]\n",
+     "clients[0].schedule[0].loss_uplink: must be a number in [0.0, 1.0), got -0.1"),
+    ("schedule = [{ at_s = 0 }, { at_s = 60 }]\n", "clients[0].schedule[1].at_s: 60 s is beyond the run (timeout_s = 60)"),
+    ("schedule = [{ at_s = 0, delay = 3 }]\n", "clients[0].schedule[0].delay: unknown key"),
+    ("schedule = []\n", "clients[0].schedule: must be a non-empty list of steps"),
+    ("flows = [{ start_s = 75 }]\n", "clients[0].flows[0].start_s: 75 s is beyond the run (timeout_s = 60)"),
+    ("flows = [{ start_s = -1 }]\n", "clients[0].flows[0].start_s: must be a number >= 0, got -1"),
+    ("flows = [{ start_s = 0, count = 0 }]\n", "clients[0].flows[0].count: must be an integer >= 1, got 0"),
+    ('flows = [{ scheme = "native:cubic" }, { start_s = 1 }, { scheme = "kernel:bbr" }]\n',
+     "clients[0].flows[2].scheme: 'kernel:bbr': a competing flow must be native:ALG (it needs a server namespace of "
+     "its own; only the scheme under test runs on the agent)"),
+    ('flows = [{ scheme = "ovs:reno" }, { start_s = 1 }]\n', "clients[0].flows[0].scheme: 'ovs:reno': a competing flow"),
+    ('flows = [{ scheme = "native:vegas" }, { start_s = 1 }]\n',
+     "clients[0].flows[0].scheme: 'native:vegas': native algorithm must be one of"),
+    ('flows = [{ scheme = "native:cubic" }]\n', "clients[0].flows: no flow of the scheme under test"),
+    ('flows = [{ start_s = 0, count = 3 }]\n',
+     "clients[0].flows: 3 flows of 60000000 bytes in all end at least 20 s after the start at 24 Mbit/s, more than "
+     "timeout_s = 60"),
+])
+def test_each_new_key_refuses_bad_values_naming_them(extra, message):
+    text = NEW + extra
+    if "count = 3" in extra:
+        text = text.replace("timeout_s = 60", "timeout_s = 19")
+        message = message.replace("timeout_s = 60", "timeout_s = 19")
+    problems = problems_of(text)
+    assert any(p.startswith(message) for p in problems), problems
+
+
+@pytest.mark.parametrize("workload, message", [
+    ('{ kind = "poisson", load = 0.5, duration_s = 20, sizes = "lognormal" }',
+     "clients[0].workload.sizes: unknown workload distribution 'lognormal' (known: pareto)"),
+    ('{ kind = "closed", load = 0.5, duration_s = 20 }', 'clients[0].workload.kind: must be "poisson"'),
+    ('{ kind = "poisson", load = 0, duration_s = 20 }', "clients[0].workload.load: must be a number in (0.0, 1.5]"),
+    ('{ kind = "poisson", load = 1.6, duration_s = 20 }', "clients[0].workload.load: must be a number in (0.0, 1.5]"),
+    ('{ kind = "poisson", duration_s = 20 }', "clients[0].workload.load: required"),
+    ('{ kind = "poisson", load = 0.5, duration_s = 0 }', "clients[0].workload.duration_s: must be a number in (0.0"),
+    ('{ kind = "poisson", load = 0.5, duration_s = 31 }',
+     "clients[0].workload.duration_s: 31 s of arrivals plus 30 s for the last requests exceed timeout_s = 60"),
+    ('{ kind = "poisson", load = 0.5, duration_s = 20, min_bytes = 5000, max_bytes = 5000 }',
+     "clients[0].workload.max_bytes: must be greater than min_bytes (5000), got 5000"),
+    ('{ kind = "poisson", load = 0.5, duration_s = 20, seed = "a" }', "clients[0].workload.seed: must be an integer"),
+    ('{ kind = "poisson", load = 0.5, duration_s = 20, rate = 3 }', "clients[0].workload.rate: unknown key"),
+])
+def test_a_bad_workload_is_refused_naming_the_key(workload, message):
+    problems = problems_of(WORKLOAD_BASE + f"workload = {workload}\n")
+    assert any(p.startswith(message) for p in problems), problems
+
+
+def test_a_workload_excludes_flows_and_file_sizes_and_needs_a_constant_rate():
+    w = 'workload = { kind = "poisson", load = 0.5, duration_s = 20 }\n'
+    assert "clients[0].workload: give either flows (competing flows) or workload (web requests), not both" in problems_of(
+        WORKLOAD_BASE + w + "flows = [{ start_s = 0 }]\n")
+    assert "clients[0].file_bytes: not with a workload (its request sizes come from the distribution)" in problems_of(
+        NEW + w)
+    trace = WORKLOAD_BASE.replace("link = { mbps = 24 }", 'link = { uplink = "u", downlink = "d" }')
+    assert any(p.startswith("clients[0].workload.load: needs a constant-rate link") for p in problems_of(trace + w))
+
+
+def test_a_workloads_requests_are_seeded_poisson_arrivals_of_bounded_pareto_sizes():
+    w = Workload(kind="poisson", load=0.5, duration_s=20_000.0, downlink_mbps=24.0)
+    a, b, other = w.sample(7), w.sample(7), w.sample(8)
+    assert a == b and a != other
+    times = [t for t, _ in a]
+    sizes = [s for _, s in a]
+    assert times == sorted(times) and 0 <= times[0] and times[-1] < w.duration_s
+    assert min(sizes) >= w.min_bytes and max(sizes) <= w.max_bytes
+    # over about 70000 arrivals the rate is within 2% of load * link rate / mean size
+    # (Poisson: relative standard deviation 1/sqrt(n), about 0.4%)
+    expected = w.arrival_rate() * w.duration_s
+    assert abs(len(a) - expected) < 0.02 * expected, (len(a), expected)
+    # the offered bytes are near the load (the heavy tail makes the mean slow to converge: 10%)
+    offered = sum(sizes) * 8 / w.duration_s / 24e6
+    assert 0.45 < offered < 0.55, offered
+
+
+def test_the_bounded_pareto_mean_matches_its_integral():
+    import numpy as np
+    w = Workload(kind="poisson", load=0.5, duration_s=1.0, downlink_mbps=24.0)
+    x = np.logspace(np.log10(w.min_bytes), np.log10(w.max_bytes), 200_001)
+    a, lo, hi = w.pareto_shape, w.min_bytes, w.max_bytes
+    pdf = a * lo ** a * x ** (-a - 1) / (1 - (lo / hi) ** a)
+    y = x * pdf
+    integral = float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)))
+    assert abs(w.mean_bytes() - integral) < 1e-4 * integral
+    one = Workload(kind="poisson", load=0.5, duration_s=1.0, downlink_mbps=24.0, pareto_shape=1.0)
+    assert one.mean_bytes() == pytest.approx(lo * hi / (hi - lo) * np.log(hi / lo))

@@ -1323,10 +1323,19 @@ def _cli_compare(args) -> int:
 
 
 def _cli_run(args) -> int:
-    from .scenario import ScenarioError, load_scenario, parse_scheme
+    from .scenario import ScenarioError, load_scenario, parse_scheme, with_agent_problems
 
     try:
-        sc = load_scenario(args.scenario)
+        try:
+            sc = load_scenario(args.scenario)
+        except ScenarioError as e:
+            # the file is refused: let the agent judge the schemes that parsed too, so that one
+            # report names everything (unless --schemes replaces them, or there is no agent)
+            agent = os.path.join(bin_dir(), "ccswitch-agent")
+            if args.schemes or not os.access(agent, os.X_OK):
+                raise
+            env = agent_check_env([os.path.dirname(os.path.abspath(args.scenario))])
+            raise with_agent_problems(e, lambda a, p: check_agent_spec(agent, a, p, env)) from None
         if args.repetitions is not None:
             if args.repetitions < 1:
                 raise ScenarioError("--repetitions: must be >= 1")
