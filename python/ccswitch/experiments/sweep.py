@@ -48,7 +48,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import traces as _traces
 from . import results, scenario as _scenario
-from .scenario import MAX_LINK_MBPS, MIN_LINK_MBPS, Client, ScenarioError
+# the bounds of a path are the scenario loader's (one set of checks for both file kinds)
+from .scenario import (MAX_DELAY_MS, MAX_LINK_MBPS, MAX_LOSS_RATE, MAX_QUEUE_PACKETS, MIN_LINK_MBPS, Client,
+                       ScenarioError, file_size_problem)
 
 try:
     import tomllib
@@ -325,9 +327,9 @@ def _parse_component(m, i: int, base_dir: str) -> Component:
         raise SweepError(f"{where}kind: must be \"constant\" or \"trace\", got {kind!r}")
     if "rtt_ms" not in m:
         raise SweepError(f"{where}rtt_ms: required (a number or a distribution)")
-    rtt = parse_dist(m["rtt_ms"], where + "rtt_ms", lo=0, hi=20000)
-    loss_down = parse_dist(m.get("loss_downlink", 0), where + "loss_downlink", lo=0, hi=1, hi_open=True)
-    loss_up = parse_dist(m.get("loss_uplink", 0), where + "loss_uplink", lo=0, hi=1, hi_open=True)
+    rtt = parse_dist(m["rtt_ms"], where + "rtt_ms", lo=0, hi=2 * MAX_DELAY_MS)
+    loss_down = parse_dist(m.get("loss_downlink", 0), where + "loss_downlink", lo=0, hi=MAX_LOSS_RATE, hi_open=True)
+    loss_up = parse_dist(m.get("loss_uplink", 0), where + "loss_uplink", lo=0, hi=MAX_LOSS_RATE, hi_open=True)
     mbps = None
     pairs: Tuple[TracePair, ...] = ()
     if kind == "constant":
@@ -344,7 +346,7 @@ def _parse_component(m, i: int, base_dir: str) -> Component:
         raise SweepError(f"{where}queue_bdp: give exactly one of queue_bdp (bandwidth-delay products of the "
                          "link's mean rate) and queue_packets")
     qb = parse_dist(m["queue_bdp"], where + "queue_bdp", lo=0.01, hi=1000) if "queue_bdp" in m else None
-    qp = parse_dist(m["queue_packets"], where + "queue_packets", lo=1, hi=1_000_000) if "queue_packets" in m else None
+    qp = parse_dist(m["queue_packets"], where + "queue_packets", lo=1, hi=MAX_QUEUE_PACKETS) if "queue_packets" in m else None
     minq = m.get("min_queue_packets", 8)
     if not _is_int(minq) or minq < 1:
         raise SweepError(f"{where}min_queue_packets: must be an integer >= 1, got {minq!r}")
@@ -370,7 +372,7 @@ def _sizes(v, where: str, *, required: bool) -> List[int]:
     if not isinstance(v, list) or (required and not v):
         raise SweepError(f"{where}: must be a {'non-empty ' if required else ''}list of file sizes in bytes, got {v!r}")
     for i, s in enumerate(v):
-        if not _is_int(s) or s < 1 or s > 4 * 2**30:
+        if not _is_int(s) or s < 1 or file_size_problem(s):
             raise SweepError(f"{where}[{i}]: must be an integer from 1 to 4 GiB, got {s!r}")
     if len(set(v)) != len(v):
         raise SweepError(f"{where}: duplicate sizes {v!r}")
