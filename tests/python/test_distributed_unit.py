@@ -208,3 +208,33 @@ def test_a_holder_that_died_does_not_keep_a_sysctl(fake_sysctls, tmp_path):
     assert json.loads(reg.read_text())["x"] == {"original": "1", "holders": [os.getpid()]}
     t.run()
     assert fake_sysctls["x"] == "1" and json.loads(reg.read_text()) == {}
+
+
+def test_a_unit_key_changes_with_the_content_of_every_file_the_unit_reads(tmp_path):
+    (tmp_path / "m.json").write_text('{"v": 1}')
+    (tmp_path / "p.policy.toml").write_text('name = "p"\ninitial = "bbr"\nmodel = "m.json"\n')
+    (tmp_path / "t.up").write_text("1\n")
+    (tmp_path / "t.down").write_text("1\n")
+    (tmp_path / "myalg.py").write_text("X = 1\n")
+    text = f"""
+name = "files"
+schemes = ["kernel:policy:p.policy.toml", "kernel:py:myalg:Alg"]
+[[clients]]
+name = "c"
+link = {{ uplink = "t.up", downlink = "t.down" }}
+file_bytes = 1000
+"""
+    src = tmp_path / "s.toml"
+    src.write_text(text)
+    sc = loads_scenario(text, source=str(src))
+    before = keys(sc)
+    assert keys(sc) == before
+    # retraining rewrites the model the policy names: the policy's units are new ones
+    (tmp_path / "m.json").write_text('{"v": 2}')
+    after_model = keys(sc)
+    assert after_model[0] != before[0] and after_model[1] == before[1]
+    (tmp_path / "myalg.py").write_text("X = 2\n")
+    after_module = keys(sc)
+    assert after_module[1] != after_model[1] and after_module[0] == after_model[0]
+    (tmp_path / "t.down").write_text("2\n")
+    assert not set(keys(sc)) & set(after_module)

@@ -117,7 +117,7 @@ def fake_runner(tmp_path, monkeypatch, prepare, text=LOOP):
         r.collector = None
         r.current_cc = None
 
-    def transfer(rep, client, scheme, size):
+    def transfer(rep, client, scheme, size, number=None):
         ran.append((rep, scheme.label))
         row = r.new_row(rep, client, scheme, size)
         row.update(tct_s=1.0, sha256_ok=True, http_code=200, bytes=size, wall_s=1.5)

@@ -28,8 +28,6 @@ from .scenario import Client, Scheme
 CURL_FIELDS = ("tct_s", "ttfb_s", "connect_s", "bytes", "http_code", "client_port")
 #: The one file a workload's requests take byte ranges of.
 WORKLOAD_FILE = "workload.bin"
-#: Seconds granted to a workload's last requests after its arrivals stop.
-WORKLOAD_TAIL_S = 30.0
 
 
 @dataclass(frozen=True)
