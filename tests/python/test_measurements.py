@@ -326,3 +326,24 @@ def test_parquet_round_trip_of_new_and_old_rows(tmp_path):
     # the summary of what was read back equals the summary of what was written
     assert stats.summary_sections([back_new]) == stats.summary_sections([new])
     assert set(results.JSON_COLUMNS) == {"flows", "workload"}
+
+
+def test_the_phase_table_names_the_best_scheme_of_each_phase_by_power():
+    from ccswitch.experiments import statistics as st
+
+    def unit(scheme, rep, before, after):
+        return {"client": "c", "scheme": scheme, "repetition": rep, "file_bytes": 1, "error": None, "sha256_ok": True,
+                "tct_s": 1.0, "phases": [{"at_s": 0.0, "throughput_mbps": before[0], "delay_p95_ms": before[1]},
+                                         {"at_s": 5.0, "throughput_mbps": after[0], "delay_p95_ms": after[1]}]}
+    rows = []
+    for rep in range(1, 7):
+        rows.append(unit("kernel:vegas", rep, (22 + 0.1 * rep, 21), (1.0 + 0.01 * rep, 25)))
+        rows.append(unit("kernel:bbr", rep, (23 + 0.1 * rep, 40), (20 + 0.1 * rep, 45)))
+    phases = st.phase_rows(rows)
+    assert [(p["phase"], p["best"]) for p in phases] == [(0, "kernel:vegas"), (1, "kernel:bbr")]
+    assert all(p["best_vs_runner_up"]["kind"] == "better" for p in phases)
+    text = st.format_phases(phases)
+    assert "phase 0: best kernel:vegas" in text and "phase 1: best kernel:bbr" in text
+    # three repetitions are too few for a verdict
+    few = st.phase_rows([r for r in rows if r["repetition"] <= 3])
+    assert few[0]["best_vs_runner_up"]["kind"] == "too few"

@@ -675,6 +675,67 @@ def format_workload(rows: List[dict]) -> str:
             "n = completed requests)\n" + text_table(head, lines, right=range(3, len(head))))
 
 
+def power(throughput_mbps: Optional[float], delay_p95_ms: Optional[float]) -> Optional[float]:
+    """Kleinrock's power of a flow: throughput / delay (Mbit/s per ms of one-way delay p95)."""
+    if throughput_mbps is None or not delay_p95_ms:
+        return None
+    return throughput_mbps / delay_p95_ms
+
+
+def phase_rows(rows: Iterable[dict]) -> List[dict]:
+    """Per client whose path follows a schedule, per phase (the time between two of its steps):
+    each scheme's median throughput, one-way delay p95 and power over its counted units, the
+    best scheme by median power and whether it beats the runner-up (`compare`, paired by
+    repetition; "too few" below MIN_VERDICT_N pairs)."""
+    cells: Dict[tuple, Dict[str, Dict[tuple, dict]]] = {}
+    for r in rows:
+        phases = _decoded(r.get("phases"))
+        if not phases or not counted(r):
+            continue
+        for k, ph in enumerate(phases):
+            cells.setdefault((r["client"], k), {}).setdefault(r["scheme"], {})[_pair_key(r)] = ph
+    out = []
+    for (client, k), by_scheme in cells.items():
+        schemes = []
+        for scheme, units in by_scheme.items():
+            first = next(iter(units.values()))
+            powers = {key: power(ph.get("throughput_mbps"), ph.get("delay_p95_ms")) for key, ph in units.items()}
+            vals = lambda key_: [ph[key_] for ph in units.values() if ph.get(key_) is not None]  # noqa: E731
+            schemes.append({"scheme": scheme, "n": len(units), "at_s": first["at_s"],
+                            "throughput_mbps": median(vals("throughput_mbps")) if vals("throughput_mbps") else None,
+                            "delay_p95_ms": median(vals("delay_p95_ms")) if vals("delay_p95_ms") else None,
+                            "power": median([p for p in powers.values() if p is not None])
+                            if any(p is not None for p in powers.values()) else None,
+                            "_powers": powers})
+        ranked = sorted((x for x in schemes if x["power"] is not None), key=lambda x: -x["power"])
+        verdict = None
+        if len(ranked) >= 2:
+            a, b = ranked[0]["_powers"], ranked[1]["_powers"]
+            keys = sorted(k_ for k_ in a if k_ in b and a[k_] is not None and b[k_] is not None)
+            v = compare([a[k_] for k_ in keys], [b[k_] for k_ in keys], lower_is_better=False)
+            verdict = {"against": ranked[1]["scheme"], "text": v.text, "kind": v.kind}
+        for x in schemes:
+            x.pop("_powers")
+        out.append({"client": client, "phase": k, "at_s": schemes[0]["at_s"], "schemes": schemes,
+                    "best": ranked[0]["scheme"] if ranked else None, "best_vs_runner_up": verdict})
+    return out
+
+
+def format_phases(rows: List[dict]) -> str:
+    """phase_rows as text: a line per client, phase and scheme, then the best of each phase."""
+    if not rows:
+        return ""
+    lines = [[r["client"], f"{r['phase']} (from {r['at_s']:g} s)", display_label(x["scheme"]), str(x["n"]),
+              _figure(x["throughput_mbps"], 2), _figure(x["delay_p95_ms"], 1), _figure(x["power"], 3)]
+             for r in rows for x in r["schemes"]]
+    head = ["client", "phase", "scheme", "n", "throughput Mbit/s", "delay p95 ms", "power"]
+    best = [f"{r['client']} phase {r['phase']}: best {display_label(r['best'])}"
+            + (f", against {display_label(r['best_vs_runner_up']['against'])}: {r['best_vs_runner_up']['text']}"
+               if r["best_vs_runner_up"] else "") for r in rows if r["best"]]
+    return ("paths that change: each phase of the schedule (medians over repetitions; power = throughput / "
+            "delay p95)\n" + text_table(head, lines, right=range(3, len(head))) + "\n" + "\n".join(best))
+
+
 def summary_sections(rows: Iterable[dict]) -> Tuple[dict, str]:
     """The summary parts beyond the per-cell table, for whatever the rows contain: ({"competition":
     competition_rows, "workload": workload_rows} (only the non-empty ones) for summary.json, and
@@ -682,7 +743,8 @@ def summary_sections(rows: Iterable[dict]) -> Tuple[dict, str]:
     rows = list(rows)
     doc, parts = {}, []
     for key, build, fmt in (("competition", competition_rows, format_competition),
-                            ("workload", workload_rows, format_workload)):
+                            ("workload", workload_rows, format_workload),
+                            ("phases", phase_rows, format_phases)):
         built = build(rows)
         if built:
             doc[key] = built
