@@ -7,6 +7,7 @@
 //! egress program goes last in its device's chain (closest to the wire on the way out), the
 //! ingress program first (closest to the wire on the way in).
 
+use std::io::Read;
 use std::cell::RefCell;
 use std::mem::{size_of, ManuallyDrop, MaybeUninit};
 use std::net::Ipv4Addr;
@@ -241,6 +242,18 @@ impl Probe {
             .attach()
             .context("cannot attach the tracepoint sock/inet_sock_set_state")?;
         self.links.push(link);
+        Ok(())
+    }
+
+    /// Snapshots the TCP_INFO of every measured server socket still alive in namespace `ns`
+    /// (the `iter/tcp` program; a TCP iterator walks the sockets of the namespace it is
+    /// created in).
+    pub fn snapshot_live_sockets(&mut self, ns: Option<&Netns>) -> Result<()> {
+        let _entered = ns.map(|ns| ns.enter()).transpose()?;
+        let link = self.skel.progs.probe_live_sockets.attach().context("attaching the TCP socket iterator")?;
+        let mut iter = libbpf_rs::Iter::new(&link).context("creating the TCP socket iterator")?;
+        let mut sink = Vec::new();
+        iter.read_to_end(&mut sink).context("running the TCP socket iterator")?;
         Ok(())
     }
 

@@ -98,6 +98,8 @@ fn one_line(e: &anyhow::Error) -> String {
 
 struct Recording {
     probe: Probe,
+    /// the server namespaces, for the TCP_INFO of their sockets still open at the end
+    senders: Vec<(Netns, String)>,
     packets: BufWriter<File>,
     started_ns: u64,
     records: u64,
@@ -159,7 +161,7 @@ fn setup(args: &Args, stop: &Arc<AtomicBool>) -> Result<Recording> {
         while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
         eof.store(true, Ordering::SeqCst);
     });
-    Ok(Recording { probe, packets: BufWriter::with_capacity(1 << 20, packets), started_ns, records: 0 })
+    Ok(Recording { probe, senders: sender_ns, packets: BufWriter::with_capacity(1 << 20, packets), started_ns, records: 0 })
 }
 
 impl Recording {
@@ -170,6 +172,11 @@ impl Recording {
             self.drain(args)?;
         }
         let stopped_ns = monotonic_now_ns();
+        for (ns, _) in &self.senders {
+            if let Err(e) = self.probe.snapshot_live_sockets(Some(ns)) {
+                eprintln!("ccswitch-probe: TCP_INFO of the sockets still open in {}: {e:#}", ns.label);
+            }
+        }
         // Detach first, so that the last drain sees every record ever submitted.
         self.probe.detach();
         self.drain(args)?;

@@ -284,29 +284,26 @@ static __always_inline int before_established(int state)
 	       state == TCP_NEW_SYN_RECV;
 }
 
-SEC("tp_btf/inet_sock_set_state")
-int BPF_PROG(probe_set_state, const struct sock *sk, const int oldstate, const int newstate)
+/* Copies the kernel's counters of a measured server socket into probe_tcp_infos (the latest
+ * snapshot of a flow wins). */
+static __always_inline void snapshot(const struct sock *sk, int state)
 {
-	if (newstate == TCP_ESTABLISHED)
-		return 0;
-	if (before_established(oldstate) && newstate != TCP_CLOSE)
-		return 0;
 	struct probe_endpoint ep = {
 		.ip = sk->__sk_common.skc_rcv_saddr,
 		.port = bpf_htons(sk->__sk_common.skc_num),
 	};
 	if (!bpf_map_lookup_elem(&probe_endpoints, &ep))
-		return 0;
+		return;
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
 	if (!tp)
-		return 0;
+		return;
 	struct probe_flow_key key = {
 		.server_ip = ep.ip,
 		.server_port = ep.port,
 		.client_port = sk->__sk_common.skc_dport,
 	};
 	struct probe_tcp_info info = {
-		.state = newstate,
+		.state = state,
 		.total_retrans = tp->total_retrans,
 		.bytes_retrans = tp->bytes_retrans,
 		.srtt_us = tp->srtt_us >> 3,
@@ -317,5 +314,35 @@ int BPF_PROG(probe_set_state, const struct sock *sk, const int oldstate, const i
 		.snapshot_ns = bpf_ktime_get_ns(),
 	};
 	bpf_map_update_elem(&probe_tcp_infos, &key, &info, BPF_ANY);
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(probe_set_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	if (newstate == TCP_ESTABLISHED)
+		return 0;
+	if (before_established(oldstate) && newstate != TCP_CLOSE)
+		return 0;
+	snapshot(sk, newstate);
+	return 0;
+}
+
+/*
+ * A server socket whose last state change came before its last retransmission (nginx closes
+ * as soon as the response is in the send buffer, so FIN_WAIT1 comes early; the client's ACK of
+ * the FIN may die with the mahimahi shells) would keep a stale snapshot. At stop, user space
+ * runs this iterator in each server namespace: every measured socket still alive is snapshot
+ * with its counters as they are then, which, the transfer being over, are final.
+ */
+SEC("iter/tcp")
+int probe_live_sockets(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	if (!skc)
+		return 0;
+	int state = skc->skc_state;
+	if (state == TCP_LISTEN || state == TCP_TIME_WAIT || state == TCP_NEW_SYN_RECV)
+		return 0;
+	snapshot((const struct sock *)skc, state);
 	return 0;
 }
