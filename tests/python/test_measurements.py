@@ -347,3 +347,13 @@ def test_the_phase_table_names_the_best_scheme_of_each_phase_by_power():
     # three repetitions are too few for a verdict
     few = st.phase_rows([r for r in rows if r["repetition"] <= 3])
     assert few[0]["best_vs_runner_up"]["kind"] == "too few"
+
+
+def test_figures_the_path_cannot_produce_are_named():
+    from ccswitch.experiments.measurements import physical_problems
+
+    assert physical_problems({"throughput_mbps": 12.1, "delay_p50_ms": 20.2}, link_mbps=12, one_way_ms=20) == []
+    got = physical_problems({"throughput_mbps": 12.5, "delay_p50_ms": 18.0}, link_mbps=12, one_way_ms=20)
+    assert len(got) == 2 and "above the link" in got[0] and "below the one-way" in got[1]
+    # trace links have no rate to check against
+    assert physical_problems({"throughput_mbps": 99.0}, link_mbps=None, one_way_ms=0) == []

@@ -357,3 +357,24 @@ def phase_metrics(probe: Probe, flow_id: int, t0_ns: int, starts_s: Sequence[flo
                     "throughput_mbps": float(part["bytes"].sum()) * 8 / span / 1e6 if span > 0 else None,
                     "delay_min_ms": float(owd.min()) if owd.size else None, "delay_p50_ms": p50, "delay_p95_ms": p95})
     return out
+
+
+#: How far above the link rate a flow's throughput may read before it is a measurement fault
+#: (curl's byte count over its time_total, which includes the handshake, is never above it).
+THROUGHPUT_SLACK = 0.02
+#: mm-delay releases packets on whole milliseconds: one may arrive up to 1 ms early.
+DELAY_SLACK_MS = 1.0
+
+
+def physical_problems(flow: Mapping[str, object], *, link_mbps: Optional[float], one_way_ms: float) -> List[str]:
+    """What a flow's figures claim that the path cannot do: more than the link rate (+2%), a
+    median one-way delay below the propagation delay, more bytes received than sent. An empty
+    list for a sound measurement; the runner records and reports any."""
+    out = []
+    tput = flow.get("throughput_mbps")
+    if link_mbps and tput is not None and tput > link_mbps * (1 + THROUGHPUT_SLACK):
+        out.append(f"throughput {tput:.2f} Mbit/s above the link's {link_mbps:g}")
+    p50 = flow.get("delay_p50_ms")
+    if p50 is not None and p50 < one_way_ms - DELAY_SLACK_MS:
+        out.append(f"delay p50 {p50:.1f} ms below the one-way propagation delay {one_way_ms:g} ms")
+    return out

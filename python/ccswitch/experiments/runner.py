@@ -1012,6 +1012,13 @@ class Runner:
             rate = client.link.downlink_mbps_or_none
             if rate and row.get("throughput_mbps") is not None:
                 row["link_utilisation"] = row["throughput_mbps"] / rate
+        one_way = client.delay_ms + min((step.delay_ms for step in client.schedule), default=0)
+        problems = [f"flow {f}: {p}" for f, m in per_flow.items()
+                    for p in _measure.physical_problems(m, link_mbps=client.link.downlink_mbps_or_none,
+                                                        one_way_ms=one_way)]
+        if problems:
+            row["measurement_problems"] = problems
+            log(f"warning: measurement fault in transfer {row.get('transfer', '?')}: {'; '.join(problems)}")
         bins = _measure.throughput_bins(probe, int(go_at * 1e9))
         csv_path = prefix + ".throughput.csv"
         flow_of = {fid: f for f, fid in by_port.items()}
