@@ -2,6 +2,7 @@
 covariance, every figure written, and missing data skipped rather than raised."""
 
 import json
+import os
 import math
 
 import numpy as np
@@ -155,3 +156,17 @@ def test_missing_data_is_skipped_not_raised(tmp_path, caplog):
         assert tradeoffs.plot_run_tradeoffs(str(tmp_path), gone) == []
     assert "probe/none.csv" in caplog.text
     assert not (tmp_path / "x.png").exists()
+
+
+def test_lone_flows_are_drawn_over_time_one_line_per_scheme(tmp_path):
+    (tmp_path / "probe").mkdir()
+    rows = []
+    for i, scheme in enumerate(("native:cubic", "kernel:vegas")):
+        name = f"probe/{i:06d}.throughput.csv"
+        (tmp_path / name).write_text("flow,t_s,mbps\n0,0.0,5.0\n0,0.1,20.0\n0,0.2,23.5\n")
+        rows.append({"client": "c", "scheme": scheme, "repetition": 1, "throughput_bins": name})
+    rows.append({"client": "c", "scheme": "kernel:vegas", "repetition": 2, "throughput_bins": "probe/missing.csv"})
+    path = tradeoffs.plot_lone_flows(str(tmp_path), rows, str(tmp_path / "t.png"), title="c")
+    assert path and os.path.getsize(path) > 0
+    assert tradeoffs.plot_lone_flows(str(tmp_path), [{"client": "c", "scheme": "x"}], str(tmp_path / "u.png"),
+                                     title="c") is None

@@ -364,6 +364,36 @@ def plot_competing_flows(run_dir: str, row: dict, path: str) -> Optional[str]:
     return _save(fig, path)
 
 
+def plot_lone_flows(run_dir: str, rows: Sequence[dict], path: str, title: str) -> Optional[str]:
+    """Throughput over time of one client's lone flows: per scheme, its first repetition's flow
+    (100 ms bins). None when no row has bins."""
+    firsts: Dict[str, dict] = {}
+    for r in rows:
+        if r.get("flows") or r.get("workload") or not r.get("throughput_bins"):
+            continue
+        scheme = str(r.get("scheme"))
+        if scheme not in firsts or (r.get("repetition") or 0) < (firsts[scheme].get("repetition") or 0):
+            firsts[scheme] = r
+    lines = {s: read_throughput_bins(os.path.join(run_dir, r["throughput_bins"])) for s, r in firsts.items()}
+    lines = {s: b[min(b)] for s, b in lines.items() if b}
+    if not lines:
+        return None
+    colours = _colours(list(lines))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for scheme, (ts, ms) in lines.items():
+        ax.step(ts, ms, where="post", lw=1.1, color=colours[scheme], label=display_label(scheme))
+    ax.set_xlabel("time since the transfer started (s)", fontsize=8)
+    ax.set_ylabel("Mbit/s per 100 ms", fontsize=8)
+    ax.set_ylim(bottom=0)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, frameon=False, ncol=2)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def first_repetition_units(rows: Sequence[dict]) -> List[dict]:
     """Per (client, scheme), the row of the lowest repetition that has competing flows and bins."""
     best: Dict[Tuple[str, str], dict] = {}
@@ -393,6 +423,9 @@ def plot_run_tradeoffs(run_dir: str, rows: Sequence[dict], out_dir: Optional[str
         jobs.append(lambda mine=mine, client=client: plot_throughput_delay(
             mine, os.path.join(out_dir, f"throughput-delay-{_slug(client)}.png"), title=f"{client}: throughput "
                                                                                        "against delay"))
+        jobs.append(lambda mine=mine, client=client: plot_lone_flows(
+            run_dir, mine, os.path.join(out_dir, f"throughput-time-{_slug(client)}.png"),
+            title=f"{client}: throughput over time (first repetition of each scheme)"))
     jobs.append(lambda: plot_fct_cdf(run_dir, rows, os.path.join(out_dir, "fct-cdf.png")))
     jobs.append(lambda: plot_slowdown(run_dir, rows, os.path.join(out_dir, "slowdown.png")))
     for r in first_repetition_units(rows):
