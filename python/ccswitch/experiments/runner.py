@@ -966,7 +966,7 @@ class Runner:
             row["workload_requests"] = reqs
             return
         primary = next(r for r in results_ if r["role"] == "test")
-        for k in ("tct_s", "ttfb_s", "connect_s", "bytes", "http_code", "curl_exit"):
+        for k in ("tct_s", "ttfb_s", "connect_s", "bytes", "http_code", "curl_exit", "client_port"):
             row[k] = primary[k]
         row["sha256_ok"] = all(r["sha256_ok"] for r in results_)
         failed = [r for r in results_ if r["error"] is not None]
@@ -1046,6 +1046,13 @@ class Runner:
             return
         row["ovs_retrans"] = int(_ovs.transfer_figures(doc)["retransmissions"] or 0)
         row["retrans_segs"] = (row.get("retrans_segs") or 0) + row["ovs_retrans"]
+        # The shim's copies leave after the server's veth, where the probe counts what is sent,
+        # but arrive at the client like any segment: count them as sent too.
+        probe = _measure.read_probe(os.path.join(self.out_dir, row["probe"]))
+        fid = _measure.match_flows(probe, {0: row.get("client_port")}).get(0)
+        if fid is not None:
+            f = probe.flows[fid]
+            row["path_drops"] = max(0, int(f["segments_sent"]) + row["ovs_retrans"] - int(f["segments_received"]))
 
     def _stop_ovs_shim(self, row: dict) -> None:
         """Stop the transfer's shim; a shim that died during the transfer fails the row (the
