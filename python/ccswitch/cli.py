@@ -36,21 +36,22 @@ Names, parameters and policies are checked by the agent before the first transfe
 def build_parser() -> argparse.ArgumentParser:
     from .agent import algorithms, operator
     from .analysis import grid, report
-    from .experiments import bench, distributed, runner, sweep, traces
+    from .commands import run as run_command, sweep as sweep_command
+    from .experiments import bench, distributed, traces
     from .learner import dataset
 
     parser = argparse.ArgumentParser(prog="ccswitch", description="ccswitch congestion-control plane tools")
     parser.add_argument("--version", action="version", version=f"ccswitch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     traces.add_cli(sub)
-    runner.add_cli(sub)
+    run_command.add_cli(sub)
     _explain_schemes(sub.choices["run"])
     bench.add_cli(sub)
     grid.add_cli(sub)
     report.add_cli(sub)
     algorithms.add_cli(sub)
     operator.add_cli(sub)
-    sweep.add_cli(sub)
+    sweep_command.add_cli(sub)
     dataset.add_cli(sub)
     distributed.add_cli(sub)
     for old, new in RENAMED_COMMANDS.items():

@@ -10,13 +10,13 @@ import time
 import pytest
 
 from ccswitch.agent.operator import OperatorClient
-from ccswitch.experiments import runner
+from ccswitch.experiments import environment
 from ccswitch.topology.daemons import python_agent_env
 from fake_datapath import ANSWER_TIMEOUT_S, START_TIMEOUT_S
 
 
 def agent_binary():
-    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    path = os.path.join(environment.bin_dir(), "ccswitch-agent")
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} not built (make build)")
     return path

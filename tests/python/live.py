@@ -4,7 +4,7 @@ import contextlib
 
 import pytest
 
-from ccswitch.experiments import runner, scenario
+from ccswitch.experiments import environment, runner, scenario
 from ccswitch.topology.daemons import CcswitchDaemons
 from test_integration import require_machine
 
@@ -13,7 +13,7 @@ def require_machine_and_binaries():
     """Root, mahimahi and the rest of the machine (`require_machine`), and the Rust binaries a
     kernel-datapath run starts; fails (never skips) without them."""
     require_machine()
-    missing = CcswitchDaemons.missing_binaries(runner.bin_dir())
+    missing = CcswitchDaemons.missing_binaries(environment.bin_dir())
     if missing:
         pytest.fail(f"Rust binaries not built (make build): {missing}")
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ccswitch.experiments import runner, scale
+from ccswitch.experiments import environment, scale
 from ccswitch.topology.daemons import CcswitchDaemons
 from live import require_machine_and_binaries
 from test_ovs_topology import require_bridge_tools
@@ -21,7 +21,7 @@ def run_scale(tmp_path, datapath):
     require_machine_and_binaries()
     if datapath == "ovs":
         require_bridge_tools()
-    if CcswitchDaemons.missing_binaries(runner.bin_dir(), (scale.LOADGEN, "ccswitch-ovs")):
+    if CcswitchDaemons.missing_binaries(environment.bin_dir(), (scale.LOADGEN, "ccswitch-ovs")):
         pytest.fail(f"{scale.LOADGEN} or ccswitch-ovs not built (make build)")
     out = tmp_path / "scale"
     x = scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=25, out_dir=str(out), datapath=datapath, quiet=True)

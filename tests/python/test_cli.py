@@ -14,7 +14,7 @@ import pytest
 import ccswitch
 from ccswitch import cli
 from ccswitch.agent import algorithms
-from ccswitch.experiments import runner
+from ccswitch.experiments import environment
 
 
 def run_cli(*args, env=None):
@@ -23,14 +23,14 @@ def run_cli(*args, env=None):
 
 
 def agent_binary():
-    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    path = os.path.join(environment.bin_dir(), "ccswitch-agent")
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} not built (make build)")
     return path
 
 
 def workspace_version():
-    with open(os.path.join(runner.repo_root(), "Cargo.toml"), "rb") as f:
+    with open(os.path.join(environment.repo_root(), "Cargo.toml"), "rb") as f:
         return tomllib.load(f)["workspace"]["package"]["version"]
 
 
@@ -99,7 +99,7 @@ def test_analyze_without_an_analysis_names_the_kind_option(tmp_path):
 
 
 def test_the_readme_calls_the_cli_one_way_without_sudo():
-    with open(os.path.join(runner.repo_root(), "README.md")) as f:
+    with open(os.path.join(environment.repo_root(), "README.md")) as f:
         text = f.read()
     blocks = text.split("```")[1::2]  # the insides of the code blocks
     commands = [line.strip() for block in blocks for line in block.splitlines()]

@@ -9,7 +9,8 @@ import tarfile
 
 import pytest
 
-from ccswitch.experiments import distributed, results, runner
+from ccswitch.experiments import distributed, errors, results, runner
+from ccswitch.experiments import units as run_units
 from ccswitch.experiments.scenario import loads_scenario
 from ccswitch.topology import namespaces
 
@@ -28,7 +29,7 @@ file_bytes = 1000
 
 
 def keys(sc):
-    return [runner.unit_key(sc, *u) for u in sc.transfers()]
+    return [run_units.unit_key(sc, *u) for u in sc.transfers()]
 
 
 def test_a_unit_key_names_every_parameter_a_transfer_runs_with():
@@ -49,9 +50,9 @@ def test_a_unit_key_names_every_parameter_a_transfer_runs_with():
 def test_a_unit_key_does_not_depend_on_where_the_checkout_is(monkeypatch):
     a = loads_scenario(TRACE_SC.format(root="/src/a"), check_files=False)
     b = loads_scenario(TRACE_SC.format(root="/src/b"), check_files=False)
-    monkeypatch.setattr(runner, "repo_root", lambda: "/src/a")
+    monkeypatch.setattr(run_units, "repo_root", lambda: "/src/a")
     ka = keys(a)
-    monkeypatch.setattr(runner, "repo_root", lambda: "/src/b")
+    monkeypatch.setattr(run_units, "repo_root", lambda: "/src/b")
     assert keys(b) == ka
     assert keys(a) != ka  # /src/a is not this checkout: its traces are other files
 
@@ -79,7 +80,7 @@ def test_an_interrupted_run_resumes_without_rerunning_a_finished_transfer(tmp_pa
             raise TopologyError("the bridge went away")
 
     r, ran = fake_runner(tmp_path, monkeypatch, prepare_then_fail, text)
-    with pytest.raises(runner.RunError):
+    with pytest.raises(errors.RunError):
         r.run()
     first = results.read_jsonl(tmp_path / "out" / "transfers.jsonl")
     assert len(first) == 3
@@ -103,14 +104,14 @@ def test_rows_without_a_verdict_run_again_and_are_kept_aside(tmp_path):
 
     def row(u, **kw):
         r = runner.Runner.new_row(*u)
-        r.update(dict(dict(tct_s=1.0, sha256_ok=True, unit=runner.unit_key(sc, *u)), **kw))
+        r.update(dict(dict(tct_s=1.0, sha256_ok=True, unit=run_units.unit_key(sc, *u)), **kw))
         return r
 
     earlier = [row(units[0]), row(units[1], error="not run: x failed earlier: y"),
                row(units[2], error="ccswitch-agent exited", agent_died="ccswitch-agent exited", tct_s=None),
                row(units[3], error="curl: (28) Operation timed out", curl_exit=28, tct_s=None)]
     (out / "transfers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in earlier) + '{"client": "c", "sch')
-    plan = runner.plan_run(sc, str(out))
+    plan = run_units.plan_run(sc, str(out))
     assert [r["unit"] for r in plan.kept] == [earlier[0]["unit"], earlier[3]["unit"]]
     assert [n for n, _ in plan.todo] == [2, 3, 5, 6]
     assert plan.superseded == earlier[1:3]
@@ -120,10 +121,10 @@ def test_a_directory_of_another_scenario_is_not_resumed(tmp_path):
     sc = loads_scenario(LOOP, check_files=False)
     other = loads_scenario(LOOP.replace("delay_ms = 10", "delay_ms = 20"), check_files=False)
     u = next(iter(other.transfers()))
-    r = dict(runner.Runner.new_row(*u), unit=runner.unit_key(other, *u), sha256_ok=True)
+    r = dict(runner.Runner.new_row(*u), unit=run_units.unit_key(other, *u), sha256_ok=True)
     (tmp_path / "transfers.jsonl").write_text(json.dumps(r) + "\n")
-    with pytest.raises(runner.RunError, match=r"1 transfer\(s\) that are not this scenario's.*another --out"):
-        runner.plan_run(sc, str(tmp_path))
+    with pytest.raises(errors.RunError, match=r"1 transfer\(s\) that are not this scenario's.*another --out"):
+        run_units.plan_run(sc, str(tmp_path))
 
 
 def test_a_bad_line_inside_a_log_is_an_error_but_a_cut_last_line_is_not(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 
 from ccswitch import cli
 from ccswitch.analysis import handover
+from ccswitch.analysis.after_run import RunAnalyses
 from ccswitch.experiments import runner
 from ccswitch.experiments.scenario import loads_scenario
 
@@ -279,7 +280,7 @@ def test_runner_writes_plots_and_the_analysis(tmp_path):
     r = runner.Runner(sc, str(tmp_path), quiet=True)
     r.rows = [dict(row, scheme="kernel:policy:mystique") if row["scheme"] == POLICY else row for row in rows]
     doc = {}
-    text = r._handover_outputs(doc)
+    text = RunAnalyses().summary_parts(r, doc)
     assert text.startswith("\n\nsmoothness (MCC Fig. 5)")
     assert doc["handover"]["verdict"]["handovers"] == 4
     assert sorted(os.listdir(tmp_path / "flows")) == ["001.jsonl", "001.png", "002.jsonl", "002.png",

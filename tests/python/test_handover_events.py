@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from ccswitch.analysis import events as flow_events, plots
-from ccswitch.analysis.events import EventCollector, EventStream
+from ccswitch.analysis import plots
+from ccswitch.experiments import events as flow_events
+from ccswitch.experiments.events import EventCollector, EventStream
 from ccswitch.experiments.rundir import RunDirectoryError
 
 T0_US = 1_700_000_000_000_000

@@ -8,7 +8,8 @@ import json
 import os
 
 
-from ccswitch.analysis import events as flow_events
+from ccswitch.analysis.after_run import RunAnalyses
+from ccswitch.experiments import events as flow_events
 from ccswitch.experiments import runner, scenario
 from live import require_machine_and_binaries
 
@@ -56,7 +57,7 @@ def test_a_policy_hands_a_live_flow_over(tmp_path):
     path.write_text(SCENARIO)
     sc = scenario.load_scenario(str(path))
     out = tmp_path / "out"
-    r = runner.Runner(sc, str(out), quiet=True)
+    r = runner.Runner(sc, str(out), quiet=True, analysis=RunAnalyses())
     (row,) = r.run()
 
     assert row["error"] is None and row["sha256_ok"], row

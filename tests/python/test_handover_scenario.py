@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ccswitch.experiments import runner, scenario
+from ccswitch.experiments import scenario, tools
 from ccswitch.experiments.scenario import (
     ScenarioError, load_scenario, loads_scenario, parse_scheme,
 )
@@ -191,6 +191,6 @@ file_bytes = 100_000
 def test_parse_ss_peer():
     text = ("0      0      198.18.0.2:8080 198.18.0.1:49880\n"
             "\t cubic wscale:7,7 rto:204 rtt:30.1/2 mss:1448 cwnd:10\n")
-    assert runner.parse_ss_peer(text) == "198.18.0.1:49880"
-    assert runner.parse_ss_peer("0 0 [::ffff:198.18.0.2]:8080 [::ffff:198.18.0.1]:5000\n") == "198.18.0.1:5000"
-    assert runner.parse_ss_peer("") is None
+    assert tools.parse_ss_peer(text) == "198.18.0.1:49880"
+    assert tools.parse_ss_peer("0 0 [::ffff:198.18.0.2]:8080 [::ffff:198.18.0.1]:5000\n") == "198.18.0.1:5000"
+    assert tools.parse_ss_peer("") is None

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ccswitch.experiments import results, runner
+from ccswitch.experiments import environment, results, runner
 from ccswitch.topology.namespaces import read_sysctl
 from ccswitch.topology.daemons import CcswitchDaemons
 
@@ -43,8 +43,8 @@ def require_machine():
     for tool in ("mm-delay", "mm-link", "mm-loss", "nginx", "curl", "runuser", "ip"):
         if shutil.which(tool) is None:
             problems.append(f"{tool} missing")
-    if subprocess.run(["id", runner.MM_USER], capture_output=True).returncode != 0:
-        problems.append(f"user {runner.MM_USER} missing")
+    if subprocess.run(["id", environment.MM_USER], capture_output=True).returncode != 0:
+        problems.append(f"user {environment.MM_USER} missing")
     if problems:
         pytest.fail("integration test needs root + mahimahi + nginx (scripts/setup.sh): " + ", ".join(problems))
 
@@ -148,7 +148,7 @@ def test_interrupt_tears_down_and_writes_no_parquet(tmp_path):
 
 def test_kernel_schemes_end_to_end(tmp_path):
     require_machine()
-    bdir = runner.bin_dir()
+    bdir = environment.bin_dir()
     missing = CcswitchDaemons.missing_binaries(bdir)
     if missing:
         pytest.fail(f"Rust binaries not built ({', '.join(missing)}); run `make build`")

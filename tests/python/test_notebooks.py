@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tomllib
 
-from ccswitch.experiments import runner
+from ccswitch.experiments import environment
 from ccswitch.learner import export
 
 import learner_synthetic
@@ -106,7 +106,7 @@ def test_the_agents_evaluator_gives_sklearns_answers_on_each_notebooks_golden_da
 
 
 def agent_binary():
-    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    path = os.path.join(environment.bin_dir(), "ccswitch-agent")
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} not built (make build)")
     return path

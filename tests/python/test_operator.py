@@ -17,7 +17,7 @@ import pytest
 
 from ccswitch.agent import operator
 from ccswitch.agent.operator import OperatorClient, OperatorError
-from ccswitch.experiments import runner
+from ccswitch.experiments import environment
 from agent_process import Agent
 from fake_datapath import (ANSWER_TIMEOUT_S, CLIENT, CLIENT_PORT, HEADER, INSTALL_EXPR, MSS_BYTES, RTT_US, SERVER,
                            SERVER_PORT, FakeDatapath)
@@ -112,7 +112,7 @@ def test_a_flow_is_listed_and_switches_to_its_pin_at_the_next_report(agent):
 
 
 def test_policies_load_by_name_and_as_text(agent):
-    builtin = os.path.join(runner.repo_root(), "agent", "policies", "mystique.toml")
+    builtin = os.path.join(environment.repo_root(), "agent", "policies", "mystique.toml")
     with agent.client() as c:
         assert c.load_policy("mystique") == "loaded policy mystique (0 flows to choose for, 0 pinned)"
         p = c.policy()

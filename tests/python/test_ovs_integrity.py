@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from ccswitch.experiments import runner, scenario
+from ccswitch.experiments import environment, runner, scenario
 from ccswitch.topology.bridges import OVS_BIN, normalize_stats
 from ccswitch.topology.namespaces import run as runner_run
 from ccswitch.topology.daemons import CcswitchDaemons
@@ -58,7 +58,7 @@ def set_up_ovs_runner(tmp_path, scenario_text):
     """A Runner whose bridged topology is up and whose first scheme is prepared (agent
     running); torn down on exit. Shared with the other ovs tests."""
     require_bridge_tools()
-    missing = CcswitchDaemons.missing_binaries(runner.bin_dir(), ("ccswitch-agent", OVS_BIN))
+    missing = CcswitchDaemons.missing_binaries(environment.bin_dir(), ("ccswitch-agent", OVS_BIN))
     if missing:
         pytest.fail(f"Rust binaries not built (cargo build --release --workspace): {missing}")
     path = tmp_path / "scenario.toml"

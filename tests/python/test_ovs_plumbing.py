@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ccswitch.experiments import runner
+from ccswitch.experiments import environment
 from ccswitch.topology.daemons import CcswitchDaemons
 from test_integration import assert_torn_down, created_objects, netns_list, pid_alive, start_cli
 from test_ovs_topology import require_bridge_tools, bridge_objects
@@ -77,8 +77,8 @@ file_bytes = 1_000_000
 @pytest.fixture
 def bins(tmp_path):
     require_bridge_tools()
-    agent = os.path.join(runner.bin_dir(), "ccswitch-agent")
-    if CcswitchDaemons.missing_binaries(runner.bin_dir(), ("ccswitch-agent",)):
+    agent = os.path.join(environment.bin_dir(), "ccswitch-agent")
+    if CcswitchDaemons.missing_binaries(environment.bin_dir(), ("ccswitch-agent",)):
         pytest.fail(f"{agent} not built (cargo build --release)")
     d = tmp_path / "bin"
     d.mkdir()

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ccswitch.experiments import runner
+from ccswitch.experiments import environment, runner
 from ccswitch.topology.daemons import python_agent_env
 from live import set_up_runner
 
@@ -43,7 +43,7 @@ file_sizes = [1_000_000, 8_000_000]
 
 
 def agent_binary():
-    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    path = os.path.join(environment.bin_dir(), "ccswitch-agent")
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} not built (make build)")
     return path
@@ -158,7 +158,7 @@ def test_a_bad_target_stops_the_agent_with_a_clear_error(tmp_path, algorithm, ex
 def test_the_example_loads_from_the_installed_package(tmp_path):
     """With only the venv (no PYTHONPATH), the agent finds ccswitch through VIRTUAL_ENV."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    venv = os.path.join(runner.repo_root(), ".venv")
+    venv = os.path.join(environment.repo_root(), ".venv")
     if not os.path.isdir(venv):
         pytest.fail(f"{venv} missing (make setup)")
     env["VIRTUAL_ENV"] = venv

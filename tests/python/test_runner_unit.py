@@ -1,6 +1,6 @@
 import pytest
 
-from ccswitch.experiments import results, runner
+from ccswitch.experiments import errors, progress, results, runner, tools
 from ccswitch.experiments.scenario import loads_scenario
 
 SC = """
@@ -23,19 +23,19 @@ file_bytes = 10
 def test_mahimahi_command():
     sc = loads_scenario(SC, check_files=False)
     a, b = sc.clients
-    assert runner.mahimahi_command(a, "U", "D") == [
+    assert tools.mahimahi_command(a, "U", "D") == [
         "mm-delay", "25", "mm-loss", "downlink", "0.01", "mm-link", "U", "D",
         "--uplink-queue=droptail", "--uplink-queue-args=packets=100",
         "--downlink-queue=droptail", "--downlink-queue-args=packets=100"]
-    assert runner.mahimahi_command(b, "U", "D") == ["mm-link", "U", "D"]
+    assert tools.mahimahi_command(b, "U", "D") == ["mm-link", "U", "D"]
 
 
 def test_parse_ss_cc():
     text = ("ESTAB 0 0 198.18.0.2:8080 198.18.0.1:40000\n"
             "\t cubic wscale:7,7 rto:204 rtt:3.1/1.5 mss:1448 cwnd:10\n")
-    assert runner.parse_ss_cc(text) == "cubic"
-    assert runner.parse_ss_cc("0 0 a:1 b:2\n\t ccswitch wscale:7,7 rto:201\n") == "ccswitch"
-    assert runner.parse_ss_cc("") is None
+    assert tools.parse_ss_cc(text) == "cubic"
+    assert tools.parse_ss_cc("0 0 a:1 b:2\n\t ccswitch wscale:7,7 rto:201\n") == "ccswitch"
+    assert tools.parse_ss_cc("") is None
 
 
 # What a curl that timed out inside mahimahi leaves on stderr (recorded on this machine with
@@ -53,28 +53,28 @@ MM_CURL_TIMEOUT = (
 
 
 def test_a_curl_failure_through_mahimahi_is_recorded_as_curls_own_message():
-    assert runner.curl_error(MM_CURL_TIMEOUT) == (
+    assert tools.curl_error(MM_CURL_TIMEOUT) == (
         28, "curl: (28) Operation timed out after 1000 milliseconds with 52000 out of 4000000 bytes received")
-    assert runner.transfer_error(1, MM_CURL_TIMEOUT) == runner.curl_error(MM_CURL_TIMEOUT)[1]
-    assert runner.curl_error("Died on std::runtime_error: `packetshell': process exited\n") is None
+    assert tools.transfer_error(1, MM_CURL_TIMEOUT) == tools.curl_error(MM_CURL_TIMEOUT)[1]
+    assert tools.curl_error("Died on std::runtime_error: `packetshell': process exited\n") is None
 
 
 def test_a_mahimahi_failure_without_curl_keeps_its_first_line_with_command_lines_shortened():
     stderr = ("Died on std::runtime_error: `mm-link /tmp/t /tmp/t -- curl -sS --noproxy * -o x "
               "http://a/b': process exited with failure status 1\nmore\n")
-    assert runner.transfer_error(1, stderr) == ("exit 1: Died on std::runtime_error: `mm-link': process exited "
+    assert tools.transfer_error(1, stderr) == ("exit 1: Died on std::runtime_error: `mm-link': process exited "
                                                 "with failure status 1")
-    assert runner.transfer_error(1, "") == "exit 1: no message"
+    assert tools.transfer_error(1, "") == "exit 1: no message"
 
 
 def test_the_progress_line_says_ok_errors_and_python_exceptions():
     ok = {"error": None, "sha256_ok": True}
-    assert runner.transfer_status(ok) == "ok"
-    assert runner.transfer_status(dict(ok, on_report_errors=0)) == "ok"
-    assert runner.transfer_status(dict(ok, on_report_errors=73)) == "ok (73 on_report errors)"
-    assert runner.transfer_status(dict(ok, on_report_errors=1)) == "ok (1 on_report error)"
-    assert runner.transfer_status({"error": "curl: (28) x", "sha256_ok": False}) == "ERROR curl: (28) x"
-    assert runner.transfer_status({"error": None, "sha256_ok": False}) == "SHA-256 MISMATCH"
+    assert progress.transfer_status(ok) == "ok"
+    assert progress.transfer_status(dict(ok, on_report_errors=0)) == "ok"
+    assert progress.transfer_status(dict(ok, on_report_errors=73)) == "ok (73 on_report errors)"
+    assert progress.transfer_status(dict(ok, on_report_errors=1)) == "ok (1 on_report error)"
+    assert progress.transfer_status({"error": "curl: (28) x", "sha256_ok": False}) == "ERROR curl: (28) x"
+    assert progress.transfer_status({"error": None, "sha256_ok": False}) == "SHA-256 MISMATCH"
 
 
 def test_rows_carry_the_path_and_agent_columns_before_the_transfer_runs():
@@ -193,7 +193,7 @@ def test_a_run_that_cannot_go_on_still_summarises_what_ran(tmp_path, monkeypatch
             raise TopologyError("ccswitch-kernel died (status 1)")
 
     r, ran = fake_runner(tmp_path, monkeypatch, prepare)
-    with pytest.raises(runner.RunError, match=r"preparing kernel:reno: ccswitch-kernel died"):
+    with pytest.raises(errors.RunError, match=r"preparing kernel:reno: ccswitch-kernel died"):
         r.run()
     assert len(ran) == 2
     out = tmp_path / "out"

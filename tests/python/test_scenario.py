@@ -483,9 +483,9 @@ def expected_six(tmp_path):
 
 def test_a_file_with_six_faults_is_refused_with_all_six_named_by_the_agent_itself(tmp_path):
     """The agent-judged problems come from the real agent binary (its own reasons)."""
-    from ccswitch.experiments import runner
+    from ccswitch.experiments import environment
     from ccswitch.topology.daemons import agent_check_env, check_agent_spec
-    agent = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    agent = os.path.join(environment.bin_dir(), "ccswitch-agent")
     assert os.access(agent, os.X_OK), f"{agent} not built (make build)"
     env = agent_check_env([str(tmp_path)])
     with pytest.raises(ScenarioError) as e:

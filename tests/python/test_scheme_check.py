@@ -1,5 +1,5 @@
 """Every agent scheme is judged by the agent itself before the first transfer
-(`runner.check_agent_schemes`): unknown algorithms, bad parameters, `py:` classes that cannot
+(`environment.check_agent_schemes`): unknown algorithms, bad parameters, `py:` classes that cannot
 be imported or built, and bad policy parameters refuse the scenario with the agent's own
 reason and the scheme's place in the file. Needs the Rust agent (make build), not root."""
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ccswitch.experiments import runner
+from ccswitch.experiments import environment
 from ccswitch.experiments.scenario import ScenarioError, load_scenario
 
 SCENARIO = """
@@ -23,7 +23,7 @@ file_bytes = 1000
 
 
 def agent_built():
-    path = os.path.join(runner.bin_dir(), "ccswitch-agent")
+    path = os.path.join(environment.bin_dir(), "ccswitch-agent")
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} not built (make build)")
 
@@ -52,7 +52,7 @@ def test_a_bad_scheme_among_good_ones_is_refused_with_the_agents_reason(tmp_path
     agent_built()
     sc = load(tmp_path, bad)
     with pytest.raises(ScenarioError) as e:
-        runner.check_agent_schemes(sc)
+        environment.check_agent_schemes(sc)
     assert str(e.value).startswith(f"{tmp_path / 'scenario.toml'}: schemes[2]: '{bad}': {reason}"), str(e.value)
     assert "Stack backtrace" not in str(e.value)
 
@@ -60,9 +60,9 @@ def test_a_bad_scheme_among_good_ones_is_refused_with_the_agents_reason(tmp_path
 def test_good_schemes_pass_and_python_classes_are_imported_from_the_scenarios_directory(tmp_path):
     agent_built()
     sc = load(tmp_path, "kernel:py:local_algs:Fine")
-    runner.check_agent_schemes(sc)  # raises if refused
+    environment.check_agent_schemes(sc)  # raises if refused
     sc = load(tmp_path, "kernel:cubic:beta=0.5,c=0.4")
-    runner.check_agent_schemes(sc)
+    environment.check_agent_schemes(sc)
 
 
 def test_ccswitch_run_refuses_the_scenario_before_any_transfer_with_status_2(tmp_path):

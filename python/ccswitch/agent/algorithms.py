@@ -27,7 +27,7 @@ class AlgorithmsError(RuntimeError):
 
 
 def _agent_json(flag: str):
-    from ..experiments.runner import bin_dir
+    from ..experiments.environment import bin_dir
 
     agent = os.path.join(bin_dir(), "ccswitch-agent")
     if not os.access(agent, os.X_OK):

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..experiments import statistics as stats
 from ..experiments.rundir import RunDirectory, RunDirectoryError
 from ..experiments.scenario import Scenario, display_label
-from .events import FlowEvents, flow_of
+from ..experiments.events import FlowEvents, flow_of
 from .plots import Series, plot_run
 
 # -- smoothness (MCC Fig. 5)

@@ -12,7 +12,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 from ..experiments import results
 from ..experiments.scenario import display_label
 from ..experiments.rundir import RunDirectory, RunDirectoryError
-from .events import FlowEvents, flow_of
+from ..experiments.events import FlowEvents, flow_of
 
 #: Throughput bins of the plots.
 PLOT_BIN_S = 0.25

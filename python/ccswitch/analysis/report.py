@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..experiments import results, runner, statistics as stats
+from ..experiments import results, statistics as stats
+from ..experiments.run_summary import labelled_rows
 from ..experiments.rundir import RunDirectory, RunDirectoryError
 from ..experiments.scenario import Scenario, display_label
 from . import grid, handover
-from .events import flow_of
+from ..experiments.events import flow_of
 from .plots import PLOT_BIN_S, Series, mark_handovers
 
 #: Resolution of every figure of the page: small files that still read on a screen.
@@ -101,7 +102,7 @@ class Run:
     @cached_property
     def labelled(self) -> List[dict]:
         """The rows with the summary's cell names ("client@bytes" for several file sizes)."""
-        return runner.labelled_rows(self.scenario, self.rows)
+        return labelled_rows(self.scenario, self.rows)
 
     @cached_property
     def schemes(self) -> List[str]:

@@ -21,7 +21,10 @@ import subprocess
 import sys
 from typing import Dict, List
 
-from .runner import Interrupted, RunError, Runner, bin_dir, default_out_dir, torn_down_on_exit
+from .environment import bin_dir
+from .errors import Interrupted, RunError
+from .runner import Runner, torn_down_on_exit
+from .units import default_out_dir
 from .scenario import ScenarioError, load_scenario, loads_scenario
 from ..topology.namespaces import TopologyError, log
 from ..topology.daemons import python_agent_env

@@ -35,7 +35,8 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .runner import RunError, bin_dir, repo_root
+from .environment import bin_dir, repo_root
+from .errors import RunError
 from .scenario import canonical_scheme
 from ..topology.namespaces import log
 

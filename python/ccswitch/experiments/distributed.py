@@ -1,7 +1,7 @@
 """Runs and sweeps on a Dask distributed cluster (`--cluster ADDRESS`, `--local-workers N`).
 
 Every unit of work is one Dask task: one transfer of a scenario (scheme x client x file size x
-repetition, `runner.unit_key`) or one sweep cell. The task runs on a worker that offers a
+repetition, `units.unit_key`) or one sweep cell. The task runs on a worker that offers a
 network-lab slot (the worker resource `lab`, default one per two cores: `ccswitch worker`),
 so a host never runs more emulated paths at once than its CPU emulates faithfully. On the
 worker the task starts the project's own runner in a child process (`python -m
@@ -112,7 +112,7 @@ def run_units(payload: Dict[str, Any]) -> Dict[str, Any]:
     """The Dask task: run the payload's units with the runner in a child process on this
     host and return their rows and run directory. Raises UnitFailed when the runner could not
     run them (the scheduler then retries elsewhere)."""
-    from .runner import repo_root
+    from .environment import repo_root
 
     sc = rebase_scenario(payload["scenario"], payload["repo"], repo_root())
     work = tempfile.mkdtemp(prefix="ccswitch-unit-")
@@ -159,7 +159,8 @@ def _watch_parent() -> None:
 
 def _unit_main(work: str) -> int:
     from ..topology.namespaces import TopologyError, log
-    from .runner import Interrupted, RunError, Runner
+    from .errors import Interrupted, RunError
+    from .runner import Runner
 
     with open(os.path.join(work, "unit.pickle"), "rb") as f:
         doc = pickle.load(f)
@@ -233,7 +234,7 @@ def wait_for_labs(client, timeout_s: float = WORKER_WAIT_S) -> int:
 def submit(client, items: Sequence[Tuple[Scenario, str, int, tuple]], *, checked: bool, tag: str) -> Dict[Any, int]:
     """One task per unit: items are (scenario, unit key, transfer number, (rep, client,
     scheme, size)), prioritised in the order given. Returns future -> index into `items`."""
-    from .runner import repo_root
+    from .environment import repo_root
 
     futures = {}
     n = len(items)
@@ -301,11 +302,16 @@ def unpack_unit(out_dir: str, key: str, res: dict) -> List[dict]:
     return rows
 
 
-def run_scenario(sc: Scenario, out_dir: str, client, *, checked: bool, log: Callable[[str], None]):
+def run_scenario(sc: Scenario, out_dir: str, client, *, checked: bool, log: Callable[[str], None],
+                 analysis=None):
     """Run the scenario's unfinished units on the cluster; returns the runner whose summary
-    was written (its `rows`, `table`, `wall_s`), as the in-process `Runner.run` does. Raises
-    runner.RunError when some unit could not be run (what ran is summarised first)."""
-    from .runner import RunError, Runner, progress_line, resume, unit_key
+    was written (its `rows`, `table`, `wall_s`; with `analysis`, a run_summary.RunAnalysis), as the
+    in-process `Runner.run` does. Raises
+    errors.RunError when some unit could not be run (what ran is summarised first)."""
+    from .errors import RunError
+    from .progress import progress_line
+    from .runner import Runner
+    from .units import resume, unit_key
 
     out_dir = os.path.abspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
@@ -334,7 +340,7 @@ def run_scenario(sc: Scenario, out_dir: str, client, *, checked: bool, log: Call
                 log(progress_line(number, total, cl, r, out_dir) + f" [{res['host']}]")
     finally:
         jsonl.close()
-    runner = Runner(sc, out_dir, schemes_checked=True)
+    runner = Runner(sc, out_dir, schemes_checked=True, analysis=analysis)
     runner.rows = sorted(rows, key=lambda r: r["transfer"])
     runner.wall_s = time.monotonic() - started
     runner.write_summary()

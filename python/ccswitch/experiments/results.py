@@ -3,7 +3,7 @@
 A run directory holds:
   transfers.parquet  one row per transfer (schema TRANSFER_SCHEMA); only a finished run has it
   transfers.jsonl    the same rows appended as they happen (survives an interrupted run, which
-                     a rerun with the same --out resumes: runner.plan_run)
+                     a rerun with the same --out resumes: units.plan_run)
   transfers-superseded.jsonl  rows of an earlier invocation that reached no verdict and ran again
   summary.json       per (client, scheme) statistics + run metadata
   summary.txt        the summary table as text
@@ -55,7 +55,7 @@ TRANSFER_COLUMNS = [
     ("handover_events", "handover_events"),  # each handover: t_s, from, to, kind, reason, features (JSON), ...
     ("on_report_errors", "int64"),   # exceptions a Python algorithm's on_report raised for this flow
     ("host", "string"),          # the host the transfer ran on (a distributed run has several)
-    ("unit", "string"),          # the transfer's unit key (runner.unit_key): what a resumed run skips
+    ("unit", "string"),          # the transfer's unit key (units.unit_key): what a resumed run skips
     # measurements (experiments/README.md, "Metrics"): the flow of the scheme under test;
     # null when the probe did not run (--no-probe, runs older than the probe)
     ("throughput_mbps", "float64"),   # curl's bytes * 8 / tct_s / 1e6

@@ -26,7 +26,7 @@ the event slices of every finished run.
 The scenario is the run's stored copy, read with `stored=True` (old spellings such as
 `ccswitch:` schemes are read as today's, not refused). An agent scheme's transfer names its
 slice of the agent's events (`flows/NNN-LABEL.jsonl`, relative to the run directory, one JSON
-event per line: analysis/events.py describes them); `events_of(row)` reads it strictly.
+event per line: experiments/events.py describes them); `events_of(row)` reads it strictly.
 
 Anything that makes a path unusable as a run directory, or a file of one unreadable, raises
 RunDirectoryError, whose message starts with the file (or directory) at fault.
@@ -56,7 +56,7 @@ class RunDirectoryError(ValueError):
 
 # ----------------------------------------------------------------------- agent events
 
-#: What each line of an events file may be (analysis/events.py describes their fields).
+#: What each line of an events file may be (experiments/events.py describes their fields).
 EVENT_KINDS = ("flow", "report", "handover", "close")
 #: Event kinds of earlier agents and their names now (a handover was logged as "switch", and
 #: the close event counted "switches"); events files in stored runs keep being read.

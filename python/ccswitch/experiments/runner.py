@@ -18,17 +18,21 @@ shim's stats file in `ovs/` of the results.
 
 Schemes that use the agent (`kernel:`, `ovs:`, their `policy:` forms) run it with
 `--events events/agent-NNN.jsonl`; after each of their transfers the flow's events are found
-and attached to the row (`analysis/events.py` EventCollector: `algorithms`, `handover_events`, `events`), and
-scenarios with `analysis` / `plots = ["flows"]` get their handover analysis and flow plots at
-the end (analysis/handover.py).
+and attached to the row (events.py EventCollector: `algorithms`, `handover_events`, `events`).
+At the end the summary is written (run_summary.py), with what the command adds through its
+`analysis` (`ccswitch run`: the handover analysis and flow plots of scenarios with `analysis` /
+`plots = ["flows"]`, the trade-off plots; analysis/after_run.py).
+
+This module is the orchestration; beside it: environment.py (what the machine must offer),
+tools.py (mahimahi's command line, curl's and ss's output), units.py (unit keys, the plan of a
+resumed run), progress.py (the per-transfer line), errors.py; the command line is
+commands/run.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as _dt
-import functools
 import hashlib
 import json
 import os
@@ -49,19 +53,21 @@ from . import measurements as _measure, results, statistics as stats
 from ..topology import bridges as _ovs
 from ..topology import schedule as _schedule
 from ..topology.probe import PROBE_BIN, PacketProbe
-from ..analysis import events as _events, handover as _handover, plots as _plots, tradeoffs as _tradeoffs
-from .scenario import Client, Scenario, Scheme, check_schemes, display_label
+from .environment import MM_USER, bin_dir, check_environment, check_agent_schemes, scenario_python_path
+from .errors import Interrupted, RunError
+from .events import EventCollector
+from .progress import progress_line
+from .run_summary import RunAnalysis, client_paths, labelled_rows, utcnow, write_run_summary
+from .scenario import Client, Scenario, Scheme
+from .tools import mahimahi_command, parse_ss_cc, parse_ss_peer, transfer_error
+from .units import Unit, default_out_dir, resume, unit_key
 from ..topology.namespaces import SERVER_PORT, AgentError, Processes, ServerNamespace, SysctlGuard, Teardown, TopologyError, log, read_sysctl
-from ..topology.daemons import CcswitchDaemons, Nginx, agent_check_env, check_agent_spec
+from ..topology.daemons import CcswitchDaemons, Nginx
 
-MM_USER = "mmuser"
-REQUIRED_TOOLS = ("ip", "runuser", "nginx", "curl", "ss", "mm-delay", "mm-link", "mm-loss")
 #: Extra wall time allowed beyond curl's --max-time for mahimahi to start and stop.
 MM_OVERHEAD_S = 30.0
 #: A transfer running longer than this prints a progress line (bytes so far) this often.
 PROGRESS_EVERY_S = 15.0
-#: curl's exit status for "operation timed out" (--max-time reached).
-CURL_TIMEOUT_EXIT = 28
 #: The client driver (run by the system's python3 as MM_USER inside the mahimahi shells).
 DRIVER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "client_driver.py")
 DRIVER_PYTHON = "/usr/bin/python3"
@@ -69,178 +75,11 @@ DRIVER_PYTHON = "/usr/bin/python3"
 DRIVER_READY_TIMEOUT_S = 30.0
 
 
-class RunError(RuntimeError):
-    """The run cannot proceed (bad environment, missing binary, ...)."""
-
-
 class _DriverGone(Exception):
     """The mahimahi shells exited before the client driver said it was ready."""
 
 
-class Interrupted(BaseException):
-    """Raised from the SIGINT/SIGTERM handler so that `finally` blocks tear everything down."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-# ----------------------------------------------------------------------- environment
-
-
-def repo_root() -> str:
-    """The repository this package lives in (python/ccswitch/experiments -> repo)."""
-    return os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-
-
-def bin_dir() -> str:
-    """Where the Rust binaries are: $CCSWITCH_BIN_DIR or <repo>/target/release."""
-    env = os.environ.get("CCSWITCH_BIN_DIR")
-    if env:
-        return env
-    candidates = [os.path.join(repo_root(), "target", "release"), os.path.join(os.getcwd(), "target", "release")]
-    for c in candidates:
-        if os.access(os.path.join(c, "ccswitch-agent"), os.X_OK):
-            return c
-    return candidates[0]
-
-
-def check_environment(scenario: Scenario, measure: bool = True) -> Optional[str]:
-    """Raise RunError if the machine cannot run the scenario; returns the binary dir."""
-    if os.geteuid() != 0:
-        raise RunError("ccswitch run must run as root (it creates network namespaces and sets sysctls)")
-    missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
-    if missing:
-        raise RunError(f"missing tools: {', '.join(missing)} (mahimahi, nginx, curl, iproute2 are needed; "
-                       "see scripts/setup.sh)")
-    try:
-        pwd.getpwnam(MM_USER)
-    except KeyError:
-        raise RunError(f"user {MM_USER!r} does not exist (mahimahi refuses to run as root; "
-                       f"create it with: useradd -m {MM_USER})") from None
-    bridge = scenario.bridge_kind
-    if scenario.uses_ovs and bridge == "none":
-        raise RunError("ovs: schemes need a bridge; set bridge = \"ovs\" or \"linux\" in the scenario")
-    missing = [t for t in _ovs.BRIDGE_TOOLS[bridge] if shutil.which(t) is None]
-    if missing:
-        raise RunError(f"bridge = {bridge!r} needs {', '.join(missing)} (openvswitch-switch, ethtool; "
-                       "see scripts/setup.sh)")
-    if bridge == "ovs" and not os.path.exists(_ovs.OVS_SCHEMA):
-        raise RunError(f"bridge = 'ovs': the OVS database schema {_ovs.OVS_SCHEMA} is missing")
-    bdir = None
-    if scenario.uses_agent:
-        bdir = bin_dir()
-        names = ["ccswitch-agent"]
-        names += ["ccswitch-kernel"] if scenario.uses_kernel else []
-        names += [_ovs.OVS_BIN] if scenario.uses_ovs else []
-        missing = CcswitchDaemons.missing_binaries(bdir, names)
-        if missing:
-            raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.uses_agent)} "
-                           f"need the Rust binaries, not found or not executable: {', '.join(missing)} "
-                           "(build them with `cargo build --release`, or set CCSWITCH_BIN_DIR)")
-    tools = [PROBE_BIN] if measure else []
-    tools += [_schedule.BINARY_NAME] if any(c.schedule for c in scenario.clients) else []
-    missing = CcswitchDaemons.missing_binaries(bin_dir(), tools)
-    if missing:
-        raise RunError(f"the measurements and path schedules need {', '.join(missing)}, not found or not executable "
-                       "(build them with `cargo build --release`, or set CCSWITCH_BIN_DIR)")
-    return bdir
-
-
-def scenario_python_path(scenario: Scenario) -> List[str]:
-    """What the agents of a run get on PYTHONPATH before the package: the scenario's directory."""
-    return [os.path.dirname(os.path.abspath(scenario.source))] if scenario.source else []
-
-
-def check_agent_schemes(scenario: Scenario, bdir: Optional[str] = None) -> None:
-    """Before anything runs: let the agent judge every agent scheme's algorithm, parameters,
-    `py:` class (imported in a trial agent, with the scenario's directory on PYTHONPATH as
-    at run time) and policy. Raises ScenarioError naming the scheme and the agent's reason;
-    RunError if there is no agent binary to ask."""
-    if not scenario.uses_agent:
-        return
-    agent = os.path.join(bdir or bin_dir(), "ccswitch-agent")
-    if not os.access(agent, os.X_OK):
-        raise RunError(f"scheme(s) {', '.join(s.label for s in scenario.schemes if s.uses_agent)} need "
-                       f"{agent}, not found or not executable (build it with `cargo build --release`, "
-                       "or set CCSWITCH_BIN_DIR)")
-    env = agent_check_env(scenario_python_path(scenario))
-    check_schemes(scenario, lambda algorithm, policy: check_agent_spec(agent, algorithm, policy, env))
-
-
 # ----------------------------------------------------------------------- transfers
-
-
-def mahimahi_command(client: Client, up_trace: str, down_trace: str, downlink_log: Optional[str] = None) -> List[str]:
-    """The mahimahi shell stack for a client, ending just before the inner command;
-    `downlink_log`: mm-link's per-packet log of the downlink (arrivals, departures with their
-    queueing delay, delivery opportunities), a cross-check of the probe's figures."""
-    cmd: List[str] = []
-    if client.delay_ms > 0:
-        cmd += ["mm-delay", str(client.delay_ms)]
-    if client.loss_uplink > 0:
-        cmd += ["mm-loss", "uplink", repr(client.loss_uplink)]
-    if client.loss_downlink > 0:
-        cmd += ["mm-loss", "downlink", repr(client.loss_downlink)]
-    cmd += ["mm-link", up_trace, down_trace]
-    if client.queue_packets is not None:
-        for d in ("uplink", "downlink"):
-            cmd += [f"--{d}-queue=droptail", f"--{d}-queue-args=packets={client.queue_packets}"]
-    if downlink_log is not None:
-        cmd.append(f"--downlink-log={downlink_log}")
-    return cmd
-
-
-_CURL_ERROR_RE = re.compile(r"^curl: \((\d+)\) (.*)$", re.M)
-_MM_COMMAND_RE = re.compile(r"`(\S+)[^`']*'")
-
-
-def curl_error(stderr: str) -> Optional[Tuple[int, str]]:
-    """curl's own error from the transfer's stderr: (exit status, "curl: (28) Operation timed
-    out after ..."). Through mahimahi the exit status of the whole stack is mahimahi's (1), and
-    its stderr ends with mahimahi's "Died on ..." lines, so curl's line is what says why."""
-    m = _CURL_ERROR_RE.search(stderr)
-    if m is None:
-        return None
-    return int(m.group(1)), f"curl: ({m.group(1)}) {m.group(2).strip()}"
-
-
-def transfer_error(rc: Optional[int], stderr: str) -> str:
-    """What to record for a failed mahimahi+curl invocation: curl's message if it printed one,
-    else the first line of the rest (mahimahi's "Died on ..." with each quoted command line
-    shortened to its program), else the exit status."""
-    found = curl_error(stderr)
-    if found is not None:
-        return found[1]
-    for line in stderr.splitlines():
-        line = line.strip()
-        if line:
-            return f"exit {rc}: " + _MM_COMMAND_RE.sub(lambda m: f"`{m.group(1)}'", line)[:300]
-    return f"exit {rc}: no message"
-
-
-_SS_CC_RE = re.compile(r"^\s*([a-z][a-z0-9_]*)\s+(?:wscale|rto|ts |sack|ecn)")
-_SS_ADDR_RE = re.compile(r"(\[[0-9a-fA-F:.%]+\]|[0-9]+(?:\.[0-9]+){3}):([0-9]+)")
-
-
-def parse_ss_cc(text: str) -> Optional[str]:
-    """Congestion control name from `ss -tin` output (first token of the info line)."""
-    for line in text.splitlines():
-        m = _SS_CC_RE.match(line)
-        if m:
-            return m.group(1)
-    return None
-
-
-def parse_ss_peer(text: str) -> Optional[str]:
-    """The peer ("ip:port") of the first socket in `ss -Htin` output: the second address of
-    its first line (local address first, then the peer)."""
-    for line in text.splitlines():
-        found = _SS_ADDR_RE.findall(line)
-        if len(found) >= 2:
-            ip, port = found[1]
-            return _events.format_peer(ip.strip("[]"), port)
-    return None
 
 
 class CcObserver(threading.Thread):
@@ -313,164 +152,7 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-# ----------------------------------------------------------------------- units and resuming
-
-
-def portable_path(path: Optional[str]) -> Optional[str]:
-    """A file path as every host reads it: inside the repository, relative to it
-    ("<repo>/experiments/x.toml"), so that checkouts at different places agree."""
-    if path is None:
-        return None
-    root = repo_root() + os.sep
-    return "<repo>/" + path[len(root):] if path.startswith(root) else path
-
-
-def file_digest(path: str) -> str:
-    """SHA-256 of a file's content, or why there is none ("missing"); computed once per
-    version of the file (its size and modification time)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "missing"
-    return _digest(path, st.st_size, st.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=256)
-def _digest(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError:
-        return "missing"
-    return h.hexdigest()
-
-
-def policy_files(policy: str) -> List[str]:
-    """The files a policy scheme's agent reads: the policy file (when its target is one) and
-    the model file it names (`model = "x.json"`, relative to the policy file)."""
-    target = policy.split(":", 1)[0]
-    if not os.path.isfile(target):
-        return []
-    out = [target]
-    try:
-        import tomllib
-
-        with open(target, "rb") as f:
-            model = tomllib.load(f).get("model")
-    except (OSError, ValueError):
-        return out
-    if isinstance(model, str):
-        out.append(os.path.join(os.path.dirname(target), model))
-    return out
-
-
-def python_algorithm_file(algorithm: str, search: List[str]) -> Optional[str]:
-    """The source file of a `py:MODULE:CLASS` algorithm, found as the agent finds it (the
-    scenario's directory first, then the package's)."""
-    if not algorithm.startswith("py:"):
-        return None
-    module = algorithm.split(":")[1]
-    import importlib.machinery
-    import importlib.util
-
-    if "." not in module:
-        spec = importlib.machinery.PathFinder.find_spec(module, search or None)
-    else:
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            spec = None
-    return spec.origin if spec is not None and spec.origin and os.path.isfile(spec.origin) else None
-
-
-def unit_inputs(sc: Scenario, client: Client, scheme: Scheme) -> Dict[str, str]:
-    """Digests of every file a unit reads besides the scenario: trace files, a policy's file and
-    the model it names, a Python algorithm's module. A unit resumed after one of them changed
-    (a retrained model, an edited trace) is a different unit and runs again."""
-    files = [p for p in (client.link.uplink_trace, client.link.downlink_trace) if p]
-    if scheme.policy is not None:
-        files += policy_files(scheme.policy)
-    py = python_algorithm_file(scheme.algorithm, scenario_python_path(sc))
-    if py:
-        files.append(py)
-    return {portable_path(os.path.abspath(p)): file_digest(p) for p in files}
-
-
-def unit_key(sc: Scenario, rep: int, client: Client, scheme: Scheme, size: int) -> str:
-    """What identifies one transfer of a scenario (one scheme x client x file size x
-    repetition) across invocations and hosts: a hash of every parameter it runs with and of
-    the content of every file it reads. A run resumed with other parameters or files finds
-    none of its units finished."""
-    path = {k: v for k, v in client.path_fields().items() if k != "path"}
-    for k in ("downlink_trace", "uplink_trace"):
-        path[k] = portable_path(path[k])
-    policy = scheme.policy
-    if policy is not None:
-        policy = portable_path(policy)
-    doc = {"client": client.name, **path, "scheme": scheme.label, "policy": policy, "file_bytes": size,
-           "repetition": rep + 1, "timeout_s": sc.timeout_s, "agent_settle_s": sc.agent_settle_s,
-           "bridge": sc.bridge_kind, "ovs_server_cc": sc.ovs_server_cc,
-           "destination_memory": sc.destination_memory, "inputs": unit_inputs(sc, client, scheme)}
-    if client.flows:
-        doc["flows"] = [[f.scheme.label if f.scheme else None, f.start_s, f.count, f.file_bytes] for f in client.flows]
-    if client.workload is not None:
-        doc["workload"] = repr(client.workload)
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
-
-
-#: One transfer to run: its number in the scenario's schedule and (repetition, client, scheme, size).
-Unit = Tuple[int, Tuple[int, Client, Scheme, int]]
-
-
-@dataclass
-class Plan:
-    """What a run still has to do, given what an earlier invocation into the same directory left."""
-
-    units: List[Unit]          # the whole schedule, numbered from 1
-    kept: List[dict]           # rows of finished units (verdicts), from the earlier invocation, in its order
-    todo: List[Unit]           # units without a verdict yet, in schedule order
-    superseded: List[dict]     # earlier rows without a verdict: their units run again
-
-
-def plan_run(sc: Scenario, out_dir: str) -> Plan:
-    """The run's units, and which of them `out_dir/transfers.jsonl` already holds a verdict
-    for (`results.verdict`). Raises RunError if that file holds rows of other units (another
-    scenario, or this one with other parameters): mixing them would corrupt both."""
-    units = list(enumerate(sc.transfers(), 1))
-    keys = [unit_key(sc, *u) for _, u in units]
-    path = os.path.join(out_dir, "transfers.jsonl")
-    earlier = results.read_jsonl(path) if os.path.exists(path) else []
-    known = set(keys)
-    foreign = [r for r in earlier if r.get("unit") not in known]
-    if foreign:
-        r = foreign[0]
-        raise RunError(f"{out_dir} holds {len(foreign)} transfer(s) that are not this scenario's with these "
-                       f"parameters (first: {r.get('client')} {r.get('scheme')} rep {r.get('repetition')}); "
-                       "resume it with the same scenario and options, or give another --out")
-    kept: Dict[str, dict] = {}
-    superseded = []
-    for r in earlier:
-        if results.verdict(r)[0]:
-            kept[r["unit"]] = r
-        else:
-            superseded.append(r)
-    todo = [u for u, k in zip(units, keys) if k not in kept]
-    # in the file's order, so that a resumed run's log starts as the earlier one was
-    return Plan(units, list(kept.values()), todo, superseded)
-
-
 # ----------------------------------------------------------------------- the run
-
-
-def default_out_dir(scenario: Scenario) -> str:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return os.path.join("results", f"{scenario.name}-{stamp}")
-
-
-def _utcnow() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 @contextlib.contextmanager
@@ -502,70 +184,16 @@ def torn_down_on_exit(teardown: Teardown, before_teardown: Callable[[], None] = 
         raise Interrupted(late_signal[0])
 
 
-def transfer_status(row: dict) -> str:
-    """The verdict on one transfer for the progress line: "ok", "ok (73 on_report errors)",
-    "ERROR curl: (28) ...", "SHA-256 MISMATCH"."""
-    if row["error"]:
-        status = f"ERROR {row['error']}"
-    elif not row["sha256_ok"]:
-        status = "SHA-256 MISMATCH"
-    else:
-        status = "ok"
-    n = row.get("on_report_errors")
-    if n:
-        status += f" ({n} on_report error{'s' if n != 1 else ''})"
-    return status
-
-
-def progress_line(i: int, total: int, client: Client, row: dict, out_dir: str) -> str:
-    """`[12/48] clean-20ms kernel:reno rep 3: 3.91 s ok`, with the handovers the flow made and
-    the ovs shim's figures when there are any."""
-    tct = f"{row['tct_s']:.2f} s" if row["tct_s"] is not None else "-"
-    sz = f" {row['file_bytes']}B" if len(client.file_sizes) > 1 else ""
-    return (f"[{i}/{total}] {client.name}{sz} {display_label(row['scheme'])} rep {row['repetition']}: {tct} "
-            f"{transfer_status(row)}{_ovs_note(row, out_dir)}{_algorithms_note(row)}")
-
-
-def _ovs_note(row: dict, out_dir: str) -> str:
-    if not row.get("ovs_stats"):
-        return ""
-    doc = _ovs.load_stats(os.path.join(out_dir, row["ovs_stats"]))
-    if doc is None:
-        return ""
-    f = _ovs.transfer_figures(doc)
-    return (f" [ovs: {f['acks_rewritten']} ACKs rewritten, {f['dupacks_hidden']} dupACKs hidden, "
-            f"{f['retransmissions']} retx, {f['fallbacks']} fallbacks]")
-
-
-def _algorithms_note(row: dict) -> str:
-    if row.get("handover_events"):
-        return f" [{' > '.join(str(a) for a in row['algorithms'])}]"
-    if row.get("events_note"):
-        return f" [events: {row['events_note']}]"
-    return ""
-
-
-def resume(sc: Scenario, out_dir: str, say: Callable[[str], None]) -> Plan:
-    """`plan_run`, with the earlier rows that reached no verdict (their units run again) moved
-    to transfers-superseded.jsonl rather than away, and what is resumed said."""
-    plan = plan_run(sc, out_dir)
-    if plan.superseded:
-        with open(os.path.join(out_dir, "transfers-superseded.jsonl"), "a", encoding="utf-8") as f:
-            for r in plan.superseded:
-                f.write(json.dumps(r) + "\n")
-    if plan.kept:
-        say(f"resuming {out_dir}: {len(plan.kept)} of {len(plan.units)} transfers finished earlier, "
-            f"{len(plan.todo)} to run")
-    return plan
-
-
 class Runner:
     def __init__(self, scenario: Scenario, out_dir: str, *, quiet: bool = False,
                  schemes_checked: bool = False, schedule: Optional[List[tuple]] = None,
                  numbers: Optional[List[int]] = None, write_results: bool = True,
                  on_row: Optional[Callable[[dict], None]] = None, measure: bool = True,
-                 link_logs: bool = False) -> None:
+                 link_logs: bool = False, analysis: Optional[RunAnalysis] = None) -> None:
         self.sc = scenario
+        #: what the command adds to the summary (run_summary.RunAnalysis); None: the run's own
+        #: summary only
+        self.analysis = analysis
         #: keep mm-link's downlink log of every transfer in link-logs/ (a cross-check of the probe)
         self.link_logs = link_logs
         #: run the packet probe on every transfer (delay, drops, TCP_INFO, throughput over time)
@@ -598,7 +226,7 @@ class Runner:
         self.current_download: Optional[str] = None
         #: (wall-clock start, end, agent events file) of the last transfer, for its flow's events
         self.last_transfer: Optional[tuple] = None
-        self.collector: Optional[_events.EventCollector] = None
+        self.collector: Optional[EventCollector] = None
 
     # -- setup -----------------------------------------------------------------
     def setup(self) -> None:
@@ -664,7 +292,7 @@ class Runner:
                                            events_dir=os.path.join(self.out_dir, "events"),
                                            destination_memory=sc.destination_memory)
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
-            self.collector = _events.EventCollector(self.out_dir)
+            self.collector = EventCollector(self.out_dir)
             self.teardown.push("close handovers.jsonl", self.collector.close)
         if sc.uses_ovs:
             if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
@@ -755,7 +383,7 @@ class Runner:
                # the machine's 1-minute load average as the transfer starts: finds noisy ones later
                "load1": os.getloadavg()[0], "host": socket.gethostname(),
                "tct_s": None, "ttfb_s": None, "connect_s": None, "bytes": None, "http_code": None,
-               "sha256_ok": False, "cc_observed": None, "client_addr": None, "started_at": _utcnow(), "wall_s": None,
+               "sha256_ok": False, "cc_observed": None, "client_addr": None, "started_at": utcnow(), "wall_s": None,
                "error": None, "curl_exit": None}
         row.update(client.path_fields())
         if scheme.uses_agent:
@@ -1158,260 +786,12 @@ class Runner:
         return stats.ratio_rows(self.labelled_rows(), pairs) if pairs else []
 
     def write_summary(self) -> None:
-        summary = self.summary_rows()
-        results.write_transfers_parquet(os.path.join(self.out_dir, "transfers.parquet"), self.rows)
-        meta = {
-            "scenario": self.sc.name, "source": self.sc.source, "repetitions": self.sc.repetitions,
-            "schemes": [s.label for s in self.sc.schemes], "clients": [c.name for c in self.sc.clients],
-            "transfers": len(self.rows), "errors": sum(1 for r in self.rows if r["error"]),
-            "wall_s": round(self.wall_s, 2), "finished_at": _utcnow(),
-            "kernel": os.uname().release, "bridge": self.sc.bridge_kind,
-        }
-        doc = {"run": meta, "rows": summary}
-        table = stats.format_table(summary)
-        ratios = self.ratio_rows()
-        if ratios:
-            doc["ratios"] = ratios
-            table += "\n\n" + stats.format_ratio_table(ratios)
-        sections, text = stats.summary_sections(self.labelled_rows())
-        doc.update(sections)
-        if text:
-            table += "\n\n" + text
-        if self.sc.uses_ovs:
-            overhead = _ovs.overhead_rows(self.labelled_rows(), self.out_dir)
-            doc["ovs_overhead"] = overhead
-            if overhead:
-                table += "\n\n" + _ovs.format_overhead(overhead)
-        table += self._handover_outputs(doc)
-        results.write_json_atomic(os.path.join(self.out_dir, "summary.json"), doc)
-        results.write_text_atomic(os.path.join(self.out_dir, "summary.txt"), table + "\n")
-        self.table = table
-        self.summary = summary
-        try:
-            clients = list(dict.fromkeys(r["client"] for r in summary))
-            plot_rows = self.labelled_rows()
-            results.plot_tct(os.path.join(self.out_dir, "tct.png"), plot_rows, clients,
-                             [s.label for s in self.sc.schemes], title=self.sc.name,
-                             paths=self.client_paths())
-        except Exception as e:  # a plot must not lose the data
-            log(f"warning: could not draw tct.png: {e}")
-        try:
-            _tradeoffs.plot_run_tradeoffs(self.out_dir, self.labelled_rows())
-        except Exception as e:
-            log(f"warning: could not draw the throughput-delay plots: {e}")
-
-
-    def _handover_outputs(self, doc: dict) -> str:
-        """The flow plots and the scenario's handover analysis (text for summary.txt; the
-        result goes into `doc`). Neither may lose the run's data: failures are logged."""
-        sc, text = self.sc, ""
-        if "flows" in sc.plots:
-            schemes = [s.label for s in sc.schemes if s.is_policy] + list(sc.plot_schemes)
-            try:
-                n = len(_plots.plot_run(self.out_dir, self.rows, schemes))
-                self._say(f"{n} flow plots in {os.path.join(self.out_dir, 'flows')}")
-            except Exception as e:
-                log(f"warning: could not draw the flow plots: {e}")
-        if sc.analysis:
-            try:
-                res, analysis = _handover.analyze(self.out_dir, sc.analysis, rows=self.rows, scenario=sc)
-                doc["handover"] = res
-                text = "\n\n" + analysis
-            except Exception as e:
-                log(f"warning: the {sc.analysis} analysis failed: {e}")
-        return text
-
-
-def labelled_rows(scenario: Scenario, rows: List[dict]) -> List[dict]:
-    """Rows whose client is "name@bytes" for clients that download several file sizes (the
-    summary's cells; `ccswitch report` labels a stored run's rows the same way)."""
-    multi = {c.name for c in scenario.clients if len(c.file_sizes) > 1}
-    return [dict(r, client=f"{r['client']}@{r['file_bytes']}") if r["client"] in multi else r for r in rows]
-
-
-def client_paths(scenario: Scenario) -> Dict[str, str]:
-    """Each summary client ("name" or "name@bytes") -> its path in words."""
-    out = {}
-    for c in scenario.clients:
-        out[c.name] = c.describe_path()
-        for size in c.file_sizes:
-            out[f"{c.name}@{size}"] = c.describe_path()
-    return out
+        """summary.json, summary.txt, transfers.parquet and the plots (run_summary.py), with
+        what `analysis` adds to them."""
+        write_run_summary(self, self.analysis)
 
 
 def run_scenario(scenario: Scenario, out_dir: Optional[str] = None, *, quiet: bool = False) -> Runner:
     runner = Runner(scenario, out_dir or default_out_dir(scenario), quiet=quiet)
     runner.run()
     return runner
-
-
-# ----------------------------------------------------------------------- CLI
-
-
-def add_cli(subparsers) -> None:
-    p = subparsers.add_parser("run", help="run a scenario (needs root, mahimahi, nginx, curl)",
-                              description="Run an experiment scenario and write results to a directory.")
-    p.add_argument("scenario", help="scenario TOML file")
-    p.add_argument("--out", help="output directory (default results/<name>-<timestamp>)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
-    p.add_argument("--repetitions", type=int, help="override the scenario's repetitions")
-    p.add_argument("--schemes", help="comma-separated schemes replacing the scenario's (e.g. native:cubic,native:bbr)")
-    p.add_argument("--timeout", type=float, help="per-transfer timeout in seconds (overrides timeout_s)")
-    p.add_argument("--bridge", choices=("ovs", "linux", "none"),
-                   help="bridge between server and clients (overrides the scenario's bridge)")
-    p.add_argument("--no-measure", action="store_true",
-                   help="run without the packet probe (no delay, drops, TCP_INFO or throughput over time); "
-                        "for measuring what the measurements cost")
-    add_cluster_options(p)
-    p.set_defaults(func=_cli_run, parser=p)
-    c = subparsers.add_parser("compare", help="compare two runs of one scenario cell for cell",
-                              description="Per client and scheme, the median TCT and the 95%% interval of the mean "
-                                          "of two runs (e.g. in-process and on a cluster) and whether the "
-                                          "intervals overlap; from each run's summary.json.")
-    c.add_argument("run_a")
-    c.add_argument("run_b")
-    c.set_defaults(func=_cli_compare, parser=c)
-    _handover.add_cli(subparsers)
-
-
-def add_cluster_options(p) -> None:
-    """`--cluster` / `--local-workers` of `ccswitch run` and `ccswitch sweep`."""
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--cluster", metavar="ADDRESS",
-                   help="run every unit as a task on this Dask scheduler (tcp://HOST:8786); workers offer labs: "
-                        "`ccswitch worker ADDRESS`")
-    g.add_argument("--local-workers", type=int, metavar="N",
-                   help="run every unit as a task on a local Dask cluster of N worker processes")
-    p.add_argument("--slots-per-worker", type=int, metavar="K",
-                   help="with --local-workers: labs (concurrent transfers) per worker (default: one per two "
-                        "cores shared out, at least 1)")
-
-
-def check_cluster_options(args) -> None:
-    from .scenario import ScenarioError
-
-    if args.local_workers is not None and args.local_workers < 1:
-        raise ScenarioError("--local-workers: must be >= 1")
-    if args.slots_per_worker is not None:
-        if args.local_workers is None:
-            raise ScenarioError("--slots-per-worker: only with --local-workers (a remote worker says its own "
-                                "labs: ccswitch worker --labs K)")
-        if args.slots_per_worker < 1:
-            raise ScenarioError("--slots-per-worker: must be >= 1")
-
-
-def checked_here(check: Callable[[], None], distributed: bool) -> bool:
-    """Run the agent's check of the schemes here; on a cluster whose client has no agent
-    binary, leave it to each unit's worker (returns False then)."""
-    try:
-        check()
-        return True
-    except RunError as e:
-        if not distributed or "not found or not executable" not in str(e):
-            raise
-        log(f"note: {e}; each worker checks the schemes before its unit instead")
-        return False
-
-
-def _cli_compare(args) -> int:
-    docs = []
-    for d in (args.run_a, args.run_b):
-        path = os.path.join(d, "summary.json")
-        try:
-            with open(path, encoding="utf-8") as f:
-                docs.append(json.load(f))
-        except FileNotFoundError:
-            args.parser.error(f"{d}: no summary.json (not a finished run directory)")
-        except json.JSONDecodeError as e:
-            args.parser.error(f"{path}: not JSON: {e}")
-    names = [d["run"].get("scenario") for d in docs]
-    if names[0] != names[1]:
-        log(f"note: different scenarios ({names[0]} / {names[1]})")
-    from .scenario import canonical_scheme
-
-    rows = [[dict(r, scheme=canonical_scheme(r["scheme"])) for r in d["rows"]] for d in docs]
-    print(stats.format_comparison(stats.compare_summaries(*rows)))
-    for d, label, path in zip(docs, "AB", (args.run_a, args.run_b)):
-        print(f"{label} = {path}: {d['run']['transfers']} transfers, wall {d['run']['wall_s']:.1f} s")
-    return 0
-
-
-def _cli_run(args) -> int:
-    from .scenario import ScenarioError, load_scenario, parse_scheme, with_agent_problems
-
-    try:
-        try:
-            sc = load_scenario(args.scenario)
-        except ScenarioError as e:
-            # the file is refused: let the agent judge the schemes that parsed too, so that one
-            # report names everything (unless --schemes replaces them, or there is no agent)
-            agent = os.path.join(bin_dir(), "ccswitch-agent")
-            if args.schemes or not os.access(agent, os.X_OK):
-                raise
-            env = agent_check_env([os.path.dirname(os.path.abspath(args.scenario))])
-            raise with_agent_problems(e, lambda a, p: check_agent_spec(agent, a, p, env)) from None
-        if args.repetitions is not None:
-            if args.repetitions < 1:
-                raise ScenarioError("--repetitions: must be >= 1")
-            sc.repetitions = args.repetitions
-        if args.schemes:
-            # policy files named on the command line are relative to the current directory
-            sc.schemes = [parse_scheme(s.strip(), "--schemes", base_dir=os.getcwd())
-                          for s in args.schemes.split(",") if s.strip()]
-            if not sc.schemes:
-                raise ScenarioError("--schemes: empty")
-            sc.plot_schemes = tuple(p for p in sc.plot_schemes if p in {s.label for s in sc.schemes})
-        if args.timeout is not None:
-            if not args.timeout > 0:
-                raise ScenarioError("--timeout: must be > 0")
-            sc.timeout_s = args.timeout
-        if args.bridge is not None:
-            sc.bridge = args.bridge
-        sc.check_bridge()
-        sc.check_timeouts()
-        check_cluster_options(args)
-        distributed = args.cluster is not None or args.local_workers is not None
-        # before anything is set up: the agent judges every agent scheme
-        checked = checked_here(lambda: check_agent_schemes(sc), distributed)
-    except ScenarioError as e:
-        args.parser.error(str(e))
-    except RunError as e:
-        log(f"error: {e}")
-        return 1
-    out = os.path.abspath(args.out or default_out_dir(sc))
-    if distributed:
-        from . import distributed as _dist
-
-        def on_signal(signum, frame):
-            raise Interrupted(signum)
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, on_signal)
-        try:
-            with _dist.cluster_client(args.cluster, args.local_workers, slots_per_worker=args.slots_per_worker,
-                                      log=log) as client:
-                runner = _dist.run_scenario(sc, out, client, checked=checked, log=log)
-        except Interrupted as e:
-            log(f"interrupted by {e}; finished transfers are in {out}/transfers.jsonl: rerun with --out {out} "
-                "to continue")
-            return 128 + e.signum
-        except (RunError, _dist.ClusterError) as e:
-            log(f"error: {e}")
-            return 1
-    else:
-        runner = Runner(sc, out, schemes_checked=True, measure=not args.no_measure)
-        try:
-            runner.run()
-        except Interrupted as e:
-            log(f"interrupted by {e}; everything torn down; finished transfers are in {runner.out_dir}/transfers.jsonl:"
-                f" rerun with --out {runner.out_dir} to continue")
-            return 128 + e.signum
-        except (RunError, TopologyError) as e:
-            log(f"error: {e}")
-            return 1
-    log("")
-    log(runner.table)
-    log(f"\n{len(runner.rows)} transfers in {runner.wall_s:.1f} s; results in {runner.out_dir}")
-    if args.json:
-        print(json.dumps({"rows": stats.json_rows(runner.summary)}))
-    return 0 if not any(r["error"] or not r["sha256_ok"] for r in runner.rows) else 3

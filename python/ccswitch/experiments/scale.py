@@ -37,7 +37,9 @@ import time
 from typing import Dict, List, Optional
 
 from .bench import cpu_seconds
-from .runner import MM_USER, RunError, Runner, torn_down_on_exit
+from .environment import MM_USER
+from .errors import RunError
+from .runner import Runner, torn_down_on_exit
 from .scenario import loads_scenario
 from ..topology.namespaces import log, read_sysctl, run
 

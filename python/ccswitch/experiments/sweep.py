@@ -31,7 +31,6 @@ rotated order; its raw directory comes back under `results/sweep-NAME/units/<cel
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import glob as _glob
 import gzip
@@ -40,8 +39,6 @@ import json
 import math
 import os
 import random
-import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -895,16 +892,18 @@ class SweepResult:
     unfinished: List[Tuple[str, str]]  # (cell key, why)
 
 
-def make_runner(sc, out_dir, schedule, on_row):
+def make_runner(sc, out_dir, schedule, on_row, analysis=None):
+    """A batch's runner (`analysis`: what the command adds to each batch's summary,
+    run_summary.RunAnalysis)."""
     from .runner import Runner
 
-    return Runner(sc, out_dir, schedule=schedule, on_row=on_row, schemes_checked=True)
+    return Runner(sc, out_dir, schedule=schedule, on_row=on_row, schemes_checked=True, analysis=analysis)
 
 
 def run_sweep(spec: Spec, store_dir: str, raw_dir: str, *, log: Callable[[str], None],
               runner_factory: Callable = make_runner, check_schemes: bool = True,
               max_cells: Optional[int] = None, client: Any = None) -> SweepResult:
-    """Run every cell of the spec that the store does not hold yet. Raises runner.Interrupted
+    """Run every cell of the spec that the store does not hold yet. Raises errors.Interrupted
     (after the runner tore everything down) when SIGINT/SIGTERM arrives; finished cells are
     already stored."""
     store = CellStore(store_dir)
@@ -926,7 +925,7 @@ def run_sweep(spec: Spec, store_dir: str, raw_dir: str, *, log: Callable[[str], 
     ctx = _RunContext(spec, store, raw_dir, log, runner_factory, progress, result, checked=not check_schemes,
                       client=client)
     if client is not None and not ctx.checked:
-        from .runner import check_agent_schemes, checked_here
+        from .environment import check_agent_schemes, checked_here
 
         ctx.checked = checked_here(lambda: check_agent_schemes(batch_scenario(spec, [todo[0].path], 0)), True)
     for attempt in range(1, MAX_PASSES + 1):
@@ -980,7 +979,7 @@ def _record(ctx: _RunContext, cell: Cell, row: dict, out: str, raw_rel: str) -> 
     if ok:
         events = None
         if observation and row.get("events"):
-            from ..analysis.events import read_events
+            from .rundir import read_events
 
             events = read_events(os.path.join(out, row["events"]))
         store.write_cell(spec, cell, row, events, raw_rel)
@@ -1022,7 +1021,7 @@ def _run_distributed_pass(ctx: _RunContext, todo: List[Cell], client) -> None:
 
 
 def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
-    from .runner import RunError
+    from .errors import RunError
     from ..topology.namespaces import TopologyError
 
     spec, log = ctx.spec, ctx.log
@@ -1039,7 +1038,7 @@ def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
         batch_paths = list({c.path.id: c.path for c in batch_cells}.values())
         sc = batch_scenario(spec, batch_paths, b)
         if not ctx.checked:
-            from .runner import check_agent_schemes
+            from .environment import check_agent_schemes
 
             check_agent_schemes(sc)
             ctx.checked = True
@@ -1064,104 +1063,3 @@ def _run_pass(ctx: _RunContext, todo: List[Cell], attempt: int) -> None:
             log(f"batch {b} (pass {attempt}) stopped: {e}")
             if failures >= MAX_BATCH_FAILURES:
                 raise
-
-
-# ----------------------------------------------------------------------- CLI
-
-
-def default_store(spec: Spec) -> str:
-    """`learner/sweeps/NAME.toml` -> `learner/sweeps/NAME/`: beside the spec, named after it."""
-    base = os.path.dirname(spec.source) if spec.source else os.getcwd()
-    return os.path.join(base, spec.name)
-
-
-def add_cli(subparsers) -> None:
-    p = subparsers.add_parser(
-        "sweep", help="run every candidate algorithm on paths sampled from a sweep spec (resumable)",
-        description="Sample paths from a sweep spec (learner/README.md), run every candidate on each with the "
-                    "experiment runner, and keep each finished cell in a committable store; a rerun continues "
-                    "where an interrupted sweep stopped.")
-    p.add_argument("spec", help="sweep spec TOML file (e.g. learner/sweeps/paths-v1.toml)")
-    p.add_argument("--store", help="cell store directory (default: beside the spec, named after the sweep)")
-    p.add_argument("--raw", help="where the raw run directories go (default results/sweep-NAME)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the sampled paths and the cells still to run, then stop (no root needed)")
-    p.add_argument("--max-cells", type=int, help="run at most this many of the remaining cells")
-    from .runner import add_cluster_options
-
-    add_cluster_options(p)
-    p.set_defaults(func=_cli_sweep, parser=p)
-
-
-def _dry_run(spec: Spec, store: CellStore) -> int:
-    paths = sample_paths(spec, log=lambda m: print(m, file=sys.stderr))
-    cells = cells_of(spec, paths)
-    todo = [c for c in cells if not store.has(c)]
-    for p in paths:
-        print(f"{p.client_name} {p.component:10s} {p.describe()}; sizes {p.sizes}; est. slowest "
-              f"{', '.join(f'{v:g} s' for v in p.est_slowest_s.values())}"
-              + (f"; {len(p.redraws)} redraw(s)" if p.redraws else ""))
-    est = sum(c.path.est_slowest_s[c.file_bytes] * EST_TCT_SHARE + EST_OVERHEAD_PER_CELL_S for c in todo)
-    comps = {c.name: sum(1 for p in paths if p.component == c.name) for c in spec.components}
-    held = sum(1 for p in paths for r in p.redraws if r.startswith("held-out"))
-    slow = sum(1 for p in paths for r in p.redraws if r.startswith("too slow"))
-    print(f"{len(paths)} paths ({', '.join(f'{k} {v}' for k, v in comps.items())}), {len(cells)} cells, "
-          f"{len(cells) - len(todo)} finished, {len(todo)} to run (rough estimate {format_duration(est)}); "
-          f"redraws: {held} held out, {slow} too slow")
-    return 0
-
-
-def _cli_sweep(args) -> int:
-    from .distributed import ClusterError
-    from .runner import Interrupted, RunError, check_cluster_options
-    from ..topology.namespaces import TopologyError, log
-
-    try:
-        spec = load_spec(args.spec)
-        if args.max_cells is not None and args.max_cells < 1:
-            raise SweepError("--max-cells: must be >= 1")
-        check_cluster_options(args)
-    except (SweepError, ScenarioError) as e:
-        args.parser.error(str(e))
-    store = args.store or default_store(spec)
-    raw = args.raw or os.path.join("results", f"sweep-{spec.name}")
-    if args.dry_run:
-        try:
-            return _dry_run(spec, CellStore(store))
-        except SweepError as e:
-            args.parser.error(str(e))
-    t0 = time.monotonic()
-
-    def on_signal(signum, frame):
-        # between batches (inside one, the runner's own handler tears its topology down first)
-        raise Interrupted(signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
-    try:
-        with contextlib.ExitStack() as stack:
-            client = None
-            if args.cluster is not None or args.local_workers is not None:
-                from . import distributed as _dist
-
-                client = stack.enter_context(_dist.cluster_client(args.cluster, args.local_workers,
-                                                                  slots_per_worker=args.slots_per_worker, log=log))
-            res = run_sweep(spec, store, raw, log=log, max_cells=args.max_cells, client=client)
-    except SweepError as e:
-        args.parser.error(str(e))
-    except ScenarioError as e:
-        args.parser.error(str(e))
-    except Interrupted as e:
-        log(f"interrupted by {e}; everything torn down; finished cells are in {store}: rerun the same command "
-            "to continue")
-        return 128 + e.signum
-    except (RunError, TopologyError, ClusterError) as e:
-        log(f"error: {e}; finished cells are in {store}: rerun to continue")
-        return 1
-    wall = time.monotonic() - t0
-    log(f"sweep {spec.name}: {res.ran} cells ran in {format_duration(wall)}"
-        + (f" ({wall / res.ran:.1f} s per cell)" if res.ran else "")
-        + f", {res.stored} stored, {res.skipped} finished earlier, {len(res.unfinished)} to run again; store {store}")
-    for key, why in res.unfinished[:10]:
-        log(f"  not finished: {key}: {why}")
-    return 0 if not res.unfinished else 3

@@ -30,10 +30,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..experiments import results
+from . import results
 # an events file's lines are read by the run directory's reader (rundir.py); `read_events` is
 # also this module's for the readers of an agent's whole file (sweep.py)
-from ..experiments.rundir import RunDirectoryError, parse_event_line, read_events  # noqa: F401
+from .rundir import RunDirectoryError, parse_event_line, read_events  # noqa: F401
 
 #: Slack around a transfer's wall-clock window when matching flows: before it only clock
 #: granularity (the connection cannot precede curl; flows a restarted agent is re-announced
