@@ -9,7 +9,7 @@ import types
 import pyarrow.parquet as pq
 import pytest
 
-from ccswitch.experiments import sweep
+from ccswitch.experiments import sweep_paths, sweep_spec, sweep_store
 from ccswitch.learner import dataset, labels
 
 NAMES = ["min_rtt_ms", "loss_rate", "samples"]
@@ -104,7 +104,7 @@ def test_a_run_directory_becomes_one_row_per_initial_transfer_with_every_candida
     assert (b["tct_bbr"], b["tct_cubic"]) == (4.0, 3.5)
     assert (a1["rep"], a2["rep"], a1["path_id"]) == (1, 2, a2["path_id"]) and b["path_id"] != a1["path_id"]
     # the path: the same path_id the sweep gives the same parameters
-    assert a1["path_id"] == sweep.path_id(sweep.params_from_row(path_fields(10, 24.0, 0.01, 40)))
+    assert a1["path_id"] == sweep_paths.path_id(sweep_paths.params_from_row(path_fields(10, 24.0, 0.01, 40)))
     assert (a1["rtt_ms"], a1["mbps"], a1["loss_downlink"], a1["queue_packets"], a1["link_kind"]) == (20.0, 24.0, 0.01, 40, "constant")
     assert a1["queue_bdp"] == pytest.approx(40 / (24e6 * 0.020 / 12000))
     # features from the native API: window, min_samples and the flow's mss passed through
@@ -155,11 +155,11 @@ def test_a_sweep_store_gives_the_same_rows_as_its_cells_say(tmp_path):
                  '[window]\nkind = "first"\nsamples = 10\nmin_samples = 4\n[sizes]\nfixed = [1_000_000]\n'
                  '[[mix]]\nname = "c"\nweight = 1\nkind = "constant"\nrtt_ms = { dist = "uniform", min = 20, max = 40 }\n'
                  'mbps = 24\nqueue_bdp = 1\n')
-    spec = sweep.loads_spec(spec_text)
-    store = sweep.CellStore(str(tmp_path / "store"))
-    paths = sweep.sample_paths(spec)
+    spec = sweep_spec.loads_spec(spec_text)
+    store = sweep_store.CellStore(str(tmp_path / "store"))
+    paths = sweep_paths.sample_paths(spec)
     store.write_spec(spec, paths)
-    for i, cell in enumerate(sweep.cells_of(spec, paths)):
+    for i, cell in enumerate(sweep_paths.cells_of(spec, paths)):
         tct = 1.0 + i
         row = {"tct_s": tct, "sha256_ok": True, "error": None, "load1": 0.1, "started_at": "t"}
         evs = events(10_000_000 * i, [25_000] * 6) if cell.candidate == "bbr" else None

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ccswitch.experiments import results, sweep
-from ccswitch.experiments.runner import Interrupted
+from ccswitch.experiments import results, sweep, sweep_paths, sweep_spec, sweep_store
+from ccswitch.experiments.errors import Interrupted
 
 TRACES = "/usr/share/mahimahi/traces"
 
@@ -40,7 +40,7 @@ queue_packets = 60
 
 
 def spec_of(text=SPEC):
-    return sweep.loads_spec(text)
+    return sweep_spec.loads_spec(text)
 
 
 @pytest.mark.parametrize("old,new,message", [
@@ -73,44 +73,44 @@ def spec_of(text=SPEC):
 ])
 def test_a_bad_spec_is_refused_with_the_key_named(old, new, message):
     assert old in SPEC
-    with pytest.raises(sweep.SweepError) as e:
+    with pytest.raises(sweep_spec.SweepError) as e:
         spec_of(SPEC.replace(old, new, 1))
     assert message in str(e.value)
 
 
 def test_a_window_deciding_after_more_samples_than_it_holds_is_refused():
-    with pytest.raises(sweep.SweepError, match=r"^window.min_samples: must be at most samples \(4\), got 5$"):
+    with pytest.raises(sweep_spec.SweepError, match=r"^window.min_samples: must be at most samples \(4\), got 5$"):
         spec_of(SPEC.replace("[sizes]", "[window]\nsamples = 4\nmin_samples = 5\n[sizes]"))
 
 
 def test_a_spec_naming_a_verizon_trace_is_refused_at_load():
     text = SPEC.replace("ATT-LTE-driving.down", "Verizon-LTE-short.down")
-    with pytest.raises(sweep.SweepError) as e:
+    with pytest.raises(sweep_spec.SweepError) as e:
         spec_of(text)
     assert str(e.value) == ("mix[1].traces[1]: '/usr/share/mahimahi/traces/Verizon-LTE-short.down' names held-out "
                             "trace(s) Verizon-LTE-short.down: the Verizon traces are held out for evaluation and no "
                             "sweep may train on them")
     # a glob that would sweep them in is refused as well, naming what it matched
-    with pytest.raises(sweep.SweepError, match=r"mix\[1\].traces\[0\]: .*Verizon-EVDO-driving.down, Verizon-LTE-driving"):
+    with pytest.raises(sweep_spec.SweepError, match=r"mix\[1\].traces\[0\]: .*Verizon-EVDO-driving.down, Verizon-LTE-driving"):
         spec_of(SPEC.replace("TMobile-*.down", "*.down"))
 
 
 def test_the_same_seed_gives_the_same_paths_and_more_paths_keep_the_first_ones():
-    a = sweep.sample_paths(spec_of())
-    b = sweep.sample_paths(spec_of())
+    a = sweep_paths.sample_paths(spec_of())
+    b = sweep_paths.sample_paths(spec_of())
     assert [p.params for p in a] == [p.params for p in b]
     assert [p.sizes for p in a] == [p.sizes for p in b]
     assert len({p.id for p in a}) == 6
-    more = sweep.sample_paths(spec_of(SPEC.replace("paths = 6", "paths = 20")))
+    more = sweep_paths.sample_paths(spec_of(SPEC.replace("paths = 6", "paths = 20")))
     assert {p.component for p in more} == {"constant", "cell"}
     assert [p.params for p in more[:6]] == [p.params for p in a]
-    other = sweep.sample_paths(spec_of(SPEC.replace("seed = 3", "seed = 4")))
+    other = sweep_paths.sample_paths(spec_of(SPEC.replace("seed = 3", "seed = 4")))
     assert [p.params for p in other] != [p.params for p in a]
 
 
 def test_sampled_paths_respect_their_distributions():
     spec = spec_of(SPEC.replace("paths = 6", "paths = 60"))
-    for p in sweep.sample_paths(spec):
+    for p in sweep_paths.sample_paths(spec):
         rtt = 2 * p.params["delay_ms"]
         if p.component == "constant":
             assert 4 <= rtt <= 300 and 4 <= p.params["downlink_mbps"] <= 100
@@ -145,15 +145,15 @@ queue_packets = 60
 
 def test_a_sampled_held_out_path_is_drawn_again_and_the_fact_logged():
     said = []
-    paths = sweep.sample_paths(spec_of(HELD), log=said.append)
+    paths = sweep_paths.sample_paths(spec_of(HELD), log=said.append)
     # RTT 30 ms, 24 Mbit/s, 1% loss, 60 packets is mystique-mix's regional-30ms-loss1
     assert all(p.params["delay_ms"] != 15 for p in paths)
     held_said = [m for m in said if "held-out" in m]
     assert held_said and all("held-out path of mystique-mix.toml clients[2] (regional-30ms-loss1); drawing again" in m
                              for m in held_said)
     assert sum(len(p.redraws) for p in paths) == len(said)
-    held = sweep.held_out_paths(spec_of(HELD))
-    assert not any(sweep._comparable(p.params) in held for p in paths)
+    held = sweep_paths.held_out_paths(spec_of(HELD))
+    assert not any(sweep_paths._comparable(p.params) in held for p in paths)
 
 
 def test_a_trace_path_of_a_held_out_scenario_is_drawn_again():
@@ -162,7 +162,7 @@ def test_a_trace_path_of_a_held_out_scenario_is_drawn_again():
         .replace("values = [30, 40, 44, 50, 60, 70]", "values = [20, 22, 24, 26, 28, 30]") \
         .replace('name = "near-mystique"', f'name = "att"\ntraces = ["{TRACES}/ATT-LTE-driving-2016.down"]')
     said = []
-    paths = sweep.sample_paths(spec_of(text), log=said.append)
+    paths = sweep_paths.sample_paths(spec_of(text), log=said.append)
     assert all(p.params["delay_ms"] != 10 for p in paths)
     assert any("mcc-wifi.toml clients[0] (jittery-att-lte)" in m for m in said)
 
@@ -176,16 +176,16 @@ def test_a_path_drawn_twice_is_drawn_again_so_no_two_paths_share_cells():
         .replace('rtt_ms = { dist = "uniform", min = 10, max = 150 }', 'rtt_ms = { dist = "choice", values = [10, 20, 30, 40] }') \
         .replace("paths = 6", "paths = 4")
     said = []
-    paths = sweep.sample_paths(spec_of(text), log=said.append)
+    paths = sweep_paths.sample_paths(spec_of(text), log=said.append)
     assert len({p.id for p in paths}) == 4
     assert any("the same path as path" in m for m in said), said
-    cells = sweep.cells_of(spec_of(text), paths)
+    cells = sweep_paths.cells_of(spec_of(text), paths)
     assert len({c.key for c in cells}) == len(cells)
 
 
 def test_a_mix_that_only_yields_held_out_paths_is_a_spec_error():
-    with pytest.raises(sweep.SweepError, match=r"path 0: 200 draws in a row were held out or too slow"):
-        sweep.sample_paths(spec_of(HELD.replace("values = [30, 40, 44, 50, 60, 70]", "values = [30]")))
+    with pytest.raises(sweep_spec.SweepError, match=r"path 0: 200 draws in a row were held out or too slow"):
+        sweep_paths.sample_paths(spec_of(HELD.replace("values = [30, 40, 44, 50, 60, 70]", "values = [30]")))
 
 
 def test_the_spec_may_hold_out_more_scenarios(tmp_path):
@@ -194,38 +194,38 @@ def test_the_spec_may_hold_out_more_scenarios(tmp_path):
                      'loss_downlink = 0.01\nlink = { mbps = 24 }\nqueue_packets = 60\nfile_bytes = 1000\n')
     spec = spec_of(HELD.replace("seed = 1", f'seed = 1\nheld_out = ["{extra}"]')
                    .replace("values = [30, 40, 44, 50, 60, 70]", "values = [30, 40]"))
-    with pytest.raises(sweep.SweepError, match="200 draws in a row"):
-        sweep.sample_paths(spec)
+    with pytest.raises(sweep_spec.SweepError, match="200 draws in a row"):
+        sweep_paths.sample_paths(spec)
 
 
 def test_cell_keys_are_stable_and_tell_every_parameter_apart():
     params = {"delay_ms": 25, "loss_downlink": 0.01, "loss_uplink": 0.0, "downlink_mbps": 24.0, "uplink_mbps": 24.0,
               "downlink_trace": None, "uplink_trace": None, "queue_packets": 100}
-    key = sweep.cell_key(params, "kernel:bbr", 1_200_000, 1)
+    key = sweep_paths.cell_key(params, "kernel:bbr", 1_200_000, 1)
     # a key is a hash of the cell's parameters: fixed forever, or stores stop resuming
-    assert key == sweep.cell_key(dict(reversed(list(params.items()))), "kernel:bbr", 1_200_000, 1)
+    assert key == sweep_paths.cell_key(dict(reversed(list(params.items()))), "kernel:bbr", 1_200_000, 1)
     canonical = {"path": params, "scheme": "kernel:bbr", "file_bytes": 1_200_000, "rep": 1}
     assert key == hashlib.sha256(json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:20]
     # (stores written while the scheme was spelled "ccswitch:bbr" had "afafa013a9671f0c5e9d"
     # here; they were migrated to the new keys when the kernel datapath became "kernel:")
     assert key == "4467570d0ce83ca54cbb"
-    assert sweep.path_id(params) == "2d7fd4ba793b886b"
-    variants = [sweep.cell_key(dict(params, delay_ms=26), "kernel:bbr", 1_200_000, 1),
-                sweep.cell_key(dict(params, queue_packets=101), "kernel:bbr", 1_200_000, 1),
-                sweep.cell_key(dict(params, loss_uplink=0.01), "kernel:bbr", 1_200_000, 1),
-                sweep.cell_key(params, "ovs:bbr", 1_200_000, 1),
-                sweep.cell_key(params, "kernel:cubic", 1_200_000, 1),
-                sweep.cell_key(params, "kernel:bbr", 1_200_001, 1),
-                sweep.cell_key(params, "kernel:bbr", 1_200_000, 2)]
+    assert sweep_paths.path_id(params) == "2d7fd4ba793b886b"
+    variants = [sweep_paths.cell_key(dict(params, delay_ms=26), "kernel:bbr", 1_200_000, 1),
+                sweep_paths.cell_key(dict(params, queue_packets=101), "kernel:bbr", 1_200_000, 1),
+                sweep_paths.cell_key(dict(params, loss_uplink=0.01), "kernel:bbr", 1_200_000, 1),
+                sweep_paths.cell_key(params, "ovs:bbr", 1_200_000, 1),
+                sweep_paths.cell_key(params, "kernel:cubic", 1_200_000, 1),
+                sweep_paths.cell_key(params, "kernel:bbr", 1_200_001, 1),
+                sweep_paths.cell_key(params, "kernel:bbr", 1_200_000, 2)]
     assert len(set(variants + [key])) == len(variants) + 1
     spec = spec_of()
-    cells = sweep.cells_of(spec, sweep.sample_paths(spec))
+    cells = sweep_paths.cells_of(spec, sweep_paths.sample_paths(spec))
     assert len({c.key for c in cells}) == len(cells)
 
 
 def test_every_path_runs_every_candidate_in_an_order_rotated_from_path_to_path():
     spec = spec_of(SPEC.replace("fixed = [1_200_000]", "fixed = [1_200_000]").replace("large = [6_000_000]", ""))
-    cells = sweep.cells_of(spec, sweep.sample_paths(spec))
+    cells = sweep_paths.cells_of(spec, sweep_paths.sample_paths(spec))
     firsts = [cells[i].scheme for i in range(0, len(cells), 2)]
     assert firsts[:4] == ["kernel:bbr", "kernel:cubic", "kernel:bbr", "kernel:cubic"]
     assert all({cells[i].scheme, cells[i + 1].scheme} == {"kernel:bbr", "kernel:cubic"}
@@ -248,10 +248,10 @@ def test_stored_reports_come_back_as_the_agent_wrote_them():
                 "rtt_us": 20_000 + i, "acked_bytes": 1448 * (i % 3), "lost_packets": i % 2,
                 "delivery_rate_bps": 8_000_000 + i, "timeout": i == 4, "cwnd_bytes": 14480,
                 "bytes_in_flight": 2896, "pacing_rate_bps": None, "algorithm": "bbr"} for i in range(7)]
-    cols = sweep.compact_reports(reports, limit=5)
+    cols = sweep_store.compact_reports(reports, limit=5)
     assert (cols["n"], cols["total"]) == (5, 7)
-    back = sweep.expand_reports(json.loads(json.dumps(cols)))
-    want = [{k: r[k] for k in ("event",) + sweep.STORED_REPORT_FIELDS} for r in reports[:5]]
+    back = sweep_store.expand_reports(json.loads(json.dumps(cols)))
+    want = [{k: r[k] for k in ("event",) + sweep_store.STORED_REPORT_FIELDS} for r in reports[:5]]
     assert back == want
 
 
@@ -302,7 +302,7 @@ def run_fake(spec, tmp_path, **kw):
 
 def test_an_interrupted_sweep_resumes_without_rerunning_a_finished_cell(tmp_path):
     spec = spec_of(SPEC.replace("batch_paths", "x").replace("paths = 6", "paths = 3\nbatch_paths = 2"))
-    all_cells = sweep.cells_of(spec, sweep.sample_paths(spec))
+    all_cells = sweep_paths.cells_of(spec, sweep_paths.sample_paths(spec))
     with pytest.raises(Interrupted):
         run_fake(spec, tmp_path, interrupt_after=3)
     first = list(FakeRunner.runs)
@@ -325,7 +325,7 @@ def test_an_interrupted_sweep_resumes_without_rerunning_a_finished_cell(tmp_path
 
 def test_cells_that_did_not_reach_a_verdict_run_again(tmp_path):
     spec = spec_of(SPEC.replace("paths = 6", "paths = 2"))
-    paths = sweep.sample_paths(spec)
+    paths = sweep_paths.sample_paths(spec)
     bad = (paths[0].client_name, "kernel:cubic")
     res = run_fake(spec, tmp_path, fail=(bad,))
     n_bad = len(paths[0].sizes)
@@ -337,11 +337,11 @@ def test_cells_that_did_not_reach_a_verdict_run_again(tmp_path):
 
 def test_a_cell_that_failed_in_the_harness_gets_another_pass_in_the_same_invocation(tmp_path):
     spec = spec_of(SPEC.replace("paths = 6", "paths = 2"))
-    paths = sweep.sample_paths(spec)
+    paths = sweep_paths.sample_paths(spec)
     bad = (paths[1].client_name, "kernel:bbr")
     FakeRunner.failed_once = set()
     res = run_fake(spec, tmp_path, fail_once=bad)
-    cells = sweep.cells_of(spec, paths)
+    cells = sweep_paths.cells_of(spec, paths)
     assert res.stored == len(cells) and not res.unfinished
     assert res.ran == len(cells) + len(paths[1].sizes)
     assert FakeRunner.runs[-len(paths[1].sizes):] == [(bad[0], bad[1], s, 1) for s in paths[1].sizes]
@@ -350,7 +350,7 @@ def test_a_cell_that_failed_in_the_harness_gets_another_pass_in_the_same_invocat
 def test_the_initial_algorithms_cells_keep_the_flow_events(tmp_path):
     spec = spec_of(SPEC.replace("paths = 6", "paths = 1"))
     run_fake(spec, tmp_path)
-    docs = sweep.CellStore(str(tmp_path / "store")).cells()
+    docs = sweep_store.CellStore(str(tmp_path / "store")).cells()
     bbr = [d for d in docs if d["candidate"] == "bbr"]
     assert bbr and all(d["flow"]["flow"]["mss"] == 1448 and d["flow"]["reports"]["n"] == 1 for d in bbr)
     assert all("flow" not in d for d in docs if d["candidate"] == "cubic")

@@ -10,7 +10,7 @@ import sys
 import time
 
 
-from ccswitch.experiments import sweep
+from ccswitch.experiments import sweep_paths, sweep_spec
 from live import require_machine_and_binaries
 from test_integration import PYTHONPATH
 
@@ -101,8 +101,8 @@ def test_a_tiny_sweep_interrupted_after_its_first_cells_resumes_without_rerunnin
             rows += [json.loads(line) for line in jl.read_text().splitlines() if line.strip()]
     assert len(rows) == 4 - len(first)
     docs = [json.loads(gzip.open(p).read()) for p in files]
-    spec = sweep.loads_spec(SPEC)
-    want = {c.key for c in sweep.cells_of(spec, sweep.sample_paths(spec))}
+    spec = sweep_spec.loads_spec(SPEC)
+    want = {c.key for c in sweep_paths.cells_of(spec, sweep_paths.sample_paths(spec))}
     assert {d["key"] for d in docs} == want
     for d in docs:
         assert d["row"]["sha256_ok"] and d["row"]["error"] is None and d["row"]["tct_s"] > 0

@@ -14,8 +14,10 @@ import time
 from ..analysis.after_run import RunAnalyses
 from ..experiments.errors import Interrupted, RunError
 from ..experiments.scenario import ScenarioError
-from ..experiments.sweep import (EST_OVERHEAD_PER_CELL_S, EST_TCT_SHARE, CellStore, Spec, SweepError, cells_of,
-                                 format_duration, load_spec, make_runner, run_sweep, sample_paths)
+from ..experiments.sweep import format_duration, make_runner, run_sweep
+from ..experiments.sweep_paths import EST_OVERHEAD_PER_CELL_S, EST_TCT_SHARE, cells_of, sample_paths
+from ..experiments.sweep_spec import Spec, SweepError, load_spec
+from ..experiments.sweep_store import CellStore
 from .run import add_cluster_options, check_cluster_options
 
 

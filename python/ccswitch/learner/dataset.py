@@ -25,9 +25,9 @@ import sys
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..experiments import results, sweep as _sweep
+from ..experiments import results, sweep_paths as _sweep_paths, sweep_spec as _sweep_spec, sweep_store as _sweep_store
 from ..experiments.rundir import RunDirectory, RunDirectoryError
-from ..experiments.sweep import DATAPATH_RENAMED
+from ..experiments.sweep_spec import DATAPATH_RENAMED
 
 #: MSS assumed for a flow whose `flow` event does not carry one (agents from before the field
 #: was added); counted and reported by the builder.
@@ -77,7 +77,7 @@ def _mean_mbps(params: Dict[str, Any]) -> Optional[float]:
         return float(params["downlink_mbps"])
     trace = params.get("downlink_trace")
     if trace and os.path.isfile(trace):
-        return _sweep.trace_mean_mbps(trace)
+        return _sweep_spec.trace_mean_mbps(trace)
     return None
 
 
@@ -85,16 +85,16 @@ def read_store(store: str, initial: Optional[str]) -> Tuple[List[Observation], D
     """A sweep's cells. Returns the observations and the spec's settings."""
     spec_path = os.path.join(store, "spec.toml")
     try:
-        spec = _sweep.load_spec(spec_path)
-    except _sweep.SweepError as e:
+        spec = _sweep_spec.load_spec(spec_path)
+    except _sweep_spec.SweepError as e:
         raise DatasetError(f"{store}: {e}") from None
     if initial is not None and initial != spec.initial:
         raise DatasetError(f"--initial {initial}: the sweep {spec.name} observed flows under {spec.initial}")
     obs = []
-    for doc in _sweep.CellStore(store).cells():
+    for doc in _sweep_store.CellStore(store).cells():
         row = doc["row"]
         flow = doc.get("flow") or {}
-        reports = _sweep.expand_reports(flow["reports"]) if flow.get("reports") else None
+        reports = _sweep_store.expand_reports(flow["reports"]) if flow.get("reports") else None
         obs.append(Observation(
             source=store, sweep=doc["sweep"], path_id=doc["path_id"], params=doc["path"],
             datapath=DATAPATH_RENAMED.get(doc["datapath"], doc["datapath"]),
@@ -119,14 +119,14 @@ def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, A
             continue
         if alg not in candidates:
             candidates.append(alg)
-        params = _sweep.params_from_row(row)
+        params = _sweep_paths.params_from_row(row)
         flow, reports = None, None
         if alg == initial and row.get("events"):
             events = run.events_of(row)
             flow = next((e for e in events if e["event"] == "flow"), None)
             reports = [e for e in events if e["event"] == "report"]
         obs.append(Observation(
-            source=run_dir, sweep=name, path_id=_sweep.path_id(params), params=params,
+            source=run_dir, sweep=name, path_id=_sweep_paths.path_id(params), params=params,
             datapath=kind, candidate=alg, file_bytes=row["file_bytes"],
             rep=row["repetition"], tct_s=row.get("tct_s"), ok=_ok(row), load1=row.get("load1"),
             started_at=row.get("started_at"), flow=flow, reports=reports, mean_mbps=_mean_mbps(params)))
@@ -171,7 +171,7 @@ def build_rows(sources: Sequence[Tuple[List[Observation], Dict[str, Any]]], wind
         for c in settings["candidates"]:
             if c not in candidates:
                 candidates.append(c)
-    cols = {c: _sweep.dataset_column_name(c) for c in candidates}
+    cols = {c: _sweep_spec.dataset_column_name(c) for c in candidates}
     if len(set(cols.values())) != len(cols):
         raise DatasetError(f"candidates {candidates} share a column name")
     # (source, path_id, datapath, file_bytes) -> candidate -> observations
@@ -216,7 +216,7 @@ def build_rows(sources: Sequence[Tuple[List[Observation], Dict[str, Any]]], wind
                 "downlink_trace": os.path.basename(trace_down) if trace_down else None,
                 "uplink_trace": os.path.basename(trace_up) if trace_up else None,
                 "queue_packets": p.get("queue_packets"),
-                "queue_bdp": _sweep.queue_bdp(p.get("queue_packets"), o.mean_mbps, rtt),
+                "queue_bdp": _sweep_paths.queue_bdp(p.get("queue_packets"), o.mean_mbps, rtt),
                 "mean_mbps": o.mean_mbps, "file_bytes": int(size), "rep": int(o.rep), "initial": initial,
             }
             for name in names:
@@ -247,7 +247,7 @@ def arrow_table(rows: List[Dict[str, Any]], candidates: Sequence[str], names: Se
     fields += [(FEATURE_PREFIX + n, pa.float64()) for n in names]
     fields += [("decision_at_s", pa.float64())]
     for c in candidates:
-        col = _sweep.dataset_column_name(c)
+        col = _sweep_spec.dataset_column_name(c)
         fields += [(TCT_PREFIX + col, pa.float64()), (RUNS_PREFIX + col, pa.int32())]
     fields += [("mss", pa.int32()), ("reports", pa.int32()), ("load1", pa.float64()), ("load1_max", pa.float64()),
                ("started_at", pa.string())]
@@ -321,7 +321,7 @@ def _cli_dataset(args) -> int:
     try:
         res = build_dataset(args.sources, args.output, window=window, initial=args.initial,
                             warn=lambda m: print(f"warning: {m}", file=sys.stderr))
-    except (DatasetError, _sweep.SweepError) as e:
+    except (DatasetError, _sweep_spec.SweepError) as e:
         print(f"ccswitch dataset: error: {e}", file=sys.stderr)
         return 2
     kind, samples, min_samples = res["window"]

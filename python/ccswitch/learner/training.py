@@ -78,7 +78,7 @@ def load_dataset(path, candidates: Optional[Sequence[str]] = None, features: Opt
     columns (default: all, in the table's order)."""
     import pyarrow.parquet as pq
 
-    from ..experiments.sweep import dataset_column_name
+    from ..experiments.sweep_spec import dataset_column_name
 
     t = pq.read_table(str(path))
     raw = (t.schema.metadata or {}).get(DATASET_KEY)
