@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from ccswitch.experiments import results
+from ccswitch.experiments import compat, results
 
 
 def sample_rows():
@@ -143,8 +143,8 @@ def test_a_panel_whose_transfers_all_failed_is_marked_with_aligned_ticks(tmp_pat
 def test_rows_of_earlier_versions_are_read_in_todays_names():
     old = {"scheme": "switch:bbr", "switches": [{"t_s": 1.0}], "switch_stats": "switch/001.json",
            "switch_log": "logs/switch-001.log", "switch_exit": 0}
-    row = results.upgrade_row(dict(old))
+    row = compat.upgrade_row(dict(old))
     assert row == {"scheme": "ovs:bbr", "handover_events": [{"t_s": 1.0}], "ovs_stats": "switch/001.json",
                    "ovs_log": "logs/switch-001.log", "ovs_exit": 0}
-    assert results.upgrade_row({"scheme": "ccswitch:py:m:C"})["scheme"] == "kernel:py:m:C"
-    assert results.upgrade_row({"scheme": "native:cubic"})["scheme"] == "native:cubic"
+    assert compat.upgrade_row({"scheme": "ccswitch:py:m:C"})["scheme"] == "kernel:py:m:C"
+    assert compat.upgrade_row({"scheme": "native:cubic"})["scheme"] == "native:cubic"

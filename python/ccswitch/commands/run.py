@@ -84,7 +84,7 @@ def _cli_compare(args) -> int:
     names = [d["run"].get("scenario") for d in docs]
     if names[0] != names[1]:
         log(f"note: different scenarios ({names[0]} / {names[1]})")
-    from ..experiments.scenario import canonical_scheme
+    from ..experiments.compat import canonical_scheme
 
     rows = [[dict(r, scheme=canonical_scheme(r["scheme"])) for r in d["rows"]] for d in docs]
     print(stats.format_comparison(stats.compare_summaries(*rows)))

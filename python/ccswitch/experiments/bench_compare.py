@@ -37,11 +37,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .environment import bin_dir, repo_root
 from .errors import RunError
-from .scenario import canonical_scheme
+from .compat import DATAPATH_SPELLINGS, canonical_scheme, old_py_module_spelling
 from ..topology.namespaces import log
-
-#: old datapath spellings of scheme labels -> the current ones
-DATAPATH_SPELLINGS = {"ccswitch": "kernel", "kernel": "kernel", "switch": "ovs", "ovs": "ovs"}
 
 #: (key in a `bench overhead --json` row, figure name, unit)
 OVERHEAD_FIGURES = (
@@ -280,7 +277,7 @@ def bench_args(which: str, args, tree: Optional[str] = None) -> List[str]:
         return extra
     python = args.python
     if tree is not None and not os.path.isdir(os.path.join(tree, "python", "ccswitch", "authoring")):
-        python = python.replace("py:ccswitch.authoring.examples.", "py:ccswitch.examples.")
+        python = old_py_module_spelling(python)
     return ["--reports", str(args.reports), "--rounds", str(args.rounds), "--rust", args.rust, "--python", python]
 
 

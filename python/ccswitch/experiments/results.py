@@ -20,6 +20,8 @@ import tempfile
 from contextlib import contextmanager
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .compat import upgrade_row
+
 #: Columns of transfers.parquet, in order, with their Arrow types (by name).
 TRANSFER_COLUMNS = [
     ("client", "string"),
@@ -159,27 +161,6 @@ def read_transfers_parquet(path) -> List[Dict]:
             if isinstance(r.get(name), str):
                 r[name] = json.loads(r[name])
     return [upgrade_row(r) for r in rows]
-
-
-def upgrade_row(row: Dict) -> Dict:
-    """A transfer row as stored by any version, in today's names (the row itself, updated):
-    schemes `ccswitch:ALG` / `switch:ALG` become `kernel:ALG` / `ovs:ALG`, `switch_*` fields
-    `ovs_*` (RENAMED_ROW_FIELDS). Every reader of
-    stored transfers (transfers.parquet, transfers.jsonl) passes its rows through this."""
-    from .scenario import canonical_scheme
-
-    if "scheme" in row:
-        row["scheme"] = canonical_scheme(row["scheme"])
-    for old, new in RENAMED_ROW_FIELDS.items():
-        if old in row and new not in row:
-            row[new] = row.pop(old)
-    return row
-
-
-#: Row fields of earlier versions and their names now: the ovs datapath's shim outputs, and
-#: each handover of the flow (a "switch" before algorithm changes were called handovers).
-RENAMED_ROW_FIELDS = {"switch_stats": "ovs_stats", "switch_log": "ovs_log", "switch_exit": "ovs_exit",
-                      "switches": "handover_events"}
 
 
 class JsonlLog:

@@ -17,7 +17,7 @@ Where the transfers come from (`RunDirectory.rows`):
     transfers is an earlier invocation's (a resumed run was cut off again) and is stale: the
     log wins. That is how "finished" is told: the Parquet holds exactly the log's transfers.
 
-Either way every row passes once through results.upgrade_row (today's scheme and field
+Either way every row passes once through compat.upgrade_row (today's scheme and field
 names). Reading the log alone when both are present would also work today, but then a run
 directory's table would be its most fragile file, typed by JSON instead of the schema, and
 the Parquet-only directories would be read another way; reading the Parquet alone would lose
@@ -41,6 +41,7 @@ from functools import cached_property
 from typing import Dict, List, Optional, Sequence
 
 from . import results
+from .compat import upgrade_event
 from .scenario import Scenario, ScenarioError, load_scenario
 
 TRANSFERS_PARQUET = "transfers.parquet"
@@ -58,21 +59,6 @@ class RunDirectoryError(ValueError):
 
 #: What each line of an events file may be (experiments/events.py describes their fields).
 EVENT_KINDS = ("flow", "report", "handover", "close")
-#: Event kinds of earlier agents and their names now (a handover was logged as "switch", and
-#: the close event counted "switches"); events files in stored runs keep being read.
-RENAMED_EVENT_KINDS = {"switch": "handover"}
-RENAMED_EVENT_FIELDS = {"switches": "handovers"}
-
-
-def upgrade_event(ev: dict) -> dict:
-    """An event as written by any agent, in today's names (the event itself, updated)."""
-    kind = ev.get("event")
-    if kind in RENAMED_EVENT_KINDS:
-        ev["event"] = RENAMED_EVENT_KINDS[kind]
-    for old, new in RENAMED_EVENT_FIELDS.items():
-        if old in ev and new not in ev:
-            ev[new] = ev.pop(old)
-    return ev
 
 
 def parse_event_line(line: str, where: str) -> Optional[dict]:

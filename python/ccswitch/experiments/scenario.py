@@ -27,6 +27,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+# old spellings of schemes and keys: refused in a scenario, read in a stored run's copy
+from .compat import RENAMED_KINDS, canonical_scheme, renamed_scenario_keys, renamed_scheme_message
+
 try:
     import tomllib  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover
@@ -71,13 +74,6 @@ MAX_FILE_BYTES = 4 * 2**30
 #: root namespace routes to the server's veth), an Open vSwitch bridge or a Linux bridge.
 BRIDGES = ("none", "ovs", "linux")
 SCHEME_KINDS = ("native", "kernel", "ovs")
-#: Scheme kinds of earlier versions and what they are called now (`ccswitch:ALG` ran on the
-#: kernel datapath, `switch:ALG` on the Open vSwitch one). A scenario or command line that
-#: writes them is refused with the new spelling; stored results that carry them are read
-#: with `canonical_scheme`.
-RENAMED_KINDS = {"ccswitch": "kernel", "switch": "ovs"}
-#: Python modules of `py:` algorithms that moved (dotted prefix as stored -> today's).
-RENAMED_PY_MODULES = {"ccswitch.examples.": "ccswitch.authoring.examples."}
 
 
 def format_problems(problems: List[str], source: Optional[str] = None) -> str:
@@ -578,27 +574,6 @@ def parse_scheme(text: Any, where: str = "schemes", *, base_dir: Optional[str] =
     return Scheme(kind, alg, policy, where=where)
 
 
-def renamed_scheme_message(text: str, where: str = "schemes") -> str:
-    """Why an old spelling (`ccswitch:bbr`, `switch:policy:mystique`) is refused, naming the new one."""
-    kind, rest = text.split(":", 1)
-    return (f'{where}: scheme "{text}": renamed, write "{canonical_scheme(text)}" '
-            '(the kernel datapath is "kernel:", the Open vSwitch one "ovs:")')
-
-
-def canonical_scheme(text: Any) -> Any:
-    """A scheme as stored by any version, in today's spelling: `ccswitch:ALG` -> `kernel:ALG`,
-    `switch:ALG` -> `ovs:ALG`, `py:ccswitch.examples.M:C` -> `py:ccswitch.authoring.examples.M:C`;
-    anything else unchanged. For readers of stored results and
-    events (runs in experiments/measured/ were written with the old spellings)."""
-    if isinstance(text, str) and ":" in text:
-        for old, new in RENAMED_PY_MODULES.items():
-            text = text.replace(f"py:{old}", f"py:{new}")
-        kind, rest = text.split(":", 1)
-        if kind in RENAMED_KINDS:
-            return f"{RENAMED_KINDS[kind]}:{rest}"
-    return text
-
-
 def is_policy_file(target: str) -> bool:
     """The agent's rule: a policy target naming a file contains '/' or ends in .toml."""
     return "/" in target or target.endswith(".toml")
@@ -968,10 +943,6 @@ def _parse_schedule(v: Any, where: str) -> Tuple[ScheduleStep, ...]:
     return tuple(steps)
 
 
-#: Scenario keys of earlier versions and what they are called now.
-RENAMED_KEYS = {"switch_server_cc": "ovs_server_cc"}
-
-
 def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_files: bool = True,
                    stored: bool = False) -> Scenario:
     """Validate a parsed TOML document; raises one ScenarioError listing every problem, each
@@ -981,14 +952,9 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
     if not isinstance(data, dict):
         raise ScenarioError(problems=["scenario: must be a TOML table"], source=source)
     problems = _Problems()
-    for old, new in RENAMED_KEYS.items():
-        if old in data:
-            data = dict(data)
-            value = data.pop(old)
-            if not stored:
-                problems.add(f"{old}: renamed, write {new} (the datapath in front of the server is \"ovs\")")
-            else:
-                data.setdefault(new, value)
+    data, renamed = renamed_scenario_keys(data, stored)
+    for line in renamed:
+        problems.add(line)
     for line in _unknown_problems(data.keys(), _TOP_KEYS, ""):
         problems.add(line)
     name = data.get("name")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import scenario as _scenario, traces as _traces
+from .compat import DATAPATH_RENAMED
 # the bounds of a path are the scenario loader's (one set of checks for both file kinds)
 from .scenario import (MAX_DELAY_MS, MAX_LINK_MBPS, MAX_LOSS_RATE, MAX_QUEUE_PACKETS, MIN_LINK_MBPS,
                        file_size_problem)
@@ -31,8 +32,6 @@ HELD_OUT_TRACE_PREFIX = "verizon"
 DATAPATH_SCHEME = {"kernel": "kernel", "ovs": "ovs"}
 
 
-#: Datapath names of earlier versions (cells stored by them say "switch").
-DATAPATH_RENAMED = {"switch": "ovs"}
 
 
 class SweepError(ValueError):

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..experiments import results, sweep_paths as _sweep_paths, sweep_spec as _sweep_spec, sweep_store as _sweep_store
 from ..experiments.rundir import RunDirectory, RunDirectoryError
-from ..experiments.sweep_spec import DATAPATH_RENAMED
+from ..experiments.compat import DATAPATH_RENAMED
 
 #: MSS assumed for a flow whose `flow` event does not carry one (agents from before the field
 #: was added); counted and reported by the builder.
