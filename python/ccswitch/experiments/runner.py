@@ -390,9 +390,11 @@ class Runner:
             row.update(algorithms=None, handover_events=None, on_report_errors=None)
         return row
 
-    def _communicate(self, what: str, out_file: str, size: int, t0: float, extra_s: float = 0.0) -> Tuple[str, str]:
+    def _communicate(self, what: str, out_file: Optional[str], size: int, t0: float,
+                     extra_s: float = 0.0) -> Tuple[str, str]:
         """Wait for the transfer under way; past PROGRESS_EVERY_S, say how far it got every
-        PROGRESS_EVERY_S (a slow path is then visibly slow, not silent). Raises
+        PROGRESS_EVERY_S (a slow path is then visibly slow, not silent): the first download's
+        bytes, or only the time for a workload (`out_file` None). Raises
         subprocess.TimeoutExpired at timeout_s + MM_OVERHEAD_S."""
         deadline = t0 + self.sc.timeout_s + MM_OVERHEAD_S + extra_s
         while True:
@@ -402,6 +404,9 @@ class Runner:
             except subprocess.TimeoutExpired:
                 if time.monotonic() >= deadline:
                     raise
+                if out_file is None:
+                    self._say(f"    ... {what}: {time.monotonic() - t0:.0f} s")
+                    continue
                 try:
                     got = os.path.getsize(out_file)
                 except OSError:
@@ -479,8 +484,8 @@ class Runner:
                 wall_t0, go_at = time.time(), time.monotonic()
                 open(files["go"], "w").close()
                 stdout, stderr = self._communicate(f"{client.name} {scheme.label} rep {rep + 1}",
-                                                   self.current_download, jobs[0].size, t0,
-                                                   extra_s=max(j.start_s for j in jobs))
+                                                   None if client.workload else self.current_download,
+                                                   jobs[0].size, t0, extra_s=max(j.start_s for j in jobs))
                 rc = self.current.returncode
             except _DriverGone:
                 stdout, stderr = self.current.communicate()
