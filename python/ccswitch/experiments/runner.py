@@ -142,14 +142,6 @@ def make_served_files(www: str, sizes, seed_bytes: int = 1 << 20) -> Dict[int, S
     return files
 
 
-def sha256_file(path: str) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------- the run
