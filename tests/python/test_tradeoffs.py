@@ -139,7 +139,7 @@ def test_a_whole_run_draws_what_its_rows_support(tmp_path):
     rows = tradeoff_rows() + workload_rows(tmp_path) + competition_rows(tmp_path)
     written = tradeoffs.plot_run_tradeoffs(str(tmp_path), rows)
     names = sorted(p.rsplit("/", 1)[1] for p in written)
-    assert names == ["fct-cdf.png", "flows-shared-kernel_bbr.png", "slowdown.png", "throughput-delay-lte.png",
+    assert names == ["fct-cdf-web.png", "flows-shared-kernel_bbr.png", "slowdown-web.png", "throughput-delay-lte.png",
                      "throughput-delay-wired.png", "throughput-delay.png"]
     for p in written:
         assert p.startswith(str(tmp_path / "tradeoffs")) and p.endswith(".png")

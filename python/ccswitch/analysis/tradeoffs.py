@@ -426,8 +426,13 @@ def plot_run_tradeoffs(run_dir: str, rows: Sequence[dict], out_dir: Optional[str
         jobs.append(lambda mine=mine, client=client: plot_lone_flows(
             run_dir, mine, os.path.join(out_dir, f"throughput-time-{_slug(client)}.png"),
             title=f"{client}: throughput over time (first repetition of each scheme)"))
-    jobs.append(lambda: plot_fct_cdf(run_dir, rows, os.path.join(out_dir, "fct-cdf.png")))
-    jobs.append(lambda: plot_slowdown(run_dir, rows, os.path.join(out_dir, "slowdown.png")))
+    # one workload (client, load) per figure: requests of different loads are not one population
+    for client in dict.fromkeys(str(r.get("client")) for r in rows if r.get("workload")):
+        mine = [r for r in rows if str(r.get("client")) == client]
+        jobs.append(lambda mine=mine, client=client: plot_fct_cdf(
+            run_dir, mine, os.path.join(out_dir, f"fct-cdf-{_slug(client)}.png")))
+        jobs.append(lambda mine=mine, client=client: plot_slowdown(
+            run_dir, mine, os.path.join(out_dir, f"slowdown-{_slug(client)}.png")))
     for r in first_repetition_units(rows):
         name = f"flows-{_slug(str(r.get('client')))}-{_slug(display_label(str(r.get('scheme'))))}.png"
         jobs.append(lambda r=r, name=name: plot_competing_flows(run_dir, r, os.path.join(out_dir, name)))
