@@ -68,6 +68,9 @@ def check_cluster_options(args) -> None:
                                 "labs: ccswitch worker --labs K)")
         if args.slots_per_worker < 1:
             raise ScenarioError("--slots-per-worker: must be >= 1")
+    if getattr(args, "no_measure", False) and (args.cluster is not None or args.local_workers is not None):
+        # a cost comparison is made on one host, alternating runs; workers always measure
+        raise ScenarioError("--no-measure: only for in-process runs (not with --cluster or --local-workers)")
 
 
 def _cli_compare(args) -> int:
