@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from ccswitch.experiments import environment, results, runner
+from ccswitch.experiments import client_driver, environment, results, runner
+from ccswitch.topology.probe import PROBE_BIN
 from ccswitch.topology.namespaces import read_sysctl
 from ccswitch.topology.daemons import CcswitchDaemons
 
@@ -142,7 +143,7 @@ def test_interrupt_tears_down_and_writes_no_parquet(tmp_path):
     # command line; another run on the machine may have transfers of its own)
     time.sleep(0.5)
     ps = subprocess.run(["ps", "-eww", "-o", "stat,args"], capture_output=True, text=True).stdout
-    mine = [l for l in ps.splitlines() if runner.CURL_MARK in l and work in l and not l.startswith("Z")]
+    mine = [l for l in ps.splitlines() if client_driver.CURL_MARK in l and work in l and not l.startswith("Z")]
     assert not mine, ps
 
 
@@ -189,6 +190,8 @@ def test_ccswitch_daemon_failure_is_reported_and_torn_down(tmp_path):
     (bins / "ccswitch-kernel").write_text('#!/bin/sh\necho "stand-in shim: cannot load BPF"\nexit 1\n')
     for f in bins.iterdir():
         f.chmod(0o755)
+    # the packet probe is the real one: only the datapath's daemons stand in
+    os.symlink(os.path.join(environment.bin_dir(), PROBE_BIN), bins / PROBE_BIN)
     allowed_before = read_sysctl("net.ipv4.tcp_allowed_congestion_control")
     sc = write_scenario(tmp_path, ["native:reno", "kernel:reno"])
     out = tmp_path / "out"

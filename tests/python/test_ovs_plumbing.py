@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from ccswitch.experiments import environment
+from ccswitch.topology.probe import PROBE_BIN
 from ccswitch.topology.daemons import CcswitchDaemons
 from test_integration import assert_torn_down, created_objects, netns_list, pid_alive, start_cli
 from test_ovs_topology import require_bridge_tools, bridge_objects
@@ -83,6 +84,7 @@ def bins(tmp_path):
     d = tmp_path / "bin"
     d.mkdir()
     os.symlink(agent, d / "ccswitch-agent")
+    os.symlink(os.path.join(environment.bin_dir(), PROBE_BIN), d / PROBE_BIN)
     (d / "ccswitch-ovs").write_text(STAND_IN.replace("PYTHON", sys.executable))
     (d / "ccswitch-ovs").chmod(0o755)
     return d

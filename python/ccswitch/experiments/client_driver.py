@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-#: Kept in step with runner.CURL_FORMAT by a test (test_runner_unit).
+#: traffic.CURL_FIELDS names the fields after the mark.
 CURL_MARK = "CCSWITCH-CURL"
 CURL_FORMAT = (CURL_MARK + " %{time_total} %{time_starttransfer} %{time_connect} %{size_download} "
                "%{http_code} %{local_port}\\n")
