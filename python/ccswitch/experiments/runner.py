@@ -467,6 +467,7 @@ class Runner:
         observer.start()
         rc, stdout, stderr = None, "", ""
         elements: List[_schedule.ScheduleElement] = []
+        primary_segments: Optional[Tuple[int, int]] = None
         try:
             try:
                 pid = self._wait_driver_ready(files["ready"], t0)
@@ -510,7 +511,7 @@ class Runner:
             if prefix is not None and row["error"] is None:
                 if self.probe.files_written():
                     row["probe"] = os.path.relpath(prefix, self.out_dir)
-                    self._measure(row, client, scheme, results_, prefix, go_at)
+                    primary_segments = self._measure(row, client, scheme, results_, prefix, go_at)
                 else:
                     row["probe_error"] = f"{PROBE_BIN} wrote no files (exit status {probe_status}); see logs/probe.log"
             if link_log is not None and os.path.exists(link_log):
@@ -538,7 +539,7 @@ class Runner:
                     os.unlink(job["out"])
             if scheme.kind == "ovs":
                 self._stop_ovs_shim(row)
-                self._add_ovs_retransmissions(row)
+                self._add_ovs_retransmissions(row, primary_segments)
         return row
 
     def _start_schedule(self, client: Client, number: int, rep: int) -> List["_schedule.ScheduleElement"]:
@@ -616,9 +617,10 @@ class Runner:
                            "requests_file": os.path.relpath(path, self.out_dir), **_measure.workload_metrics(requests)}
 
     def _measure(self, row: dict, client: Client, scheme: Scheme, results_: List[dict], prefix: str,
-                 go_at: float) -> None:
+                 go_at: float) -> Optional[Tuple[int, int]]:
         """The probe's figures of every flow (experiments/README.md, "Metrics"); the row's own
-        columns are those of its first flow of the scheme under test."""
+        columns are those of its first flow of the scheme under test. Returns that flow's
+        (segments sent, segments received), for the ovs shim's share of them; None if unmatched."""
         probe = _measure.read_probe(prefix)
         if probe.meta.get("ring_dropped"):
             # the delay percentiles still hold; throughput bins and Jain's index undercount
@@ -631,8 +633,12 @@ class Runner:
             if r["tct_s"] and r["bytes"]:
                 m["throughput_mbps"] = r["bytes"] * 8 / r["tct_s"] / 1e6
             per_flow[r["flow"]] = m
+        counted = None
         if client.workload is None:
             first = next(r["flow"] for r in results_ if r["role"] == "test")
+            if first in by_port:
+                f = probe.flows[by_port[first]]
+                counted = (int(f["segments_sent"]), int(f["segments_received"]))
             row.update({k: per_flow[first].get(k) for k in _measure.FLOW_METRICS})
             rate = client.link.downlink_mbps_or_none
             if rate and row.get("throughput_mbps") is not None:
@@ -660,8 +666,9 @@ class Runner:
             ids = [by_port[f["flow"]] for f in row["flows"] if f["flow"] in by_port]
             if len(ids) == len(row["flows"]):
                 row["jain"], row["shared_s"] = _measure.jain_over_shared(probe, ids)
+        return counted
 
-    def _add_ovs_retransmissions(self, row: dict) -> None:
+    def _add_ovs_retransmissions(self, row: dict, counted: Optional[Tuple[int, int]]) -> None:
         """The ovs shim's own retransmissions count as the flow's: it hides losses from the
         server, whose TCP_INFO never sees them."""
         if not row.get("ovs_stats") or not row.get("probe"):
@@ -673,11 +680,9 @@ class Runner:
         row["retrans_segs"] = (row.get("retrans_segs") or 0) + row["ovs_retrans"]
         # The shim's copies leave after the server's veth, where the probe counts what is sent,
         # but arrive at the client like any segment: count them as sent too.
-        probe = _measure.read_probe(os.path.join(self.out_dir, row["probe"]))
-        fid = _measure.match_flows(probe, {0: row.get("client_port")}).get(0)
-        if fid is not None:
-            f = probe.flows[fid]
-            row["path_drops"] = max(0, int(f["segments_sent"]) + row["ovs_retrans"] - int(f["segments_received"]))
+        if counted is not None:
+            sent, received = counted
+            row["path_drops"] = max(0, sent + row["ovs_retrans"] - received)
 
     def _stop_ovs_shim(self, row: dict) -> None:
         """Stop the transfer's shim; a shim that died during the transfer fails the row (the
