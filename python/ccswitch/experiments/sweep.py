@@ -182,6 +182,8 @@ def _record(ctx: _RunContext, cell: Cell, row: dict, out: str, raw_rel: str) -> 
     observation = cell.candidate == spec.initial
     if ok and observation and row.get("error") is None and not row.get("events"):
         ok, why = False, f"no agent events for the initial algorithm's flow ({row.get('events_note')})"
+    if ok and row.get("flows"):
+        row["competitor_mbps"] = competitor_mbps(row, out)
     if ok:
         events = None
         if observation and row.get("events"):
@@ -198,6 +200,31 @@ def _record(ctx: _RunContext, cell: Cell, row: dict, out: str, raw_rel: str) -> 
     host = f" [{row['host']}]" if ctx.client is not None and row.get("host") else ""
     ctx.log(f"  sweep [{progress.line()}] {cell.path.client_name} {cell.scheme} {cell.file_bytes} B: "
             f"{tct} {verdict}, load {row.get('load1') or 0:.2f}{host}")
+
+
+def competitor_mbps(row: dict, out: str) -> Optional[float]:
+    """The competing flows' mean Mbit/s (summed over them) while the flow under test ran, from
+    the probe's 100 ms bins: what the harm objective compares between candidates. None when
+    the bins or the flows' times are missing."""
+    from .measurements import BIN_S, read_throughput_csv
+
+    test = next((f for f in row["flows"] if f.get("role") == "test"), None)
+    rivals = [f["flow"] for f in row["flows"] if f.get("role") != "test"]
+    if test is None or not rivals or not row.get("throughput_bins") or not test.get("tct_s"):
+        return None
+    try:
+        bins = read_throughput_csv(os.path.join(out, row["throughput_bins"]))
+    except (OSError, ValueError):
+        return None
+    lo = int(round(test["start_s"] / BIN_S))
+    hi = max(lo + 1, int(round((test["start_s"] + test["tct_s"]) / BIN_S)))
+    total = 0.0
+    for flow in rivals:
+        if flow not in bins:
+            return None
+        part = bins[flow][lo:hi]
+        total += float(part.sum()) / (hi - lo)  # bins past the array's end carried nothing
+    return round(total, 4)
 
 
 def _run_distributed_pass(ctx: _RunContext, todo: List[Cell], client) -> None:

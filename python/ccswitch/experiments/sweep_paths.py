@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import scenario as _scenario
 from .environment import repo_root
 from .scenario import MAX_LINK_MBPS, MIN_LINK_MBPS, Client, ScenarioError
-from .sweep_spec import DATAPATH_SCHEME, Component, Spec, SweepError, _weighted_index
+from .sweep_spec import DATAPATH_SCHEME, Component, Spec, SweepError, _weighted_index, load_spec
 
 
 #: Where the default held-out scenarios live, relative to the repository.
@@ -65,14 +65,24 @@ def path_params(client: Client) -> Dict[str, Any]:
     """The parameters that make a path, as the scenario loader's client carries them: mm-delay,
     mm-loss each way, constant rates or trace files, droptail queue."""
     f = client.path_fields()
-    return {k: f[k] for k in ("delay_ms", "loss_downlink", "loss_uplink", "downlink_mbps", "uplink_mbps",
-                              "downlink_trace", "uplink_trace", "queue_packets")}
+    out = {k: f[k] for k in ("delay_ms", "loss_downlink", "loss_uplink", "downlink_mbps", "uplink_mbps",
+                             "downlink_trace", "uplink_trace", "queue_packets")}
+    # only when present, so the ids of static lone-flow paths stay what they were
+    if client.schedule:
+        out["schedule"] = f["schedule"]
+    if client.flows:
+        out["flows"] = [{"scheme": fl.scheme.label if fl.scheme else None, "start_s": fl.start_s, "count": fl.count,
+                         "file_bytes": fl.file_bytes} for fl in client.flows]
+    return out
 
 
 def params_from_row(row: Dict[str, Any]) -> Dict[str, Any]:
     """`path_params` from a transfer row (transfers.jsonl carries the client's path fields)."""
-    return {k: row.get(k) for k in ("delay_ms", "loss_downlink", "loss_uplink", "downlink_mbps", "uplink_mbps",
-                                     "downlink_trace", "uplink_trace", "queue_packets")}
+    out = {k: row.get(k) for k in ("delay_ms", "loss_downlink", "loss_uplink", "downlink_mbps", "uplink_mbps",
+                                    "downlink_trace", "uplink_trace", "queue_packets")}
+    if row.get("schedule"):
+        out["schedule"] = row["schedule"]
+    return out
 
 
 def _digest(obj) -> str:
@@ -96,6 +106,9 @@ def _comparable(params: Dict[str, Any]) -> Tuple:
     for k in ("downlink_trace", "uplink_trace"):
         if out.get(k):
             out[k] = os.path.realpath(out[k])
+    for k in ("schedule", "flows"):
+        if k in out:
+            out[k] = json.dumps(out[k], sort_keys=True)
     return tuple(sorted(out.items()))
 
 
@@ -105,6 +118,11 @@ def held_out_paths(spec: Spec) -> Dict[Tuple, str]:
     files = [os.path.join(repo_root(), f) for f in HELD_OUT_SCENARIOS] + list(spec.held_out)
     out: Dict[Tuple, str] = {}
     for f in files:
+        if _is_sweep_spec(f):
+            # a test sweep: every path it draws is held out from this one
+            for p in sample_paths(load_spec(f)):
+                out.setdefault(_comparable(p.params), f"{os.path.basename(f)} path {p.index} ({p.client_name})")
+            continue
         try:
             sc = _scenario.load_scenario(f, check_files=False)
         except ScenarioError as e:
@@ -112,6 +130,15 @@ def held_out_paths(spec: Spec) -> Dict[Tuple, str]:
         for i, c in enumerate(sc.clients):
             out.setdefault(_comparable(path_params(c)), f"{os.path.basename(f)} clients[{i}] ({c.name})")
     return out
+
+
+def _is_sweep_spec(path: str) -> bool:
+    """Whether a held-out file is a sweep spec (it has [[mix]]) rather than a scenario."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return "mix" in _scenario.tomllib.loads(f.read())
+    except (OSError, ValueError, AttributeError):
+        return False  # the scenario loader names the problem
 
 
 @dataclass
@@ -205,6 +232,19 @@ def _draw_table(comp: Component, rng: random.Random) -> Tuple[Dict[str, Any], fl
         table["queue_packets"] = max(comp.min_queue_packets, int(round(comp.queue_bdp.draw(rng) * bdp)))
     else:
         table["queue_packets"] = max(comp.min_queue_packets, int(round(comp.queue_packets.draw(rng))))
+    # drawn after the static parameters, and only for components that declare them, so
+    # specs without them draw the paths they always drew
+    step = comp.step
+    if step is not None and rng.random() < step.share:
+        loss = step.loss_downlink.draw(rng)
+        table["schedule"] = [{"at_s": 0, "delay_ms": 0},
+                             {"at_s": round(step.at_s.draw(rng), 1), "delay_ms": int(round(step.delay_ms.draw(rng))),
+                              "loss_downlink": loss if step.loss_downlink.kind in ("const", "choice") else float(f"{loss:.2g}")}]
+    rival = comp.competitor
+    if rival is not None and rng.random() < rival.share:
+        nbytes = int(float(f"{mean * 1e6 / 8 * (rival.lead_s + rival.seconds):.2g}"))
+        table["flows"] = [{"scheme": rival.scheme, "start_s": 0, "file_bytes": max(nbytes, 100_000)},
+                          {"start_s": rival.lead_s}]
     return table, mean
 
 
@@ -226,7 +266,8 @@ def sample_paths(spec: Spec, *, held_out: Optional[Dict[Tuple, str]] = None,
         for _ in range(MAX_DRAWS):
             comp = spec.components[_weighted_index(rng, weights)]
             table, mean = _draw_table(comp, rng)
-            client = client_of(table, "draw", spec.fixed_sizes)
+            fixed_sizes = comp.fixed_sizes or spec.fixed_sizes
+            client = client_of(table, "draw", fixed_sizes)
             params = path_params(client)
             key = _comparable(params)
             if key in held or key in drawn:
@@ -234,11 +275,15 @@ def sample_paths(spec: Spec, *, held_out: Optional[Dict[Tuple, str]] = None,
                 redraws.append(why)
                 log(f"path {i}: drew {client.describe_path()}, the {why}; drawing again")
                 continue
-            qb = queue_bdp(params["queue_packets"], mean, 2 * params["delay_ms"])
-            loss = params["loss_downlink"]
-            est = {s: round(estimate_slowest_tct_s(2 * params["delay_ms"], mean, loss, qb, s), 2)
-                   for s in spec.fixed_sizes + spec.large_sizes}
-            slow = [s for s in spec.fixed_sizes if est[s] > spec.max_est_s]
+            # a step path is judged by its worse phase, a shared one by its share of the link
+            steps = params.get("schedule") or [{}]
+            rtt = 2 * (params["delay_ms"] + max(st.get("delay_ms", 0) for st in steps))
+            loss = max([params["loss_downlink"] or 0] + [st.get("loss_downlink", 0) for st in steps])
+            share_mbps = mean / 2 if params.get("flows") else mean
+            qb = queue_bdp(params["queue_packets"], share_mbps, rtt)
+            est = {s: round(estimate_slowest_tct_s(rtt, share_mbps, loss, qb, s), 2)
+                   for s in fixed_sizes + spec.large_sizes}
+            slow = [s for s in fixed_sizes if est[s] > spec.max_est_s]
             if slow:
                 why = (f"too slow: {slow[0]} bytes estimated at {est[slow[0]]:g} s for the slowest candidate "
                        f"(sizes.max_est_s = {spec.max_est_s:g})")
@@ -246,7 +291,7 @@ def sample_paths(spec: Spec, *, held_out: Optional[Dict[Tuple, str]] = None,
                 log(f"path {i}: drew {client.describe_path()}, {why}; drawing again")
                 continue
             fitting = [s for s in spec.large_sizes if est[s] <= spec.max_est_s]
-            sizes = list(spec.fixed_sizes) + ([fitting[-1]] if fitting else [])
+            sizes = list(fixed_sizes) + ([fitting[-1]] if fitting else [])
             drawn[key] = i
             out.append(Path(index=i, component=comp.name, client_table=table, params=params, mean_mbps=mean,
                             sizes=sizes, est_slowest_s={s: est[s] for s in sizes}, redraws=redraws))

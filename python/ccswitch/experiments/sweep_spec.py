@@ -145,6 +145,30 @@ class TracePair:
 
 
 @dataclass
+class StepDraw:
+    """`step = {...}` of a component: with probability `share`, the path changes once while
+    the flow runs: from `at_s` on, the schedule element adds `delay_ms` one way and drops
+    `loss_downlink` of the downlink's packets."""
+
+    share: float
+    at_s: Dist
+    delay_ms: Dist
+    loss_downlink: Dist
+
+
+@dataclass
+class CompetitorDraw:
+    """`competitor = {...}` of a component: with probability `share`, a competing flow of
+    `scheme` (native:ALG) starts `lead_s` before the flow under test and fetches what the
+    link carries at its mean rate in `lead_s + seconds`."""
+
+    share: float
+    scheme: str
+    lead_s: float
+    seconds: float
+
+
+@dataclass
 class Component:
     """One part of the path mixture."""
 
@@ -159,6 +183,10 @@ class Component:
     queue_bdp: Optional[Dist] = None
     queue_packets: Optional[Dist] = None
     min_queue_packets: int = 8
+    step: Optional[StepDraw] = None
+    competitor: Optional[CompetitorDraw] = None
+    #: the component's own sizes.fixed (a step path needs a flow that outlasts its step)
+    fixed_sizes: Optional[List[int]] = None
 
 
 @dataclass
@@ -195,7 +223,46 @@ _TOP = {"name", "description", "seed", "paths", "repetitions", "timeout_s", "age
 
 
 _MIX = {"name", "weight", "kind", "rtt_ms", "mbps", "traces", "loss_downlink", "loss_uplink", "queue_bdp",
-        "queue_packets", "min_queue_packets"}
+        "queue_packets", "min_queue_packets", "step", "competitor", "sizes"}
+
+
+def _share(d: dict, where: str) -> float:
+    v = d.get("share")
+    if not _is_num(v) or not 0 < v <= 1:
+        raise SweepError(f"{where}share: required, the fraction of the component's paths that get it, in (0, 1]; "
+                         f"got {v!r}")
+    return float(v)
+
+
+def _parse_step(v, where: str) -> StepDraw:
+    if not isinstance(v, dict):
+        raise SweepError(f"{where}: must be a table, e.g. {{ share = 0.5, at_s = {{ dist = \"uniform\", min = 1, "
+                         "max = 3 }, delay_ms = 40, loss_downlink = 0.01 }")
+    _unknown(v, ("share", "at_s", "delay_ms", "loss_downlink"), where + ".")
+    for k in ("at_s", "delay_ms", "loss_downlink"):
+        if k not in v:
+            raise SweepError(f"{where}.{k}: required (a number or a distribution)")
+    return StepDraw(share=_share(v, where + "."), at_s=parse_dist(v["at_s"], where + ".at_s", lo=0.1, hi=600),
+                    delay_ms=parse_dist(v["delay_ms"], where + ".delay_ms", lo=0, hi=MAX_DELAY_MS),
+                    loss_downlink=parse_dist(v["loss_downlink"], where + ".loss_downlink", lo=0, hi=MAX_LOSS_RATE,
+                                             hi_open=True))
+
+
+def _parse_competitor(v, where: str) -> CompetitorDraw:
+    if not isinstance(v, dict):
+        raise SweepError(f"{where}: must be a table, e.g. {{ share = 0.3, scheme = \"native:cubic\", lead_s = 1, "
+                         "seconds = 6 }")
+    _unknown(v, ("share", "scheme", "lead_s", "seconds"), where + ".")
+    scheme = v.get("scheme", "native:cubic")
+    if not isinstance(scheme, str) or not scheme.startswith("native:"):
+        raise SweepError(f"{where}.scheme: a competing flow must be native:ALG (it runs on a server namespace of "
+                         f"its own), got {scheme!r}")
+    lead, secs = v.get("lead_s", 1.0), v.get("seconds", 6.0)
+    if not _is_num(lead) or not 0 <= lead <= 60:
+        raise SweepError(f"{where}.lead_s: must be a number of seconds in [0, 60], got {lead!r}")
+    if not _is_num(secs) or not 0 < secs <= 600:
+        raise SweepError(f"{where}.seconds: must be a number of seconds in (0, 600], got {secs!r}")
+    return CompetitorDraw(share=_share(v, where + "."), scheme=scheme, lead_s=float(lead), seconds=float(secs))
 
 
 def is_held_out_trace(path: str) -> bool:
@@ -281,9 +348,12 @@ def _parse_component(m, i: int, base_dir: str) -> Component:
     minq = m.get("min_queue_packets", 8)
     if not _is_int(minq) or minq < 1:
         raise SweepError(f"{where}min_queue_packets: must be an integer >= 1, got {minq!r}")
+    step = _parse_step(m["step"], where + "step") if "step" in m else None
+    comp = _parse_competitor(m["competitor"], where + "competitor") if "competitor" in m else None
+    sizes = _sizes(m["sizes"], where + "sizes", required=True) if "sizes" in m else None
     return Component(name=name, weight=float(weight), kind=kind, rtt_ms=rtt, loss_downlink=loss_down,
                      loss_uplink=loss_up, mbps=mbps, traces=pairs, queue_bdp=qb, queue_packets=qp,
-                     min_queue_packets=minq)
+                     min_queue_packets=minq, step=step, competitor=comp, fixed_sizes=sizes)
 
 
 def _int_key(d, key, where, *, minimum, default=None):

@@ -29,7 +29,11 @@ STORED_REPORT_FIELDS = ("t_us", "dp_us", "rtt_us", "acked_bytes", "lost_packets"
 
 #: Row fields kept in a cell.
 STORED_ROW_FIELDS = ("tct_s", "ttfb_s", "connect_s", "bytes", "http_code", "sha256_ok", "cc_observed",
-                     "started_at", "wall_s", "load1", "error", "curl_exit", "algorithms", "on_report_errors")
+                     "started_at", "wall_s", "load1", "error", "curl_exit", "algorithms", "on_report_errors",
+                     # the packet probe's figures (experiments/README.md, "Metrics"), what objectives read
+                     "throughput_mbps", "link_utilisation", "delay_p50_ms", "delay_p95_ms", "delay_p99_ms",
+                     "delay_samples", "retrans_segs", "path_drops", "srtt_ms", "min_rtt_ms", "measurement_problems",
+                     "probe_ring_dropped", "phases", "flows", "jain", "shared_s", "competitor_mbps")
 
 
 def cell_path(store: str, cell: Cell) -> str:
