@@ -2,7 +2,8 @@
 //! training: a flow's [`features`](features::Features), computed report by report by a
 //! [`FeatureTracker`](features::FeatureTracker); when the selector first decides
 //! ([`decision_due`], [`first_decision`]); and learned [`models`](model::Model) over the
-//! features, scikit-learn tree ensembles evaluated with scikit-learn's semantics.
+//! features, scikit-learn tree ensembles evaluated with scikit-learn's semantics; and the
+//! operator [`objectives`](objective::Objective) a model is trained for and a policy asks for.
 //!
 //! The agent's selector calls this crate when it decides; the Python package calls the same
 //! code through its native module (`ccswitch._native`) when it builds a dataset, so the
@@ -10,6 +11,7 @@
 
 pub mod features;
 pub mod model;
+pub mod objective;
 
 use std::borrow::Borrow;
 
