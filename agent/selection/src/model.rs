@@ -13,6 +13,19 @@
 //!  "provenance": {...}}
 //! ```
 //!
+//! Optional fields (absent in files exported before them):
+//!
+//! - `"objective": "SPEC"`: what the model was trained for, an [`Objective`] spec (absent:
+//!   `tct`); a policy that names another objective refuses the model.
+//! - per tree, `"cost"`: parallel to `value`, each node's expected relative regret of every
+//!   class under the objective (0: as good as the best on the path, 0.2: 20 % worse), finite
+//!   and not negative; every tree has one or none does. Averaged over the trees in tree order,
+//!   as probabilities are ([`Model::expected_costs_into`]).
+//! - `"handover_cost": {"default": X, "pairs": {"bbr>cubic": Y, ...}}`: the measured relative
+//!   cost of handing a flow over from one class to another (`FROM>TO`, both classes), finite
+//!   and not negative; a pair not listed costs `default` (absent: 0). Only with costs: the
+//!   selector hands a flow over only when the expected gain exceeds it.
+//!
 //! Each tree is scikit-learn's `tree_` arrays: node `i` is a leaf when `children_left[i] == -1`,
 //! otherwise a sample goes to `children_left[i]` when its feature `feature[i]` (a position in
 //! `features`) is at most `threshold[i]`, else to `children_right[i]`; `value[i]` holds the
@@ -35,7 +48,8 @@
 //! version, unknown fields, unknown or repeated feature names, classes that are not simple-API
 //! algorithms, and trees whose arrays disagree in length, point outside the tree or backwards
 //! (scikit-learn numbers children after their parent, which also rules out cycles), name
-//! features the model lacks, or carry non-finite numbers. A loaded model cannot fail or loop
+//! features the model lacks, or carry non-finite numbers; objectives, costs and handover costs
+//! that do not parse, do not fit the classes and trees, or are negative or not finite. A loaded model cannot fail or loop
 //! when it is evaluated, and evaluating it allocates nothing.
 
 use std::fmt;
@@ -44,6 +58,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::features::{FeatureWindow, Features};
+use crate::objective::Objective;
 
 /// The `format` of a model file.
 pub const FORMAT: &str = "ccswitch-model";
@@ -112,6 +127,21 @@ struct ModelFile {
     /// Free-form: where the model came from (library versions, dataset, date).
     #[serde(default)]
     provenance: serde_json::Value,
+    /// An objective spec; absent: `tct`.
+    #[serde(default)]
+    objective: Option<String>,
+    #[serde(default)]
+    handover_cost: Option<HandoverCostFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HandoverCostFile {
+    #[serde(default)]
+    default: f64,
+    /// `"FROM>TO"`: cost.
+    #[serde(default)]
+    pairs: std::collections::BTreeMap<String, f64>,
 }
 
 #[derive(Deserialize)]
@@ -135,6 +165,9 @@ struct TreeFile {
     feature: Vec<i64>,
     threshold: Vec<f64>,
     value: Vec<Vec<f64>>,
+    /// Parallel to `value`: each class's expected relative regret at the node.
+    #[serde(default)]
+    cost: Option<Vec<Vec<f64>>>,
 }
 
 // ---- The model as loaded -------------------------------------------------------------------
@@ -169,6 +202,13 @@ pub struct Model {
     nodes: Vec<Node>,
     /// Every leaf's class probabilities, `classes.len()` each.
     values: Vec<f64>,
+    /// Every leaf's expected relative regret per class, at the same positions as `values`;
+    /// empty when the model has no costs.
+    costs: Vec<f64>,
+    /// The relative cost of a handover, `classes.len()` squared, from-major (`from * n + to`);
+    /// empty when the model has no costs.
+    handover_costs: Vec<f64>,
+    objective: Objective,
     max_depth: usize,
     provenance: serde_json::Value,
 }
@@ -258,29 +298,82 @@ impl Model {
         &self.provenance
     }
 
+    /// What the model was trained for (`tct` for files without an objective).
+    pub fn objective(&self) -> &Objective {
+        &self.objective
+    }
+
+    /// Whether the trees carry expected costs per class (and so handovers can be gain-gated).
+    pub fn has_costs(&self) -> bool {
+        !self.costs.is_empty()
+    }
+
+    /// The relative cost of handing a flow over from class `from` to class `to` (positions in
+    /// [`classes`](Self::classes)): the file's pair, else its default, else 0. 0 for a model
+    /// without costs.
+    pub fn handover_cost(&self, from: usize, to: usize) -> f64 {
+        let n = self.classes.len();
+        assert!(from < n && to < n, "model {} has {n} classes", self.origin);
+        self.handover_costs.get(from * n + to).copied().unwrap_or(0.0)
+    }
+
     /// Class probabilities for one input (`x` in the order of [`feature_names`](Self::feature_names))
     /// written into `proba` (one per class); returns the predicted class, the first maximum.
     /// Panics if the lengths differ from the model's.
     pub fn predict_into(&self, x: &[f64], proba: &mut [f64]) -> usize {
         assert_eq!(x.len(), self.columns.len(), "model {} takes {} features", self.origin, self.columns.len());
         assert_eq!(proba.len(), self.classes.len(), "model {} has {} classes", self.origin, self.classes.len());
+        self.mean_over_leaves(&self.values, x, proba);
+        first_maximum(proba)
+    }
+
+    /// Each class's expected relative regret for one input (the mean of the trees' leaf costs,
+    /// added in tree order) written into `costs`, without allocating; `false` (and `costs`
+    /// untouched) when the model has no costs. Panics if the lengths differ from the model's.
+    pub fn expected_costs_into(&self, x: &[f64], costs: &mut [f64]) -> bool {
+        assert_eq!(x.len(), self.columns.len(), "model {} takes {} features", self.origin, self.columns.len());
+        assert_eq!(costs.len(), self.classes.len(), "model {} has {} classes", self.origin, self.classes.len());
+        if !self.has_costs() {
+            return false;
+        }
+        self.mean_over_leaves(&self.costs, x, costs);
+        true
+    }
+
+    /// [`expected_costs_into`](Self::expected_costs_into) for a flow's features.
+    pub fn expected_costs(&self, features: &Features, costs: &mut [f64]) -> bool {
+        let x = self.columns_of(features);
+        self.expected_costs_into(&x[..self.columns.len()], costs)
+    }
+
+    /// The mean over trees of the rows of `table` (`values` or `costs`) at the leaves `x`
+    /// reaches, summed in tree order then divided, as scikit-learn averages probabilities.
+    fn mean_over_leaves(&self, table: &[f64], x: &[f64], out: &mut [f64]) {
         let mut x32 = [0f32; Features::NAMES.len()];
         for (to, &from) in x32.iter_mut().zip(x) {
             *to = from as f32;
         }
-        proba.fill(0.0);
-        let k = proba.len();
+        out.fill(0.0);
+        let k = out.len();
         for &root in &self.roots {
             let leaf = self.leaf(root, &x32);
-            for (p, v) in proba.iter_mut().zip(&self.values[leaf..leaf + k]) {
+            for (p, v) in out.iter_mut().zip(&table[leaf..leaf + k]) {
                 *p += v;
             }
         }
         let trees = self.roots.len() as f64;
-        for p in proba.iter_mut() {
+        for p in out.iter_mut() {
             *p /= trees;
         }
-        first_maximum(proba)
+    }
+
+    /// The model's input columns of `features`, in a buffer of the largest size.
+    fn columns_of(&self, features: &Features) -> [f64; Features::NAMES.len()] {
+        let mut x = [0f64; Features::NAMES.len()];
+        for (to, &column) in x.iter_mut().zip(&self.columns) {
+            *to = features.at(column);
+        }
+        x
     }
 
     /// Class probabilities and the predicted class for one input (see [`predict_into`](Self::predict_into)).
@@ -293,10 +386,7 @@ impl Model {
     /// The class the model chooses for a flow's features and its probability, without
     /// allocating.
     pub fn choose(&self, features: &Features) -> (usize, f64) {
-        let mut x = [0f64; Features::NAMES.len()];
-        for (to, &column) in x.iter_mut().zip(&self.columns) {
-            *to = features.at(column);
-        }
+        let x = self.columns_of(features);
         let mut proba = [0f64; MAX_CLASSES];
         let proba = &mut proba[..self.classes.len()];
         let class = self.predict_into(&x[..self.columns.len()], proba);
@@ -376,15 +466,43 @@ fn build(file: ModelFile) -> Result<Model, Vec<String>> {
         }
     }
 
+    let objective = match file.objective.as_deref() {
+        None => Some(Objective::default()),
+        Some(spec) => Objective::parse(spec).map_err(|e| problems.push(format!("objective = {spec:?}: {e}"))).ok(),
+    };
+
     if file.trees.is_empty() {
         problems.push("trees is empty: a forest needs at least one tree".to_string());
     }
+    let without_cost: Vec<String> =
+        file.trees.iter().enumerate().filter(|(_, t)| t.cost.is_none()).map(|(t, _)| t.to_string()).collect();
+    let has_costs = !file.trees.is_empty() && without_cost.is_empty();
+    if !without_cost.is_empty() && without_cost.len() < file.trees.len() {
+        let (trees, have) = if without_cost.len() == 1 { ("tree", "has") } else { ("trees", "have") };
+        problems.push(format!(
+            "{trees} {} {have} no cost but the others have: every tree has a cost or none does",
+            without_cost.join(", ")
+        ));
+    }
+    let handover_costs = match &file.handover_cost {
+        Some(h) if has_costs => check_handover_costs(h, &file.classes).map_err(|e| problems.extend(e)).unwrap_or_default(),
+        Some(_) => {
+            problems.push(
+                "handover_cost without a cost in every tree: it gates handovers by the trees' expected costs; give every tree a `cost` or leave handover_cost out".to_string(),
+            );
+            Vec::new()
+        }
+        // Costs without handover costs: a handover costs nothing, any expected gain is enough.
+        None if has_costs => vec![0.0; file.classes.len() * file.classes.len()],
+        None => Vec::new(),
+    };
     let total: usize = file.trees.iter().map(|t| t.children_left.len()).sum();
     if total > MAX_NODES {
         problems.push(format!("{total} nodes over all trees: at most {MAX_NODES}"));
     }
     let mut nodes = Vec::with_capacity(total);
     let mut values = Vec::new();
+    let mut costs = Vec::new();
     let mut roots = Vec::with_capacity(file.trees.len());
     let mut max_depth = 0;
     let n_features = file.features.len();
@@ -395,15 +513,15 @@ fn build(file: ModelFile) -> Result<Model, Vec<String>> {
                 Ok(depth) => {
                     roots.push(nodes.len() as u32);
                     max_depth = max_depth.max(depth);
-                    add_tree(tree, n_classes, &mut nodes, &mut values);
+                    add_tree(tree, n_classes, &mut nodes, &mut values, &mut costs);
                 }
                 Err(e) => problems.extend(e.into_iter().map(|p| format!("tree {t}: {p}"))),
             }
         }
     }
 
-    match window {
-        Some(window) if problems.is_empty() => Ok(Model {
+    match (window, objective) {
+        (Some(window), Some(objective)) if problems.is_empty() => Ok(Model {
             name: file.name,
             origin: String::new(),
             columns,
@@ -413,10 +531,57 @@ fn build(file: ModelFile) -> Result<Model, Vec<String>> {
             roots,
             nodes,
             values,
+            costs,
+            handover_costs,
+            objective,
             max_depth,
             provenance: file.provenance,
         }),
         _ => Err(problems),
+    }
+}
+
+/// The handover costs as a from-major matrix over the classes (a pair's cost, else the
+/// default); every problem if something is wrong.
+fn check_handover_costs(h: &HandoverCostFile, classes: &[String]) -> Result<Vec<f64>, Vec<String>> {
+    let mut problems = Vec::new();
+    let valid = |x: f64| x.is_finite() && x >= 0.0;
+    if !valid(h.default) {
+        problems.push(format!("handover_cost: default = {}: a relative cost is finite and not negative", h.default));
+    }
+    let n = classes.len();
+    let mut matrix = vec![h.default; n * n];
+    for c in 0..n {
+        matrix[c * n + c] = 0.0;
+    }
+    let class = |name: &str| classes.iter().position(|c| c == name);
+    for (pair, &cost) in &h.pairs {
+        let Some((from, to)) = pair.split_once('>') else {
+            problems.push(format!("handover_cost: pairs[{pair:?}]: expected \"FROM>TO\", two of the classes ({})", classes.join(", ")));
+            continue;
+        };
+        if !valid(cost) {
+            problems.push(format!("handover_cost: pairs[{pair:?}] = {cost}: a relative cost is finite and not negative"));
+        }
+        match (class(from), class(to)) {
+            (Some(f), Some(t)) if f == t => {
+                problems.push(format!("handover_cost: pairs[{pair:?}]: a flow is not handed over to the class it runs"))
+            }
+            (Some(f), Some(t)) => matrix[f * n + t] = cost,
+            _ => {
+                for name in [from, to].into_iter().filter(|name| class(name).is_none()) {
+                    problems.push(format!(
+                        "handover_cost: pairs[{pair:?}]: {name:?} is not one of the classes ({})",
+                        classes.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(matrix)
+    } else {
+        Err(problems)
     }
 }
 
@@ -437,6 +602,9 @@ fn check_tree(tree: &TreeFile, n_features: usize, n_classes: usize) -> Result<us
             problems.push(format!("{what} has {len} entries, children_left {n}: the arrays must describe the same nodes"));
         }
     }
+    if let Some(cost) = tree.cost.as_ref().filter(|c| c.len() != n) {
+        problems.push(format!("cost has {} entries, children_left {n}: the arrays must describe the same nodes", cost.len()));
+    }
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -453,6 +621,17 @@ fn check_tree(tree: &TreeFile, n_features: usize, n_classes: usize) -> Result<us
                 "node {i}: value sums to {}, not 1: expected class probabilities (tree_.value of scikit-learn 1.4 or later)",
                 row.iter().sum::<f64>()
             ));
+        }
+        match tree.cost.as_ref().map(|c| &c[i]) {
+            Some(row) if row.len() != n_classes => {
+                problems.push(format!("node {i}: cost has {} entries for {n_classes} classes", row.len()))
+            }
+            Some(row) => {
+                if let Some(v) = row.iter().find(|v| !v.is_finite() || **v < 0.0) {
+                    problems.push(format!("node {i}: cost holds {v}; expected relative regrets are finite and not negative"));
+                }
+            }
+            None => {}
         }
         if left == -1 {
             if right != -1 {
@@ -487,8 +666,9 @@ fn check_tree(tree: &TreeFile, n_features: usize, n_classes: usize) -> Result<us
 }
 
 /// Append a checked tree's nodes (children renumbered into the shared array) and its leaves'
-/// probabilities, as stored (`predict_proba` returns them unchanged).
-fn add_tree(tree: &TreeFile, n_classes: usize, nodes: &mut Vec<Node>, values: &mut Vec<f64>) {
+/// probabilities, as stored (`predict_proba` returns them unchanged), and their costs if the
+/// tree has them (at the same positions as the probabilities).
+fn add_tree(tree: &TreeFile, n_classes: usize, nodes: &mut Vec<Node>, values: &mut Vec<f64>, costs: &mut Vec<f64>) {
     let offset = nodes.len() as u32;
     for i in 0..tree.children_left.len() {
         if tree.children_left[i] == -1 {
@@ -496,6 +676,9 @@ fn add_tree(tree: &TreeFile, n_classes: usize, nodes: &mut Vec<Node>, values: &m
             let row = &tree.value[i];
             debug_assert_eq!(row.len(), n_classes);
             values.extend_from_slice(row);
+            if let Some(cost) = &tree.cost {
+                costs.extend_from_slice(&cost[i]);
+            }
             nodes.push(Node { threshold: 0.0, column: LEAF, left: at, right: 0 });
         } else {
             nodes.push(Node {
@@ -662,6 +845,133 @@ mod tests {
         assert!(e.contains("tree 1: node 1: value holds -0.5"), "{e}");
         let e = error_of("\"trees\": [", "\"trees\": [], \"x\": [");
         assert!(e.contains("unknown field `x`"), "{e}");
+    }
+
+    /// TWO_TREES with a cost per node and class, and handover costs.
+    fn with_costs() -> String {
+        TWO_TREES
+            .replacen(
+                "[0, 1, 0], [1, 0, 0]]}",
+                "[0, 1, 0], [1, 0, 0]],\n             \"cost\": [[0.1, 0.1, 0.1], [0.4, 0.2, 0], [0, 0, 0], [0.3, 0, 0.6], [0, 0.5, 0.2]]}",
+                1,
+            )
+            .replacen(
+                "[0.75, 0.25, 0]]}",
+                "[0.75, 0.25, 0]],\n             \"cost\": [[0, 0, 0], [0.2, 0, 0.1], [0, 0.1, 0.9]]}",
+                1,
+            )
+            .replacen(
+                "\"provenance\"",
+                "\"handover_cost\": {\"default\": 0.05, \"pairs\": {\"bbr>cubic\": 0.02, \"hybla>bbr\": 0.3}},\n        \"provenance\"",
+                1,
+            )
+    }
+
+    fn costs_error_of(from: &str, to: &str) -> String {
+        let base = with_costs();
+        let text = base.replacen(from, to, 1);
+        assert_ne!(text, base, "{from:?} not in the model");
+        match Model::parse(&text, "bad.json") {
+            Ok(m) => panic!("loaded {m:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_model_without_an_objective_was_trained_for_tct() {
+        let m = model();
+        assert_eq!(m.objective(), &Objective::default());
+        assert_eq!(m.objective().to_string(), "tct");
+        assert!(!m.has_costs());
+        let mut costs = [7.0; 3];
+        assert!(!m.expected_costs_into(&[20.0, 0.0], &mut costs));
+        assert_eq!(costs, [7.0; 3], "untouched");
+        assert_eq!(m.handover_cost(0, 1), 0.0);
+    }
+
+    #[test]
+    fn a_model_carries_its_objective_in_canonical_form() {
+        let text = TWO_TREES.replacen("\"kind\": \"forest\"", "\"kind\": \"forest\", \"objective\": \"weighted:tct=1,harm=1.0,power=0\"", 1);
+        let m = Model::parse(&text, "w.json").unwrap();
+        assert_eq!(m.objective().to_string(), "weighted:harm=1,tct=1");
+        let e = error_of("\"kind\": \"forest\"", "\"kind\": \"forest\", \"objective\": \"speed\"");
+        assert!(e.starts_with("model bad.json: objective = \"speed\": unknown objective 'speed': the built-ins are tct, power, tct_delay_budget, harm, weighted"), "{e}");
+        let e = error_of("\"kind\": \"forest\"", "\"kind\": \"forest\", \"objective\": \"weighted:power=-1\"");
+        assert!(e.contains("objective = \"weighted:power=-1\": weighted: weight power = -1 is negative; weights must be >= 0"), "{e}");
+        let e = error_of("\"kind\": \"forest\"", "\"kind\": \"forest\", \"objective\": \"tct_delay_budget:budget_ms=0\"");
+        assert!(e.contains("tct_delay_budget: budget_ms = 0 must be > 0"), "{e}");
+        let e = error_of("\"kind\": \"forest\"", "\"kind\": \"forest\", \"objective\": 3");
+        assert!(e.contains("invalid type: integer `3`, expected a string"), "{e}");
+    }
+
+    #[test]
+    fn expected_costs_are_the_mean_of_the_trees_leaf_costs() {
+        let m = Model::parse(&with_costs(), "c.json").unwrap();
+        assert!(m.has_costs());
+        let mut costs = [0.0; 3];
+        // Tree 0 reaches node 1, tree 1 node 1; summed in tree order, then divided.
+        assert!(m.expected_costs_into(&[20.0, 0.0], &mut costs));
+        assert_eq!(costs, [(0.4 + 0.2) / 2.0, (0.2 + 0.0) / 2.0, (0.0 + 0.1) / 2.0]);
+        // Tree 0 reaches node 4, tree 1 node 2.
+        assert!(m.expected_costs_into(&[80.0, 0.5], &mut costs));
+        assert_eq!(costs, [0.0, (0.5 + 0.1) / 2.0, (0.2 + 0.9) / 2.0]);
+        let f = Features { min_rtt_ms: 80.0, loss_rate: 0.5, ..Features::default() };
+        let mut from_features = [0.0; 3];
+        assert!(m.expected_costs(&f, &mut from_features));
+        assert_eq!(from_features, costs);
+        // Probabilities are unchanged by the costs.
+        assert_eq!(m.predict(&[20.0, 0.0]), model().predict(&[20.0, 0.0]));
+    }
+
+    #[test]
+    fn handover_costs_are_the_pair_else_the_default_else_zero() {
+        let m = Model::parse(&with_costs(), "c.json").unwrap();
+        // classes: bbr 0, cubic 1, hybla 2.
+        assert_eq!(m.handover_cost(0, 1), 0.02);
+        assert_eq!(m.handover_cost(2, 0), 0.3);
+        assert_eq!(m.handover_cost(1, 0), 0.05, "not listed: the default");
+        let text = with_costs().replacen("\"default\": 0.05, ", "", 1);
+        assert_eq!(Model::parse(&text, "c.json").unwrap().handover_cost(1, 0), 0.0, "no default: 0");
+        let start = with_costs().find("\"handover_cost\"").unwrap();
+        let end = with_costs().find("\"provenance\"").unwrap();
+        let text = with_costs().replace(&with_costs()[start..end], "");
+        let m = Model::parse(&text, "c.json").unwrap();
+        assert!(m.has_costs());
+        assert_eq!(m.handover_cost(2, 0), 0.0, "no handover_cost: 0");
+    }
+
+    #[test]
+    fn costs_that_do_not_fit_the_tree_or_are_negative_are_refused() {
+        let e = costs_error_of("[0.2, 0, 0.1], ", "");
+        assert!(e.contains("tree 1: cost has 2 entries, children_left 3: the arrays must describe the same nodes"), "{e}");
+        let e = costs_error_of("[0.2, 0, 0.1]", "[0.2, 0]");
+        assert!(e.contains("tree 1: node 1: cost has 2 entries for 3 classes"), "{e}");
+        let e = costs_error_of("[0.2, 0, 0.1]", "[0.2, -0.1, 0.1]");
+        assert!(e.contains("tree 1: node 1: cost holds -0.1; expected relative regrets are finite and not negative"), "{e}");
+        let e = costs_error_of("[0.2, 0, 0.1]", "[0.2, 1e999, 0.1]");
+        assert!(e.starts_with("model bad.json: not valid JSON (number out of range"), "{e}");
+        let e = costs_error_of(",\n             \"cost\": [[0, 0, 0], [0.2, 0, 0.1], [0, 0.1, 0.9]]", "");
+        assert!(e.contains("tree 1 has no cost but the others have: every tree has a cost or none does"), "{e}");
+    }
+
+    #[test]
+    fn handover_costs_naming_unknown_classes_or_negative_are_refused() {
+        let e = costs_error_of("\"bbr>cubic\"", "\"bbr>reno\"");
+        assert!(e.contains("handover_cost: pairs[\"bbr>reno\"]: \"reno\" is not one of the classes (bbr, cubic, hybla)"), "{e}");
+        let e = costs_error_of("\"bbr>cubic\"", "\"bbr-cubic\"");
+        assert!(e.contains("handover_cost: pairs[\"bbr-cubic\"]: expected \"FROM>TO\", two of the classes (bbr, cubic, hybla)"), "{e}");
+        let e = costs_error_of("\"bbr>cubic\"", "\"bbr>bbr\"");
+        assert!(e.contains("pairs[\"bbr>bbr\"]: a flow is not handed over to the class it runs"), "{e}");
+        let e = costs_error_of("\"hybla>bbr\": 0.3", "\"hybla>bbr\": -0.3");
+        assert!(e.contains("handover_cost: pairs[\"hybla>bbr\"] = -0.3: a relative cost is finite and not negative"), "{e}");
+        let e = costs_error_of("\"default\": 0.05", "\"default\": -1");
+        assert!(e.contains("handover_cost: default = -1: a relative cost is finite and not negative"), "{e}");
+        let e = costs_error_of("\"default\": 0.05", "\"fallback\": 0.05");
+        assert!(e.contains("unknown field `fallback`"), "{e}");
+        // Handover costs gate by the trees' costs: without them they would do nothing.
+        let text = TWO_TREES.replacen("\"provenance\"", "\"handover_cost\": {\"default\": 0.1}, \"provenance\"", 1);
+        let e = Model::parse(&text, "h.json").unwrap_err().to_string();
+        assert!(e.contains("handover_cost without a cost in every tree"), "{e}");
     }
 
     #[test]
