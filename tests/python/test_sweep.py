@@ -379,3 +379,84 @@ def test_the_dry_run_lists_the_paths_without_running_anything(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 7 and out[-1].startswith("6 paths (constant ")
     assert not (tmp_path / "store").exists()
+
+
+STEP_SPEC = SPEC.replace('queue_bdp = { dist = "choice", values = [0.5, 1, 2] }', '''queue_bdp = { dist = "choice", values = [0.5, 1, 2] }
+sizes = [3_000_000]
+step = { share = 1.0, at_s = { dist = "uniform", min = 1, max = 3 }, delay_ms = 40, loss_downlink = { dist = "choice", values = [0.01, 0.02] } }
+competitor = { share = 1.0, scheme = "native:cubic", lead_s = 1, seconds = 4 }''')
+
+
+def test_step_and_competitor_draws_become_the_paths_schedule_and_flows():
+    paths = sweep_paths.sample_paths(spec_of(STEP_SPEC), held_out={})
+    constant = [p for p in paths if p.component == "constant"]
+    assert constant
+    for p in constant:
+        first, step = p.params["schedule"]
+        assert first["at_s"] == 0 and first["delay_ms"] == 0
+        assert 1 <= step["at_s"] <= 3 and step["delay_ms"] == 40 and step["loss_downlink"] in (0.01, 0.02)
+        rival, mine = p.params["flows"]
+        assert rival["scheme"] == "native:cubic" and rival["start_s"] == 0
+        # the competitor's file lasts lead_s + seconds at the link's mean rate (two digits)
+        assert rival["file_bytes"] == pytest.approx(p.mean_mbps * 1e6 / 8 * 5, rel=0.05)
+        assert mine == {"scheme": None, "start_s": 1.0, "count": 1, "file_bytes": None}
+        assert p.sizes[0] == 3_000_000  # the component's own sizes
+    for p in paths:
+        if p.component == "cell":
+            assert "schedule" not in p.params and "flows" not in p.params and p.sizes[0] == 1_200_000
+
+
+def test_steps_are_drawn_after_the_static_parameters():
+    plain = sweep_paths.sample_paths(spec_of(), held_out={})
+    # a step on the trace component only: every path keeps its static parameters, and the
+    # constant paths (no step declared) keep their ids
+    stepped = SPEC.replace("queue_packets = 60", "queue_packets = 60\nstep = { share = 1.0, at_s = 2, delay_ms = 10, "
+                           "loss_downlink = 0 }")
+    again = sweep_paths.sample_paths(spec_of(stepped), held_out={})
+    assert [p.component for p in plain] == [p.component for p in again]
+    for a, b in zip(plain, again):
+        assert {k: v for k, v in b.params.items() if k != "schedule"} == a.params
+        assert (a.id == b.id) == (a.component == "constant")
+
+
+@pytest.mark.parametrize("step,message", [
+    ("step = { share = 0, at_s = 1, delay_ms = 0, loss_downlink = 0 }", "mix[0].step.share: required"),
+    ("step = { share = 1, delay_ms = 0, loss_downlink = 0 }", "mix[0].step.at_s: required"),
+    ("step = { share = 1, at_s = 1, delay_ms = 0, loss_downlink = 0, rate = 3 }", "mix[0].step.rate: unknown key"),
+    ('competitor = { share = 1, scheme = "kernel:bbr" }', "mix[0].competitor.scheme: a competing flow must be native:ALG"),
+    ('competitor = { share = 1, lead_s = -1 }', "mix[0].competitor.lead_s: must be a number of seconds in [0, 60]"),
+])
+def test_bad_steps_and_competitors_are_refused_naming_the_key(step, message):
+    text = SPEC.replace('queue_bdp = { dist = "choice", values = [0.5, 1, 2] }',
+                        'queue_bdp = { dist = "choice", values = [0.5, 1, 2] }\n' + step)
+    with pytest.raises(sweep_spec.SweepError) as e:
+        spec_of(text)
+    assert message in str(e.value)
+
+
+def test_a_held_out_sweep_spec_holds_out_every_path_it_draws(tmp_path):
+    test_spec = tmp_path / "test.toml"
+    test_spec.write_text(STEP_SPEC)
+    train = spec_of(STEP_SPEC.replace("seed = 3", f'seed = 3\nheld_out = ["{test_spec}"]'))
+    held = sweep_paths.held_out_paths(train)
+    drawn = sweep_paths.sample_paths(spec_of(STEP_SPEC), held_out={})
+    assert all(sweep_paths._comparable(p.params) in held for p in drawn)
+    # the same seed as the held-out sweep: every path is drawn again, none repeats it
+    again = sweep_paths.sample_paths(train)
+    assert not {p.id for p in again} & {p.id for p in drawn}
+    assert all(any(r.startswith("held-out path of test.toml") for r in p.redraws) for p in again)
+
+
+def test_competitor_throughput_is_its_mean_over_the_flow_under_tests_time(tmp_path):
+    (tmp_path / "probe").mkdir()
+    lines = ["flow,t_s,mbps"]
+    rival = [10.0] * 10 + [4.0] * 20 + [10.0] * 10  # 4 Mbit/s while the test flow ran, 1.0 s to 3.0 s
+    mine = [0.0] * 10 + [6.0] * 20 + [0.0] * 10
+    lines += [f"1,{i / 10:g},{v}" for i, v in enumerate(rival)] + [f"2,{i / 10:g},{v}" for i, v in enumerate(mine)]
+    (tmp_path / "probe" / "000001.throughput.csv").write_text("\n".join(lines) + "\n")
+    row = {"throughput_bins": "probe/000001.throughput.csv",
+           "flows": [{"flow": 1, "role": "competitor", "start_s": 0.0, "tct_s": 4.0},
+                     {"flow": 2, "role": "test", "start_s": 1.0, "tct_s": 2.0}]}
+    assert sweep.competitor_mbps(row, str(tmp_path)) == pytest.approx(4.0)
+    row["flows"][1]["tct_s"] = None
+    assert sweep.competitor_mbps(row, str(tmp_path)) is None
