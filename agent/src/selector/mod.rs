@@ -10,6 +10,13 @@
 //!   only when the same other algorithm was chosen `agreeing` times in a row and the flow has
 //!   been on its algorithm for `min_dwell` (datapath clock; since the flow's first report if it
 //!   never handed over). A policy without temporal decisions never hands a flow over twice.
+//! - **Gain gate** (a model with expected costs per class, `[decide] gain_gate`, on by default
+//!   then): a temporal decision for algorithm `n` on a flow running `c` counts towards the
+//!   streak only if the model's expected cost of `c` exceeds that of `n` by more than the
+//!   measured cost of handing over from `c` to `n`; one that does not ends the streak, as a
+//!   decision for `c` does. A flow on an algorithm that is not one of the model's classes (a
+//!   pin, another policy's choice) is not gated. The handover's `reason` says the gain and the
+//!   cost.
 //!
 //! The selector does not assume its decisions are carried out: the flow controller reports
 //! every handover it makes, whatever its cause (a decision, a pin), with
@@ -34,7 +41,7 @@ use ccswitch_algorithms::Measurement;
 use serde::Serialize;
 
 use self::features::{FeatureTracker, Features};
-use self::policy::Policy;
+use self::policy::{Gain, Policy};
 
 /// Which kind of decision asks for a handover.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -74,6 +81,8 @@ pub struct Selector {
     tracker: FeatureTracker,
     /// The algorithm spec the flow runs, as last told (initially the policy's initial one).
     current: String,
+    /// Its position in the policy's algorithms, if it is one of them.
+    current_index: Option<usize>,
     first_report_us: Option<u64>,
     last_handover_us: u64,
     /// Whether the policy has made its first decision for this flow.
@@ -89,6 +98,7 @@ impl Selector {
         Self {
             tracker: FeatureTracker::new(policy.window()),
             current: policy.initial().to_string(),
+            current_index: position(&policy, policy.initial()),
             policy,
             first_report_us: None,
             last_handover_us: 0,
@@ -168,6 +178,11 @@ impl Selector {
             self.streak = None;
             return None;
         }
+        let gain = self.current_index.and_then(|from| self.policy.handover_gain(&features, from, choice.algorithm));
+        if gain.is_some_and(|g| !g.pays()) {
+            self.streak = None;
+            return None;
+        }
         let count = match self.streak {
             Some(s) if s.algorithm == choice.algorithm => s.count + 1,
             _ => 1,
@@ -178,12 +193,11 @@ impl Selector {
             return None;
         }
         self.streak = None;
-        Some(Decision {
-            algorithm: algorithm.clone(),
-            kind: DecisionKind::Temporal,
-            reason: self.policy.reason(choice),
-            features,
-        })
+        let mut reason = self.policy.reason(choice);
+        if let Some(g) = gain {
+            reason.push_str(&gain_text(&g, &self.current, algorithm));
+        }
+        Some(Decision { algorithm: algorithm.clone(), kind: DecisionKind::Temporal, reason, features })
     }
 
     /// Whether the flow has been on its algorithm for `min_dwell_us`.
@@ -197,6 +211,7 @@ impl Selector {
     pub fn note_handover(&mut self, algorithm: &str, now_us: u64) {
         self.current.clear();
         self.current.push_str(algorithm);
+        self.current_index = position(&self.policy, algorithm);
         self.last_handover_us = now_us;
         self.streak = None;
     }
@@ -209,10 +224,28 @@ impl Selector {
             self.tracker.restart_window(policy.window());
             self.features.set(None);
         }
+        self.current_index = position(&policy, &self.current);
         self.policy = policy;
         self.decided = false;
         self.streak = None;
     }
+}
+
+/// Where `algorithm` is among the policy's algorithms.
+fn position(policy: &Policy, algorithm: &str) -> Option<usize> {
+    policy.algorithms().iter().position(|a| a == algorithm)
+}
+
+/// What a gated handover adds to its `reason`: `; gain 0.200 (expected cost 0.250 on cubic,
+/// 0.050 on bbr) > handover cost 0.100`.
+fn gain_text(g: &Gain, from: &str, to: &str) -> String {
+    format!(
+        "; gain {:.3} (expected cost {:.3} on {from}, {:.3} on {to}) > handover cost {:.3}",
+        g.gain(),
+        g.from_cost,
+        g.to_cost,
+        g.handover_cost
+    )
 }
 
 #[cfg(test)]
@@ -534,5 +567,129 @@ mod first_decision_tests {
         assert_eq!((d.algorithm.as_str(), d.kind), ("bbr", DecisionKind::Temporal));
         assert_eq!(d.reason, "model m: bbr with probability 0.900");
         assert_eq!(d.features.mean_rtt_ms, 170.0);
+    }
+}
+
+#[cfg(test)]
+mod gain_gate_tests {
+    use super::*;
+
+    const MSS: u64 = 1_000;
+
+    /// One tree over mean_rtt_ms choosing between cubic and bbr: up to 100 ms cubic; above,
+    /// bbr, with cubic expected to cost `mid` (100-200 ms) or `high` (above 200 ms) more than
+    /// bbr. Handing over from cubic to bbr costs 0.1; from bbr to cubic, the default 0.5.
+    fn model(mid: f64, high: f64) -> String {
+        format!(
+            r#"{{"format": "ccswitch-model", "version": 1, "kind": "forest", "name": "gated",
+            "features": ["mean_rtt_ms"], "classes": ["cubic", "bbr"],
+            "window": {{"kind": "sliding", "samples": 1}}, "decide": {{"min_samples": 1}},
+            "trees": [{{"children_left": [1, -1, 3, -1, -1], "children_right": [2, -1, 4, -1, -1],
+                        "feature": [0, -2, 0, -2, -2], "threshold": [100.0, -2.0, 200.0, -2.0, -2.0],
+                        "value": [[0.5, 0.5], [1, 0], [0.2, 0.8], [0.2, 0.8], [0.1, 0.9]],
+                        "cost": [[0, 0], [0, 0.3], [0, 0], [{mid}, 0], [{high}, 0]]}}],
+            "handover_cost": {{"default": 0.5, "pairs": {{"cubic>bbr": 0.1}}}}}}"#
+        )
+    }
+
+    /// A temporal policy on `model` (written to a file of its own), with `agreeing` and no
+    /// dwell; `extra` lines go into [decide].
+    fn policy(test: &str, model: &str, agreeing: u32, extra: &str) -> Arc<Policy> {
+        let path = std::env::temp_dir().join(format!("ccswitch-gain-gate-{}-{test}.json", std::process::id()));
+        std::fs::write(&path, model).unwrap();
+        let text = format!(
+            "name = \"gated\"\ninitial = \"cubic\"\nmodel = \"{}\"\n[window]\nkind = \"sliding\"\nsamples = 1\n[decide]\ntemporal = true\n{extra}\n[hysteresis]\nmin_dwell_ms = 0\nagreeing = {agreeing}\n",
+            path.display()
+        );
+        let p = Policy::parse(&text, test);
+        std::fs::remove_file(&path).unwrap();
+        Arc::new(p.unwrap())
+    }
+
+    /// One report a second (each a new RTT sample, the window's only one); returns the
+    /// decisions as (report index, algorithm, reason), carrying each out.
+    fn drive(sel: &mut Selector, rtts_ms: &[u64]) -> Vec<(usize, String, String)> {
+        let mut decisions = Vec::new();
+        for (i, &rtt) in rtts_ms.iter().enumerate() {
+            let now_us = 1_000_000 * i as u64;
+            let m = Measurement { now_us, rtt_us: rtt * 1_000, acked_bytes: 10 * MSS, ..Default::default() };
+            if let Some(d) = sel.on_report(&m, MSS) {
+                sel.note_handover(&d.algorithm, now_us);
+                decisions.push((i, d.algorithm, d.reason));
+            }
+        }
+        decisions
+    }
+
+    #[test]
+    fn a_gain_below_the_handover_cost_never_hands_over() {
+        // bbr is chosen at every report after the first, but gains only 0.05 over cubic.
+        let p = policy("below", &model(0.05, 0.05), 2, "");
+        assert!(p.gain_gate());
+        let mut sel = Selector::new(p);
+        assert!(drive(&mut sel, &[50, 150, 150, 150, 150, 150, 300, 300, 300, 300, 300, 300]).is_empty());
+        assert_eq!(sel.current_algorithm(), "cubic");
+    }
+
+    #[test]
+    fn a_gain_equal_to_the_handover_cost_does_not_pay() {
+        let mut sel = Selector::new(policy("equal", &model(0.1, 0.1), 1, ""));
+        assert!(drive(&mut sel, &[50, 150, 150, 150, 300, 300]).is_empty());
+    }
+
+    #[test]
+    fn a_gain_above_the_handover_cost_hands_over_after_agreeing_decisions() {
+        let mut sel = Selector::new(policy("above", &model(0.05, 0.25), 3, ""));
+        // 150 ms: bbr chosen but gains 0.05, below the 0.1 the handover costs; 300 ms: gains
+        // 0.25. Reports 1-3 do not count; 4 and 5 do, then 6 (150 ms) ends the streak; 7, 8
+        // and 9 agree and hand over at 9.
+        let decisions = drive(&mut sel, &[50, 150, 150, 150, 300, 300, 150, 300, 300, 300, 300]);
+        assert_eq!(decisions.len(), 1, "{decisions:?}");
+        let (at, algorithm, reason) = &decisions[0];
+        assert_eq!((*at, algorithm.as_str()), (9, "bbr"));
+        assert_eq!(
+            reason,
+            "model gated: bbr with probability 0.900; gain 0.250 (expected cost 0.250 on cubic, 0.000 on bbr) > handover cost 0.100"
+        );
+        // Back to cubic would gain 0.3 on short RTTs, less than the default 0.5 it costs.
+        assert!(drive(&mut sel, &[50; 10]).is_empty());
+        assert_eq!(sel.current_algorithm(), "bbr");
+    }
+
+    #[test]
+    fn without_the_gate_the_hysteresis_alone_decides() {
+        // The same model and series as above with the gate off: the third report hands over.
+        let p = policy("off", &model(0.05, 0.05), 3, "gain_gate = false");
+        assert!(!p.gain_gate());
+        let mut sel = Selector::new(p);
+        let decisions = drive(&mut sel, &[50, 150, 150, 150, 300]);
+        assert_eq!(decisions.len(), 1, "{decisions:?}");
+        assert_eq!((decisions[0].0, decisions[0].2.as_str()), (3, "model gated: bbr with probability 0.800"));
+        // A model without costs: likewise.
+        let plain = model(0.05, 0.05).replace(",\n                        \"cost\": [[0, 0], [0, 0.3], [0, 0], [0.05, 0], [0.05, 0]]", "").replace(
+            ",\n            \"handover_cost\": {\"default\": 0.5, \"pairs\": {\"cubic>bbr\": 0.1}}",
+            "",
+        );
+        let p = policy("plain", &plain, 3, "");
+        assert!(!p.model().unwrap().has_costs() && !p.gain_gate());
+        let mut sel = Selector::new(p);
+        assert_eq!(drive(&mut sel, &[50, 150, 150, 150, 300]).len(), 1);
+    }
+
+    #[test]
+    fn a_flow_on_an_algorithm_the_model_does_not_know_is_not_gated() {
+        let mut sel = Selector::new(policy("unknown", &model(0.05, 0.05), 2, ""));
+        sel.note_handover("reno", 0); // pinned there, say, then unpinned
+        let decisions = drive(&mut sel, &[150, 150, 150]);
+        // A spatial decision is never gated: bbr at once.
+        assert_eq!(decisions.len(), 1, "{decisions:?}");
+        assert_eq!((decisions[0].0, decisions[0].1.as_str()), (0, "bbr"));
+        // Temporal decisions from reno: bbr gains only 0.05 over cubic, but reno has no
+        // expected cost to compare, so the hysteresis alone decides.
+        let mut sel = Selector::new(policy("unknown-temporal", &model(0.05, 0.05), 2, "spatial = false"));
+        sel.note_handover("reno", 0);
+        let decisions = drive(&mut sel, &[150, 150, 150]);
+        assert_eq!(decisions.len(), 1, "{decisions:?}");
+        assert_eq!((decisions[0].0, decisions[0].2.as_str()), (1, "model gated: bbr with probability 0.800"));
     }
 }

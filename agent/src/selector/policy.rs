@@ -6,6 +6,8 @@
 //! description = "..."
 //! initial = "cubic"         # what a flow runs before the first decision
 //! default = "bbr"           # when no rule matches (optional if the last rule has no `when`)
+//! objective = "tct"         # what the policy optimises (ccswitch_selection::objective; default
+//!                           # tct, or the model's); with a model it must be the model's
 //!
 //! [window]                  # which RTT samples the features cover
 //! kind = "sliding"          # "first": the flow's first N samples; "sliding": the last N
@@ -15,6 +17,8 @@
 //! spatial = true            # decide once, at once, when the flow has `min_samples` (default true)
 //! temporal = true           # decide again on every later report (default false)
 //! min_samples = 8           # samples before the first decision (default: window.samples)
+//! gain_gate = true          # model with costs only: hand over only when the expected gain
+//!                           # exceeds the handover cost (default: whether the model has costs)
 //!
 //! [hysteresis]              # temporal decisions only (required with temporal = true)
 //! min_dwell_ms = 3000       # at least this long on an algorithm (datapath clock)
@@ -34,7 +38,9 @@
 //! Instead of rules and a default, a policy may name a learned model (`model = "PATH"`, relative
 //! to the policy file; see `ccswitch_selection::model`): the model's classes are then the
 //! algorithms it chooses from, and the policy must use the window the model was trained on
-//! (its `decide.min_samples` defaults to the model's and may not differ from it either).
+//! (its `decide.min_samples` defaults to the model's and may not differ from it either). A
+//! policy that names an objective must name the model's (a model trained for completion time
+//! does not serve a policy that asks for power); one that names none takes the model's.
 //!
 //! A `when` is comparisons `OPERAND OP OPERAND` (OP one of `< <= > >= == !=`; an operand is a
 //! feature, a param or a number; at least one side a feature) joined by `and` and `or`, `and`
@@ -56,7 +62,8 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use ccswitch_selection::check_algorithm;
-use ccswitch_selection::model::Model;
+use ccswitch_selection::model::{Model, MAX_CLASSES};
+use ccswitch_selection::objective::Objective;
 use toml::{Table, Value};
 
 use super::features::{FeatureWindow, Features, MAX_WINDOW_SAMPLES};
@@ -78,6 +85,8 @@ struct PolicyFile {
     default: Option<String>,
     /// The model file, as written (relative to the policy file).
     model: Option<String>,
+    /// The objective spec, as written.
+    objective: Option<String>,
     window: Option<PolicyWindow>,
     decide: PolicyDecide,
     hysteresis: Option<HysteresisFile>,
@@ -106,11 +115,13 @@ struct PolicyDecide {
     spatial: bool,
     temporal: bool,
     min_samples: Option<usize>,
+    /// `None`: on when the model has costs.
+    gain_gate: Option<bool>,
 }
 
 impl Default for PolicyDecide {
     fn default() -> Self {
-        Self { spatial: true, temporal: false, min_samples: None }
+        Self { spatial: true, temporal: false, min_samples: None, gain_gate: None }
     }
 }
 
@@ -135,6 +146,30 @@ pub struct Hysteresis {
     pub min_dwell_us: u64,
     /// Equal decisions in a row needed for a handover.
     pub agreeing: u32,
+}
+
+/// Whether a temporal handover pays for itself, by the model's expected costs (relative regret
+/// under its objective) of the flow's algorithm and of the chosen one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gain {
+    /// Expected cost of staying on the flow's algorithm.
+    pub from_cost: f64,
+    /// Expected cost of the chosen algorithm.
+    pub to_cost: f64,
+    /// The measured cost of the handover itself.
+    pub handover_cost: f64,
+}
+
+impl Gain {
+    /// What the handover is expected to save.
+    pub fn gain(&self) -> f64 {
+        self.from_cost - self.to_cost
+    }
+
+    /// Whether the saving exceeds the handover's cost (strictly: an even trade is not made).
+    pub fn pays(&self) -> bool {
+        self.gain() > self.handover_cost
+    }
 }
 
 /// What a policy chose for one set of features.
@@ -242,6 +277,10 @@ pub struct Policy {
     rules: Vec<Rule>,
     /// Decides in place of the rules when present.
     model: Option<Arc<Model>>,
+    /// What the policy optimises: as named, else the model's, else `tct`.
+    objective: Objective,
+    /// Temporal handovers must pay for themselves by the model's costs.
+    gain_gate: bool,
     /// Every algorithm the rules and the default may choose, without repeats, in order; with a
     /// model, its classes in order.
     algorithms: Vec<String>,
@@ -261,6 +300,7 @@ impl Policy {
         "decide.spatial",
         "decide.temporal",
         "decide.min_samples",
+        "decide.gain_gate",
         "hysteresis.min_dwell_ms",
         "hysteresis.agreeing",
         "memory.enabled",
@@ -396,6 +436,31 @@ impl Policy {
         self.model.as_deref()
     }
 
+    /// What the policy optimises (as named, else its model's, else `tct`).
+    #[cfg(test)]
+    pub fn objective(&self) -> &Objective {
+        &self.objective
+    }
+
+    /// Whether temporal handovers are gated by the model's expected costs.
+    #[cfg(test)]
+    pub fn gain_gate(&self) -> bool {
+        self.gain_gate
+    }
+
+    /// With the gain gate on: the expected costs of algorithms `from` and `to` (positions in
+    /// [`algorithms`](Self::algorithms), the model's classes) for these features, and the
+    /// cost of handing over between them; `None` when the gate is off. Allocates nothing.
+    pub fn handover_gain(&self, features: &Features, from: usize, to: usize) -> Option<Gain> {
+        let model = self.model.as_deref().filter(|_| self.gain_gate)?;
+        let mut costs = [0f64; MAX_CLASSES];
+        let costs = &mut costs[..model.classes().len()];
+        if !model.expected_costs(features, costs) {
+            return None;
+        }
+        Some(Gain { from_cost: costs[from], to_cost: costs[to], handover_cost: model.handover_cost(from, to) })
+    }
+
     /// Apply the rules (or the model) without allocating.
     pub fn choose(&self, features: &Features) -> Choice {
         if let Some(model) = &self.model {
@@ -449,6 +514,7 @@ impl Policy {
             "origin": self.origin,
             "initial": self.initial,
             "default": self.default.map(|i| &self.algorithms[i]),
+            "objective": self.objective.to_string(),
             "window": {"kind": kind, "samples": samples},
             "min_samples": self.min_samples,
             "spatial": self.spatial,
@@ -457,6 +523,7 @@ impl Policy {
                 "min_dwell_ms": self.hysteresis.min_dwell_us / 1_000,
                 "agreeing": self.hysteresis.agreeing,
             })),
+            "gain_gate": self.gain_gate,
             "params": params,
             "rules": rules,
             "model": self.model.as_ref().map(|m| serde_json::json!({
@@ -467,10 +534,25 @@ impl Policy {
                 "trees": m.trees(),
                 "nodes": m.nodes(),
                 "max_depth": m.max_depth(),
+                "objective": m.objective().to_string(),
+                "costs": m.has_costs(),
+                "handover_cost": m.has_costs().then(|| self.handover_costs_json(m)),
             })),
             "memory": self.memory.to_json(),
             "summary": self.to_string(),
         })
+    }
+
+    /// Every ordered pair of the model's classes, `"FROM>TO": cost`.
+    fn handover_costs_json(&self, m: &Model) -> serde_json::Value {
+        let classes = m.classes();
+        let mut pairs = serde_json::Map::new();
+        for (f, from) in classes.iter().enumerate() {
+            for (t, to) in classes.iter().enumerate().filter(|&(t, _)| t != f) {
+                pairs.insert(format!("{from}>{to}"), serde_json::json!(m.handover_cost(f, t)));
+            }
+        }
+        serde_json::Value::Object(pairs)
     }
 
     fn value(&self, operand: Operand, features: &Features) -> f64 {
@@ -515,23 +597,27 @@ impl fmt::Display for Policy {
             (true, false) => writeln!(f, "decides once")?,
             (s, _) => writeln!(
                 f,
-                "{}on every report past its hysteresis (dwell {} ms, {} agreeing)",
+                "{}on every report past its hysteresis (dwell {} ms, {} agreeing{})",
                 if s { "decides at once, then " } else { "decides " },
                 self.hysteresis.min_dwell_us / 1_000,
-                self.hysteresis.agreeing
+                self.hysteresis.agreeing,
+                if self.gain_gate { ", each gaining more than the handover costs" } else { "" }
             )?,
         }
         writeln!(f, "  initial: {}", self.initial)?;
+        writeln!(f, "  objective: {}", self.objective)?;
         if let Some(m) = &self.model {
             writeln!(
                 f,
-                "  model: {} ({}): {} trees, max depth {}, over {}; chooses {}",
+                "  model: {} ({}): {} trees, max depth {}, over {}; chooses {}; trained for {}{}",
                 m.name(),
                 m.origin(),
                 m.trees(),
                 m.max_depth(),
                 m.feature_names().collect::<Vec<_>>().join(", "),
-                m.classes().join(", ")
+                m.classes().join(", "),
+                m.objective(),
+                if m.has_costs() { ", with expected costs" } else { "" }
             )?;
         }
         writeln!(f, "  memory: {}", self.memory)?;
@@ -579,9 +665,9 @@ fn problems(errors: &[String]) -> String {
 }
 
 /// The keys each table of a policy file may have (README.md, "Policy files", documents each).
-const TOP_FIELDS: &[&str] = &["name", "description", "initial", "default", "model", "window", "decide", "hysteresis", "params", "rule", "memory"];
+const TOP_FIELDS: &[&str] = &["name", "description", "initial", "default", "model", "objective", "window", "decide", "hysteresis", "params", "rule", "memory"];
 const WINDOW_FIELDS: &[&str] = &["kind", "samples"];
-const DECIDE_FIELDS: &[&str] = &["spatial", "temporal", "min_samples"];
+const DECIDE_FIELDS: &[&str] = &["spatial", "temporal", "min_samples", "gain_gate"];
 const HYSTERESIS_FIELDS: &[&str] = &["min_dwell_ms", "agreeing"];
 const RULE_FIELDS: &[&str] = &["when", "use"];
 
@@ -674,6 +760,7 @@ fn read_file(table: &Table) -> PolicyFile {
     let initial = top.string("initial", Some("the algorithm a flow runs before the first decision, e.g. \"cubic\""));
     let default = top.string("default", None);
     let model = top.string("model", None);
+    let objective = top.string("objective", None);
 
     let window = match top.table("window", Some("a [window] section with kind = \"first\" or \"sliding\" and samples = N")) {
         Some(t) => {
@@ -701,6 +788,7 @@ fn read_file(table: &Table) -> PolicyFile {
         decide.spatial = f.boolean("spatial").unwrap_or(decide.spatial);
         decide.temporal = f.boolean("temporal").unwrap_or(decide.temporal);
         decide.min_samples = f.whole("min_samples", None);
+        decide.gain_gate = f.boolean("gain_gate");
     }
 
     let hysteresis = top.table("hysteresis", None).map(|t| {
@@ -749,7 +837,7 @@ fn read_file(table: &Table) -> PolicyFile {
     }
 
     let memory = MemorySettings::read(top.get("memory", None), top.errors);
-    PolicyFile { name, description, initial, default, model, window, decide, hysteresis, params, rule: rules, memory, problems }
+    PolicyFile { name, description, initial, default, model, objective, window, decide, hysteresis, params, rule: rules, memory, problems }
 }
 
 fn apply_overrides(file: &mut PolicyFile, overrides: &str) -> Result<(), String> {
@@ -794,6 +882,7 @@ fn set(file: &mut PolicyFile, key: &str, value: &str) -> Result<(), String> {
         "decide.spatial" => file.decide.spatial = boolean(value)?,
         "decide.temporal" => file.decide.temporal = boolean(value)?,
         "decide.min_samples" => file.decide.min_samples = Some(number(value, whole)?),
+        "decide.gain_gate" => file.decide.gain_gate = Some(boolean(value)?),
         "hysteresis.min_dwell_ms" => {
             file.hysteresis.get_or_insert_with(Default::default).min_dwell_ms = number(value, whole)?
         }
@@ -868,6 +957,26 @@ fn build(file: PolicyFile, origin: &str, dir: Option<&Path>) -> Result<Policy> {
     if !file.decide.spatial && !file.decide.temporal {
         errors.push("[decide] spatial and temporal are both false: the policy would never decide".to_string());
     }
+    let objective = check_objective(file.objective.as_deref(), model.as_ref()).map_err(|e| errors.push(e)).unwrap_or_default();
+    let gain_gate = match (file.decide.gain_gate, &model) {
+        (Some(false), _) => false,
+        (_, Some(m)) if m.has_costs() => true,
+        (None, _) => false,
+        (Some(true), Some(m)) => {
+            errors.push(format!(
+                "[decide] gain_gate = true: model {} has no costs to gate by (export it with per-class costs, or leave gain_gate out)",
+                m.origin()
+            ));
+            false
+        }
+        (Some(true), None) => {
+            // A model that failed to load has its own error already.
+            if file.model.is_none() {
+                errors.push("[decide] gain_gate = true: the gate compares a model's expected costs; a rules policy has none".to_string());
+            }
+            false
+        }
+    };
     let hysteresis = check_hysteresis(file.hysteresis.as_ref(), file.decide.temporal).map_err(|e| errors.push(e)).ok();
     // Every declared param, valid or not, so that rules naming a broken one are not blamed too.
     let params: Vec<PolicyParam> = file.params.iter().map(|(name, &value)| PolicyParam { name: name.clone(), value }).collect();
@@ -949,6 +1058,8 @@ fn build(file: PolicyFile, origin: &str, dir: Option<&Path>) -> Result<Policy> {
         params,
         rules,
         model: model.map(Arc::new),
+        objective,
+        gain_gate,
         algorithms,
         memory: file.memory,
     })
@@ -961,6 +1072,26 @@ fn load_model(path: &str, dir: Option<&Path>) -> Result<Model, String> {
         _ => PathBuf::from(path),
     };
     Model::load(&full).map_err(|e| format!("model = {path:?}: {e}"))
+}
+
+/// The policy's objective: as named (checked), else the model's, else `tct`. A named one must be
+/// the model's: a model chooses what is best for the objective it was trained for.
+fn check_objective(spec: Option<&str>, model: Option<&Model>) -> Result<Objective, String> {
+    let named = match spec {
+        Some(spec) => Some(Objective::parse(spec).map_err(|e| format!("objective = {spec:?}: {e}"))?),
+        None => None,
+    };
+    match (named, model) {
+        (Some(o), Some(m)) if o != *m.objective() => Err(format!(
+            "objective {o}, but model {} was trained for {}; retrain for {o} or name {}",
+            m.origin(),
+            m.objective(),
+            m.objective()
+        )),
+        (Some(o), _) => Ok(o),
+        (None, Some(m)) => Ok(m.objective().clone()),
+        (None, None) => Ok(Objective::default()),
+    }
 }
 
 fn check_window(w: &PolicyWindow) -> Result<FeatureWindow, String> {
@@ -1268,6 +1399,24 @@ mod tests {
     }
 
     #[test]
+    fn a_rules_policy_names_an_objective_for_the_record() {
+        let p = Policy::parse(MINIMAL, "x").unwrap();
+        assert_eq!(p.objective().to_string(), "tct");
+        let p = Policy::parse(&MINIMAL.replace("default = \"bbr\"", "default = \"bbr\"\nobjective = \"tct_delay_budget\""), "x").unwrap();
+        assert_eq!(p.objective().to_string(), "tct_delay_budget:budget_ms=100");
+        assert_eq!(p.to_json()["objective"], "tct_delay_budget:budget_ms=100");
+        assert!(p.to_string().contains("\n  objective: tct_delay_budget:budget_ms=100\n"), "{p}");
+        assert!(!p.gain_gate());
+        assert_error("default = \"bbr\"", "default = \"bbr\"\nobjective = \"foo\"", &["objective = \"foo\": unknown objective 'foo': the built-ins are tct, power, tct_delay_budget, harm, weighted"]);
+        assert_error("default = \"bbr\"", "default = \"bbr\"\nobjective = \"weighted:power=-1\"", &["objective = \"weighted:power=-1\": weighted: weight power = -1 is negative; weights must be >= 0"]);
+        assert_error("default = \"bbr\"", "default = \"bbr\"\nobjective = \"weighted\"", &["weighted: every weight is 0; give at least one weight > 0"]);
+        assert_error("default = \"bbr\"", "default = \"bbr\"\nobjective = 1", &["`objective` must be a string, found integer 1"]);
+        assert_error("[params]", "[decide]\ngain_gate = true\n[params]", &["[decide] gain_gate = true: the gate compares a model's expected costs; a rules policy has none"]);
+        // Off is always allowed (it changes nothing here).
+        assert!(!Policy::parse(&MINIMAL.replace("[params]", "[decide]\ngain_gate = false\n[params]"), "x").unwrap().gain_gate());
+    }
+
+    #[test]
     fn the_readme_documents_every_field_setting_and_feature() {
         let readme = include_str!("../../../README.md");
         let start = readme.find("### Policy files").expect("README.md has a \"### Policy files\" section");
@@ -1550,6 +1699,81 @@ mod model_policy_tests {
         assert!(e.contains("classes[2] = \"hyblaa\": unknown algorithm"), "{e}");
         let (e, files) = error("missing", MODEL, &POLICY.replace("models/m.json", "models/none.json"));
         assert!(e.contains(&format!("model = \"models/none.json\": model {}: cannot read it: ", files.dir.join("models/none.json").display())), "{e}");
+    }
+
+    /// MODEL with an objective.
+    fn model_for(objective: &str) -> String {
+        MODEL.replacen("\"kind\": \"forest\"", &format!("\"kind\": \"forest\", \"objective\": \"{objective}\""), 1)
+    }
+
+    /// MODEL with a cost per node and class.
+    fn model_with_costs() -> String {
+        MODEL.replacen("[0.8, 0.2, 0]]", "[0.8, 0.2, 0]], \"cost\": [[0, 0, 0], [0.3, 0.2, 0], [0, 0.1, 0.4]]", 1)
+    }
+
+    #[test]
+    fn a_policy_naming_another_objective_than_its_models_is_refused_naming_both() {
+        let (e, files) = error("objective-differs", MODEL, &POLICY.replace("model = ", "objective = \"power\"\nmodel = "));
+        assert_eq!(
+            e,
+            format!("policy {}: objective power, but model {} was trained for tct; retrain for power or name tct", files.policy(), files.model())
+        );
+        let (e, files) = error("objective-budget", &model_for("tct_delay_budget"), &POLICY.replace("model = ", "objective = \"tct_delay_budget:budget_ms=50\"\nmodel = "));
+        assert!(e.ends_with(&format!("objective tct_delay_budget:budget_ms=50, but model {} was trained for tct_delay_budget:budget_ms=100; retrain for tct_delay_budget:budget_ms=50 or name tct_delay_budget:budget_ms=100", files.model())), "{e}");
+        // The same objective written another way is the same objective.
+        let files = Files::new("objective-same", &model_for("weighted:tct=1,harm=1"), &POLICY.replace("model = ", "objective = \"weighted:harm=1.0,tct=1,power=0\"\nmodel = "));
+        assert_eq!(Policy::load(&files.policy()).unwrap().objective().to_string(), "weighted:harm=1,tct=1");
+    }
+
+    #[test]
+    fn a_policy_without_an_objective_takes_its_models() {
+        let files = Files::new("objective-inherited", &model_for("power"), POLICY);
+        let p = Policy::load(&files.policy()).unwrap();
+        assert_eq!(p.objective().to_string(), "power");
+        assert_eq!(p.to_json()["objective"], "power");
+        assert_eq!(p.to_json()["model"]["objective"], "power");
+        assert!(p.to_string().contains("\n  objective: power\n"), "{p}");
+        assert!(p.to_string().contains("chooses bbr, cubic, hybla; trained for power\n"), "{p}");
+        // A model file from before objectives: tct.
+        let files = Files::new("objective-old", MODEL, POLICY);
+        let p = Policy::load(&files.policy()).unwrap();
+        assert_eq!((p.objective().to_string(), p.model().unwrap().objective().to_string()), ("tct".to_string(), "tct".to_string()));
+        assert!(p.to_string().contains("\n  objective: tct\n"), "{p}");
+    }
+
+    #[test]
+    fn a_model_with_a_bad_objective_is_refused_through_its_policy() {
+        let (e, files) = error("objective-bad", &model_for("speed"), POLICY);
+        assert!(e.ends_with(&format!("model {}: objective = \"speed\": unknown objective 'speed': the built-ins are tct, power, tct_delay_budget, harm, weighted", files.model())), "{e}");
+    }
+
+    #[test]
+    fn the_gain_gate_is_on_with_a_model_that_has_costs_unless_turned_off() {
+        let temporal = "\n[decide]\ntemporal = true\n[hysteresis]\nmin_dwell_ms = 0\nagreeing = 2\n";
+        let files = Files::new("gate", &model_with_costs(), &format!("{POLICY}{temporal}"));
+        let p = Policy::load(&files.policy()).unwrap();
+        assert!(p.gain_gate() && p.model().unwrap().has_costs());
+        assert_eq!(p.to_json()["gain_gate"], true);
+        assert_eq!(p.to_json()["model"]["costs"], true);
+        assert_eq!(p.to_json()["model"]["handover_cost"]["bbr>cubic"], 0.0);
+        assert!(p.to_string().contains("2 agreeing, each gaining more than the handover costs)"), "{p}");
+        // Far (min_rtt_ms above 50): bbr 0, cubic 0.1, hybla 0.4; no handover costs.
+        let far = Features { min_rtt_ms: 80.0, ..Features::default() };
+        let g = p.handover_gain(&far, 2, 0).unwrap();
+        assert_eq!((g.from_cost, g.to_cost, g.handover_cost, g.pays()), (0.4, 0.0, 0.0, true));
+        assert!(!p.handover_gain(&far, 0, 1).unwrap().pays());
+        // Off from the spec, for an experiment measuring what the gate does.
+        let p = Policy::load(&format!("{}:decide.gain_gate=false", files.policy())).unwrap();
+        assert!(!p.gain_gate());
+        assert_eq!(p.handover_gain(&far, 2, 0), None);
+        assert!(!p.to_string().contains("handover costs"), "{p}");
+        // Without costs there is nothing to gate by.
+        let files = Files::new("gate-no-costs", MODEL, &format!("{POLICY}{temporal}"));
+        let p = Policy::load(&files.policy()).unwrap();
+        assert!(!p.gain_gate());
+        assert_eq!(p.handover_gain(&far, 2, 0), None);
+        let e = format!("{:#}", Policy::load(&format!("{}:decide.gain_gate=true", files.policy())).unwrap_err());
+        assert!(e.ends_with(&format!("[decide] gain_gate = true: model {} has no costs to gate by (export it with per-class costs, or leave gain_gate out)", files.model())), "{e}");
     }
 
     #[test]
