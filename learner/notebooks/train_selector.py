@@ -104,7 +104,7 @@ if ds.synthetic:
 
 summary = pd.DataFrame({alg: o.as_dict() for alg, o in labels.fixed_choices(tct_all, cands).items()}).T
 summary["oracle_rows"] = np.bincount(labels.oracle(tct_all), minlength=len(cands))
-summary[["mean_tct_s", "mean_regret", "total_regret", "oracle_rows", "failed"]]
+summary[["mean_cost", "mean_regret", "total_regret", "oracle_rows", "failed"]]
 
 # %% [markdown]
 # ## Split by path
@@ -143,7 +143,7 @@ folds = min(cv_folds, len(set(groups_tr)))
 if cv_metric not in ("total", "mean"):
     raise ValueError(f"cv_metric {cv_metric!r}: must be 'total' or 'mean'")
 cv_kw = dict(folds=folds, seed=seed, repeats=cv_repeats,
-             row_weights=labels.oracle_tct(tct_all[fit_rows]) if cv_metric == "total" else None)
+             row_weights=labels.oracle_cost(tct_all[fit_rows]) if cv_metric == "total" else None)
 rows = []
 for margin in handover_margins:
     for kind in kinds:
@@ -198,7 +198,7 @@ for j, alg in enumerate(cands):
     policies[f"always {alg}"] = np.full(len(test_idx), j)
 held_out = pd.DataFrame({name: labels.evaluate(tct_te, pick).as_dict() for name, pick in policies.items()}).T
 held_out = held_out.sort_values("mean_regret")
-held_out[["mean_tct_s", "mean_regret", "total_regret", "p90_regret", "oracle_share", "failed", "rows"]]
+held_out[["mean_cost", "mean_regret", "total_regret", "p90_regret", "oracle_share", "failed", "rows"]]
 
 # %% [markdown]
 # Per held-out path, the model's total TCT over the oracle's (all sizes of the path together),
@@ -206,10 +206,10 @@ held_out[["mean_tct_s", "mean_regret", "total_regret", "p90_regret", "oracle_sha
 
 # %%
 te_df = df.iloc[test_idx].reset_index(drop=True)
-priced = np.where(np.isnan(tct_te), np.nanmax(tct_te, axis=1)[:, None] * labels.FAILED_TCT_FACTOR, tct_te)
+priced = np.where(np.isnan(tct_te), np.nanmax(tct_te, axis=1)[:, None] * labels.FAILED_COST_FACTOR, tct_te)
 te_df = te_df.assign(chosen=[cands[c] for c in policies[model_key]],
                      model_tct_s=priced[np.arange(len(test_idx)), policies[model_key]],
-                     oracle_tct_s=labels.oracle_tct(tct_te), oracle=[cands[c] for c in labels.oracle(tct_te)])
+                     oracle_tct_s=labels.oracle_cost(tct_te), oracle=[cands[c] for c in labels.oracle(tct_te)])
 path_cols = [c for c in ["link_kind", "rtt_ms", "mbps", "downlink_trace", "loss_downlink", "queue_bdp"] if c in te_df]
 by_path = te_df.groupby("path_id").agg(
     **{c: (c, "first") for c in path_cols},
@@ -352,4 +352,4 @@ report = {
     "rules_agree_with_tree": int(len(rules_x)),
 }
 (out / f"{model_name}.report.json").write_text(json.dumps(report, indent=1) + "\n")
-held_out[["mean_tct_s", "mean_regret", "total_regret"]]
+held_out[["mean_cost", "mean_regret", "total_regret"]]

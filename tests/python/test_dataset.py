@@ -207,3 +207,199 @@ def test_the_cli_computes_the_features_with_the_agents_own_code(tmp_path, capsys
     assert a1["decision_at_s"] == pytest.approx(0.8)
     # b: 5 reports, fewer than min_samples: no decision, the features of the whole flow
     assert b["decision_at_s"] is None and b["f_samples"] == 5.0 and b["f_min_rtt_ms"] == 100.0
+
+
+# ---- what the objectives read ------------------------------------------------------------------
+
+OBJECTIVE_SPEC = """
+name = "tiny-objectives"
+seed = 1
+paths = 2
+candidates = ["bbr", "cubic", "hybla"]
+initial = "bbr"
+repetitions = 2
+[window]
+kind = "first"
+samples = 10
+min_samples = 4
+[sizes]
+fixed = [1_000_000]
+
+[[mix]]
+name = "competing"
+weight = 1
+kind = "constant"
+rtt_ms = 40
+mbps = 24
+queue_bdp = 1
+competitor = { share = 1.0, scheme = "native:cubic", lead_s = 1, seconds = 6 }
+
+[[mix]]
+name = "step"
+weight = 1
+kind = "constant"
+rtt_ms = { dist = "uniform", min = 20, max = 40 }
+mbps = 24
+queue_bdp = 1
+step = { share = 1.0, at_s = 2, delay_ms = 50, loss_downlink = 0.01 }
+"""
+
+#: (candidate, rep) -> (tct_s, throughput_mbps, delay_p95_ms, competitor_mbps); None: failed
+FIGURES = {
+    ("bbr", 1): (1.0, 8.0, 30.0, 4.0), ("bbr", 2): (1.2, 10.0, 50.0, 6.0),
+    # the reference: the competitor runs Cubic, so does the test flow
+    ("cubic", 1): (2.0, 5.0, 80.0, 10.0), ("cubic", 2): (2.2, 6.0, 90.0, 12.0),
+    # hybla's second transfer failed: its figures (competitor at 100 Mbit/s) must not count
+    ("hybla", 1): (1.5, 7.0, 60.0, 9.0), ("hybla", 2): None,
+}
+
+
+def write_objective_store(root):
+    """A sweep store of two paths (one with a competing native:cubic flow, one with a step),
+    written by the store itself from cells carrying the probe's figures."""
+    spec = sweep_spec.loads_spec(OBJECTIVE_SPEC)
+    store = sweep_store.CellStore(str(root))
+    paths = sweep_paths.sample_paths(spec)
+    assert sorted(p.component for p in paths) == ["competing", "step"]
+    store.write_spec(spec, paths)
+    for i, cell in enumerate(sweep_paths.cells_of(spec, paths)):
+        figs = FIGURES[(cell.candidate, cell.rep)]
+        competing = cell.path.component == "competing"
+        if figs is None:
+            row = {"tct_s": None, "sha256_ok": False, "error": "curl: (28) timed out", "throughput_mbps": 1.0,
+                   "delay_p95_ms": 1.0, "competitor_mbps": 100.0 if competing else None}
+        else:
+            tct, thr, dp95, rival = figs
+            row = {"tct_s": tct, "sha256_ok": True, "error": None, "throughput_mbps": thr, "delay_p95_ms": dp95,
+                   "delay_p50_ms": dp95 / 2, "competitor_mbps": rival if competing else None,
+                   "flows": [{"role": "test", "scheme": cell.scheme}, {"role": "competitor", "scheme": "native:cubic"}]
+                   if competing else None}
+        row.update(load1=0.1, started_at="t")
+        evs = events(10_000_000 * i, [25_000] * 6) if cell.candidate == "bbr" else None
+        store.write_cell(spec, cell, row, evs, "batch-x")
+    return paths
+
+
+def test_every_candidate_gets_its_median_throughput_delay_and_harm_and_each_path_its_step_and_competitor(tmp_path):
+    paths = write_objective_store(tmp_path / "store")
+    out = tmp_path / "d.parquet"
+    dataset.build_dataset([str(tmp_path / "store")], str(out), native=stand_in())
+    t = pq.read_table(out)
+    rows = {r["path_id"]: r for r in t.to_pylist() if r["rep"] == 1}
+    comp = rows[next(p.id for p in paths if p.component == "competing")]
+    step = rows[next(p.id for p in paths if p.component == "step")]
+    for r in (comp, step):
+        # medians over the successful repetitions; hybla's failed one left out
+        assert (r["tct_bbr"], r["thr_bbr"], r["dp95_bbr"]) == (1.1, 9.0, 40.0)
+        assert (r["tct_cubic"], r["thr_cubic"], r["dp95_cubic"]) == (2.1, 5.5, 85.0)
+        assert (r["tct_hybla"], r["n_hybla"], r["thr_hybla"], r["dp95_hybla"]) == (1.5, 1, 7.0, 60.0)
+    # harm against the reference (Cubic's competitor median 11 Mbit/s): BBR's 5 -> 6/11,
+    # Hybla's 9 -> 2/11, Cubic itself 0
+    assert comp["has_competitor"] is True and comp["has_schedule"] is False
+    assert comp["harm_bbr"] == pytest.approx(6 / 11) and comp["harm_hybla"] == pytest.approx(2 / 11)
+    assert comp["harm_cubic"] == 0.0
+    assert comp["step_at_s"] is None and comp["step_delay_ms"] is None and comp["step_loss"] is None
+    # the step path: its last step's time, added delay and loss; no competitor, no harm
+    assert step["has_schedule"] is True and step["has_competitor"] is False
+    assert (step["step_at_s"], step["step_delay_ms"], step["step_loss"]) == (2.0, 50.0, 0.01)
+    assert step["harm_bbr"] is None and step["harm_cubic"] is None
+    # the families do not collide: the candidates are still the tct_ columns
+    assert labels.candidate_columns(t.column_names) == ["bbr", "cubic", "hybla"]
+    meta = json.loads(t.schema.metadata[b"ccswitch.dataset"])
+    assert meta["scenarios"] == ["tiny-objectives"] and meta["metrics"]["dp95_"] == "delay_p95_ms"
+
+
+def test_the_objectives_cost_the_dataset_as_built(tmp_path):
+    from ccswitch.learner import objectives, training
+
+    write_objective_store(tmp_path / "store")
+    out = tmp_path / "d.parquet"
+    dataset.build_dataset([str(tmp_path / "store")], str(out), native=stand_in())
+    ds = training.load_dataset(out, objective="harm")
+    c = ds.cost
+    competing = ds.table["has_competitor"].to_numpy(dtype=bool)
+    assert c[competing][0].tolist() == pytest.approx([1.1 * (1 + 6 / 11), 2.1, 1.5 * (1 + 2 / 11)])
+    assert c[~competing][0].tolist() == pytest.approx([1.1, 2.1, 1.5])
+    assert training.load_dataset(out, objective="tct_delay_budget:budget_ms=50").miss[0].tolist() == [0.0, 1.0, 1.0]
+    assert ds.objective == objectives.parse("harm")
+
+
+def test_cells_from_before_the_probe_have_missing_figures_not_errors(tmp_path):
+    spec = sweep_spec.loads_spec(OBJECTIVE_SPEC)
+    store = sweep_store.CellStore(str(tmp_path / "store"))
+    paths = sweep_paths.sample_paths(spec)
+    store.write_spec(spec, paths)
+    for i, cell in enumerate(sweep_paths.cells_of(spec, paths)):
+        # what an old cell holds: no throughput, delay, flows or competitor figures at all
+        row = {"tct_s": 1.0 + i, "sha256_ok": True, "error": None, "load1": 0.1, "started_at": "t"}
+        store.write_cell(spec, cell, row, events(10_000_000 * i, [25_000] * 6) if cell.candidate == "bbr" else None, "b")
+    out = tmp_path / "d.parquet"
+    dataset.build_dataset([str(tmp_path / "store")], str(out), native=stand_in())
+    rows = pq.read_table(out).to_pylist()
+    assert rows and all(r["thr_bbr"] is None and r["dp95_cubic"] is None and r["harm_hybla"] is None for r in rows)
+    # the path still says it has a competitor (its parameters do), so harm is unknown, not 0
+    assert {r["has_competitor"] for r in rows} == {True, False}
+
+
+def test_a_run_directory_without_the_new_fields_still_builds(tmp_path):
+    run = tmp_path / "run"
+    write_run(run)
+    dataset.build_dataset([str(run)], str(tmp_path / "d.parquet"), native=stand_in(), window=("first", 10, 4))
+    rows = pq.read_table(tmp_path / "d.parquet").to_pylist()
+    assert all(r["thr_bbr"] is None and r["has_competitor"] is False and r["has_schedule"] is False for r in rows)
+
+
+# ---- held out for evaluation -------------------------------------------------------------------
+
+
+def test_a_run_of_a_held_out_scenario_is_refused_by_its_name(tmp_path):
+    run = tmp_path / "mix"
+    write_run(run)
+    (run / "scenario.toml").write_text('name = "mystique-mix"\nschemes = ["kernel:bbr"]\n'
+                                       '[[clients]]\nname = "c"\ndelay_ms = 7\nlink = { mbps = 12 }\n'
+                                       'file_sizes = [1000]\n')
+    with pytest.raises(dataset.DatasetError) as e:
+        dataset.build_dataset([str(run)], str(tmp_path / "d.parquet"), native=stand_in())
+    assert str(e.value) == f"{run}: a run of mystique-mix.toml, held out for evaluation: training may not use it"
+
+
+def test_a_run_on_a_held_out_path_is_refused_whatever_its_name(tmp_path):
+    # mcc-wifi.toml clients[1]: 20 ms RTT, 24 Mbit/s, a 40-packet queue, clean
+    from ccswitch.experiments import scenario as _scenario
+    from ccswitch.experiments.environment import repo_root
+
+    wired = _scenario.load_scenario(os.path.join(repo_root(), "experiments/mcc-wifi.toml"), check_files=False).clients[1]
+    run = tmp_path / "innocent"
+    write_run(run)
+    rows = [json.loads(l) for l in (run / "transfers.jsonl").read_text().splitlines()]
+    rows[-1].update({k: v for k, v in wired.path_fields().items()})
+    (run / "transfers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(dataset.DatasetError) as e:
+        dataset.build_dataset([str(run)], str(tmp_path / "d.parquet"), native=stand_in())
+    assert str(e.value) == (f"{run}: a run on the path of mcc-wifi.toml clients[1] ({wired.name}), held out for "
+                            "evaluation: training may not use it")
+
+
+def test_the_measured_runs_on_the_held_out_paths_are_refused():
+    from ccswitch.experiments.environment import repo_root
+
+    run = os.path.join(repo_root(), "experiments/measured/learned-mix-2026-11-24")
+    with pytest.raises(dataset.DatasetError, match="a run on the path of mystique-mix.toml clients"):
+        dataset.read_source(run, None)
+
+
+def test_training_refuses_a_dataset_built_from_a_held_out_run(tmp_path):
+    import pyarrow as pa
+
+    from ccswitch.learner import training
+
+    cols = {"path_id": ["p"], "initial": ["bbr"], "tct_bbr": [1.0], "f_min_rtt_ms": [1.0]}
+    for sources, scenarios in ((["results/mcc-wifi-20261124-101500"], None), (["results/renamed"], ["mcc-wifi"])):
+        meta = {"sources": sources, **({"scenarios": scenarios} if scenarios else {})}
+        pq.write_table(pa.table(cols).replace_schema_metadata({b"ccswitch.dataset": json.dumps(meta).encode()}),
+                       tmp_path / "d.parquet")
+        with pytest.raises(ValueError) as e:
+            training.load_dataset(tmp_path / "d.parquet")
+        assert str(e.value) == (f"{tmp_path / 'd.parquet'}: built from {sources[0]}, a run of mcc-wifi.toml, held out "
+                                "for evaluation: training may not use it")
+    assert dataset.held_out_source("results/mystique-mixer-20261124-101500") is None

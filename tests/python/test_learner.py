@@ -30,7 +30,7 @@ TCT = np.array([
 
 def test_the_oracle_is_the_first_fastest_finished_candidate():
     assert labels.oracle(TCT).tolist() == [1, 0, 2]
-    assert labels.oracle_tct(TCT).tolist() == [2.0, 1.0, 2.0]
+    assert labels.oracle_cost(TCT).tolist() == [2.0, 1.0, 2.0]
 
 
 def test_regret_is_relative_to_the_oracle_and_a_failure_costs_twice_the_slowest():
@@ -54,14 +54,14 @@ def test_rows_without_any_finished_candidate_have_no_oracle():
 def test_evaluate_scores_choices_and_counts_failed_ones_apart():
     o = labels.evaluate(TCT, np.array([0, 2, 0]))
     assert o.failed == 1 and o.rows == 3
-    assert o.mean_tct_s == pytest.approx(3.5)            # 3 s and 4 s; the failure excluded
+    assert o.mean_cost == pytest.approx(3.5)            # 3 s and 4 s; the failure excluded
     assert o.mean_regret == pytest.approx((0.5 + 3.0) / 2)
     assert o.total_regret == pytest.approx(7.0 / 3.0 - 1)
     assert o.oracle_share == 0.0
     best = labels.evaluate(TCT, labels.oracle(TCT))
     assert (best.mean_regret, best.oracle_share, best.failed) == (0.0, 1.0, 0)
     fixed = labels.fixed_choices(TCT, ["a", "b", "c"])
-    assert fixed["b"].mean_tct_s == pytest.approx(3.0) and fixed["a"].failed == 1
+    assert fixed["b"].mean_cost == pytest.approx(3.0) and fixed["a"].failed == 1
 
 
 def test_regret_weights_are_what_a_wrong_choice_costs():
@@ -117,7 +117,7 @@ def test_cross_validated_regret_weighted_by_oracle_time_is_the_total_regret():
     x, groups = np.zeros((4, 1)), ["a", "a", "b", "b"]
     mean = training.cv_regret("constant", "-", x, cost, groups, folds=2, max_depth=None)
     total = training.cv_regret("constant", "-", x, cost, groups, folds=2, repeats=3,
-                               row_weights=labels.oracle_tct(tct), max_depth=None)
+                               row_weights=labels.oracle_cost(tct), max_depth=None)
     # trained on one path, each fold picks that path's best and is wrong on the other
     assert mean == pytest.approx((1.0 + 1.0 + 1.0 + 1.0) / 4)
     assert total == pytest.approx((2 * 1.0 * 1.0 + 2 * 10.0 * 1.0) / (2 * 1.0 + 2 * 10.0))

@@ -12,29 +12,57 @@ Sources:
 
 The features come from `ccswitch._native.decision_features`, the agent's own implementation,
 fed with the flow's report events and the MSS of its `flow` event: training and serving
-compute them with the same code. The schema is in learner/README.md ("Dataset").
+compute them with the same code. Beside each candidate's TCT a row carries what the
+objectives (`objectives.py`) read: its throughput, delay p95 and harm to a competing flow, and
+the path's schedule step and competitor. The schema is in learner/README.md ("Dataset").
+
+Runs of the scenarios held out for evaluation (`sweep_paths.HELD_OUT_SCENARIOS`:
+experiments/mystique-mix.toml and mcc-wifi.toml) are refused, found by the run's scenario name
+and by any transfer on one of their clients' paths; `training.load_dataset` refuses a dataset
+whose metadata names such a source.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
+import math
 import os
+import re
 import statistics
 import sys
+import tomllib
+import types
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..experiments import results, sweep_paths as _sweep_paths, sweep_spec as _sweep_spec, sweep_store as _sweep_store
-from ..experiments.rundir import RunDirectory, RunDirectoryError
 from ..experiments.compat import DATAPATH_RENAMED
+from ..experiments.environment import repo_root
+from ..experiments.measurements import harm as _harm
+from ..experiments.rundir import RunDirectory, RunDirectoryError
+from .labels import DP95_PREFIX, FEATURE_PREFIX, HARM_PREFIX, RUNS_PREFIX, TCT_PREFIX, THR_PREFIX
 
 #: MSS assumed for a flow whose `flow` event does not carry one (agents from before the field
 #: was added); counted and reported by the builder.
 DEFAULT_MSS = 1448
 WINDOW_KINDS = ("first", "sliding")
-#: Column families (labels.py reads them by these prefixes: nothing else may start with them).
-FEATURE_PREFIX, TCT_PREFIX, RUNS_PREFIX = "f_", "tct_", "n_"
+
+#: The per-candidate metric columns (besides `tct_`, `n_`) and the row field each is the median of.
+METRICS = {THR_PREFIX: "throughput_mbps", DP95_PREFIX: "delay_p95_ms"}
+
+#: What the dataset's metadata says of its per-candidate columns (the settings the objectives
+#: depend on).
+METRIC_NOTES = {
+    TCT_PREFIX: "tct_s", THR_PREFIX: "throughput_mbps", DP95_PREFIX: "delay_p95_ms",
+    "aggregate": "median over the candidate's successful repetitions on the path, datapath and size",
+    HARM_PREFIX: "harm (Ware et al., throughput, higher is better) of the median competitor_mbps against the "
+                 "candidate named like the competitor's algorithm",
+}
+
+#: Scheme kinds that prefix an algorithm in a competitor's scheme (`native:cubic` -> `cubic`).
+SCHEME_KINDS = ("native", "kernel", "ovs")
 
 
 class DatasetError(ValueError):
@@ -61,7 +89,11 @@ class Observation:
     algorithm's) the flow's events."""
 
     __slots__ = ("source", "sweep", "path_id", "params", "datapath", "candidate", "file_bytes", "rep", "tct_s",
-                 "ok", "load1", "started_at", "flow", "reports", "mean_mbps")
+                 "ok", "load1", "started_at", "flow", "reports", "mean_mbps",
+                 # the probe's figures (None when the cell or row predates them)
+                 "throughput_mbps", "delay_p95_ms", "competitor_mbps",
+                 # the algorithms of the path's competing flows (`cubic` for `native:cubic`); empty: none
+                 "competitors")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -70,6 +102,87 @@ class Observation:
 
 def _ok(row: Dict[str, Any]) -> bool:
     return row.get("error") is None and bool(row.get("sha256_ok")) and row.get("tct_s") is not None
+
+
+def _number(v: Any) -> Optional[float]:
+    """A finite number, else None (absent in old cells, null, NaN, or not a number at all)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def competitor_algorithm(scheme: str) -> str:
+    """The algorithm of a competing flow's scheme, as a candidate would be named:
+    `native:cubic` -> `cubic`, `kernel:cubic:beta=0.8` -> `cubic:beta=0.8`."""
+    kind, sep, rest = scheme.partition(":")
+    return rest if sep and DATAPATH_RENAMED.get(kind, kind) in SCHEME_KINDS else scheme
+
+
+def _competitors(params: Dict[str, Any], row: Dict[str, Any]) -> Tuple[str, ...]:
+    """The algorithms of the path's competing flows: the path's `flows` entries with a scheme
+    (a sweep cell), else the row's flows whose role is not the test flow's (a run)."""
+    if params.get("flows"):
+        schemes = [f["scheme"] for f in params["flows"] if f.get("scheme")]
+    else:
+        schemes = [f["scheme"] for f in row.get("flows") or [] if f.get("role") != "test" and f.get("scheme")]
+    return tuple(sorted({competitor_algorithm(s) for s in schemes}))
+
+
+def _metrics(row: Dict[str, Any], params: Dict[str, Any]) -> Dict[str, Any]:
+    return {"throughput_mbps": _number(row.get("throughput_mbps")), "delay_p95_ms": _number(row.get("delay_p95_ms")),
+            "competitor_mbps": _number(row.get("competitor_mbps")), "competitors": _competitors(params, row)}
+
+
+# ----------------------------------------------------------------------- held out
+
+
+@functools.lru_cache(maxsize=None)
+def held_out_scenarios() -> Dict[str, str]:
+    """The held-out scenarios' names -> their file names (`mystique-mix` -> `mystique-mix.toml`)."""
+    out = {}
+    for f in _sweep_paths.HELD_OUT_SCENARIOS:
+        with open(os.path.join(repo_root(), f), "rb") as fh:
+            out[tomllib.load(fh)["name"]] = os.path.basename(f)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def held_out_clients() -> Dict[Tuple, str]:
+    """Every client path of the held-out scenarios, comparable form -> "file clients[i] (name)"."""
+    return _sweep_paths.held_out_paths(types.SimpleNamespace(held_out=()))
+
+
+def held_out_source(source: str, scenario: Optional[str] = None) -> Optional[str]:
+    """The held-out scenario file a dataset source is a run of, by its recorded scenario name
+    or by its directory's name (`ccswitch run` names it SCENARIO-YYYYMMDD-HHMMSS), else None."""
+    names = held_out_scenarios()
+    if scenario in names:
+        return names[scenario]
+    base = os.path.basename(os.path.normpath(str(source)))
+    for name, file in names.items():
+        if re.fullmatch(re.escape(name) + r"(-\d{8}-\d{6})?", base):
+            return file
+    return None
+
+
+def check_not_held_out(run_dir: str, run: RunDirectory) -> None:
+    """Refuse a run of a held-out scenario: by its scenario's name, by a client of its scenario
+    or by any transfer whose path equals a held-out scenario's client."""
+    try:
+        scenario = run.scenario
+    except RunDirectoryError:
+        scenario = None  # a trimmed run without its scenario: its transfers still say their paths
+    held = held_out_source(run_dir, scenario.name if scenario else None)
+    if held:
+        raise DatasetError(f"{run_dir}: a run of {held}, held out for evaluation: training may not use it")
+    clients = held_out_clients()
+    paths = [_sweep_paths.path_params(c) for c in scenario.clients] if scenario else []
+    paths += [_sweep_paths.params_from_row(row) for row in run.rows]
+    for params in paths:
+        where = clients.get(_sweep_paths._comparable(params))
+        if where:
+            raise DatasetError(f"{run_dir}: a run on the path of {where}, held out for evaluation: "
+                               "training may not use it")
 
 
 def _mean_mbps(params: Dict[str, Any]) -> Optional[float]:
@@ -100,16 +213,22 @@ def read_store(store: str, initial: Optional[str]) -> Tuple[List[Observation], D
             datapath=DATAPATH_RENAMED.get(doc["datapath"], doc["datapath"]),
             candidate=doc["candidate"], file_bytes=doc["file_bytes"], rep=doc["rep"], tct_s=row.get("tct_s"),
             ok=_ok(row), load1=row.get("load1"), started_at=row.get("started_at"), flow=flow.get("flow"),
-            reports=reports, mean_mbps=doc.get("mean_mbps")))
+            reports=reports, mean_mbps=doc.get("mean_mbps"), **_metrics(row, doc["path"])))
     settings = {"initial": spec.initial, "candidates": list(spec.candidates), "sweep": spec.name,
-                "window": (spec.window_kind, spec.window_samples, spec.window_min_samples)}
+                "window": (spec.window_kind, spec.window_samples, spec.window_min_samples), "scenario": spec.name}
     return obs, settings
 
 
 def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, Any]]:
     """A `ccswitch run` directory's transfers of fixed agent algorithms (RunDirectory's rows,
-    so in today's scheme names), with the events of the initial algorithm's."""
+    so in today's scheme names), with the events of the initial algorithm's. A run of a
+    held-out scenario is refused (`check_not_held_out`)."""
     run = RunDirectory(run_dir)
+    check_not_held_out(run_dir, run)
+    try:
+        scenario = run.scenario.name
+    except RunDirectoryError:
+        scenario = None
     obs = []
     candidates: List[str] = []
     name = os.path.basename(os.path.normpath(run_dir))
@@ -129,11 +248,12 @@ def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, A
             source=run_dir, sweep=name, path_id=_sweep_paths.path_id(params), params=params,
             datapath=kind, candidate=alg, file_bytes=row["file_bytes"],
             rep=row["repetition"], tct_s=row.get("tct_s"), ok=_ok(row), load1=row.get("load1"),
-            started_at=row.get("started_at"), flow=flow, reports=reports, mean_mbps=_mean_mbps(params)))
+            started_at=row.get("started_at"), flow=flow, reports=reports, mean_mbps=_mean_mbps(params),
+            **_metrics(row, params)))
     if initial not in candidates:
         raise DatasetError(f"{run_dir}: no transfer ran the initial algorithm {initial!r} as a fixed agent scheme "
                            f"(candidates here: {', '.join(candidates) or 'none'}); pass --initial")
-    return obs, {"initial": initial, "candidates": candidates, "sweep": name, "window": None}
+    return obs, {"initial": initial, "candidates": candidates, "sweep": name, "window": None, "scenario": scenario}
 
 
 def read_source(path: str, initial: Optional[str]) -> Tuple[List[Observation], Dict[str, Any]]:
@@ -153,6 +273,47 @@ def read_source(path: str, initial: Optional[str]) -> Tuple[List[Observation], D
 
 
 # ----------------------------------------------------------------------- rows
+
+
+def _median(values) -> Optional[float]:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def candidate_metrics(by_cand: Dict[str, List[Observation]], candidates: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    """Per candidate of one (path, datapath, size): the medians over its successful
+    repetitions of each `METRICS` field and of the competitor's throughput, and its harm.
+
+    Harm (Ware et al.; `measurements.harm`, higher is better) compares the competitor's median
+    throughput while this candidate ran with the same while the *reference* ran: the candidate
+    named like the competitor's algorithm (`native:cubic` -> `cubic`). None without a
+    competitor, with competitors of different algorithms, without the reference among the
+    candidates or without both throughputs."""
+    everyone = [o for os_ in by_cand.values() for o in os_]
+    rivals = {o.competitors for o in everyone if o.competitors}
+    out: Dict[str, Dict[str, Any]] = {}
+    for c in candidates:
+        done = [o for o in by_cand.get(c, []) if o.ok]
+        out[c] = {field: _median(getattr(o, field) for o in done) for field in METRICS.values()}
+        out[c]["competitor_mbps"] = _median(o.competitor_mbps for o in done)
+    reference = next(iter(rivals))[0] if len(rivals) == 1 and len(next(iter(rivals))) == 1 else None
+    ref_mbps = out[reference]["competitor_mbps"] if reference in out else None
+    for c in candidates:
+        mbps = out[c]["competitor_mbps"]
+        out[c]["harm"] = (_harm(ref_mbps, mbps, higher_is_better=True)
+                          if ref_mbps is not None and ref_mbps > 0 and mbps is not None else None)
+    return out
+
+
+def path_columns(params: Dict[str, Any], competing: bool) -> Dict[str, Any]:
+    """`has_schedule`, `has_competitor` and the last schedule step's time, added one-way delay
+    and downlink loss (None without a schedule)."""
+    steps = params.get("schedule") or []
+    last = steps[-1] if steps else None
+    return {"has_schedule": bool(steps), "has_competitor": competing,
+            "step_at_s": _number(last.get("at_s")) if last else None,
+            "step_delay_ms": _number(last.get("delay_ms", 0.0)) if last else None,
+            "step_loss": _number(last.get("loss_downlink", 0.0)) if last else None}
 
 
 def build_rows(sources: Sequence[Tuple[List[Observation], Dict[str, Any]]], window: Tuple[str, int, int],
@@ -189,6 +350,8 @@ def build_rows(sources: Sequence[Tuple[List[Observation], Dict[str, Any]]], wind
             runs[c] = len(done)
         everyone = [o for os_ in by_cand.values() for o in os_]
         load_max = max((o.load1 for o in everyone if o.load1 is not None), default=None)
+        metrics = candidate_metrics(by_cand, candidates)
+        competing = any(o.competitors for o in everyone)
         for o in sorted(by_cand.get(initial, []), key=lambda o: o.rep):
             if not o.reports:
                 no_events += 1
@@ -217,7 +380,8 @@ def build_rows(sources: Sequence[Tuple[List[Observation], Dict[str, Any]]], wind
                 "uplink_trace": os.path.basename(trace_up) if trace_up else None,
                 "queue_packets": p.get("queue_packets"),
                 "queue_bdp": _sweep_paths.queue_bdp(p.get("queue_packets"), o.mean_mbps, rtt),
-                "mean_mbps": o.mean_mbps, "file_bytes": int(size), "rep": int(o.rep), "initial": initial,
+                "mean_mbps": o.mean_mbps, **path_columns(p, competing),
+                "file_bytes": int(size), "rep": int(o.rep), "initial": initial,
             }
             for name in names:
                 v = feats.get(name)
@@ -226,6 +390,9 @@ def build_rows(sources: Sequence[Tuple[List[Observation], Dict[str, Any]]], wind
             for c in candidates:
                 row[TCT_PREFIX + cols[c]] = tct[c]
                 row[RUNS_PREFIX + cols[c]] = runs[c]
+                for prefix, field in METRICS.items():
+                    row[prefix + cols[c]] = metrics[c][field]
+                row[HARM_PREFIX + cols[c]] = metrics[c]["harm"]
             row.update(mss=int(mss), reports=len(o.reports), load1=o.load1, load1_max=load_max,
                        started_at=o.started_at)
             rows.append(row)
@@ -243,12 +410,16 @@ def arrow_table(rows: List[Dict[str, Any]], candidates: Sequence[str], names: Se
               ("rtt_ms", pa.float64()), ("loss_downlink", pa.float64()), ("loss_uplink", pa.float64()),
               ("mbps", pa.float64()), ("downlink_trace", pa.string()), ("uplink_trace", pa.string()),
               ("queue_packets", pa.int64()), ("queue_bdp", pa.float64()), ("mean_mbps", pa.float64()),
+              ("has_schedule", pa.bool_()), ("has_competitor", pa.bool_()), ("step_at_s", pa.float64()),
+              ("step_delay_ms", pa.float64()), ("step_loss", pa.float64()),
               ("file_bytes", pa.int64()), ("rep", pa.int32()), ("initial", pa.string())]
     fields += [(FEATURE_PREFIX + n, pa.float64()) for n in names]
     fields += [("decision_at_s", pa.float64())]
     for c in candidates:
         col = _sweep_spec.dataset_column_name(c)
         fields += [(TCT_PREFIX + col, pa.float64()), (RUNS_PREFIX + col, pa.int32())]
+        fields += [(prefix + col, pa.float64()) for prefix in METRICS]
+        fields += [(HARM_PREFIX + col, pa.float64())]
     fields += [("mss", pa.int32()), ("reports", pa.int32()), ("load1", pa.float64()), ("load1_max", pa.float64()),
                ("started_at", pa.string())]
     schema = pa.schema(fields, metadata={b"ccswitch.dataset": json.dumps(meta).encode()})
@@ -284,6 +455,8 @@ def build_dataset(paths: Sequence[str], out: str, *, window: Optional[Tuple[str,
     meta = {"window": {"kind": kind, "samples": samples, "min_samples": min_samples},
             "initial": sources[0][1]["initial"], "candidates": candidates, "features": names,
             "sources": [os.path.relpath(os.path.abspath(p)) for p in paths],
+            "scenarios": [s[1].get("scenario") for s in sources],
+            "metrics": METRIC_NOTES,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     table = arrow_table(rows, candidates, names, meta)
     write_dataset(out, table)

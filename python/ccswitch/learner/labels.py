@@ -1,24 +1,26 @@
 """What a choice costs: the oracle, regret and cost-sensitive training labels for a dataset.
 
 A dataset row (learner/README.md) is one transfer observed under the policy's `initial`
-algorithm, with the features at its first decision and, in `tct_<alg>`, the median transfer
-completion time (TCT) of every candidate on the same path and file size. Choosing candidate
-`j` for row `i` therefore costs `tct[i, j]`; the *oracle* is the candidate with the least TCT
-(the first such one, in candidate order), and the *regret* of a choice is how much longer it
-takes than the oracle's:
+algorithm, with the features at its first decision and, per candidate, its figures on the same
+path and file size: `tct_<alg>` (median transfer completion time, TCT), `thr_<alg>`
+(throughput), `dp95_<alg>` (delay p95), `harm_<alg>` (harm to a competing flow). The operator's
+objective (`objectives.py`) turns them into a **cost** per row and candidate, lower being better
+(`objectives.cost_matrix`; the default objective `tct` is the TCT itself). The *oracle* of a
+row is its cheapest candidate (the first such one, in candidate order), and the *regret* of a
+choice is how much more it costs than the oracle's:
 
-    regret[i, j] = tct[i, j] / tct[i, oracle(i)] - 1        (relative: 0.25 = 25 % slower)
+    regret[i, j] = cost[i, j] / cost[i, oracle(i)] - 1        (relative: 0.25 = 25 % worse)
 
-A candidate without a TCT on a row (every repetition failed) cannot be judged by time. For
-training it costs as if it took `FAILED_TCT_FACTOR` times the row's slowest finished TCT,
-so the learner avoids it without one failure dominating every other signal; evaluation
-counts such choices separately (`failed`). Rows on which no candidate finished have no oracle
-and are dropped by `usable_rows`.
+A candidate without a cost on a row (every repetition failed, or a metric the objective needs
+was not measured) cannot be judged. For training it costs `FAILED_COST_FACTOR` times the row's
+highest finite cost (`priced`), so the learner avoids it without one failure dominating every
+other signal; evaluation counts such choices separately (`failed`). Rows on which no candidate
+has a cost have no oracle and are dropped by `usable_rows`.
 
-The aim of a selector is the least TCT, not the most correct oracle labels: confusing two
-candidates whose TCTs differ by 1 % costs nothing, while choosing a loss-based algorithm on a
+The aim of a selector is the least cost, not the most correct oracle labels: confusing two
+candidates whose costs differ by 1 % costs nothing, while choosing a loss-based algorithm on a
 lossy long path costs several times the transfer. `regret_weights` and `expand_by_cost` turn
-the cost matrix into training data for an ordinary scikit-learn classifier.
+the regret matrix into training data for an ordinary scikit-learn classifier.
 """
 
 from __future__ import annotations
@@ -28,14 +30,17 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-#: Prefixes of the dataset's column families.
+#: Prefixes of the dataset's column families, declared here once (`dataset.py` writes them,
+#: `objectives.py` reads them). No other column starts with one of them.
 TCT_PREFIX = "tct_"
 RUNS_PREFIX = "n_"
 FEATURE_PREFIX = "f_"
+THR_PREFIX = "thr_"
+DP95_PREFIX = "dp95_"
+HARM_PREFIX = "harm_"
 
-#: For training, a candidate that never finished costs this multiple of the row's slowest
-#: finished TCT.
-FAILED_TCT_FACTOR = 2.0
+#: For training, a candidate without a cost costs this multiple of the row's highest cost.
+FAILED_COST_FACTOR = 2.0
 
 
 def candidate_columns(columns: Sequence[str]) -> List[str]:
@@ -48,52 +53,62 @@ def feature_columns(columns: Sequence[str]) -> List[str]:
     return [c[len(FEATURE_PREFIX):] for c in columns if c.startswith(FEATURE_PREFIX)]
 
 
-def tct_matrix(table, candidates: Sequence[str]) -> np.ndarray:
-    """An (rows, candidates) float array of TCTs in seconds, NaN where a candidate has none.
+def metric_matrix(table, candidates: Sequence[str], prefix: str) -> np.ndarray:
+    """An (rows, candidates) float array of the `<prefix><alg>` columns, NaN where null.
 
     `table` is anything indexable by column name that yields a sequence (a pandas DataFrame,
     a dict of lists or arrays)."""
     if not candidates:
         raise ValueError("no candidates: the table needs at least one tct_<alg> column")
-    cols = []
-    for alg in candidates:
-        col = np.asarray(table[TCT_PREFIX + alg], dtype=float)
+    return np.column_stack([np.asarray(table[prefix + alg], dtype=float) for alg in candidates])
+
+
+def tct_matrix(table, candidates: Sequence[str]) -> np.ndarray:
+    """An (rows, candidates) float array of TCTs in seconds, NaN where a candidate has none."""
+    tct = metric_matrix(table, candidates, TCT_PREFIX)
+    for j, alg in enumerate(candidates):
+        col = tct[:, j]
         if np.any(col[~np.isnan(col)] <= 0):
             raise ValueError(f"{TCT_PREFIX}{alg} holds a TCT <= 0 s, which no transfer takes")
-        cols.append(col)
-    return np.column_stack(cols)
+    return tct
 
 
-def usable_rows(tct: np.ndarray) -> np.ndarray:
-    """Boolean mask of the rows on which at least one candidate finished (they have an oracle)."""
-    return ~np.all(np.isnan(tct), axis=1)
+def usable_rows(cost: np.ndarray) -> np.ndarray:
+    """Boolean mask of the rows on which at least one candidate has a cost (they have an oracle)."""
+    return ~np.all(np.isnan(cost), axis=1)
 
 
-def oracle(tct: np.ndarray) -> np.ndarray:
-    """Index of the fastest finished candidate of each row (the first one on ties).
+def oracle(cost: np.ndarray) -> np.ndarray:
+    """Index of the cheapest candidate of each row (the first one on ties).
 
-    Every row must have at least one finished candidate (see `usable_rows`)."""
-    _require_usable(tct)
-    return np.argmin(np.where(np.isnan(tct), np.inf, tct), axis=1)
-
-
-def oracle_tct(tct: np.ndarray) -> np.ndarray:
-    """The least TCT of each row."""
-    _require_usable(tct)
-    return np.nanmin(tct, axis=1)
+    Every row must have at least one candidate with a cost (see `usable_rows`)."""
+    _require_usable(cost)
+    return np.argmin(np.where(np.isnan(cost), np.inf, cost), axis=1)
 
 
-def cost_matrix(tct: np.ndarray, failed_factor: float = FAILED_TCT_FACTOR) -> np.ndarray:
-    """Relative regret of every choice on every row, failures priced by `failed_factor`.
+def oracle_cost(cost: np.ndarray) -> np.ndarray:
+    """The least cost of each row."""
+    _require_usable(cost)
+    return np.nanmin(cost, axis=1)
 
-    0 for the oracle, `tct / oracle_tct - 1` for a finished candidate, and for one that never
-    finished `failed_factor * slowest_finished / oracle_tct - 1`."""
+
+def priced(cost: np.ndarray, failed_factor: float = FAILED_COST_FACTOR) -> np.ndarray:
+    """The cost matrix with every missing cost priced as a failure: `failed_factor` times the
+    row's highest cost."""
     if failed_factor < 1:
         raise ValueError(f"failed_factor {failed_factor} < 1 would make a failure cheaper than finishing")
-    best = oracle_tct(tct)
-    slowest = np.nanmax(tct, axis=1)
-    priced = np.where(np.isnan(tct), (failed_factor * slowest)[:, None], tct)
-    return priced / best[:, None] - 1.0
+    _require_usable(cost)
+    worst = np.nanmax(cost, axis=1)
+    return np.where(np.isnan(cost), (failed_factor * worst)[:, None], cost)
+
+
+def cost_matrix(cost: np.ndarray, failed_factor: float = FAILED_COST_FACTOR) -> np.ndarray:
+    """Relative regret of every choice on every row, failures priced by `failed_factor`.
+
+    `cost` is an objective's cost matrix (`objectives.cost_matrix`; a TCT matrix for the
+    default objective). 0 for the oracle, `cost / oracle_cost - 1` for a candidate with a
+    cost, and for one without `failed_factor * highest_cost / oracle_cost - 1`."""
+    return priced(cost, failed_factor) / oracle_cost(cost)[:, None] - 1.0
 
 
 def regret_weights(cost: np.ndarray, how: str = "mean") -> np.ndarray:
@@ -121,7 +136,7 @@ def with_handover_margin(cost: np.ndarray, initial_index: Optional[int], margin:
     A deployed selector leaves the initial algorithm only mid-flow, after its decision window,
     so a candidate never earns the whole of its measured advantage, and single measurements
     differ by a few percent from run to run. Training on this matrix makes a model leave the
-    initial algorithm only where the measured gain exceeds `margin` (relative TCT)."""
+    initial algorithm only where the measured gain exceeds `margin` (relative cost)."""
     if margin < 0:
         raise ValueError(f"handover margin {margin} < 0 would reward leaving the initial algorithm")
     if margin == 0:
@@ -153,55 +168,91 @@ def expand_by_cost(x: np.ndarray, cost: np.ndarray):
 
 @dataclass
 class Outcome:
-    """How a sequence of choices did on a set of rows."""
+    """How a sequence of choices did on a set of rows, in the objective's cost."""
 
-    #: Mean TCT over the rows, seconds (failed choices excluded; see `failed`).
-    mean_tct_s: float
-    #: Mean relative regret over the rows with a finished choice.
+    #: Mean cost over the rows (the `tct` objective: mean TCT, s); choices without a cost
+    #: excluded (see `failed`).
+    mean_cost: float
+    #: Mean relative regret over the rows whose choice has a cost.
     mean_regret: float
-    #: Total TCT of the choices over total oracle TCT, minus 1, on rows with a finished choice.
+    #: Total cost of the choices over the oracle's total, minus 1, on rows whose choice has a cost.
     total_regret: float
     #: 90th percentile of the relative regret.
     p90_regret: float
-    #: Fraction of rows whose choice is an oracle (TCT equal to the least).
+    #: Geometric mean over every row of chosen cost / oracle cost, a choice without a cost
+    #: priced as in training (`priced`): the aggregate objectives are compared by.
+    geomean_ratio: float
+    #: Fraction of rows whose choice is an oracle (cost equal to the least).
     oracle_share: float
-    #: Rows whose chosen candidate has no TCT (never finished there).
+    #: Rows whose chosen candidate has no cost (never finished there, or unmeasured).
     failed: int
     rows: int
+    #: `tct_delay_budget`: share of the rows whose choice has a cost on which it missed the
+    #: delay budget; None for other objectives.
+    miss_rate: Optional[float] = None
 
     def as_dict(self) -> Dict[str, float]:
         return dict(self.__dict__)
 
 
-def evaluate(tct: np.ndarray, choice: np.ndarray) -> Outcome:
-    """Score one choice (a candidate index) per row against the rows' TCTs."""
+def evaluate(cost: np.ndarray, choice: np.ndarray, miss: Optional[np.ndarray] = None) -> Outcome:
+    """Score one choice (a candidate index) per row against the rows' costs. `miss`
+    (`objectives.miss_matrix`) adds the miss rate of a delay budget."""
     choice = np.asarray(choice, dtype=int)
-    if choice.shape != (tct.shape[0],):
-        raise ValueError(f"{choice.shape[0] if choice.ndim else 0} choices for {tct.shape[0]} rows")
-    if tct.shape[0] == 0:
+    if choice.shape != (cost.shape[0],):
+        raise ValueError(f"{choice.shape[0] if choice.ndim else 0} choices for {cost.shape[0]} rows")
+    if cost.shape[0] == 0:
         raise ValueError("no rows to evaluate")
-    best = oracle_tct(tct)
-    chosen = tct[np.arange(tct.shape[0]), choice]
+    rows = np.arange(cost.shape[0])
+    best = oracle_cost(cost)
+    chosen = cost[rows, choice]
     ok = ~np.isnan(chosen)
+    geomean = float(np.exp(np.mean(np.log(priced(cost)[rows, choice] / best))))
+    miss_rate = None
+    if miss is not None:
+        missed = miss[rows, choice][ok]
+        missed = missed[~np.isnan(missed)]
+        miss_rate = float(np.mean(missed)) if missed.size else float("nan")
     if not ok.any():
         nan = float("nan")
-        return Outcome(nan, nan, nan, nan, 0.0, int((~ok).sum()), int(tct.shape[0]))
+        return Outcome(nan, nan, nan, nan, geomean, 0.0, int((~ok).sum()), int(cost.shape[0]), miss_rate)
     rel = chosen[ok] / best[ok] - 1.0
     return Outcome(
-        mean_tct_s=float(np.mean(chosen[ok])),
+        mean_cost=float(np.mean(chosen[ok])),
         mean_regret=float(np.mean(rel)),
         total_regret=float(np.sum(chosen[ok]) / np.sum(best[ok]) - 1.0),
         p90_regret=float(np.quantile(rel, 0.9)),
-        oracle_share=float(np.sum(chosen[ok] == best[ok]) / tct.shape[0]),
+        geomean_ratio=geomean,
+        oracle_share=float(np.sum(chosen[ok] == best[ok]) / cost.shape[0]),
         failed=int((~ok).sum()),
-        rows=int(tct.shape[0]),
+        rows=int(cost.shape[0]),
+        miss_rate=miss_rate,
     )
 
 
-def fixed_choices(tct: np.ndarray, candidates: Sequence[str]) -> Dict[str, Outcome]:
+def fixed_choices(cost: np.ndarray, candidates: Sequence[str], miss: Optional[np.ndarray] = None) -> Dict[str, Outcome]:
     """The outcome of running every row on one fixed candidate, for each candidate."""
-    n = tct.shape[0]
-    return {alg: evaluate(tct, np.full(n, j)) for j, alg in enumerate(candidates)}
+    n = cost.shape[0]
+    return {alg: evaluate(cost, np.full(n, j), miss) for j, alg in enumerate(candidates)}
+
+
+def best_fixed(cost: np.ndarray) -> int:
+    """The candidate with the least mean cost over the rows (missing costs priced as in
+    training): the best constant choice, to be chosen on training rows and judged on others."""
+    return int(np.argmin(priced(cost).mean(axis=0)))
+
+
+def path_oracle(cost: np.ndarray, groups: Sequence) -> np.ndarray:
+    """One choice per row: for each group (path), the one candidate with the least geometric
+    mean of cost / oracle cost over the group's rows (missing costs priced as in training).
+    What knowing the path, but not which of its transfers comes, would give."""
+    groups = np.asarray(groups)
+    log_ratio = np.log(priced(cost) / oracle_cost(cost)[:, None])
+    out = np.empty(len(groups), dtype=int)
+    for g in np.unique(groups):
+        at = groups == g
+        out[at] = int(np.argmin(log_ratio[at].sum(axis=0)))
+    return out
 
 
 def group_split(groups: Sequence, test_fraction: float, seed: int):
@@ -223,10 +274,10 @@ def group_split(groups: Sequence, test_fraction: float, seed: int):
     return np.flatnonzero(~is_test), np.flatnonzero(is_test)
 
 
-def _require_usable(tct: np.ndarray) -> None:
-    bad = ~usable_rows(tct)
+def _require_usable(cost: np.ndarray) -> None:
+    bad = ~usable_rows(cost)
     if bad.any():
-        raise ValueError(f"{int(bad.sum())} row(s) have no finished candidate (filter with usable_rows)")
+        raise ValueError(f"{int(bad.sum())} row(s) have no finished candidate with a cost (filter with usable_rows)")
 
 
 def decided_choice(model_choice: np.ndarray, decided: np.ndarray, initial_index: Optional[int]) -> np.ndarray:

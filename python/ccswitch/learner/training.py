@@ -1,17 +1,18 @@
-"""Training selectors that minimise transfer time: the strategies a notebook compares.
+"""Training selectors that minimise an objective's cost: the strategies a notebook compares.
 
-Every strategy learns from the same cost matrix (`labels.cost_matrix`: the relative regret of
-each candidate on each row) and yields a scikit-learn classifier whose classes are candidate
-indices, so any of them exports to the same model file:
+Every strategy learns from the same regret matrix (`labels.cost_matrix` of the objective's
+costs, `objectives.cost_matrix`: the relative regret of each candidate on each row; the
+default objective `tct` is the transfer time) and yields a scikit-learn classifier whose
+classes are candidate indices, so any of them exports to the same model file:
 
-- `oracle`:   the fastest candidate as the label, every row alike (what accuracy rewards);
+- `oracle`:   the cheapest candidate as the label, every row alike (what accuracy rewards);
 - `weighted`: the same labels, each row weighted by what a wrong choice costs there
               (`labels.regret_weights`), so paths where the choice matters steer the splits;
 - `expanded`: one example per (row, candidate) weighted by how much better than the row's
               worst choice it is (`labels.expand_by_cost`); a leaf then predicts the candidate
               with the least total regret over its rows.
 
-`regress` (one regressor of log(TCT / oracle TCT) per candidate, then the least prediction)
+`regress` (one regressor of log(cost / oracle cost) per candidate, then the least prediction)
 is a reference for how much a classifier leaves on the table, and `constant` (the one
 candidate with the least mean regret on the training rows) for whether features help at all;
 neither is exported as a model file.
@@ -19,7 +20,8 @@ Every strategy can train with a handover margin (`labels.with_handover_margin`):
 than the initial algorithm cost that much more, so a model leaves the initial one only for a
 gain larger than what a mid-flow handover and run-to-run noise eat; evaluation keeps the true
 cost.
-Model selection is by regret on held-out paths (`cv_regret`, folds grouped by `path_id`).
+Model selection is by regret on held-out training paths (`cv_regret`, folds grouped by
+`path_id`, drawn from the training rows only); a test set is never used to choose.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from . import labels
+from . import labels, objectives
 
 STRATEGIES = ("oracle", "weighted", "expanded")
 REFERENCE_STRATEGIES = ("regress", "constant")
@@ -38,7 +40,8 @@ KINDS = ("tree", "forest")
 
 #: The Parquet schema-metadata key of the dataset's settings (written by `ccswitch dataset`): JSON
 #: with "window" ({"kind", "samples", "min_samples"}), "initial", "candidates" (algorithm specs,
-#: in `tct_*` column order) and "features".
+#: in `tct_*` column order), "features", "sources" and "scenarios" (each source's scenario or
+#: sweep name).
 DATASET_KEY = b"ccswitch.dataset"
 
 
@@ -57,6 +60,8 @@ class Dataset:
     decide: Optional[dict]
     #: The dataset's settings from its Parquet metadata (empty if it has none).
     settings: Dict
+    #: The objective the rows are judged by (`objectives.parse`).
+    objective: objectives.Objective = objectives.parse("tct")
 
     @property
     def x(self) -> np.ndarray:
@@ -67,22 +72,44 @@ class Dataset:
         return labels.tct_matrix(self.table, self.candidates)
 
     @property
+    def cost(self) -> np.ndarray:
+        """The objective's cost of every candidate on every row (NaN: no cost)."""
+        return objectives.cost_matrix(self.table, self.candidates, self.objective)
+
+    @property
+    def miss(self) -> Optional[np.ndarray]:
+        """`tct_delay_budget`'s budget misses per row and candidate (None for other objectives)."""
+        return objectives.miss_matrix(self.table, self.candidates, self.objective)
+
+    @property
     def synthetic(self) -> bool:
         return bool(self.settings.get("synthetic"))
 
 
-def load_dataset(path, candidates: Optional[Sequence[str]] = None, features: Optional[Sequence[str]] = None) -> Dataset:
-    """Read a dataset (learner/README.md) and keep the rows with a finished candidate.
+def load_dataset(path, candidates: Optional[Sequence[str]] = None, features: Optional[Sequence[str]] = None,
+                 objective="tct") -> Dataset:
+    """Read a dataset (learner/README.md) and keep the rows on which some candidate has a cost
+    under `objective` (a spec, `objectives.parse`).
 
     `candidates` (specs or column names) and `features` restrict the table's `tct_*` and `f_*`
-    columns (default: all, in the table's order)."""
+    columns (default: all, in the table's order). A dataset whose metadata names a source held
+    out for evaluation (a run of experiments/mystique-mix.toml or mcc-wifi.toml) is refused."""
     import pyarrow.parquet as pq
 
     from ..experiments.sweep_spec import dataset_column_name
+    from .dataset import held_out_source
 
+    objective = objectives.parse(objective)
     t = pq.read_table(str(path))
     raw = (t.schema.metadata or {}).get(DATASET_KEY)
     settings = json.loads(raw) if raw else {}
+    sources = settings.get("sources") or []
+    scenarios = settings.get("scenarios") or [None] * len(sources)
+    for source, scenario in zip(sources, scenarios):
+        held = held_out_source(source, scenario)
+        if held:
+            raise ValueError(f"{path}: built from {source}, a run of {held}, held out for evaluation: "
+                             "training may not use it")
     df = t.to_pandas()
     have_c = labels.candidate_columns(df.columns)
     have_f = labels.feature_columns(df.columns)
@@ -97,8 +124,7 @@ def load_dataset(path, candidates: Optional[Sequence[str]] = None, features: Opt
     for col in ("path_id", "initial"):
         if col not in df.columns:
             raise ValueError(f"{path}: no {col!r} column")
-    tct = labels.tct_matrix(df, cands)
-    df = df[labels.usable_rows(tct)].reset_index(drop=True)
+    df = df[labels.usable_rows(objectives.cost_matrix(df, cands, objective))].reset_index(drop=True)
     bad = [f for f in feats if not np.isfinite(df["f_" + f].to_numpy(dtype=np.float64)).all()]
     if bad:
         # scikit-learn's trees would learn where missing values go, which the model file cannot say
@@ -106,11 +132,11 @@ def load_dataset(path, candidates: Optional[Sequence[str]] = None, features: Opt
     w = settings.get("window")
     window = {"kind": w["kind"], "samples": int(w["samples"])} if w else None
     decide = {"min_samples": int(w["min_samples"])} if w else None
-    return Dataset(df, feats, cands, [spec_of[c] for c in cands], window, decide, settings)
+    return Dataset(df, feats, cands, [spec_of[c] for c in cands], window, decide, settings, objective)
 
 
 class CostRegressor:
-    """Per-candidate random-forest regressors of log(TCT / oracle TCT); predicts the least."""
+    """Per-candidate random-forest regressors of log(cost / oracle cost); predicts the least."""
 
     def __init__(self, n_trees: int, max_depth: Optional[int], seed: int):
         self.n_trees, self.max_depth, self.seed = n_trees, max_depth, seed
@@ -182,14 +208,17 @@ def group_folds(groups: Sequence, k: int, seed: int) -> List[np.ndarray]:
 
 def cv_regret(strategy: str, kind: str, x: np.ndarray, cost: np.ndarray, groups: Sequence, *,
               folds: int = 3, seed: int = 0, repeats: int = 1, row_weights: Optional[np.ndarray] = None,
-              **fit_kw) -> float:
-    """Regret of a strategy on held-out paths, over folds grouped by path.
+              geometric: bool = False, **fit_kw) -> float:
+    """Regret of a strategy on held-out paths, over folds grouped by path (pass the training
+    rows only: the folds are drawn among them).
 
     The folds are drawn `repeats` times (seeds `seed`, `seed + 1`, ...) and the regrets of all
     draws averaged: with a hundred paths one draw of folds decides more than the strategy does.
     Without `row_weights` the result is the mean relative regret per row; with each row's oracle
-    TCT as its weight it is the total regret (total TCT over the oracle's, minus 1), the
-    quantity a mean-TCT target judges."""
+    cost as its weight it is the total regret (total cost over the oracle's, minus 1), the
+    quantity a mean-TCT target judges. `geometric` averages log(1 + regret) instead and returns
+    the geometric mean of chosen cost / oracle cost, minus 1 (the aggregate `labels.evaluate`
+    reports as `geomean_ratio`)."""
     w = np.ones(len(cost)) if row_weights is None else np.asarray(row_weights, dtype=float)
     if w.shape != (len(cost),):
         raise ValueError(f"{w.shape[0] if w.ndim else 0} row weights for {len(cost)} rows")
@@ -198,7 +227,7 @@ def cv_regret(strategy: str, kind: str, x: np.ndarray, cost: np.ndarray, groups:
         for i, test in enumerate(parts := group_folds(groups, folds, seed + r)):
             train = np.concatenate([p for j, p in enumerate(parts) if j != i])
             model = fit(strategy, kind, x[train], cost[train], seed=seed, **fit_kw)
-            pick = model.predict(x[test])
-            total += float(np.sum(w[test] * cost[test, pick]))
+            regret = cost[test, model.predict(x[test])]
+            total += float(np.sum(w[test] * (np.log1p(regret) if geometric else regret)))
             weight += float(np.sum(w[test]))
-    return total / weight
+    return float(np.expm1(total / weight)) if geometric else total / weight
