@@ -93,6 +93,13 @@ def test_an_objective_whose_columns_are_missing_says_which():
         objectives.cost_matrix(dict(only_tct, has_competitor=[True, False, False, False]), CANDS, "harm")
 
 
+def test_a_throughput_or_delay_of_zero_counts_as_not_measured():
+    zero = dict(TABLE, thr_b=[0.0, 10.0, 4.0, 6.0], dp95_a=[50.0, 0.0, NAN, 20.0])
+    same(cost("power", zero), [[5, NAN], [NAN, 9], [NAN, 10], [4, NAN]])
+    with pytest.raises(ValueError, match="TCT <= 0"):
+        cost("tct", dict(TABLE, tct_a=[0.0, 4.0, NAN, 1.0]))
+
+
 def test_regret_is_relative_to_the_objectives_oracle():
     r = labels.cost_matrix(objectives.cost_matrix(TABLE, CANDS, "power"))
     # row 0: oracle a (5): b 7.5/5 - 1; row 2: a has no cost: 2 x 10 / 10 - 1; row 3: 2 x 4 / 4 - 1

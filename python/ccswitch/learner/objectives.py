@@ -34,8 +34,9 @@ built-ins, with `tct` = `tct_<alg>` (median transfer completion time, s), `thr` 
   of weight 0 is left out (its metric need not be measured).
 
 A candidate has no cost (NaN) on a row where it never finished (`tct` NaN) or where a metric
-its objective needs was not measured (no probe, an old cell, no competitor reference); training
-prices such a choice as a failure (`labels.FAILED_COST_FACTOR`).
+its objective needs was not measured (no probe, an old cell, no competitor reference; a
+throughput or delay <= 0 counts as not measured); training prices such a choice as a failure
+(`labels.FAILED_COST_FACTOR`).
 
 `canonical(spec)` is the one spelling of an objective: its name, then its parameters with
 defaults filled, sorted by key, each number as Python's `repr(float)` without a trailing `.0`
@@ -52,7 +53,7 @@ from typing import Dict, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .labels import DP95_PREFIX, HARM_PREFIX, TCT_PREFIX, THR_PREFIX, metric_matrix
+from .labels import DP95_PREFIX, HARM_PREFIX, TCT_PREFIX, THR_PREFIX, metric_matrix, tct_matrix
 
 #: A choice over the delay budget costs this multiple of its TCT.
 MISS_FACTOR = 4.0
@@ -193,10 +194,11 @@ def _require(table, candidates: Sequence[str], prefixes, objective: Objective) -
                          "`ccswitch dataset` wrote them, or from cells without the probe's figures)")
 
 
-def _positive(m: np.ndarray, column: str, what: str) -> np.ndarray:
-    if np.any(m[~np.isnan(m)] <= 0):
-        raise ValueError(f"{column}<alg> holds a {what} <= 0, which no finished transfer has")
-    return m
+def _measured(m: np.ndarray) -> np.ndarray:
+    """A throughput or delay matrix with values <= 0 (no finished transfer has them: the probe
+    saw nothing) as not measured."""
+    with np.errstate(invalid="ignore"):
+        return np.where(m > 0, m, np.nan)
 
 
 def _harm(table, candidates: Sequence[str]) -> np.ndarray:
@@ -225,11 +227,11 @@ def cost_matrix(table, candidates: Sequence[str], objective: Union[str, Objectiv
     dict of lists or arrays) with `tct_<alg>` for every candidate (column names, as
     `labels.candidate_columns` gives them) and the families the objective reads."""
     obj = parse(objective)
-    tct = _positive(metric_matrix(table, candidates, TCT_PREFIX), TCT_PREFIX, "TCT")
+    tct = tct_matrix(table, candidates)
     need = [p for p in obj.prefixes if p != HARM_PREFIX]
     _require(table, candidates, need, obj)
-    thr = _positive(metric_matrix(table, candidates, THR_PREFIX), THR_PREFIX, "throughput") if THR_PREFIX in need else None
-    dp95 = _positive(metric_matrix(table, candidates, DP95_PREFIX), DP95_PREFIX, "delay") if DP95_PREFIX in need else None
+    thr = _measured(metric_matrix(table, candidates, THR_PREFIX)) if THR_PREFIX in need else None
+    dp95 = _measured(metric_matrix(table, candidates, DP95_PREFIX)) if DP95_PREFIX in need else None
     harm = _harm(table, candidates) if HARM_PREFIX in obj.prefixes else None
     p = obj.params
     if obj.name == "tct":
@@ -262,5 +264,5 @@ def miss_matrix(table, candidates: Sequence[str], objective: Union[str, Objectiv
     if obj.name != "tct_delay_budget":
         return None
     cost = cost_matrix(table, candidates, obj)
-    dp95 = metric_matrix(table, candidates, DP95_PREFIX)
+    dp95 = _measured(metric_matrix(table, candidates, DP95_PREFIX))
     return np.where(np.isnan(cost), np.nan, (dp95 > obj.params["budget_ms"]).astype(float))
