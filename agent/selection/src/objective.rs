@@ -7,7 +7,8 @@
 //! and compare the canonical string.
 //!
 //! An objective spec has the shape of an algorithm spec, `NAME` or `NAME:KEY=VALUE,...`
-//! (assignments trimmed, empty ones skipped, a repeated key's last value kept). The built-ins:
+//! (the name as written, assignments trimmed, empty ones skipped, a repeated key's last value
+//! kept). The built-ins:
 //!
 //! | name               | keys (default)                            | lower is better unless noted |
 //! |--------------------|-------------------------------------------|------------------------------|
@@ -18,8 +19,9 @@
 //! | `weighted`         | `tct`, `power`, `harm`, `delay_p95` (0), each >= 0, one > 0 | the weighted sum of those terms |
 //!
 //! The canonical form ([`Display`](fmt::Display)) is the name, then every key with its default
-//! filled in, sorted by key, numbers in their shortest round-trip form; `weighted` leaves out
-//! weights of 0: `tct`, `tct_delay_budget:budget_ms=100`, `weighted:harm=1,tct=1`. Two objectives
+//! filled in, sorted by key, numbers as Python's `repr(float)` writes them without a trailing
+//! `.0` (shortest round-trip digits; an exponent below 1e-4 and from 1e16 on, `1e-05`,
+//! `1e+16`); `weighted` leaves out weights of 0: `tct`, `tct_delay_budget:budget_ms=100`, `weighted:harm=1,tct=1`. Two objectives
 //! are equal when their canonical values are equal (`weighted:tct=1,power=0` is
 //! `weighted:tct=1`).
 
@@ -54,7 +56,6 @@ impl Objective {
     /// Parse and check a spec; the error says what is wrong in one sentence.
     pub fn parse(spec: &str) -> Result<Objective, String> {
         let (name, assignments) = spec.split_once(':').unwrap_or((spec, ""));
-        let name = name.trim();
         let Some(&name) = BUILTINS.iter().find(|&&b| b == name) else {
             return Err(format!("unknown objective '{name}': the built-ins are {}", BUILTINS.join(", ")));
         };
@@ -74,25 +75,27 @@ impl Objective {
             };
             let (key, text) = (key.trim(), text.trim());
             let Some(slot) = params.iter_mut().find(|(k, _)| *k == key) else {
+                let what = if name == "weighted" { "weight" } else { "parameter" };
                 return Err(match keys {
-                    [] => format!("{name}: unknown key '{key}'; {name} takes no keys"),
-                    keys => format!("{name}: unknown key '{key}'; its keys are {}", keys.join(", ")),
+                    [] => format!("{name}: unknown parameter '{key}' ({name} takes no parameters)"),
+                    keys => format!("{name}: unknown {what} '{key}' (the {what}s are {})", keys.join(", ")),
                 });
             };
-            let what = if name == "weighted" { format!("weight {key}") } else { key.to_string() };
-            let value: f64 = text.parse().map_err(|_| format!("{name}: {what} = '{text}' is not a number"))?;
+            let value: f64 = text.parse().map_err(|_| format!("{name}: {key} = '{text}' is not a number"))?;
             if !value.is_finite() {
-                return Err(format!("{name}: {what} = {text} is not a finite number"));
-            }
-            if name == "weighted" && value < 0.0 {
-                return Err(format!("{name}: {what} = {text} is negative; weights must be >= 0"));
-            }
-            if key == "budget_ms" && value <= 0.0 {
-                return Err(format!("{name}: budget_ms = {text} must be > 0"));
+                return Err(format!("{name}: {key} = '{text}' is not a finite number"));
             }
             slot.1 = value;
         }
+        // Checked once every value is in, as the Python side does: the last of a repeated key
+        // counts, and the first bad weight in key order is named.
+        if let Some(&(_, budget)) = params.iter().find(|&&(k, b)| k == "budget_ms" && b <= 0.0) {
+            return Err(format!("{name}: budget_ms = {} must be > 0", format_number(budget)));
+        }
         if name == "weighted" {
+            if let Some(&(key, w)) = params.iter().find(|&&(_, w)| w < 0.0) {
+                return Err(format!("weighted: weight {key} = {} is negative; weights must be >= 0", format_number(w)));
+            }
             params.retain(|&(_, w)| w > 0.0);
             if params.is_empty() {
                 return Err("weighted: every weight is 0; give at least one weight > 0".to_string());
@@ -134,9 +137,24 @@ impl fmt::Display for Objective {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name)?;
         for (i, (key, value)) in self.params.iter().enumerate() {
-            write!(f, "{}{key}={value}", if i == 0 { ':' } else { ',' })?;
+            write!(f, "{}{key}={}", if i == 0 { ':' } else { ',' }, format_number(*value))?;
         }
         Ok(())
+    }
+}
+
+/// A number as the canonical form writes it, Python's `repr(float)` without a trailing `.0`:
+/// the shortest digits that read back to the same f64, in positional notation when the
+/// decimal exponent is from -4 to 15, else `D[.DDD]e±XX` (at least two exponent digits).
+pub fn format_number(x: f64) -> String {
+    // Rust's `{:e}` and `{}` both write the shortest round-trip digits.
+    let scientific = format!("{x:e}");
+    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} writes an exponent");
+    let exponent: i32 = exponent.parse().expect("{:e} writes a whole exponent");
+    if (-4..16).contains(&exponent) || !x.is_finite() {
+        format!("{x}")
+    } else {
+        format!("{mantissa}e{}{:02}", if exponent < 0 { '-' } else { '+' }, exponent.unsigned_abs())
     }
 }
 
@@ -204,24 +222,57 @@ mod tests {
         assert_eq!(error("foo"), "unknown objective 'foo': the built-ins are tct, power, tct_delay_budget, harm, weighted");
         assert_eq!(error(""), "unknown objective '': the built-ins are tct, power, tct_delay_budget, harm, weighted");
         assert_eq!(error("TCT"), "unknown objective 'TCT': the built-ins are tct, power, tct_delay_budget, harm, weighted");
-        assert_eq!(error("tct:budget_ms=5"), "tct: unknown key 'budget_ms'; tct takes no keys");
-        assert_eq!(error("tct_delay_budget:budget=5"), "tct_delay_budget: unknown key 'budget'; its keys are budget_ms");
-        assert_eq!(error("weighted:throughput=1"), "weighted: unknown key 'throughput'; its keys are delay_p95, harm, power, tct");
+        assert_eq!(error(" tct"), "unknown objective ' tct': the built-ins are tct, power, tct_delay_budget, harm, weighted");
+        assert_eq!(error("tct:budget_ms=5"), "tct: unknown parameter 'budget_ms' (tct takes no parameters)");
+        assert_eq!(error("tct_delay_budget:budget=5"), "tct_delay_budget: unknown parameter 'budget' (the parameters are budget_ms)");
+        assert_eq!(error("weighted:throughput=1"), "weighted: unknown weight 'throughput' (the weights are delay_p95, harm, power, tct)");
         assert_eq!(error("weighted:tct"), "weighted: 'tct' is not KEY=VALUE");
     }
 
     #[test]
     fn bad_numbers_are_refused() {
         assert_eq!(error("weighted:power=-1"), "weighted: weight power = -1 is negative; weights must be >= 0");
-        assert_eq!(error("weighted:tct=1,harm=lots"), "weighted: weight harm = 'lots' is not a number");
-        assert_eq!(error("weighted:tct=inf"), "weighted: weight tct = inf is not a finite number");
-        assert_eq!(error("weighted:tct=NaN"), "weighted: weight tct = NaN is not a finite number");
+        assert_eq!(error("weighted:tct=-2.50,power=-1"), "weighted: weight power = -1 is negative; weights must be >= 0");
+        assert_eq!(error("weighted:tct=-2.50"), "weighted: weight tct = -2.5 is negative; weights must be >= 0");
+        assert_eq!(canonical("weighted:tct=-1,tct=1"), "weighted:tct=1", "a key's last value counts");
+        assert_eq!(error("weighted:tct=1,harm=lots"), "weighted: harm = 'lots' is not a number");
+        assert_eq!(error("weighted:tct=1_0"), "weighted: tct = '1_0' is not a number");
+        assert_eq!(error("weighted:tct=inf"), "weighted: tct = 'inf' is not a finite number");
+        assert_eq!(error("weighted:tct=NaN"), "weighted: tct = 'NaN' is not a finite number");
         assert_eq!(error("weighted"), "weighted: every weight is 0; give at least one weight > 0");
         assert_eq!(error("weighted:tct=0,harm=0"), "weighted: every weight is 0; give at least one weight > 0");
         assert_eq!(error("weighted:tct=-0"), "weighted: every weight is 0; give at least one weight > 0");
         assert_eq!(error("tct_delay_budget:budget_ms=0"), "tct_delay_budget: budget_ms = 0 must be > 0");
         assert_eq!(error("tct_delay_budget:budget_ms=-5"), "tct_delay_budget: budget_ms = -5 must be > 0");
         assert_eq!(error("tct_delay_budget:budget_ms=100ms"), "tct_delay_budget: budget_ms = '100ms' is not a number");
-        assert_eq!(error("tct_delay_budget:budget_ms=1e400"), "tct_delay_budget: budget_ms = 1e400 is not a finite number");
+        assert_eq!(error("tct_delay_budget:budget_ms=1e400"), "tct_delay_budget: budget_ms = '1e400' is not a finite number");
+        assert_eq!(error("tct_delay_budget:budget_ms=-1e-5"), "tct_delay_budget: budget_ms = -1e-05 must be > 0");
+    }
+
+    #[test]
+    fn numbers_are_written_as_pythons_repr_without_a_trailing_zero() {
+        // Expected values from Python 3: `repr(x)`, a trailing ".0" removed.
+        for (x, python) in [
+            (100.0, "100"),
+            (0.5, "0.5"),
+            (12.5, "12.5"),
+            (0.0001, "0.0001"),
+            (9.9e-05, "9.9e-05"),
+            (1e-05, "1e-05"),
+            (1.5e-07, "1.5e-07"),
+            (1000000000000000.0, "1000000000000000"),
+            (1e+16, "1e+16"),
+            (9999999999999998.0, "9999999999999998"),
+            (1.2345678901234568e+17, "1.2345678901234568e+17"),
+            (1e+100, "1e+100"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (2.5e-300, "2.5e-300"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (123456.789, "123456.789"),
+        ] {
+            assert_eq!(format_number(x), python, "{x:e}");
+        }
+        assert_eq!(canonical("tct_delay_budget:budget_ms=0.00001"), "tct_delay_budget:budget_ms=1e-05");
+        assert_eq!(canonical("weighted:tct=1e16"), "weighted:tct=1e+16");
     }
 }
