@@ -206,6 +206,91 @@ def test_a_malformed_model_file_is_refused_with_every_reason():
                              window=WINDOW, decide=DECIDE)
 
 
+def test_the_model_file_names_its_objective_and_each_nodes_mean_regret_per_class(tmp_path):
+    # one feature, five rows; the tree splits at 0.5
+    x = np.array([[0.0], [0.0], [1.0], [1.0], [1.0]])
+    regret = np.array([[0.0, 0.5], [0.0, 0.1], [0.2, 0.0], [0.4, 0.0], [0.9, 0.0]])
+    tree = training.fit("oracle", "tree", x, regret, max_depth=1)
+    doc = export.model_to_dict(tree, name="c", features=["min_rtt_ms"], classes=["bbr", "cubic"], window=WINDOW,
+                               decide=DECIDE, objective="tct_delay_budget", train_x=x, train_regret=regret,
+                               handover_cost={"default": 0.05, "pairs": {"bbr>cubic": 0.1}})
+    assert doc["objective"] == "tct_delay_budget:budget_ms=100"
+    assert doc["handover_cost"] == {"default": 0.05, "pairs": {"bbr>cubic": 0.1}}
+    t = doc["trees"][0]
+    assert t["children_left"] == [1, -1, -1]
+    # the root: every row (0.3 = 1.5 / 5, 0.12 = 0.6 / 5); a leaf: the rows that reach it
+    assert np.allclose(t["cost"], [[0.3, 0.12], [0.0, 0.3], [0.5, 0.0]], rtol=0, atol=1e-15)
+    back = export.read_model(export.write_model(doc, tmp_path / "c.json"))
+    assert back["trees"][0]["cost"] == t["cost"] and back["objective"] == doc["objective"]
+    # a node no row reaches gets its parent's
+    assert np.allclose(export.node_costs(tree, x[:2], regret[:2]), [[0.0, 0.3], [0.0, 0.3], [0.0, 0.3]])
+    # without a handover cost the key is absent; pairs default to none
+    plain = export.model_to_dict(tree, name="c", features=["min_rtt_ms"], classes=["bbr", "cubic"], window=WINDOW,
+                                 decide=DECIDE)
+    assert "handover_cost" not in plain and plain["objective"] == "tct" and "cost" not in plain["trees"][0]
+    assert export.model_to_dict(tree, name="c", features=["min_rtt_ms"], classes=["bbr", "cubic"], window=WINDOW,
+                                decide=DECIDE, handover_cost={"default": 0})["handover_cost"] == {"default": 0.0, "pairs": {}}
+
+
+@pytest.mark.parametrize("kind", ["tree", "forest"])
+def test_every_trees_costs_are_the_regret_of_the_training_rows_reaching_each_node(kind):
+    cols = learner_synthetic.synthetic_table(n_paths=40, reps=2, seed=4)
+    feats = list(learner_synthetic.FEATURES)
+    x = np.column_stack([np.asarray(cols["f_" + f], dtype=float) for f in feats])
+    regret = labels.cost_matrix(labels.tct_matrix(cols, ["bbr", "cubic", "hybla"]))
+    model = training.fit("expanded", kind, x, regret, max_depth=3, n_trees=4)
+    cls = model.classes_
+    doc = export.model_to_dict(model, name="f", features=feats, classes=[str(c) for c in cls], window=WINDOW,
+                               decide=DECIDE, train_x=x, train_regret=regret[:, cls])
+    for t, est in zip(doc["trees"], model_trees(model)):
+        leaves = est.apply(x)
+        for leaf in set(leaves.tolist()):
+            assert np.allclose(t["cost"][leaf], regret[leaves == leaf][:, cls].mean(axis=0), rtol=0, atol=1e-12)
+    export.check_model_dict(doc)
+
+
+def test_a_bad_objective_cost_or_handover_cost_is_refused():
+    x = np.array([[0.0], [1.0]])
+    regret = np.array([[0.0, 0.5], [0.2, 0.0]])
+    tree = training.fit("oracle", "tree", x, regret, max_depth=1)
+    kw = dict(name="c", features=["min_rtt_ms"], classes=["bbr", "cubic"], window=WINDOW, decide=DECIDE)
+    with pytest.raises(ValueError, match="unknown objective 'fast'"):
+        export.model_to_dict(tree, objective="fast", **kw)
+    with pytest.raises(ValueError, match="one column per class"):
+        export.model_to_dict(tree, train_x=x, train_regret=regret[:, :1], **kw)
+    with pytest.raises(ValueError, match="together"):
+        export.model_to_dict(tree, train_x=x, **kw)
+    with pytest.raises(ValueError, match=r"handover_cost.pairs\['bbr'\] = 0.1|key 'bbr' must be FROM>TO"):
+        export.model_to_dict(tree, handover_cost={"default": 0.1, "pairs": {"bbr": 0.1}}, **kw)
+    with pytest.raises(ValueError, match="handover_cost.default = -1: must be a finite number >= 0"):
+        export.model_to_dict(tree, handover_cost={"default": -1}, **kw)
+    doc = export.model_to_dict(tree, train_x=x, train_regret=regret, objective="weighted:tct=1,harm=1", **kw)
+    bad = json.loads(json.dumps(doc))
+    bad["objective"] = "weighted:tct=1,harm=1"
+    bad["trees"][0]["cost"][1] = [0.1]
+    bad["handover_cost"] = {"default": 0.1}
+    with pytest.raises(ValueError) as e:
+        export.check_model_dict(bad)
+    for needle in ["not in canonical form ('weighted:harm=1,tct=1')", "node 1: cost [0.1] is not 2 finite regrets",
+                   "handover_cost: must hold both 'default' and 'pairs'"]:
+        assert needle in str(e.value), str(e.value)
+
+
+def test_the_policies_name_the_objective():
+    feats, x, y = synthetic_xy(30)
+    tree = DecisionTreeClassifier(max_depth=2, random_state=0).fit(x, y)
+    rules = tomllib.loads(export.tree_to_policy(tree, name="r", features=feats, classes=list(tree.classes_),
+                                                initial="cubic", window=WINDOW, decide=DECIDE, objective="power"))
+    assert rules["objective"] == "power"
+    text = export.model_policy(name="m", model_file="m.json", initial="bbr", window=WINDOW, decide=DECIDE,
+                               objective="tct_delay_budget:budget_ms=50.0", description="d", comment="regenerate")
+    assert text.startswith("# regenerate\n")
+    assert tomllib.loads(text) == {
+        "name": "m", "description": "d", "initial": "bbr", "objective": "tct_delay_budget:budget_ms=50",
+        "model": "m.json", "window": WINDOW, "decide": {"spatial": True, "temporal": False, "min_samples": 8},
+        "hysteresis": {"min_dwell_ms": 3000, "agreeing": 1}}
+
+
 # ---- golden data ---------------------------------------------------------------------------
 
 

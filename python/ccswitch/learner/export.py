@@ -5,7 +5,9 @@ Three products, all from a scikit-learn `DecisionTreeClassifier` or a forest of 
 
 - **The model file** (`model_to_dict` / `write_model`), format version 1 of learner/README.md:
   scikit-learn's `tree_` arrays, the classes (algorithm specs), the feature names in column
-  order, and the feature window and decision settings the model was trained on.
+  order, the feature window and decision settings the model was trained on, the objective it
+  was trained for (`objectives.canonical`), per node the mean regret of each class over the
+  training rows that reach it (`node_costs`), and optionally what a handover costs.
   `predict_proba_dict` evaluates such a file with the documented semantics (each feature cast
   to f32, then compared as f64 with the threshold, `<=` going left; probabilities averaged over
   trees; the first maximum wins) so a file can be checked against the estimator it came from.
@@ -15,6 +17,8 @@ Three products, all from a scikit-learn `DecisionTreeClassifier` or a forest of 
   vectors whose feature sits exactly on it, on its f32 neighbours, and on the f64 values where
   the f32 cast changes sides: the places where an evaluator that forgets the cast, or casts
   the threshold instead, would disagree.
+- **The policy that runs a model** (`model_policy`): the TOML the agent loads with
+  `--policy`, naming the model file and its objective.
 - **A rules policy** (`tree_to_policy`): a depth-limited tree written as the agent's rule
   language (README "Policy files"), one `[[rule]]` per leaf. The agent compares features as
   f64 without a cast, so each threshold `t` is written as the f64 boundary `b` with
@@ -33,6 +37,8 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+
+from . import objectives
 
 FORMAT = "ccswitch-model"
 VERSION = 1
@@ -97,11 +103,21 @@ def model_to_dict(
     decide: Mapping,
     classes: Optional[Sequence[str]] = None,
     provenance: Optional[Mapping] = None,
+    objective: str = "tct",
+    train_x: Optional[np.ndarray] = None,
+    train_regret: Optional[np.ndarray] = None,
+    handover_cost: Optional[Mapping] = None,
 ) -> dict:
     """The model file's content for a fitted tree classifier or forest.
 
     `features` names the model's columns in order. `classes` gives the algorithm spec of each
-    of `model.classes_` (default: the classes themselves, which must then be strings)."""
+    of `model.classes_` (default: the classes themselves, which must then be strings).
+    `objective` (a spec) is written in canonical form. With `train_x` (the training rows, one
+    each, not expanded) and `train_regret` (their relative regret under the objective, one
+    column per class in `model.classes_` order, failures priced as in `labels.cost_matrix`,
+    without a handover margin), every tree gets `cost`: per node, each class's mean regret over
+    the rows that reach it (`node_costs`). `handover_cost` ({"default": X, "pairs": {"a>b": Y}},
+    relative cost) is written as given, checked."""
     import sklearn
 
     trees = _trees(model)
@@ -121,6 +137,19 @@ def model_to_dict(
     window = dict(window)
     decide = dict(decide)
     _check_settings(window, decide)
+    objective = objectives.canonical(objective)
+    if (train_x is None) != (train_regret is None):
+        raise ValueError("pass train_x and train_regret together (the node costs need both)")
+    if train_regret is not None:
+        train_x = np.asarray(train_x, dtype=np.float64)
+        train_regret = np.asarray(train_regret, dtype=np.float64)
+        if train_regret.shape != (len(train_x), len(classes)):
+            raise ValueError(f"train_regret has shape {train_regret.shape}; it needs one row per training row "
+                             f"({len(train_x)}) and one column per class ({len(classes)})")
+        if not np.isfinite(train_regret).all() or (train_regret < 0).any():
+            raise ValueError("train_regret must be finite and >= 0 (price failures with labels.cost_matrix)")
+    if handover_cost is not None:
+        handover_cost = _handover_cost(handover_cost)
 
     out_trees = []
     for t in trees:
@@ -132,27 +161,84 @@ def model_to_dict(
         # they are: exported unchanged (renormalising would move the last bit of some).
         if not np.allclose(value.sum(axis=1), 1.0, rtol=0, atol=1e-9):
             raise ValueError("tree_.value does not hold class fractions (scikit-learn older than 1.4?)")
-        out_trees.append({
+        out = {
             "children_left": [int(v) for v in tr.children_left],
             "children_right": [int(v) for v in tr.children_right],
             "feature": [int(v) for v in tr.feature],
             "threshold": [float(v) for v in tr.threshold],
             "value": [[float(p) for p in row] for row in value],
-        })
+        }
+        if train_regret is not None:
+            out["cost"] = [[float(c) for c in row] for row in node_costs(t, train_x, train_regret)]
+        out_trees.append(out)
     prov = {"sklearn": sklearn.__version__, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     prov.update(provenance or {})
-    return {
+    doc = {
         "format": FORMAT,
         "version": VERSION,
         "kind": "tree" if len(trees) == 1 and hasattr(model, "tree_") else "forest",
         "name": name,
+        "objective": objective,
         "features": features,
         "classes": classes,
         "window": window,
         "decide": decide,
         "trees": out_trees,
-        "provenance": prov,
     }
+    if handover_cost is not None:
+        doc["handover_cost"] = handover_cost
+    doc["provenance"] = prov
+    return doc
+
+
+def node_costs(tree, x: np.ndarray, regret: np.ndarray) -> np.ndarray:
+    """(nodes, classes): for each node of a fitted decision tree, the mean of `regret` (one row
+    per row of `x`, one column per class) over the rows of `x` that reach the node. A node no
+    row reaches (a forest's tree grown on a bootstrap sample can have one) gets its parent's."""
+    x = np.asarray(x, dtype=np.float64)
+    regret = np.asarray(regret, dtype=np.float64)
+    if len(x) == 0:
+        raise ValueError("node costs need at least one training row")
+    reach = tree.decision_path(x)  # sparse (rows, nodes): 1 where a row passes a node
+    counts = np.asarray(reach.sum(axis=0)).ravel()
+    sums = np.asarray(reach.T @ regret)
+    tr = tree.tree_
+    parent = np.full(tr.node_count, -1)
+    for i in range(tr.node_count):
+        if tr.children_left[i] != _LEAF:
+            parent[tr.children_left[i]] = parent[tr.children_right[i]] = i
+    out = np.empty((tr.node_count, regret.shape[1]))
+    for i in range(tr.node_count):  # a parent comes before its children in scikit-learn's arrays
+        out[i] = sums[i] / counts[i] if counts[i] else out[parent[i]]
+    return out
+
+
+def _number_at_least_0(v, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"{where} = {v!r}: must be a finite number >= 0")
+    return float(v)
+
+
+def _handover_cost(h: Mapping) -> dict:
+    """`{"default": X, "pairs": {"a>b": Y}}` checked: costs finite and >= 0, each pair key two
+    algorithm specs joined by `>` (from `a` to `b`). `pairs` may be left out (written empty)."""
+    if not isinstance(h, Mapping):
+        raise ValueError(f'handover_cost: must be an object {{"default": X, "pairs": {{"a>b": Y}}}}, got {h!r}')
+    unknown = sorted(set(h) - {"default", "pairs"})
+    if unknown:
+        raise ValueError(f"handover_cost: unknown key(s) {unknown}; the keys are default and pairs")
+    if "default" not in h:
+        raise ValueError("handover_cost: missing 'default'")
+    pairs = h.get("pairs") or {}
+    if not isinstance(pairs, Mapping):
+        raise ValueError(f'handover_cost.pairs: must be an object {{"a>b": Y}}, got {pairs!r}')
+    out_pairs = {}
+    for key, v in pairs.items():
+        a, sep, b = str(key).partition(">")
+        if not sep or not a or not b or ">" in b or a == b:
+            raise ValueError(f"handover_cost.pairs: key {key!r} must be FROM>TO, two different algorithms")
+        out_pairs[str(key)] = _number_at_least_0(v, f"handover_cost.pairs[{key!r}]")
+    return {"default": _number_at_least_0(h["default"], "handover_cost.default"), "pairs": out_pairs}
 
 
 def check_model_dict(d: Mapping) -> None:
@@ -172,15 +258,31 @@ def check_model_dict(d: Mapping) -> None:
             check(*args)
         except ValueError as e:
             problems.append(str(e))
+    if "objective" in d:
+        try:
+            if objectives.canonical(d["objective"]) != d["objective"]:
+                problems.append(f"objective {d['objective']!r}: not in canonical form "
+                                f"({objectives.canonical(d['objective'])!r})")
+        except objectives.ObjectiveError as e:
+            problems.append(f"objective: {e}")
+    if "handover_cost" in d:
+        try:
+            if _handover_cost(d["handover_cost"]) != d["handover_cost"]:
+                problems.append("handover_cost: must hold both 'default' and 'pairs'")
+        except ValueError as e:
+            problems.append(str(e))
     nf, nc = len(d["features"]), len(d["classes"])
     if not d["trees"]:
         problems.append("no trees")
     for k, t in enumerate(d["trees"]):
         n = len(t["children_left"])
-        if any(len(t[a]) != n for a in ("children_right", "feature", "threshold", "value")):
+        if any(len(t[a]) != n for a in ("children_right", "feature", "threshold", "value") + (("cost",) if "cost" in t else ())):
             problems.append(f"tree {k}: arrays of different lengths")
             continue
         for i in range(n):
+            if "cost" in t and (len(t["cost"][i]) != nc or not all(
+                    isinstance(c, (int, float)) and math.isfinite(c) and c >= 0 for c in t["cost"][i])):
+                problems.append(f"tree {k} node {i}: cost {t['cost'][i]} is not {nc} finite regrets >= 0")
             left, right = t["children_left"][i], t["children_right"][i]
             if len(t["value"][i]) != nc:
                 problems.append(f"tree {k} node {i}: {len(t['value'][i])} probabilities for {nc} classes")
@@ -493,12 +595,15 @@ def tree_to_policy(
     provenance: Optional[Mapping] = None,
     max_depth: int = 6,
     description: Optional[str] = None,
+    objective: str = "tct",
 ) -> str:
     """A rules policy (TOML text in the agent's rule language) that decides as `tree` predicts.
 
     `decide` takes `min_samples` and optionally `spatial`/`temporal`; the tree was trained on
     features at a flow's first decision, so the default is one decision per flow
-    (spatial, not temporal)."""
+    (spatial, not temporal). `objective` (the one the tree was trained for) is written in
+    canonical form."""
+    objective = objectives.canonical(objective)
     _check_features(list(features))
     window = dict(window)
     decide = {"spatial": True, "temporal": False, **dict(decide)}
@@ -518,6 +623,7 @@ def tree_to_policy(
         f"name = {_toml_str(name)}",
         f"description = {_toml_str(description or f'decision tree {name} as rules')}",
         f"initial = {_toml_str(initial)}",
+        f"objective = {_toml_str(objective)}",
     ]
     if rules:
         lines.append(f"default = {_toml_str(default)}")
@@ -549,6 +655,47 @@ def tree_to_policy(
         ]
     if rules:
         lines += ["", f"# Otherwise the default, {default}."]
+    return "\n".join(lines) + "\n"
+
+
+def model_policy(
+    *,
+    name: str,
+    model_file: str,
+    initial: str,
+    window: Mapping,
+    decide: Mapping,
+    objective: str,
+    hysteresis: Mapping = {"min_dwell_ms": 3000, "agreeing": 1},
+    description: Optional[str] = None,
+    comment: Optional[str] = None,
+) -> str:
+    """The policy (TOML text) that runs a model file: `model` = `model_file` (relative to the
+    policy), the model's window and minimum samples (the agent refuses any other), one decision
+    per flow, and the objective the model was trained for, in canonical form."""
+    window = dict(window)
+    decide = {"spatial": True, "temporal": False, **dict(decide)}
+    _check_settings(window, decide)
+    lines = [f"# {comment}"] if comment else []
+    lines += [
+        f"name = {_toml_str(name)}",
+        *([f"description = {_toml_str(description)}"] if description else []),
+        f"initial = {_toml_str(initial)}",
+        f"objective = {_toml_str(objectives.canonical(objective))}",
+        f"model = {_toml_str(model_file)}",
+        "",
+        "[window]",
+        f"kind = {_toml_str(window['kind'])}",
+        f"samples = {int(window['samples'])}",
+        "",
+        "[decide]",
+        f"spatial = {str(bool(decide['spatial'])).lower()}",
+        f"temporal = {str(bool(decide['temporal'])).lower()}",
+        f"min_samples = {int(decide['min_samples'])}",
+        "",
+        "[hysteresis]",
+        *[f"{k} = {int(v)}" for k, v in hysteresis.items()],
+    ]
     return "\n".join(lines) + "\n"
 
 
