@@ -23,8 +23,9 @@
 //!   as probabilities are ([`Model::expected_costs_into`]).
 //! - `"handover_cost": {"default": X, "pairs": {"bbr>cubic": Y, ...}}`: the measured relative
 //!   cost of handing a flow over from one class to another (`FROM>TO`, both classes), finite
-//!   and not negative; a pair not listed costs `default` (absent: 0). Only with costs: the
-//!   selector hands a flow over only when the expected gain exceeds it.
+//!   and not negative; a pair not listed costs `default` (absent: 0). The selector hands a
+//!   flow over only when the expected gain (by the trees' costs) exceeds it; without costs in
+//!   the trees it is only reported.
 //!
 //! Each tree is scikit-learn's `tree_` arrays: node `i` is a leaf when `children_left[i] == -1`,
 //! otherwise a sample goes to `children_left[i]` when its feature `feature[i]` (a position in
@@ -206,7 +207,7 @@ pub struct Model {
     /// empty when the model has no costs.
     costs: Vec<f64>,
     /// The relative cost of a handover, `classes.len()` squared, from-major (`from * n + to`);
-    /// empty when the model has no costs.
+    /// empty when the file gives none (every handover then costs 0).
     handover_costs: Vec<f64>,
     objective: Objective,
     max_depth: usize,
@@ -309,8 +310,7 @@ impl Model {
     }
 
     /// The relative cost of handing a flow over from class `from` to class `to` (positions in
-    /// [`classes`](Self::classes)): the file's pair, else its default, else 0. 0 for a model
-    /// without costs.
+    /// [`classes`](Self::classes)): the file's pair, else its default, else 0.
     pub fn handover_cost(&self, from: usize, to: usize) -> f64 {
         let n = self.classes.len();
         assert!(from < n && to < n, "model {} has {n} classes", self.origin);
@@ -476,7 +476,6 @@ fn build(file: ModelFile) -> Result<Model, Vec<String>> {
     }
     let without_cost: Vec<String> =
         file.trees.iter().enumerate().filter(|(_, t)| t.cost.is_none()).map(|(t, _)| t.to_string()).collect();
-    let has_costs = !file.trees.is_empty() && without_cost.is_empty();
     if !without_cost.is_empty() && without_cost.len() < file.trees.len() {
         let (trees, have) = if without_cost.len() == 1 { ("tree", "has") } else { ("trees", "have") };
         problems.push(format!(
@@ -484,16 +483,11 @@ fn build(file: ModelFile) -> Result<Model, Vec<String>> {
             without_cost.join(", ")
         ));
     }
+    // Handover costs without costs in the trees are kept (and reported) but gate nothing: the
+    // gate compares the trees' expected costs. Costs without handover costs: a handover costs
+    // nothing, any expected gain is enough.
     let handover_costs = match &file.handover_cost {
-        Some(h) if has_costs => check_handover_costs(h, &file.classes).map_err(|e| problems.extend(e)).unwrap_or_default(),
-        Some(_) => {
-            problems.push(
-                "handover_cost without a cost in every tree: it gates handovers by the trees' expected costs; give every tree a `cost` or leave handover_cost out".to_string(),
-            );
-            Vec::new()
-        }
-        // Costs without handover costs: a handover costs nothing, any expected gain is enough.
-        None if has_costs => vec![0.0; file.classes.len() * file.classes.len()],
+        Some(h) => check_handover_costs(h, &file.classes).map_err(|e| problems.extend(e)).unwrap_or_default(),
         None => Vec::new(),
     };
     let total: usize = file.trees.iter().map(|t| t.children_left.len()).sum();
@@ -968,10 +962,12 @@ mod tests {
         assert!(e.contains("handover_cost: default = -1: a relative cost is finite and not negative"), "{e}");
         let e = costs_error_of("\"default\": 0.05", "\"fallback\": 0.05");
         assert!(e.contains("unknown field `fallback`"), "{e}");
-        // Handover costs gate by the trees' costs: without them they would do nothing.
+        // Without costs in the trees, handover costs load (as the exporter may write them) and
+        // are reported, but there is nothing to gate by.
         let text = TWO_TREES.replacen("\"provenance\"", "\"handover_cost\": {\"default\": 0.1}, \"provenance\"", 1);
-        let e = Model::parse(&text, "h.json").unwrap_err().to_string();
-        assert!(e.contains("handover_cost without a cost in every tree"), "{e}");
+        let m = Model::parse(&text, "h.json").unwrap();
+        assert!(!m.has_costs());
+        assert_eq!(m.handover_cost(0, 1), 0.1);
     }
 
     #[test]

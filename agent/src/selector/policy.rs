@@ -536,7 +536,7 @@ impl Policy {
                 "max_depth": m.max_depth(),
                 "objective": m.objective().to_string(),
                 "costs": m.has_costs(),
-                "handover_cost": m.has_costs().then(|| self.handover_costs_json(m)),
+                "handover_cost": self.handover_costs_json(m),
             })),
             "memory": self.memory.to_json(),
             "summary": self.to_string(),
