@@ -26,7 +26,7 @@
 //! says so with `note_handover(spec, 0)`.
 //!
 //! Cost per report: O(1) to absorb it; with temporal decisions, O(window + rules) to decide
-//! (a model instead of rules: O(trees × depth)).
+//! (a model instead of rules: O(trees × depth), twice with the gain gate).
 //! Nothing is allocated unless a decision is returned.
 
 pub mod policy;
