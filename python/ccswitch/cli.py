@@ -36,7 +36,7 @@ Names, parameters and policies are checked by the agent before the first transfe
 def build_parser() -> argparse.ArgumentParser:
     from .agent import algorithms, operator
     from .analysis import grid, report
-    from .commands import run as run_command, sweep as sweep_command
+    from .commands import evaluate as evaluate_command, run as run_command, sweep as sweep_command
     from .experiments import bench, distributed, traces
     from .learner import dataset
 
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     algorithms.add_cli(sub)
     operator.add_cli(sub)
     sweep_command.add_cli(sub)
+    evaluate_command.add_cli(sub)
     dataset.add_cli(sub)
     distributed.add_cli(sub)
     for old, new in RENAMED_COMMANDS.items():

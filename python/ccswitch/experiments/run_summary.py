@@ -73,7 +73,7 @@ def write_run_summary(runner: "Runner", analysis: Optional[RunAnalysis] = None) 
     if ratios:
         doc["ratios"] = ratios
         table += "\n\n" + stats.format_ratio_table(ratios)
-    sections, text = stats.summary_sections(runner.labelled_rows())
+    sections, text = stats.summary_sections(runner.labelled_rows(), objective=runner.sc.objective)
     doc.update(sections)
     if text:
         table += "\n\n" + text

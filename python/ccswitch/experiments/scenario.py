@@ -348,6 +348,8 @@ class Scenario:
     #: server from the one NAT address of the root namespace, so the memory would carry one
     #: path's choice over to the next path's flows.
     destination_memory: bool = False
+    #: what "better" means in the summary (learner/objectives.py, canonical form), if named
+    objective: Optional[str] = None
     #: the pairs of schemes (A, B) whose ratio of mean TCT the summary gives; empty = the
     #: default pairs (every kernel:ALG and ovs:ALG against native:ALG, `stats.default_pairs`)
     compare: Tuple[Tuple[str, str], ...] = ()
@@ -484,6 +486,7 @@ def _raise_if(problems: List[str], source: Optional[str]) -> None:
 
 _TOP_KEYS = {"name", "description", "repetitions", "schemes", "clients", "timeout_s", "agent_settle_s",
              "bridge", "ovs_server_cc", "analysis", "plots", "plot_schemes", "destination_memory",
+             "objective",
              "compare"}
 _CLIENT_KEYS = {
     "name", "delay_ms", "loss_downlink", "loss_uplink", "link", "queue_packets", "file_bytes",
@@ -810,6 +813,27 @@ def file_size_problem(size: int) -> Optional[str]:
     return None
 
 
+def _parse_objective(v: Any) -> Optional[str]:
+    """`objective = "power"`: the summary judges every scheme by it (its canonical form). Harm
+    needs a reference unit per competitor, which a per-transfer cost has not: `ccswitch
+    evaluate` judges it on a sweep's paths."""
+    if v is None:
+        return None
+    from ..learner.objectives import ObjectiveError, parse
+
+    if not isinstance(v, str):
+        raise ScenarioError(f'objective: must be a string such as "power" or "tct_delay_budget:budget_ms=100", got {v!r}')
+    try:
+        obj = parse(v)
+    except ObjectiveError as e:
+        raise ScenarioError(f"objective: {e}") from None
+    if obj.name == "harm" or obj.params.get("harm", 0) > 0:
+        raise ScenarioError(f"objective: {obj.canonical}: harm is judged against a reference run of the "
+                            "competitor's own algorithm, which a scenario's summary does not pair; judge it "
+                            "with `ccswitch evaluate` on a sweep's paths")
+    return obj.canonical
+
+
 _FLOW_KEYS = {"scheme", "start_s", "count", "file_bytes"}
 
 
@@ -966,6 +990,7 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
     timeout = problems.take(_float, data, "timeout_s", "", lo=0.0, hi=86400.0, default=DEFAULT_TIMEOUT_S,
                             lo_open=True)
     settle = problems.take(_float, data, "agent_settle_s", "", lo=0.0, hi=60.0, default=1.0)
+    objective = problems.take(_parse_objective, data.get("objective"))
     memory = data.get("destination_memory", False)
     if not isinstance(memory, bool):
         problems.add(f"destination_memory: must be true or false, got {memory!r}")
@@ -1028,6 +1053,7 @@ def parse_scenario(data: Dict[str, Any], *, source: Optional[str] = None, check_
         agent_settle_s=settle if settle is not _BAD else 1.0,
         bridge=bridge if bridge is not _BAD else None, ovs_server_cc=server_cc, analysis=analysis, plots=plots,
         plot_schemes=plot_schemes, source=source, raw=data, destination_memory=memory is True,
+        objective=objective if objective is not _BAD else None,
         compare=compare if compare is not _BAD else (),
     )
     # checks across keys, on the parts that parsed

@@ -736,12 +736,73 @@ def format_phases(rows: List[dict]) -> str:
             "delay p95)\n" + text_table(head, lines, right=range(3, len(head))) + "\n" + "\n".join(best))
 
 
-def summary_sections(rows: Iterable[dict]) -> Tuple[dict, str]:
+def transfer_costs(rows: Sequence[dict], objective: str) -> List[Optional[float]]:
+    """Each transfer's cost under an objective (learner/objectives.py; lower is better), None
+    where it has none (it failed, or a figure the objective reads is missing). Per transfer,
+    without a competitor: a scenario may not name `harm` (scenario.py refuses it)."""
+    from ..learner import objectives
+
+    table = {"tct_x": [r.get("tct_s") if counted(r) else None for r in rows],
+             "thr_x": [r.get("throughput_mbps") for r in rows], "dp95_x": [r.get("delay_p95_ms") for r in rows]}
+    table = {k: [float("nan") if v is None else float(v) for v in vals] for k, vals in table.items()}
+    cost = objectives.cost_matrix(table, ["x"], objective)[:, 0]
+    return [None if math.isnan(c) else float(c) for c in cost]
+
+
+def objective_rows(rows: Iterable[dict], objective: str) -> List[dict]:
+    """Per client and scheme, the objective's cost: median and 95% interval; and per client, each
+    policy scheme against the fixed scheme with the least median cost there (`compare` on the
+    costs, paired by repetition when both have every repetition; "ran only X" when the policy
+    ran what that scheme runs)."""
+    rows = list(rows)
+    out = []
+    for client in dict.fromkeys(r["client"] for r in rows):
+        mine = [r for r in rows if r["client"] == client]
+        by_scheme: Dict[str, Dict[int, float]] = {}
+        for r, c in zip(mine, transfer_costs(mine, objective)):
+            if c is not None:
+                by_scheme.setdefault(r["scheme"], {})[int(r.get("repetition") or 0)] = c
+        entries = []
+        for scheme, costs in by_scheme.items():
+            med, ci = median_and_ci95(list(costs.values()))
+            entries.append({"client": client, "scheme": scheme, "n": len(costs), "cost_median": med, "ci95": ci})
+        fixed = [e for e in entries if not is_policy_scheme(e["scheme"])]
+        best = min(fixed, key=lambda e: e["cost_median"])["scheme"] if fixed else None
+        for e in entries:
+            e["best_fixed"] = e["scheme"] == best
+            if best and is_policy_scheme(e["scheme"]):
+                a, b = by_scheme[e["scheme"]], by_scheme[best]
+                reps = sorted(set(a) & set(b))
+                paired = len(reps) == len(a) == len(b)
+                v = compare([a[k] for k in reps] if paired else list(a.values()),
+                            [b[k] for k in reps] if paired else list(b.values()), paired=paired,
+                            ran_only=ran_only_text([r for r in mine if r["scheme"] == e["scheme"]], best))
+                e["against"] = best
+                e["verdict"] = v.as_dict()
+        out += entries
+    return out
+
+
+def format_objective(rows: List[dict], objective: str) -> str:
+    lines = [[r["client"], display_label(r["scheme"]), str(r["n"]), median_ci_text(r["cost_median"], r["ci95"], 4),
+              "best fixed" if r["best_fixed"] else (f"vs {display_label(r['against'])}: {r['verdict']['text']}"
+                                                    if r.get("verdict") else "")] for r in rows]
+    return (f"objective {objective} (cost per transfer, lower is better; learner/README.md, \"Objectives\")\n"
+            + text_table(["client", "scheme", "n", "median cost [95% CI]", "verdict"], lines))
+
+
+def summary_sections(rows: Iterable[dict], objective: Optional[str] = None) -> Tuple[dict, str]:
     """The summary parts beyond the per-cell table, for whatever the rows contain: ({"competition":
-    competition_rows, "workload": workload_rows} (only the non-empty ones) for summary.json, and
-    their text for summary.txt ("" when there is none)."""
+    competition_rows, "workload": workload_rows, ...} (only the non-empty ones) for summary.json,
+    and their text for summary.txt ("" when there is none); with the scenario's `objective`,
+    its costs and verdicts too."""
     rows = list(rows)
     doc, parts = {}, []
+    if objective:
+        built = objective_rows(rows, objective)
+        if built:
+            doc["objective"] = {"name": objective, "rows": built}
+            parts.append(format_objective(built, objective))
     for key, build, fmt in (("competition", competition_rows, format_competition),
                             ("workload", workload_rows, format_workload),
                             ("phases", phase_rows, format_phases)):
