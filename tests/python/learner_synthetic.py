@@ -6,6 +6,12 @@ random loss, Illinois and Hybla suffer less from it than Cubic on short and long
 respectively, and Hybla starts faster on long paths. It exists so the learner's code and
 notebooks can be exercised before, and independently of, a real sweep; it is written to a
 temporary directory and never committed.
+
+The objectives' columns come from the same toy: throughput is the file over the TCT; the delay
+p95 is half the RTT plus the queue a loss-based sender fills (BBR keeps a fifth of it); a
+third of the paths have a competing Cubic flow, which BBR harms most and Cubic (the
+reference) not at all. They are drawn from a generator of their own, so the columns above are
+what they always were.
 """
 
 from __future__ import annotations
@@ -24,6 +30,10 @@ FEATURES = (
     "loss_rate", "delivery_rate_mbps", "max_delivery_rate_mbps", "bytes", "elapsed_s", "samples",
 )
 MSS_BITS = 1448 * 8
+
+#: Harm to a competing Cubic flow per algorithm (plus noise); share of the queue it fills.
+_HARM = {"bbr": 0.45, "cubic": 0.0, "hybla": 0.25, "illinois": 0.1}
+_QUEUE_FILL = {"bbr": 0.2, "cubic": 0.9, "hybla": 1.0, "illinois": 0.8}
 
 # per algorithm: (loss sensitivity: rate ~ 1/(rtt * sqrt(p)) scaled by this, slow-start RTTs)
 _TOY = {
@@ -49,16 +59,18 @@ def _tct(alg: str, rtt_s: float, loss: float, mbps: float, file_bytes: int, rng)
 def synthetic_table(n_paths: int = 60, reps: int = 3, seed: int = 7) -> dict:
     """Columns of a synthetic dataset: `n_paths` paths, `reps` rows each."""
     rng = np.random.default_rng(seed)
+    metric_rng = np.random.default_rng(seed + 1_000_003)
     cols: dict = {k: [] for k in (
         "path_id", "sweep", "datapath", "link_kind", "rtt_ms", "loss_downlink", "loss_uplink", "mbps",
-        "downlink_trace", "uplink_trace", "queue_packets", "queue_bdp", "file_bytes", "rep", "initial",
+        "downlink_trace", "uplink_trace", "queue_packets", "queue_bdp", "has_schedule", "has_competitor",
+        "file_bytes", "rep", "initial",
     )}
     for f in FEATURES:
         cols["f_" + f] = []
     cols["decision_at_s"] = []
     for a in CANDIDATES:
-        cols["tct_" + a] = []
-        cols["n_" + a] = []
+        for prefix in ("tct_", "n_", "thr_", "dp95_", "harm_"):
+            cols[prefix + a] = []
     for _ in range(n_paths):
         rtt_ms = float(rng.choice([10, 20, 40, 60, 100, 200, 300]) * rng.uniform(0.9, 1.1))
         loss = float(rng.choice([0.0, 0.0, 0.001, 0.005, 0.02]))
@@ -71,6 +83,11 @@ def synthetic_table(n_paths: int = 60, reps: int = 3, seed: int = 7) -> dict:
         for a in CANDIDATES:
             runs = [_tct(a, rtt_ms / 1000, loss, mbps, file_bytes, rng) for _ in range(3)]
             tcts[a] = float(np.median(runs))
+        competing = bool(metric_rng.random() < 1 / 3)
+        thr = {a: file_bytes * 8 / tcts[a] / 1e6 for a in CANDIDATES}
+        dp95 = {a: rtt_ms / 2 + _QUEUE_FILL[a] * qbdp * rtt_ms * metric_rng.uniform(0.8, 1.2) for a in CANDIDATES}
+        harm = {a: min(1.0, max(0.0, _HARM[a] + metric_rng.uniform(-0.05, 0.05))) if competing and a != "cubic"
+                else (0.0 if competing else None) for a in CANDIDATES}
         for rep in range(reps):
             r = rtt_ms * rng.uniform(1.0, 1.03)
             queue = r * qbdp * rng.uniform(0.0, 0.6)
@@ -94,7 +111,7 @@ def synthetic_table(n_paths: int = 60, reps: int = 3, seed: int = 7) -> dict:
                 "path_id": pid, "sweep": "synthetic", "datapath": "kernel", "link_kind": "constant",
                 "rtt_ms": rtt_ms, "loss_downlink": loss, "loss_uplink": 0.0, "mbps": mbps,
                 "downlink_trace": None, "uplink_trace": None, "queue_packets": qpk, "queue_bdp": qbdp,
-                "file_bytes": file_bytes, "rep": rep, "initial": INITIAL,
+                "has_schedule": False, "has_competitor": competing, "file_bytes": file_bytes, "rep": rep, "initial": INITIAL,
                 "decision_at_s": None if ended_first else decision,
             }.items():
                 cols[k].append(v)
@@ -103,6 +120,9 @@ def synthetic_table(n_paths: int = 60, reps: int = 3, seed: int = 7) -> dict:
             for a in CANDIDATES:
                 cols["tct_" + a].append(tcts[a])
                 cols["n_" + a].append(3)
+                cols["thr_" + a].append(thr[a])
+                cols["dp95_" + a].append(dp95[a])
+                cols["harm_" + a].append(harm[a])
     return cols
 
 

@@ -262,6 +262,8 @@ def test_a_bad_objective_cost_or_handover_cost_is_refused():
         export.model_to_dict(tree, train_x=x, **kw)
     with pytest.raises(ValueError, match=r"handover_cost.pairs\['bbr'\] = 0.1|key 'bbr' must be FROM>TO"):
         export.model_to_dict(tree, handover_cost={"default": 0.1, "pairs": {"bbr": 0.1}}, **kw)
+    with pytest.raises(ValueError, match=r"\['bbr>vegas'\] name algorithms that are not classes of the model"):
+        export.model_to_dict(tree, handover_cost={"default": 0.1, "pairs": {"bbr>vegas": 0.1}}, **kw)
     with pytest.raises(ValueError, match="handover_cost.default = -1: must be a finite number >= 0"):
         export.model_to_dict(tree, handover_cost={"default": -1}, **kw)
     doc = export.model_to_dict(tree, train_x=x, train_regret=regret, objective="weighted:tct=1,harm=1", **kw)

@@ -5,8 +5,10 @@ agent loads), and the report.
 
 The notebooks run on learner/data/small.parquet, the small dataset a real sweep produced,
 once it is in git (missing then is a failure, not a skip); before that, on a synthetic
-dataset written by tests/python/learner_synthetic.py into a temporary directory. Outputs go
-to a temporary directory: the shipped models are never overwritten."""
+dataset written by tests/python/learner_synthetic.py into a temporary directory. The training
+notebook runs once more for another objective (a delay budget) on synthetic data with a
+separate test dataset and a handover cost file. Outputs go to a temporary directory: the
+shipped models are never overwritten."""
 
 import json
 import os
@@ -45,30 +47,43 @@ def test_there_are_notebooks():
     assert NOTEBOOKS, "no learner/notebooks/*.py"
 
 
+#: The training notebook's second run: another objective, a test dataset, handover costs.
+BUDGET = "tct_delay_budget:budget_ms=60"
+HANDOVER = {"default": 0.05, "pairs": {"bbr>cubic": 0.1, "cubic>vegas": 0.2}}
+
+
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    """Run every notebook once; {notebook name: (output dir, model name)}."""
+    """Run every notebook once, and the training notebook once more for the delay budget;
+    {run name: (output dir, model name)}."""
     import jupytext
     import papermill
 
     tmp = tmp_path_factory.mktemp("notebooks")
     data = small_dataset(tmp)
+    small = dict(n_trees=8, max_depth=4, cv_folds=2, cv_repeats=1, rules_depth=3, golden_rows=10_000, seed=3)
+    runs = [(nb_path, nb_path.stem, dict(dataset=str(data))) for nb_path in NOTEBOOKS]
+    train = REPO / "learner" / "notebooks" / "train_selector.py"
+    if train in NOTEBOOKS:
+        (tmp / "handover.json").write_text(json.dumps(HANDOVER))
+        runs.append((train, "train_selector-budget", dict(
+            dataset=learner_synthetic.write_synthetic_parquet(tmp / "train.parquet", n_paths=30, reps=2, seed=11),
+            TEST_DATASET=learner_synthetic.write_synthetic_parquet(tmp / "test.parquet", n_paths=12, reps=2, seed=12),
+            OBJECTIVE=BUDGET, HANDOVER_COST=str(tmp / "handover.json"), cv_metric="geomean")))
     done = {}
-    for nb_path in NOTEBOOKS:
+    for nb_path, run, params in runs:
         nb = jupytext.read(nb_path)
         tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
         assert len(tagged) == 1, f"{nb_path.name}: needs exactly one cell tagged 'parameters'"
-        src = tmp / (nb_path.stem + ".ipynb")
+        src = tmp / (run + ".ipynb")
         jupytext.write(nb, src)
-        out_dir = tmp / nb_path.stem
-        name = "test-" + nb_path.stem
+        out_dir = tmp / run
+        name = "test-" + run
         papermill.execute_notebook(
-            str(src), str(tmp / (nb_path.stem + ".out.ipynb")), kernel_name=KERNEL, cwd=str(nb_path.parent),
-            progress_bar=False,
-            parameters=dict(dataset=str(data), out_dir=str(out_dir), model_name=name, n_trees=8, max_depth=4,
-                            cv_folds=2, cv_repeats=1, rules_depth=3, golden_rows=10_000, seed=3),
+            str(src), str(tmp / (run + ".out.ipynb")), kernel_name=KERNEL, cwd=str(nb_path.parent),
+            progress_bar=False, parameters=dict(out_dir=str(out_dir), model_name=name, **small, **params),
         )
-        done[nb_path.stem] = (out_dir, name)
+        done[run] = (out_dir, name)
     return done
 
 
@@ -91,6 +106,33 @@ def test_every_notebook_runs_and_writes_a_model_golden_data_rules_and_a_report(e
         assert worst and worst[0]["regret"] == max(p["regret"] for p in worst) and worst[0]["regret"] >= 0
         for png in ("regret", "model"):
             assert (out_dir / f"{name}.{png}.png").stat().st_size > 0
+
+
+def test_the_training_notebook_trains_reports_and_exports_for_the_objective_it_is_given(executed):
+    out_dir, name = executed["train_selector"]
+    assert export.read_model(out_dir / f"{name}.json")["objective"] == "tct"
+    out_dir, name = executed["train_selector-budget"]
+    model = export.read_model(out_dir / f"{name}.json")
+    assert model["objective"] == BUDGET
+    # every node's regret per class, parallel to its probabilities
+    assert all(len(t["cost"]) == len(t["value"]) and all(len(c) == len(model["classes"]) for c in t["cost"])
+               for t in model["trees"])
+    # pairs of algorithms the model never chooses are left out (vegas is no candidate)
+    assert model["handover_cost"] == {"default": 0.05, "pairs": {"bbr>cubic": 0.1}}
+    for kind in ("policy", "rules"):
+        assert tomllib.loads((out_dir / f"{name}.{kind}.toml").read_text())["objective"] == BUDGET
+    report = json.loads((out_dir / f"{name}.report.json").read_text())
+    assert report["objective"] == BUDGET and report["test_dataset"] == "test.parquet"
+    assert report["best_fixed"] in report["candidates"]
+    rows = {r["policy"]: r for r in report["held_out"]}
+    assert {"oracle", "per-path oracle", f"best fixed ({report['best_fixed']})"} <= set(rows)
+    assert rows["oracle"]["geomean_ratio"] == 1.0 and rows["per-path oracle"]["geomean_ratio"] >= 1.0
+    assert all(0 <= r["miss_rate"] <= 1 for r in rows.values())
+    model_row = next(r for p, r in rows.items() if p.startswith("model ("))
+    assert report["geomean_ratio_vs_oracle"] == model_row["geomean_ratio"] >= 1.0
+    assert report["geomean_ratio_vs_best_fixed"] == model_row["vs_best_fixed"]
+    # the test dataset's 12 paths, 2 rows each
+    assert model_row["rows"] == 24 and sum(map(sum, report["confusion"]["rows_oracle_cols_chosen"])) == 24
 
 
 def test_the_agents_evaluator_gives_sklearns_answers_on_each_notebooks_golden_data(executed):

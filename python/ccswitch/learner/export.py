@@ -117,7 +117,7 @@ def model_to_dict(
     column per class in `model.classes_` order, failures priced as in `labels.cost_matrix`,
     without a handover margin), every tree gets `cost`: per node, each class's mean regret over
     the rows that reach it (`node_costs`). `handover_cost` ({"default": X, "pairs": {"a>b": Y}},
-    relative cost) is written as given, checked."""
+    relative cost, each pair two of `classes`) is written checked, `pairs` filled in if absent."""
     import sklearn
 
     trees = _trees(model)
@@ -150,6 +150,10 @@ def model_to_dict(
             raise ValueError("train_regret must be finite and >= 0 (price failures with labels.cost_matrix)")
     if handover_cost is not None:
         handover_cost = _handover_cost(handover_cost)
+        strangers = [k for k in handover_cost["pairs"] if not set(k.split(">")) <= set(classes)]
+        if strangers:
+            raise ValueError(f"handover_cost.pairs: {strangers} name algorithms that are not classes of the model "
+                             f"({', '.join(classes)}); the agent refuses them (leave them out)")
 
     out_trees = []
     for t in trees:
