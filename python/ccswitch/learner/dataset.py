@@ -1,6 +1,7 @@
 """`ccswitch dataset RUN_DIR... -o FILE.parquet`: one training row per transfer observed under a
 policy's `initial` algorithm, with the features the agent saw at its first decision, the
-path's parameters and every candidate's TCT on the same path and file size.
+path's parameters and every candidate's TCT, throughput, delay p95 and harm on the same path
+and file size.
 
 Sources:
 - a sweep's cell store (`ccswitch sweep`, a directory with `spec.toml` and `cells/`): the
@@ -471,8 +472,9 @@ def add_cli(subparsers) -> None:
     p = subparsers.add_parser(
         "dataset", help="turn sweeps and runs (with agent events) into one Parquet training table",
         description="One row per transfer observed under the initial algorithm: the features the agent saw at "
-                    "its first decision, the path's parameters and every candidate's TCT on that path and size "
-                    "(schema: learner/README.md).")
+                    "its first decision, the path's parameters and every candidate's TCT, throughput, delay p95 "
+                    "and harm on that path and size (schema: learner/README.md). Runs of the held-out scenarios "
+                    "(experiments/mystique-mix.toml, mcc-wifi.toml) are refused.")
     p.add_argument("sources", nargs="+", metavar="RUN_DIR",
                    help="a sweep's cell store (learner/sweeps/NAME) or a `ccswitch run` results directory")
     p.add_argument("-o", "--output", required=True, help="Parquet file to write")
