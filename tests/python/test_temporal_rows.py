@@ -79,3 +79,18 @@ def test_a_phase_the_stored_reports_do_not_reach_gives_no_row(tmp_path):
                flow={"flow": {"t_us": 1_000_000, "mss": 1448}, "reports": sweep_store.compact_reports(reps)})
     write_cell(store, "vegas", [{"throughput_mbps": 8.0, "delay_p95_ms": 25.0}, {"throughput_mbps": 1.5, "delay_p95_ms": 30.0}])
     assert [r["phase"] for r in temporal.phase_rows(store, samples=10)] == [0]
+
+
+def test_a_step_paths_transfer_rows_give_way_to_its_phase_rows(tmp_path):
+    from ccswitch.learner import dataset
+
+    store = str(tmp_path)
+    (tmp_path / "spec.toml").write_text(SPEC)
+    write_cell(store, "bbr", [{"throughput_mbps": 9.0, "delay_p95_ms": 60.0}, {"throughput_mbps": 6.0, "delay_p95_ms": 70.0}],
+               flow={"flow": {"t_us": 1_000_000, "mss": 1448},
+                     "reports": sweep_store.compact_reports(reports(100, step_index=50))})
+    write_cell(store, "vegas", [{"throughput_mbps": 8.0, "delay_p95_ms": 25.0}, {"throughput_mbps": 1.5, "delay_p95_ms": 30.0}])
+    static = [{"path_id": "p1", "tct_bbr": 4.0}, {"path_id": "other", "tct_bbr": 1.0}]
+    rows = dataset.with_phase_rows(static, [store], samples=10)
+    assert [(r["path_id"], r.get("phase")) for r in rows] == [("other", None), ("p1", 0), ("p1", 1)]
+    assert rows[1]["n_bbr"] == 1 and rows[1]["has_schedule"] and rows[1]["rep"] == 1

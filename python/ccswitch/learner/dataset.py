@@ -257,10 +257,15 @@ def read_run(run_dir: str, initial: str) -> Tuple[List[Observation], Dict[str, A
     return obs, {"initial": initial, "candidates": candidates, "sweep": name, "window": None, "scenario": scenario}
 
 
+def is_store(path: str) -> bool:
+    """Whether a source is a sweep's cell store (else a run directory)."""
+    return os.path.isfile(os.path.join(path, "spec.toml")) and os.path.isdir(os.path.join(path, "cells"))
+
+
 def read_source(path: str, initial: Optional[str]) -> Tuple[List[Observation], Dict[str, Any]]:
     """A sweep's cell store or a run directory; an unreadable one raises DatasetError naming
     the file at fault."""
-    if os.path.isfile(os.path.join(path, "spec.toml")) and os.path.isdir(os.path.join(path, "cells")):
+    if is_store(path):
         return read_store(path, initial)
     if not os.path.isdir(path):
         raise DatasetError(f"{path}: no such directory")
@@ -413,7 +418,8 @@ def arrow_table(rows: List[Dict[str, Any]], candidates: Sequence[str], names: Se
               ("queue_packets", pa.int64()), ("queue_bdp", pa.float64()), ("mean_mbps", pa.float64()),
               ("has_schedule", pa.bool_()), ("has_competitor", pa.bool_()), ("step_at_s", pa.float64()),
               ("step_delay_ms", pa.float64()), ("step_loss", pa.float64()),
-              ("file_bytes", pa.int64()), ("rep", pa.int32()), ("initial", pa.string())]
+              ("file_bytes", pa.int64()), ("rep", pa.int32()), ("initial", pa.string()),
+              ("phase", pa.int32()), ("phase_at_s", pa.float64())]
     fields += [(FEATURE_PREFIX + n, pa.float64()) for n in names]
     fields += [("decision_at_s", pa.float64())]
     for c in candidates:
@@ -435,9 +441,27 @@ def write_dataset(path: str, table) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
+def with_phase_rows(rows: List[Dict[str, Any]], stores: Sequence[str], samples: int) -> List[Dict[str, Any]]:
+    """The rows with every step path's transfer rows replaced by one row per phase
+    (learner/temporal.py): what a temporal policy learns from."""
+    # temporal.py builds on this module's observations and native features
+    from .temporal import phase_rows
+
+    phased = [r for store in stores for r in phase_rows(store, samples)]
+    stepped = {r["path_id"] for r in phased}
+    out = [r for r in rows if r["path_id"] not in stepped]
+    for r in phased:
+        r.update(link_kind="constant", has_schedule=True, has_competitor=False, rep=1)
+        for k in [k for k in r if k.startswith(TCT_PREFIX)]:
+            r[RUNS_PREFIX + k[len(TCT_PREFIX):]] = 1 if r[k] is not None else 0
+    return out + phased
+
+
 def build_dataset(paths: Sequence[str], out: str, *, window: Optional[Tuple[str, int, int]] = None,
-                  initial: Optional[str] = None, native=None, warn=lambda msg: None) -> Dict[str, Any]:
-    """Read the sources, compute the rows and write the Parquet file; returns a summary."""
+                  initial: Optional[str] = None, native=None, warn=lambda msg: None,
+                  phases: bool = False) -> Dict[str, Any]:
+    """Read the sources, compute the rows and write the Parquet file; returns a summary. With
+    `phases`, a sweep's step paths give one row per phase instead of one per transfer."""
     if not paths:
         raise DatasetError("no source given")
     sources = [read_source(p, initial) for p in paths]
@@ -453,7 +477,9 @@ def build_dataset(paths: Sequence[str], out: str, *, window: Optional[Tuple[str,
     if not 1 <= min_samples <= samples:
         raise DatasetError(f"--min-samples: must be between 1 and --samples ({samples}), got {min_samples}")
     rows, candidates, names = build_rows(sources, window, native=native, warn=warn)
-    meta = {"window": {"kind": kind, "samples": samples, "min_samples": min_samples},
+    if phases:
+        rows = with_phase_rows(rows, [p for p in paths if is_store(p)], samples)
+    meta = {"window": {"kind": kind, "samples": samples, "min_samples": min_samples}, "phases": phases,
             "initial": sources[0][1]["initial"], "candidates": candidates, "features": names,
             "sources": [os.path.relpath(os.path.abspath(p)) for p in paths],
             "scenarios": [s[1].get("scenario") for s in sources],
@@ -483,6 +509,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--window", choices=WINDOW_KINDS, help="feature window (default: the sweep spec's, else first)")
     p.add_argument("--samples", type=int, help="window samples (default: the spec's, else 20)")
     p.add_argument("--min-samples", type=int, help="samples before the first decision (default: the spec's, else 8)")
+    p.add_argument("--phases", action="store_true",
+                   help="a sweep's paths with a schedule give one row per phase (features from the window "
+                        "before the phase ends, each candidate's figures in the phase): for temporal policies")
     p.set_defaults(func=_cli_dataset, parser=p)
 
 
@@ -495,7 +524,7 @@ def _cli_dataset(args) -> int:
         window = (args.window or "first", samples, args.min_samples or min(8, samples))
     try:
         res = build_dataset(args.sources, args.output, window=window, initial=args.initial,
-                            warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+                            warn=lambda m: print(f"warning: {m}", file=sys.stderr), phases=args.phases)
     except (DatasetError, _sweep_spec.SweepError) as e:
         print(f"ccswitch dataset: error: {e}", file=sys.stderr)
         return 2
