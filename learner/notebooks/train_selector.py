@@ -65,6 +65,7 @@ golden_rows = 10000
 window = None  # e.g. {"kind": "first", "samples": 20}; None: from the dataset's metadata
 decide = None  # e.g. {"min_samples": 8}; None: from the dataset's metadata
 hysteresis = {"min_dwell_ms": 3000, "agreeing": 1}
+temporal = False  # the exported policy re-decides on every report (sliding windows; learner/temporal.py), past its hysteresis and the model's gain gate
 compare_policies = ["../../agent/policies/mystique.toml"]  # rules policies to score beside the model
 
 # %%
@@ -370,8 +371,8 @@ print(f"wrote {model_path} ({len(model_doc['trees'])} tree(s), objective {model_
 
 # %%
 model_policy_text = export.model_policy(
-    name=model_name, model_file=f"{model_name}.json", initial=initial, window=window, decide=decide,
-    objective=objective.canonical, hysteresis=hysteresis,
+    name=model_name, model_file=f"{model_name}.json", initial=initial, window=window,
+    decide={**decide, "temporal": bool(temporal)}, objective=objective.canonical, hysteresis=hysteresis,
     description=f"{provenance['strategy']} for {objective.canonical} trained on {provenance['dataset']} "
                 f"({provenance['dataset_paths']} paths)",
     comment=f"Runs {model_name}.json, written by learner/notebooks/train_selector.py; regenerate it rather than edit it.")
