@@ -55,3 +55,12 @@ def test_a_scenarios_objective_is_kept_in_canonical_form():
     sc = scenario.parse_scenario({"name": "x", "schemes": ["kernel:bbr"], "objective": "tct_delay_budget",
                                   "clients": [{"name": "c", "link": {"mbps": 10}, "file_bytes": 1000}]})
     assert sc.objective == "tct_delay_budget:budget_ms=100"
+
+
+def test_the_summary_says_what_each_policy_flow_ran_and_when_it_changed():
+    data = rows("kernel:bbr", [1.0] * 2, 10.0, 50.0) + rows("kernel:policy:p.toml", [0.9] * 2, 10.0, 40.0, ["bbr", "vegas"])
+    for r in data[2:]:
+        r["handover_events"] = [{"t_s": 0.42, "from": "bbr", "to": "vegas"}]
+    out = statistics.objective_rows(data, "power")
+    text = statistics.format_objective(out, "power")
+    assert "c kernel:policy:p ran: bbr > vegas at 0.4 s; bbr > vegas at 0.4 s" in text

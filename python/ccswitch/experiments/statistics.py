@@ -770,6 +770,8 @@ def objective_rows(rows: Iterable[dict], objective: str) -> List[dict]:
         best = min(fixed, key=lambda e: e["cost_median"])["scheme"] if fixed else None
         for e in entries:
             e["best_fixed"] = e["scheme"] == best
+            if is_policy_scheme(e["scheme"]):
+                e["ran"] = [run_text(r) for r in mine if r["scheme"] == e["scheme"] and counted(r)]
             if best and is_policy_scheme(e["scheme"]):
                 a, b = by_scheme[e["scheme"]], by_scheme[best]
                 reps = sorted(set(a) & set(b))
@@ -783,12 +785,25 @@ def objective_rows(rows: Iterable[dict], objective: str) -> List[dict]:
     return out
 
 
+def run_text(row: dict) -> str:
+    """What a policy's flow ran and when it changed: "bbr > vegas at 0.4 s > bbr at 2.3 s"."""
+    algs = row.get("algorithms") or []
+    if not algs:
+        return "-"
+    parts = [str(algs[0])]
+    for h in row.get("handover_events") or []:
+        parts.append(f"{h.get('to')} at {h['t_s']:.1f} s" if h.get("t_s") is not None else str(h.get("to")))
+    return " > ".join(parts)
+
+
 def format_objective(rows: List[dict], objective: str) -> str:
     lines = [[r["client"], display_label(r["scheme"]), str(r["n"]), median_ci_text(r["cost_median"], r["ci95"], 4),
               "best fixed" if r["best_fixed"] else (f"vs {display_label(r['against'])}: {r['verdict']['text']}"
                                                     if r.get("verdict") else "")] for r in rows]
+    ran = [f"  {r['client']} {display_label(r['scheme'])} ran: {'; '.join(r['ran'])}" for r in rows if r.get("ran")]
     return (f"objective {objective} (cost per transfer, lower is better; learner/README.md, \"Objectives\")\n"
-            + text_table(["client", "scheme", "n", "median cost [95% CI]", "verdict"], lines))
+            + text_table(["client", "scheme", "n", "median cost [95% CI]", "verdict"], lines)
+            + ("\n" + "\n".join(ran) if ran else ""))
 
 
 def summary_sections(rows: Iterable[dict], objective: Optional[str] = None) -> Tuple[dict, str]:
