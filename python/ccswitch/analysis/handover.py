@@ -8,6 +8,11 @@
               against the fixed schemes' average, the best fixed scheme, and the per-cell oracle
   mcc         per datapath: mean TCT over the clients per scheme; the policy must beat every
               fixed scheme
+  cost        what a mid-flow handover costs per ordered pair of algorithms A>B (issue 20's
+              learned selector hands a flow over only when the expected gain exceeds it): the
+              dip in throughput and the rise in one-way delay p95 at the client (the probe's
+              packets) in the 2 s after the handover against B's steady state, as a share of a
+              10-s flow (`ccswitch analyze RUN_DIR --handover-cost OUT.json`)
 The PASS/FAIL and "beats" verdicts of mix and mcc are statistics.compare's, on the transfers
 paired by (cell, repetition): PASS or FAIL only when the 95% bootstrap interval of the ratio of
 mean TCTs settles it, "-" (undecided) otherwise, and no verdict below 5 pairs; a policy that ran
@@ -17,9 +22,13 @@ only the compared scheme's algorithm is said to, never counted as a win.
 from __future__ import annotations
 
 import json
+import os
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..experiments import statistics as stats
+import numpy as np
+
+from ..experiments import measurements as measure, statistics as stats
 from ..experiments.rundir import RunDirectory, RunDirectoryError
 from ..experiments.scenario import Scenario, display_label
 from ..experiments.events import FlowEvents, flow_of
@@ -34,6 +43,16 @@ STALL_BIN_S = 0.5
 SMOOTH_RATIO_TARGET = 0.8
 #: bytes in flight may exceed the window by up to two full segments (whole segments are sent)
 BURST_TOLERANCE_BYTES = 2 * 1500
+
+# -- cost (issue 20)
+#: the flow a handover's AFTER_HANDOVER_S are set against: a dip of d for 2 s costs a flow of
+#: this length about d x 2 / 10 of its completion time (the unit of the model's regrets)
+COST_FLOW_S = 10.0
+COST_METHOD = (f"cost = (dip + delay) x {AFTER_HANDOVER_S:g} s / {COST_FLOW_S:g} s; dip = max(0, 1 - throughput "
+               f"in the {AFTER_HANDOVER_S:g} s after the handover / B's steady throughput), delay = max(0, one-way "
+               f"delay p95 in those {AFTER_HANDOVER_S:g} s / B's steady p95 - 1), both at the client (probe); B's "
+               f"steady state: median over the run's fixed B transfers, from {STEADY_SKIP_S:g} s to their end; "
+               "dip and delay: medians over repetitions; default: median of the pairs")
 
 # -- mix (Mystique Fig. 8) and MCC
 MIX_REDUCTION_TARGET = 0.18
@@ -409,6 +428,222 @@ def format_mcc(res: dict) -> str:
     return "\n\n".join(parts)
 
 
+# ----------------------------------------------------------------------- cost (issue 20)
+
+
+def cost_dip(after_mbps: float, steady_mbps: float) -> float:
+    """The share of B's steady throughput lost in the window after the handover (0 when it
+    delivered as much or more)."""
+    if steady_mbps <= 0:
+        raise ValueError(f"a steady throughput must be positive, got {steady_mbps}")
+    return max(0.0, 1.0 - after_mbps / steady_mbps)
+
+
+def cost_delay(after_p95_ms: float, steady_p95_ms: float) -> float:
+    """How far the one-way delay p95 after the handover rose above B's steady p95, relative
+    (0 when it did not)."""
+    if steady_p95_ms <= 0:
+        raise ValueError(f"a steady delay must be positive, got {steady_p95_ms}")
+    return max(0.0, after_p95_ms / steady_p95_ms - 1.0)
+
+
+def handover_cost(dip: float, delay: float) -> float:
+    """The cost of a handover with this dip and delay rise: both last AFTER_HANDOVER_S, set
+    against a flow of COST_FLOW_S."""
+    return (dip + delay) * AFTER_HANDOVER_S / COST_FLOW_S
+
+
+def probe_test_flow(probe: measure.Probe) -> Optional[int]:
+    """The probe's flow of a lone transfer: the one that delivered the most bytes."""
+    if not probe.flows:
+        return None
+    return max(probe.flows, key=lambda f: int(probe.flows[f].get("bytes_received") or 0))
+
+
+def _first_sent_ns(probe: measure.Probe, flow_id: int) -> int:
+    """When the flow's first data segment left the server (probe clock); runs without the
+    field: its first arrival at the client."""
+    first = probe.flows[flow_id].get("first_sent_ns")
+    return int(first) if first else int(probe.of_flow(flow_id)["t_ns"].min())
+
+
+def _arrivals_s(probe: measure.Probe, flow_id: int, t0_ns: int) -> np.ndarray:
+    pk = probe.of_flow(flow_id)
+    return (pk["t_ns"][pk["bytes"] > 0].astype(np.int64) - int(t0_ns)) / 1e9
+
+
+def probe_steady(probe: measure.Probe, flow_id: int) -> Optional[dict]:
+    """A fixed-scheme transfer's steady state at the client: throughput and one-way delay p95
+    from STEADY_SKIP_S after its first segment to its last packet; None for a flow that did not
+    last a second past that."""
+    t0 = _first_sent_ns(probe, flow_id)
+    t = _arrivals_s(probe, flow_id, t0)
+    if t.size == 0 or float(t.max()) < STEADY_SKIP_S + 1.0:
+        return None
+    phase = measure.phase_metrics(probe, flow_id, t0, [STEADY_SKIP_S])[0]
+    return {"throughput_mbps": phase["throughput_mbps"], "delay_p95_ms": phase["delay_p95_ms"]}
+
+
+def probe_after_handover(probe: measure.Probe, flow_id: int, t_s: float) -> dict:
+    """Throughput, one-way delay p95 and stalls at the client in the AFTER_HANDOVER_S after a
+    handover `t_s` seconds into the flow (the agent's clock, from the flow's creation, which the
+    first data segment follows within a few milliseconds: 1.9 ms in a pilot of
+    experiments/handover-costs.toml, by the datapath clock of the first report against the probe's). The window opens when the first segment
+    the new algorithm sent can arrive (the handover plus the flow's least one-way delay) and
+    ends early if the flow does (`span_s`). Stalls: STALL_BIN_S bins of the window in which no
+    byte arrived."""
+    pk = probe.of_flow(flow_id)
+    owd = pk["owd_us"][(pk["flags"] & measure.FLAG_MATCHED) != 0]
+    propagation_s = float(owd.min()) / 1e6 if owd.size else 0.0
+    start_ns = _first_sent_ns(probe, flow_id) + int(round((t_s + propagation_s) * 1e9))
+    t = _arrivals_s(probe, flow_id, start_ns)
+    end_s = float(t.max()) if t.size else 0.0
+    full = end_s >= AFTER_HANDOVER_S
+    phase = measure.phase_metrics(probe, flow_id, start_ns, [0.0, AFTER_HANDOVER_S] if full else [0.0])[0]
+    span = AFTER_HANDOVER_S if full else max(0.0, end_s)
+    stalls = 0
+    for k in range(int(span / STALL_BIN_S + 1e-9)):
+        a, b = k * STALL_BIN_S, (k + 1) * STALL_BIN_S
+        if not np.any((t >= a) & (t < b)):
+            stalls += 1
+    return {"t_s": float(t_s), "window_from_s": float(t_s + propagation_s), "span_s": span,
+            "throughput_mbps": phase["throughput_mbps"], "delay_p95_ms": phase["delay_p95_ms"],
+            "stall_bins": stalls}
+
+
+def _scheme_pair(scheme: str) -> Optional[str]:
+    """The pair a scripted policy scheme asks for (`...:initial=A,default=B` -> "A>B")."""
+    initial = re.search(r"[:,]initial=([^,]+)", scheme)
+    default = re.search(r"[:,]default=([^,]+)", scheme)
+    return f"{initial.group(1)}>{default.group(1)}" if initial and default else None
+
+
+def pair_costs(steady: Dict[str, Dict[str, Sequence[dict]]], handovers: Sequence[dict]) -> dict:
+    """The cost of each pair from measured figures. `steady`: client -> algorithm -> its fixed
+    transfers' figures ({"throughput_mbps", "delay_p95_ms"}); `handovers`: one per transfer
+    that handed over ({"client", "from", "to", "throughput_mbps", "delay_p95_ms", ...} after the
+    handover). Each handover gets its dip and delay against the median steady state of its new
+    algorithm on its own client's path; per pair, the medians of dip and delay over its
+    handovers (every client's) give the cost. A handover without a steady state to compare
+    with is kept with a note and priced at nothing."""
+    ref: Dict[str, Dict[str, dict]] = {}
+    for client, by_alg in steady.items():
+        for alg, figs in by_alg.items():
+            thr = [f["throughput_mbps"] for f in figs if f.get("throughput_mbps")]
+            p95 = [f["delay_p95_ms"] for f in figs if f.get("delay_p95_ms")]
+            if thr and p95:
+                ref.setdefault(client, {})[alg] = {"throughput_mbps": stats.median(thr),
+                                                   "delay_p95_ms": stats.median(p95), "n": len(figs)}
+    out, by_pair = [], {}
+    for h in handovers:
+        h = dict(h, pair=f"{h['from']}>{h['to']}")
+        r = ref.get(h.get("client"), {}).get(h["to"])
+        if r is None or h.get("throughput_mbps") is None or h.get("delay_p95_ms") is None:
+            h.update(dip=None, delay=None, note=h.get("note") or (f"no steady state of {h['to']}" if r is None
+                                                                  else "no packets after the handover"))
+        else:
+            h.update(dip=cost_dip(h["throughput_mbps"], r["throughput_mbps"]),
+                     delay=cost_delay(h["delay_p95_ms"], r["delay_p95_ms"]))
+            by_pair.setdefault(h["pair"], []).append(h)
+        out.append(h)
+    pairs = {}
+    for pair, hs in by_pair.items():
+        dip, delay = stats.median([h["dip"] for h in hs]), stats.median([h["delay"] for h in hs])
+        pairs[pair] = {"dip": dip, "delay": delay, "cost": handover_cost(dip, delay), "n": len(hs),
+                       "stall_bins": sum(h.get("stall_bins") or 0 for h in hs)}
+    default = stats.median([p["cost"] for p in pairs.values()]) if pairs else 0.0
+    return {"steady": ref, "handovers": out, "pairs": pairs, "default": default}
+
+
+def handover_costs(run_dir: str, rows: Optional[Sequence[dict]] = None) -> dict:
+    """What a handover costs per ordered pair, from a run of scripted pair policies beside the
+    fixed algorithms (experiments/handover-costs.toml), by the probe's packets of each transfer
+    (`probe/NNNNNN.packets.bin`, so the raw run directory). Adds to `pair_costs`: `missing`,
+    the policy transfers that did not hand over once (or could not be measured), and the
+    pairs the scenario asked for that have no cost."""
+    run = RunDirectory(run_dir)
+    rows = list(rows) if rows is not None else run.rows
+    steady: Dict[str, Dict[str, List[dict]]] = {}
+    handovers, missing, asked = [], [], set()
+
+    def probe_of(row):
+        if not row.get("probe"):
+            return None, None
+        probe = measure.read_probe(run.file(row["probe"]))
+        return probe, probe_test_flow(probe)
+
+    for row in rows:
+        scheme = row["scheme"]
+        if _kind(scheme) not in ("kernel", "ovs"):
+            continue
+        where = {"transfer": row.get("transfer"), "client": row["client"], "scheme": scheme,
+                 "repetition": row.get("repetition")}
+        if not is_policy(scheme):
+            probe, fid = probe_of(row) if stats.counted(row) else (None, None)
+            fig = probe_steady(probe, fid) if fid is not None else None
+            if fig is not None:
+                steady.setdefault(row["client"], {}).setdefault(_algorithm(scheme), []).append(fig)
+            continue
+        pair = _scheme_pair(scheme)
+        if pair:
+            asked.add(pair)
+        events = row.get("handover_events") or []
+        if not stats.counted(row):
+            missing.append({**where, "pair": pair, "note": row.get("error") or "transfer not counted"})
+            continue
+        if not events:
+            missing.append({**where, "pair": pair, "note": "no handover"})
+            continue
+        probe, fid = probe_of(row)
+        if fid is None:
+            missing.append({**where, "pair": pair, "note": "no probe packets"})
+            continue
+        first = events[0]
+        handovers.append({**where, "from": str(first["from"]), "to": str(first["to"]), "handovers": len(events),
+                          **probe_after_handover(probe, fid, float(first["t_s"]))})
+    res = pair_costs(steady, handovers)
+    res["missing"] = missing
+    res["pairs_without_cost"] = sorted(asked - set(res["pairs"]))
+    return {"analysis": "cost", "source": run_dir, "method": COST_METHOD, **res}
+
+
+def cost_file(res: dict, source: Optional[str] = None) -> dict:
+    """The handover costs as the learner's model files take them (`learner/models/handover-cost.json`,
+    `"handover_cost"` of a model; agent/selection/src/model.rs): the default, every measured
+    pair, both rounded to 4 decimals, where they came from and how."""
+    return {"default": round(res["default"], 4),
+            "pairs": {p: round(res["pairs"][p]["cost"], 4) for p in sorted(res["pairs"])},
+            "source": source if source is not None else res["source"], "method": res["method"]}
+
+
+def format_costs(res: dict) -> str:
+    figure = lambda x, d=2: "-" if x is None else f"{x:.{d}f}"
+    steady = "; ".join(f"{c}: " + ", ".join(f"{a} {r['throughput_mbps']:.2f} Mbit/s p95 {r['delay_p95_ms']:.1f} ms"
+                                             for a, r in sorted(by_alg.items()))
+                       for c, by_alg in sorted(res["steady"].items())) or "none"
+    lines = []
+    for pair, p in sorted(res["pairs"].items(), key=lambda kv: (-kv[1]["cost"], kv[0])):
+        hs = [h for h in res["handovers"] if h["pair"] == pair and h["dip"] is not None]
+        lines.append([pair, f"{p['cost']:.4f}", f"{p['dip']:.3f}", f"{p['delay']:.3f}", str(p["n"]),
+                      " ".join(figure(h["throughput_mbps"]) for h in hs),
+                      " ".join(figure(h["delay_p95_ms"], 1) for h in hs),
+                      " ".join(figure(h["t_s"]) for h in hs), str(p["stall_bins"])])
+    text = [f"handover cost per pair A>B: {res['method']}",
+            f"steady states: {steady}",
+            stats.text_table(["pair", "cost", "dip", "delay", "n", "Mbit/s after", "p95 ms after", "at s",
+                              "stalls"], lines, right=(1, 2, 3, 4, 8)),
+            f"{len(res['pairs'])} pairs, default (median) {res['default']:.4f}"]
+    for m in res["missing"]:
+        text.append(f"transfer {m['transfer']} ({m['scheme']}, rep {m['repetition']}): {m['note']}")
+    for h in res["handovers"]:
+        if h.get("handovers", 1) != 1 or h["dip"] is None:
+            text.append(f"transfer {h['transfer']} ({h['pair']}): {h.get('handovers')} handovers"
+                        + (f"; {h['note']}" if h.get("note") else ""))
+    if res.get("pairs_without_cost"):
+        text.append("pairs asked for without a cost: " + ", ".join(res["pairs_without_cost"]))
+    return "\n".join(text)
+
+
 # ----------------------------------------------------------------------- entry points
 
 
@@ -436,10 +671,19 @@ def analyze(run_dir: str, kind: Optional[str] = None, rows: Optional[Sequence[di
 
 
 def _cli_analyze(args) -> int:
+    out = getattr(args, "handover_cost", None)
     try:
-        res, text = analyze(args.run_dir, getattr(args, "kind", None))
-    except (RunDirectoryError, OSError) as e:
+        if out:
+            res = handover_costs(args.run_dir)
+            text = format_costs(res)
+        else:
+            res, text = analyze(args.run_dir, getattr(args, "kind", None))
+    except (RunDirectoryError, OSError, ValueError) as e:
         args.parser.error(str(e))
+    if out:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(json.dumps(cost_file(res), indent=2) + "\n")
     print(json.dumps(res, indent=2) if args.json else text)
     return 0
 
@@ -478,6 +722,10 @@ def add_cli(sub) -> None:
     a.add_argument("run_dir")
     a.add_argument("--kind", choices=("smoothness", "mix", "mcc"),
                    help="analysis to run instead of the scenario's `analysis`")
+    a.add_argument("--handover-cost", metavar="OUT.json",
+                   help="instead: what a handover costs per ordered pair of algorithms (a run of "
+                        "experiments/handover-costs.toml, with its probe files), written to OUT.json as "
+                        "{default, pairs, source, method}; the table (or with --json every figure) on stdout")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
     a.set_defaults(func=_cli_analyze, parser=a)
     s = sub.add_parser("handover", help="handover analyses: smoothness | mix | mcc RUN_DIR")
