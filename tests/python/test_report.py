@@ -428,3 +428,14 @@ def test_close_handovers_share_one_label_in_a_small_panel():
     assert [(t.get_position()[0], t.get_text()) for t in ax.texts] == [(1.0, "bbr>westwood"), (6.0, "cubic")]
     assert len(ax.lines) == 3  # still one line per handover
     plt.close(fig)
+
+
+def test_the_report_judges_a_run_by_a_named_objective(tmp_path):
+    run = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "measured", "step-path-2026-11-25")
+    path, _ = report.write_report([run], str(tmp_path), ["power"])
+    page = open(path).read()
+    section = page.split("### Objective `power`", 1)[1].split("###", 1)[0]
+    # BBR keeps its rate after the step to 2% loss: the least delay per throughput of the fixed schemes
+    assert "| loss-at-5s | kernel:bbr | 5 |" in section
+    assert [line for line in section.splitlines() if "best fixed" in line and "|" in line][0].startswith(
+        "| loss-at-5s | kernel:bbr |")

@@ -39,6 +39,7 @@ from ..experiments.rundir import RunDirectory, RunDirectoryError
 from ..experiments.scenario import Scenario, display_label
 from . import grid, handover
 from ..experiments.events import flow_of
+from ..learner import objectives as _objectives
 from .plots import PLOT_BIN_S, Series, mark_handovers
 
 #: Resolution of every figure of the page: small files that still read on a screen.
@@ -673,7 +674,8 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
 
 
-def run_section(run: Run, number: int, out_dir: str, figures: List[str]) -> List[str]:
+def run_section(run: Run, number: int, out_dir: str, figures: List[str],
+                objectives: Sequence[str] = ()) -> List[str]:
     sc, rows = run.scenario, run.rows
     prefix = f"{number}-{_slug(sc.name)}"
     out = [f"## {number}. {sc.name} (`{run.shown}`)", ""]
@@ -703,6 +705,8 @@ def run_section(run: Run, number: int, out_dir: str, figures: List[str]) -> List
                 f"than {stats.MIN_VERDICT_N} pairs no interval and no verdict.", "", ratios, ""]
     else:
         out += ["No compared pairs (the scenario names no `compare`, and no scheme has a `native:` counterpart).", ""]
+    for objective in objectives or ([sc.objective] if sc.objective else []):
+        out += objective_section(run, objective)
     name = f"{prefix}-tct-cdf.png"
     plot_cdfs(os.path.join(out_dir, name), run)
     figures.append(name)
@@ -716,6 +720,22 @@ def run_section(run: Run, number: int, out_dir: str, figures: List[str]) -> List
     if sc.analysis in PAPER_SECTIONS:
         out += PAPER_SECTIONS[sc.analysis](run)
     return out
+
+
+def objective_section(run: Run, objective: str) -> List[str]:
+    """Every scheme's cost per transfer under an objective and each policy against its cell's
+    best fixed scheme (statistics.objective_rows: the run summary's own table)."""
+    rows = stats.objective_rows(run.labelled, objective)
+    if not rows:
+        return [f"### Objective `{objective}`", "", "No transfer has the figures this objective reads.", ""]
+    lines = [[r["client"], short_scheme(r["scheme"]), str(r["n"]), stats.median_ci_text(r["cost_median"], r["ci95"], 4),
+              "best fixed" if r["best_fixed"] else (r["verdict"]["text"] if r.get("verdict") else ""),
+              "; ".join(r.get("ran") or [])] for r in rows]
+    return [f"### Objective `{objective}`", "",
+            "Cost per transfer (lower is better; learner/README.md, \"Objectives\"): median with its 95% interval; "
+            "each policy against the fixed scheme with the least median cost in its cell (statistics.py `compare`, "
+            "paired by repetition), and what each of its flows ran.", "",
+            md_table(["cell", "scheme", "n", "median cost [95% CI]", "verdict", "ran"], lines), ""]
 
 
 def flows_section(run: Run, out_dir: str, prefix: str, figures: List[str]) -> List[str]:
@@ -746,7 +766,8 @@ def flows_section(run: Run, out_dir: str, prefix: str, figures: List[str]) -> Li
     return out
 
 
-def write_report(run_dirs: Sequence[str], out_dir: Optional[str] = None) -> Tuple[str, List[str]]:
+def write_report(run_dirs: Sequence[str], out_dir: Optional[str] = None,
+                 objectives: Sequence[str] = ()) -> Tuple[str, List[str]]:
     """Write OUT_DIR/report.md and its figures; returns (the page's path, the figures' names)."""
     if not run_dirs:
         raise RunDirectoryError("no run directory given")
@@ -761,7 +782,7 @@ def write_report(run_dirs: Sequence[str], out_dir: Optional[str] = None) -> Tupl
             "flows' event slices where kept).", ""]
     page += [f"{i}. [{r.scenario.name}](#{i}-{_anchor(r)})" for i, r in enumerate(runs, 1)] + [""]
     for i, run in enumerate(runs, 1):
-        page += run_section(run, i, out_dir, figures)
+        page += run_section(run, i, out_dir, figures, objectives)
     path = os.path.join(out_dir, "report.md")
     results.write_text_atomic(path, "\n".join(page).rstrip() + "\n")
     return path, figures
@@ -775,8 +796,9 @@ def _anchor(run: Run) -> str:
 
 def _cli(args) -> int:
     try:
-        path, figures = write_report(args.run_dirs, args.out)
-    except RunDirectoryError as e:
+        objectives = [_objectives.canonical(o) for o in args.objective or []]
+        path, figures = write_report(args.run_dirs, args.out, objectives)
+    except (RunDirectoryError, _objectives.ObjectiveError) as e:
         args.parser.error(str(e))
     print(f"wrote {path} and {len(figures)} figures beside it")
     return 0
@@ -792,4 +814,7 @@ def add_cli(sub) -> None:
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory written by `ccswitch run`")
     p.add_argument("-o", "--out", metavar="OUT_DIR", help="where to write report.md (default: RUN_DIR/report of "
                                                           "the first run directory)")
+    p.add_argument("--objective", action="append", metavar="OBJ",
+                   help="judge every run by this objective too (repeatable; default: each scenario's own "
+                        "`objective`, if any): tct, power, tct_delay_budget:budget_ms=N, weighted:...")
     p.set_defaults(func=_cli, parser=p)
