@@ -65,3 +65,11 @@ def test_the_evaluation_scenario_is_a_client_per_path():
     sc = scenario.parse_scenario(tomllib.loads(text))
     assert [c.name for c in sc.clients] == ["p0", "p1"] and sc.repetitions == 2
     assert sc.clients[1].schedule[1].delay_ms == 20 and sc.clients[0].queue_packets == 40
+
+
+def test_policy_files_are_made_absolute_for_the_scenario_in_out(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert evaluate.absolute_policy("kernel:policy:m/p.policy.toml:decide.temporal=false") == \
+        f"kernel:policy:{tmp_path}/m/p.policy.toml:decide.temporal=false"
+    assert evaluate.absolute_policy("kernel:policy:mystique") == "kernel:policy:mystique"
+    assert evaluate.absolute_policy("kernel:bbr") == "kernel:bbr"

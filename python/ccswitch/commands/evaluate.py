@@ -73,12 +73,26 @@ def _toml(v) -> str:
     raise TypeError(f"no TOML form for {v!r}")
 
 
+def absolute_policy(scheme: str) -> str:
+    """A policy scheme whose file is named relative to the working directory, with that file
+    made absolute: the evaluation's scenario lives in OUT, and a scenario resolves relative
+    files against its own directory."""
+    kind, sep, rest = scheme.partition(":policy:")
+    if not sep:
+        return scheme
+    path, colon, overrides = rest.partition(":")
+    if ("/" in path or path.endswith(".toml")) and not os.path.isabs(path):
+        path = os.path.abspath(path)
+    return f"{kind}:policy:{path}{colon}{overrides}"
+
+
 def scenario_text(name: str, spec, paths, policies: Sequence[str], repetitions: int) -> str:
     """The evaluation's scenario: one client per path (as the sweep ran it), the policies as
     schemes."""
     lines = [f"# `ccswitch evaluate` of {', '.join(policies)} on the paths of sweep {spec.name}",
              f"name = {_toml(name)}", f"repetitions = {repetitions}", f"timeout_s = {spec.timeout_s!r}",
-             f"agent_settle_s = {spec.agent_settle_s!r}", f"schemes = {_toml(list(policies))}", ""]
+             f"agent_settle_s = {spec.agent_settle_s!r}",
+             f"schemes = {_toml([absolute_policy(p) for p in policies])}", ""]
     for p in paths:
         lines.append("[[clients]]")
         lines.append(f"name = {_toml(p.client_name)}")
@@ -245,7 +259,8 @@ def evaluate(store: str, policies: Sequence[str], objectives_: Sequence[str], ou
         fixed = {c: metrics_of([x["row"] for x in by_path.get(p.id, []) if x["candidate"] == c]) for c in candidates}
         mine = {}
         for col, scheme in zip(pol_cols, policies):
-            prow = [dict(r) for r in rows if r.get("client") == p.client_name and r.get("scheme") == scheme]
+            prow = [dict(r) for r in rows
+                    if r.get("client") == p.client_name and r.get("scheme") == absolute_policy(scheme)]
             for r in prow:
                 if r.get("flows"):
                     r["competitor_mbps"] = competitor_mbps(r, out)
