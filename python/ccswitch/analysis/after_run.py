@@ -1,7 +1,8 @@
 """The analyses `ccswitch run` and `ccswitch sweep` add to a run when its summary is written
 (experiments/run_summary.py calls them through its `RunAnalysis` shape): the flow plots and the
-scenario's handover analysis (into summary.json's `handover` and the end of summary.txt), then
-the throughput-delay and workload plots of tradeoffs.py. A failing analysis is logged; it
+scenario's handover analysis (into summary.json's `handover` and the end of summary.txt), the
+destination memory's (`destination_memory`, for scenarios that keep it and have policy schemes),
+then the throughput-delay and workload plots of tradeoffs.py. A failing analysis is logged; it
 never loses the run's data."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 
 from ..topology.namespaces import log
-from . import handover as _handover, plots as _plots, tradeoffs as _tradeoffs
+from . import destination_memory as _memory, handover as _handover, plots as _plots, tradeoffs as _tradeoffs
 
 
 class RunAnalyses:
@@ -33,6 +34,13 @@ class RunAnalyses:
                 text = "\n\n" + analysis
             except Exception as e:
                 log(f"warning: the {sc.analysis} analysis failed: {e}")
+        if sc.destination_memory and any(s.is_policy for s in sc.schemes):
+            try:
+                res, analysis = _memory.analyze(runner.out_dir, runner.rows, [s.label for s in sc.schemes])
+                doc["destination_memory"] = res
+                text += "\n\n" + analysis
+            except Exception as e:
+                log(f"warning: the destination memory analysis failed: {e}")
         return text
 
     def plots(self, runner) -> None:
