@@ -569,7 +569,11 @@ def handover_costs(run_dir: str, rows: Optional[Sequence[dict]] = None) -> dict:
     def probe_of(row):
         if not row.get("probe"):
             return None, None
-        probe = measure.read_probe(run.file(row["probe"]))
+        prefix = run.file(row["probe"])
+        if not os.path.exists(prefix + ".packets.bin"):
+            raise RunDirectoryError(f"{prefix}.packets.bin: not found; the cost is measured on the probe's packets "
+                                    "of the raw run directory (trimmed copies keep none)")
+        probe = measure.read_probe(prefix)
         return probe, probe_test_flow(probe)
 
     for row in rows:
