@@ -344,6 +344,10 @@ provenance = {
     "notebook": "learner/notebooks/train_selector.py",
 }
 handover = json.loads(Path(HANDOVER_COST).read_text()) if HANDOVER_COST else None
+if handover:
+    # the file also says where its figures come from (source, method): provenance, not model
+    provenance["handover_cost"] = {k: v for k, v in handover.items() if k not in ("default", "pairs")}
+    handover = {k: handover[k] for k in ("default", "pairs") if k in handover}
 if handover and handover.get("pairs"):
     # the model file may name only its classes; a pair with an algorithm it never chooses is moot
     moot = [k for k in handover["pairs"] if not set(k.split(">")) <= set(classes)]
