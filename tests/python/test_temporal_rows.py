@@ -66,6 +66,8 @@ def test_each_phase_is_a_row_with_that_phases_features_and_figures(tmp_path):
     assert before["f_min_rtt_ms"] == pytest.approx(40.0) and after["f_min_rtt_ms"] == pytest.approx(90.0)
     assert before["tct_bbr"] == pytest.approx(1 / 9.0) and after["tct_vegas"] == pytest.approx(1 / 1.5)
     assert after["loss_downlink"] == pytest.approx(0.02) and after["phase_at_s"] == 2.0
+    # every phase row is a decision (the notebook trains and judges only decided rows)
+    assert before["decision_at_s"] == pytest.approx(1.96) and after["decision_at_s"] == pytest.approx(3.96)
     # power picks vegas before the step (25/8 < 60/9) and bbr after it (70/6 < 30/1.5)
     cost = objectives.cost_matrix({k: [r[k] for r in rows] for k in rows[0]}, ["bbr", "vegas"], "power")
     assert list(cost.argmin(axis=1)) == [1, 0]

@@ -91,6 +91,8 @@ def phase_rows(store: str, samples: int) -> List[Dict[str, Any]]:
                 "queue_bdp": _sweep_paths.queue_bdp(p.get("queue_packets"), obs.get("mean_mbps"),
                                                     2 * (p.get("delay_ms") or 0)),
                 "file_bytes": obs["file_bytes"], "initial": spec.initial,
+                # decided by construction: a temporal policy decides on the window that ends here
+                "decision_at_s": round(times[upto - 1], 6),
             }
             for name in names:
                 v = feats.get(name)
