@@ -174,7 +174,9 @@ def test_the_agent_loads_each_notebooks_rules_and_model_policies(executed, tmp_p
         assert f"policy={policy_name.format(name=name)}" in log.read_text(), log.read_text()
 
 
-SHIPPED = sorted((REPO / "learner" / "models").glob("*.json"))
+#: JSON files beside the models that are not models: the measured handover costs they embed
+NOT_MODELS = {"handover-cost.json"}
+SHIPPED = sorted(p for p in (REPO / "learner" / "models").glob("*.json") if p.name not in NOT_MODELS)
 
 
 def test_models_are_shipped():
