@@ -65,6 +65,15 @@ class Agent:
     def client(self):
         return OperatorClient(self.operator_socket, timeout=ANSWER_TIMEOUT_S)
 
+    def wait_datapath_socket(self):
+        """Until the datapath socket's file exists (it may be bound just after the operator
+        socket; connecting to probe it would count as a datapath)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not os.path.exists(self.socket):
+            if time.monotonic() > deadline or not self.alive():
+                pytest.fail(f"the agent did not bind {self.socket}")
+            time.sleep(0.02)
+
     def alive(self):
         return self.proc.poll() is None
 

@@ -441,6 +441,7 @@ def test_the_command_line_names_the_operator_socket_of_the_agent_whose_datapath_
 
 def test_the_agent_answers_an_operator_request_on_its_datapath_socket_with_the_socket_to_use(agent):
     # The client library connects wherever it is told; the agent recognises the request.
+    agent.wait_datapath_socket()
     with OperatorClient(agent.socket, timeout=ANSWER_TIMEOUT_S) as c:
         with pytest.raises(OperatorError) as e:
             c.list_flows()
