@@ -1,6 +1,9 @@
-//! Command-line options every datapath shim shares: how to reach the agent, and logging.
+//! Command-line options every datapath shim shares: how to reach the agent, and logging; and
+//! the signals both shims answer.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -85,5 +88,41 @@ impl LogArgs {
             builder.init();
         }
         Ok(())
+    }
+}
+
+/// The signals that delimit a benchmark's measurement window, so that a shim's figures (answer
+/// latency, fallbacks) cover the window and not the ramp before it: SIGUSR1 begins a window,
+/// SIGUSR2 ends it (the shim then records its figures at once).
+pub struct WindowSignals {
+    start: Arc<AtomicBool>,
+    end: Arc<AtomicBool>,
+}
+
+/// An edge of the measurement window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowEdge {
+    Start,
+    End,
+}
+
+impl WindowSignals {
+    pub fn register() -> Result<Self> {
+        let start = Arc::new(AtomicBool::new(false));
+        let end = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&start))?;
+        signal_hook::flag::register(signal_hook::consts::SIGUSR2, Arc::clone(&end))?;
+        Ok(Self { start, end })
+    }
+
+    /// The edge signalled since the last call, if any (a start before an end).
+    pub fn take(&self) -> Option<WindowEdge> {
+        if self.start.swap(false, Ordering::Relaxed) {
+            Some(WindowEdge::Start)
+        } else if self.end.swap(false, Ordering::Relaxed) {
+            Some(WindowEdge::End)
+        } else {
+            None
+        }
     }
 }

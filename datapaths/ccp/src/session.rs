@@ -12,7 +12,7 @@
 //! announces itself (READY) and every live flow (CREATE with its current window), so the new
 //! agent takes all flows over.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -30,6 +30,9 @@ use crate::{CcpFlow, Primitives, ProgramTable, Step};
 const RECONNECT_INTERVAL: Duration = Duration::from_millis(200);
 /// The deadline is rewritten at most this often (one map update per period, not per ACK).
 const DEADLINE_REFRESH: Duration = Duration::from_millis(20);
+/// Requests of one flow the agent has not answered that are kept for timing; past it the
+/// oldest is dropped and counted ([`AnswerLatency::untimed`]).
+const MAX_AWAITING: usize = 256;
 
 /// CLOCK_MONOTONIC now, nanoseconds: the clock of `bpf_ktime_get_ns`, hence of BPF record
 /// timestamps and of the deadlines given to [`SessionDatapath::set_valid_until`].
@@ -120,19 +123,43 @@ struct SessionFlow {
     fold: Option<(FoldMode, u64)>,
     /// The datapath runs the flow's (other) program: since when (µs).
     program_run: Option<u64>,
-    /// The last report the agent has not answered: when its ACK was processed (µs,
-    /// CLOCK_MONOTONIC) and whether it was urgent (loss or timeout).
-    awaiting_answer: Option<(u64, bool)>,
+    /// What the agent has not answered yet, oldest first. The agent answers a CREATE and each
+    /// report with one message for the flow, in order, so the next answer belongs to the front.
+    awaiting: VecDeque<Awaiting>,
 }
 
-/// Report → directive latencies: every answered report, and the urgent ones; and for urgent
-/// reports of programs the datapath runs, report → read by the shim (the part before the
-/// agent has it).
+/// A request of a flow the agent has yet to answer.
+#[derive(Debug, Clone, Copy)]
+enum Awaiting {
+    /// Its CREATE (answered with the flow's program, not timed).
+    Create,
+    /// A report: when its ACK was processed (µs, CLOCK_MONOTONIC) and whether it was urgent
+    /// (loss or timeout).
+    Report { at_us: u64, urgent: bool },
+}
+
+impl SessionFlow {
+    fn await_answer(&mut self, what: Awaiting, latency: &mut AnswerLatency) {
+        if self.awaiting.len() >= MAX_AWAITING {
+            self.awaiting.pop_front();
+            latency.untimed += 1;
+        }
+        self.awaiting.push_back(what);
+    }
+}
+
+/// Report → directive latencies since the measurement window began: every answered report,
+/// and the urgent ones; and for urgent reports the datapath folded, report → read by the
+/// shim (the part before the agent has it). Every report is timed: each flow keeps a queue of
+/// the reports the agent has not answered.
 #[derive(Clone, Debug, Default)]
 pub struct AnswerLatency {
     pub all: LatencyHistogram,
     pub urgent: LatencyHistogram,
     pub urgent_read: LatencyHistogram,
+    /// Reports never timed: dropped from a flow's full queue, or still unanswered when their
+    /// flow closed or the agent went away.
+    pub untimed: u64,
 }
 
 /// Counters for the shim's exit log.
@@ -225,12 +252,20 @@ impl Session {
         &self.latency
     }
 
-    pub fn flow_count(&self) -> usize {
-        self.flows.len()
+    /// Begin a measurement window: latencies from now on only (a report sent before and
+    /// answered after is timed, as it is answered in the window).
+    pub fn start_measurement_window(&mut self) {
+        self.latency = AnswerLatency::default();
+        info!(flows = self.flows.len(), "measurement window started");
     }
 
-    pub fn has_flow(&self, sid: u32) -> bool {
-        self.flows.contains_key(&sid)
+    /// Requests of all flows the agent has not answered yet.
+    pub fn reports_awaiting_answer(&self) -> usize {
+        self.flows.values().map(|f| f.awaiting.iter().filter(|a| matches!(a, Awaiting::Report { .. })).count()).sum()
+    }
+
+    pub fn flow_count(&self) -> usize {
+        self.flows.len()
     }
 
     /// The window flow `sid` commands now.
@@ -270,6 +305,9 @@ impl Session {
             flow.ccp = CcpFlow::new(id, cwnd, flow.desc.mss);
             flow.fold = None;
             flow.program_run = None;
+            self.latency.untimed += flow.awaiting.len() as u64;
+            flow.awaiting.clear();
+            flow.await_answer(Awaiting::Create, &mut self.latency);
             self.ticked.insert(id);
             let create = create_msg(&flow.desc, cwnd);
             self.send(dp, &create);
@@ -293,6 +331,8 @@ impl Session {
             // Clearing the directive ends a fold or a program run too.
             flow.fold = None;
             flow.program_run = None;
+            self.latency.untimed += flow.awaiting.len() as u64;
+            flow.awaiting.clear();
             self.ticked.insert(*id);
             let _ = dp.clear_directive(*id);
         }
@@ -362,8 +402,8 @@ impl Session {
                 let Some(flow) = self.flows.get_mut(&sid) else {
                     return debug!(sid, "message for a flow that is gone");
                 };
-                if let Some((reported_us, urgent)) = flow.awaiting_answer.take() {
-                    let us = now_us.saturating_sub(reported_us);
+                if let Some(Awaiting::Report { at_us, urgent }) = flow.awaiting.pop_front() {
+                    let us = now_us.saturating_sub(at_us);
                     self.latency.all.record(us);
                     if urgent {
                         self.latency.urgent.record(us);
@@ -421,14 +461,19 @@ impl Session {
         let create = create_msg(&desc, desc.init_cwnd_bytes);
         let ccp = CcpFlow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
         self.ticked.insert(desc.sid);
-        self.flows.insert(desc.sid, SessionFlow { ccp, desc, rtt_us: 0, fold: None, program_run: None, awaiting_answer: None });
+        let mut flow = SessionFlow { ccp, desc, rtt_us: 0, fold: None, program_run: None, awaiting: VecDeque::new() };
+        if self.agent.is_some() {
+            flow.await_answer(Awaiting::Create, &mut self.latency);
+        }
+        self.flows.insert(flow.desc.sid, flow);
         self.send(dp, &create);
     }
 
     /// The flow is gone (or leaves CCP for good): tell the agent and clear its directive.
     pub fn remove_flow(&mut self, dp: &mut impl SessionDatapath, sid: u32) {
         self.ticked.remove(&sid);
-        if self.flows.remove(&sid).is_some() {
+        if let Some(flow) = self.flows.remove(&sid) {
+            self.latency.untimed += flow.awaiting.iter().filter(|a| matches!(a, Awaiting::Report { .. })).count() as u64;
             debug!(flow = sid, "flow closed");
             // libccp signals a closed flow with a MEASURE of no fields.
             let close = Msg::Measure(Measure { sid, program_uid: 0, fields: vec![] });
@@ -454,8 +499,9 @@ impl Session {
             flow.ccp.sync_datapath(cwnd, rate);
         }
         let step = flow.ccp.on_ack(&prims, prims.now);
-        if step.report.is_some() {
-            flow.awaiting_answer = Some((prims.now, prims.lost_pkts_sample > 0 || prims.was_timeout));
+        if step.report.is_some() && self.agent.is_some() {
+            let urgent = prims.lost_pkts_sample > 0 || prims.was_timeout;
+            flow.await_answer(Awaiting::Report { at_us: prims.now, urgent }, &mut self.latency);
         }
         self.apply(dp, sid, step);
     }
@@ -566,7 +612,9 @@ impl Session {
         }
         let rate = flow.ccp.rate_bytes_per_s();
         flow.ccp.sync_datapath(datapath_cwnd_bytes, rate);
-        flow.awaiting_answer = Some((reported_us, false));
+        if self.agent.is_some() {
+            flow.await_answer(Awaiting::Report { at_us: reported_us, urgent: false }, &mut self.latency);
+        }
         let report = Measure { sid, program_uid, fields };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
     }
@@ -597,7 +645,9 @@ impl Session {
         flow.ccp.sync_datapath(datapath_cwnd_bytes, rate);
         let field = |i| fields.get(i).copied().unwrap_or(0);
         let urgent = field(standard::report::LOST) > 0 || field(standard::report::TIMEOUT) != 0;
-        flow.awaiting_answer = Some((field(standard::report::NOW), urgent));
+        if self.agent.is_some() {
+            flow.await_answer(Awaiting::Report { at_us: field(standard::report::NOW), urgent }, &mut self.latency);
+        }
         if urgent {
             let read_us = (monotonic_now_ns() / 1000).saturating_sub(field(standard::report::NOW));
             self.latency.urgent_read.record(read_us);

@@ -157,3 +157,61 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     session.attach(&mut dp, AgentLink::from_stream(Box::new(shim_end)));
     assert!(dp.folds.is_empty() && dp.fold_calls == calls);
 }
+
+#[test]
+fn every_report_is_timed_when_several_await_an_answer_and_a_window_restarts_the_count() {
+    let (shim_end, agent_end) = UnixStream::pair().unwrap();
+    shim_end.set_nonblocking(true).unwrap();
+    let mut agent = common::AgentEnd::new(agent_end);
+    let mut dp = Folding::default();
+    let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
+    let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
+    session.attach(&mut dp, AgentLink::from_stream(Box::new(shim_end)));
+    session.add_flow(&mut dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });
+    session.flush(&mut dp);
+    let mut std_install = standard_install();
+    std_install.program_uid = 7;
+    // The answer to CREATE is not a report's: nothing is timed.
+    agent.send([Msg::InstallExpr(std_install), change(1, 7, vec![])]);
+    session.drain_agent(&mut dp);
+    assert_eq!(session.answer_latency().all.count(), 0);
+    let (_, start) = dp.folds[&1];
+    agent.received();
+
+    // Three reports before any answer, the second urgent (a loss), sent 300 ms ago and later.
+    let now = monotonic_now_ns() / 1000;
+    for (i, lost) in [0u64, 1, 0].into_iter().enumerate() {
+        let mut fields = vec![0u64; report::COUNT];
+        fields[report::LOST] = lost;
+        fields[report::NOW] = now - 300_000 + i as u64 * 100_000;
+        session.on_folded_report(&mut dp, 1, start, fields, 20 * MSS);
+    }
+    session.flush(&mut dp);
+    assert_eq!(agent.received().len(), 3);
+    assert_eq!(session.reports_awaiting_answer(), 3);
+
+    // Answered in order: each answer times the oldest report still waiting.
+    let answer = || Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PER_ACK, 0)] });
+    agent.send([answer()]);
+    session.drain_agent(&mut dp);
+    let lat = session.answer_latency();
+    assert_eq!((lat.all.count(), lat.urgent.count()), (1, 0));
+    assert!(lat.all.quantile(1.0).unwrap() >= 300_000, "the oldest report, not the newest");
+
+    // A window begun now forgets what was timed before it, but not what still waits.
+    session.start_measurement_window();
+    assert_eq!(session.answer_latency().all.count(), 0);
+    agent.send([answer(), answer()]);
+    session.drain_agent(&mut dp);
+    let lat = session.answer_latency();
+    assert_eq!((lat.all.count(), lat.urgent.count()), (2, 1));
+    assert!(lat.urgent.quantile(1.0).unwrap() >= 200_000);
+    assert_eq!(session.reports_awaiting_answer(), 0);
+
+    // A report still unanswered when its flow closes is counted as untimed.
+    let mut fields = vec![0u64; report::COUNT];
+    fields[report::NOW] = monotonic_now_ns() / 1000;
+    session.on_folded_report(&mut dp, 1, start, fields, 20 * MSS);
+    session.remove_flow(&mut dp, 1);
+    assert_eq!(session.answer_latency().untimed, 1);
+}

@@ -317,6 +317,10 @@ pub struct RawKernelStats {
     pub acks_fallback_agent_late: u64,
     pub acks_vm: u64,
     pub vm_faults: u64,
+    pub flows_directed: u64,
+    pub flows_fell_back_agent_late: u64,
+    pub flows_fell_back_no_directive: u64,
+    pub flows_rejoined: u64,
 }
 
 const _: () = assert!(size_of::<CreateEvent>() == 64);
@@ -330,7 +334,7 @@ const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM
 const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));
 const _: () = assert!(size_of::<VmTest>() == size_of::<VmRegs>() + 8 * VM_PRIMITIVES + 24 + 16 + 8 * VM_REPORT_REGS);
 const _: () = assert!(size_of::<RawKernelConfig>() == 16);
-const _: () = assert!(size_of::<RawKernelStats>() == 96);
+const _: () = assert!(size_of::<RawKernelStats>() == 128);
 const _: () = assert!(size_of::<VmFlow>() == 24 + 2 * (16 + size_of::<VmRegs>()));
 const _: () = assert!(size_of::<VmReportEvent>() == 40 + 8 * VM_REPORT_REGS);
 // The same layouts as seen through the BPF object's BTF.

@@ -124,6 +124,14 @@ pub struct KernelStats {
     pub acks_vm: u64,
     /// ... and evaluations a fault aborted.
     pub vm_faults: u64,
+    /// Flows that got their first directive.
+    pub flows_directed: u64,
+    /// Directed flows that fell back: the agent's deadline passed...
+    pub flows_fell_back_agent_late: u64,
+    /// ... or their directive was gone.
+    pub flows_fell_back_no_directive: u64,
+    /// Fallen-back flows directed again.
+    pub flows_rejoined: u64,
     /// ACKs folded in the kernel (no record to the shim).
     pub acks_folded: u64,
     /// Reports of folded flows.
@@ -594,6 +602,10 @@ impl KernelDatapath {
                     s.acks_fallback_agent_late += c.acks_fallback_agent_late;
                     s.acks_vm += c.acks_vm;
                     s.vm_faults += c.vm_faults;
+                    s.flows_directed += c.flows_directed;
+                    s.flows_fell_back_agent_late += c.flows_fell_back_agent_late;
+                    s.flows_fell_back_no_directive += c.flows_fell_back_no_directive;
+                    s.flows_rejoined += c.flows_rejoined;
                     s.acks_folded += c.acks_folded;
                     s.reports += c.reports;
                 }

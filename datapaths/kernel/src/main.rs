@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Result;
-use ccswitch_ccp::cli::{AgentArgs, LogArgs};
+use ccswitch_ccp::cli::{AgentArgs, LogArgs, WindowSignals};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_RING_BYTES};
 use clap::Parser;
 
@@ -66,6 +66,7 @@ fn main() -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
+    let window = WindowSignals::register()?;
 
     let fallback = if args.fallback == "cubic" { Fallback::Cubic } else { Fallback::Reno };
     let datapath = KernelDatapath::load(LoadOptions {
@@ -84,7 +85,7 @@ fn main() -> Result<()> {
     let agent_addr = args.agent.addr("ccswitch-kernel");
     let report_delay = std::time::Duration::from_micros(args.report_delay_us);
     let mut shim = shim::KernelShim::new(datapath, agent_addr, args.agent.timeout(), report_delay);
-    let result = shim.run(&stop);
+    let result = shim.run(&stop, &window);
     shim.log_totals();
     drop(shim);
     tracing::info!(cc = %args.cc_name, "congestion control unregistered");

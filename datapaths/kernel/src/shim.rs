@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use ccswitch_ccp::agent_link::AgentAddr;
+use ccswitch_ccp::cli::{WindowEdge, WindowSignals};
+use ccswitch_ccp::latency::LatencyHistogram;
 use ccswitch_ccp::session::{process_cpu_time, AckInput, FlowDesc, ProgramRun, Session, SessionDatapath};
 use ccswitch_ccp::Primitives;
-use ccswitch_kernel::{monotonic_now_ns, AckSample, FoldMode, KernelDatapath, KernelDirectiveSlotBusy, KernelEvent};
+use ccswitch_kernel::{monotonic_now_ns, AckSample, FoldMode, KernelDatapath, KernelDirectiveSlotBusy, KernelEvent, KernelStats};
 use tracing::{debug, info, warn};
 
 /// Period of timer-driven program evaluation for flows whose ACKs stopped.
@@ -72,6 +74,8 @@ pub struct KernelShim {
     started: Instant,
     /// Refused directives and lost ring records already logged, and when.
     overflow_logged: (u64, u64, Instant),
+    /// The datapath's counters when the measurement window began.
+    window_start: Option<KernelStats>,
 }
 
 impl KernelShim {
@@ -83,12 +87,21 @@ impl KernelShim {
             last_tick: Instant::now(),
             started: Instant::now(),
             overflow_logged: (0, 0, Instant::now()),
+            window_start: None,
         }
     }
 
-    pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
+    pub fn run(&mut self, stop: &AtomicBool, window: &WindowSignals) -> Result<()> {
         let mut events = Vec::new();
         while !stop.load(Ordering::Relaxed) {
+            match window.take() {
+                Some(WindowEdge::Start) => {
+                    self.session.start_measurement_window();
+                    self.window_start = Some(self.datapath.stats());
+                }
+                Some(WindowEdge::End) => self.log_window(),
+                None => {}
+            }
             self.session.maybe_connect(&mut Maps(&self.datapath));
             // Records that did not wake us wait at most report_delay.
             let wait = if self.session.flow_count() > 0 { self.report_delay.min(TICK_INTERVAL) } else { TICK_INTERVAL };
@@ -167,16 +180,36 @@ impl KernelShim {
             cpu_ms_per_10k_acks = per_10k(cpu), uptime_s = self.started.elapsed().as_secs_f64(),
             "shim totals"
         );
+        self.log_latency();
+    }
+
+    /// Report → directive latency since the window began (or since the start).
+    fn log_latency(&self) {
         let lat = self.session.answer_latency();
-        let q = |h: &ccswitch_ccp::latency::LatencyHistogram, p| h.quantile(p).unwrap_or(0);
+        let q = |h: &LatencyHistogram, p| h.quantile(p).unwrap_or(0);
         info!(
             answers = lat.all.count(), p50_us = q(&lat.all, 0.5), p99_us = q(&lat.all, 0.99),
             p999_us = q(&lat.all, 0.999), urgent = lat.urgent.count(),
             urgent_p50_us = q(&lat.urgent, 0.5), urgent_p99_us = q(&lat.urgent, 0.99),
             urgent_p999_us = q(&lat.urgent, 0.999), urgent_read_p50_us = q(&lat.urgent_read, 0.5),
-            urgent_read_p99_us = q(&lat.urgent_read, 0.99),
+            urgent_read_p99_us = q(&lat.urgent_read, 0.99), untimed = lat.untimed,
+            awaiting = self.session.reports_awaiting_answer(),
             "report to directive latency"
         );
+    }
+
+    /// The end of a measurement window: flows that changed hands in it, by reason, and the
+    /// latency of the reports answered in it.
+    fn log_window(&self) {
+        let (now, start) = (self.datapath.stats(), self.window_start.unwrap_or_default());
+        info!(
+            flows_directed = now.flows_directed - start.flows_directed,
+            flows_fell_back_agent_late = now.flows_fell_back_agent_late - start.flows_fell_back_agent_late,
+            flows_fell_back_no_directive = now.flows_fell_back_no_directive - start.flows_fell_back_no_directive,
+            flows_rejoined = now.flows_rejoined - start.flows_rejoined,
+            "measurement window flows"
+        );
+        self.log_latency();
     }
 
     fn on_event(&mut self, ev: KernelEvent) {

@@ -115,6 +115,7 @@ fn run(args: RunArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
+    let window = ccswitch_ccp::cli::WindowSignals::register()?;
 
     let opts = AttachOptions {
         ifname: args.port.clone(),
@@ -138,7 +139,7 @@ fn run(args: RunArgs) -> Result<()> {
         record_delay: Duration::from_micros(args.record_delay_us),
     };
     let mut shim = shim::OvsShim::new(datapath, agent_addr, cfg);
-    let result = shim.run(&stop);
+    let result = shim.run(&stop, &window);
     shim.log_totals();
     let stats = shim.stats_file_json();
     drop(shim);

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use ccswitch_ccp::agent_link::AgentAddr;
+use ccswitch_ccp::cli::{WindowEdge, WindowSignals};
 use ccswitch_ccp::latency::LatencyHistogram;
 use ccswitch_ccp::session::{
     monotonic_now_ns, process_cpu_time, AckInput, AnswerLatency, FlowDesc, Session, SessionDatapath,
@@ -238,6 +239,10 @@ pub struct OvsShim<P: PortOps> {
     table_full_logged: (u64, Instant),
     /// Fallbacks for want of room (slab, ring, buffer budgets) already logged, and when.
     exhaustion_logged: (u64, Instant),
+    /// Flows fallen back, by reason, when the measurement window began.
+    window_start_fallbacks: HashMap<&'static str, u64>,
+    /// The figures of the measurement window, taken when it ended.
+    window: Option<Value>,
 }
 
 /// A handshake not completed after this long is dropped from a full flow table (a SYN is
@@ -268,6 +273,36 @@ impl<P: PortOps> OvsShim<P> {
             table_full_logged: (0, Instant::now()),
             // The first exhaustion is logged at the next pass, later ones once per interval.
             exhaustion_logged: (0, Instant::now().checked_sub(LOG_INTERVAL).unwrap_or_else(Instant::now)),
+            window_start_fallbacks: HashMap::new(),
+            window: None,
+        }
+    }
+
+    /// A benchmark's measurement window began or ended: latency is measured afresh from its
+    /// start, and at its end the window's figures are kept for the stats file.
+    pub fn on_window(&mut self, edge: WindowEdge) {
+        match edge {
+            WindowEdge::Start => {
+                self.session.start_measurement_window();
+                self.window_start_fallbacks = self.totals.fallbacks.clone();
+            }
+            WindowEdge::End => {
+                let fallbacks: HashMap<&str, u64> = self
+                    .totals
+                    .fallbacks
+                    .iter()
+                    .map(|(k, v)| (*k, v - self.window_start_fallbacks.get(k).copied().unwrap_or(0)))
+                    .filter(|(_, v)| *v > 0)
+                    .collect();
+                let lat = self.session.answer_latency();
+                self.window = Some(json!({
+                    "fallbacks": fallbacks,
+                    "answer_latency_us": latency_json(lat),
+                    "untimed": lat.untimed,
+                    "awaiting": self.session.reports_awaiting_answer(),
+                }));
+                info!(window = %self.window.as_ref().expect("set"), "measurement window");
+            }
         }
     }
 
@@ -661,6 +696,7 @@ impl<P: PortOps> OvsShim<P> {
             .collect();
         json!({
             "shim": self.totals_json(),
+            "window": self.window,
             "shim_cpu_ms": process_cpu_time().as_secs_f64() * 1e3,
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "buffer": {
@@ -687,12 +723,15 @@ fn latency_json(lat: &AnswerLatency) -> Value {
 }
 
 impl OvsShim<OvsDatapath> {
-    pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
+    pub fn run(&mut self, stop: &AtomicBool, window: &WindowSignals) -> Result<()> {
         let mut events = Vec::new();
         let mut last_recovery = Instant::now();
         let mut last_ccp = Instant::now();
         let mut last_sample = Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            if let Some(edge) = window.take() {
+                self.on_window(edge);
+            }
             let wait = if self.flows.is_empty() { RECOVERY_TICK } else { self.cfg.record_delay.min(RECOVERY_TICK) };
             self.wait_for_input(wait);
             self.port.poll(Duration::ZERO, |ev| events.push(ev))?;

@@ -14,13 +14,21 @@ read over a steady window of `seconds`:
   the fallback, ring records lost (this shim's per-CPU stats map);
 - ovs: packets/s and BPF ns per packet of the port's ingress (server data) and egress (client
   ACKs) programs, ACKs rewritten, ring drops, flows fallen back, flows left uncontrolled;
-- shim and agent CPU as % of one core (user + system, /proc);
-- report -> directive latency p50/p99/p99.9, all and urgent (loss/timeout) reports: the
-  shim's histogram, read when it stops;
+- shim and agent CPU as % of one core (the scheduler's run time of every thread, ns);
+- report -> directive latency p50/p99/p99.9, all and urgent (loss/timeout) reports, over the
+  window only (the shim starts its histogram on SIGUSR1 and logs it on SIGUSR2); every report
+  is timed (the shim keeps each flow's unanswered reports in a queue);
+- flows fallen back in the window, as flows, with the reason of each (kernel: the agent's
+  deadline passed, or the flow's directive was gone; ovs: the shim's reasons), and flows that
+  rejoined control;
+- the kernel's abort counters (`TcpExt TCPAbortOn*`) of the server's and the client's
+  namespace, over the whole run: a reset connection shows there;
 - memory per flow: growth of the shim's and agent's resident set from before the ramp to
   the window, over N;
 - flows: opened, still receiving at the end, open but never sent a byte (silent), failed, and
-  corrupt (a byte read differed from the one sent: every byte of every flow is checked).
+  corrupt (a byte read differed from the one sent: every byte of every flow is checked);
+  goodput within the window (every flow open at its start; flows that opened late have caught
+  up by then) and its spread over flows, apart from the goodput since the last flow opened.
 
 Only this run's programs and maps are read (by the ids its shim logs), so another ccswitch
 datapath on the machine does not mix in.
@@ -31,6 +39,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -125,6 +135,34 @@ def _log_fields(log_path: str, message: str) -> Dict[str, float]:
     return {k: float(v) for k, v in re.findall(r"(\w+)=([-0-9.]+)\b", lines[-1])}
 
 
+def tcp_aborts(cmd_prefix: List[str]) -> Dict[str, int]:
+    """The kernel's TcpExt TCPAbort* counters in the namespace `cmd_prefix` runs in."""
+    text = run(cmd_prefix + ["cat", "/proc/net/netstat"]).stdout
+    rows = [line.split() for line in text.splitlines() if line.startswith("TcpExt:")]
+    if len(rows) != 2:
+        raise RunError("no TcpExt counters in /proc/net/netstat")
+    return {k: int(v) for k, v in zip(rows[0][1:], rows[1][1:]) if k.startswith("TCPAbort")}
+
+
+def _signal_window(pid: int, edge: int) -> None:
+    """Tell a shim its measurement window begins (SIGUSR1) or ends (SIGUSR2)."""
+    try:
+        os.kill(pid, edge)
+    except ProcessLookupError:
+        raise RunError(f"the shim (pid {pid}) is gone") from None
+
+
+def _wait_for_log(log_path: str, message: str, count: int, timeout_s: float = 5.0) -> None:
+    """Until `message` appears `count` times in the log."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(log_path, errors="replace") as f:
+            if sum(message in line for line in f) >= count:
+                return
+        time.sleep(0.05)
+    raise RunError(f"the shim did not log {message!r} within {timeout_s:g} s; see {log_path}")
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -150,13 +188,28 @@ class KernelSide:
     def pids(self) -> Dict[str, int]:
         return {"shim": self.r.daemons.shim.pid, "agent": self.r.daemons.agent.pid}
 
+    def start_window(self) -> None:
+        _signal_window(self.r.daemons.shim.pid, signal.SIGUSR1)
+        _wait_for_log(self.log, "measurement window started", 1)
+
+    def end_window(self) -> None:
+        """The shim logs the window's flows and latency at once."""
+        _signal_window(self.r.daemons.shim.pid, signal.SIGUSR2)
+        _wait_for_log(self.log, "measurement window flows", 1)
+        self.window_flows = _log_fields(self.log, "measurement window flows")
+        self.window_latency = _log_fields(self.log, "report to directive latency")
+
     def snapshot(self) -> Dict[str, int]:
         return {**_run_stats(self.cong_control), **_per_cpu_counters(self.stats_map)}
 
     def finish(self, d: Dict[str, int], dt: float) -> Dict[str, object]:
-        self.r.daemons.stop()  # the shim logs its totals and latency on the way out
+        self.r.daemons.stop()  # the shim logs its totals on the way out
         totals = _log_fields(self.log, "shim totals")
-        lat = _log_fields(self.log, "report to directive latency")
+        lat, flows = self.window_latency, self.window_flows
+        reasons = {
+            "agent_late": int(flows.get("flows_fell_back_agent_late", 0)),
+            "no_directive": int(flows.get("flows_fell_back_no_directive", 0)),
+        }
         acks = d["run_cnt"]
         return {
             "acks_per_s": acks / dt,
@@ -168,6 +221,10 @@ class KernelSide:
             # directed flow found no directive)
             "acks_fallback_awaiting_agent": d.get("acks_fallback_awaiting", 0),
             "acks_fallback_agent_late": d.get("acks_fallback_agent_late", 0),
+            "flows_fallen_back": sum(reasons.values()),
+            "fallback_reasons": {k: v for k, v in reasons.items() if v},
+            "flows_rejoined": int(flows.get("flows_rejoined", 0)),
+            "flows_first_directed": int(flows.get("flows_directed", 0)),
             "ring_records_lost": d.get("drops", 0),
             "answer_p50_us": lat.get("p50_us"),
             "answer_p99_us": lat.get("p99_us"),
@@ -177,6 +234,8 @@ class KernelSide:
             # of which: from the report to the shim reading it
             "urgent_read_p50_us": lat.get("urgent_read_p50_us"),
             "urgent_read_p99_us": lat.get("urgent_read_p99_us"),
+            "reports_untimed": lat.get("untimed"),
+            "reports_awaiting_at_end": lat.get("awaiting"),
             "directives_refused": totals.get("directives_refused", 0),
             "reports_dropped": totals.get("reports_dropped", 0),
             "agent_errors": totals.get("agent_errors", 0),
@@ -201,6 +260,15 @@ class OvsSide:
     def pids(self) -> Dict[str, int]:
         return {"shim": self.r.ovs_shim.proc.pid, "agent": self.r.daemons.agent.pid}
 
+    def start_window(self) -> None:
+        _signal_window(self.r.ovs_shim.proc.pid, signal.SIGUSR1)
+        _wait_for_log(self.r.ovs_shim.log_path, "measurement window started", 1)
+
+    def end_window(self) -> None:
+        """The shim keeps the window's figures for its stats file."""
+        _signal_window(self.r.ovs_shim.proc.pid, signal.SIGUSR2)
+        _wait_for_log(self.r.ovs_shim.log_path, "measurement window window=", 1)
+
     def snapshot(self) -> Dict[str, int]:
         out = _per_cpu_counters(self.stats_map)
         for name, pid in self.progs.items():
@@ -213,25 +281,32 @@ class OvsSide:
         status = shim.stop()
         with open(shim.stats_path) as f:
             doc = json.load(f)
-        st, lat = doc["shim"], doc["shim"].get("answer_latency_us", {})
+        st, window = doc["shim"], doc.get("window") or {}
+        lat, reasons = window.get("answer_latency_us", {}), window.get("fallbacks", {})
         per = lambda prog: (d[f"{prog}_run_time_ns"] / d[f"{prog}_run_cnt"]) if d.get(f"{prog}_run_cnt") else None
         return {
             "packets_per_s": (d.get("ccsw_ingress_run_cnt", 0) + d.get("ccsw_egress_run_cnt", 0)) / dt,
             "acks_per_s": d.get("acks", 0) / dt,
             "bpf_ns_per_packet_ingress": per("ccsw_ingress"),
             "bpf_ns_per_packet_egress": per("ccsw_egress"),
+            # the egress program is the one that runs on each ACK
+            "bpf_ns_per_ack": per("ccsw_egress"),
             "acks_rewritten_per_s": d.get("acks_rewritten", 0) / dt,
             "segments_copied_per_s": d.get("segments", 0) / dt,
             "ring_records_lost": d.get("ring_drops", 0),
             "flows_unbuffered": d.get("unbuffered", 0),
             "flows_seen_by_shim": st.get("flows", 0),
-            "flows_fallen_back": sum((st.get("fallbacks") or {}).values()),
+            "flows_fallen_back": sum(reasons.values()),
+            "fallback_reasons": reasons,
+            "flows_fallen_back_whole_run": sum((st.get("fallbacks") or {}).values()),
             "directives_refused": st.get("directives_refused", 0),
             "answer_p50_us": lat.get("all", {}).get("p50"),
             "answer_p99_us": lat.get("all", {}).get("p99"),
             "answer_p999_us": lat.get("all", {}).get("p999"),
             "urgent_answers": lat.get("urgent", {}).get("count"),
             "urgent_p99_us": lat.get("urgent", {}).get("p99"),
+            "reports_untimed": window.get("untimed"),
+            "reports_awaiting_at_end": window.get("awaiting"),
             "reports_dropped": st.get("reports_dropped", 0),
             "agent_errors": st.get("agent_errors", 0),
             "shim_exit": status,
@@ -278,13 +353,18 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
                 timeout_s=10, waiting_for=f"listening on {r.ns.server_ip}:{port}")
         pids = side.pids()
         rss0 = {k: rss_kib(pid) for k, pid in pids.items()}
+        namespaces = {"server": r.ns.exec_cmd([]), "client": []}
+        aborts0 = {k: tcp_aborts(v) for k, v in namespaces.items()}
         fetch_s = seconds + 3.0
+        # The window begins once every flow is open and past its first round trips.
+        settle_s = ramp_s + 1.0 + 4 * delay_ms / 1000
         say(f"{datapath}: {flows} flows at {rate_kbps:g} kbit/s each over {2 * delay_ms} ms, ramp {ramp_s:g} s, "
             f"window {seconds:g} s, {algorithm}" + (f", {len(shards)} loadgen pairs" if len(shards) > 1 else ""))
         fetches = []
         for port, n in zip(ports, shards):
             cmd = [loadgen, "fetch", "--connect", f"{r.ns.server_ip}:{port}", "--flows", str(n),
-                   "--rate-bps", str(int(rate_kbps * 1000)), "--seconds", f"{fetch_s:g}", "--ramp-ms", str(int(ramp_s * 1000))]
+                   "--rate-bps", str(int(rate_kbps * 1000)), "--seconds", f"{fetch_s:g}", "--ramp-ms", str(int(ramp_s * 1000)),
+                   "--window-from-ms", str(int(settle_s * 1000)), "--window-ms", str(int(seconds * 1000))]
             if small:
                 cmd += ["--rcvbuf", str(SMALL_BUFFER_BYTES)]
             # mm-delay forwards every packet through one user-space process, which caps this
@@ -296,17 +376,18 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
                                      start_new_session=True)
             r.procs.track(f"ccswitch-loadgen fetch :{port}", fetch)
             fetches.append(fetch)
-        # Every flow open and past its first round trips.
-        time.sleep(ramp_s + 1.0 + 4 * delay_ms / 1000)
+        time.sleep(settle_s)
         for fetch in fetches:
             if fetch.poll() is not None:
                 raise RunError(f"ccswitch-loadgen fetch exited early ({fetch.returncode}): {fetch.stderr.read().strip()}")
+        side.start_window()
         t0, b0 = time.monotonic(), side.snapshot()
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         rss1 = {k: rss_kib(pid) for k, pid in pids.items()}
         time.sleep(seconds)
         t1, b1 = time.monotonic(), side.snapshot()
         cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+        side.end_window()
         reports = []
         for fetch in fetches:
             out, err = fetch.communicate(timeout=fetch_s + 60)
@@ -315,6 +396,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
                 raise RunError(f"ccswitch-loadgen fetch failed ({fetch.returncode}): {err.strip()}")
             reports.append(json.loads(out.strip().splitlines()[-1]))
         load = merge_loads(reports)
+        aborts1 = {k: tcp_aborts(v) for k, v in namespaces.items()}
         dt = t1 - t0
         figures = side.finish({k: b1.get(k, 0) - b0.get(k, 0) for k in b1}, dt)
 
@@ -333,7 +415,16 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         # Every byte each flow read compared with the one the server sent.
         "flows_checked": load["flows_checked"],
         "flows_corrupt": load["corrupt"],
-        "goodput_mbps": load["steady_bits_per_s"] / 1e6,
+        # Within the window (flows open at its start), and since the last flow opened (which
+        # includes the catch-up of the flows that opened last).
+        "goodput_mbps": load["window_bits_per_s"] / 1e6,
+        "goodput_offered_mbps": flows * rate_kbps / 1e3,
+        "goodput_since_all_open_mbps": load["steady_bits_per_s"] / 1e6,
+        "flow_kbps_p1": load["window_flow_bps_p1"] / 1e3,
+        "flow_kbps_p50": load["window_flow_bps_p50"] / 1e3,
+        "flows_below_half_rate": load["window_flows_below_half_rate"],
+        "tcp_aborts": {ns: {k: aborts1[ns][k] - v for k, v in aborts0[ns].items() if aborts1[ns][k] != v}
+                       for ns in namespaces},
         **figures,
         "shim_cpu_pct": 100 * (cpu1["shim"] - cpu0["shim"]) / dt,
         "agent_cpu_pct": 100 * (cpu1["agent"] - cpu0["agent"]) / dt,
@@ -352,6 +443,13 @@ def merge_loads(reports: List[Dict[str, object]]) -> Dict[str, object]:
     the first five errors are kept."""
     merged: Dict[str, object] = {k: sum(r[k] for r in reports) for k in ("opened", "receiving", "silent", "failed", "closed_early", "flows_checked", "corrupt", "steady_bits_per_s")}
     merged["errors"] = [e for r in reports for e in r["errors"]][:5]
+    windows = [r.get("window") or {} for r in reports]
+    merged["window_bits_per_s"] = sum(w.get("bits_per_s", 0.0) for w in windows)
+    merged["window_flows_below_half_rate"] = sum(w.get("flows_below_half_rate", 0) for w in windows)
+    # per-flow quantiles of several processes: the worst process's low quantile, and the
+    # median of the process medians (the processes carry equal shares of the flows)
+    merged["window_flow_bps_p1"] = min((w.get("flow_bps_p1", 0.0) for w in windows), default=0.0)
+    merged["window_flow_bps_p50"] = statistics.median([w.get("flow_bps_p50", 0.0) for w in windows]) if windows else 0.0
     return merged
 
 

@@ -60,18 +60,37 @@ enum Cmd {
         /// SO_RCVBUF of each connection, bytes (0: the kernel's autotuning).
         #[arg(long, default_value_t = 65536)]
         rcvbuf: usize,
+        /// A measurement window, from this long after the start (ms): the report then gives
+        /// the goodput of every flow within it (the benchmark's window, past the ramp and the
+        /// catch-up of flows that opened late).
+        #[arg(long, requires = "window_ms")]
+        window_from_ms: Option<u64>,
+        /// Length of the measurement window (ms).
+        #[arg(long, requires = "window_from_ms")]
+        window_ms: Option<u64>,
     },
+}
+
+/// When the report's measurement window begins and how long it lasts, from the start.
+#[derive(Clone, Copy)]
+struct Window {
+    from: Duration,
+    length: Duration,
 }
 
 fn main() -> Result<()> {
     raise_fd_limit();
     match LoadgenCli::parse().cmd {
         Cmd::Serve { bind, sndbuf } => serve(bind, sndbuf),
-        Cmd::Fetch { connect, flows, rate_bps, seconds, ramp_ms, tick_ms, rcvbuf } => {
-            if flows == 0 || rate_bps == 0 || seconds <= 0.0 || tick_ms == 0 {
-                bail!("--flows, --rate-bps, --seconds and --tick-ms must be positive");
+        Cmd::Fetch { connect, flows, rate_bps, seconds, ramp_ms, tick_ms, rcvbuf, window_from_ms, window_ms } => {
+            if flows == 0 || rate_bps == 0 || seconds <= 0.0 || tick_ms == 0 || window_ms == Some(0) {
+                bail!("--flows, --rate-bps, --seconds, --tick-ms and --window-ms must be positive");
             }
-            let report = fetch(connect, flows, rate_bps, Duration::from_secs_f64(seconds), Duration::from_millis(ramp_ms), Duration::from_millis(tick_ms), rcvbuf)?;
+            let window = window_from_ms.zip(window_ms).map(|(from, length)| Window {
+                from: Duration::from_millis(from),
+                length: Duration::from_millis(length),
+            });
+            let report = fetch(connect, flows, rate_bps, Duration::from_secs_f64(seconds), Duration::from_millis(ramp_ms), Duration::from_millis(tick_ms), rcvbuf, window)?;
             println!("{report}");
             Ok(())
         }
@@ -246,6 +265,7 @@ fn fetch(
     ramp: Duration,
     tick: Duration,
     rcvbuf: usize,
+    window: Option<Window>,
 ) -> Result<serde_json::Value> {
     let bytes_per_s = rate_bps as f64 / 8.0;
     let mut flows: Vec<FetchFlow> = Vec::with_capacity(n);
@@ -257,8 +277,21 @@ fn fetch(
     let mut last = start;
     let mut steady: Option<Instant> = None;
     let mut steady_bytes = 0u64;
+    // Each flow's bytes when the window began, and when; then the window's figures.
+    let mut window_start: Option<(Instant, Vec<u64>)> = None;
+    let mut window_report = serde_json::Value::Null;
     loop {
         let now = Instant::now();
+        if let Some(w) = window {
+            let since = now - start;
+            if window_start.is_none() && since >= w.from {
+                window_start = Some((now, flows.iter().map(|f| f.bytes).collect()));
+            } else if window_report.is_null() && since >= w.from + w.length {
+                if let Some((t0, bytes0)) = &window_start {
+                    window_report = window_figures(&flows, bytes0, (now - *t0).as_secs_f64(), rate_bps);
+                }
+            }
+        }
         // Open the connections the ramp has reached by now.
         let due = if ramp.is_zero() { n } else { ((now - start).as_secs_f64() / ramp.as_secs_f64() * n as f64).ceil() as usize };
         while flows.len() + failed < due.min(n) {
@@ -276,7 +309,7 @@ fn fetch(
             steady = Some(now);
             steady_bytes = flows.iter().map(|f| f.bytes).sum();
         }
-        if steady.is_some_and(|t| now - t >= duration) {
+        if steady.is_some_and(|t| now - t >= duration) && (window.is_none() || !window_report.is_null()) {
             break;
         }
         let dt = (now - last).as_secs_f64();
@@ -337,6 +370,7 @@ fn fetch(
         "flows_checked": flows.iter().filter(|f| f.bytes > 0).count(),
         "corrupt": flows.iter().filter(|f| f.corrupt).count(),
         "errors": errors,
+        "window": window_report,
     }))
 }
 
@@ -386,4 +420,25 @@ fn sockaddr(to: &SocketAddr) -> (libc::c_int, libc::sockaddr_storage, libc::sock
             (libc::AF_INET6, ss, std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t)
         }
     }
+}
+
+/// Goodput within the measurement window: the total, and how it spread over the flows open at
+/// its start (those opened later are not counted: their first seconds are a ramp).
+fn window_figures(flows: &[FetchFlow], bytes0: &[u64], seconds: f64, rate_bps: u64) -> serde_json::Value {
+    let mut rates: Vec<f64> = flows
+        .iter()
+        .zip(bytes0)
+        .map(|(f, b0)| (f.bytes - b0) as f64 * 8.0 / seconds)
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    let q = |p: f64| rates.get(((rates.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
+    serde_json::json!({
+        "seconds": seconds,
+        "flows": rates.len(),
+        "bits_per_s": rates.iter().sum::<f64>(),
+        "flow_bps_p1": q(0.01),
+        "flow_bps_p10": q(0.10),
+        "flow_bps_p50": q(0.5),
+        "flows_below_half_rate": rates.iter().filter(|r| **r < rate_bps as f64 / 2.0).count(),
+    })
 }

@@ -789,6 +789,15 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 		}
 	}
 
+	if (st && s && directed != st->directed) {
+		if (!directed)
+			__sync_fetch_and_add(agent_live ? &s->flows_fell_back_no_directive
+							: &s->flows_fell_back_agent_late, 1);
+		else if (st->ever_directed)
+			__sync_fetch_and_add(&s->flows_rejoined, 1);
+		else
+			__sync_fetch_and_add(&s->flows_directed, 1);
+	}
 	if (st) {
 		st->directed = directed;
 		if (directed)

@@ -346,6 +346,14 @@ struct ccsw_stats {
 	__u64 acks_fallback_agent_late;
 	__u64 acks_vm;         /* ACKs the interpreter evaluated a program on */
 	__u64 vm_faults;       /* of them, evaluations a fault aborted */
+	/* Flows, counted on a change of hands (never per ACK): a flow's first
+	 * directive; a directed flow falling back because the agent's deadline
+	 * passed, or because its directive was gone; a fallen-back flow directed
+	 * again. */
+	__u64 flows_directed;
+	__u64 flows_fell_back_agent_late;
+	__u64 flows_fell_back_no_directive;
+	__u64 flows_rejoined;
 };
 
 /* The Rust mirror (src/abi.rs) asserts the same sizes. */
@@ -362,6 +370,6 @@ _Static_assert(sizeof(struct ccsw_vm_test) == sizeof(struct ccsw_vm_regs) + 8 * 
 _Static_assert(sizeof(struct ccsw_vm_flow) == 24 + 2 * (16 + sizeof(struct ccsw_vm_regs)), "vm flow layout");
 _Static_assert(sizeof(struct ccsw_vm_report_event) == 40 + 8 * CCSW_VM_REPORT_REGS, "vm report layout");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config layout");
-_Static_assert(sizeof(struct ccsw_stats) == 96, "stats layout");
+_Static_assert(sizeof(struct ccsw_stats) == 128, "stats layout");
 
 #endif /* CCSWITCH_KERNEL_H */
