@@ -101,6 +101,24 @@ def _map_named(prog: dict, name: str) -> dict:
     return found[0]
 
 
+#: What socket storage costs per socket beyond its value (the kernel's bpf_local_storage_elem
+#: header and the socket's storage pointer block, rounded up): an estimate, named as one.
+SK_STORAGE_OVERHEAD_BYTES = 64
+
+
+def map_bytes(progs: Dict[str, dict], flows: int) -> int:
+    """Memory of the maps the programs use, with `flows` flows: every preallocated map's
+    locked bytes, and socket storage (allocated per socket) as its value size plus overhead."""
+    total = 0
+    ids = sorted({m for p in progs.values() for m in p.get("map_ids", [])})
+    for m in (_bpftool("map", "show", "id", str(i)) for i in ids):
+        if m["type"] == "sk_storage":
+            total += flows * (m["bytes_value"] + SK_STORAGE_OVERHEAD_BYTES)
+        else:
+            total += m.get("bytes_memlock", 0)
+    return total
+
+
 def _run_stats(prog_id: int) -> Dict[str, int]:
     p = _bpftool("prog", "show", "id", str(prog_id))
     return {"run_cnt": p.get("run_cnt", 0), "run_time_ns": p.get("run_time_ns", 0)}
@@ -182,6 +200,7 @@ class KernelSide:
         progs = _programs(_logged_ids(self.log, r"prog_ids=\[([0-9, ]+)\]"))
         if "ccsw_cong_control" not in progs:
             raise RunError(f"no ccsw_cong_control among the shim's programs: {sorted(progs)}")
+        self.programs = progs
         self.cong_control = progs["ccsw_cong_control"]["id"]
         self.stats_map = _map_named(progs["ccsw_cong_control"], "ccsw_stats")["id"]
 
@@ -254,6 +273,7 @@ class OvsSide:
         shim.max_flows = max(100_000, 2 * flows)
         shim.start("scale")
         progs = _programs(_logged_ids(shim.log_path, r"programs=(\S+)"))
+        self.programs = progs
         self.progs = {name: progs[name]["id"] for name in ("ccsw_ingress", "ccsw_egress")}
         self.stats_map = _map_named(progs["ccsw_egress"], "stats")["id"]
 
@@ -353,6 +373,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
                 timeout_s=10, waiting_for=f"listening on {r.ns.server_ip}:{port}")
         pids = side.pids()
         rss0 = {k: rss_kib(pid) for k, pid in pids.items()}
+        maps_kib = map_bytes(side.programs, flows) / 1024
         namespaces = {"server": r.ns.exec_cmd([]), "client": []}
         aborts0 = {k: tcp_aborts(v) for k, v in namespaces.items()}
         fetch_s = seconds + 3.0
@@ -430,6 +451,8 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "agent_cpu_pct": 100 * (cpu1["agent"] - cpu0["agent"]) / dt,
         "shim_kib_per_flow": (rss1["shim"] - rss0["shim"]) / flows,
         "agent_kib_per_flow": (rss1["agent"] - rss0["agent"]) / flows,
+        # every map, preallocated for --max-flows whatever the flows: per flow of this run
+        "maps_kib_per_flow": maps_kib / flows,
         "loadgen_errors": load["errors"],
     }
     os.makedirs(out_dir, exist_ok=True)
