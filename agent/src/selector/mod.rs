@@ -30,6 +30,8 @@
 //! Nothing is allocated unless a decision is returned.
 
 pub mod policy;
+mod policy_file;
+mod rules;
 
 /// Features live in the `ccswitch-selection` crate, shared with the Python package.
 pub use ccswitch_selection::features;
