@@ -33,8 +33,8 @@ pub mod policy;
 mod policy_file;
 mod rules;
 
-/// Features live in the `ccswitch-selection` crate, shared with the Python package.
-pub use ccswitch_selection::features;
+/// Features live in the `ccswitch-selector` crate, shared with the Python package.
+pub use ccswitch_selector::features;
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -145,7 +145,7 @@ impl Selector {
         self.tracker.observe(m, mss_bytes);
         self.features.set(None);
         self.first_report_us.get_or_insert(m.now_us);
-        if !ccswitch_selection::decision_due(&self.tracker, self.policy.min_samples()) {
+        if !ccswitch_selector::decision_due(&self.tracker, self.policy.min_samples()) {
             return None;
         }
         if !self.decided {
@@ -526,7 +526,7 @@ mod first_decision_tests {
                 let mut sel = Selector::new(Arc::clone(&policy));
                 let decided = reports.iter().enumerate().find_map(|(i, m)| sel.on_report(m, MSS).map(|d| (i, d)));
                 let (i, d) = decided.expect("60 reports hold enough RTT samples");
-                let replay = ccswitch_selection::first_decision(&reports, MSS, policy.window(), min_samples);
+                let replay = ccswitch_selector::first_decision(&reports, MSS, policy.window(), min_samples);
                 assert_eq!(replay.report_index, Some(i), "{kind} {samples} seed {seed}");
                 assert_eq!(replay.now_us, Some(reports[i].now_us));
                 assert_eq!(replay.features, d.features, "{kind} {samples} seed {seed}");
@@ -537,7 +537,7 @@ mod first_decision_tests {
         let mut sel = Selector::new(Arc::clone(&policy));
         let short = reports(7, 10);
         assert!(short.iter().all(|m| sel.on_report(m, MSS).is_none()));
-        let replay = ccswitch_selection::first_decision(&short, MSS, FeatureWindow::FirstSamples(20), 20);
+        let replay = ccswitch_selector::first_decision(&short, MSS, FeatureWindow::FirstSamples(20), 20);
         assert_eq!((replay.report_index, replay.features), (None, sel.features()));
     }
 

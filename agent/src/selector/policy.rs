@@ -1,4 +1,4 @@
-//! Selection policies: ordered rules over a flow's [`Features`] that name the algorithm the
+//! The selector's policies: ordered rules over a flow's [`Features`] that name the algorithm the
 //! flow should run, read from TOML files.
 //!
 //! A policy is a built-in or a policy file: [`super::policy_file`] has the format, the checks
@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
-use ccswitch_selection::model::{Model, MAX_CLASSES};
-use ccswitch_selection::objective::Objective;
+use ccswitch_selector::model::{Model, MAX_CLASSES};
+use ccswitch_selector::objective::Objective;
 
 use super::features::{FeatureWindow, Features};
 use super::policy_file::{self, split_spec};

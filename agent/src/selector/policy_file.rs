@@ -1,11 +1,11 @@
-//! The file format of selection policies: TOML, read into a [`Policy`] and checked.
+//! The file format of the selector's policies: TOML, read into a [`Policy`] and checked.
 //!
 //! ```toml
 //! name = "mystique"
 //! description = "..."
 //! initial = "cubic"         # what a flow runs before the first decision
 //! default = "bbr"           # when no rule matches (optional if the last rule has no `when`)
-//! objective = "tct"         # what the policy optimises (ccswitch_selection::objective; default
+//! objective = "tct"         # what the policy optimises (ccswitch_selector::objective; default
 //!                           # tct, or the model's); with a model it must be the model's
 //!
 //! [window]                  # which RTT samples the features cover
@@ -35,7 +35,7 @@
 //! ```
 //!
 //! Instead of rules and a default, a policy may name a learned model (`model = "PATH"`, relative
-//! to the policy file; see `ccswitch_selection::model`): the model's classes are then the
+//! to the policy file; see `ccswitch_selector::model`): the model's classes are then the
 //! algorithms it chooses from, and the policy must use the window the model was trained on
 //! (its `decide.min_samples` defaults to the model's and may not differ from it either). A
 //! policy that names an objective must name the model's (a model trained for completion time
@@ -56,9 +56,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
-use ccswitch_selection::check_algorithm;
-use ccswitch_selection::model::Model;
-use ccswitch_selection::objective::Objective;
+use ccswitch_selector::check_algorithm;
+use ccswitch_selector::model::Model;
+use ccswitch_selector::objective::Objective;
 use toml::{Table, Value};
 
 use super::features::{FeatureWindow, MAX_WINDOW_SAMPLES};

@@ -1,5 +1,5 @@
-//! The rule language of selection policies: the `when` of a `[[rule]]`, parsed when its policy
-//! is loaded and evaluated at every decision.
+//! The rule language of the selector's policies: the `when` of a `[[rule]]`, parsed when its
+//! policy is loaded and evaluated at every decision.
 //!
 //! A `when` is comparisons `OPERAND OP OPERAND` (OP one of `< <= > >= == !=`; an operand is a
 //! feature, a param or a number; at least one side a feature) joined by `and` and `or`, `and`

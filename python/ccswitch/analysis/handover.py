@@ -613,7 +613,7 @@ def handover_costs(run_dir: str, rows: Optional[Sequence[dict]] = None) -> dict:
 
 def cost_file(res: dict, source: Optional[str] = None) -> dict:
     """The handover costs as the learner's model files take them (`learner/models/handover-cost.json`,
-    `"handover_cost"` of a model; agent/selection/src/model.rs): the default, every measured
+    `"handover_cost"` of a model; agent/selector/src/model.rs): the default, every measured
     pair, both rounded to 4 decimals, where they came from and how."""
     return {"default": round(res["default"], 4),
             "pairs": {p: round(res["pairs"][p]["cost"], 4) for p in sorted(res["pairs"])},

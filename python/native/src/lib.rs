@@ -1,12 +1,12 @@
 //! Native part of the `ccswitch` package: the agent selector's own feature and model code
-//! (crate `ccswitch-selection`), so that datasets are built from the features the agent decides
+//! (crate `ccswitch-selector`), so that datasets are built from the features the agent decides
 //! on and models are checked with the evaluator the agent runs.
 
 use std::path::PathBuf;
 
 use ccswitch_algorithms::Measurement;
-use ccswitch_selection::features::{FeatureTracker, FeatureWindow, Features};
-use ccswitch_selection::model::Model;
+use ccswitch_selector::features::{FeatureTracker, FeatureWindow, Features};
+use ccswitch_selector::model::Model;
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -113,7 +113,7 @@ fn decision_features<'py>(
     for (i, r) in reports.iter()?.enumerate() {
         measurements.push(measurement(&r?, &format!("reports[{i}]"))?);
     }
-    let d = ccswitch_selection::first_decision(&measurements, mss, w, min_samples);
+    let d = ccswitch_selector::first_decision(&measurements, mss, w, min_samples);
     let out = PyDict::new_bound(py);
     out.set_item("features", features_dict(py, &d.features)?)?;
     out.set_item("decided", d.report_index.is_some())?;

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ccswitch_selection::model::Model;
+use ccswitch_selector::model::Model;
 
 const PROBABILITY_TOLERANCE: f64 = 1e-9;
 const MIN_ROWS: usize = 10_000;

@@ -1,4 +1,4 @@
-//! `cargo bench -p ccswitch-selection --bench decision [-- MODEL.json...]`: what a model costs
+//! `cargo bench -p ccswitch-selector --bench decision [-- MODEL.json...]`: what a model costs
 //! the agent, printed (never asserted; machines here are shared and noisy). For each model
 //! (default: every `learner/models/*.json`): its file size, trees, nodes and depth, and µs per
 //! decision (`Model::choose` on a flow's features, what the selector calls), median over
@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use ccswitch_algorithms::Measurement;
-use ccswitch_selection::features::{FeatureTracker, FeatureWindow, Features};
-use ccswitch_selection::model::Model;
+use ccswitch_selector::features::{FeatureTracker, FeatureWindow, Features};
+use ccswitch_selector::model::Model;
 
 const ROUNDS: usize = 15;
 const VECTORS: usize = 4_096;
