@@ -311,7 +311,7 @@ impl FlowController {
                     .measurement(fields)
                     .ok_or_else(|| anyhow!("report with {} fields, too few", fields.len()))?;
                 state.observe(&m);
-                algorithm.on_measurement(state, &m);
+                algorithm.on_report(state, &m);
                 // A pinned flow's selector keeps measuring (its features stay current for the
                 // operator interface) but its decisions are not acted on.
                 let decision = self

@@ -287,7 +287,7 @@ impl Algorithm for PyAlgorithm {
         self.reporting
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         Python::with_gil(|py| {
             let flow = self.flow.bind(py);
             {
@@ -593,7 +593,7 @@ mod tests {
     /// Feed one measurement as the agent does (observe, then the algorithm).
     fn feed(alg: &mut dyn Algorithm, state: &mut FlowState, m: &Measurement) {
         state.observe(m);
-        alg.on_measurement(state, m);
+        alg.on_report(state, m);
     }
 
     #[test]

@@ -561,7 +561,7 @@ impl Algorithm for Bbr {
         self.unpaced(state, |bbr, state| bbr.seed_from(state));
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.unpaced(state, |bbr, state| bbr.measure(state, m));
     }
 }
@@ -604,8 +604,8 @@ mod tests {
         fn name(&self) -> &str {
             INFO.name
         }
-        fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
-            self.0.lock().unwrap().on_measurement(state, m);
+        fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
+            self.0.lock().unwrap().on_report(state, m);
         }
         fn take_over(&mut self, state: &mut FlowState) {
             self.0.lock().unwrap().take_over(state);
@@ -641,7 +641,7 @@ mod tests {
             ..Default::default()
         };
         s.state.observe(&m);
-        s.algorithm.on_measurement(&mut s.state, &m);
+        s.algorithm.on_report(&mut s.state, &m);
     }
 
     fn report(s: &mut FakeSender, in_flight: u64, rate: u64) {

@@ -171,7 +171,7 @@ impl Algorithm for Copa {
         state.pacing_rate_bytes_per_s = state.handover_rate_bytes_per_s();
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         if m.timeout {
             self.restart(state);
         }

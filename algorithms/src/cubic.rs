@@ -342,7 +342,7 @@ impl Algorithm for Cubic {
         self.hystart.found = true;
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.on_rtt_samples(state, m);
         match state.classify(m) {
             WindowEvent::Timeout => {

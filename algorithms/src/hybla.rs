@@ -204,7 +204,7 @@ impl Algorithm for Hybla {
         }
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.update_rho(state);
         // Hybla has its own slow start, so only the congestion part of the shared
         // classification applies.

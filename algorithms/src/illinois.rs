@@ -317,7 +317,7 @@ impl Algorithm for Illinois {
         self.base_rtt_us = state.min_rtt_us;
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.on_rtt_samples(state, m);
         let cwnd_before = state.cwnd_bytes;
         match state.classify(m) {
@@ -401,7 +401,7 @@ mod tests {
                 ..Default::default()
             };
             self.state.observe(&m);
-            self.alg.on_measurement(&mut self.state, &m);
+            self.alg.on_report(&mut self.state, &m);
         }
 
         /// One RTT whose samples range from `min_rtt_ms` to `rtt_ms`, the window acknowledged.

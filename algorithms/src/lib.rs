@@ -61,8 +61,9 @@ pub trait Algorithm: Send {
 
     /// React to one report. `state` has already absorbed the measurement's RTT and rate
     /// samples (see [`FlowState::observe`]); the algorithm updates `state.cwnd_bytes` and,
-    /// if it paces, `state.pacing_rate_bytes_per_s`.
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement);
+    /// if it paces, `state.pacing_rate_bytes_per_s`. A Python algorithm's callback has the
+    /// same name and moment (`on_report(self, flow)`, `ccswitch.authoring`).
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement);
 
     /// Take over a running flow from another algorithm (MCC §3.1.1). The agent has already
     /// called [`FlowState::prepare_handover`]: `state.cwnd_bytes` is the window the previous

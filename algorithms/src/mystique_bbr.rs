@@ -329,7 +329,7 @@ impl Algorithm for MystiqueBbr {
         Reporting::EveryMicros(self.cfg.report_us)
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         let min_cwnd = MIN_CWND_SEGMENTS * state.mss_bytes;
         if m.timeout {
             self.cwnd_before_timeout.get_or_insert(state.cwnd_bytes);
@@ -374,8 +374,8 @@ mod tests {
         fn reporting(&self) -> Reporting {
             self.0.lock().unwrap().reporting()
         }
-        fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
-            self.0.lock().unwrap().on_measurement(state, m);
+        fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
+            self.0.lock().unwrap().on_report(state, m);
         }
         fn take_over(&mut self, state: &mut FlowState) {
             self.0.lock().unwrap().take_over(state);

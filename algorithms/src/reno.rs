@@ -53,7 +53,7 @@ impl Algorithm for Reno {
         INFO.name
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         match state.classify(m) {
             WindowEvent::Timeout => {
                 state.ssthresh_bytes = Self::reduced_window(state);

@@ -60,7 +60,7 @@ impl FakeSender {
 
     fn deliver(&mut self, m: Measurement) {
         self.state.observe(&m);
-        self.algorithm.on_measurement(&mut self.state, &m);
+        self.algorithm.on_report(&mut self.state, &m);
     }
 
     fn base(&self) -> Measurement {
@@ -247,7 +247,7 @@ mod tests {
             fn name(&self) -> &str {
                 "fixed"
             }
-            fn on_measurement(&mut self, _: &mut FlowState, _: &Measurement) {}
+            fn on_report(&mut self, _: &mut FlowState, _: &Measurement) {}
         }
         // 12 Mbit/s, 10 ms: a 15 000-byte BDP; a 10-segment window fits without queueing.
         let link = Link::new(12, 10, 0).with_loss(LinkLoss::EveryNth(4));

@@ -184,7 +184,7 @@ impl Algorithm for Vegas {
         self.restart_period(state.now_us);
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         // Linux runs Vegas only in the Open state: not on a loss, nor while recovering.
         let vegas_on = !m.timeout && m.lost_packets == 0 && !state.in_recovery();
         let round = if vegas_on {

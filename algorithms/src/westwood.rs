@@ -157,7 +157,7 @@ impl Algorithm for Westwood {
         self.window_start_us = Some(state.now_us);
     }
 
-    fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
+    fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.update_min_rtt(m);
         self.sample_bandwidth(state, m);
         match state.classify(m) {
@@ -204,7 +204,7 @@ mod tests {
             ..Default::default()
         };
         state.observe(&m);
-        w.on_measurement(state, &m);
+        w.on_report(state, &m);
     }
 
     #[test]
@@ -289,8 +289,8 @@ mod tests {
         fn name(&self) -> &str {
             INFO.name
         }
-        fn on_measurement(&mut self, state: &mut FlowState, m: &Measurement) {
-            self.0.lock().unwrap().on_measurement(state, m);
+        fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
+            self.0.lock().unwrap().on_report(state, m);
         }
     }
 
@@ -356,7 +356,7 @@ mod tests {
         }
         let timeout = Measurement { now_us: now, timeout: true, ..Default::default() };
         state.observe(&timeout);
-        w.on_measurement(&mut state, &timeout);
+        w.on_report(&mut state, &timeout);
         assert_eq!(state.ssthresh_bytes, 50_000, "1 MB/s × 50 ms");
         for _ in 0..40 {
             now += 100_000;
@@ -364,7 +364,7 @@ mod tests {
         }
         let loss = Measurement { now_us: now, lost_packets: 1, ..Default::default() };
         state.observe(&loss);
-        w.on_measurement(&mut state, &loss);
+        w.on_report(&mut state, &loss);
         assert_eq!(state.ssthresh_bytes, 100_000, "1 MB/s × the new 100 ms minimum");
     }
 
