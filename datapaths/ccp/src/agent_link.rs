@@ -74,16 +74,6 @@ pub struct PortusAddr {
 }
 
 impl PortusAddr {
-    /// What `portus::start!("unix", alg)` of portus 0.7 expects.
-    pub fn portus_0_7(name: &str) -> Self {
-        Self {
-            dir: PathBuf::from("/tmp/ccp"),
-            agent: "portus".into(),
-            name: name.into(),
-            reply_addr: ReplyAddr::Relative,
-        }
-    }
-
     pub fn agent_path(&self) -> PathBuf {
         self.dir.join(&self.agent)
     }

@@ -166,7 +166,7 @@ pub struct KernelDatapath {
     ring: ManuallyDrop<EventRing<KernelEvent>>,
     skel: ManuallyDrop<KernelSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
-    fallback: std::cell::Cell<Fallback>,
+    fallback: Fallback,
     deadline_ns: std::cell::Cell<u64>,
     max_flows: u32,
     directives_refused: std::cell::Cell<u64>,
@@ -186,7 +186,7 @@ impl Drop for KernelDatapath {
         let (report, moved) = self.hand_back();
         if report.defaults_reset > 0 || moved > 0 {
             tracing::info!(
-                cc = %self.cc_name, to = self.fallback.get().builtin_name(), sockets = moved,
+                cc = %self.cc_name, to = self.fallback.builtin_name(), sockets = moved,
                 namespace_defaults = report.defaults_reset, namespaces = report.namespaces,
                 "handed back to the built-in algorithm"
             );
@@ -255,7 +255,7 @@ impl KernelDatapath {
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
                 object,
-                fallback: std::cell::Cell::new(opts.fallback),
+                fallback: opts.fallback,
                 deadline_ns: std::cell::Cell::new(0),
                 max_flows: opts.max_flows,
                 directives_refused: std::cell::Cell::new(0),
@@ -386,7 +386,7 @@ impl KernelDatapath {
         if std::mem::replace(&mut self.handed_back, true) {
             return (HandBack::default(), 0);
         }
-        let builtin = self.fallback.get().builtin_name();
+        let builtin = self.fallback.builtin_name();
         Self::hand_back_with(&mut self.skel, &self.hand_back_link, &self.cc_name, builtin)
     }
 
@@ -552,17 +552,10 @@ impl KernelDatapath {
         self.write_config()
     }
 
-    /// Changes the fallback algorithm of flows created from now on
-    /// (existing flows keep theirs).
-    pub fn set_fallback(&self, fallback: Fallback) -> Result<()> {
-        self.fallback.set(fallback);
-        self.write_config()
-    }
-
     fn write_config(&self) -> Result<()> {
         self.config.write(0, abi::RawKernelConfig {
             agent_valid_until_ns: self.deadline_ns.get(),
-            fallback: self.fallback.get().raw(),
+            fallback: self.fallback.raw(),
             _pad0: 0,
         });
         Ok(())
