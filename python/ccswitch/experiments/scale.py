@@ -22,7 +22,9 @@ read over a steady window of `seconds`:
   deadline passed, or the flow's directive was gone; ovs: the shim's reasons), and flows that
   rejoined control;
 - the kernel's abort counters (`TcpExt TCPAbortOn*`) of the server's and the client's
-  namespace, over the whole run: a reset connection shows there;
+  namespace, from before the ramp to the end of the window (a connection reset while the
+  flows run shows there), and apart from them those of the close at the end (the fetcher
+  closes sockets with unread data, which resets them);
 - memory per flow: growth of the shim's and agent's resident set from before the ramp to
   the window, over N;
 - flows: opened, still receiving at the end, open but never sent a byte (silent), failed, and
@@ -408,6 +410,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         time.sleep(seconds)
         t1, b1 = time.monotonic(), side.snapshot()
         cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+        aborts1 = {k: tcp_aborts(v) for k, v in namespaces.items()}
         side.end_window()
         reports = []
         for fetch in fetches:
@@ -417,7 +420,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
                 raise RunError(f"ccswitch-loadgen fetch failed ({fetch.returncode}): {err.strip()}")
             reports.append(json.loads(out.strip().splitlines()[-1]))
         load = merge_loads(reports)
-        aborts1 = {k: tcp_aborts(v) for k, v in namespaces.items()}
+        aborts2 = {k: tcp_aborts(v) for k, v in namespaces.items()}
         dt = t1 - t0
         figures = side.finish({k: b1.get(k, 0) - b0.get(k, 0) for k in b1}, dt)
 
@@ -444,8 +447,8 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "flow_kbps_p1": load["window_flow_bps_p1"] / 1e3,
         "flow_kbps_p50": load["window_flow_bps_p50"] / 1e3,
         "flows_below_half_rate": load["window_flows_below_half_rate"],
-        "tcp_aborts": {ns: {k: aborts1[ns][k] - v for k, v in aborts0[ns].items() if aborts1[ns][k] != v}
-                       for ns in namespaces},
+        "tcp_aborts": _counter_deltas(aborts0, aborts1),
+        "tcp_aborts_at_close": _counter_deltas(aborts1, aborts2),
         **figures,
         "shim_cpu_pct": 100 * (cpu1["shim"] - cpu0["shim"]) / dt,
         "agent_cpu_pct": 100 * (cpu1["agent"] - cpu0["agent"]) / dt,
@@ -459,6 +462,11 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
     with open(os.path.join(out_dir, "scale.json"), "w") as f:
         json.dump(result, f, indent=1)
     return result
+
+
+def _counter_deltas(before: Dict[str, Dict[str, int]], after: Dict[str, Dict[str, int]]) -> Dict[str, Dict[str, int]]:
+    """Per namespace, the counters that changed."""
+    return {ns: {k: after[ns][k] - v for k, v in before[ns].items() if after[ns][k] != v} for ns in before}
 
 
 def merge_loads(reports: List[Dict[str, object]]) -> Dict[str, object]:
