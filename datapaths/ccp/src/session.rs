@@ -134,32 +134,92 @@ enum Awaiting {
     /// Its CREATE (answered with the flow's program, not timed).
     Create,
     /// A report: when its ACK was processed (µs, CLOCK_MONOTONIC) and whether it was urgent
-    /// (loss or timeout).
-    Report { at_us: u64, urgent: bool },
+    /// (loss or timeout); for urgent ones, when the shim read it and when it left for the
+    /// agent (0: not yet), the hops of [`AnswerLatency`].
+    Report { at_us: u64, urgent: bool, read_us: u64, sent_us: u64 },
+}
+
+impl Awaiting {
+    fn report(at_us: u64, urgent: bool) -> Self {
+        let read_us = if urgent { monotonic_now_ns() / 1000 } else { 0 };
+        Awaiting::Report { at_us, urgent, read_us, sent_us: 0 }
+    }
+
+    fn is_report(&self) -> bool {
+        matches!(self, Awaiting::Report { .. })
+    }
+
+    fn is_urgent(&self) -> bool {
+        matches!(self, Awaiting::Report { urgent: true, .. })
+    }
 }
 
 impl SessionFlow {
     fn await_answer(&mut self, what: Awaiting, latency: &mut AnswerLatency) {
         if self.awaiting.len() >= MAX_AWAITING {
-            self.awaiting.pop_front();
-            latency.untimed += 1;
+            if let Some(old) = self.awaiting.pop_front() {
+                latency.forget(&old);
+            }
+        }
+        if what.is_urgent() {
+            latency.urgent_unanswered += 1;
         }
         self.awaiting.push_back(what);
+    }
+
+    /// The agent will not answer what the flow awaits (it went away, or the flow did).
+    fn forget_awaited(&mut self, latency: &mut AnswerLatency) {
+        for a in self.awaiting.drain(..) {
+            latency.forget(&a);
+        }
     }
 }
 
 /// Report → directive latencies since the measurement window began: every answered report,
-/// and the urgent ones; and for urgent reports the datapath folded, report → read by the
-/// shim (the part before the agent has it). Every report is timed: each flow keeps a queue of
-/// the reports the agent has not answered.
+/// and the urgent ones, and the urgent ones by hop: report → read by the shim
+/// (`urgent_read`), read → sent to the agent (`urgent_queued`), sent → answer read
+/// (`urgent_agent`: both wake-ups of the round trip and the agent's work). Every report is
+/// timed: each flow keeps a queue of the reports the agent has not answered.
 #[derive(Clone, Debug, Default)]
 pub struct AnswerLatency {
     pub all: LatencyHistogram,
     pub urgent: LatencyHistogram,
     pub urgent_read: LatencyHistogram,
+    pub urgent_queued: LatencyHistogram,
+    pub urgent_agent: LatencyHistogram,
     /// Reports never timed: dropped from a flow's full queue, or still unanswered when their
     /// flow closed or the agent went away.
     pub untimed: u64,
+    /// Urgent reports the agent has yet to answer (not a window figure: kept across windows).
+    urgent_unanswered: usize,
+}
+
+impl AnswerLatency {
+    /// An awaited answer that will not come.
+    fn forget(&mut self, a: &Awaiting) {
+        if a.is_report() {
+            self.untimed += 1;
+        }
+        if a.is_urgent() {
+            self.urgent_unanswered -= 1;
+        }
+    }
+
+    /// The agent answered `a` at `now_us`.
+    fn answered(&mut self, a: &Awaiting, now_us: u64) {
+        let Awaiting::Report { at_us, urgent, read_us, sent_us } = *a else { return };
+        let us = now_us.saturating_sub(at_us);
+        self.all.record(us);
+        if urgent {
+            self.urgent_unanswered -= 1;
+            self.urgent.record(us);
+            self.urgent_read.record(read_us.saturating_sub(at_us));
+            if sent_us > 0 {
+                self.urgent_queued.record(sent_us.saturating_sub(read_us));
+                self.urgent_agent.record(now_us.saturating_sub(sent_us));
+            }
+        }
+    }
 }
 
 /// Counters for the shim's exit log.
@@ -197,6 +257,8 @@ pub struct Session {
     /// What the agent sent, between its receipt and its handling (kept for its allocation).
     inbox: Vec<FromAgent>,
     latency: AnswerLatency,
+    /// Flows with urgent reports queued and not yet sent (to time their sending).
+    unsent_urgent: Vec<u32>,
 }
 
 impl Session {
@@ -216,6 +278,7 @@ impl Session {
             totals: Totals::default(),
             inbox: Vec::new(),
             latency: AnswerLatency::default(),
+            unsent_urgent: Vec::new(),
         }
     }
 
@@ -255,17 +318,43 @@ impl Session {
     /// Begin a measurement window: latencies from now on only (a report sent before and
     /// answered after is timed, as it is answered in the window).
     pub fn start_measurement_window(&mut self) {
-        self.latency = AnswerLatency::default();
+        self.latency = AnswerLatency { urgent_unanswered: self.latency.urgent_unanswered, ..AnswerLatency::default() };
         info!(flows = self.flows.len(), "measurement window started");
     }
 
     /// Requests of all flows the agent has not answered yet.
     pub fn reports_awaiting_answer(&self) -> usize {
-        self.flows.values().map(|f| f.awaiting.iter().filter(|a| matches!(a, Awaiting::Report { .. })).count()).sum()
+        self.flows.values().map(|f| f.awaiting.iter().filter(|a| a.is_report()).count()).sum()
+    }
+
+    /// Urgent reports sent (or queued) that the agent has not answered yet.
+    pub fn urgent_unanswered(&self) -> usize {
+        self.latency.urgent_unanswered
     }
 
     pub fn flow_count(&self) -> usize {
         self.flows.len()
+    }
+
+    /// Flows the timer must evaluate ([`tick`](Self::tick)): those the datapath neither folds
+    /// nor runs the program of.
+    pub fn ticked_flows(&self) -> usize {
+        self.ticked.len()
+    }
+
+    /// When the session next has timer work ([`maybe_connect`](Self::maybe_connect) or
+    /// [`refresh_deadline`](Self::refresh_deadline)); `None` while it has none (the agent is
+    /// silent: the deadline lapses by itself).
+    pub fn next_timer(&self) -> Option<Instant> {
+        match (&self.agent, self.last_reconnect, self.last_refresh) {
+            (None, Some(at), _) => Some(at + RECONNECT_INTERVAL),
+            (None, None, _) => Some(Instant::now()),
+            (Some(_), _, Some(at)) if self.unanswered_since.is_none_or(|t| t.elapsed() < self.timeout) => {
+                Some(at + DEADLINE_REFRESH)
+            }
+            (Some(_), _, None) => Some(Instant::now()),
+            (Some(_), _, Some(_)) => None,
+        }
     }
 
     /// The window flow `sid` commands now.
@@ -305,8 +394,7 @@ impl Session {
             flow.ccp = CcpFlow::new(id, cwnd, flow.desc.mss);
             flow.fold = None;
             flow.program_run = None;
-            self.latency.untimed += flow.awaiting.len() as u64;
-            flow.awaiting.clear();
+            flow.forget_awaited(&mut self.latency);
             flow.await_answer(Awaiting::Create, &mut self.latency);
             self.ticked.insert(id);
             let create = create_msg(&flow.desc, cwnd);
@@ -331,8 +419,7 @@ impl Session {
             // Clearing the directive ends a fold or a program run too.
             flow.fold = None;
             flow.program_run = None;
-            self.latency.untimed += flow.awaiting.len() as u64;
-            flow.awaiting.clear();
+            flow.forget_awaited(&mut self.latency);
             self.ticked.insert(*id);
             let _ = dp.clear_directive(*id);
         }
@@ -351,7 +438,21 @@ impl Session {
     pub fn flush(&mut self, dp: &mut impl SessionDatapath) {
         let Some(link) = self.agent.as_mut() else { return };
         if let Err(e) = link.flush() {
-            self.disconnect(dp, &format!("send failed: {e}"));
+            return self.disconnect(dp, &format!("send failed: {e}"));
+        }
+        if self.unsent_urgent.is_empty() {
+            return;
+        }
+        let now_us = monotonic_now_ns() / 1000;
+        for sid in self.unsent_urgent.drain(..) {
+            let Some(flow) = self.flows.get_mut(&sid) else { continue };
+            for a in flow.awaiting.iter_mut().rev() {
+                match a {
+                    Awaiting::Report { urgent: true, sent_us: sent @ 0, .. } => *sent = now_us,
+                    Awaiting::Report { sent_us, .. } if *sent_us > 0 => break,
+                    _ => {}
+                }
+            }
         }
     }
 
@@ -402,12 +503,8 @@ impl Session {
                 let Some(flow) = self.flows.get_mut(&sid) else {
                     return debug!(sid, "message for a flow that is gone");
                 };
-                if let Some(Awaiting::Report { at_us, urgent }) = flow.awaiting.pop_front() {
-                    let us = now_us.saturating_sub(at_us);
-                    self.latency.all.record(us);
-                    if urgent {
-                        self.latency.urgent.record(us);
-                    }
+                if let Some(a) = flow.awaiting.pop_front() {
+                    self.latency.answered(&a, now_us);
                 }
                 match flow.ccp.handle(&msg, &self.programs, now_us) {
                     Ok(step) => {
@@ -472,8 +569,8 @@ impl Session {
     /// The flow is gone (or leaves CCP for good): tell the agent and clear its directive.
     pub fn remove_flow(&mut self, dp: &mut impl SessionDatapath, sid: u32) {
         self.ticked.remove(&sid);
-        if let Some(flow) = self.flows.remove(&sid) {
-            self.latency.untimed += flow.awaiting.iter().filter(|a| matches!(a, Awaiting::Report { .. })).count() as u64;
+        if let Some(mut flow) = self.flows.remove(&sid) {
+            flow.forget_awaited(&mut self.latency);
             debug!(flow = sid, "flow closed");
             // libccp signals a closed flow with a MEASURE of no fields.
             let close = Msg::Measure(Measure { sid, program_uid: 0, fields: vec![] });
@@ -501,7 +598,10 @@ impl Session {
         let step = flow.ccp.on_ack(&prims, prims.now);
         if step.report.is_some() && self.agent.is_some() {
             let urgent = prims.lost_pkts_sample > 0 || prims.was_timeout;
-            flow.await_answer(Awaiting::Report { at_us: prims.now, urgent }, &mut self.latency);
+            flow.await_answer(Awaiting::report(prims.now, urgent), &mut self.latency);
+            if urgent {
+                self.unsent_urgent.push(sid);
+            }
         }
         self.apply(dp, sid, step);
     }
@@ -613,7 +713,7 @@ impl Session {
         let rate = flow.ccp.rate_bytes_per_s();
         flow.ccp.sync_datapath(datapath_cwnd_bytes, rate);
         if self.agent.is_some() {
-            flow.await_answer(Awaiting::Report { at_us: reported_us, urgent: false }, &mut self.latency);
+            flow.await_answer(Awaiting::report(reported_us, false), &mut self.latency);
         }
         let report = Measure { sid, program_uid, fields };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
@@ -646,11 +746,10 @@ impl Session {
         let field = |i| fields.get(i).copied().unwrap_or(0);
         let urgent = field(standard::report::LOST) > 0 || field(standard::report::TIMEOUT) != 0;
         if self.agent.is_some() {
-            flow.await_answer(Awaiting::Report { at_us: field(standard::report::NOW), urgent }, &mut self.latency);
-        }
-        if urgent {
-            let read_us = (monotonic_now_ns() / 1000).saturating_sub(field(standard::report::NOW));
-            self.latency.urgent_read.record(read_us);
+            flow.await_answer(Awaiting::report(field(standard::report::NOW), urgent), &mut self.latency);
+            if urgent {
+                self.unsent_urgent.push(sid);
+            }
         }
         let report = Measure { sid, program_uid: uid, fields };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });

@@ -84,7 +84,7 @@ fn main() -> Result<()> {
             }
             // Only flows whose program the kernel runs report; this one runs none.
             KernelEvent::Report(_) | KernelEvent::ProgramReport(_) => {}
-            KernelEvent::Closed { flow_id } => {
+            KernelEvent::Closed { flow_id, .. } => {
                 closes += 1;
                 println!("closed flow {flow_id}");
                 gone.push(flow_id);

@@ -1,5 +1,5 @@
 //! The ring-buffer records of `src/bpf/kernel.h`, decoded: what the BPF program tells the
-//! shim about each flow (created, per-ACK primitives, folded reports, closed).
+//! shim about each flow (created, per-ACK primitives, folded reports, closed), in either lane.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -115,7 +115,32 @@ pub enum KernelEvent {
     Ack(AckSample),
     Report(FoldedReport),
     ProgramReport(ProgramReport),
-    Closed { flow_id: u32 },
+    /// `ts_ns`: CLOCK_MONOTONIC nanoseconds.
+    Closed { flow_id: u32, ts_ns: u64 },
+}
+
+impl KernelEvent {
+    pub fn flow_id(&self) -> u32 {
+        match self {
+            KernelEvent::Created(f) => f.flow_id,
+            KernelEvent::Ack(a) => a.flow_id,
+            KernelEvent::Report(r) => r.flow_id,
+            KernelEvent::ProgramReport(r) => r.flow_id,
+            KernelEvent::Closed { flow_id, .. } => *flow_id,
+        }
+    }
+
+    /// When the record was made (CLOCK_MONOTONIC ns): a flow's records are made one after
+    /// the other, so this orders them across the two lanes.
+    pub fn ts_ns(&self) -> u64 {
+        match self {
+            KernelEvent::Created(f) => f.ts_ns,
+            KernelEvent::Ack(a) => a.ts_ns,
+            KernelEvent::Report(r) => r.ts_ns,
+            KernelEvent::ProgramReport(r) => r.ts_ns,
+            KernelEvent::Closed { ts_ns, .. } => *ts_ns,
+        }
+    }
 }
 
 /// Decodes one ring-buffer record; `None` for an unknown kind or a record of the wrong size.
@@ -198,7 +223,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<KernelEvent> {
         }
         abi::EV_CLOSE => {
             let c: abi::CloseEvent = abi::from_bytes(data)?;
-            Some(KernelEvent::Closed { flow_id: c.flow_id })
+            Some(KernelEvent::Closed { flow_id: c.flow_id, ts_ns: c.ts_ns })
         }
         _ => None,
     }
@@ -277,7 +302,7 @@ mod tests {
         };
         assert_eq!(
             decode(abi::as_bytes(&c)),
-            Some(KernelEvent::Closed { flow_id: 9 })
+            Some(KernelEvent::Closed { flow_id: 9, ts_ns: 1 })
         );
     }
 }

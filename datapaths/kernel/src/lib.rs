@@ -51,5 +51,5 @@ pub use ccswitch_ccp::program::standard::FoldMode;
 pub use events::{AckSample, FlowInfo, FoldedReport, KernelEvent, ProgramReport};
 pub use loader::{
     monotonic_now_ns, Fallback, HandBack, KernelDatapath, KernelDirectiveSlotBusy, KernelStats, LoadOptions, ProgId,
-    DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_RING_BYTES,
+    DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_REPORT_DELAY, DEFAULT_RING_BYTES,
 };

@@ -1,5 +1,5 @@
 //! Loading and registering the struct_ops congestion control, the maps between it and the
-//! shim (directives, config, counters), polling its ring buffer, and handing sockets back to
+//! shim (directives, config, counters), reading its two lanes of records, and handing sockets back to
 //! the built-in algorithm when it goes.
 
 use std::mem::{ManuallyDrop, MaybeUninit};
@@ -62,9 +62,13 @@ pub struct LoadOptions {
     /// it a flow stays on the fallback: [`KernelDatapath::set_directive`]
     /// fails with [`KernelDirectiveSlotBusy`].
     pub max_flows: u32,
-    /// Ring buffer size, bytes: a power of two, at least a page. A full ring
-    /// loses records (counted in [`KernelStats::ring_drops`]).
+    /// Size of the routine lane's ring buffer, bytes: a power of two, at least a page. The
+    /// urgent lane gets a quarter of it (at least a page). A full ring loses records
+    /// (counted in [`KernelStats::ring_drops`]).
     pub ring_bytes: u32,
+    /// Longest a routine record waits in its lane before the next one wakes the shim (the
+    /// urgent lane always wakes it).
+    pub report_delay: Duration,
     /// Flows whose (non-standard) program the BPF interpreter can run at once;
     /// beyond it their programs run in the shim, as a logged warning says.
     pub max_vm_flows: u32,
@@ -77,6 +81,8 @@ pub struct LoadOptions {
 pub const DEFAULT_MAX_FLOWS: u32 = 100_000;
 /// Default [`LoadOptions::ring_bytes`].
 pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
+/// Default [`LoadOptions::report_delay`].
+pub const DEFAULT_REPORT_DELAY: Duration = Duration::from_millis(5);
 /// Default [`LoadOptions::max_vm_flows`] (1.5 KB each).
 pub const DEFAULT_MAX_VM_FLOWS: u32 = 4096;
 
@@ -97,6 +103,7 @@ impl Default for LoadOptions {
             cc_name: DEFAULT_CC_NAME.to_string(),
             max_flows: DEFAULT_MAX_FLOWS,
             ring_bytes: DEFAULT_RING_BYTES,
+            report_delay: DEFAULT_REPORT_DELAY,
             max_vm_flows: DEFAULT_MAX_VM_FLOWS,
             programs_in_kernel: true,
         }
@@ -163,7 +170,9 @@ pub struct KernelDatapath {
     // the storage it points into.
     link: ManuallyDrop<Link>,
     hand_back_link: ManuallyDrop<Link>,
-    ring: ManuallyDrop<EventRing<KernelEvent>>,
+    /// The two lanes of records (see `kernel.h`).
+    urgent: ManuallyDrop<EventRing<KernelEvent>>,
+    routine: ManuallyDrop<EventRing<KernelEvent>>,
     skel: ManuallyDrop<KernelSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
     fallback: Fallback,
@@ -202,7 +211,8 @@ impl Drop for KernelDatapath {
         unsafe {
             ManuallyDrop::drop(&mut self.link);
             ManuallyDrop::drop(&mut self.hand_back_link);
-            ManuallyDrop::drop(&mut self.ring);
+            ManuallyDrop::drop(&mut self.urgent);
+            ManuallyDrop::drop(&mut self.routine);
             ManuallyDrop::drop(&mut self.skel);
             drop(Box::from_raw(self.object));
         }
@@ -249,10 +259,11 @@ impl KernelDatapath {
         // below), after everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, &opts) {
-            Ok((skel, link, hand_back_link, ring, prog_ids, directives, config, vm_flows)) => Ok(KernelDatapath {
+            Ok((skel, link, hand_back_link, (urgent, routine), prog_ids, directives, config, vm_flows)) => Ok(KernelDatapath {
                 link: ManuallyDrop::new(link),
                 hand_back_link: ManuallyDrop::new(hand_back_link),
-                ring: ManuallyDrop::new(ring),
+                urgent: ManuallyDrop::new(urgent),
+                routine: ManuallyDrop::new(routine),
                 skel: ManuallyDrop::new(skel),
                 object,
                 fallback: opts.fallback,
@@ -284,7 +295,7 @@ impl KernelDatapath {
         KernelSkel<'static>,
         Link,
         Link,
-        EventRing<KernelEvent>,
+        (EventRing<KernelEvent>, EventRing<KernelEvent>),
         Vec<ProgId>,
         directives::DirectiveSlots,
         MappedArray<abi::RawKernelConfig>,
@@ -300,10 +311,12 @@ impl KernelDatapath {
                 *dst = src as _;
             }
             open.maps.ccsw_directives.set_max_entries(opts.max_flows).context("sizing the directives map")?;
-            open.maps.ccsw_events.set_max_entries(opts.ring_bytes).context("sizing the ring buffer")?;
+            open.maps.ccsw_events.set_max_entries(opts.ring_bytes).context("sizing the routine lane")?;
+            open.maps.ccsw_urgent.set_max_entries((opts.ring_bytes / 4).max(4096)).context("sizing the urgent lane")?;
             open.maps.ccsw_vm_flows.set_max_entries(opts.max_vm_flows).context("sizing the interpreter's flow map")?;
             let names = open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?;
             names.ccsw_max_flows = opts.max_flows;
+            names.ccsw_report_delay_ns = opts.report_delay.as_nanos().try_into().unwrap_or(u64::MAX);
             for (dst, src) in names.ccsw_cc_name.iter_mut().zip(opts.cc_name.bytes()) {
                 *dst = src as _;
             }
@@ -344,7 +357,7 @@ impl KernelDatapath {
             });
         }
 
-        let ring = EventRing::new(&skel.maps.ccsw_events, decode)?;
+        let lanes = (EventRing::new(&skel.maps.ccsw_urgent, decode)?, EventRing::new(&skel.maps.ccsw_events, decode)?);
 
         let hand_back_link = skel.progs.ccsw_hand_back.attach().context("attaching the socket iterator")?;
         if teardown::cc_registered(&opts.cc_name) {
@@ -376,7 +389,7 @@ impl KernelDatapath {
         let directives = directives::DirectiveSlots(directives);
         let vm_flows = MappedArray::new(skel.maps.ccsw_vm_flows.as_fd(), opts.max_vm_flows as usize)
             .context("mapping the interpreter's flow map")?;
-        Ok((skel, link, hand_back_link, ring, prog_ids, directives, config, vm_flows))
+        Ok((skel, link, hand_back_link, lanes, prog_ids, directives, config, vm_flows))
     }
 
     /// Moves every namespace default and every socket on this congestion control to the
@@ -410,16 +423,49 @@ impl KernelDatapath {
         &self.cc_name
     }
 
-    /// Waits up to `timeout` for events, then hands every available event
-    /// to `f` in ring-buffer order. A zero timeout only drains.
+    /// Waits up to `timeout` for a wake-up from either lane, then hands every available
+    /// record to `f`, in time order. A zero timeout only drains.
     pub fn poll(&mut self, timeout: Duration, f: impl FnMut(KernelEvent)) -> Result<()> {
-        self.ring.poll(timeout, f)
+        let mut fds = self.lane_fds().map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+        // SAFETY: `fds` is a valid array of pollfd and `ts` a valid timespec for the call.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        let mut events = Vec::new();
+        let mut routine = Vec::new();
+        self.read_lanes(|e| events.push(e), |e| routine.push(e))?;
+        events.append(&mut routine);
+        events.sort_by_key(KernelEvent::ts_ns);
+        events.into_iter().for_each(f);
+        Ok(())
     }
 
-    /// File descriptor that becomes readable when events are available
-    /// (an epoll fd), for integration into an event loop.
-    pub fn events_fd(&self) -> RawFd {
-        self.ring.epoll_fd()
+    /// Reads both lanes without waiting, handing urgent records to `urgent` and routine ones
+    /// to `routine`, each in its lane's order. What is read holds every record that came
+    /// before any record read, of the same flow: every urgent record made before a routine
+    /// one read (its flow's CREATE, for one), every routine record made before an urgent
+    /// one read (the ACKs before a loss). A flow's records made one after the other, their
+    /// times order them across the lanes.
+    pub fn read_lanes(&mut self, mut urgent: impl FnMut(KernelEvent), mut routine: impl FnMut(KernelEvent)) -> Result<()> {
+        // A routine read, then urgent reads each followed by a routine read until an urgent
+        // read finds nothing: that last one follows every routine read.
+        self.routine.poll(Duration::ZERO, &mut routine)?;
+        loop {
+            let mut found = false;
+            self.urgent.poll(Duration::ZERO, |e| {
+                found = true;
+                urgent(e)
+            })?;
+            if !found {
+                return Ok(());
+            }
+            self.routine.poll(Duration::ZERO, &mut routine)?;
+        }
+    }
+
+    /// The urgent lane's and the routine lane's file descriptors (epoll fds), readable when
+    /// a lane woke the shim, for integration into an event loop.
+    pub fn lane_fds(&self) -> [RawFd; 2] {
+        [self.urgent.epoll_fd(), self.routine.epoll_fd()]
     }
 
     /// Installs (or replaces) the directive of `flow_id`: a congestion
@@ -574,7 +620,7 @@ impl KernelDatapath {
     /// Kernel counters (summed over CPUs) and the shim's decode errors.
     pub fn stats(&self) -> KernelStats {
         let mut s = KernelStats {
-            malformed: self.ring.malformed(),
+            malformed: self.urgent.malformed() + self.routine.malformed(),
             ..KernelStats::default()
         };
         if let Ok(Some(per_cpu)) = self

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use ccswitch_ccp::cli::{AgentArgs, LogArgs, WindowSignals};
-use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_RING_BYTES};
+use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_REPORT_DELAY, DEFAULT_RING_BYTES};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -33,18 +33,19 @@ struct KernelCli {
     /// Name under which the congestion control registers.
     #[arg(long, default_value = DEFAULT_CC_NAME)]
     cc_name: String,
-    /// Longest a record (the report of a flow folded in the kernel, the ACK of a flow the shim
-    /// interprets) waits before the shim reads it. Urgent ones (a flow's start or end, loss,
-    /// timeout, ECN) wake the shim at once; the others are read on its next pass, so that a
-    /// record does not cost an interrupt.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=10_000))]
+    /// Longest a routine record (the report of a flow folded in the kernel, the ACK of a flow
+    /// the shim interprets) waits in its lane before the next one wakes the shim; until then
+    /// routine records are read whenever the shim is awake anyway. Urgent ones (a flow's start
+    /// or end, loss, timeout, ECN) wake it at once. Every wake-up costs the shim and the agent
+    /// tens of µs, so at many flows this sets their CPU cost.
+    #[arg(long, default_value_t = DEFAULT_REPORT_DELAY.as_micros() as u64, value_parser = clap::value_parser!(u64).range(50..=100_000))]
     report_delay_us: u64,
     /// Flows that can hold a directive at once; beyond it a flow stays on the fallback
     /// (counted, logged at most once per second).
     #[arg(long, default_value_t = DEFAULT_MAX_FLOWS, value_parser = clap::value_parser!(u32).range(1..))]
     max_flows: u32,
-    /// Ring buffer size in bytes (a power of two, at least 4096); a full ring loses records
-    /// (counted).
+    /// Size of the routine lane's ring buffer in bytes (a power of two, at least 4096; the
+    /// urgent lane's is a quarter of it); a full ring loses records (counted).
     #[arg(long, default_value_t = DEFAULT_RING_BYTES)]
     ring_bytes: u32,
     /// Flows whose program (other than the standard one) the kernel can interpret at once;
@@ -74,6 +75,7 @@ fn main() -> Result<()> {
         cc_name: args.cc_name.clone(),
         max_flows: args.max_flows,
         ring_bytes: args.ring_bytes,
+        report_delay: std::time::Duration::from_micros(args.report_delay_us),
         max_vm_flows: args.max_vm_flows,
         programs_in_kernel: !args.programs_in_shim,
     })?;
@@ -83,8 +85,7 @@ fn main() -> Result<()> {
         "congestion control registered"
     );
     let agent_addr = args.agent.addr("ccswitch-kernel");
-    let report_delay = std::time::Duration::from_micros(args.report_delay_us);
-    let mut shim = shim::KernelShim::new(datapath, agent_addr, args.agent.timeout(), report_delay);
+    let mut shim = shim::KernelShim::new(datapath, agent_addr, args.agent.timeout());
     let result = shim.run(&stop, &window);
     shim.log_totals();
     drop(shim);

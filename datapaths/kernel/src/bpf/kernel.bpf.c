@@ -15,7 +15,10 @@
  *    buffer read by the userspace shim, which forwards them to the agent.
  *    Any other flow emits an ACK event with the CCP measurement primitives
  *    (see kernel.h for fields and units) on every ACK, for the shim's
- *    interpreter. Only urgent records wake the shim (see CCSW_WAKE_BYTES).
+ *    interpreter. Records go into one of two rings, the urgent lane (a flow
+ *    created or closed, loss, timeout, ECN), which wakes the shim, and the
+ *    routine lane, which wakes it only past a size or an age (see
+ *    CCSW_WAKE_BYTES and routine_wake_flags).
  *  - The agent answers with directives (cwnd in bytes, pacing rate in
  *    bytes/s, the fold) that the shim stores into the `directives` array,
  *    mapped into its memory, in the slot of the flow id handed out at init.
@@ -79,8 +82,9 @@ char _license[] SEC("license") = "GPL";
 #define FLAG_ACKED (FLAG_DATA_ACKED | FLAG_SYN_ACKED)
 #define FLAG_FORWARD_PROGRESS (FLAG_ACKED | FLAG_DATA_SACKED)
 
-/* Defaults; the loader sizes both maps from its options. */
+/* Defaults; the loader sizes these maps from its options. */
 #define RINGBUF_BYTES (4 << 20)
+#define URGENT_RINGBUF_BYTES (1 << 20)
 #define MAX_FLOWS 100000
 
 extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
@@ -114,10 +118,21 @@ struct {
 	__type(value, struct ccsw_sk_state);
 } ccsw_sk_state_map SEC(".maps");
 
+/* The routine lane: reports and ACK records that can wait for the shim's next pass. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, RINGBUF_BYTES);
 } ccsw_events SEC(".maps");
+
+/* The urgent lane: records the shim reads and forwards before anything else. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, URGENT_RINGBUF_BYTES);
+} ccsw_urgent SEC(".maps");
+
+/* Longest a routine record waits before one submitted after it wakes the shim
+ * (set by the loader from --report-delay-us). */
+const volatile __u64 ccsw_report_delay_ns = 1000000;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -372,30 +387,51 @@ static __always_inline __u64 delivery_rate(const struct rate_sample *rs, __u32 m
 	return (__u64)delivered * mss * USEC_PER_SEC / rs->rcv_interval_us;
 }
 
-/* Where the ring's consumer stood at the last forced wake-up. */
-__u64 wake_cons_pos = ~0ULL;
+/* The routine lane's consumer position at its last forced wake-up, and when
+ * its oldest unread record was submitted: racy hints (two CPUs may both wake,
+ * which costs only a wake-up). */
+__u64 routine_wake_cons = ~0ULL;
+__u64 routine_oldest_ns = 0;
 
 /* A wake-up is an inter-processor interrupt, which costs more than a whole
- * fold (several us on a VM): a record wakes the shim only when urgent or when
- * CCSW_WAKE_BYTES wait in the ring; the others are read on its next pass.
- * FORCE, not adaptive: records without a wake-up may be waiting before it.
- * Nor does a record force one while the shim has not read the ring since the
- * last (the consumer position has not moved): it is awake or about to be, and
- * reads this record in the same pass. Under loss at 10k flows urgent reports
- * came at 7k/s, and their wake-ups made the program cost 3.8 us per ACK. The
- * global is a racy hint: two CPUs may both wake, which costs only a wake-up. */
-static __always_inline __u64 wake_flags(bool urgent)
+ * fold (several us on a VM), so records travel in two lanes.
+ *
+ * Urgent records (lane_reserve(true, ..)) are submitted adaptively: the
+ * kernel wakes the shim only if it had read everything before the record, so
+ * a burst of urgent records costs one wake-up, and the shim reads the whole
+ * lane each time it wakes.
+ *
+ * A routine record wakes the shim only when CCSW_WAKE_BYTES wait in its lane
+ * or the lane's oldest record has waited ccsw_report_delay_ns; otherwise it
+ * is read when the shim is awake anyway (an urgent record, the agent's
+ * answers, its own timers). FORCE, not adaptive: records submitted without a
+ * wake-up are waiting before it. Nor does it force one while the shim has not
+ * read the lane since the last (the consumer position has not moved): the
+ * shim is awake or about to be. `size` is the record's: the lane was empty
+ * before it when nothing else waits (the kernel adds an 8-byte header and
+ * rounds to 8 bytes). */
+static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size)
 {
-	__u64 cons;
+	__u64 avail = bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA), cons;
 
-	if (!urgent && bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) < CCSW_WAKE_BYTES)
+	if (avail <= ((size + 8 + 7) & ~7ULL))
+		routine_oldest_ns = now;
+	if (avail < CCSW_WAKE_BYTES && now - routine_oldest_ns < ccsw_report_delay_ns)
 		return BPF_RB_NO_WAKEUP;
 	cons = bpf_ringbuf_query(&ccsw_events, BPF_RB_CONS_POS);
-	if (cons == wake_cons_pos)
+	if (cons == routine_wake_cons)
 		return BPF_RB_NO_WAKEUP;
-	wake_cons_pos = cons;
+	routine_wake_cons = cons;
 	return BPF_RB_FORCE_WAKEUP;
 }
+
+/* Room for a record of `size` bytes (a constant) in its lane. */
+#define lane_reserve(urgent, size) \
+	((urgent) ? bpf_ringbuf_reserve(&ccsw_urgent, (size), 0) : bpf_ringbuf_reserve(&ccsw_events, (size), 0))
+
+/* Submit a record reserved with lane_reserve(urgent, sizeof(*e)) at `now`. */
+#define lane_submit(e, urgent, now) \
+	bpf_ringbuf_submit((e), (urgent) ? 0 : routine_wake_flags((now), sizeof(*(e))))
 
 /* A folded flow's ACK: no record unless the standard program reports. */
 static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_state *st, int flag,
@@ -424,7 +460,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 		return;
 
 	urgent = st->fold.regs.lost || st->fold.regs.timeout || st->fold.regs.ecn;
-	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	e = lane_reserve(urgent, sizeof(*e));
 	if (e) {
 		e->kind = CCSW_EV_REPORT;
 		e->flow_id = st->flow_id;
@@ -433,7 +469,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 		e->regs = st->fold.regs;
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
-		bpf_ringbuf_submit(e, wake_flags(urgent));
+		lane_submit(e, urgent, now);
 		if (s)
 			__sync_fetch_and_add(&s->reports, 1);
 	}
@@ -543,7 +579,7 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 	if (!b->regs.implicit[CCSW_VM_SHOULD_REPORT])
 		return;
 	urgent = prims[4] || prims[14] || (flag & FLAG_ECE);
-	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	e = lane_reserve(urgent, sizeof(*e));
 	if (e) {
 		e->kind = CCSW_EV_VM_REPORT;
 		e->flow_id = st->flow_id;
@@ -554,19 +590,12 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
 		__builtin_memcpy(e->fields, b->regs.report, sizeof(e->fields));
-		bpf_ringbuf_submit(e, wake_flags(urgent));
+		lane_submit(e, urgent, now);
 		if (s)
 			__sync_fetch_and_add(&s->reports, 1);
 	}
 	count_event(e != NULL);
 	vm_reset_volatile(p, &b->regs);
-}
-
-/* An ACK record of a flow the shim interprets is urgent on loss, timeout or ECN,
- * as folded reports are. */
-static __always_inline __u64 ack_wake_flags(const struct ccsw_ack_event *e)
-{
-	return wake_flags(e->lost_pkts_sample || e->was_timeout || (e->flags & CCSW_ACK_F_ECE));
 }
 
 static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
@@ -582,8 +611,10 @@ static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, 
 	__s32 delivered = rs->delivered;
 	__u64 bytes_delivered;
 	__u32 pending;
+	/* Urgent on loss, timeout or ECN, as folded reports are. */
+	bool urgent = rs->losses > 0 || st->was_timeout || (flag & FLAG_ECE);
 
-	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	e = lane_reserve(urgent, sizeof(*e));
 	if (!e) {
 		count_event(false);
 		return; /* keep was_timeout for the next event */
@@ -639,7 +670,7 @@ static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, 
 	e->flags = flags;
 	e->ssthresh = tp->snd_ssthresh;
 
-	bpf_ringbuf_submit(e, ack_wake_flags(e));
+	lane_submit(e, urgent, now);
 	count_event(true);
 }
 
@@ -679,7 +710,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	if (s)
 		__sync_fetch_and_add(&s->flows_created, 1);
 
-	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	e = lane_reserve(true, sizeof(*e)); /* urgent: a new flow */
 	if (!e) {
 		count_event(false);
 		goto pacing;
@@ -706,7 +737,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	}
 	e->mss = tp->mss_cache;
 	e->init_cwnd_bytes = tp->snd_cwnd * tp->mss_cache;
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP); /* urgent: a new flow */
+	lane_submit(e, true, 0);
 	count_event(true);
 
 pacing:
@@ -903,12 +934,12 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 		return;
 	flow_id = st->flow_id;
 
-	e = bpf_ringbuf_reserve(&ccsw_events, sizeof(*e), 0);
+	e = lane_reserve(true, sizeof(*e)); /* urgent: a flow gone */
 	if (e) {
 		e->kind = CCSW_EV_CLOSE;
 		e->flow_id = flow_id;
 		e->ts_ns = bpf_ktime_get_ns();
-		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP); /* urgent: a flow gone */
+		lane_submit(e, true, 0);
 		count_event(true);
 	} else {
 		count_event(false);

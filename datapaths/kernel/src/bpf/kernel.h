@@ -36,9 +36,12 @@ typedef int32_t __s32;
  * struct ccsw_vm_flow directive.vm_slot. */
 #define CCSW_FOLD_VM 3
 
-/* A record wakes the shim at once only when urgent (a flow created or
- * closed, loss, timeout, ECN) or when this much is waiting in the ring; the
- * others wait for the shim's next pass, at most --report-delay-us later. */
+/* Records travel in two ring buffers. The urgent lane (a flow created or
+ * closed, loss, timeout, ECN) wakes the shim at once; the routine lane wakes
+ * it only when this much is waiting there or its oldest record has waited
+ * --report-delay-us, and is otherwise read whenever the shim is awake. Every
+ * record's first 16 bytes are its kind, flow id and CLOCK_MONOTONIC time
+ * (ns): the shim keeps each flow's records in time order across the lanes. */
 #define CCSW_WAKE_BYTES (64u << 10)
 
 /* The standard program's minimum-RTT default: above any sample (us). */
