@@ -665,6 +665,7 @@ mod tests {
                 (rs.cwnd_bytes, rs.ssthresh_bytes),
                 "report {i}: {m:?}"
             );
+            assert_eq!(py.reporting(), rust.reporting(), "report {i}: {m:?}");
         }
     }
 

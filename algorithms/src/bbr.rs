@@ -30,9 +30,14 @@
 //!   first round of recovery is left out (with reports arriving per loss it would shrink the
 //!   window towards what is in flight on every random loss). The long-term bandwidth
 //!   (policer) estimator and app-limited sample marking are left out too.
-//! - A retransmission timeout sets the window to 4 segments (Linux restarts from one and
-//!   restores the saved window when loss recovery ends); the next report without a timeout
-//!   restores the window saved at the timeout. The model is kept; startup's plateau count
+//! - A retransmission timeout sets the window to 4 segments (Linux restarts from one); it
+//!   then grows by the bytes acknowledged, as always, and the window saved at the timeout
+//!   returns once as many bytes as it holds have been acknowledged since (Linux restores it
+//!   when loss recovery ends, once the data outstanding at the timeout is acknowledged).
+//!   Until then BBR asks for a report per ACK, as Linux grows the window per ACK: once per
+//!   RTT would wait one *stale* RTT, the segments retransmitted after a timeout carrying no
+//!   RTT sample, with the last sample the one the outage inflated (seconds on a UMTS trace,
+//!   the window at 4 segments all along). The model is kept; startup's plateau count
 //!   restarts, as Linux resets `full_bw` on entering loss.
 //! - In ProbeRtt, the 200 ms start once a report shows in flight ≤ 4 segments or one smoothed
 //!   RTT after entering ProbeRtt, whichever first (a guard against a datapath whose in-flight
@@ -211,6 +216,10 @@ pub struct Bbr {
     prior_cwnd: u64,
     /// Window before a retransmission timeout, restored after it.
     cwnd_before_timeout: Option<u64>,
+    /// Bytes acknowledged since the latest retransmission timeout: the saved window returns
+    /// once they cover it (Linux: once the data outstanding at the timeout is acknowledged
+    /// and the flow leaves TCP_CA_Loss).
+    acked_since_timeout: u64,
     delivered_bytes: u64,
     /// The window the flow started with (the target before the model has samples).
     init_cwnd: Option<u64>,
@@ -250,6 +259,7 @@ impl Bbr {
             probe_rtt_round_done: false,
             prior_cwnd: 0,
             cwnd_before_timeout: None,
+            acked_since_timeout: 0,
             delivered_bytes: 0,
             init_cwnd: None,
             pacing_initialised: false,
@@ -524,6 +534,7 @@ impl Bbr {
     }
 
     fn on_timeout(&mut self, state: &mut FlowState) {
+        self.acked_since_timeout = 0;
         if self.cwnd_before_timeout.is_none() {
             self.cwnd_before_timeout = Some(state.cwnd_bytes);
         }
@@ -544,6 +555,9 @@ impl Algorithm for Bbr {
     /// native 2.93 s). The selector's features take one RTT sample per round trip, so they do
     /// not depend on this choice.
     fn reporting(&self) -> Reporting {
+        if self.cwnd_before_timeout.is_some() {
+            return Reporting::PerAck;
+        }
         match self.mode {
             Mode::Startup | Mode::Drain if self.cfg.startup_per_ack => Reporting::PerAck,
             _ => Reporting::PerRtt,
@@ -573,9 +587,10 @@ impl Bbr {
             self.on_timeout(state);
             return;
         }
-        if let Some(saved) = self.cwnd_before_timeout.take() {
-            state.cwnd_bytes = state.cwnd_bytes.max(saved);
-        }
+        let restore = self.cwnd_before_timeout.filter(|&saved| {
+            self.acked_since_timeout += m.acked_bytes;
+            self.acked_since_timeout >= saved
+        });
         let now = state.now_us;
         self.delivered_bytes += m.acked_bytes;
         let round_start = self.update_round(now);
@@ -587,6 +602,10 @@ impl Bbr {
         self.update_gains();
         self.set_pacing_rate(state);
         self.set_cwnd(state, m, init_cwnd);
+        if let Some(saved) = restore {
+            state.cwnd_bytes = state.cwnd_bytes.max(saved);
+            self.cwnd_before_timeout = None;
+        }
     }
 }
 
@@ -609,6 +628,9 @@ mod tests {
         }
         fn take_over(&mut self, state: &mut FlowState) {
             self.0.lock().unwrap().take_over(state);
+        }
+        fn reporting(&self) -> Reporting {
+            self.0.lock().unwrap().reporting()
         }
     }
 
@@ -1030,8 +1052,10 @@ mod tests {
         let (mut s, _) = in_probe_bw("");
         report(&mut s, BDP, BW);
         let (cwnd, rate) = (s.state.cwnd_bytes, s.state.pacing_rate_bytes_per_s);
+        assert_eq!(s.reporting(), Reporting::PerRtt);
         s.timeout();
         assert_eq!(s.cwnd_segments(), 4.0);
+        assert_eq!(s.reporting(), Reporting::PerAck, "the next ACK must not wait a stale RTT");
         s.timeout();
         assert_eq!(s.cwnd_segments(), 4.0);
         assert_eq!(
@@ -1039,12 +1063,19 @@ mod tests {
             "the model survives a timeout"
         );
         let mss = s.mss();
-        report(&mut s, 4 * mss, BW);
+        report_after(&mut s, 1, 4 * mss, BW, 0);
+        assert_eq!(s.cwnd_segments(), 8.0, "grows by the bytes acknowledged, as in Linux's loss state");
+        assert_eq!(s.reporting(), Reporting::PerAck);
+        while s.reporting() == Reporting::PerAck {
+            let acked = s.state.cwnd_bytes;
+            report_after(&mut s, 1, acked, BW, 0);
+        }
         assert!(
             s.state.cwnd_bytes >= cwnd - 2 * s.mss(),
-            "restored: {} vs {cwnd}",
+            "restored once the window's worth of data is acknowledged: {} vs {cwnd}",
             s.state.cwnd_bytes
         );
+        assert_eq!(s.reporting(), Reporting::PerRtt, "restored: once per RTT again");
     }
 
     #[test]

@@ -50,7 +50,7 @@
 //! and HyStart is off (the flow is past slow start: `ssthresh = cwnd`). `delay_min` restarts;
 //! until it has a sample the curve's one-RTT look-ahead uses the flow's minimum RTT.
 
-use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, Params, WindowEvent};
+use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, Params, Reporting, WindowEvent};
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "cubic",
@@ -212,6 +212,9 @@ pub struct Cubic {
     /// CUBIC's minimum RTT, µs (0: none yet); Linux's `delay_min`.
     delay_min_us: u64,
     hystart: HyStart,
+    /// A report per ACK while slow-starting back after a timeout
+    /// ([`FlowState::regrowing_after_timeout`]), else once per RTT.
+    reporting: Reporting,
 }
 
 impl Default for Cubic {
@@ -231,6 +234,7 @@ impl Cubic {
             w_est_segments: 0.0,
             delay_min_us: 0,
             hystart: HyStart::default(),
+            reporting: Reporting::PerRtt,
         }
     }
 
@@ -359,6 +363,11 @@ impl Algorithm for Cubic {
             WindowEvent::Hold => {}
             WindowEvent::Avoidance { acked_bytes } => self.congestion_avoidance(state, acked_bytes),
         }
+        self.reporting = state.reporting_after_timeout();
+    }
+
+    fn reporting(&self) -> Reporting {
+        self.reporting
     }
 }
 
@@ -464,6 +473,25 @@ mod tests {
         s.timeout();
         assert_eq!(s.cwnd_segments(), 2.0);
         assert!(s.state.in_slow_start());
+    }
+
+    /// Linux slow-starts back after a timeout on every ACK; a report per RTT would wait for
+    /// the stale RTT sample of the outage (retransmissions carry none).
+    #[test]
+    fn after_a_timeout_the_window_regrows_with_a_report_per_ack() {
+        let mut s = sender_after_loss_at(100, 50);
+        s.ack_round();
+        assert_eq!(s.reporting(), Reporting::PerRtt);
+        s.timeout();
+        assert_eq!(s.reporting(), Reporting::PerAck);
+        let ssthresh = s.state.ssthresh_bytes;
+        let mut reports = 0;
+        while s.state.cwnd_bytes < ssthresh {
+            s.ack_segments(1);
+            reports += 1;
+            assert!(reports < 200, "slow start reaches ssthresh");
+        }
+        assert_eq!(s.reporting(), Reporting::PerRtt, "once per RTT from ssthresh on");
     }
 
     // --- Taking over a running flow -------------------------------------------------------

@@ -207,8 +207,14 @@ impl Algorithm for Hybla {
     fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.update_rho(state);
         // Hybla has its own slow start, so only the congestion part of the shared
-        // classification applies.
-        match state.congestion(m) {
+        // classification applies; growth follows classify's rules (the bytes a loss report
+        // acknowledges grow the window in slow start before the loss is answered; those of
+        // a recovery are no credit).
+        let event = state.congestion(m);
+        if event == Some(WindowEvent::CongestionEvent) && state.in_slow_start() {
+            self.grow(state, m.acked_bytes);
+        }
+        match event {
             Some(WindowEvent::Timeout) => {
                 state.ssthresh_bytes = Self::reduced_window(state);
                 state.cwnd_bytes =
@@ -221,7 +227,7 @@ impl Algorithm for Hybla {
                 self.reset_growth();
             }
             Some(_) => {}
-            None => self.grow(state, m.acked_bytes),
+            None => self.grow(state, state.acked_after_recovery(m)),
         }
     }
 }
@@ -411,7 +417,8 @@ mod tests {
             |s| s.ack_round(),
             |s| s.ack_round(),
             |s| s.lose(1),
-            |s| s.ack_segments(100),
+            |s| s.ack_round(),
+            |s| s.ack_round(),
             |s| s.ack_round(),
             |s| s.timeout(),
             |s| s.ack_round(),

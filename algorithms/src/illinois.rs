@@ -687,6 +687,8 @@ mod tests {
         flow.lose();
         assert_eq!(flow.cwnd_segments(), 4.0, "halved as Reno");
         flow.round(50.0, 50.0);
+        flow.round(50.0, 50.0); // recovery ends: its ACKs are no growth credit
+        assert_eq!(flow.cwnd_segments(), 4.0);
         flow.round(50.0, 50.0);
         flow.round(50.0, 50.0);
         assert_eq!(

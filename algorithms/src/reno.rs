@@ -4,13 +4,16 @@
 //! avoidance adds one MSS per window of data acknowledged (one per RTT when the flow is
 //! window-limited). A loss halves the window once per congestion event (`ssthresh =
 //! max(cwnd/2, 2 MSS)`, `cwnd = ssthresh`); a retransmission timeout sets ssthresh the same
-//! way and restarts from one segment, as `tcp_enter_loss` does.
+//! way and restarts from one segment, as `tcp_enter_loss` does (two here: the datapath's
+//! floor), then slow-starts back to ssthresh with a report per ACK, as Linux regrows per ACK
+//! (see [`FlowState::regrowing_after_timeout`]). A loss revealed in slow start is answered
+//! from the window grown by the bytes its report acknowledges (see [`FlowState::classify`]).
 //!
 //! Taking over a running flow (MCC §3.1.1): Reno's only variable of its own is the
 //! avoidance credit, which restarts at zero; the inherited window and `ssthresh = cwnd` put
 //! the flow in congestion avoidance at once.
 
-use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, WindowEvent};
+use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Reporting, WindowEvent};
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "reno",
@@ -30,6 +33,8 @@ const LOSS_WINDOW_SEGMENTS: u64 = 1;
 pub struct Reno {
     /// Bytes acknowledged in congestion avoidance not yet turned into window growth.
     ca_acked_bytes: u64,
+    /// What the flow's state asked for after the latest report.
+    reporting: Reporting,
 }
 
 impl Reno {
@@ -53,7 +58,22 @@ impl Algorithm for Reno {
         INFO.name
     }
 
+    fn reporting(&self) -> Reporting {
+        self.reporting
+    }
+
     fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
+        self.respond(state, m);
+        self.reporting = state.reporting_after_timeout();
+    }
+
+    fn take_over(&mut self, _state: &mut FlowState) {
+        *self = Self::default();
+    }
+}
+
+impl Reno {
+    fn respond(&mut self, state: &mut FlowState, m: &Measurement) {
         match state.classify(m) {
             WindowEvent::Timeout => {
                 state.ssthresh_bytes = Self::reduced_window(state);
@@ -69,10 +89,6 @@ impl Algorithm for Reno {
             WindowEvent::Hold => {}
             WindowEvent::Avoidance { acked_bytes } => self.congestion_avoidance(state, acked_bytes),
         }
-    }
-
-    fn take_over(&mut self, _state: &mut FlowState) {
-        *self = Self::default();
     }
 }
 
@@ -90,7 +106,7 @@ mod tests {
         let mut s = sender(10);
         s.ack_round();
         s.lose(1);
-        s.ack_round(); // recovery over: 10 segments in avoidance
+        s.ack_segments(20); // the 20 segments in flight at the loss: recovery over, 10 in avoidance
         s.ack_segments(9); // credit of 9 segments towards the next one
         s.state.ssthresh_bytes = u64::MAX; // as if the previous algorithm were in slow start
         s.state.prepare_handover();
@@ -122,6 +138,8 @@ mod tests {
         assert_eq!(s.cwnd_segments(), 40.0);
         assert_eq!(s.state.ssthresh_bytes, 40 * s.mss());
         s.ack_round(); // half of the 80 segments in flight at the loss: still recovering
+        assert_eq!(s.cwnd_segments(), 40.0);
+        s.ack_round(); // the other half: recovery ends, and its ACKs are no growth credit
         assert_eq!(s.cwnd_segments(), 40.0);
         for i in 1..=5 {
             s.ack_round();
@@ -176,6 +194,83 @@ mod tests {
         assert_eq!(s.cwnd_segments(), 40.0, "slow start stops at ssthresh");
         s.ack_round();
         assert_eq!(s.cwnd_segments(), 41.0);
+    }
+
+    /// Linux grows the window on every ACK of slow start, so when the ACK that marks a loss
+    /// arrives the window already holds the growth of the ACKs before it, and
+    /// `tcp_reno_ssthresh` halves that (T-Mobile LTE: 453 segments at the loss, ssthresh 226).
+    #[test]
+    fn a_loss_in_slow_start_halves_the_window_grown_by_the_acks_before_it() {
+        let mut s = sender(10);
+        s.ack_round();
+        s.ack_round(); // 40 segments
+        s.ack_and_lose(30, 2); // Linux: 40 + 30 = 70 at the loss
+        assert_eq!(s.state.ssthresh_bytes, 35 * s.mss());
+        assert_eq!(s.cwnd_segments(), 35.0);
+        s.ack_and_lose(10, 3);
+        assert_eq!(s.cwnd_segments(), 35.0, "the same episode: no growth, no second halving");
+    }
+
+    /// The window through one loss episode in congestion avoidance, as Linux's Reno: halved
+    /// once at the loss (ssthresh = cwnd/2 of the window, not of what is in flight), held
+    /// while the data in flight at the loss is acknowledged (those ACKs go to the rate
+    /// reduction, not to growth), then +1 segment per window acknowledged after recovery.
+    #[test]
+    fn a_loss_episode_in_avoidance_follows_linux_reno() {
+        let mut s = sender(10);
+        s.ack_round();
+        s.lose(1); // 20 segments in flight
+        assert_eq!((s.cwnd_segments(), s.state.ssthresh_bytes / s.mss()), (10.0, 10));
+        s.ack_segments(19);
+        assert_eq!(s.cwnd_segments(), 10.0, "held while recovering");
+        s.ack_segments(1 + 10); // the last of the 20 ends recovery; 10 acknowledged after it
+        assert_eq!(s.cwnd_segments(), 11.0);
+        for expected in [12.0, 13.0, 14.0] {
+            s.ack_round();
+            assert_eq!(s.cwnd_segments(), expected);
+        }
+        s.ack_and_lose(5, 1); // avoidance's bytes before a loss do not slow-start
+        assert_eq!((s.cwnd_segments(), s.state.ssthresh_bytes / s.mss()), (7.0, 7));
+        s.ack_segments(13);
+        assert_eq!(s.cwnd_segments(), 7.0);
+        s.ack_segments(1 + 6);
+        assert_eq!(s.cwnd_segments(), 7.0, "6 segments after recovery: no growth yet");
+        s.ack_segments(1);
+        assert_eq!(s.cwnd_segments(), 8.0);
+    }
+
+    #[test]
+    fn reports_once_per_rtt_except_while_regrowing_after_a_timeout() {
+        let mut s = sender(10);
+        s.ack_round();
+        assert_eq!(s.reporting(), Reporting::PerRtt);
+        s.lose(1);
+        assert_eq!(s.reporting(), Reporting::PerRtt, "a congestion event is answered at once");
+        s.ack_segments(20); // recovery over at 10 segments
+        s.ack_round();
+        s.ack_round(); // 12 segments in avoidance
+        s.timeout();
+        assert_eq!(s.reporting(), Reporting::PerAck, "slow start after a timeout grows per ACK");
+        assert_eq!(s.cwnd_segments(), 2.0);
+        let ssthresh = s.state.ssthresh_bytes / s.mss();
+        assert_eq!(ssthresh, 6);
+        for expected in 3..=ssthresh {
+            s.ack_segments(1);
+            assert_eq!(s.cwnd_segments(), expected as f64, "one segment per segment acknowledged");
+        }
+        assert_eq!(s.reporting(), Reporting::PerRtt, "back at ssthresh: once per RTT again");
+    }
+
+    #[test]
+    fn a_loss_while_regrowing_after_a_timeout_ends_the_per_ack_reports() {
+        let mut s = sender(40);
+        s.ack_round();
+        s.timeout();
+        s.ack_segments(4);
+        assert_eq!(s.reporting(), Reporting::PerAck);
+        s.ack_and_lose(1, 1);
+        assert_eq!(s.reporting(), Reporting::PerRtt);
+        assert_eq!(s.cwnd_segments(), 3.5, "half of the 7 segments at the loss");
     }
 
     #[test]

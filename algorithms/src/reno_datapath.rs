@@ -106,7 +106,9 @@ impl ProgramAlgorithm for RenoDatapath {
         state.cwnd_bytes = field("cwnd").max(state.min_cwnd_bytes());
         let was_recovering = state.in_recovery();
         state.observe(&m);
-        match state.classify(&m) {
+        // Only the congestion part: the datapath grows the window itself and the report's
+        // `cwnd` already holds that growth (classify would add the report's bytes again).
+        match state.congestion(&m).unwrap_or(WindowEvent::Hold) {
             WindowEvent::Timeout => {
                 state.ssthresh_bytes = (state.cwnd_bytes / 2).max(state.min_cwnd_bytes());
                 state.cwnd_bytes = state.mss_bytes;

@@ -44,6 +44,12 @@ pub struct FlowState {
     /// in flight when the loss was detected has been acknowledged; losses reported before
     /// then belong to the congestion event already answered.
     recovery_bytes_left: u64,
+    /// Of the latest measurement's acknowledged bytes, those that belonged to a recovery
+    /// episode (the rest were acknowledged after it ended).
+    recovery_acked_bytes: u64,
+    /// Slow-starting back after a retransmission timeout (see
+    /// [`regrowing_after_timeout`](Self::regrowing_after_timeout)).
+    regrowing_after_timeout: bool,
 }
 
 /// What one measurement means for a loss-based window algorithm: the control flow every such
@@ -78,6 +84,8 @@ impl FlowState {
             now_us: 0,
             last_bytes_in_flight: 0,
             recovery_bytes_left: 0,
+            recovery_acked_bytes: 0,
+            regrowing_after_timeout: false,
         }
     }
 
@@ -98,7 +106,8 @@ impl FlowState {
         }
         self.max_delivery_rate_bytes_per_s =
             self.max_delivery_rate_bytes_per_s.max(m.delivery_rate_bytes_per_s);
-        self.recovery_bytes_left = self.recovery_bytes_left.saturating_sub(m.acked_bytes);
+        self.recovery_acked_bytes = self.recovery_bytes_left.min(m.acked_bytes);
+        self.recovery_bytes_left -= self.recovery_acked_bytes;
         self.last_bytes_in_flight = m.bytes_in_flight;
     }
 
@@ -114,6 +123,7 @@ impl FlowState {
         }
         self.ssthresh_bytes = self.cwnd_bytes.max(self.min_cwnd_bytes());
         self.pacing_rate_bytes_per_s = None;
+        self.regrowing_after_timeout = false;
     }
 
     /// The rate a rate-based algorithm inherits: window / recent RTT; `None` before any RTT
@@ -146,18 +156,67 @@ impl FlowState {
     /// congestion event, then a hold while recovering; otherwise slow start takes what it
     /// may of the acknowledged bytes (growing the window here) and the rest is returned for
     /// congestion avoidance.
+    ///
+    /// A report that reveals a loss is sent on the ACK that marks it, so the bytes it
+    /// acknowledges arrived before the loss was known. Linux grew the window on each of those
+    /// ACKs (in slow start by one segment per segment) before `tcp_init_cwnd_reduction` took
+    /// `ssthresh` from it, and the datapath's fallback, which carries slow start between
+    /// reports, did the same: so slow start takes them here too before the event is
+    /// answered, and the reduction starts from the window the flow really had, not the one of
+    /// the previous report (on T-Mobile LTE: 321 segments at the last report, 453 at the
+    /// loss; halving the former put the flow at 160 where Linux's Reno was at 226).
+    ///
+    /// The bytes of a report that ends a recovery episode count only as far as they were
+    /// acknowledged after it ended: Linux spends the ACKs of a recovery on its proportional
+    /// rate reduction, not on growth (`tcp_cong_control` calls `cong_avoid` only outside
+    /// CWR and Recovery), so the window that recovery leaves starts avoidance with no credit.
     pub fn classify(&mut self, m: &Measurement) -> WindowEvent {
         if let Some(event) = self.congestion(m) {
+            if event == WindowEvent::CongestionEvent && self.in_slow_start() {
+                self.slow_start(m.acked_bytes);
+            }
+            self.regrowing_after_timeout = event == WindowEvent::Timeout;
             return event;
         }
-        let mut acked_bytes = m.acked_bytes;
+        let mut acked_bytes = self.acked_after_recovery(m);
         if self.in_slow_start() {
             acked_bytes = self.slow_start(acked_bytes);
+        }
+        if !self.in_slow_start() {
+            self.regrowing_after_timeout = false;
         }
         if acked_bytes == 0 {
             return WindowEvent::Hold;
         }
         WindowEvent::Avoidance { acked_bytes }
+    }
+
+    /// The bytes of `m` (after [`observe`](Self::observe)) acknowledged outside a recovery
+    /// episode: those an algorithm may spend on growth.
+    pub fn acked_after_recovery(&self, m: &Measurement) -> u64 {
+        m.acked_bytes.saturating_sub(self.recovery_acked_bytes)
+    }
+
+    /// Whether the flow is slow-starting back to `ssthresh` after a retransmission timeout
+    /// (set by [`classify`](Self::classify)). Linux regrows the window on every ACK then; an
+    /// algorithm that grows only per report should ask for a report per ACK meanwhile
+    /// ([`reporting_after_timeout`](Self::reporting_after_timeout)): once per RTT would be
+    /// once per *stale* RTT, as the segments retransmitted after a timeout carry no RTT
+    /// sample (Karn), and the last sample is the one inflated by the outage that caused the
+    /// timeout (on a T-Mobile UMTS trace the timeout's report carried a 5.8-s sample, and the
+    /// next reports came 1.1 and 3.9 s later, the window at two segments all along).
+    pub fn regrowing_after_timeout(&self) -> bool {
+        self.regrowing_after_timeout
+    }
+
+    /// The reporting a window algorithm built on [`classify`](Self::classify) needs: a
+    /// report per ACK while it regrows after a timeout, else once per RTT.
+    pub fn reporting_after_timeout(&self) -> crate::Reporting {
+        if self.regrowing_after_timeout {
+            crate::Reporting::PerAck
+        } else {
+            crate::Reporting::PerRtt
+        }
     }
 
     /// The congestion part of [`classify`](Self::classify), for algorithms with their own

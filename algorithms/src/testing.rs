@@ -93,6 +93,18 @@ impl FakeSender {
         self.deliver(m);
     }
 
+    /// One report acknowledging `acked` segments whose last ACK marks `lost` segments lost,
+    /// as the datapath sends it: at once on the ACK that reveals the loss.
+    pub fn ack_and_lose(&mut self, acked: u64, lost: u64) {
+        let m = Measurement { acked_bytes: acked * self.mss(), lost_packets: lost, ..self.base() };
+        self.deliver(m);
+    }
+
+    /// How often the algorithm wants reports now.
+    pub fn reporting(&self) -> crate::Reporting {
+        self.algorithm.reporting()
+    }
+
     /// One round trip over `link`: the sender puts its window (or, if it paces, what its rate
     /// allows in one RTT) on the link; what exceeds the path's BDP queues, adding delay; what
     /// exceeds the queue is dropped, and of the rest the link's [`LinkLoss`] pattern loses

@@ -9,11 +9,14 @@ The model (RFC 5681, RFC 6582, as Linux's ``tcp_reno_*`` helpers):
 - slow start: the window grows by the bytes acknowledged until it reaches ssthresh;
 - congestion avoidance: one MSS more per window of data acknowledged (one per RTT);
 - the first loss of a congestion event halves the window (``ssthresh = max(cwnd / 2, 2 MSS)``,
-  ``cwnd = ssthresh``). The event lasts until the data in flight when the loss was reported
-  has been acknowledged (NewReno's recovery); the window holds meanwhile, and further losses
-  belong to the same event;
+  ``cwnd = ssthresh``); in slow start, the bytes the loss's report acknowledges grow the
+  window first (Linux grew it on each of those ACKs before the loss was seen). The event
+  lasts until the data in flight when the loss was reported has been acknowledged (NewReno's
+  recovery); the window holds meanwhile, further losses belong to the same event, and the
+  bytes acknowledged during it are no credit for congestion avoidance;
 - a retransmission timeout sets ssthresh the same way and restarts from one segment (never
-  below the 2-segment minimum window).
+  below the 2-segment minimum window), then slow-starts back with a report per ACK, as
+  Linux regrows the window per ACK.
 
 The agent checks that this class and the Rust ``reno`` produce the same windows report for
 report (``agent/src/python.rs``), and ``ccswitch bench authoring`` compares their cost.
@@ -36,28 +39,36 @@ class Reno(Algorithm):
         mss = flow.mss
         cwnd = flow.cwnd
         acked = flow.acked_bytes
-        self.recovery_bytes_left = max(0, self.recovery_bytes_left - acked)
+        in_recovery = min(acked, self.recovery_bytes_left)
+        self.recovery_bytes_left -= in_recovery
 
         if flow.timeout:
             self.recovery_bytes_left = 0
             flow.ssthresh = self.reduced_window(cwnd, mss)
             flow.cwnd = max(LOSS_WINDOW_SEGMENTS, MIN_CWND_SEGMENTS) * mss
             self.ca_acked_bytes = 0
+            flow.set_report_per_ack()  # regrow per ACK, not per (stale) RTT
             return
+        ssthresh = flow.ssthresh
         if flow.lost and self.recovery_bytes_left == 0:
             # A new congestion event: recover until what is in flight now is acknowledged.
             self.recovery_bytes_left = max(flow.in_flight, cwnd, 1)
+            if cwnd < ssthresh:  # the ACKs before the loss grew the window first
+                cwnd += min(acked, ssthresh - cwnd)
             flow.ssthresh = flow.cwnd = self.reduced_window(cwnd, mss)
             self.ca_acked_bytes = 0
+            flow.set_report_per_rtt()
             return
         if self.recovery_bytes_left > 0:
             return  # hold the window while recovering
 
-        ssthresh = flow.ssthresh
+        acked -= in_recovery  # a recovery's ACKs are no credit
         if cwnd < ssthresh:  # slow start, up to ssthresh
             used = min(acked, ssthresh - cwnd)
             cwnd += used
             acked -= used
+        if cwnd >= ssthresh:
+            flow.set_report_per_rtt()
         if acked > 0:  # congestion avoidance: one MSS per window acknowledged
             self.ca_acked_bytes += acked
             if self.ca_acked_bytes >= cwnd:
