@@ -611,9 +611,18 @@ impl Session {
     pub fn tick(&mut self, dp: &mut impl SessionDatapath, now_us: u64) {
         let ids: Vec<u32> = self.ticked.iter().copied().collect();
         for id in ids {
-            let step = self.flows.get_mut(&id).expect("listed").ccp.on_tick(now_us);
-            self.apply(dp, id, step);
+            self.tick_flow(dp, id, now_us);
         }
+    }
+
+    /// Timer-driven evaluation of flow `sid` alone, if the datapath does not fold it: for a
+    /// shim that keeps its own per-flow deadlines rather than ticking every flow.
+    pub fn tick_flow(&mut self, dp: &mut impl SessionDatapath, sid: u32, now_us: u64) {
+        if !self.ticked.contains(&sid) {
+            return;
+        }
+        let step = self.flows.get_mut(&sid).expect("ticked flows are listed").ccp.on_tick(now_us);
+        self.apply(dp, sid, step);
     }
 
     /// Start, change or stop folding `sid` in the datapath after an agent message changed its
