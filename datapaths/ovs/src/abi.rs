@@ -33,6 +33,7 @@ pub const ST_SYNACK_SEEN: u8 = 2;
 pub const ST_ESTABLISHED: u8 = 3;
 
 pub const F_UNBUFFERED: u8 = 1 << 0;
+pub const F_UNCOPYABLE: u8 = 1 << 5;
 pub const F_CLIENT_FIN: u8 = 1 << 1;
 pub const F_SERVER_FIN: u8 = 1 << 2;
 pub const F_HAVE_LAST: u8 = 1 << 3;
@@ -92,6 +93,8 @@ pub struct RawOvsFlow {
     pub flags: u8,
     pub opts: u8,
     pub _pad0: [u8; 3],
+    pub hole_end: u32,
+    pub _pad1: u32,
 }
 
 #[repr(C)]
@@ -208,8 +211,16 @@ pub struct ReasonEvent {
     pub _pad0: u32,
 }
 
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnbufferedEvent {
+    pub h: Head,
+    pub reason: u32,
+    pub hole_end: u32,
+}
+
 const _: () = assert!(size_of::<FlowKey>() == 40);
-const _: () = assert!(size_of::<RawOvsFlow>() == 48);
+const _: () = assert!(size_of::<RawOvsFlow>() == 56);
 const _: () = assert!(size_of::<RawOvsDirective>() == 24);
 const _: () = assert!(size_of::<RawOvsConfig>() == 16);
 const _: () = assert!(size_of::<RawOvsStats>() == 152);
@@ -221,6 +232,7 @@ const _: () = assert!(size_of::<SlotOwner>() == 8);
 const _: () = assert!(size_of::<ResentEvent>() == 24);
 const _: () = assert!(size_of::<RawOvsAckEvent>() == 64);
 const _: () = assert!(size_of::<ReasonEvent>() == 24);
+const _: () = assert!(size_of::<UnbufferedEvent>() == 24);
 use crate::skel::types as btf;
 const _: () = assert!(size_of::<FlowKey>() == size_of::<btf::ccsw_flow_key>());
 const _: () = assert!(size_of::<RawOvsFlow>() == size_of::<btf::ccsw_flow>());
@@ -243,3 +255,4 @@ unsafe impl Pod for SegmentEvent {}
 unsafe impl Pod for ResentEvent {}
 unsafe impl Pod for RawOvsAckEvent {}
 unsafe impl Pod for ReasonEvent {}
+unsafe impl Pod for UnbufferedEvent {}

@@ -120,8 +120,8 @@ pub enum CloseReason {
     Rst,
 }
 
-/// Why the BPF side stopped being able to hand a flow's data to userspace; the flow is then
-/// uncontrolled for good (it cannot be protected by retransmission any more).
+/// Why the BPF side could not hand a segment of a flow to userspace; the flow is then
+/// uncontrolled until the client acknowledges the hole (for good if its frames are too large).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnbufferedReason {
     /// The ring buffer was full when a segment had to be copied.
@@ -139,7 +139,8 @@ pub enum OvsEvent {
     Resent(Resent),
     Ack(Ack),
     Closed { flow_id: u32, ts_ns: u64, reason: CloseReason },
-    Unbuffered { flow_id: u32, ts_ns: u64, reason: UnbufferedReason },
+    /// A copy failed: the data up to `hole_end` (raw sequence, exclusive) is not all in the slab.
+    Unbuffered { flow_id: u32, ts_ns: u64, reason: UnbufferedReason, hole_end: u32 },
 }
 
 impl OvsEvent {
@@ -298,7 +299,7 @@ pub fn decode(data: &[u8]) -> Option<OvsEvent> {
             })
         }
         abi::EV_UNBUFFERED => {
-            let u: abi::ReasonEvent = from_bytes(data)?;
+            let u: abi::UnbufferedEvent = from_bytes(data)?;
             let reason = match u.reason {
                 abi::UNBUF_RING_FULL => UnbufferedReason::RingFull,
                 abi::UNBUF_TOO_LARGE => UnbufferedReason::FrameTooLarge,
@@ -309,6 +310,7 @@ pub fn decode(data: &[u8]) -> Option<OvsEvent> {
                 flow_id: h.flow_id,
                 ts_ns: h.ts_ns,
                 reason,
+                hole_end: u.hole_end,
             })
         }
         _ => None,

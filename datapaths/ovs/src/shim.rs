@@ -9,9 +9,22 @@
 //! and recovers by itself, and a second sender would only add duplicates. The shim keeps
 //! tracking segments either way, so control can resume with a complete buffer.
 //!
-//! A flow falls back for good when its data can no longer be protected (its buffer budget or
-//! the shared one ran out, the BPF side could not copy a segment, or a segment went missing):
-//! its directive is cleared, its buffer freed, and the agent told that the flow is gone.
+//! A flow falls back when its data can no longer be protected (its buffer budget or the shared
+//! one ran out, the BPF side could not copy a segment, or a segment went missing): its
+//! directive is cleared and its buffer freed, and the server's own TCP carries it. The fallback
+//! is counted with its reason and lasts until the cause clears: once the client has
+//! acknowledged the hole, every byte outstanding is in the buffer again and the flow rejoins
+//! control at the agent's window (the agent keeps the flow meanwhile). So does every flow the
+//! agent's silence left to the server (counted as `agent_late`) once it answers again.
+//!
+//! The loop reads the agent's answers before each batch of port records and between chunks
+//! of one, so an answer never waits behind a batch. No pass walks all flows: the timer wheel
+//! holds each flow's next deadline (loss timers, idle expiry, and a program evaluation for a
+//! flow whose ACKs stopped with data outstanding), and fires only flows that have one due.
+//!
+//! The frame slab is shared by budget: the window a flow is given is at most its share of
+//! the slab ([`slab_share_bytes`]), so the server cannot make one flow take the slots others
+//! need.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,8 +50,14 @@ const RECOVERY_TICK: Duration = Duration::from_millis(5);
 /// Slots of the timer wheel, one per recovery tick: about 20 s a revolution, so the usual
 /// deadlines (RTOs, the wait for a missing segment) are found in their first pass.
 const TIMER_SLOTS: usize = 4096;
-/// Period of timer-driven program evaluation for flows whose ACKs stopped.
-const CCP_TICK: Duration = Duration::from_millis(10);
+/// A flow with data outstanding whose ACKs stopped for this long has its program evaluated
+/// (time-based report conditions fire), and again every this long until an ACK comes.
+const CCP_TICK_NS: u64 = 10_000_000;
+/// Port records handled between two reads of the agent's answers.
+const RECORD_CHUNK: usize = 1024;
+/// A flow's share of the frame slab is never below this many slots: a window of fewer
+/// segments cannot bring the three duplicate ACKs of a fast retransmit.
+const MIN_SHARE_SLOTS: u64 = 4;
 /// Period of the buffer-occupancy samples in the stats file.
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 /// Occupancy samples kept at most (about 40 MB of JSON): later ones are counted, not kept.
@@ -56,6 +75,8 @@ pub trait PortOps {
     fn inject(&self, frame: &FrameSlot) -> Result<()>;
     /// Give slab slots back to the port program.
     fn free_frames(&self, slots: &[u32]);
+    /// Slots of the frame slab.
+    fn slab_slots(&self) -> usize;
 }
 
 impl PortOps for OvsDatapath {
@@ -76,6 +97,9 @@ impl PortOps for OvsDatapath {
     }
     fn free_frames(&self, slots: &[u32]) {
         OvsDatapath::free_frames(self, slots)
+    }
+    fn slab_slots(&self) -> usize {
+        OvsDatapath::slab_slots(self)
     }
 }
 
@@ -99,7 +123,8 @@ struct OvsFlow {
     /// server send the whole increase back to back, a burst a droptail queue cannot absorb.
     enforced: u32,
     /// The port enforces `enforced` (and hides losses): from establishment at the initial
-    /// window when the agent is answering, then the agent's windows, until a fallback.
+    /// window when the agent is answering, then the agent's windows, except while the flow
+    /// has fallen back.
     active: bool,
     /// The directive last written, to skip identical map updates.
     written: Option<OvsDirective>,
@@ -108,8 +133,8 @@ struct OvsFlow {
     timer_at: u64,
     /// Listed in `OvsShim::changed` for the next occupancy sample.
     changed: bool,
-    /// Fell back for good (counted, directive cleared, agent told).
-    fallen: bool,
+    /// When the program is evaluated for want of ACKs (`u64::MAX`: nothing outstanding).
+    ccp_tick_at: u64,
 }
 
 /// Shim counters for the exit log and the stats file.
@@ -124,7 +149,10 @@ pub struct OvsTotals {
     pub inject_errors: u64,
     pub directive_writes: DirectiveWrites,
     pub idle_expired: u64,
+    /// Flows that left control, by reason (each time they left).
     pub fallbacks: HashMap<&'static str, u64>,
+    /// Flows that rejoined control after a fallback.
+    pub rejoins: u64,
     /// Slab slots received in segment records and not yet given back.
     pub slots_held: u64,
 }
@@ -151,6 +179,16 @@ struct Ctl<'a, P: PortOps> {
     writes: &'a mut DirectiveWrites,
 }
 
+/// The largest window a flow is given: its share of the frame slab. Each flow holds at most
+/// its window of unacknowledged segments plus as much again SACKed above a hole (the egress
+/// program widens the window by the SACKed bytes), one slot each; so with `flows` flows each
+/// may take `slots / (2 · flows)` slots (never fewer than [`MIN_SHARE_SLOTS`]) and together
+/// they cannot fill the slab. A slot holds one segment of at most `mss` payload bytes.
+pub fn slab_share_bytes(slots: usize, flows: usize, mss: u32) -> u32 {
+    let share = (slots as u64 / (2 * flows.max(1) as u64)).max(MIN_SHARE_SLOTS);
+    u32::try_from(share * u64::from(mss)).unwrap_or(u32::MAX)
+}
+
 /// Headroom over `rate × min_rtt`, in segments (as BBR adds a few segments to its window for
 /// delayed and stretched ACKs).
 const RATE_WINDOW_HEADROOM_SEGMENTS: u64 = 3;
@@ -174,8 +212,9 @@ pub struct DirectiveWrites {
     pub refused: u64,
 }
 
-fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut OvsFlow, writes: &mut DirectiveWrites) {
-    let c = f.sender.directive(f.enforced);
+fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut OvsFlow, flows: usize, writes: &mut DirectiveWrites) {
+    let share = slab_share_bytes(port.slab_slots(), flows, f.sender.mss());
+    let c = f.sender.directive(f.enforced.min(share));
     if f.written == Some(c) {
         return;
     }
@@ -191,16 +230,18 @@ fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut OvsFlow, writes: &mut
 
 impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
     fn set_directive(&mut self, sid: u32, cwnd_bytes: u32, rate: Option<u64>) -> Result<()> {
+        let n = self.flows.len();
         let Some(f) = self.flows.get_mut(&sid) else { return Ok(()) };
+        f.cwnd = enforced_window(cwnd_bytes, rate, f.sender.min_rtt_ns(), f.sender.mss());
         if f.sender.fallback().is_some() {
+            // Kept for when the flow rejoins.
             return Ok(());
         }
-        f.cwnd = enforced_window(cwnd_bytes, rate, f.sender.min_rtt_ns(), f.sender.mss());
         if !f.active || f.cwnd < f.enforced {
             f.enforced = f.cwnd;
         }
         f.active = true;
-        write_directive(self.port, sid, f, self.writes);
+        write_directive(self.port, sid, f, n, self.writes);
         Ok(())
     }
     fn clear_directive(&mut self, sid: u32) -> Result<()> {
@@ -241,6 +282,8 @@ pub struct OvsShim<P: PortOps> {
     exhaustion_logged: (u64, Instant),
     /// Flows fallen back, by reason, when the measurement window began.
     window_start_fallbacks: HashMap<&'static str, u64>,
+    /// Rejoins when the measurement window began.
+    window_start_rejoins: u64,
     /// The figures of the measurement window, taken when it ended.
     window: Option<Value>,
 }
@@ -274,6 +317,7 @@ impl<P: PortOps> OvsShim<P> {
             // The first exhaustion is logged at the next pass, later ones once per interval.
             exhaustion_logged: (0, Instant::now().checked_sub(LOG_INTERVAL).unwrap_or_else(Instant::now)),
             window_start_fallbacks: HashMap::new(),
+            window_start_rejoins: 0,
             window: None,
         }
     }
@@ -285,6 +329,7 @@ impl<P: PortOps> OvsShim<P> {
             WindowEdge::Start => {
                 self.session.start_measurement_window();
                 self.window_start_fallbacks = self.totals.fallbacks.clone();
+                self.window_start_rejoins = self.totals.rejoins;
             }
             WindowEdge::End => {
                 let fallbacks: HashMap<&str, u64> = self
@@ -297,6 +342,7 @@ impl<P: PortOps> OvsShim<P> {
                 let lat = self.session.answer_latency();
                 self.window = Some(json!({
                     "fallbacks": fallbacks,
+                    "rejoins": self.totals.rejoins - self.window_start_rejoins,
                     "answer_latency_us": latency_json(lat),
                     "untimed": lat.untimed,
                     "awaiting": self.session.reports_awaiting_answer(),
@@ -314,13 +360,19 @@ impl<P: PortOps> OvsShim<P> {
     }
 
     /// Send what is queued for the agent, connect to it if needed, apply its messages, keep
-    /// the deadline fresh.
+    /// the deadline fresh. The agent falling silent or going away leaves every protected flow
+    /// to the server: counted as their fallback (`agent_late`); they rejoin when it answers.
     pub fn service_agent(&mut self) {
+        let was_healthy = self.session.agent_healthy();
         let (session, mut ctl) = self.ctl();
         session.flush(&mut ctl);
         session.maybe_connect(&mut ctl);
         session.drain_agent(&mut ctl);
         session.refresh_deadline(&mut ctl);
+        if was_healthy && !self.session.agent_healthy() {
+            let n = self.flows.values().filter(|f| f.sender.fallback().is_none()).count() as u64;
+            *self.totals.fallbacks.entry("agent_late").or_default() += n;
+        }
     }
 
     /// Send what the timers queued for the agent.
@@ -332,6 +384,14 @@ impl<P: PortOps> OvsShim<P> {
     /// The port enforces this flow's directive now.
     fn controlled(&self, f: &OvsFlow, now_ns: u64) -> bool {
         f.active && f.sender.fallback().is_none() && now_ns < self.session.valid_until_ns()
+    }
+
+    /// Write flow `id`'s directive if it is under control.
+    fn write(&mut self, id: u32) {
+        let n = self.flows.len();
+        if let Some(f) = self.flows.get_mut(&id).filter(|f| f.active) {
+            write_directive(&self.port, id, f, n, &mut self.totals.directive_writes);
+        }
     }
 
     pub fn on_event(&mut self, ev: OvsEvent) {
@@ -377,7 +437,7 @@ impl<P: PortOps> OvsShim<P> {
                 // first report, a round trip later, and a loss in the first flight would
                 // otherwise reach the server as SACKs and put its own TCP into recovery.
                 let active = monotonic_now_ns() < self.session.valid_until_ns();
-                let mut flow = OvsFlow {
+                let flow = OvsFlow {
                     key: e.key,
                     sender,
                     cwnd: init_cwnd,
@@ -386,12 +446,10 @@ impl<P: PortOps> OvsShim<P> {
                     written: None,
                     timer_at: u64::MAX,
                     changed: false,
-                    fallen: false,
+                    ccp_tick_at: u64::MAX,
                 };
-                if active {
-                    write_directive(&self.port, id, &mut flow, &mut self.totals.directive_writes);
-                }
                 self.flows.insert(id, flow);
+                self.write(id);
                 self.after_change(id, e.ts_ns);
                 let desc = FlowDesc {
                     sid: id,
@@ -405,12 +463,15 @@ impl<P: PortOps> OvsShim<P> {
             }
             OvsEvent::Segment(s) => {
                 let id = s.flow_id;
-                let Some(f) = self.flows.get_mut(&id).filter(|f| f.sender.fallback().is_none()) else {
+                let Some(f) = self.flows.get_mut(&id) else {
                     // Not kept: the slot goes straight back.
                     self.pool.discard(s.frame);
                     return;
                 };
                 let ts_ns = s.ts_ns;
+                if f.ccp_tick_at == u64::MAX {
+                    f.ccp_tick_at = ts_ns.saturating_add(CCP_TICK_NS);
+                }
                 match f.sender.on_segment(s, &mut self.pool) {
                     Some(reason) => self.fall_back(id, reason),
                     None => {
@@ -437,10 +498,12 @@ impl<P: PortOps> OvsShim<P> {
                 let (session, mut ctl) = self.ctl();
                 session.remove_flow(&mut ctl, flow_id);
             }
-            OvsEvent::Unbuffered { flow_id, reason, .. } => {
-                if self.flows.contains_key(&flow_id) {
-                    self.fall_back(flow_id, FallbackReason::Unbuffered(reason));
+            OvsEvent::Unbuffered { flow_id, reason, hole_end, ts_ns } => {
+                let Some(f) = self.flows.get_mut(&flow_id) else { return };
+                if let Some(reason) = f.sender.on_unbuffered(reason, hole_end, &mut self.pool) {
+                    self.fall_back(flow_id, reason);
                 }
+                self.after_change(flow_id, ts_ns);
             }
         }
     }
@@ -448,10 +511,8 @@ impl<P: PortOps> OvsShim<P> {
     fn on_ack(&mut self, a: &Ack) {
         let id = a.flow_id;
         let Some(f) = self.flows.get_mut(&id) else { return };
-        if f.sender.fallback().is_some() {
-            return;
-        }
         let out = f.sender.on_ack(a, &mut self.pool);
+        let rejoined = f.sender.try_rejoin();
         let input = AckInput {
             prims: out.prims,
             rtt_sample_us: out.rtt_sample_us,
@@ -462,15 +523,27 @@ impl<P: PortOps> OvsShim<P> {
         let (session, mut ctl) = self.ctl();
         session.on_ack(&mut ctl, id, input);
         let Some(f) = self.flows.get_mut(&id) else { return };
-        let grown = f.enforced < f.cwnd && out.prims.bytes_acked > 0;
-        if grown {
-            let step = u32::try_from(out.prims.bytes_acked).unwrap_or(u32::MAX);
-            f.enforced = f.cwnd.min(f.enforced.saturating_add(step));
+        f.ccp_tick_at = if f.sender.bytes_in_flight() > 0 { a.ts_ns.saturating_add(CCP_TICK_NS) } else { u64::MAX };
+        if rejoined {
+            // The server's own TCP ran the flow meanwhile: the window starts where its data
+            // in flight stands (never closing on it) and follows the agent's from there.
+            f.active = true;
+            let in_flight = u32::try_from(f.sender.bytes_in_flight()).unwrap_or(u32::MAX);
+            f.enforced = f.cwnd.max(in_flight);
+            self.totals.rejoins += 1;
+            debug!(flow = id, "flow rejoins control");
+            self.write(id);
+        } else if f.sender.fallback().is_none() {
+            let grown = f.enforced < f.cwnd && out.prims.bytes_acked > 0;
+            if grown {
+                let step = u32::try_from(out.prims.bytes_acked).unwrap_or(u32::MAX);
+                f.enforced = f.cwnd.min(f.enforced.saturating_add(step));
+            }
+            if out.scoreboard_changed || grown {
+                self.write(id);
+            }
+            self.retransmit(id, a.ts_ns.max(monotonic_now_ns()));
         }
-        if (out.scoreboard_changed || grown) && f.active {
-            write_directive(&self.port, id, f, &mut self.totals.directive_writes);
-        }
-        self.retransmit(id, a.ts_ns.max(monotonic_now_ns()));
         self.after_change(id, a.ts_ns);
     }
 
@@ -479,7 +552,7 @@ impl<P: PortOps> OvsShim<P> {
     /// moved on from there), and list it for the next occupancy sample.
     fn after_change(&mut self, id: u32, now_ns: u64) {
         let Some(f) = self.flows.get_mut(&id) else { return };
-        let at = f.sender.next_timer_ns(now_ns);
+        let at = f.sender.next_timer_ns(now_ns).min(f.ccp_tick_at);
         if at < f.timer_at {
             self.timers.schedule(id, at);
             f.timer_at = at;
@@ -514,16 +587,13 @@ impl<P: PortOps> OvsShim<P> {
         self.totals.retransmit_timeout += done.timeout;
     }
 
+    /// Flow `id`'s sender model just fell back for `reason` (its buffer is freed): leave
+    /// the flow to the server's TCP until it rejoins. The agent keeps the flow.
     fn fall_back(&mut self, id: u32, reason: FallbackReason) {
         let Some(f) = self.flows.get_mut(&id) else { return };
-        if f.fallen {
-            return;
-        }
-        f.sender.fall_back(reason, &mut self.pool);
-        let reason = f.sender.fallback().unwrap_or(reason);
-        f.fallen = true;
         f.active = false;
         f.written = None;
+        f.ccp_tick_at = u64::MAX;
         *self.totals.fallbacks.entry(reason.name()).or_default() += 1;
         // Resources running out are logged once per interval (log_exhaustion), never per flow.
         if reason.is_exhaustion() {
@@ -531,13 +601,13 @@ impl<P: PortOps> OvsShim<P> {
         } else {
             info!(flow = id, reason = reason.name(), "flow falls back to the server's own TCP");
         }
-        let (session, mut ctl) = self.ctl();
-        // Clears the directive too.
-        session.remove_flow(&mut ctl, id);
+        if let Err(e) = self.port.clear_directive(id) {
+            error!(flow = id, error = %e, "cannot clear the directive");
+        }
     }
 
-    /// Loss timers, idle expiry and retransmissions of the flows whose deadline has come
-    /// (the timer wheel's): a flow with nothing outstanding costs nothing here.
+    /// Loss timers, idle expiry, retransmissions and program evaluations of the flows whose
+    /// deadline has come (the timer wheel's): a flow with nothing outstanding costs nothing here.
     pub fn recovery_tick(&mut self, now_ns: u64) {
         let mut due = std::mem::take(&mut self.due);
         self.timers.expire(now_ns, &mut due);
@@ -559,6 +629,18 @@ impl<P: PortOps> OvsShim<P> {
                 session.remove_flow(&mut ctl, id);
                 continue;
             }
+            if now_ns >= f.ccp_tick_at {
+                // Data outstanding and no ACK for a while: evaluate the program now, and
+                // again a tick later while that lasts.
+                f.ccp_tick_at = if f.sender.bytes_in_flight() > 0 && f.sender.fallback().is_none() {
+                    now_ns.saturating_add(CCP_TICK_NS)
+                } else {
+                    u64::MAX
+                };
+                let (session, mut ctl) = self.ctl();
+                session.tick_flow(&mut ctl, id, now_ns / 1000);
+            }
+            let Some(f) = self.flows.get_mut(&id) else { continue };
             let tick = f.sender.on_tick(now_ns, &mut self.pool);
             if let Some(reason) = tick.fell_back {
                 self.fall_back(id, reason);
@@ -572,11 +654,6 @@ impl<P: PortOps> OvsShim<P> {
         }
         self.due = due;
         self.return_slots();
-    }
-
-    pub fn ccp_tick(&mut self, now_ns: u64) {
-        let (session, mut ctl) = self.ctl();
-        session.tick(&mut ctl, now_ns / 1000);
     }
 
     /// Directives refused since the last line, at most one line per second: never per packet.
@@ -654,6 +731,7 @@ impl<P: PortOps> OvsShim<P> {
             "inject_errors": t.inject_errors,
             "idle_expired": t.idle_expired,
             "fallbacks": t.fallbacks,
+            "rejoins": t.rejoins,
             "buffered_bytes_now": self.pool.used(),
             "slots_held_now": t.slots_held,
             "answer_latency_us": latency_json(self.session.answer_latency()),
@@ -672,7 +750,7 @@ impl<P: PortOps> OvsShim<P> {
             segments_buffered = t.segments_buffered,
             retransmit_fast = t.retransmit_fast, retransmit_rack = t.retransmit_rack,
             retransmit_timeout = t.retransmit_timeout, timeouts = t.timeouts,
-            inject_errors = t.inject_errors, fallbacks, idle_expired = t.idle_expired,
+            inject_errors = t.inject_errors, fallbacks, rejoins = t.rejoins, idle_expired = t.idle_expired,
             cpu_ms = cpu.as_secs_f64() * 1e3, uptime_s = self.started.elapsed().as_secs_f64(),
             "shim totals"
         );
@@ -726,7 +804,6 @@ impl OvsShim<OvsDatapath> {
     pub fn run(&mut self, stop: &AtomicBool, window: &WindowSignals) -> Result<()> {
         let mut events = Vec::new();
         let mut last_recovery = Instant::now();
-        let mut last_ccp = Instant::now();
         let mut last_sample = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             if let Some(edge) = window.take() {
@@ -734,28 +811,29 @@ impl OvsShim<OvsDatapath> {
             }
             let wait = if self.flows.is_empty() { RECOVERY_TICK } else { self.cfg.record_delay.min(RECOVERY_TICK) };
             self.wait_for_input(wait);
+            // The agent's answers first: they never wait behind a batch of records.
+            self.service_agent();
             self.port.poll(Duration::ZERO, |ev| events.push(ev))?;
             // Every record older than this has been read. Loss timers judge by it, not by the
             // time after processing: records that arrived meanwhile (an ACK that delivers the
             // segment in question) have not been seen yet, and a busy shim would otherwise
             // declare losses that are only its own backlog.
             let drained_ns = monotonic_now_ns();
-            for ev in events.drain(..) {
+            for (i, ev) in events.drain(..).enumerate() {
                 self.on_event(ev);
+                if (i + 1) % RECORD_CHUNK == 0 {
+                    // A long batch: send its reports so far and apply the answers waiting.
+                    self.service_agent();
+                }
             }
-            self.service_agent();
-            let now_ns = monotonic_now_ns();
+            self.flush_agent();
             if last_recovery.elapsed() >= RECOVERY_TICK {
                 last_recovery = Instant::now();
                 self.recovery_tick(drained_ns);
             }
-            if last_ccp.elapsed() >= CCP_TICK {
-                last_ccp = Instant::now();
-                self.ccp_tick(now_ns);
-            }
             if last_sample.elapsed() >= SAMPLE_INTERVAL {
                 last_sample = Instant::now();
-                self.sample(now_ns);
+                self.sample(monotonic_now_ns());
                 self.log_refused();
                 self.log_exhaustion();
                 self.log_table_full();
@@ -902,6 +980,9 @@ mod tests {
         }
         fn free_frames(&self, slots: &[u32]) {
             self.freed.borrow_mut().extend_from_slice(slots);
+        }
+        fn slab_slots(&self) -> usize {
+            1 << 20
         }
     }
 
@@ -1101,7 +1182,7 @@ mod tests {
     }
 
     #[test]
-    fn an_exhausted_flow_budget_falls_back_for_good() {
+    fn an_exhausted_flow_budget_falls_back_until_the_hole_is_acknowledged() {
         let mut c = cfg();
         c.recovery.flow_buffer_bytes = 3 * 1054;
         let (mut shim, mut agent) = connected(c);
@@ -1118,21 +1199,63 @@ mod tests {
         assert!(!shim.port().directives.borrow().contains_key(&4));
         assert_eq!(shim.buffered_bytes(), 0);
         assert_eq!(freed(&shim), (1..=4).map(|n| slot(4, n)).collect::<Vec<_>>(), "the refused segment's slot and the buffer's");
-        shim.service_agent();
-        let Msg::Measure(m) = agent.next() else { panic!("the agent is told the flow is gone") };
-        assert_eq!((m.sid, m.fields.len()), (4, 0));
-        // Nothing brings it back: neither the agent nor more traffic.
+        // The agent keeps the flow, and its window for when the flow rejoins.
         agent.set_cwnd(4, 30_000);
-        shim.on_event(segment(4, 5));
-        shim.on_event(ack(4, 1, &[(3, 5)]));
         for _ in 0..20 {
             shim.service_agent();
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert!(!shim.port().directives.borrow().contains_key(&4));
+        assert!(!shim.port().directives.borrow().contains_key(&4), "not while segment 4 is unacknowledged");
+        // The buffer starts again after the hole; losses below it are the server's.
+        shim.on_event(segment(4, 5));
+        shim.on_event(ack(4, 1, &[(3, 5)]));
         assert!(shim.port().injected.borrow().is_empty());
-        assert_eq!(shim.totals().fallbacks.get("flow_budget"), Some(&1));
-        assert_eq!(freed(&shim), (1..=5).map(|n| slot(4, n)).collect::<Vec<_>>(), "later segments' slots go straight back");
+        assert!(!shim.port().directives.borrow().contains_key(&4));
+        // The hole acknowledged, every byte outstanding is buffered: control resumes at the
+        // agent's window.
+        shim.on_event(ack(4, 4, &[]));
+        assert_eq!(shim.totals().rejoins, 1);
+        assert_eq!(shim.port().directives.borrow()[&4].cwnd_bytes, 30_000);
+        assert_eq!(shim.buffered_bytes(), 1054);
+        assert_eq!(shim.totals().fallbacks.get("flow_budget"), Some(&1), "counted once");
+    }
+
+    #[test]
+    fn a_flow_that_found_the_slab_full_rejoins_once_the_slab_frees_and_retransmits_its_own_bytes() {
+        let (mut shim, mut agent) = connected(cfg());
+        shim.on_event(established(20));
+        shim.service_agent();
+        agent.next();
+        agent.set_cwnd(20, 5_000);
+        until(&mut shim, |s| s.port().directives.borrow().get(&20).is_some_and(|d| d.cwnd_bytes == 5_000));
+        for n in 1..=3 {
+            shim.on_event(segment(20, n));
+        }
+        // Segment 4 found no slot: the port reports the hole up to its end.
+        shim.on_event(OvsEvent::Unbuffered { flow_id: 20, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::UnbufferedReason::SlabFull, hole_end: raw(5) });
+        assert_eq!(shim.totals().fallbacks.get("slab_full"), Some(&1));
+        assert!(!shim.port().directives.borrow().contains_key(&20));
+        assert_eq!(freed(&shim), (1..=3).map(|n| slot(20, n)).collect::<Vec<_>>(), "its slots go back to the slab");
+        // The slab has room again: later segments are copied and kept.
+        for n in 5..=9 {
+            shim.on_event(segment(20, n));
+        }
+        assert_eq!(shim.buffered_bytes(), 5 * 1054);
+        shim.on_event(ack(20, 3, &[]));
+        assert!(!shim.port().directives.borrow().contains_key(&20), "segment 4 is not buffered: still the server's");
+        shim.on_event(ack(20, 4, &[]));
+        assert_eq!(shim.totals().rejoins, 1);
+        let d = shim.port().directives.borrow()[&20];
+        assert!(d.active && d.sacked_una == raw(5));
+        // Segment 5 lost under control: the shim retransmits it from its own slot.
+        shim.on_event(ack(20, 4, &[(6, 9)]));
+        assert_eq!(*shim.port().injected.borrow(), vec![FrameSlot { index: slot(20, 5), len: 54 + MSS }]);
+        shim.on_event(ack(20, 9, &[]));
+        assert_eq!(shim.buffered_bytes(), 0);
+        let mut all = freed(&shim);
+        all.dedup();
+        assert_eq!(all, [1, 2, 3, 5, 6, 7, 8, 9].iter().map(|&n| slot(20, n)).collect::<Vec<_>>(), "every slot back once");
+        assert_eq!(shim.totals().slots_held, 0);
     }
 
     #[test]
@@ -1150,12 +1273,14 @@ mod tests {
             frame: FrameSlot { index: 12_999, len: 54 + MSS },
         }));
         assert_eq!(freed(&shim), vec![slot(11, 1), 12_999]);
-        shim.on_event(OvsEvent::Unbuffered { flow_id: 12, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::UnbufferedReason::SlabFull });
+        shim.on_event(OvsEvent::Unbuffered { flow_id: 12, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::UnbufferedReason::SlabFull, hole_end: raw(4) });
         assert_eq!(shim.totals().fallbacks.get("slab_full"), Some(&1));
         assert_eq!(freed(&shim), vec![slot(11, 1), slot(12, 1), slot(12, 2), slot(12, 3), 12_999]);
         assert_eq!(shim.buffered_bytes(), 0);
         shim.on_event(segment(12, 4));
-        assert!(freed(&shim).contains(&slot(12, 4)), "a fallen-back flow keeps nothing");
+        assert!(!freed(&shim).contains(&slot(12, 4)), "a fallen-back flow keeps buffering after its hole");
+        shim.on_event(OvsEvent::Closed { flow_id: 12, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::CloseReason::Fin });
+        assert!(freed(&shim).contains(&slot(12, 4)));
         assert_eq!(shim.totals().slots_held, 0, "every slot received went back");
     }
 

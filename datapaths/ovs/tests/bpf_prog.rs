@@ -703,13 +703,15 @@ fn oversize_and_gso_frames_make_the_flow_unbuffered() {
             vec![OvsEvent::Unbuffered {
                 flow_id: id,
                 ts_ns: evs[0].ts_ns(),
-                reason: UnbufferedReason::FrameTooLarge
+                reason: UnbufferedReason::FrameTooLarge,
+                hole_end: s1.wrapping_add(if gso { 1000 } else { 3000 }),
             }]
         );
         assert!(dp.flow(&e.key()).unwrap().unbuffered);
         assert_eq!(dp.stats().unbuffered, 1);
-        // No longer controlled, even with an active directive and a live deadline.
-        let ack = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, s1, 60_000);
+        // No longer controlled, even with an active directive and a live deadline, and even
+        // once the client has acknowledged everything: its frames will never fit.
+        let ack = SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, s1.wrapping_add(3000), 60_000);
         let (ret, out) = run(&dp, Port::Egress, &ack);
         assert_eq!((ret, out), (RET_NEXT, ack.build()));
         // Later data is not copied.
@@ -787,13 +789,14 @@ fn full_ring_makes_the_flow_unbuffered() {
         [OvsEvent::Unbuffered {
             flow_id: id,
             ts_ns: evs[99].ts_ns(),
-            reason: UnbufferedReason::RingFull
+            reason: UnbufferedReason::RingFull,
+            hole_end: s1.wrapping_add(9_700),
         }]
     );
 }
 
 #[test]
-fn an_exhausted_slab_leaves_the_flow_unbuffered_and_a_freed_slot_serves_again() {
+fn an_exhausted_slab_leaves_the_flow_unbuffered_until_the_hole_is_acknowledged() {
     let mut dp = dp_with_slab(1024, 1 << 20, 4);
     let (a, b) = (Ends::v4(), Ends::v6());
     let id = handshake(&mut dp, &a, &full_opts(0), &full_opts(0));
@@ -826,25 +829,36 @@ fn an_exhausted_slab_leaves_the_flow_unbuffered_and_a_freed_slot_serves_again() 
     }
     assert_eq!(
         evs[4..],
-        [OvsEvent::Unbuffered { flow_id: id, ts_ns: evs[4].ts_ns(), reason: UnbufferedReason::SlabFull }]
+        [OvsEvent::Unbuffered { flow_id: id, ts_ns: evs[4].ts_ns(), reason: UnbufferedReason::SlabFull, hole_end: s1.wrapping_add(5000) }]
     );
     assert!(dp.flow(&a.key()).unwrap().unbuffered);
     let s = dp.stats();
     assert_eq!((s.segments, s.slab_full, s.unbuffered, s.ring_drops), (4, 1, 1, 0));
-    // No longer controlled, even with an active directive and a live deadline.
+    // Not controlled while the hole is outstanding, even with an active directive and a live
+    // deadline.
     let ack = SegmentSpec::to_server(&a, ACK, CLIENT_ISN + 1, s1, 60_000);
     assert_eq!(run(&dp, Port::Egress, &ack), (RET_NEXT, ack.build()));
     assert!(matches!(&drain(&mut dp)[..], [OvsEvent::Ack(x)] if x.verdict == AckVerdict::Passed));
-    // Given back, the slots serve the next flow; the unbuffered flow is not copied again.
+    // Given back, the slots serve both flows: the one that found the slab full is copied
+    // again after its hole.
     free_frames(&dp, &evs);
     assert_eq!(dp.slab_in_use(), 0);
     run(&dp, Port::Ingress, &data(&a, 5));
     run(&dp, Port::Ingress, &data(&b, 0));
     let evs = drain_keeping_frames(&mut dp);
-    assert_eq!(evs.len(), 1, "{evs:?}");
-    assert!(matches!(&evs[0], OvsEvent::Segment(s) if s.flow_id == id_b));
-    assert_eq!(frame_of(&dp, &evs[0]), Some(data(&b, 0).build()));
-    assert_eq!(dp.stats().slab_full, 1, "counted once: an unbuffered flow asks no more");
+    assert_eq!(evs.len(), 2, "{evs:?}");
+    assert!(matches!(&evs[0], OvsEvent::Segment(s) if s.flow_id == id && s.seq == s1.wrapping_add(5000)));
+    assert_eq!(frame_of(&dp, &evs[0]), Some(data(&a, 5).build()));
+    assert!(matches!(&evs[1], OvsEvent::Segment(s) if s.flow_id == id_b));
+    assert_eq!(frame_of(&dp, &evs[1]), Some(data(&b, 0).build()));
+    assert_eq!(dp.stats().slab_full, 1);
+    // The hole acknowledged, every byte outstanding was copied: controlled again.
+    let ack = SegmentSpec::to_server(&a, ACK, CLIENT_ISN + 1, s1.wrapping_add(5000), 60_000);
+    let (ret, out) = run(&dp, Port::Egress, &ack);
+    assert_eq!(ret, RET_NEXT);
+    assert_ne!(out, ack.build(), "the window is clamped again");
+    assert!(!dp.flow(&a.key()).unwrap().unbuffered);
+    assert!(matches!(&drain(&mut dp)[..], [OvsEvent::Ack(x)] if x.verdict == AckVerdict::Rewritten));
     free_frames(&dp, &evs);
 }
 

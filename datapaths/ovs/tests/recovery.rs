@@ -139,7 +139,7 @@ fn cumulative_ack_frees_the_buffer() {
 }
 
 #[test]
-fn flow_budget_exhaustion_falls_back_and_frees() {
+fn flow_budget_exhaustion_falls_back_frees_and_rejoins_once_the_hole_is_acknowledged() {
     let cfg = RecoveryConfig { flow_buffer_bytes: 3 * FRAME, ..Default::default() };
     let mut s = Sim::with(5, true, cfg, BufferPool::new(1 << 30));
     for n in 1..=3 {
@@ -148,9 +148,18 @@ fn flow_budget_exhaustion_falls_back_and_frees() {
     assert_eq!(s.send(4, 4 * MS), Some(FallbackReason::FlowBudget));
     assert_eq!((s.flow.fallback(), s.flow.buffered_segments(), s.pool.used()), (Some(FallbackReason::FlowBudget), 0, 0));
     assert_eq!(s.freed(), vec![1, 2, 3, 4], "the buffer's slots and the refused one");
-    // Fallen back for good: later data is not buffered again, its slot goes straight back.
+    // Later data is buffered again after the hole (segment 4, never kept).
     assert_eq!(s.send(5, 5 * MS), None);
-    assert_eq!(s.flow.buffered_segments(), 0);
+    assert_eq!(s.flow.buffered_segments(), 1);
+    assert_eq!(s.freed(), Vec::<u32>::new());
+    s.ack(3, &[], 6 * MS);
+    assert!(!s.flow.try_rejoin(), "segment 4 is outstanding and not buffered");
+    let out = s.ack(4, &[], 7 * MS);
+    assert_eq!(out.prims.lost_pkts_sample, 0);
+    assert!(s.flow.try_rejoin(), "every byte outstanding is buffered again");
+    assert_eq!(s.flow.fallback(), None);
+    s.ack(5, &[], 8 * MS);
+    assert_eq!((s.flow.buffered_segments(), s.pool.used()), (0, 0));
     assert_eq!(s.freed(), vec![5]);
 }
 

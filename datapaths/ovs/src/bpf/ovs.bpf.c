@@ -20,7 +20,8 @@
  *
  * Directive is all-or-nothing per ACK and fails open: it applies only while a `directives` slot
  * is active, the global deadline (`config.valid_until_ns`, pushed forward by userspace while
- * the agent answers) lies ahead, and the flow's data is still being copied (not UNBUFFERED).
+ * the agent answers) lies ahead, and every byte the ACK leaves outstanding was copied (no
+ * UNBUFFERED hole at or beyond it).
  * Otherwise every frame passes unchanged and the server's TCP recovers on its own.
  *
  * The frame slab
@@ -47,9 +48,13 @@
  * the remaining probes are therefore scattered over the whole slab (golden-ratio steps), and
  * the search fails only when the slab is nearly full (at a fraction p of slots in use, with
  * probability about p^24), not when the hint meets one busy run. A slab with no free slot
- * within the probes leaves the flow UNBUFFERED (counted in slab_full): its data is no longer
- * copied and it is never controlled again, so the server's own TCP carries it and no byte is
- * ever lost to the slab.
+ * within the probes (counted in slab_full), like a full ring, leaves a hole in the copies:
+ * the flow is UNBUFFERED up to `hole_end` (the highest end seen), uncontrolled until the
+ * client acknowledges hole_end, so the server's own TCP recovers whatever of it is lost and
+ * no byte is ever lost to the slab. Copies go on meanwhile: once the hole is acknowledged,
+ * the copies from it on are complete again and the flow can be controlled again (the shim
+ * rejoins it when its own buffer agrees). Only frames too large for a slot end copying for
+ * good (UNCOPYABLE).
  *
  * Frames that cannot be parsed are counted and passed unchanged; nothing here ever drops a
  * frame except a duplicate ACK of a controlled flow. Headers are read with
@@ -458,17 +463,39 @@ static __always_inline __u8 capped_wscale(struct opt_walk *o)
 	return o->wscale;
 }
 
+/* A copy failed: the data up to the highest end seen is not all in the slab. The first
+ * failure of a run wakes the shim; later ones move the hole's end without waking it. Frames
+ * too large for a slot will never fit: the flow is not copied again. */
 static __always_inline void set_unbuffered(struct ccsw_flow *f, __u32 reason, __u64 now)
 {
 	struct ccsw_unbuffered_event ev = {};
+	bool first = !(f->flags & CCSW_F_UNBUFFERED);
 
-	if (f->flags & CCSW_F_UNBUFFERED)
+	if (f->flags & CCSW_F_UNCOPYABLE)
 		return;
 	f->flags |= CCSW_F_UNBUFFERED;
-	COUNT(unbuffered);
+	if (reason == CCSW_UNBUF_TOO_LARGE)
+		f->flags |= CCSW_F_UNCOPYABLE;
+	f->hole_end = f->snd_nxt;
+	if (first)
+		COUNT(unbuffered);
 	head(&ev.h, CCSW_EV_UNBUFFERED, f->flow_id, now);
 	ev.reason = reason;
-	emit_small(&ev, sizeof(ev), true);
+	ev.hole_end = f->hole_end;
+	emit_small(&ev, sizeof(ev), first);
+}
+
+/* Every byte below `ack` has been delivered: a hole at or below it no longer matters, and the
+ * copies above it are complete (unless the frames never fit). Returns whether the flow is
+ * still unbuffered. */
+static __always_inline bool unbuffered_at(struct ccsw_flow *f, __u32 ack)
+{
+	if (!(f->flags & CCSW_F_UNBUFFERED))
+		return false;
+	if ((f->flags & CCSW_F_UNCOPYABLE) || seq_after(f->hole_end, ack))
+		return true;
+	f->flags &= ~CCSW_F_UNBUFFERED;
+	return false;
 }
 
 /* Takes a free slab slot for `owner`; returns its index, or -1 if none of the probed slots
@@ -615,7 +642,7 @@ int ccsw_ingress(struct __sk_buff *skb)
 	if (seq_after(end, f->snd_nxt - CCSW_REORDER_BYTES)) {
 		if (seq_after(end, f->snd_nxt))
 			f->snd_nxt = end;
-		if (!(f->flags & CCSW_F_UNBUFFERED))
+		if (!(f->flags & CCSW_F_UNCOPYABLE))
 			copy_segment(skb, f, &p, len, now);
 	} else {
 		struct ccsw_resent_event ev = {};
@@ -768,8 +795,8 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	ev.verdict = CCSW_VERDICT_PASSED;
 
 	ctl = directive_of(f->flow_id);
-	controlled = ctl && ctl->active && cfg && now < cfg->valid_until_ns &&
-		     !(f->flags & CCSW_F_UNBUFFERED);
+	controlled = !unbuffered_at(f, p->ack) && ctl && ctl->active && cfg &&
+		     now < cfg->valid_until_ns;
 	if (!controlled) {
 		remember(f, p->ack, orig, orig);
 		goto out;

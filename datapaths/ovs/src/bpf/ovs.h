@@ -51,11 +51,12 @@ typedef uint64_t __u64;
 #define CCSW_ST_ESTABLISHED 3
 
 /* struct ccsw_flow.flags */
-#define CCSW_F_UNBUFFERED (1u << 0) /* data no longer copied: never controlled again */
+#define CCSW_F_UNBUFFERED (1u << 0) /* data up to hole_end was not all copied: uncontrolled until it is acknowledged */
 #define CCSW_F_CLIENT_FIN (1u << 1)
 #define CCSW_F_SERVER_FIN (1u << 2)
 #define CCSW_F_HAVE_LAST (1u << 3) /* last_ack / last_win_* hold a forwarded ACK */
 #define CCSW_F_LOSS_SEEN (1u << 4) /* the last ACK carried SACK blocks or did not move forward */
+#define CCSW_F_UNCOPYABLE (1u << 5) /* its frames do not fit a slot: never copied, never controlled again */
 
 /* struct ccsw_flow.opts: options seen in each side's SYN */
 #define CCSW_O_MSS (1u << 0)
@@ -115,6 +116,8 @@ struct ccsw_flow {
 	__u8 flags;         /* CCSW_F_* */
 	__u8 opts;          /* CCSW_O_* << CCSW_O_{CLIENT,SERVER}_SHIFT */
 	__u8 _pad0[3];
+	__u32 hole_end;     /* with CCSW_F_UNBUFFERED: snd_nxt when the last copy failed */
+	__u32 _pad1;
 };
 
 /* Written by userspace only, keyed by flow_id. */
@@ -233,14 +236,17 @@ struct ccsw_closed_event {
 	__u32 _pad0;
 };
 
+/* A frame could not be copied: the data up to hole_end is not all in the slab, so the flow
+ * is uncontrolled until the client acknowledges hole_end (sent on every failed copy, waking
+ * the shim on the first of a run). */
 struct ccsw_unbuffered_event {
 	struct ccsw_ev_head h;
 	__u32 reason; /* CCSW_UNBUF_* */
-	__u32 _pad0;
+	__u32 hole_end;
 };
 
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
-_Static_assert(sizeof(struct ccsw_flow) == 48, "flow");
+_Static_assert(sizeof(struct ccsw_flow) == 56, "flow");
 _Static_assert(sizeof(struct ccsw_directive) == 24, "directive");
 _Static_assert(sizeof(struct ccsw_config) == 16, "config");
 _Static_assert(sizeof(struct ccsw_stats) == 152, "stats");

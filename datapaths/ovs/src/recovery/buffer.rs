@@ -9,7 +9,7 @@
 
 use super::{FallbackReason, SenderFlow};
 use super::scoreboard::{Seg, Tally};
-use crate::events::{FrameSlot, Resent, Segment};
+use crate::events::{FrameSlot, Resent, Segment, UnbufferedReason};
 
 /// Segments held while the one before them is missing (ring records out of order).
 pub const MAX_EARLY_SEGMENTS: usize = 64;
@@ -63,16 +63,24 @@ impl BufferPool {
 }
 
 impl SenderFlow {
-    /// A new segment from the server. Returns the reason if the flow has to fall back now
-    /// (its buffer is then freed); a flow that already fell back ignores segments.
+    /// A new segment from the server. Returns the reason if the flow falls back now (its
+    /// buffer is then freed); a flow that fell back keeps buffering from `protect_from` on,
+    /// so that it can rejoin.
     pub fn on_segment(&mut self, seg: Segment, pool: &mut BufferPool) -> Option<FallbackReason> {
-        if self.fallback.is_some() {
+        if self.uncopyable {
             pool.discard(seg.frame);
             return None;
         }
         self.last_activity_ns = self.last_activity_ns.max(seg.ts_ns);
         let start = self.unwrap(seg.seq);
         let end = start + u64::from(seg.len);
+        if self.fallback.is_some() && start > self.nxt {
+            // A hole the shim was not told of (its record was lost to a full ring): an
+            // unprotected flow does not wait for it, its buffer starts again here.
+            self.release(pool);
+            self.protect_from = start;
+            self.nxt = start;
+        }
         if end <= self.nxt {
             // Not new after all (the BPF side saw a higher end first): a retransmission.
             pool.discard(seg.frame);
@@ -82,13 +90,11 @@ impl SenderFlow {
         let size = u64::from(seg.frame.len);
         if self.buffered_bytes + size > self.cfg.flow_buffer_bytes {
             pool.discard(seg.frame);
-            self.fall_back(FallbackReason::FlowBudget, pool);
-            return self.fallback;
+            return self.fall_back(FallbackReason::FlowBudget, end, pool);
         }
         if !pool.try_take(size) {
             pool.discard(seg.frame);
-            self.fall_back(FallbackReason::GlobalBudget, pool);
-            return self.fallback;
+            return self.fall_back(FallbackReason::GlobalBudget, end, pool);
         }
         self.buffered_bytes += size;
         if start > self.nxt {
@@ -97,8 +103,8 @@ impl SenderFlow {
             if self.early.len() >= MAX_EARLY_SEGMENTS {
                 // still counted in buffered_bytes: the fallback gives it back with the rest
                 pool.discard(seg.frame);
-                self.fall_back(FallbackReason::Gap, pool);
-                return self.fallback;
+                let hole_end = self.early_end().max(end);
+                return self.fall_back(FallbackReason::Gap, hole_end, pool);
             }
             let i = self.early.partition_point(|e| self.unwrap(e.seq) <= start);
             self.early.insert(i, seg);
@@ -148,10 +154,50 @@ impl SenderFlow {
         self.nxt = end;
     }
 
-    /// Stop protecting the flow for good and free its buffer.
-    pub fn fall_back(&mut self, reason: FallbackReason, pool: &mut BufferPool) {
+    /// Stop protecting the flow until the client acknowledges `hole_end` (unwrapped): data
+    /// below it was not all kept. The buffer is freed and starts again there. Returns the
+    /// reason if the flow was protected until now (a fallback to count); a flow that had
+    /// fallen back already only moves its hole.
+    pub fn fall_back(&mut self, reason: FallbackReason, hole_end: u64, pool: &mut BufferPool) -> Option<FallbackReason> {
         self.release(pool);
-        self.fallback.get_or_insert(reason);
+        self.protect_from = self.protect_from.max(self.nxt).max(hole_end);
+        self.nxt = self.protect_from;
+        self.dupacks = 0;
+        self.recovery_point = None;
+        self.lost_since_ack = 0;
+        self.timeout_pending = false;
+        self.backoff = 0;
+        if reason == FallbackReason::Unbuffered(UnbufferedReason::FrameTooLarge) {
+            self.uncopyable = true;
+        }
+        if self.fallback.is_some() {
+            return None;
+        }
+        self.fallback = Some(reason);
+        Some(reason)
+    }
+
+    /// The port could not hand over a segment: nothing up to `hole_end` (a raw sequence
+    /// number, exclusive) can be protected. See [`fall_back`](Self::fall_back).
+    pub fn on_unbuffered(&mut self, reason: UnbufferedReason, hole_end: u32, pool: &mut BufferPool) -> Option<FallbackReason> {
+        let hole_end = self.unwrap(hole_end);
+        self.fall_back(FallbackReason::Unbuffered(reason), hole_end, pool)
+    }
+
+    /// Take a fallen-back flow under protection again if the cause has cleared: the client
+    /// acknowledged the hole, so every byte outstanding is in the buffer again. Returns
+    /// whether it rejoined.
+    pub fn try_rejoin(&mut self) -> bool {
+        if self.fallback.is_none() || self.uncopyable || self.una < self.protect_from || !self.early.is_empty() {
+            return false;
+        }
+        self.fallback = None;
+        true
+    }
+
+    /// The end of the highest segment waiting for the one before it (0: none).
+    pub(super) fn early_end(&self) -> u64 {
+        self.early.iter().map(|e| self.unwrap(e.seq) + u64::from(e.len)).max().unwrap_or(0)
     }
 
     /// Return the buffer to the pool, slots included (before dropping the flow).
@@ -180,8 +226,8 @@ impl SenderFlow {
         let start = self.unwrap(r.seq);
         let end = start + u64::from(r.len);
         if start >= self.nxt && !self.early.is_empty() {
-            self.fall_back(FallbackReason::Gap, pool);
-            return self.fallback;
+            let hole_end = self.early_end().max(end);
+            return self.fall_back(FallbackReason::Gap, hole_end, pool);
         }
         if end <= self.una || start >= self.nxt {
             return None;

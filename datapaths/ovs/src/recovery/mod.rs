@@ -6,8 +6,10 @@
 //! data byte is 1), so nothing below compares raw 32-bit numbers. Every new server segment
 //! (`Segment`) is kept, as the slab slot holding its whole frame, until the client
 //! acknowledges it cumulatively;
-//! the buffer is contiguous from `snd_una` to `snd_nxt` (a segment the shim never saw, a gap,
-//! makes the flow unprotectable, and it falls back). Each segment carries a scoreboard state
+//! the buffer is contiguous from `snd_una` to `snd_nxt`. A segment the shim cannot keep (no
+//! slab slot, a full ring, a budget, a gap) makes the flow unprotectable: it falls back (the
+//! buffer is freed and starts again after the hole, at `protect_from`) and rejoins once the
+//! client has acknowledged `protect_from`, when the buffer is whole again. Each segment carries a scoreboard state
 //! like a Linux skb: SACKed, lost (and why), retransmission outstanding, ever retransmitted.
 //! In-flight is TCP's `packets_out − sacked_out − lost_out + retrans_out`.
 //!
@@ -67,7 +69,7 @@ impl Default for RecoveryConfig {
     }
 }
 
-/// Why a flow left the shim's protection for good.
+/// Why a flow left the shim's protection (until the hole it left is acknowledged).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FallbackReason {
     /// Its own buffer budget was exhausted.
@@ -175,7 +177,13 @@ pub struct SenderFlow {
     first_tx_ns: u64,
     delivery_rate: u64,
     last_activity_ns: u64,
+    /// Unprotected (fell back) for this reason, until `una` reaches `protect_from`.
     fallback: Option<FallbackReason>,
+    /// Where the buffer starts: every byte from here to `nxt` is kept; below it, the bytes
+    /// not yet acknowledged were never kept (a fallback's hole).
+    protect_from: u64,
+    /// Frames too large for the slab: never copied again, never protected again.
+    uncopyable: bool,
 }
 
 impl SenderFlow {
@@ -213,6 +221,8 @@ impl SenderFlow {
             delivery_rate: 0,
             last_activity_ns: est.ts_ns,
             fallback: None,
+            protect_from: 1,
+            uncopyable: false,
         }
     }
 
@@ -296,10 +306,10 @@ impl SenderFlow {
 
     // --- ACKs ---------------------------------------------------------------------------
 
+    /// An ACK. A flow that fell back follows it too (its buffer from `protect_from` on is
+    /// kept as usual) but detects no losses: the server recovers them itself.
     pub fn on_ack(&mut self, ack: &Ack, pool: &mut BufferPool) -> AckOutcome {
-        if self.fallback.is_some() {
-            return AckOutcome::default();
-        }
+        let protected = self.fallback.is_none();
         let now = ack.ts_ns;
         self.last_activity_ns = self.last_activity_ns.max(now);
         let prior_una = self.una;
@@ -333,8 +343,10 @@ impl SenderFlow {
             self.una = ack_seq;
             self.dupacks = 0;
             self.restart_rto(now);
-            newly_lost += self.on_cumulative_progress();
-        } else if self.is_dupack(ack, ack_seq) {
+            if protected {
+                newly_lost += self.on_cumulative_progress();
+            }
+        } else if protected && self.is_dupack(ack, ack_seq) {
             newly_lost += self.on_dupack();
         }
         self.last_window = ack.window_bytes;
@@ -352,7 +364,9 @@ impl SenderFlow {
             self.rtt_update(rtt);
         }
         let (rate_out, rate_in) = self.rate_generate(&d, now);
-        newly_lost += self.detect_losses(now);
+        if protected {
+            newly_lost += self.detect_losses(now);
+        }
 
         let prims = Primitives {
             bytes_acked: d.acked_bytes,

@@ -39,8 +39,9 @@ impl SenderFlow {
             return TickOutcome::default();
         }
         if self.early.first().is_some_and(|e| now_ns.saturating_sub(e.ts_ns) > EARLY_WAIT_NS) {
-            self.fall_back(FallbackReason::Gap, pool);
-            return TickOutcome { fell_back: self.fallback, ..TickOutcome::default() };
+            let hole_end = self.early_end();
+            let fell_back = self.fall_back(FallbackReason::Gap, hole_end, pool);
+            return TickOutcome { fell_back, ..TickOutcome::default() };
         }
         if self.segs.is_empty() {
             return TickOutcome::default();
