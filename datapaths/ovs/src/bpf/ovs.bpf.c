@@ -776,12 +776,15 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	int ret = TCX_NEXT;
 
 	COUNT(acks);
-	/* The start of a loss episode (SACK blocks, or an ACK that does not move forward, after
-	 * one that did neither) and the end of a flow (FIN/RST) reach the shim at once. The
-	 * rest of an episode's ACKs wait for its next pass, at most its record delay later: one
-	 * lost segment brings an ACK for every segment after it, and a wake-up for each would
-	 * cost more than all the rest of the program (see wake_flags). */
-	loss = p->o.nsack || ((f->flags & CCSW_F_HAVE_LAST) && p->ack == f->last_ack);
+	/* The start of a loss episode (SACK blocks, or a duplicate ACK, after one that was
+	 * neither) and the end of a flow (FIN/RST) reach the shim at once. The rest of an
+	 * episode's ACKs wait for its next pass, at most its record delay later: one lost
+	 * segment brings an ACK for every segment after it, and a wake-up for each would cost
+	 * more than all the rest of the program (see wake_flags). A window update (the same
+	 * acknowledgement with another window, what a receiver-limited flow sends each time its
+	 * application reads) is routine: it is no sign of loss. */
+	loss = p->o.nsack || ((f->flags & CCSW_F_HAVE_LAST) && p->ack == f->last_ack &&
+			      p->payload_len == 0 && orig == f->last_win_orig);
 	urgent = (p->flags & (TH_FIN | TH_RST | TH_SYN)) || (loss && !(f->flags & CCSW_F_LOSS_SEEN));
 	if (loss != !!(f->flags & CCSW_F_LOSS_SEEN)) /* written on a change only */
 		f->flags ^= CCSW_F_LOSS_SEEN;
