@@ -63,8 +63,8 @@ fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {
     Msg::ChangeProg(ChangeProg { sid, program_uid, updates })
 }
 
-#[test]
-fn the_session_folds_the_standard_program_and_forwards_its_reports() {
+/// A session with flow 1, announced to an agent at the other end of a socket pair.
+fn session_with_one_flow() -> (Session, common::AgentEnd, Folding) {
     let (shim_end, agent_end) = UnixStream::pair().unwrap();
     shim_end.set_nonblocking(true).unwrap();
     let mut agent = common::AgentEnd::new(agent_end);
@@ -74,6 +74,12 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     session.add_flow(&mut dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });
     session.attach(&mut dp, AgentLink::from_stream(Box::new(shim_end)));
     assert_eq!(agent.received().len(), 2, "READY and CREATE");
+    (session, agent, dp)
+}
+
+#[test]
+fn the_session_folds_the_standard_program_and_forwards_its_reports() {
+    let (mut session, mut agent, mut dp) = session_with_one_flow();
 
     // The standard program under the uid the agent chose, and another one.
     let mut std_install = standard_install();
@@ -160,15 +166,7 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
 
 #[test]
 fn every_report_is_timed_when_several_await_an_answer_and_a_window_restarts_the_count() {
-    let (shim_end, agent_end) = UnixStream::pair().unwrap();
-    shim_end.set_nonblocking(true).unwrap();
-    let mut agent = common::AgentEnd::new(agent_end);
-    let mut dp = Folding::default();
-    let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
-    let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
-    session.attach(&mut dp, AgentLink::from_stream(Box::new(shim_end)));
-    session.add_flow(&mut dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });
-    session.flush(&mut dp);
+    let (mut session, mut agent, mut dp) = session_with_one_flow();
     let mut std_install = standard_install();
     std_install.program_uid = 7;
     // The answer to CREATE is not a report's: nothing is timed.
