@@ -1,10 +1,13 @@
 """The frame slab of the ovs datapath, for real: a transfer through the OVS bridge with a
 slab far too small for its window must fall back cleanly (the port program finds no free slot,
-counts it, leaves the flow to the server's TCP, and the shim says so once per interval, not per
+counts it, leaves the flow to the server's TCP until the slab has room again and the hole is
+acknowledged, then the flow rejoins control; the shim says so once per interval, not per
 packet), and arrive intact; the same transfer with the default slab stays controlled with no
 slot ever missing. At exit, every slot the port program took is either given back or held by
 the shim. Needs root, mahimahi, openvswitch-switch and the Rust binaries; fails rather than
 skips without them."""
+
+import re
 
 import pytest
 
@@ -53,14 +56,15 @@ def test_an_exhausted_slab_leaves_the_flow_to_the_server_intact(r):
     assert st["slab_slots"] == 8, st
     assert st["slab_full"] >= 1 and st["unbuffered"] >= 1, f"the slab ran out and was counted: {st}"
     assert totals["fallback_reasons"].get("slab_full", 0) >= 1, totals
-    # Unbuffered: copied no more, so at most the eight slots' worth of segments were.
-    assert st["segments"] <= 8 + 8, st
+    # The fallback is not for good: the flow rejoined, and the port copied its segments again.
+    assert totals["rejoins"] >= 1, totals
+    assert st["segments"] > 8, st
     assert st["acks_rewritten"] < st["acks"], f"the port stopped controlling the flow: {st}"
     assert st["slab_in_use"] == totals["slots_held_now"] == 0, f"every slot back: {st} {totals}"
     log = shim_log(r, row)
     lines = [l for l in log.splitlines() if "for want of room" in l]
     assert 1 <= len(lines) <= 1 + int(row["tct_s"] or 60) + 1, "logged once per interval, not per packet"
-    assert "slab_full=1" in lines[0], lines
+    assert re.search(r"slab_full=[1-9]", lines[0]), lines
 
 
 def test_the_default_slab_keeps_the_flow_controlled(r):
