@@ -167,6 +167,15 @@ impl SessionFlow {
         self.awaiting.push_back(what);
     }
 
+    /// A report leaves for the agent: timed when the agent answers it; an urgent one is also
+    /// timed when it is sent (at the next flush).
+    fn await_report(&mut self, at_us: u64, urgent: bool, latency: &mut AnswerLatency, unsent_urgent: &mut Vec<u32>) {
+        self.await_answer(Awaiting::report(at_us, urgent), latency);
+        if urgent {
+            unsent_urgent.push(self.desc.sid);
+        }
+    }
+
     /// The agent will not answer what the flow awaits (it went away, or the flow did).
     fn forget_awaited(&mut self, latency: &mut AnswerLatency) {
         for a in self.awaiting.drain(..) {
@@ -598,10 +607,7 @@ impl Session {
         let step = flow.ccp.on_ack(&prims, prims.now);
         if step.report.is_some() && self.agent.is_some() {
             let urgent = prims.lost_pkts_sample > 0 || prims.was_timeout;
-            flow.await_answer(Awaiting::report(prims.now, urgent), &mut self.latency);
-            if urgent {
-                self.unsent_urgent.push(sid);
-            }
+            flow.await_report(prims.now, urgent, &mut self.latency, &mut self.unsent_urgent);
         }
         self.apply(dp, sid, step);
     }
@@ -722,7 +728,7 @@ impl Session {
         let rate = flow.ccp.rate_bytes_per_s();
         flow.ccp.sync_datapath(datapath_cwnd_bytes, rate);
         if self.agent.is_some() {
-            flow.await_answer(Awaiting::report(reported_us, false), &mut self.latency);
+            flow.await_report(reported_us, false, &mut self.latency, &mut self.unsent_urgent);
         }
         let report = Measure { sid, program_uid, fields };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
@@ -755,10 +761,7 @@ impl Session {
         let field = |i| fields.get(i).copied().unwrap_or(0);
         let urgent = field(standard::report::LOST) > 0 || field(standard::report::TIMEOUT) != 0;
         if self.agent.is_some() {
-            flow.await_answer(Awaiting::report(field(standard::report::NOW), urgent), &mut self.latency);
-            if urgent {
-                self.unsent_urgent.push(sid);
-            }
+            flow.await_report(field(standard::report::NOW), urgent, &mut self.latency, &mut self.unsent_urgent);
         }
         let report = Measure { sid, program_uid: uid, fields };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
