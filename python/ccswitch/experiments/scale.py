@@ -164,23 +164,33 @@ def tcp_aborts(cmd_prefix: List[str]) -> Dict[str, int]:
     return {k: int(v) for k, v in zip(rows[0][1:], rows[1][1:]) if k.startswith("TCPAbort")}
 
 
-def _signal_window(pid: int, edge: int) -> None:
-    """Tell a shim its measurement window begins (SIGUSR1) or ends (SIGUSR2)."""
-    try:
-        os.kill(pid, edge)
-    except ProcessLookupError:
-        raise RunError(f"the shim (pid {pid}) is gone") from None
+class ShimWindow:
+    """A shim's measurement window: SIGUSR1 begins it, SIGUSR2 ends it; each shim logs a line
+    once it has acted (`started`, then `ended`), which is waited for."""
 
+    started = "measurement window started"
 
-def _wait_for_log(log_path: str, message: str, count: int, timeout_s: float = 5.0) -> None:
-    """Until `message` appears `count` times in the log."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with open(log_path, errors="replace") as f:
-            if sum(message in line for line in f) >= count:
-                return
-        time.sleep(0.05)
-    raise RunError(f"the shim did not log {message!r} within {timeout_s:g} s; see {log_path}")
+    def __init__(self, pid: int, log_path: str, ended: str) -> None:
+        self.pid, self.log_path, self.ended = pid, log_path, ended
+
+    def start(self) -> None:
+        self._signal(signal.SIGUSR1, self.started)
+
+    def end(self) -> None:
+        self._signal(signal.SIGUSR2, self.ended)
+
+    def _signal(self, edge: int, logged: str, timeout_s: float = 5.0) -> None:
+        try:
+            os.kill(self.pid, edge)
+        except ProcessLookupError:
+            raise RunError(f"the shim (pid {self.pid}) is gone") from None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with open(self.log_path, errors="replace") as f:
+                if any(logged in line for line in f):
+                    return
+            time.sleep(0.05)
+        raise RunError(f"the shim did not log {logged!r} within {timeout_s:g} s; see {self.log_path}")
 
 
 def rss_kib(pid: int) -> int:
@@ -205,18 +215,14 @@ class KernelSide:
         self.programs = progs
         self.cong_control = progs["ccsw_cong_control"]["id"]
         self.stats_map = _map_named(progs["ccsw_cong_control"], "ccsw_stats")["id"]
+        self.window = ShimWindow(r.daemons.shim.pid, self.log, "measurement window flows")
 
     def pids(self) -> Dict[str, int]:
         return {"shim": self.r.daemons.shim.pid, "agent": self.r.daemons.agent.pid}
 
-    def start_window(self) -> None:
-        _signal_window(self.r.daemons.shim.pid, signal.SIGUSR1)
-        _wait_for_log(self.log, "measurement window started", 1)
-
     def end_window(self) -> None:
         """The shim logs the window's flows and latency at once."""
-        _signal_window(self.r.daemons.shim.pid, signal.SIGUSR2)
-        _wait_for_log(self.log, "measurement window flows", 1)
+        self.window.end()
         self.window_flows = _log_fields(self.log, "measurement window flows")
         self.window_latency = _log_fields(self.log, "report to directive latency")
 
@@ -278,18 +284,14 @@ class OvsSide:
         self.programs = progs
         self.progs = {name: progs[name]["id"] for name in ("ccsw_ingress", "ccsw_egress")}
         self.stats_map = _map_named(progs["ccsw_egress"], "stats")["id"]
+        # at its end the shim keeps the window's figures for its stats file
+        self.window = ShimWindow(shim.proc.pid, shim.log_path, "measurement window window=")
 
     def pids(self) -> Dict[str, int]:
         return {"shim": self.r.ovs_shim.proc.pid, "agent": self.r.daemons.agent.pid}
 
-    def start_window(self) -> None:
-        _signal_window(self.r.ovs_shim.proc.pid, signal.SIGUSR1)
-        _wait_for_log(self.r.ovs_shim.log_path, "measurement window started", 1)
-
     def end_window(self) -> None:
-        """The shim keeps the window's figures for its stats file."""
-        _signal_window(self.r.ovs_shim.proc.pid, signal.SIGUSR2)
-        _wait_for_log(self.r.ovs_shim.log_path, "measurement window window=", 1)
+        self.window.end()
 
     def snapshot(self) -> Dict[str, int]:
         out = _per_cpu_counters(self.stats_map)
@@ -403,7 +405,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         for fetch in fetches:
             if fetch.poll() is not None:
                 raise RunError(f"ccswitch-loadgen fetch exited early ({fetch.returncode}): {fetch.stderr.read().strip()}")
-        side.start_window()
+        side.window.start()
         t0, b0 = time.monotonic(), side.snapshot()
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         rss1 = {k: rss_kib(pid) for k, pid in pids.items()}
