@@ -4,7 +4,11 @@
 //! over one standard program: the datapath folds each ACK into the report registers and
 //! reports once per RTT, per ACK or every fixed period (chosen per flow by control
 //! registers), and at once when a loss or a timeout is seen, so the algorithm answers
-//! congestion within one report. Full-API algorithms bring their own programs. All programs
+//! congestion within one report. Per RTT it reports only when a report can change a
+//! decision: the window limits the flow (more than `Control.window_use_pct` % of it was in
+//! flight before the ACK), the flow is paced, or ECN marked it; a flow held by its receiver
+//! or its application reports every `Control.idle_report_us` instead (see
+//! `ccswitch_ccp::program::standard`). Full-API algorithms bring their own programs. All programs
 //! are compiled once and installed on every datapath that connects.
 
 use std::collections::HashMap;
@@ -18,6 +22,9 @@ use portus::lang::{self, Reg, Scope};
 /// Initial value of the per-report minimum RTT: larger than any sample (µs); the compiler
 /// accepts immediates below 2^31 only.
 use ccswitch_ccp::program::standard::NO_RTT_SAMPLE_US;
+/// The standard program's defaults for a flow its window does not limit (see
+/// `ccswitch_ccp::program::standard`, which explains the report conditions).
+use ccswitch_ccp::program::standard::{IDLE_REPORT_US, WINDOW_USE_PCT};
 
 /// Register type of the implicit registers and the indices of `Cwnd` and `Rate` among them,
 /// as portus's compiler numbers them.
@@ -28,6 +35,8 @@ pub(crate) const RATE_REG_INDEX: u32 = 5;
 const NONVOLATILE_CONTROL_REG_TYPE: u8 = 0;
 const VOLATILE_CONTROL_REG_TYPE: u8 = 8;
 
+/// The per-RTT condition is two clauses because a condition may use at most 8 temporary
+/// registers (libccp's MAX_TMP_REG); they report alike.
 fn simple_source() -> String {
     format!(
         "(def (Report
@@ -43,6 +52,8 @@ fn simple_source() -> String {
          )
          (Control.per_ack 0)
          (Control.period_us 0)
+         (Control.window_use_pct {WINDOW_USE_PCT})
+         (Control.idle_report_us {IDLE_REPORT_US})
         )
         (when true
             (:= Report.acked (+ Report.acked Ack.bytes_acked))
@@ -64,7 +75,17 @@ fn simple_source() -> String {
             (report)
             (:= Micros 0)
         )
-        (when (&& (== Control.period_us 0) (> Micros Flow.rtt_sample_us))
+        (when (&& (&& (== Control.period_us 0) (> Micros Flow.rtt_sample_us))
+                  (|| (> Report.ecn 0) (> Rate 0)))
+            (report)
+            (:= Micros 0)
+        )
+        (when (&& (&& (== Control.period_us 0) (> Micros Flow.rtt_sample_us))
+                  (> (* (+ Flow.bytes_in_flight Ack.bytes_acked) 100) (* Cwnd Control.window_use_pct)))
+            (report)
+            (:= Micros 0)
+        )
+        (when (&& (== Control.period_us 0) (> Micros Control.idle_report_us))
             (report)
             (:= Micros 0)
         )"
@@ -296,6 +317,8 @@ mod tests {
         let index = |name| p.program.controls[name];
         assert_eq!(index("per_ack"), (NONVOLATILE_CONTROL_REG_TYPE, control::PER_ACK as u32));
         assert_eq!(index("period_us"), (NONVOLATILE_CONTROL_REG_TYPE, control::PERIOD_US as u32));
+        assert_eq!(index("window_use_pct"), (NONVOLATILE_CONTROL_REG_TYPE, control::WINDOW_USE_PCT as u32));
+        assert_eq!(index("idle_report_us"), (NONVOLATILE_CONTROL_REG_TYPE, control::IDLE_REPORT_US as u32));
     }
 
     /// The install messages the agent encodes with ccswitch-ccp are byte for byte what

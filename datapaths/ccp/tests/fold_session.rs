@@ -90,7 +90,7 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     agent.send([Msg::InstallExpr(std_install), Msg::InstallExpr(other), change(1, 7, vec![])]);
     session.drain_agent(&mut dp);
     let (mode, start) = dp.folds[&1];
-    assert_eq!(mode, FoldMode::PerRtt);
+    assert_eq!(mode, FoldMode::PER_RTT);
     assert!(start >= before && start <= monotonic_now_ns() / 1000);
 
     // Folded flows are not evaluated by the timer: nothing is reported, however late.
@@ -125,6 +125,18 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     assert_eq!((lat.all.count(), lat.urgent.count()), (1, 1));
     assert!(lat.all.quantile(1.0).unwrap() < 1_000_000);
 
+    // Back per RTT, with the agent's own window share and idle interval: the same fold.
+    agent.send([Msg::UpdateFields(UpdateFields {
+        sid: 1,
+        updates: vec![
+            control_update(control::PER_ACK, 0),
+            control_update(control::WINDOW_USE_PCT, 80),
+            control_update(control::IDLE_REPORT_US, 5_000_000),
+        ],
+    })]);
+    session.drain_agent(&mut dp);
+    assert_eq!(dp.folds[&1], (FoldMode::PerRtt { window_use_pct: 80, idle_report_us: 5_000_000 }, start));
+
     // Periodic reports stay in user space, where the timer drives them.
     agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PERIOD_US, 20_000)] })]);
     session.drain_agent(&mut dp);
@@ -138,7 +150,7 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     agent.send([change(1, 7, vec![])]);
     session.drain_agent(&mut dp);
     let (mode, restart) = dp.folds[&1];
-    assert_eq!(mode, FoldMode::PerRtt);
+    assert_eq!(mode, FoldMode::PER_RTT);
     assert!(restart > start);
 
     // Another program: no fold, and reports of the old fold are dropped.

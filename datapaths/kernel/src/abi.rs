@@ -117,19 +117,34 @@ pub struct FoldState {
     pub regs: FoldRegs,
     pub micros_zero_us: u64,
     pub start_us: u64,
+    pub rate_bytes: u64,
+    pub rate_interval_us: u64,
 }
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FoldAck {
     pub now_us: u64,
-    pub rate_incoming: u64,
+    pub delivered_bytes: u64,
+    pub rcv_interval_us: u32,
     pub bytes_acked: u32,
     pub lost_packets: u32,
     pub ecn_packets: u32,
     pub was_timeout: u32,
     pub rtt_us: u32,
     pub bytes_in_flight: u32,
+    pub cwnd_bytes: u32,
+    pub rate: u64,
+}
+
+impl FoldAck {
+    /// `Flow.rate_incoming` of this ACK, bytes/s, as the shim computes it from an ACK record.
+    pub fn rate_incoming(&self) -> u64 {
+        if self.rcv_interval_us == 0 {
+            return 0;
+        }
+        self.delivered_bytes.wrapping_mul(1_000_000) / u64::from(self.rcv_interval_us)
+    }
 }
 
 #[repr(C)]
@@ -149,9 +164,9 @@ pub struct ReportEvent {
 pub struct FoldTest {
     pub state: FoldState,
     pub ack: FoldAck,
-    pub start_us: u64,
-    pub per_ack: u32,
+    pub directive: RawKernelDirective,
     pub reported: u32,
+    pub _pad0: u32,
     pub report: FoldRegs,
 }
 
@@ -292,6 +307,9 @@ pub struct RawKernelDirective {
     pub vm_slot: u32,
     pub pacing_rate: u64,
     pub fold_start_us: u64,
+    pub fold_window_pct: u32,
+    pub loss_cwnd_bytes: u32,
+    pub fold_idle_us: u64,
 }
 
 #[repr(C)]
@@ -327,8 +345,8 @@ const _: () = assert!(size_of::<CreateEvent>() == 64);
 const _: () = assert!(size_of::<RawKernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
-const _: () = assert!(size_of::<FoldTest>() == 216);
-const _: () = assert!(size_of::<RawKernelDirective>() == 32);
+const _: () = assert!(size_of::<FoldTest>() == 288);
+const _: () = assert!(size_of::<RawKernelDirective>() == 48);
 const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);
 const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));

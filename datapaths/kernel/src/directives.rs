@@ -37,6 +37,9 @@ impl DirectiveSlots {
             write_volatile(&raw mut (*p).vm_slot, d.vm_slot);
             write_volatile(&raw mut (*p).pacing_rate, d.pacing_rate);
             write_volatile(&raw mut (*p).fold_start_us, d.fold_start_us);
+            write_volatile(&raw mut (*p).fold_window_pct, d.fold_window_pct);
+            write_volatile(&raw mut (*p).loss_cwnd_bytes, d.loss_cwnd_bytes);
+            write_volatile(&raw mut (*p).fold_idle_us, d.fold_idle_us);
             fence(Ordering::Release);
             write_volatile(&raw mut (*p).flow_id, flow_id);
         }

@@ -556,10 +556,14 @@ impl KernelDatapath {
         }
         self.update_directive(flow_id, |d| match fold {
             Some((mode, start_us)) => {
-                d.fold = match mode {
-                    FoldMode::PerRtt => abi::FOLD_PER_RTT,
-                    FoldMode::PerAck => abi::FOLD_PER_ACK,
-                };
+                match mode {
+                    FoldMode::PerRtt { window_use_pct, idle_report_us } => {
+                        d.fold = abi::FOLD_PER_RTT;
+                        d.fold_window_pct = window_use_pct;
+                        d.fold_idle_us = idle_report_us;
+                    }
+                    FoldMode::PerAck => d.fold = abi::FOLD_PER_ACK,
+                }
                 d.fold_start_us = start_us;
             }
             None => {

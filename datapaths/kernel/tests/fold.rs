@@ -7,7 +7,7 @@ use ccswitch_ccp::program::standard::{self, control, report};
 use ccswitch_datapath_support::rng::SplitMix64;
 use ccswitch_ccp::wire::{self, Msg, UpdateField};
 use ccswitch_ccp::{CcpFlow, Primitives, Program};
-use ccswitch_kernel::abi::{FoldAck, FoldTest};
+use ccswitch_kernel::abi::{self, FoldAck, FoldTest, RawKernelDirective};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
 use std::sync::Arc;
 
@@ -17,35 +17,100 @@ fn standard_program() -> Arc<Program> {
     Arc::new(Program::from_install(&install).unwrap())
 }
 
+fn control_update(index: usize, value: u64) -> UpdateField {
+    UpdateField { reg_type: 0, reg_index: index as u32, value }
+}
+
 fn per_ack_update(on: bool) -> UpdateField {
-    UpdateField { reg_type: 0, reg_index: control::PER_ACK as u32, value: u64::from(on) }
+    control_update(control::PER_ACK, u64::from(on))
+}
+
+/// The directive the kernel datapath writes for a flow's fold (`KernelDatapath::set_fold`).
+fn directive(flow: &CcpFlow, start_us: u64) -> RawKernelDirective {
+    let mode = standard::fold_mode(flow).expect("the standard program folds");
+    let mut d = RawKernelDirective { fold_start_us: start_us, ..Default::default() };
+    match mode {
+        standard::FoldMode::PerAck => d.fold = abi::FOLD_PER_ACK,
+        standard::FoldMode::PerRtt { window_use_pct, idle_report_us } => {
+            d.fold = abi::FOLD_PER_RTT;
+            d.fold_window_pct = window_use_pct;
+            d.fold_idle_us = idle_report_us;
+        }
+    }
+    d
+}
+
+/// The primitives the shim's interpreter reads for `ack`, with the window and rate it holds.
+fn primitives(flow: &mut CcpFlow, ack: &FoldAck) -> Primitives {
+    flow.sync_datapath(ack.cwnd_bytes, ack.rate);
+    Primitives {
+        bytes_acked: u64::from(ack.bytes_acked),
+        packets_acked: u64::from(ack.bytes_acked / 1448),
+        ecn_packets: u64::from(ack.ecn_packets),
+        lost_pkts_sample: u64::from(ack.lost_packets),
+        was_timeout: ack.was_timeout != 0,
+        rtt_sample_us: u64::from(ack.rtt_us),
+        rate_incoming: ack.rate_incoming(),
+        bytes_in_flight: u64::from(ack.bytes_in_flight),
+        now: ack.now_us,
+        ..Primitives::default()
+    }
+}
+
+/// One ACK through both: the interpreter's report, checked equal to the kernel fold's.
+fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut FoldTest, ack: FoldAck, start_us: u64, what: &str) -> Option<Vec<u64>> {
+    let prims = primitives(flow, &ack);
+    let step = flow.on_ack(&prims, ack.now_us);
+    assert!(step.error.is_none(), "{what}: interpreter fault {:?}", step.error);
+    t.ack = ack;
+    t.directive = directive(flow, start_us);
+    dp.run_fold(t).unwrap();
+    let want = step.report.map(|m| m.fields);
+    if let Some(fields) = &want {
+        assert_eq!(fields.len(), report::COUNT);
+    }
+    let got = (t.reported != 0).then(|| t.report.fields());
+    assert_eq!(got, want, "{what}: {ack:?}");
+    want
+}
+
+fn load() -> KernelDatapath {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
+    KernelDatapath::load(LoadOptions {
+        fallback: Fallback::Reno,
+        cc_name: format!("ccsw_f{}", std::process::id() % 1_000_000),
+        ..Default::default()
+    })
+    .expect("load datapath")
 }
 
 /// One ACK of a flow whose path, losses and timing vary by sequence.
 fn random_ack(rng: &mut SplitMix64, now_us: u64, rtt_us: u32) -> FoldAck {
     let mss = 1448;
     let packets = rng.below(4) as u32;
+    let rate_sample = rng.chance(70);
+    // Byte counts past 2^32 take the kernel's dividing path, the rest its cross-multiplication.
+    let huge = rng.chance(2);
+    let interval_bound = if rng.chance(5) { 1 << 31 } else { 1_000_000 };
     FoldAck {
         now_us,
-        rate_incoming: if rng.chance(70) { rng.below(20_000_000) } else { 0 },
+        delivered_bytes: if !rate_sample { 0 } else if huge { (1 << 32) + rng.below(1 << 36) } else { 1 + rng.below(4_000_000) },
+        rcv_interval_us: if rate_sample { 1 + rng.below(interval_bound) as u32 } else { 0 },
         bytes_acked: packets * mss,
         lost_packets: if rng.chance(3) { 1 + rng.below(5) as u32 } else { 0 },
         ecn_packets: if rng.chance(5) { packets } else { 0 },
         was_timeout: u32::from(rng.chance(1)),
         rtt_us,
         bytes_in_flight: rng.below(2_000_000) as u32,
+        // Windows above and below what is in flight: the flow held by its window or not.
+        cwnd_bytes: 2 * mss + rng.below(3_000_000) as u32,
+        rate: if rng.chance(10) { 1 + rng.below(10_000_000) } else { 0 },
     }
 }
 
 #[test]
 fn kernel_fold_reports_as_the_interpreter() {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
-    let dp = KernelDatapath::load(LoadOptions {
-        fallback: Fallback::Reno,
-        cc_name: format!("ccsw_f{}", std::process::id() % 1_000_000),
-        ..Default::default()
-    })
-    .expect("load datapath");
+    let dp = load();
     let program = standard_program();
     let (mut acks, mut reports) = (0u64, 0u64);
 
@@ -80,40 +145,71 @@ fn kernel_fold_reports_as_the_interpreter() {
                 // Reporting mode changed without a restart.
                 per_ack = !per_ack;
                 flow.update_fields(&[per_ack_update(per_ack)]).unwrap();
+            } else if rng.chance(1) {
+                // The agent moves the window share or the idle interval.
+                flow.update_fields(&[
+                    control_update(control::WINDOW_USE_PCT, rng.below(150)),
+                    control_update(control::IDLE_REPORT_US, rng.below(3_000_000)),
+                ])
+                .unwrap();
             }
             let ack = random_ack(&mut rng, now_us, rtt_us);
-            let prims = Primitives {
-                bytes_acked: u64::from(ack.bytes_acked),
-                packets_acked: u64::from(ack.bytes_acked / 1448),
-                ecn_packets: u64::from(ack.ecn_packets),
-                lost_pkts_sample: u64::from(ack.lost_packets),
-                was_timeout: ack.was_timeout != 0,
-                rtt_sample_us: u64::from(ack.rtt_us),
-                rate_incoming: ack.rate_incoming,
-                bytes_in_flight: u64::from(ack.bytes_in_flight),
-                now: now_us,
-                ..Primitives::default()
-            };
-            let step = flow.on_ack(&prims, now_us);
-            assert!(step.error.is_none(), "seed {seed} ack {i}: interpreter fault {:?}", step.error);
-
-            t.ack = ack;
-            t.start_us = start_us;
-            t.per_ack = u32::from(per_ack);
-            dp.run_fold(&mut t).unwrap();
-
-            let want = step.report.map(|m| m.fields);
-            if let Some(fields) = &want {
-                assert_eq!(fields.len(), report::COUNT);
-            }
-            let got = (t.reported != 0).then(|| t.report.fields());
-            assert_eq!(got, want, "seed {seed} ack {i} at {now_us} µs (start {start_us}, per_ack {per_ack}): {ack:?}");
+            let what = format!("seed {seed} ack {i} at {now_us} µs (start {start_us}, per_ack {per_ack})");
+            let reported = both(&dp, &mut flow, &mut t, ack, start_us, &what);
             acks += 1;
-            reports += u64::from(want.is_some());
+            reports += u64::from(reported.is_some());
         }
     }
     assert_eq!(acks, 100_000);
     // Both kinds of ACK were compared: some reported, most folded silently.
     assert!(reports > 5_000 && acks - reports > 20_000, "{reports} reports of {acks} ACKs");
     eprintln!("{acks} ACKs, {reports} reports: identical");
+}
+
+/// Two flows on a 10 ms path for 5 s, an ACK every 500 µs: one whose window holds it (all of
+/// it in flight) reports once per RTT; one held by its receiver (a tenth of its window in
+/// flight) reports only every `Control.idle_report_us` (1 s), and at once on a loss. The
+/// kernel fold and the interpreter agree on every ACK.
+#[test]
+fn a_window_limited_flow_reports_per_rtt_and_a_receiver_limited_one_at_the_idle_interval() {
+    let dp = load();
+    let program = standard_program();
+    let (rtt_us, mss, cwnd) = (10_000u32, 1448u32, 100 * 1448u32);
+    let run = |in_flight: u32, loss_at_us: Option<u64>| -> Vec<u64> {
+        let start_us = 1_000_000u64;
+        let mut flow = CcpFlow::new(1, cwnd, mss);
+        flow.change_program(program.clone(), &[], start_us).unwrap();
+        let mut t = FoldTest::default();
+        let mut report_times = Vec::new();
+        for i in 1..=10_000u64 {
+            let now_us = start_us + 500 * i;
+            let lost = loss_at_us.is_some_and(|at| now_us == start_us + at);
+            let ack = FoldAck {
+                now_us,
+                delivered_bytes: u64::from(in_flight),
+                rcv_interval_us: rtt_us,
+                bytes_acked: 2 * mss,
+                lost_packets: u32::from(lost),
+                rtt_us,
+                bytes_in_flight: in_flight - 2 * mss,
+                cwnd_bytes: cwnd,
+                ..Default::default()
+            };
+            if both(&dp, &mut flow, &mut t, ack, start_us, &format!("in flight {in_flight}, ack {i}")).is_some() {
+                report_times.push(now_us - start_us);
+            }
+        }
+        report_times
+    };
+
+    let window_limited = run(cwnd, None);
+    // Micros must exceed the RTT: a report every 10.5 ms.
+    assert_eq!(window_limited.len(), 476, "{window_limited:?}");
+    assert!(window_limited.windows(2).all(|w| w[1] - w[0] == 10_500));
+
+    let receiver_limited = run(cwnd / 10, None);
+    assert_eq!(receiver_limited, vec![1_000_500, 2_001_000, 3_001_500, 4_002_000], "every idle interval");
+
+    let lossy = run(cwnd / 10, Some(1_500_000));
+    assert_eq!(lossy, vec![1_000_500, 1_500_000, 2_500_500, 3_501_000, 4_501_500], "at once on the loss");
 }

@@ -20,10 +20,10 @@ fn a_full_directives_map_refuses_new_flows_visibly() {
     let dp = load(2, 1 << 16).expect("load");
     assert_eq!(dp.max_flows(), 2);
     dp.set_directive(1, Some(20_000), None).unwrap();
-    dp.set_fold(2, Some((FoldMode::PerRtt, 5))).unwrap();
+    dp.set_fold(2, Some((FoldMode::PER_RTT, 5))).unwrap();
     let err = dp.set_directive(3, Some(20_000), None).unwrap_err();
     assert!(err.is::<KernelDirectiveSlotBusy>(), "{err:#}");
-    assert!(dp.set_fold(3, Some((FoldMode::PerRtt, 5))).unwrap_err().is::<KernelDirectiveSlotBusy>());
+    assert!(dp.set_fold(3, Some((FoldMode::PER_RTT, 5))).unwrap_err().is::<KernelDirectiveSlotBusy>());
     assert_eq!(dp.directives_refused(), 2);
     // The flows that fit keep being updated; a freed slot takes the next flow.
     dp.set_directive(1, Some(30_000), Some(1_000_000)).unwrap();

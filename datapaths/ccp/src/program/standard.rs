@@ -4,6 +4,23 @@
 //! that can fold in the kernel recognises it here and runs that fold there instead of
 //! interpreting it per ACK in user space.
 //!
+//! Reports only when a report can change a decision. A report per RTT lets the algorithm move
+//! the window; that matters only while the window is what holds the flow back. The program
+//! reports once the RTT has passed only on an ACK where the window limits the flow: before
+//! the ACK, more than `Control.window_use_pct` % of `Cwnd` was in flight
+//! (`Flow.bytes_in_flight + Ack.bytes_acked`; 50 % by default, the kernel's own test in slow
+//! start, `tcp_is_cwnd_limited`: `cwnd < 2 * max_packets_out`, and a margin below the full
+//! window for TSO deferral in congestion avoidance), or the flow is paced (`Rate > 0`: its
+//! rate is the decision, and a pacing-limited flow keeps well under its window, BBR's at half
+//! of it), or ECN marked it in the interval. A flow held by its receiver's window or by its
+//! application does not qualify and reports only on loss or timeout (at once, as always) or
+//! every `Control.idle_report_us` (1 s by default). Why 1 s: it is TCP's own horizon for an
+//! unused window (RFC 6298's initial RTO; RFC 2861 revalidates a window unused for an RTO),
+//! long enough that 10k receiver-held flows cost 10k reports/s rather than one per ACK, short
+//! enough that the agent's RTT and rate estimates, its features and its liveness view stay
+//! fresh. A flow whose window starts to bind again reports on its first such ACK once the RTT
+//! has passed, so the interval never delays a decision that matters.
+//!
 //! `standard_program.bin` is the agent's INSTALL_EXPR of it; the agent's tests check that what
 //! it compiles is this program, with the register layout below (`CCSWITCH_BLESS=1` rewrites the
 //! file after a deliberate change of the program).
@@ -36,7 +53,17 @@ pub mod control {
     pub const PER_ACK: usize = 0;
     /// Non-zero: report every this many µs instead of once per RTT.
     pub const PERIOD_US: usize = 1;
+    /// Per RTT, report only if more than this % of the window was in flight before the ACK
+    /// (or the flow is paced, or ECN marked it).
+    pub const WINDOW_USE_PCT: usize = 2;
+    /// Otherwise report every this many µs (and on loss or timeout).
+    pub const IDLE_REPORT_US: usize = 3;
 }
+
+/// Default of `Control.window_use_pct`.
+pub const WINDOW_USE_PCT: u64 = 50;
+/// Default of `Control.idle_report_us`.
+pub const IDLE_REPORT_US: u64 = 1_000_000;
 
 /// The minimum-RTT register's default: above any sample (µs).
 pub const NO_RTT_SAMPLE_US: u64 = (1 << 31) - 1;
@@ -44,10 +71,18 @@ pub const NO_RTT_SAMPLE_US: u64 = (1 << 31) - 1;
 /// How a datapath that folds in the kernel runs the standard program for a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FoldMode {
-    /// A report per RTT, and at once on loss or timeout.
-    PerRtt,
+    /// At once on loss or timeout; per RTT while the window limits the flow (more than
+    /// `window_use_pct` % of it in flight before an ACK), it is paced or ECN marked it;
+    /// otherwise every `idle_report_us`.
+    PerRtt { window_use_pct: u32, idle_report_us: u64 },
     /// A report on every ACK.
     PerAck,
+}
+
+impl FoldMode {
+    /// Per RTT with the program's defaults.
+    pub const PER_RTT: FoldMode =
+        FoldMode::PerRtt { window_use_pct: WINDOW_USE_PCT as u32, idle_report_us: IDLE_REPORT_US };
 }
 
 fn program() -> &'static Program {
@@ -72,11 +107,18 @@ pub fn is_standard(prog: &Program) -> bool {
 
 /// How `flow` would be folded in the kernel now: `None` unless it runs the standard program in
 /// a mode the kernel folds (periodic reports stay in user space, where a timer drives them
-/// when ACKs stop).
+/// when ACKs stop, and so does a window share beyond 32 bits, which the kernel does not
+/// carry).
 pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
     let prog = flow.program()?;
     if !is_standard(prog) || flow.control(control::PERIOD_US) != 0 {
         return None;
     }
-    Some(if flow.control(control::PER_ACK) != 0 { FoldMode::PerAck } else { FoldMode::PerRtt })
+    if flow.control(control::PER_ACK) != 0 {
+        return Some(FoldMode::PerAck);
+    }
+    Some(FoldMode::PerRtt {
+        window_use_pct: u32::try_from(flow.control(control::WINDOW_USE_PCT)).ok()?,
+        idle_report_us: flow.control(control::IDLE_REPORT_US),
+    })
 }

@@ -107,7 +107,21 @@ struct ccsw_sk_state {
 	__u8 paced;           /* we set SK_PACING_NEEDED for a pacing directive */
 	__u8 ever_directed;   /* a directive has set cwnd on some ACK */
 	__u32 rtt_us;         /* latest RTT sample (srtt until the first), as the shim carries it */
-	__u32 _pad1;
+	__u32 slot;           /* the flow's directive slot, flow_id % ccsw_max_flows */
+	/* The directive's window in packets, converted once per change of the
+	 * directive or of the MSS rather than divided on every ACK. */
+	__u32 cwnd_dir_bytes;
+	__u32 cwnd_dir_mss;
+	__u32 cwnd_dir_pkts;
+	/* tcp_pacing_{ss,ca}_ratio of the flow's namespace, read once at init
+	 * (a change of the sysctls applies to flows created after it). */
+	__u32 pacing_ss_ratio;
+	__u32 pacing_ca_ratio;
+	/* What the emulated pacing rate of a directed flow was last computed
+	 * from (see emulate_pacing_rate). */
+	__u32 pacing_cwnd;
+	__u32 pacing_srtt_us;
+	__u32 reordering_sysctl; /* tcp_reordering, read at init */
 	struct ccsw_fold_state fold;
 };
 
@@ -173,6 +187,25 @@ static __always_inline struct inet_connection_sock *inet_csk(struct sock *sk)
 	return (struct inet_connection_sock *)sk;
 }
 
+/* Whether a socket's fallback is Cubic, kept in the last byte of
+ * icsk_ca_priv, past the part Cubic's kfuncs own (struct bictcp), so that
+ * cwnd_event and pkts_acked, called on every ACK and send, know without a
+ * socket-storage lookup that they have nothing to do for a Reno fallback.
+ * The kernel zeroes icsk_ca_priv when a socket changes congestion control,
+ * and init sets the byte. */
+#define CCSW_CA_PRIV_CUBIC_BYTE (sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv) - 1)
+_Static_assert(sizeof(struct bictcp) <= CCSW_CA_PRIV_CUBIC_BYTE, "Cubic's state leaves the marker byte free");
+
+static __always_inline void set_cubic_marker(struct sock *sk, bool cubic)
+{
+	((__u8 *)inet_csk(sk)->icsk_ca_priv)[CCSW_CA_PRIV_CUBIC_BYTE] = cubic;
+}
+
+static __always_inline bool falls_back_to_cubic(struct sock *sk)
+{
+	return ((__u8 *)inet_csk(sk)->icsk_ca_priv)[CCSW_CA_PRIV_CUBIC_BYTE] != 0;
+}
+
 static __always_inline struct ccsw_stats *stats_slot(void)
 {
 	__u32 zero = 0;
@@ -187,25 +220,40 @@ static __always_inline struct ccsw_config *config_slot(void)
 	return bpf_map_lookup_elem(&ccsw_config, &zero);
 }
 
-/* The directive slot of a flow, if the flow holds it. */
-static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
+static __always_inline __u32 directive_slot(__u32 flow_id)
 {
-	__u32 slot = ccsw_max_flows ? flow_id % ccsw_max_flows : 0;
+	return ccsw_max_flows ? flow_id % ccsw_max_flows : 0;
+}
+
+/* Directive slot `slot`, if flow_id holds it. */
+static __always_inline struct ccsw_directive *directive_in(__u32 slot, __u32 flow_id)
+{
 	struct ccsw_directive *d = bpf_map_lookup_elem(&ccsw_directives, &slot);
 
 	return d && d->flow_id == flow_id ? d : NULL;
 }
 
-static __always_inline void count_event(bool submitted)
+/* The directive slot of a flow, if the flow holds it. */
+static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
 {
-	struct ccsw_stats *s = stats_slot();
+	return directive_in(directive_slot(flow_id), flow_id);
+}
 
+/* Counters: the stats map is per CPU, so a counter bumped on every ACK is a
+ * plain increment, not a locked one. It can lose a count only if another
+ * program on the same CPU interrupts it between its load and its store (a
+ * softirq's ACK preempting one processed in process context): statistics,
+ * not accounting. Rare events (flows changing hands) stay atomic. */
+#define COUNT(s, field) ((s)->field++)
+
+static __always_inline void count_event(struct ccsw_stats *s, bool submitted)
+{
 	if (!s)
 		return;
 	if (submitted)
-		__sync_fetch_and_add(&s->events, 1);
+		COUNT(s, events);
 	else
-		__sync_fetch_and_add(&s->drops, 1);
+		COUNT(s, drops);
 }
 
 static __always_inline bool before(__u32 seq1, __u32 seq2)
@@ -228,37 +276,70 @@ static __always_inline __u32 tcp_jiffies32(void)
 	return (__u32)bpf_jiffies64();
 }
 
+/* The namespace's tcp_pacing_{ss,ca}_ratio sysctls (probe reads). */
+static __always_inline void read_pacing_ratios(struct sock *sk, __u32 *ss, __u32 *ca)
+{
+	struct net *net = sk->__sk_common.skc_net.net;
+
+	*ss = BPF_CORE_READ(net, ipv4.sysctl_tcp_pacing_ss_ratio);
+	*ca = BPF_CORE_READ(net, ipv4.sysctl_tcp_pacing_ca_ratio);
+}
+
 /* tcp_update_pacing_rate(): 200% (slow start) or 120% of cwnd*mss/srtt,
- * using the namespace's tcp_pacing_{ss,ca}_ratio sysctls. */
-static __always_inline void emulate_pacing_rate(struct sock *sk)
+ * using the namespace's tcp_pacing_{ss,ca}_ratio sysctls (as read at init
+ * when the flow has storage). Without a pacing directive the rate only sizes
+ * TSO bursts and TCP small queues. The fallback recomputes it on every ACK,
+ * as the kernel does; a directed flow (`lazy`) only when the window it uses
+ * changed or srtt moved by more than 1/8 since the last time, so that its
+ * ACKs do not divide. */
+static __always_inline void emulate_pacing_rate(struct sock *sk, struct ccsw_sk_state *st, bool lazy)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct net *net = sk->__sk_common.skc_net.net;
 	__u64 rate, ratio, cwnd = tp->snd_cwnd;
+	__u32 ss, ca, srtt = tp->srtt_us, moved, key;
+	bool slow_start = cwnd < tp->snd_ssthresh / 2;
 
-	rate = (__u64)tp->mss_cache * ((USEC_PER_SEC / 100) << 3);
-	if (cwnd < tp->snd_ssthresh / 2)
-		ratio = BPF_CORE_READ(net, ipv4.sysctl_tcp_pacing_ss_ratio);
-	else
-		ratio = BPF_CORE_READ(net, ipv4.sysctl_tcp_pacing_ca_ratio);
-	rate *= ratio;
 	if (tp->packets_out > cwnd)
 		cwnd = tp->packets_out;
+	key = (__u32)cwnd | (slow_start ? 1u << 31 : 0); /* the window and which ratio */
+	if (st && lazy && st->pacing_cwnd == key) {
+		moved = srtt > st->pacing_srtt_us ? srtt - st->pacing_srtt_us : st->pacing_srtt_us - srtt;
+		if (moved <= st->pacing_srtt_us >> 3)
+			return;
+	}
+	if (st) {
+		ss = st->pacing_ss_ratio;
+		ca = st->pacing_ca_ratio;
+		st->pacing_cwnd = key;
+		st->pacing_srtt_us = srtt;
+	} else {
+		read_pacing_ratios(sk, &ss, &ca);
+	}
+	ratio = slow_start ? ss : ca;
+	rate = (__u64)tp->mss_cache * ((USEC_PER_SEC / 100) << 3);
+	rate *= ratio;
 	rate *= cwnd;
-	if (tp->srtt_us)
-		rate /= (__u64)tp->srtt_us;
+	if (srtt)
+		rate /= (__u64)srtt;
 	if (rate > sk->sk_max_pacing_rate)
 		rate = sk->sk_max_pacing_rate;
 	sk->sk_pacing_rate = rate;
 }
 
-/* tcp_may_raise_cwnd() */
-static __always_inline bool may_raise_cwnd(struct sock *sk, int flag)
+static __always_inline __u32 read_reordering_sysctl(struct sock *sk)
 {
 	struct net *net = sk->__sk_common.skc_net.net;
-	int reordering = BPF_CORE_READ(net, ipv4.sysctl_tcp_reordering);
 
-	if (tcp_sk(sk)->reordering > (__u32)reordering)
+	return BPF_CORE_READ(net, ipv4.sysctl_tcp_reordering);
+}
+
+/* tcp_may_raise_cwnd(), with the namespace's tcp_reordering as read at init
+ * when the flow has storage. */
+static __always_inline bool may_raise_cwnd(struct sock *sk, struct ccsw_sk_state *st, int flag)
+{
+	__u32 reordering = st ? st->reordering_sysctl : read_reordering_sysctl(sk);
+
+	if (tcp_sk(sk)->reordering > reordering)
 		return flag & FLAG_FORWARD_PROGRESS;
 	return flag & FLAG_DATA_ACKED;
 }
@@ -316,7 +397,7 @@ static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_sk_stat
 			prr_cwnd_reduction(sk, st, rs->acked_sacked, rs->losses, flag);
 		else if (tp->snd_cwnd > tp->snd_ssthresh)
 			tp->snd_cwnd = tp->snd_ssthresh; /* no storage: plain halving */
-	} else if (may_raise_cwnd(sk, flag)) {
+	} else if (may_raise_cwnd(sk, st, flag)) {
 		if (fallback == CCSW_FALLBACK_CUBIC)
 			cubictcp_cong_avoid(sk, ack, rs->acked_sacked);
 		else
@@ -324,30 +405,63 @@ static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_sk_stat
 	}
 }
 
-static __always_inline void fold_reset(struct ccsw_fold_regs *r)
+static __always_inline void fold_reset(struct ccsw_fold_state *s)
 {
-	__builtin_memset(r, 0, sizeof(*r));
-	r->minrtt = CCSW_NO_RTT_SAMPLE_US;
+	__builtin_memset(&s->regs, 0, sizeof(s->regs));
+	s->regs.minrtt = CCSW_NO_RTT_SAMPLE_US;
+	s->rate_bytes = 0;
+	s->rate_interval_us = 0;
 }
 
 #include "vm.bpf.h"
 
+/* Keeps the fastest delivery-rate sample, bytes over interval_us, without
+ * dividing: a/b > c/d as a*d > c*b, exact while both byte counts are below
+ * 2^32 (intervals are u32), which covers every real sample; larger ones take
+ * the divisions. */
+static __always_inline void fold_max_rate(struct ccsw_fold_state *s, __u64 bytes, __u32 interval_us)
+{
+	if (!interval_us || !bytes)
+		return;
+	if (!s->rate_interval_us) {
+		s->rate_bytes = bytes;
+		s->rate_interval_us = interval_us;
+		return;
+	}
+	if ((bytes | s->rate_bytes) >> 32) {
+		if (bytes * USEC_PER_SEC / interval_us <= s->rate_bytes * USEC_PER_SEC / s->rate_interval_us)
+			return;
+	} else if (bytes * s->rate_interval_us <= s->rate_bytes * interval_us) {
+		return;
+	}
+	s->rate_bytes = bytes;
+	s->rate_interval_us = interval_us;
+}
+
 /* One ACK through the agent's standard program (agent/src/program.rs), with
  * the semantics of the shim's interpreter: sums, minimum, maximum and latest
- * values, then a report on a timeout, a loss, per_ack, or once Micros passes
- * the RTT, after which Micros restarts. Registers reset when the program
- * (re)started (start_us changed). Returns true when it reports: the
- * registers then hold the report, and the caller resets them once copied. */
+ * values, then a report (the program's conditions, in its order):
+ *  - at once on a timeout, a loss, or on every ACK (per_ack);
+ *  - once Micros passes the RTT, if on this ACK the window limits the flow
+ *    (in flight before the ACK, more than fold_window_pct % of Cwnd), the
+ *    flow is paced (Rate) or ECN marked it since the last report;
+ *  - once Micros passes fold_idle_us;
+ * after which Micros restarts. Registers reset when the program (re)started
+ * (start_us changed). Returns true when it reports: the registers then hold
+ * the report (rate included), and the caller resets them once copied. No
+ * division unless it reports. */
 static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccsw_fold_ack *a,
-				     __u64 start_us, bool per_ack)
+				     const struct ccsw_directive *d)
 {
 	struct ccsw_fold_regs *r = &s->regs;
 	__u64 rtt = a->rtt_us ? a->rtt_us : CCSW_RTT_INFINITY;
+	__u64 micros;
+	bool binds;
 
-	if (s->start_us != start_us) {
-		fold_reset(r);
-		s->micros_zero_us = start_us;
-		s->start_us = start_us;
+	if (s->start_us != d->fold_start_us) {
+		fold_reset(s);
+		s->micros_zero_us = d->fold_start_us;
+		s->start_us = d->fold_start_us;
 	}
 	r->acked += a->bytes_acked;
 	r->lost += a->lost_packets;
@@ -357,11 +471,16 @@ static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccs
 	if (rtt < r->minrtt)
 		r->minrtt = rtt;
 	r->inflight = a->bytes_in_flight;
-	if (a->rate_incoming > r->rate)
-		r->rate = a->rate_incoming;
+	fold_max_rate(s, a->delivered_bytes, a->rcv_interval_us);
 	r->now = a->now_us;
-	if (r->timeout || r->lost > 0 || per_ack || a->now_us - s->micros_zero_us > rtt) {
+	micros = a->now_us - s->micros_zero_us;
+	binds = r->ecn > 0 || a->rate > 0 ||
+		((__u64)a->bytes_in_flight + a->bytes_acked) * 100 > (__u64)a->cwnd_bytes * d->fold_window_pct;
+	if (r->timeout || r->lost > 0 || d->fold == CCSW_FOLD_PER_ACK ||
+	    (micros > rtt && binds) || micros > d->fold_idle_us) {
 		s->micros_zero_us = a->now_us;
+		if (s->rate_interval_us)
+			r->rate = s->rate_bytes * USEC_PER_SEC / s->rate_interval_us;
 		return true;
 	}
 	return false;
@@ -376,15 +495,6 @@ static __always_inline void carry_rtt(struct tcp_sock *tp, struct ccsw_sk_state 
 		st->rtt_us = (__u32)rs->rtt_us;
 	else if (!st->rtt_us)
 		st->rtt_us = tp->srtt_us >> 3;
-}
-
-static __always_inline __u64 delivery_rate(const struct rate_sample *rs, __u32 mss)
-{
-	__s32 delivered = rs->delivered;
-
-	if (delivered <= 0 || rs->rcv_interval_us <= 0)
-		return 0;
-	return (__u64)delivered * mss * USEC_PER_SEC / rs->rcv_interval_us;
 }
 
 /* The routine lane's consumer position at its last forced wake-up, and when
@@ -436,27 +546,31 @@ static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size)
 /* A folded flow's ACK: no record unless the standard program reports. */
 static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_state *st, int flag,
 					    const struct rate_sample *rs, __u64 now,
-					    const struct ccsw_directive *d)
+					    const struct ccsw_directive *d, struct ccsw_stats *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccsw_report_event *e;
 	struct ccsw_fold_ack a = {};
-	struct ccsw_stats *s = stats_slot();
 	__u32 mss = tp->mss_cache;
 	bool urgent;
 
 	a.now_us = now / 1000;
-	a.rate_incoming = delivery_rate(rs, mss);
+	if (rs->delivered > 0 && rs->rcv_interval_us > 0) {
+		a.delivered_bytes = (__u64)rs->delivered * mss;
+		a.rcv_interval_us = rs->rcv_interval_us;
+	}
 	a.bytes_acked = rs->acked_sacked * mss;
 	a.lost_packets = rs->losses > 0 ? rs->losses : 0;
 	a.ecn_packets = (flag & FLAG_ECE) ? rs->acked_sacked : 0;
 	a.was_timeout = st->was_timeout;
 	a.rtt_us = st->rtt_us;
 	a.bytes_in_flight = packets_in_flight(tp) * mss;
+	a.cwnd_bytes = tp->snd_cwnd * mss;
+	a.rate = d->pacing_rate;
 	st->was_timeout = 0;
 	if (s)
-		__sync_fetch_and_add(&s->acks_folded, 1);
-	if (!fold_ack(&st->fold, &a, d->fold_start_us, d->fold == CCSW_FOLD_PER_ACK))
+		COUNT(s, acks_folded);
+	if (!fold_ack(&st->fold, &a, d))
 		return;
 
 	urgent = st->fold.regs.lost || st->fold.regs.timeout || st->fold.regs.ecn;
@@ -471,12 +585,33 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 		e->_pad0 = 0;
 		lane_submit(e, urgent, now);
 		if (s)
-			__sync_fetch_and_add(&s->reports, 1);
+			COUNT(s, reports);
 	}
 	/* A report the ring could not take is lost, as a dropped ACK event
 	 * would be; the registers start over either way. */
-	count_event(e != NULL);
-	fold_reset(&st->fold.regs);
+	count_event(s, e != NULL);
+	fold_reset(&st->fold);
+}
+
+/* The directive's window, converted to packets only when it or the MSS
+ * changed. */
+static __always_inline void set_directive_cwnd(struct tcp_sock *tp, struct ccsw_sk_state *st, __u32 bytes)
+{
+	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
+	__u32 cwnd;
+
+	if (bytes != st->cwnd_dir_bytes || mss != st->cwnd_dir_mss) {
+		cwnd = bytes / mss;
+		if (cwnd < MIN_CWND_PKTS)
+			cwnd = MIN_CWND_PKTS;
+		st->cwnd_dir_bytes = bytes;
+		st->cwnd_dir_mss = mss;
+		st->cwnd_dir_pkts = cwnd;
+	}
+	cwnd = st->cwnd_dir_pkts;
+	if (cwnd > tp->snd_cwnd_clamp)
+		cwnd = tp->snd_cwnd_clamp;
+	tp->snd_cwnd = cwnd;
 }
 
 static __always_inline void set_cwnd_bytes(struct tcp_sock *tp, __u64 bytes)
@@ -509,11 +644,11 @@ static __always_inline struct ccsw_vm_flow *vm_flow_of(const struct ccsw_directi
  * evaluation, then its window, rate and report, as libccp applies them. */
 static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
 				      const struct rate_sample *rs, __u64 now,
-				      const struct ccsw_directive *d, struct ccsw_vm_flow *vf)
+				      const struct ccsw_directive *d, struct ccsw_vm_flow *vf,
+				      struct ccsw_stats *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccsw_vm_bank *b = &vf->banks[vf->bank & 1];
-	struct ccsw_stats *s = stats_slot();
 	struct ccsw_vm_report_event *e;
 	struct ccsw_vm_program *p;
 	__u64 prims[CCSW_VM_PRIMITIVES] = {};
@@ -559,7 +694,7 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 	st->was_timeout = 0;
 
 	if (s)
-		__sync_fetch_and_add(&s->acks_vm, 1);
+		COUNT(s, acks_vm);
 	if (vm_evaluate(p, &b->regs, prims, now / 1000, (__u64)tp->snd_cwnd * mss, vf->rate) != CCSW_VM_OK) {
 		if (s)
 			__sync_fetch_and_add(&s->vm_faults, 1);
@@ -592,14 +727,15 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 		__builtin_memcpy(e->fields, b->regs.report, sizeof(e->fields));
 		lane_submit(e, urgent, now);
 		if (s)
-			__sync_fetch_and_add(&s->reports, 1);
+			COUNT(s, reports);
 	}
-	count_event(e != NULL);
+	count_event(s, e != NULL);
 	vm_reset_volatile(p, &b->regs);
 }
 
 static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
-				     const struct rate_sample *rs, __u64 now, bool fell_back)
+				     const struct rate_sample *rs, __u64 now, bool fell_back,
+				     struct ccsw_stats *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccsw_ack_event *e;
@@ -616,7 +752,7 @@ static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, 
 
 	e = lane_reserve(urgent, sizeof(*e));
 	if (!e) {
-		count_event(false);
+		count_event(s, false);
 		return; /* keep was_timeout for the next event */
 	}
 
@@ -671,7 +807,7 @@ static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, 
 	e->ssthresh = tp->snd_ssthresh;
 
 	lane_submit(e, urgent, now);
-	count_event(true);
+	count_event(s, true);
 }
 
 SEC("struct_ops")
@@ -681,7 +817,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	struct ccsw_config *cfg = config_slot();
 	struct ccsw_create_event *e;
 	struct ccsw_sk_state *st;
-	struct ccsw_stats *s;
+	struct ccsw_stats *s = stats_slot();
 	__u32 fallback = cfg ? cfg->fallback : CCSW_FALLBACK_RENO;
 	__u16 family;
 
@@ -689,6 +825,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 		fallback = CCSW_FALLBACK_RENO;
 
 	st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	set_cubic_marker(sk, st && fallback == CCSW_FALLBACK_CUBIC);
 	if (!st)
 		/* No storage: no flow id, no events, plain Reno fallback. */
 		goto pacing;
@@ -701,18 +838,23 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	st->directed = 0;
 	st->paced = 0;
 	st->rtt_us = 0;
+	st->slot = directive_slot(st->flow_id);
+	st->cwnd_dir_bytes = 0;
+	st->cwnd_dir_mss = 0;
+	st->pacing_cwnd = 0;
+	read_pacing_ratios(sk, &st->pacing_ss_ratio, &st->pacing_ca_ratio);
+	st->reordering_sysctl = read_reordering_sysctl(sk);
 	__builtin_memset(&st->fold, 0, sizeof(st->fold));
 
 	if (fallback == CCSW_FALLBACK_CUBIC)
 		cubictcp_init(sk);
 
-	s = stats_slot();
 	if (s)
 		__sync_fetch_and_add(&s->flows_created, 1);
 
 	e = lane_reserve(true, sizeof(*e)); /* urgent: a new flow */
 	if (!e) {
-		count_event(false);
+		count_event(s, false);
 		goto pacing;
 	}
 	family = sk->__sk_common.skc_family;
@@ -738,13 +880,13 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	e->mss = tp->mss_cache;
 	e->init_cwnd_bytes = tp->snd_cwnd * tp->mss_cache;
 	lane_submit(e, true, 0);
-	count_event(true);
+	count_event(s, true);
 
 pacing:
 	/* For a passive open the kernel skips its tcp_update_pacing_rate()
 	 * when cong_control is set; do it here once an RTT is known. */
 	if (tp->srtt_us)
-		emulate_pacing_rate(sk);
+		emulate_pacing_rate(sk, st, false);
 }
 
 SEC("struct_ops")
@@ -756,7 +898,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	struct ccsw_directive *d = NULL;
 	struct ccsw_vm_flow *vf = NULL;
 	struct ccsw_config *cfg;
-	struct ccsw_stats *s;
+	struct ccsw_stats *s = stats_slot(); /* the one statistics lookup of an ACK */
 	__u64 now = bpf_ktime_get_ns();
 	__u32 fallback = CCSW_FALLBACK_RENO;
 	bool directed = false, agent_live = false;
@@ -767,15 +909,15 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 		cfg = config_slot();
 		agent_live = cfg && now < cfg->agent_valid_until_ns;
 		if (agent_live)
-			d = directive_of(st->flow_id);
+			d = directive_in(st->slot, st->flow_id);
 	}
 
 	if (d && st)
 		vf = vm_flow_of(d, st->flow_id);
 	if (vf) {
 		directed = true; /* the program sets the window below, once the RTT is carried */
-	} else if (d && d->cwnd_bytes) {
-		set_cwnd_bytes(tp, d->cwnd_bytes);
+	} else if (d && d->cwnd_bytes && st) {
+		set_directive_cwnd(tp, st, d->cwnd_bytes);
 		directed = true;
 	} else {
 		if (st && st->directed) {
@@ -804,19 +946,18 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 			sk->sk_pacing_status = SK_PACING_NONE;
 			st->paced = 0;
 		}
-		emulate_pacing_rate(sk);
+		emulate_pacing_rate(sk, st, directed);
 	}
 
-	s = stats_slot();
 	if (s) {
 		if (directed) {
-			__sync_fetch_and_add(&s->acks_directive, 1);
+			COUNT(s, acks_directive);
 		} else {
-			__sync_fetch_and_add(&s->acks_fallback, 1);
+			COUNT(s, acks_fallback);
 			if (!agent_live)
-				__sync_fetch_and_add(&s->acks_fallback_agent_late, 1);
+				COUNT(s, acks_fallback_agent_late);
 			else if (st && !st->ever_directed)
-				__sync_fetch_and_add(&s->acks_fallback_awaiting, 1);
+				COUNT(s, acks_fallback_awaiting);
 		}
 	}
 
@@ -835,11 +976,11 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 			st->ever_directed = 1;
 		carry_rtt(tp, st, rs);
 		if (vf)
-			vm_on_ack(sk, st, flag, rs, now, d, vf);
+			vm_on_ack(sk, st, flag, rs, now, d, vf, s);
 		else if (d && d->fold != CCSW_FOLD_OFF)
-			fold_and_report(sk, st, flag, rs, now, d);
+			fold_and_report(sk, st, flag, rs, now, d, s);
 		else
-			emit_ack(sk, st, flag, rs, now, !directed);
+			emit_ack(sk, st, flag, rs, now, !directed, s);
 	}
 }
 
@@ -848,10 +989,10 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 SEC("syscall")
 int ccsw_fold_test(struct ccsw_fold_test *t)
 {
-	t->reported = fold_ack(&t->state, &t->ack, t->start_us, t->per_ack != 0);
+	t->reported = fold_ack(&t->state, &t->ack, &t->directive);
 	t->report = t->state.regs;
 	if (t->reported)
-		fold_reset(&t->state.regs);
+		fold_reset(&t->state);
 	return 0;
 }
 
@@ -906,18 +1047,14 @@ void BPF_PROG(ccsw_set_state, struct sock *sk, __u8 new_state)
 SEC("struct_ops")
 void BPF_PROG(ccsw_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 {
-	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
-
-	if (st && st->fallback == CCSW_FALLBACK_CUBIC)
+	if (falls_back_to_cubic(sk))
 		cubictcp_cwnd_event(sk, ev);
 }
 
 SEC("struct_ops")
 void BPF_PROG(ccsw_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
-	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
-
-	if (st && st->fallback == CCSW_FALLBACK_CUBIC)
+	if (falls_back_to_cubic(sk))
 		cubictcp_acked(sk, sample);
 }
 
@@ -927,7 +1064,7 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
 	struct ccsw_close_event *e;
 	struct ccsw_directive *d;
-	struct ccsw_stats *s;
+	struct ccsw_stats *s = stats_slot();
 	__u32 flow_id;
 
 	if (!st)
@@ -940,11 +1077,10 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 		e->flow_id = flow_id;
 		e->ts_ns = bpf_ktime_get_ns();
 		lane_submit(e, true, 0);
-		count_event(true);
+		count_event(s, true);
 	} else {
-		count_event(false);
+		count_event(s, false);
 	}
-	s = stats_slot();
 	if (s)
 		__sync_fetch_and_add(&s->flows_closed, 1);
 

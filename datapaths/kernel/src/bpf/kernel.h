@@ -30,7 +30,7 @@ typedef int32_t __s32;
 /* struct ccsw_directive.fold: the flow runs the agent's standard program, and
  * this program folds its ACKs and emits only its reports. */
 #define CCSW_FOLD_OFF 0
-#define CCSW_FOLD_PER_RTT 1 /* a report per RTT, at once on loss or timeout */
+#define CCSW_FOLD_PER_RTT 1 /* at once on loss or timeout; per RTT while the window binds, else per fold_idle_us */
 #define CCSW_FOLD_PER_ACK 2 /* a report on every ACK */
 /* Any other program, run by the interpreter (vm.bpf.h) on the registers of
  * struct ccsw_vm_flow directive.vm_slot. */
@@ -123,23 +123,31 @@ struct ccsw_fold_regs {
 	__u64 now;      /* us, CLOCK_MONOTONIC of the latest ACK */
 };
 
-/* The fold's registers in socket storage. */
+/* The fold's registers in socket storage. regs.rate is filled in when it
+ * reports: until then the fastest delivery-rate sample is kept as the pair
+ * (rate_bytes, rate_interval_us), compared by cross-multiplication, so that
+ * no ACK divides. */
 struct ccsw_fold_state {
 	struct ccsw_fold_regs regs;
 	__u64 micros_zero_us;  /* origin of the program's Micros */
 	__u64 start_us;        /* the directive's fold_start_us these registers belong to */
+	__u64 rate_bytes;      /* the fastest sample since the last report: bytes delivered ... */
+	__u64 rate_interval_us; /* ... over this many us (0 = no sample) */
 };
 
 /* One ACK as the standard program reads it. */
 struct ccsw_fold_ack {
 	__u64 now_us;
-	__u64 rate_incoming;   /* bytes/s */
+	__u64 delivered_bytes; /* rate sample: delivered over rcv_interval_us (Flow.rate_incoming) */
+	__u32 rcv_interval_us; /* 0 = no rate sample */
 	__u32 bytes_acked;
 	__u32 lost_packets;
 	__u32 ecn_packets;
 	__u32 was_timeout;
 	__u32 rtt_us;          /* the flow's latest RTT sample, carried over; 0 = none yet */
 	__u32 bytes_in_flight;
+	__u32 cwnd_bytes;      /* Cwnd: the window on this ACK */
+	__u64 rate;            /* Rate: the pacing directive, bytes/s (0 = not paced) */
 };
 
 /* Emitted instead of ACK events while a flow is folded: one report of the
@@ -154,14 +162,32 @@ struct ccsw_report_event {
 	__u32 _pad0;
 };
 
+/* A slot of the directives array (BPF_F_MMAPABLE): flow F's directive is
+ * slot F % max_flows while its flow_id is F. The shim writes slots with
+ * plain stores into its mapping, no syscall: the fields first, flow_id last
+ * (and flow_id first when it takes a slot back), so BPF never applies a
+ * half-written slot to a flow. */
+struct ccsw_directive {
+	__u32 flow_id;         /* owner; 0 = free */
+	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
+	__u32 fold;            /* CCSW_FOLD_* */
+	__u32 vm_slot;         /* CCSW_FOLD_VM: the flow's entry of ccsw_vm_flows */
+	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
+	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
+	__u32 fold_window_pct; /* CCSW_FOLD_PER_RTT: the program's Control.window_use_pct */
+	__u32 loss_cwnd_bytes; /* reserved: the window to apply at once on the ACK that reveals a loss (not applied yet) */
+	__u64 fold_idle_us;    /* CCSW_FOLD_PER_RTT: the program's Control.idle_report_us */
+};
+
 /* Context of the fold's test program (BPF_PROG_TEST_RUN): one ACK through
- * the same fold as cong_control; state and report come back in it. */
+ * the same fold as cong_control, under `directive` (its fold, fold_start_us
+ * and fold parameters); state and report come back in it. */
 struct ccsw_fold_test {
 	struct ccsw_fold_state state;
 	struct ccsw_fold_ack ack;
-	__u64 start_us;
-	__u32 per_ack;
+	struct ccsw_directive directive;
 	__u32 reported;        /* out: 1 if this ACK reported */
+	__u32 _pad0;
 	struct ccsw_fold_regs report; /* out: the report */
 };
 
@@ -311,20 +337,6 @@ struct ccsw_vm_test {
 	__u64 report[CCSW_VM_REPORT_REGS]; /* out: the report's fields */
 };
 
-/* A slot of the directives array (BPF_F_MMAPABLE): flow F's directive is
- * slot F % max_flows while its flow_id is F. The shim writes slots with
- * plain stores into its mapping, no syscall: the fields first, flow_id last
- * (and flow_id first when it takes a slot back), so BPF never applies a
- * half-written slot to a flow. */
-struct ccsw_directive {
-	__u32 flow_id;         /* owner; 0 = free */
-	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
-	__u32 fold;            /* CCSW_FOLD_* */
-	__u32 vm_slot;         /* CCSW_FOLD_VM: the flow's entry of ccsw_vm_flows */
-	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
-	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
-};
-
 /* The single entry of the config array map. */
 struct ccsw_config {
 	__u64 agent_valid_until_ns; /* CLOCK_MONOTONIC deadline; past it => fallback */
@@ -364,8 +376,8 @@ _Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
 _Static_assert(sizeof(struct ccsw_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
-_Static_assert(sizeof(struct ccsw_fold_test) == 216, "fold test layout");
-_Static_assert(sizeof(struct ccsw_directive) == 32, "directive layout");
+_Static_assert(sizeof(struct ccsw_fold_test) == 288, "fold test layout");
+_Static_assert(sizeof(struct ccsw_directive) == 48, "directive layout");
 _Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
 _Static_assert(sizeof(struct ccsw_vm_program) == 16 + 16 * CCSW_VM_MAX_INSTRS + 8 * CCSW_VM_MAX_EXPRS + 16 * CCSW_VM_MAX_DEFAULTS, "vm program layout");
 _Static_assert(sizeof(struct ccsw_vm_regs) == 8 * (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS + CCSW_VM_TMP_REGS + CCSW_VM_LOCAL_REGS + CCSW_VM_IMPLICIT_REGS + 1), "vm registers layout");
