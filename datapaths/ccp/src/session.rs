@@ -635,8 +635,11 @@ impl Session {
     /// program (`restarted`: at `now_us`, when its registers reset) or its control registers.
     fn sync_fold(&mut self, dp: &mut impl SessionDatapath, sid: u32, restarted: bool, now_us: u64) {
         let Some(flow) = self.flows.get_mut(&sid) else { return };
+        // The datapath knows a restart only by a new start time, so two restarts within one
+        // µs (two CHANGE_PROGs in one batch of agent messages) must not share it.
         let want = standard::fold_mode(&flow.ccp).map(|mode| match flow.fold {
             Some((_, start_us)) if !restarted => (mode, start_us),
+            Some((_, start_us)) if start_us >= now_us => (mode, start_us + 1),
             _ => (mode, now_us),
         });
         if want == flow.fold {

@@ -25,6 +25,8 @@ const OTHER: &str = "(def (Report (volatile acked 0)))
 struct Folding {
     folds: HashMap<u32, (FoldMode, u64)>,
     fold_calls: usize,
+    /// Every fold set, in order.
+    fold_starts: Vec<u64>,
 }
 
 impl SessionDatapath for Folding {
@@ -40,6 +42,7 @@ impl SessionDatapath for Folding {
     }
     fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
         self.fold_calls += 1;
+        self.fold_starts.extend(fold.map(|(_, start)| start));
         match fold {
             Some(f) => self.folds.insert(sid, f),
             None => self.folds.remove(&sid),
@@ -174,6 +177,26 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     shim_end.set_nonblocking(true).unwrap();
     session.attach(&mut dp, AgentLink::from_stream(Box::new(shim_end)));
     assert!(dp.folds.is_empty() && dp.fold_calls == calls);
+}
+
+/// The datapath tells a restart by its start time alone, so restarts the session handles
+/// in the same µs (one batch of agent messages) still get two starts, the second later.
+#[test]
+fn restarts_within_one_microsecond_each_restart_the_fold() {
+    let (mut session, mut agent, mut dp) = session_with_one_flow();
+    let mut std_install = standard_install();
+    std_install.program_uid = 7;
+    agent.send([Msg::InstallExpr(std_install), change(1, 7, vec![])]);
+    session.drain_agent(&mut dp);
+    let first = dp.folds[&1].1;
+    // Many restarts in one batch: a session handles several within one µs.
+    agent.send((0..500).map(|_| change(1, 7, vec![])));
+    session.drain_agent(&mut dp);
+    let starts = &dp.fold_starts;
+    assert_eq!(starts.len(), 501, "every restart reached the datapath");
+    assert!(starts.windows(2).all(|w| w[1] > w[0]), "each start later than the last: {starts:?}");
+    assert_eq!(starts[0], first);
+    assert_eq!(dp.folds[&1].1, starts[500]);
 }
 
 #[test]

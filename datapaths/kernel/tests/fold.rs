@@ -137,8 +137,10 @@ fn kernel_fold_reports_as_the_interpreter() {
             }
             if rng.chance(1) {
                 // The agent restarts the program (a handover between simple algorithms);
-                // sometimes its message is stamped after the next ACK's time.
-                start_us = if rng.chance(50) { now_us } else { now_us + rng.below(5_000) };
+                // sometimes its message is stamped after the next ACK's time. Each restart
+                // has a later start than the one before, as the session gives it (sync_fold).
+                let stamped = if rng.chance(50) { now_us } else { now_us + rng.below(5_000) };
+                start_us = stamped.max(start_us + 1);
                 per_ack = rng.chance(20);
                 flow.change_program(program.clone(), &[per_ack_update(per_ack)], start_us).unwrap();
             } else if rng.chance(1) {
