@@ -167,6 +167,10 @@ fn update_fields_sets_cwnd_rate_and_control() {
     );
     // The program reads the updated window in Cwnd and leaves it alone.
     assert_eq!(step.cwnd_bytes, None);
+    // The agent's window is a command even when it is the one the datapath has: the datapath
+    // may hold no directive yet (a first answer that keeps the initial window).
+    let step = update_fields(&mut flow, &table, vec![(cwnd_reg(), 42_000)]);
+    assert_eq!(step.cwnd_bytes, Some(42_000));
 }
 
 #[test]

@@ -202,7 +202,14 @@ impl CcpFlow {
                 Update::Control(i, v) => self.regs.set_control(i, v),
                 Update::Cwnd(v) => {
                     self.regs.set_implicit(Implicit::Cwnd, v);
-                    step.cwnd_bytes = self.command_cwnd(v).or(step.cwnd_bytes);
+                    // The agent's window is a command even when it equals the datapath's (as
+                    // libccp calls set_cwnd for it): the datapath may hold no directive yet,
+                    // and a flow whose first answer keeps its initial window must still come
+                    // under the agent's control then, not at its first change.
+                    if v > 0 {
+                        self.command_cwnd(v);
+                        step.cwnd_bytes = Some(self.cwnd_bytes);
+                    }
                 }
                 Update::Rate(v) => {
                     self.regs.set_implicit(Implicit::Rate, v);
