@@ -369,6 +369,11 @@ impl Algorithm for Cubic {
     fn reporting(&self) -> Reporting {
         self.reporting
     }
+
+    fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
+        let reduced = (state.cwnd_bytes as f64 * self.config.beta) as u64;
+        (!state.in_recovery()).then(|| reduced.max(state.min_cwnd_bytes()))
+    }
 }
 
 #[cfg(test)]

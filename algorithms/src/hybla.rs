@@ -197,6 +197,10 @@ impl Algorithm for Hybla {
         INFO.name
     }
 
+    fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
+        (!state.in_recovery()).then(|| Self::reduced_window(state))
+    }
+
     fn take_over(&mut self, state: &mut FlowState) {
         *self = Self::new(self.config);
         if state.min_rtt_us > 0 {

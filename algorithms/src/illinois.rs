@@ -309,6 +309,10 @@ impl Algorithm for Illinois {
         INFO.name
     }
 
+    fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
+        (!state.in_recovery()).then(|| self.reduced_window(state))
+    }
+
     fn take_over(&mut self, state: &mut FlowState) {
         *self = Self::new(self.config);
         self.alpha = self.config.alpha_base();

@@ -65,6 +65,18 @@ pub trait Algorithm: Send {
     /// same name and moment (`on_report(self, flow)`, `ccswitch.authoring`).
     fn on_report(&mut self, state: &mut FlowState, m: &Measurement);
 
+    /// The window this algorithm would set if its next report said "a packet was lost"
+    /// (and acknowledged nothing), from `state` after the latest report; `None` if such a
+    /// report would not lower the window (the flow is already recovering, or the algorithm
+    /// does not answer loss with a cut). The agent sends it with every answer, so the datapath
+    /// applies it on the very ACK that reveals a loss instead of a round trip later; the
+    /// report of that loss then reaches the algorithm as usual and its answer refines the
+    /// window (a loss in slow start, for one, is answered from the window grown by the bytes
+    /// its report acknowledges).
+    fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
+        let _ = state;
+        None
+    }
     /// Take over a running flow from another algorithm (MCC §3.1.1). The agent has already
     /// called [`FlowState::prepare_handover`]: `state.cwnd_bytes` is the window the previous
     /// algorithm left, slow start will not restart, pacing is unset and the shared RTT and

@@ -67,6 +67,10 @@ impl Algorithm for Reno {
         self.reporting = state.reporting_after_timeout();
     }
 
+    fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
+        (!state.in_recovery()).then(|| Self::reduced_window(state))
+    }
+
     fn take_over(&mut self, _state: &mut FlowState) {
         *self = Self::default();
     }

@@ -179,6 +179,10 @@ impl Algorithm for Vegas {
         INFO.name
     }
 
+    fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
+        (!state.in_recovery()).then(|| Self::reduced_window(state))
+    }
+
     fn take_over(&mut self, state: &mut FlowState) {
         *self = Self::new(self.alpha, self.beta, self.gamma);
         self.restart_period(state.now_us);
