@@ -144,7 +144,7 @@ impl FlowController {
                 let state = FlowState::new(mss_bytes, init_cwnd_bytes);
                 let reporting = algorithm.reporting();
                 let flow = blank(Kind::Simple { algorithm, state, reporting });
-                let mut updates = flow.window_fields();
+                let mut updates = flow.window_fields(simple);
                 if reporting != Reporting::PerRtt {
                     updates.extend(simple.reporting_fields(reporting));
                 }
@@ -288,13 +288,21 @@ impl FlowController {
         }
     }
 
-    fn window_fields(&self) -> Vec<wire::UpdateField> {
+    /// The window, the rate, and the window to apply at once on a loss (0: none), which the
+    /// datapath applies on the ACK that reveals a loss, before this flow's next report
+    /// arrives ([`Algorithm::window_on_loss`]).
+    fn window_fields(&self, simple: &SimpleProgram) -> Vec<wire::UpdateField> {
         match &self.kind {
-            Kind::Simple { state, .. } => cwnd_rate_fields(
-                Some(state.cwnd_bytes.min(u64::from(u32::MAX)) as u32),
-                // A rate of 0 tells the datapath to stop pacing.
-                state.pacing_rate_bytes_per_s.or(self.clear_rate.then_some(0)),
-            ),
+            Kind::Simple { algorithm, state, .. } => {
+                let mut fields = cwnd_rate_fields(
+                    Some(state.cwnd_bytes.min(u64::from(u32::MAX)) as u32),
+                    // A rate of 0 tells the datapath to stop pacing.
+                    state.pacing_rate_bytes_per_s.or(self.clear_rate.then_some(0)),
+                );
+                let on_loss = algorithm.window_on_loss(state).map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
+                fields.push(simple.loss_cwnd_field(on_loss));
+                fields
+            }
             Kind::Full { .. } => Vec::new(),
         }
     }
@@ -347,7 +355,7 @@ impl FlowController {
 
     /// The window, the rate and, if the algorithm now wants another, the reporting mode.
     fn simple_answer(&mut self, simple: &SimpleProgram) -> Answer {
-        let mut updates = self.window_fields();
+        let mut updates = self.window_fields(simple);
         if let Kind::Simple { algorithm, reporting, .. } = &mut self.kind {
             let wanted = algorithm.reporting();
             if wanted != *reporting {
@@ -505,6 +513,35 @@ mod tests {
         assert_eq!(field(&r.answer, RATE_REG_INDEX), Some(0), "the datapath stops pacing in the same update");
         let r = fx.report(&mut flow, 30, 50, 0);
         assert_eq!(field(&r.answer, RATE_REG_INDEX), None, "cleared once");
+    }
+
+    /// Every answer pre-sets the window the datapath applies at once on a loss: the
+    /// algorithm's cut while none is under way, none while it recovers, none for BBR.
+    #[test]
+    fn every_answer_presets_the_window_of_a_loss() {
+        use ccswitch_ccp::program::standard::control;
+        let loss_cwnd = |answer: &Answer| {
+            let (Answer::Update(updates) | Answer::ChangeProgram { updates, .. }) = answer;
+            let mut it = updates.iter().filter(|u| u.reg_type == 0 && u.reg_index == control::LOSS_CWND as u32);
+            let value = it.next().expect("every answer carries Control.loss_cwnd").value;
+            assert!(it.next().is_none());
+            value
+        };
+        let mut fx = Fixture::new();
+        let (_, created) = FlowController::new(instantiate("reno").unwrap(), MSS, 10 * MSS, &fx.simple, &fx.cache).unwrap();
+        assert_eq!(loss_cwnd(&created), u64::from(5 * MSS), "half the initial window");
+        let mut flow = fx.flow("reno");
+        let r = fx.report(&mut flow, 10, 50, 0);
+        let cwnd = field(&r.answer, CWND_REG_INDEX).unwrap();
+        assert_eq!(loss_cwnd(&r.answer), cwnd / 2);
+        // A loss report that acknowledges nothing cuts as pre-set (one that acknowledges
+        // bytes in slow start halves the window they grew, a refinement).
+        let r = fx.report(&mut flow, 0, 50, 1);
+        assert_eq!(field(&r.answer, CWND_REG_INDEX), Some(cwnd / 2), "the loss's report cuts as pre-set");
+        assert_eq!(loss_cwnd(&r.answer), 0, "recovering: a further loss sets nothing");
+        let mut bbr = fx.flow("bbr");
+        let r = fx.report(&mut bbr, 10, 50, 1);
+        assert_eq!(loss_cwnd(&r.answer), 0);
     }
 
     #[test]

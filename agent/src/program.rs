@@ -54,6 +54,7 @@ fn simple_source() -> String {
          (Control.period_us 0)
          (Control.window_use_pct {WINDOW_USE_PCT})
          (Control.idle_report_us {IDLE_REPORT_US})
+         (Control.loss_cwnd 0)
         )
         (when true
             (:= Report.acked (+ Report.acked Ack.bytes_acked))
@@ -65,6 +66,10 @@ fn simple_source() -> String {
             (:= Report.inflight Flow.bytes_in_flight)
             (:= Report.rate (max Report.rate Flow.rate_incoming))
             (:= Report.now Ack.now)
+            (fallthrough)
+        )
+        (when (&& (> Ack.lost_pkts_sample 0) (> Control.loss_cwnd 0))
+            (:= Cwnd Control.loss_cwnd)
             (fallthrough)
         )
         (when (|| (|| Report.timeout (> Report.lost 0)) (> Control.per_ack 0))
@@ -234,6 +239,11 @@ impl SimpleProgram {
         })
     }
 
+    /// The control register that pre-sets the window a loss applies at once (0: none).
+    pub fn loss_cwnd_field(&self, bytes: u64) -> wire::UpdateField {
+        self.program.control_field("loss_cwnd", bytes).expect("declared above")
+    }
+
     /// The control registers that select a reporting mode.
     pub fn reporting_fields(&self, reporting: Reporting) -> Vec<wire::UpdateField> {
         let (per_ack, period_us) = match reporting {
@@ -319,6 +329,7 @@ mod tests {
         assert_eq!(index("period_us"), (NONVOLATILE_CONTROL_REG_TYPE, control::PERIOD_US as u32));
         assert_eq!(index("window_use_pct"), (NONVOLATILE_CONTROL_REG_TYPE, control::WINDOW_USE_PCT as u32));
         assert_eq!(index("idle_report_us"), (NONVOLATILE_CONTROL_REG_TYPE, control::IDLE_REPORT_US as u32));
+        assert_eq!(index("loss_cwnd"), (NONVOLATILE_CONTROL_REG_TYPE, control::LOSS_CWND as u32));
     }
 
     /// The install messages the agent encodes with ccswitch-ccp are byte for byte what

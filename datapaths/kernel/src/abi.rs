@@ -119,6 +119,8 @@ pub struct FoldState {
     pub start_us: u64,
     pub rate_bytes: u64,
     pub rate_interval_us: u64,
+    pub loss_cwnd_bytes: u32,
+    pub loss_cwnd_seq: u32,
 }
 
 #[repr(C)]
@@ -166,8 +168,10 @@ pub struct FoldTest {
     pub ack: FoldAck,
     pub directive: RawKernelDirective,
     pub reported: u32,
-    pub _pad0: u32,
+    pub loss_cwnd_set: u32,
     pub report: FoldRegs,
+    pub cwnd_bytes: u32,
+    pub _pad1: u32,
 }
 
 /// Limits of the BPF interpreter (`CCSW_VM_*` in kernel.h).
@@ -310,6 +314,8 @@ pub struct RawKernelDirective {
     pub fold_window_pct: u32,
     pub loss_cwnd_bytes: u32,
     pub fold_idle_us: u64,
+    pub cwnd_seq: u32,
+    pub _pad0: u32,
 }
 
 #[repr(C)]
@@ -345,8 +351,8 @@ const _: () = assert!(size_of::<CreateEvent>() == 64);
 const _: () = assert!(size_of::<RawKernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
-const _: () = assert!(size_of::<FoldTest>() == 288);
-const _: () = assert!(size_of::<RawKernelDirective>() == 48);
+const _: () = assert!(size_of::<FoldTest>() == 312);
+const _: () = assert!(size_of::<RawKernelDirective>() == 56);
 const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);
 const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));

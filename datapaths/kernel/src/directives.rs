@@ -40,6 +40,10 @@ impl DirectiveSlots {
             write_volatile(&raw mut (*p).fold_window_pct, d.fold_window_pct);
             write_volatile(&raw mut (*p).loss_cwnd_bytes, d.loss_cwnd_bytes);
             write_volatile(&raw mut (*p).fold_idle_us, d.fold_idle_us);
+            // After the window: a window that moves cwnd_seq ends a loss's window, and BPF
+            // must not end it in favour of the window before.
+            fence(Ordering::Release);
+            write_volatile(&raw mut (*p).cwnd_seq, d.cwnd_seq);
             fence(Ordering::Release);
             write_volatile(&raw mut (*p).flow_id, flow_id);
         }

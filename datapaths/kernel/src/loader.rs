@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, RawFd};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use ccswitch_ccp::program::standard::FoldMode;
+use ccswitch_ccp::program::standard::{FoldMode, FoldReporting};
 use ccswitch_datapath_support::mapped::MappedArray;
 use ccswitch_datapath_support::ring::EventRing;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -471,7 +471,9 @@ impl KernelDatapath {
     /// Installs (or replaces) the directive of `flow_id`: a congestion
     /// window in bytes (converted to max(cwnd/mss, 2) packets, clamped to
     /// snd_cwnd_clamp) and/or a pacing rate in bytes/s (TCP internal
-    /// pacing). `None` leaves that part to the fallback algorithm.
+    /// pacing). `None` leaves that part to the fallback algorithm. Each call
+    /// moves the directive's `cwnd_seq`, which ends a window set by a loss in
+    /// the fold (see [`set_fold`](Self::set_fold)).
     pub fn set_directive(
         &self,
         flow_id: u32,
@@ -481,6 +483,7 @@ impl KernelDatapath {
         self.update_directive(flow_id, |d| {
             d.cwnd_bytes = cwnd_bytes.unwrap_or(0);
             d.pacing_rate = pacing_rate.unwrap_or(0);
+            d.cwnd_seq = d.cwnd_seq.wrapping_add(1);
         })
         .with_context(|| format!("setting the directive of flow {flow_id}"))
     }
@@ -492,6 +495,7 @@ impl KernelDatapath {
         self.update_directive(flow_id, |d| {
             if let Some(c) = cwnd_bytes {
                 d.cwnd_bytes = c;
+                d.cwnd_seq = d.cwnd_seq.wrapping_add(1);
             }
             if let Some(r) = pacing_rate {
                 d.pacing_rate = r;
@@ -549,26 +553,29 @@ impl KernelDatapath {
     /// reach the shim, only the program's reports ([`KernelEvent::Report`]). A new `start_us` (µs,
     /// CLOCK_MONOTONIC) restarts the program: registers reset, `Micros` counts from it.
     /// `None` sends every ACK again. Like a window, it applies only while the agent deadline
-    /// holds.
+    /// holds. The mode's `loss_cwnd_bytes` (the program's `Control.loss_cwnd`) is the window
+    /// an ACK that reveals a loss sets at once; it holds until the next window is written.
     pub fn set_fold(&self, flow_id: u32, fold: Option<(FoldMode, u64)>) -> Result<()> {
         if fold.is_some() {
             self.vm.borrow_mut().stop(flow_id);
         }
         self.update_directive(flow_id, |d| match fold {
             Some((mode, start_us)) => {
-                match mode {
-                    FoldMode::PerRtt { window_use_pct, idle_report_us } => {
+                match mode.reporting {
+                    FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
                         d.fold = abi::FOLD_PER_RTT;
                         d.fold_window_pct = window_use_pct;
                         d.fold_idle_us = idle_report_us;
                     }
-                    FoldMode::PerAck => d.fold = abi::FOLD_PER_ACK,
+                    FoldReporting::PerAck => d.fold = abi::FOLD_PER_ACK,
                 }
                 d.fold_start_us = start_us;
+                d.loss_cwnd_bytes = mode.loss_cwnd_bytes;
             }
             None => {
                 d.fold = abi::FOLD_OFF;
                 d.fold_start_us = 0;
+                d.loss_cwnd_bytes = 0;
             }
         })
         .with_context(|| format!("setting the fold of flow {flow_id}"))

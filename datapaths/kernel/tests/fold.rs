@@ -9,6 +9,7 @@ use ccswitch_ccp::wire::{self, Msg, UpdateField};
 use ccswitch_ccp::{CcpFlow, Primitives, Program};
 use ccswitch_kernel::abi::{self, FoldAck, FoldTest, RawKernelDirective};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 fn standard_program() -> Arc<Program> {
@@ -28,10 +29,14 @@ fn per_ack_update(on: bool) -> UpdateField {
 /// The directive the kernel datapath writes for a flow's fold (`KernelDatapath::set_fold`).
 fn directive(flow: &CcpFlow, start_us: u64) -> RawKernelDirective {
     let mode = standard::fold_mode(flow).expect("the standard program folds");
-    let mut d = RawKernelDirective { fold_start_us: start_us, ..Default::default() };
-    match mode {
-        standard::FoldMode::PerAck => d.fold = abi::FOLD_PER_ACK,
-        standard::FoldMode::PerRtt { window_use_pct, idle_report_us } => {
+    let mut d = RawKernelDirective {
+        fold_start_us: start_us,
+        loss_cwnd_bytes: mode.loss_cwnd_bytes,
+        ..Default::default()
+    };
+    match mode.reporting {
+        standard::FoldReporting::PerAck => d.fold = abi::FOLD_PER_ACK,
+        standard::FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
             d.fold = abi::FOLD_PER_RTT;
             d.fold_window_pct = window_use_pct;
             d.fold_idle_us = idle_report_us;
@@ -57,6 +62,9 @@ fn primitives(flow: &mut CcpFlow, ack: &FoldAck) -> Primitives {
     }
 }
 
+/// ACKs on which the loss clause set a window, in both.
+static LOSS_WINDOWS_SET: AtomicU64 = AtomicU64::new(0);
+
 /// One ACK through both: the interpreter's report, checked equal to the kernel fold's.
 fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut FoldTest, ack: FoldAck, start_us: u64, what: &str) -> Option<Vec<u64>> {
     let prims = primitives(flow, &ack);
@@ -71,6 +79,11 @@ fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut FoldTest, ack: FoldAck,
     }
     let got = (t.reported != 0).then(|| t.report.fields());
     assert_eq!(got, want, "{what}: {ack:?}");
+    // The loss clause: the window the interpreter commands is the one the fold set (the
+    // interpreter commands none when it is the window the flow has already).
+    let set = Some(t.loss_cwnd_set).filter(|&w| w != 0 && w != ack.cwnd_bytes);
+    assert_eq!(set, step.cwnd_bytes, "{what}: loss window, {ack:?}");
+    LOSS_WINDOWS_SET.fetch_add(u64::from(set.is_some()), Ordering::Relaxed);
     want
 }
 
@@ -154,6 +167,10 @@ fn kernel_fold_reports_as_the_interpreter() {
                     control_update(control::IDLE_REPORT_US, rng.below(3_000_000)),
                 ])
                 .unwrap();
+            } else if rng.chance(5) {
+                // The agent pre-sets the window of a loss, or none.
+                let loss_cwnd = if rng.chance(30) { 0 } else { 2 * 1448 + rng.below(2_000_000) };
+                flow.update_fields(&[control_update(control::LOSS_CWND, loss_cwnd)]).unwrap();
             }
             let ack = random_ack(&mut rng, now_us, rtt_us);
             let what = format!("seed {seed} ack {i} at {now_us} µs (start {start_us}, per_ack {per_ack})");
@@ -165,7 +182,9 @@ fn kernel_fold_reports_as_the_interpreter() {
     assert_eq!(acks, 100_000);
     // Both kinds of ACK were compared: some reported, most folded silently.
     assert!(reports > 5_000 && acks - reports > 20_000, "{reports} reports of {acks} ACKs");
-    eprintln!("{acks} ACKs, {reports} reports: identical");
+    let loss_windows = LOSS_WINDOWS_SET.load(Ordering::Relaxed);
+    assert!(loss_windows > 500, "{loss_windows} ACKs set a loss window");
+    eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows: identical");
 }
 
 /// Two flows on a 10 ms path for 5 s, an ACK every 500 µs: one whose window holds it (all of
@@ -214,4 +233,42 @@ fn a_window_limited_flow_reports_per_rtt_and_a_receiver_limited_one_at_the_idle_
 
     let lossy = run(cwnd / 10, Some(1_500_000));
     assert_eq!(lossy, vec![1_000_500, 1_500_000, 2_500_500, 3_501_000, 4_501_500], "at once on the loss");
+}
+
+/// The window a loss sets holds until the shim writes the agent's next window: on the ACK
+/// that reveals the loss, on the ACKs after it (lossy or not: the same window again, never a
+/// lower one), and no longer once `cwnd_seq` moves. With no window pre-set, a loss leaves the
+/// directive's window alone.
+#[test]
+fn a_loss_sets_the_preset_window_until_the_agents_next_window() {
+    let dp = load();
+    let mut t = FoldTest::default();
+    t.directive = RawKernelDirective {
+        fold: abi::FOLD_PER_RTT,
+        fold_window_pct: 50,
+        fold_idle_us: 1_000_000,
+        cwnd_bytes: 100_000,
+        loss_cwnd_bytes: 50_000,
+        cwnd_seq: 7,
+        ..Default::default()
+    };
+    let mut step = |t: &mut FoldTest, lost: u32| {
+        t.ack = FoldAck { now_us: 1_000_000, lost_packets: lost, cwnd_bytes: 100_000, ..Default::default() };
+        dp.run_fold(t).unwrap();
+        (t.cwnd_bytes, t.loss_cwnd_set)
+    };
+    assert_eq!(step(&mut t, 0), (100_000, 0), "no loss: the directive's window");
+    assert_eq!(step(&mut t, 2), (50_000, 50_000), "the loss sets the pre-set window");
+    assert_eq!(step(&mut t, 0), (50_000, 0), "and it holds");
+    // The agent's window for the loss is not yet written, but its next pre-set is (a flow in
+    // recovery: none); a further loss sets the window in force again, not a lower one.
+    t.directive.loss_cwnd_bytes = 25_000;
+    assert_eq!(step(&mut t, 1), (25_000, 25_000));
+    t.directive.loss_cwnd_bytes = 0;
+    assert_eq!(step(&mut t, 1), (25_000, 0), "no pre-set: the window in force stays");
+    // The shim writes the agent's answer: its window rules again.
+    t.directive.cwnd_bytes = 60_000;
+    t.directive.cwnd_seq = 8;
+    assert_eq!(step(&mut t, 0), (60_000, 0));
+    assert_eq!(step(&mut t, 0), (60_000, 0));
 }

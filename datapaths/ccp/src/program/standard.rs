@@ -21,6 +21,12 @@
 //! fresh. A flow whose window starts to bind again reports on its first such ACK once the RTT
 //! has passed, so the interval never delays a decision that matters.
 //!
+//! A loss is answered on the ACK that reveals it. The agent pre-sets, with each answer, the
+//! window its algorithm would choose on a loss (`Control.loss_cwnd`, 0 for none: the flow is
+//! already recovering, or its algorithm does not cut); an ACK that reveals a loss sets `Cwnd`
+//! to it, and the report that loss triggers reaches the agent, whose answer refines the
+//! window. Until that answer, further losses set the same window again, never a lower one.
+//!
 //! `standard_program.bin` is the agent's INSTALL_EXPR of it; the agent's tests check that what
 //! it compiles is this program, with the register layout below (`CCSWITCH_BLESS=1` rewrites the
 //! file after a deliberate change of the program).
@@ -58,6 +64,9 @@ pub mod control {
     pub const WINDOW_USE_PCT: usize = 2;
     /// Otherwise report every this many µs (and on loss or timeout).
     pub const IDLE_REPORT_US: usize = 3;
+    /// Non-zero: the window (bytes) to set on an ACK that reveals a loss, pre-set by the
+    /// agent so that the loss is answered at once; its answer to the loss's report refines it.
+    pub const LOSS_CWND: usize = 4;
 }
 
 /// Default of `Control.window_use_pct`.
@@ -70,7 +79,15 @@ pub const NO_RTT_SAMPLE_US: u64 = (1 << 31) - 1;
 
 /// How a datapath that folds in the kernel runs the standard program for a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FoldMode {
+pub struct FoldMode {
+    pub reporting: FoldReporting,
+    /// `Control.loss_cwnd`: the window (bytes) an ACK that reveals a loss sets; 0 = none.
+    pub loss_cwnd_bytes: u32,
+}
+
+/// When the folded program reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FoldReporting {
     /// At once on loss or timeout; per RTT while the window limits the flow (more than
     /// `window_use_pct` % of it in flight before an ACK), it is paced or ECN marked it;
     /// otherwise every `idle_report_us`.
@@ -80,9 +97,11 @@ pub enum FoldMode {
 }
 
 impl FoldMode {
-    /// Per RTT with the program's defaults.
-    pub const PER_RTT: FoldMode =
-        FoldMode::PerRtt { window_use_pct: WINDOW_USE_PCT as u32, idle_report_us: IDLE_REPORT_US };
+    /// Per RTT with the program's defaults, no window pre-set for a loss.
+    pub const PER_RTT: FoldMode = FoldMode {
+        reporting: FoldReporting::PerRtt { window_use_pct: WINDOW_USE_PCT as u32, idle_report_us: IDLE_REPORT_US },
+        loss_cwnd_bytes: 0,
+    };
 }
 
 fn program() -> &'static Program {
@@ -107,18 +126,20 @@ pub fn is_standard(prog: &Program) -> bool {
 
 /// How `flow` would be folded in the kernel now: `None` unless it runs the standard program in
 /// a mode the kernel folds (periodic reports stay in user space, where a timer drives them
-/// when ACKs stop, and so does a window share beyond 32 bits, which the kernel does not
-/// carry).
+/// when ACKs stop, and so do a window share or a loss window beyond 32 bits, which the kernel
+/// does not carry).
 pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
     let prog = flow.program()?;
     if !is_standard(prog) || flow.control(control::PERIOD_US) != 0 {
         return None;
     }
-    if flow.control(control::PER_ACK) != 0 {
-        return Some(FoldMode::PerAck);
-    }
-    Some(FoldMode::PerRtt {
-        window_use_pct: u32::try_from(flow.control(control::WINDOW_USE_PCT)).ok()?,
-        idle_report_us: flow.control(control::IDLE_REPORT_US),
-    })
+    let reporting = if flow.control(control::PER_ACK) != 0 {
+        FoldReporting::PerAck
+    } else {
+        FoldReporting::PerRtt {
+            window_use_pct: u32::try_from(flow.control(control::WINDOW_USE_PCT)).ok()?,
+            idle_report_us: flow.control(control::IDLE_REPORT_US),
+        }
+    };
+    Some(FoldMode { reporting, loss_cwnd_bytes: u32::try_from(flow.control(control::LOSS_CWND)).ok()? })
 }

@@ -438,6 +438,28 @@ static __always_inline void fold_max_rate(struct ccsw_fold_state *s, __u64 bytes
 	s->rate_interval_us = interval_us;
 }
 
+/* The standard program's loss clause: an ACK that reveals a loss sets Cwnd to
+ * Control.loss_cwnd (the directive's loss_cwnd_bytes, pre-set by the agent),
+ * and that window holds, as the interpreter's Cwnd register would, until the
+ * shim writes the agent's next window (cwnd_seq moves). Returns the window
+ * (bytes) for cong_control to apply; *set is the window this ACK's loss set. */
+static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct ccsw_directive *d,
+				       __u32 lost_packets, __u32 *set)
+{
+	*set = 0;
+	if (lost_packets && d->loss_cwnd_bytes) {
+		s->loss_cwnd_bytes = d->loss_cwnd_bytes;
+		s->loss_cwnd_seq = d->cwnd_seq;
+		*set = d->loss_cwnd_bytes;
+	}
+	if (s->loss_cwnd_bytes) {
+		if (s->loss_cwnd_seq == d->cwnd_seq)
+			return s->loss_cwnd_bytes;
+		s->loss_cwnd_bytes = 0;
+	}
+	return d->cwnd_bytes;
+}
+
 /* One ACK through the agent's standard program (agent/src/program.rs), with
  * the semantics of the shim's interpreter: sums, minimum, maximum and latest
  * values, then a report (the program's conditions, in its order):
@@ -917,7 +939,9 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	if (vf) {
 		directed = true; /* the program sets the window below, once the RTT is carried */
 	} else if (d && d->cwnd_bytes && st) {
-		set_directive_cwnd(tp, st, d->cwnd_bytes);
+		__u32 loss_set;
+
+		set_directive_cwnd(tp, st, fold_cwnd(&st->fold, d, rs->losses > 0 ? rs->losses : 0, &loss_set));
 		directed = true;
 	} else {
 		if (st && st->directed) {
@@ -989,6 +1013,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 SEC("syscall")
 int ccsw_fold_test(struct ccsw_fold_test *t)
 {
+	t->cwnd_bytes = fold_cwnd(&t->state, &t->directive, t->ack.lost_packets, &t->loss_cwnd_set);
 	t->reported = fold_ack(&t->state, &t->ack, &t->directive);
 	t->report = t->state.regs;
 	if (t->reported)

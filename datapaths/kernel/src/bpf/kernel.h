@@ -133,6 +133,8 @@ struct ccsw_fold_state {
 	__u64 start_us;        /* the directive's fold_start_us these registers belong to */
 	__u64 rate_bytes;      /* the fastest sample since the last report: bytes delivered ... */
 	__u64 rate_interval_us; /* ... over this many us (0 = no sample) */
+	__u32 loss_cwnd_bytes; /* the window a loss set (the program's loss clause), 0 = none ... */
+	__u32 loss_cwnd_seq;   /* ... in force while the directive's cwnd_seq is still this */
 };
 
 /* One ACK as the standard program reads it. */
@@ -175,8 +177,10 @@ struct ccsw_directive {
 	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
 	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
 	__u32 fold_window_pct; /* CCSW_FOLD_PER_RTT: the program's Control.window_use_pct */
-	__u32 loss_cwnd_bytes; /* reserved: the window to apply at once on the ACK that reveals a loss (not applied yet) */
+	__u32 loss_cwnd_bytes; /* folded: the program's Control.loss_cwnd, the window an ACK that reveals a loss sets (0 = none) */
 	__u64 fold_idle_us;    /* CCSW_FOLD_PER_RTT: the program's Control.idle_report_us */
+	__u32 cwnd_seq;        /* moves with every window the shim writes: a loss's window holds until it does */
+	__u32 _pad0;
 };
 
 /* Context of the fold's test program (BPF_PROG_TEST_RUN): one ACK through
@@ -187,8 +191,10 @@ struct ccsw_fold_test {
 	struct ccsw_fold_ack ack;
 	struct ccsw_directive directive;
 	__u32 reported;        /* out: 1 if this ACK reported */
-	__u32 _pad0;
+	__u32 loss_cwnd_set;   /* out: the window this ACK's loss set, 0 = none */
 	struct ccsw_fold_regs report; /* out: the report */
+	__u32 cwnd_bytes;      /* out: the window cong_control applies after this ACK */
+	__u32 _pad1;
 };
 
 /* ---- The bounded interpreter (vm.bpf.h): CCP programs other than the
@@ -376,8 +382,8 @@ _Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
 _Static_assert(sizeof(struct ccsw_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
-_Static_assert(sizeof(struct ccsw_fold_test) == 288, "fold test layout");
-_Static_assert(sizeof(struct ccsw_directive) == 48, "directive layout");
+_Static_assert(sizeof(struct ccsw_fold_test) == 312, "fold test layout");
+_Static_assert(sizeof(struct ccsw_directive) == 56, "directive layout");
 _Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
 _Static_assert(sizeof(struct ccsw_vm_program) == 16 + 16 * CCSW_VM_MAX_INSTRS + 8 * CCSW_VM_MAX_EXPRS + 16 * CCSW_VM_MAX_DEFAULTS, "vm program layout");
 _Static_assert(sizeof(struct ccsw_vm_regs) == 8 * (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS + CCSW_VM_TMP_REGS + CCSW_VM_LOCAL_REGS + CCSW_VM_IMPLICIT_REGS + 1), "vm registers layout");
