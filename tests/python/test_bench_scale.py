@@ -36,6 +36,7 @@ def run_scale(tmp_path, datapath):
     assert x["ring_records_lost"] == 0 and x["reports_dropped"] == 0 and x["agent_errors"] == 0
     assert x["answer_p50_us"] > 0 and x["answer_p50_us"] <= x["answer_p99_us"] <= x["answer_p999_us"]
     assert x["shim_cpu_pct"] > 0 and x["agent_cpu_pct"] > 0
+    assert x["softnet_drops_per_s"] >= 0
     return x
 
 

@@ -310,6 +310,14 @@ impl KernelDatapath {
             for (dst, src) in ops.name.iter_mut().zip(opts.cc_name.bytes()) {
                 *dst = src as _;
             }
+            if opts.fallback == Fallback::Reno {
+                // Only Cubic's fallback reads these events; leaving them out spares every ACK
+                // (pkts_acked) and every send after idle (cwnd_event) a call into BPF.
+                ops.pkts_acked = std::ptr::null_mut();
+                ops.cwnd_event = std::ptr::null_mut();
+                open.progs.ccsw_pkts_acked.set_autoload(false);
+                open.progs.ccsw_cwnd_event.set_autoload(false);
+            }
             open.maps.ccsw_directives.set_max_entries(opts.max_flows).context("sizing the directives map")?;
             open.maps.ccsw_events.set_max_entries(opts.ring_bytes).context("sizing the routine lane")?;
             open.maps.ccsw_urgent.set_max_entries((opts.ring_bytes / 4).max(4096)).context("sizing the urgent lane")?;
@@ -350,6 +358,9 @@ impl KernelDatapath {
             &p.ccsw_fold_test,
             &p.ccsw_vm_test,
         ] {
+            if !prog.autoload() {
+                continue; // left out for this fallback
+            }
             let id = libbpf_rs::Program::id_from_fd(prog.as_fd()).context("program id")?;
             prog_ids.push(ProgId {
                 name: prog.name().to_string_lossy().into_owned(),

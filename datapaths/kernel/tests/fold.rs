@@ -252,7 +252,7 @@ fn a_loss_sets_the_preset_window_until_the_agents_next_window() {
         cwnd_seq: 7,
         ..Default::default()
     };
-    let mut step = |t: &mut FoldTest, lost: u32| {
+    let step = |t: &mut FoldTest, lost: u32| {
         t.ack = FoldAck { now_us: 1_000_000, lost_packets: lost, cwnd_bytes: 100_000, ..Default::default() };
         dp.run_fold(t).unwrap();
         (t.cwnd_bytes, t.loss_cwnd_set)
