@@ -37,6 +37,8 @@ def run_scale(tmp_path, datapath):
     assert x["answer_p50_us"] > 0 and x["answer_p50_us"] <= x["answer_p99_us"] <= x["answer_p999_us"]
     assert x["shim_cpu_pct"] > 0 and x["agent_cpu_pct"] > 0
     assert x["softnet_drops_per_s"] >= 0
+    # The server sent data in the window, and these counters are its own.
+    assert x["server_tcp_per_s"]["OutSegs"] > 0 and x["server_tcp_per_s"]["RetransSegs"] >= 0
     return x
 
 

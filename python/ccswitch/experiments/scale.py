@@ -155,13 +155,30 @@ def _log_fields(log_path: str, message: str) -> Dict[str, float]:
     return {k: float(v) for k, v in re.findall(r"(\w+)=([-0-9.]+)\b", lines[-1])}
 
 
-def tcp_aborts(cmd_prefix: List[str]) -> Dict[str, int]:
-    """The kernel's TcpExt TCPAbort* counters in the namespace `cmd_prefix` runs in."""
-    text = run(cmd_prefix + ["cat", "/proc/net/netstat"]).stdout
-    rows = [line.split() for line in text.splitlines() if line.startswith("TcpExt:")]
-    if len(rows) != 2:
-        raise RunError("no TcpExt counters in /proc/net/netstat")
-    return {k: int(v) for k, v in zip(rows[0][1:], rows[1][1:]) if k.startswith("TCPAbort")}
+#: The server's TCP counters reported per second of the window: what it sent, what it sent
+#: again, and why (retransmission timeouts, tail loss probes, retransmissions lost again).
+SENDER_COUNTERS = ("OutSegs", "RetransSegs", "TCPTimeouts", "TCPLossProbes", "TCPLostRetransmit")
+#: The client's: segments it received, and those it dropped or pruned for want of memory or
+#: buffer space (the receive side of the testbed, not the path).
+RECEIVER_COUNTERS = ("InSegs", "TCPRcvQDrop", "PruneCalled", "RcvPruned", "OfoPruned", "TCPOFODrop",
+                     "TCPBacklogDrop", "TCPZeroWindowDrop", "TCPMemoryPressures")
+
+
+def tcp_counters(cmd_prefix: List[str]) -> Dict[str, int]:
+    """The kernel's Tcp and TcpExt counters in the namespace `cmd_prefix` runs in."""
+    text = run(cmd_prefix + ["cat", "/proc/net/snmp", "/proc/net/netstat"]).stdout
+    counters: Dict[str, int] = {}
+    for group in ("Tcp:", "TcpExt:"):
+        rows = [line.split() for line in text.splitlines() if line.startswith(group)]
+        if len(rows) != 2:
+            raise RunError(f"no {group[:-1]} counters in /proc/net")
+        counters.update((k, int(v)) for k, v in zip(rows[0][1:], rows[1][1:]))
+    return counters
+
+
+def tcp_aborts(counters: Dict[str, int]) -> Dict[str, int]:
+    """The TCPAbort* counters of `tcp_counters`."""
+    return {k: v for k, v in counters.items() if k.startswith("TCPAbort")}
 
 
 def softnet_drops() -> int:
@@ -397,7 +414,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         rss0 = {k: rss_kib(pid) for k, pid in pids.items()}
         maps_kib = map_bytes(side.programs, flows) / 1024
         namespaces = {"server": r.ns.exec_cmd([]), "client": []}
-        aborts0 = {k: tcp_aborts(v) for k, v in namespaces.items()}
+        tcp0 = {k: tcp_counters(v) for k, v in namespaces.items()}
         fetch_s = seconds + 3.0
         # The window begins once every flow is open and past its first round trips.
         settle_s = ramp_s + 1.0 + 4 * delay_ms / 1000
@@ -426,13 +443,14 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         side.window.start()
         t0, b0 = time.monotonic(), side.snapshot()
         drops0 = softnet_drops()
+        window_tcp0 = {k: tcp_counters(v) for k, v in namespaces.items()}
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         rss1 = {k: rss_kib(pid) for k, pid in pids.items()}
         time.sleep(seconds)
         t1, b1 = time.monotonic(), side.snapshot()
         drops1 = softnet_drops()
         cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
-        aborts1 = {k: tcp_aborts(v) for k, v in namespaces.items()}
+        tcp1 = {k: tcp_counters(v) for k, v in namespaces.items()}
         side.end_window()
         reports = []
         for fetch in fetches:
@@ -442,7 +460,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
                 raise RunError(f"ccswitch-loadgen fetch failed ({fetch.returncode}): {err.strip()}")
             reports.append(json.loads(out.strip().splitlines()[-1]))
         load = merge_loads(reports)
-        aborts2 = {k: tcp_aborts(v) for k, v in namespaces.items()}
+        tcp2 = {k: tcp_counters(v) for k, v in namespaces.items()}
         dt = t1 - t0
         figures = side.finish({k: b1.get(k, 0) - b0.get(k, 0) for k in b1}, dt)
 
@@ -469,8 +487,10 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "flow_kbps_p1": load["window_flow_bps_p1"] / 1e3,
         "flow_kbps_p50": load["window_flow_bps_p50"] / 1e3,
         "flows_below_half_rate": load["window_flows_below_half_rate"],
-        "tcp_aborts": _counter_deltas(aborts0, aborts1),
-        "tcp_aborts_at_close": _counter_deltas(aborts1, aborts2),
+        "tcp_aborts": _counter_deltas(*({k: tcp_aborts(c) for k, c in t.items()} for t in (tcp0, tcp1))),
+        "tcp_aborts_at_close": _counter_deltas(*({k: tcp_aborts(c) for k, c in t.items()} for t in (tcp1, tcp2))),
+        "server_tcp_per_s": {k: (tcp1["server"][k] - window_tcp0["server"][k]) / dt for k in SENDER_COUNTERS},
+        "client_tcp_per_s": {k: (tcp1["client"].get(k, 0) - window_tcp0["client"].get(k, 0)) / dt for k in RECEIVER_COUNTERS},
         # Losses of the testbed (a full input backlog), per second of the window.
         "softnet_drops_per_s": (drops1 - drops0) / dt,
         **figures,
