@@ -17,11 +17,16 @@
 //!
 //! The socket files the agent creates are listed in [`OwnedSockets`] and removed when it
 //! stops on SIGTERM or SIGINT.
+//!
+//! A datapath in the agent's own process ([`Agent::connect_in_process`]) gets the same
+//! [`Connection`] as a socket's, driven on the datapath's thread: it hands over the bytes it
+//! would have written and takes the answers back before the call returns.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -61,17 +66,27 @@ impl Agent {
         }))
     }
 
-    pub fn serve(self: Arc<Self>, socket: &Path, mode: u32, owned: &OwnedSockets) -> Result<()> {
-        let listener = bind(socket, mode, owned)?;
-        // Say what a new flow will run: with a policy, its initial algorithm, not --algorithm.
+    /// Say where the agent serves and what a new flow will run: with a policy, its initial
+    /// algorithm, not --algorithm.
+    pub fn log_start(&self, socket: &str) {
         match self.registry.policy() {
             Some(p) => info!(
-                socket = %socket.display(), algorithm = %p.initial(), policy = %p.name(),
+                socket, algorithm = %p.initial(), policy = %p.name(),
                 memory = %self.registry.memory().state(Some(p.memory())).map_or_else(|why| format!("off: {why}"), |()| p.memory().to_string()),
                 "agent listening; flows start on the policy's initial algorithm unless their datapath asks for a known one"
             ),
-            None => info!(socket = %socket.display(), algorithm = %self.default_algorithm, "agent listening"),
+            None => info!(socket, algorithm = %self.default_algorithm, "agent listening"),
         }
+    }
+
+    pub fn serve(self: Arc<Self>, socket: &Path, mode: u32, owned: &OwnedSockets) -> Result<()> {
+        let listener = bind(socket, mode, owned)?;
+        self.log_start(&socket.display().to_string());
+        self.accept_datapaths(listener)
+    }
+
+    /// Serve every datapath that connects to `listener`, each on a thread of its own.
+    pub fn accept_datapaths(self: Arc<Self>, listener: UnixListener) -> Result<()> {
         for conn in listener.incoming() {
             match conn {
                 Ok(stream) => {
@@ -87,14 +102,14 @@ impl Agent {
         Ok(())
     }
 
-    fn serve_datapath(&self, datapath: u64, mut stream: UnixStream) {
+    fn serve_datapath(self: Arc<Self>, datapath: u64, mut stream: UnixStream) {
         info!(datapath, "datapath connected");
-        let out = match stream.try_clone() {
+        let mut out = match stream.try_clone() {
             Ok(s) => s,
             Err(e) => return error!(datapath, error = %e, "cannot clone the stream"),
         };
-        let mut conn = Connection::new(self, datapath, out);
-        let reason = match conn.run(&mut stream) {
+        let mut conn = Connection::new(self, datapath);
+        let reason = match conn.run(&mut stream, &mut out) {
             Ended::Closed(reason) => reason,
             Ended::OperatorClient => {
                 crate::operator::drain_and_close(stream);
@@ -104,6 +119,73 @@ impl Agent {
         info!(datapath, flows = conn.flows.len(), reason = %reason, "datapath disconnected");
         conn.forget_flows();
     }
+}
+
+impl Agent {
+    /// A connection for a datapath in this process, driven on the datapath's thread (see
+    /// [`InProcessConnection`]).
+    pub fn connect_in_process(self: &Arc<Self>) -> InProcessConnection {
+        let datapath = self.next_datapath_id.fetch_add(1, Ordering::Relaxed);
+        info!(datapath, in_process = true, "datapath connected");
+        InProcessConnection { conn: Connection::new(Arc::clone(self), datapath), frames: FrameReader::new(), failed: false }
+    }
+}
+
+/// A datapath's connection in the agent's own process: what the datapath would write to the
+/// socket goes to [`exchange`](ccswitch_ccp::agent_link::InProcessConnection::exchange), which
+/// frames it, handles every message as the socket's connection does and hands back the
+/// answers. A framing error or a panic in the agent's code ends the connection (the datapath
+/// falls back and connects afresh) but not the process; dropping it closes its flows.
+pub struct InProcessConnection {
+    conn: Connection,
+    frames: FrameReader,
+    failed: bool,
+}
+
+impl ccswitch_ccp::agent_link::InProcessConnection for InProcessConnection {
+    fn exchange(&mut self, sent: &[u8], answers: &mut Vec<u8>) -> Result<(), String> {
+        if self.failed {
+            return Err("the in-process agent connection failed before".into());
+        }
+        let Self { conn, frames, .. } = self;
+        let handled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            frames.push(sent);
+            let framed = loop {
+                match frames.next_frame() {
+                    Ok(Some(frame)) => conn.on_frame(frame),
+                    Ok(None) => break Ok(()),
+                    Err(e) => {
+                        error!(datapath = conn.datapath, error = %e, "unrecoverable framing error");
+                        break Err(format!("framing error: {e}"));
+                    }
+                }
+            };
+            answers.extend_from_slice(&conn.queued);
+            conn.queued.clear();
+            framed
+        }));
+        let result = handled.unwrap_or_else(|panic| Err(format!("the agent panicked: {}", panic_message(&*panic))));
+        self.failed = result.is_err();
+        result
+    }
+}
+
+impl Drop for InProcessConnection {
+    fn drop(&mut self) {
+        let conn = &mut self.conn;
+        info!(datapath = conn.datapath, flows = conn.flows.len(), in_process = true, "datapath disconnected");
+        if std::panic::catch_unwind(AssertUnwindSafe(|| conn.forget_flows())).is_err() {
+            error!(datapath = conn.datapath, "closing the flows of a failed in-process connection panicked");
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 /// The socket files this agent bound, to be removed when it stops. A file is removed only if
@@ -184,10 +266,9 @@ struct ConnectionFlow {
     policy: Option<Arc<Policy>>,
 }
 
-struct Connection<'a, W: Write> {
-    agent: &'a Agent,
+struct Connection {
+    agent: Arc<Agent>,
     datapath: u64,
-    out: W,
     /// Answers not yet written: everything answered to one read leaves in one write.
     queued: Vec<u8>,
     flows: HashMap<u32, ConnectionFlow>,
@@ -203,13 +284,13 @@ enum Ended {
     OperatorClient,
 }
 
-impl<'a, W: Write> Connection<'a, W> {
-    fn new(agent: &'a Agent, datapath: u64, out: W) -> Self {
-        Self { agent, datapath, out, queued: Vec::new(), flows: HashMap::new(), installed: HashSet::new() }
+impl Connection {
+    fn new(agent: Arc<Agent>, datapath: u64) -> Self {
+        Self { agent, datapath, queued: Vec::new(), flows: HashMap::new(), installed: HashSet::new() }
     }
 
-    /// Serve until the datapath goes away.
-    fn run(&mut self, input: &mut impl Read) -> Ended {
+    /// Serve until the datapath goes away: read what it sent, answer it in one write to `out`.
+    fn run(&mut self, input: &mut impl Read, out: &mut impl Write) -> Ended {
         let mut frames = FrameReader::new();
         let mut framed = false;
         loop {
@@ -222,7 +303,7 @@ impl<'a, W: Write> Connection<'a, W> {
             // Before the first frame, every byte received is still unread.
             if !framed && looks_like_capnp(frames.unread()) {
                 warn!(datapath = self.datapath, "a operator client connected to the datapath socket; telling it which socket to use");
-                let _ = self.out.write_all(&crate::operator::error_response(DATAPATH_SOCKET_ANSWER));
+                let _ = out.write_all(&crate::operator::error_response(DATAPATH_SOCKET_ANSWER));
                 return Ended::OperatorClient;
             }
             loop {
@@ -234,20 +315,20 @@ impl<'a, W: Write> Connection<'a, W> {
                     Ok(None) => break,
                     Err(e) => {
                         error!(datapath = self.datapath, error = %e, "unrecoverable framing error");
-                        self.flush();
+                        self.flush(out);
                         return Ended::Closed(format!("framing error: {e}"));
                     }
                 }
             }
-            self.flush();
+            self.flush(out);
         }
     }
 
-    fn flush(&mut self) {
+    fn flush(&mut self, out: &mut impl Write) {
         if self.queued.is_empty() {
             return;
         }
-        if let Err(e) = self.out.write_all(&self.queued) {
+        if let Err(e) = out.write_all(&self.queued) {
             error!(datapath = self.datapath, error = %e, "failed to answer the datapath");
         }
         self.queued.clear();
@@ -350,7 +431,7 @@ impl<'a, W: Write> Connection<'a, W> {
             }
             Msg::Measure(m) => {
                 let key = self.key(m.sid);
-                let agent = self.agent;
+                let agent = &*self.agent;
                 let Some(entry) = self.flows.get_mut(&m.sid) else {
                     debug!(datapath = self.datapath, sid = m.sid, "report for an unknown flow");
                     return Ok(());
@@ -477,13 +558,115 @@ fn ip(addr: u32) -> std::net::Ipv4Addr {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
+    use std::io::{Read, Write};
     use std::sync::atomic::Ordering;
 
     use ccswitch_ccp::agent_link::Counted;
     use ccswitch_ccp::wire::{Create, Measure, Ready};
 
     use super::*;
+
+    /// READY, `flows` CREATEs, one report per flow (every third with a loss, every fifth with
+    /// a timeout) and the close of the first flow, encoded as a datapath sends them.
+    fn datapath_batch(agent: &Agent, flows: u32) -> Vec<u8> {
+        use ccswitch_ccp::program::standard::report;
+        let fields = agent.simple.program.report_names.len();
+        let uid = agent.simple.program.uid;
+        let mut batch = Vec::new();
+        Msg::Ready(Ready { id: 1 }).encode_into(&mut batch).unwrap();
+        for sid in 1..=flows {
+            let create = Create { sid, init_cwnd: 14_480, mss: 1448, src_ip: 1, src_port: 80, dst_ip: 2, dst_port: 40_000 + sid, cong_alg: String::new() };
+            Msg::Create(create).encode_into(&mut batch).unwrap();
+        }
+        for sid in 1..=flows {
+            let mut fields = vec![0; fields];
+            fields[report::ACKED] = 14_480;
+            fields[report::RTT] = 20_000;
+            fields[report::LOST] = u64::from(sid % 3 == 0);
+            fields[report::TIMEOUT] = u64::from(sid % 5 == 0);
+            Msg::Measure(Measure { sid, program_uid: uid, fields }).encode_into(&mut batch).unwrap();
+        }
+        Msg::Measure(Measure { sid: 1, program_uid: 0, fields: vec![] }).encode_into(&mut batch).unwrap();
+        batch
+    }
+
+    fn decode_all(mut bytes: &[u8]) -> Vec<Msg> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            let (msg, used) = wire::decode(bytes).unwrap();
+            out.push(msg);
+            bytes = &bytes[used..];
+        }
+        out
+    }
+
+    /// What a datapath reads back from the agent's socket for `batch`.
+    fn answers_over_the_socket(agent: &Arc<Agent>, batch: &[u8]) -> Vec<u8> {
+        let (mut datapath, sock) = UnixStream::pair().unwrap();
+        datapath.write_all(batch).unwrap();
+        datapath.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut conn = Connection::new(Arc::clone(agent), 1);
+        conn.run(&mut sock.try_clone().unwrap(), &mut sock.try_clone().unwrap());
+        conn.forget_flows();
+        drop((conn, sock));
+        let mut answers = Vec::new();
+        datapath.read_to_end(&mut answers).unwrap();
+        answers
+    }
+
+    #[test]
+    fn an_in_process_exchange_answers_as_the_socket_does() {
+        let agent = Agent::new("cubic".into(), Arc::new(Registry::new(None)), None).unwrap();
+        let batch = datapath_batch(&agent, 30);
+        let over_socket = answers_over_the_socket(&agent, &batch);
+        let mut conn = agent.connect_in_process();
+        let mut in_process = Vec::new();
+        ccswitch_ccp::agent_link::InProcessConnection::exchange(&mut conn, &batch, &mut in_process).unwrap();
+        assert!(!over_socket.is_empty());
+        assert_eq!(decode_all(&in_process), decode_all(&over_socket));
+        assert_eq!(in_process, over_socket, "byte for byte");
+    }
+
+    #[test]
+    fn an_in_process_connection_answers_message_by_message_as_in_one_batch() {
+        let agent = Agent::new("reno".into(), Arc::new(Registry::new(None)), None).unwrap();
+        let batch = datapath_batch(&agent, 12);
+        let mut whole = Vec::new();
+        ccswitch_ccp::agent_link::InProcessConnection::exchange(&mut agent.connect_in_process(), &batch, &mut whole).unwrap();
+        let mut conn = agent.connect_in_process();
+        let mut pieces = Vec::new();
+        let mut rest = &batch[..];
+        while !rest.is_empty() {
+            let len = wire::peek_header(rest).unwrap().len;
+            let before = pieces.len();
+            ccswitch_ccp::agent_link::InProcessConnection::exchange(&mut conn, &rest[..len], &mut pieces).unwrap();
+            // Answers are appended, never overwritten.
+            assert!(pieces.len() >= before);
+            rest = &rest[len..];
+        }
+        assert_eq!(decode_all(&pieces), decode_all(&whole));
+    }
+
+    #[test]
+    fn an_in_process_connection_lists_its_flows_until_dropped_and_fails_for_good_on_broken_framing() {
+        let registry = Arc::new(Registry::new(None));
+        let agent = Agent::new("reno".into(), Arc::clone(&registry), None).unwrap();
+        let mut conn = agent.connect_in_process();
+        let mut answers = Vec::new();
+        let batch = datapath_batch(&agent, 5);
+        ccswitch_ccp::agent_link::InProcessConnection::exchange(&mut conn, &batch, &mut answers).unwrap();
+        // Five created, the first closed.
+        assert_eq!(registry.list().len(), 4);
+        drop(conn);
+        assert!(registry.list().is_empty(), "a dropped connection's flows are gone");
+
+        let mut conn = agent.connect_in_process();
+        // A length below the header's: no framing can follow.
+        let garbage = [0u8, 0, 2, 0, 0, 0, 0, 0];
+        let err = ccswitch_ccp::agent_link::InProcessConnection::exchange(&mut conn, &garbage, &mut answers).unwrap_err();
+        assert!(err.contains("framing"), "{err}");
+        assert!(ccswitch_ccp::agent_link::InProcessConnection::exchange(&mut conn, &batch, &mut answers).is_err());
+    }
 
     #[test]
     fn a_batch_of_a_hundred_reports_is_read_in_one_call_and_answered_in_one_write() {
@@ -506,12 +689,13 @@ mod tests {
         datapath.shutdown(std::net::Shutdown::Write).unwrap();
 
         let mut input = Counted::new(sock.try_clone().unwrap());
-        let mut conn = Connection::new(&agent, 1, Counted::new(sock));
-        assert!(matches!(conn.run(&mut input), Ended::Closed(reason) if reason == "closed"));
+        let mut out = Counted::new(sock);
+        let mut conn = Connection::new(Arc::clone(&agent), 1);
+        assert!(matches!(conn.run(&mut input, &mut out), Ended::Closed(reason) if reason == "closed"));
         // One read for the batch, one that finds the end of the stream.
         assert_eq!(input.reads.load(Ordering::Relaxed), 2);
-        assert_eq!(conn.out.writes.load(Ordering::Relaxed), 1);
-        drop((conn, input));
+        assert_eq!(out.writes.load(Ordering::Relaxed), 1);
+        drop((conn, input, out));
 
         let mut frames = FrameReader::new();
         while frames.read_from(&mut datapath).unwrap() > 0 {}

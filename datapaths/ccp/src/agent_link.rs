@@ -21,6 +21,13 @@
 //!   re-announces itself) once the agent process that bound that path is gone, even if a
 //!   new one has bound it since. The datapath sends one message per datagram (portus 0.7
 //!   receives into 1 KB), so here a flush is one `send` per message.
+//! - [`AgentAddr::InProcess`]: an agent living in the shim's own process ([`InProcessAgent`],
+//!   the ccswitch agent's controllers). A flush hands the queued messages to the agent's
+//!   connection on the caller's thread, which answers into a buffer before it returns: no
+//!   socket, no syscall, no other thread woken. The answers are read by the next
+//!   [`AgentLink::receive`]; [`AgentLink::answers_waiting`] says there are some, so the
+//!   caller can take them in the same turn of its loop. The messages are the same CCP
+//!   messages, encoded and decoded as over a socket, so both sides keep one code path.
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -39,17 +46,55 @@ pub enum AgentAddr {
     Stream(PathBuf),
     /// The agent speaks portus's unix datagram IPC.
     Portus(PortusAddr),
+    /// The agent runs in this process.
+    InProcess(InProcessAddr),
 }
 
 impl AgentAddr {
-    /// The agent's socket path, for logs.
+    /// The agent's socket path, for logs (`in-process` for an agent in this process).
     pub fn agent_path(&self) -> PathBuf {
         match self {
             AgentAddr::Stream(p) => p.clone(),
             AgentAddr::Portus(p) => p.agent_path(),
+            AgentAddr::InProcess(_) => PathBuf::from("in-process"),
         }
     }
 }
+
+/// An agent in the shim's process: [`connect`](InProcessAgent::connect) is what connecting
+/// to its socket is for an agent in another process, a fresh connection with no flows and no
+/// programs (the session announces READY and its flows on it, as on any connection).
+pub trait InProcessAgent: Send + Sync {
+    fn connect(&self) -> Box<dyn InProcessConnection>;
+}
+
+/// One datapath's connection to an agent in this process.
+pub trait InProcessConnection: Send {
+    /// Hands the agent `sent`, whole CCP messages back to back as they would be written to
+    /// its socket, and appends to `answers` everything the agent answers to them, before it
+    /// returns. An error means the connection is unusable (the datapath then treats the
+    /// agent as gone, falls back, and connects afresh later); it says why.
+    fn exchange(&mut self, sent: &[u8], answers: &mut Vec<u8>) -> Result<(), String>;
+}
+
+/// [`AgentAddr::InProcess`]: the agent, shared. Two addresses are equal when they name the
+/// same agent.
+#[derive(Clone)]
+pub struct InProcessAddr(pub Arc<dyn InProcessAgent>);
+
+impl std::fmt::Debug for InProcessAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InProcessAddr")
+    }
+}
+
+impl PartialEq for InProcessAddr {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for InProcessAddr {}
 
 /// How the datapath's own datagram address is written, which decides where a portus agent
 /// sends its answers.
@@ -106,6 +151,11 @@ enum Conn {
         /// One received datagram.
         buf: Vec<u8>,
     },
+    InProcess {
+        conn: Box<dyn InProcessConnection>,
+        /// What the agent answered and the link has not handed out yet.
+        answers: Vec<u8>,
+    },
 }
 
 pub struct AgentLink {
@@ -135,7 +185,13 @@ impl AgentLink {
                 Ok(Self::from_stream(Box::new(sock)))
             }
             AgentAddr::Portus(p) => Self::connect_portus(p),
+            AgentAddr::InProcess(agent) => Ok(Self::in_process(agent.0.connect())),
         }
+    }
+
+    /// A link to an agent in this process, over one of its connections.
+    pub fn in_process(conn: Box<dyn InProcessConnection>) -> Self {
+        Self::new(Conn::InProcess { conn, answers: Vec::new() })
     }
 
     /// A link over a connected stream socket in non-blocking mode.
@@ -169,12 +225,20 @@ impl AgentLink {
         Ok(Self::new(Conn::Datagram { sock, own_path, buf: vec![0u8; MAX_MSG_LEN + 1] }))
     }
 
-    /// Readable when the agent has sent something (poll it beside the datapath's fd).
-    pub fn fd(&self) -> RawFd {
+    /// Readable when the agent has sent something (poll it beside the datapath's fd); `None`
+    /// for an agent in this process, which answers within [`flush`](Self::flush).
+    pub fn fd(&self) -> Option<RawFd> {
         match &self.conn {
-            Conn::Stream(s) => s.as_raw_fd(),
-            Conn::Datagram { sock, .. } => sock.as_raw_fd(),
+            Conn::Stream(s) => Some(s.as_raw_fd()),
+            Conn::Datagram { sock, .. } => Some(sock.as_raw_fd()),
+            Conn::InProcess { .. } => None,
         }
+    }
+
+    /// The agent's answers are waiting to be [`receive`](Self::receive)d: an agent in this
+    /// process answered the last [`flush`](Self::flush).
+    pub fn answers_waiting(&self) -> bool {
+        matches!(&self.conn, Conn::InProcess { answers, .. } if !answers.is_empty())
     }
 
     /// Appends what the agent has sent to `out`, without waiting: one read for everything
@@ -215,6 +279,12 @@ impl AgentLink {
                 }
                 decode_datagram(&buf[..n], out);
             },
+            Conn::InProcess { answers, .. } => {
+                // Framed as if read from a stream: the same checks, the same errors.
+                self.frames.push(answers);
+                answers.clear();
+                take_frames(&mut self.frames, out);
+            }
         }
     }
 
@@ -242,6 +312,10 @@ impl AgentLink {
                 }
                 result
             }
+            Conn::InProcess { conn, answers } if !self.queued.is_empty() => {
+                conn.exchange(&self.queued, answers).map_err(|why| std::io::Error::new(ErrorKind::BrokenPipe, why))
+            }
+            Conn::InProcess { .. } => Ok(()),
         };
         self.queued.clear();
         result

@@ -292,9 +292,10 @@ impl Session {
     }
 
     /// Readable when the agent has sent something (poll it beside the datapath's fd, then
-    /// call [`drain_agent`](Self::drain_agent)).
+    /// call [`drain_agent`](Self::drain_agent)). `None` without an agent, and with an agent
+    /// in this process, whose answers [`flush`](Self::flush) applies before it returns.
     pub fn agent_fd(&self) -> Option<RawFd> {
-        self.agent.as_ref().map(AgentLink::fd)
+        self.agent.as_ref().and_then(AgentLink::fd)
     }
 
     pub fn connected(&self) -> bool {
@@ -443,16 +444,25 @@ impl Session {
     }
 
     /// Send every message queued since the last flush, in one write. Shims call it after
-    /// each batch of datapath events and each tick.
+    /// each batch of datapath events and each tick. An agent in this process answers before
+    /// the send returns: its answers are applied here, at once.
     pub fn flush(&mut self, dp: &mut impl SessionDatapath) {
         let Some(link) = self.agent.as_mut() else { return };
+        // Urgent reports leave now: an agent in this process answers within the send, so
+        // "sent" is stamped before it, and "sent → answered" is the agent's own work.
+        let sent_us = if self.unsent_urgent.is_empty() { 0 } else { monotonic_now_ns() / 1000 };
         if let Err(e) = link.flush() {
             return self.disconnect(dp, &format!("send failed: {e}"));
         }
-        if self.unsent_urgent.is_empty() {
-            return;
+        let answered = link.answers_waiting();
+        self.stamp_sent_urgent(sent_us);
+        if answered {
+            self.drain_agent(dp);
         }
-        let now_us = monotonic_now_ns() / 1000;
+    }
+
+    /// Urgent reports queued before the flush at `sent_us` left for the agent then.
+    fn stamp_sent_urgent(&mut self, now_us: u64) {
         for sid in self.unsent_urgent.drain(..) {
             let Some(flow) = self.flows.get_mut(&sid) else { continue };
             for a in flow.awaiting.iter_mut().rev() {

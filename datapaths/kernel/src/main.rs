@@ -10,23 +10,40 @@
 //!
 //! The agent is the ccswitch agent (unix stream socket, the default) or any portus agent on
 //! portus's unix datagram IPC (`--agent-ipc portus-unix`), e.g. upstream CCP's
-//! `generic_cong_avoid` binaries: see `ccswitch_ccp::agent_link`.
+//! `generic_cong_avoid` binaries: see `ccswitch_ccp::agent_link`. With `--agent-in-process`
+//! the ccswitch agent runs in this process instead, its controllers on the shim's thread
+//! (`ccswitch_agent::in_process`): `ccswitch-kernel --agent-in-process [SHIM OPTIONS] --
+//! [AGENT OPTIONS]`, the agent's options being those of `ccswitch-agent`.
 
 mod shim;
 
+use std::ffi::OsString;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use ccswitch_agent::in_process::InProcessHost;
+use ccswitch_ccp::agent_link::{AgentAddr, InProcessAddr};
 use ccswitch_ccp::cli::{AgentArgs, LogArgs, WindowSignals};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_REPORT_DELAY, DEFAULT_RING_BYTES};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
 #[command(name = "ccswitch-kernel", version, about)]
+#[command(after_help = "With --agent-in-process, the options after `--` are the agent's (see `ccswitch-agent --help`), \
+e.g. `ccswitch-kernel --agent-in-process --fallback reno -- --algorithm cubic --operator-socket /run/ccswitch/operator.sock`.")]
 struct KernelCli {
     #[command(flatten)]
     agent: AgentArgs,
+    /// Run the ccswitch agent in this process, its controllers on the shim's thread, instead of
+    /// reaching one over a socket: no socket hop and no thread wake-up between a report and
+    /// its answer. Its options follow `--`, as `ccswitch-agent` takes them; it serves its
+    /// operator interface as usual, and its --socket only when given (for other datapaths).
+    #[arg(long, conflicts_with_all = ["agent_socket", "agent_ipc", "portus_dir", "portus_agent", "portus_name", "portus_version"])]
+    agent_in_process: bool,
+    /// With --agent-in-process: the agent's options.
+    #[arg(last = true, value_name = "AGENT OPTIONS", requires = "agent_in_process")]
+    agent_options: Vec<OsString>,
     /// In-kernel algorithm for flows the agent does not drive.
     #[arg(long, default_value = "reno", value_parser = ["reno", "cubic"])]
     fallback: String,
@@ -68,6 +85,13 @@ fn main() -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
     let window = WindowSignals::register()?;
+    // The agent first: a bad algorithm or policy fails before the congestion control registers.
+    let agent_addr = if args.agent_in_process {
+        let host = InProcessHost::start(args.agent_options.iter().cloned()).context("the in-process agent")?;
+        AgentAddr::InProcess(InProcessAddr(host))
+    } else {
+        args.agent.addr("ccswitch-kernel")
+    };
 
     let fallback = if args.fallback == "cubic" { Fallback::Cubic } else { Fallback::Reno };
     let datapath = KernelDatapath::load(LoadOptions {
@@ -84,10 +108,11 @@ fn main() -> Result<()> {
         prog_ids = ?datapath.prog_ids().iter().map(|p| p.id).collect::<Vec<_>>(),
         "congestion control registered"
     );
-    let agent_addr = args.agent.addr("ccswitch-kernel");
     let mut shim = shim::KernelShim::new(datapath, agent_addr, args.agent.timeout());
     let result = shim.run(&stop, &window);
     shim.log_totals();
+    // The session's link, hence an in-process agent's connection and flows, go with the shim;
+    // the agent itself (its sockets removed) with the last handle on it, just after.
     drop(shim);
     tracing::info!(cc = %args.cc_name, "congestion control unregistered");
     result

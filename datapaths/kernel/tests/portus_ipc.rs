@@ -108,7 +108,7 @@ fn next(link: &mut AgentLink, n: usize) -> Vec<FromAgent> {
     let mut got = Vec::new();
     while got.len() < n {
         assert!(Instant::now() < deadline, "{n} messages from the agent, got {got:?}");
-        let mut pfd = libc::pollfd { fd: link.fd(), events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd { fd: link.fd().expect("a socket"), events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd for the duration of the call.
         unsafe { libc::poll(&mut pfd, 1, 100) };
         link.receive(&mut got);
