@@ -17,14 +17,15 @@ from test_ovs_topology import require_bridge_tools
 FLOWS = 100
 
 
-def run_scale(tmp_path, datapath):
+def run_scale(tmp_path, datapath, agent_transport="socket"):
     require_machine_and_binaries()
     if datapath == "ovs":
         require_bridge_tools()
     if CcswitchDaemons.missing_binaries(environment.bin_dir(), (scale.LOADGEN, "ccswitch-ovs")):
         pytest.fail(f"{scale.LOADGEN} or ccswitch-ovs not built (make build)")
     out = tmp_path / "scale"
-    x = scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=25, out_dir=str(out), datapath=datapath, quiet=True)
+    x = scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=25, out_dir=str(out), datapath=datapath, quiet=True,
+                    agent_transport=agent_transport)
     print(json.dumps(x, indent=1))
     assert json.loads((out / "scale.json").read_text()) == x
     assert (x["flows_opened"], x["flows_receiving"], x["flows_silent"], x["flows_failed"], x["flows_closed_early"]) == (FLOWS, FLOWS, 0, 0, 0), \
@@ -35,15 +36,23 @@ def run_scale(tmp_path, datapath):
     assert 80 < x["goodput_mbps"] < 110
     assert x["ring_records_lost"] == 0 and x["reports_dropped"] == 0 and x["agent_errors"] == 0
     assert x["answer_p50_us"] > 0 and x["answer_p50_us"] <= x["answer_p99_us"] <= x["answer_p999_us"]
-    assert x["shim_cpu_pct"] > 0 and x["agent_cpu_pct"] > 0
     assert x["softnet_drops_per_s"] >= 0
     # The server sent data in the window, and these counters are its own.
     assert x["server_tcp_per_s"]["OutSegs"] > 0 and x["server_tcp_per_s"]["RetransSegs"] >= 0
+    assert x["agent_transport"] == agent_transport
+    if agent_transport == "in-process":
+        # one process: its CPU and memory are the shim's, never counted twice
+        assert x["agent_cpu_pct"] is None and x["agent_kib_per_flow"] is None
+        assert x["shim_agent_cpu_pct"] == x["shim_cpu_pct"] > 0
+    else:
+        assert x["shim_cpu_pct"] > 0 and x["agent_cpu_pct"] > 0
+        assert x["shim_agent_cpu_pct"] == pytest.approx(x["shim_cpu_pct"] + x["agent_cpu_pct"])
     return x
 
 
-def test_a_hundred_flows_on_the_kernel_datapath_have_their_acks_folded(tmp_path):
-    x = run_scale(tmp_path, "kernel")
+@pytest.mark.parametrize("agent_transport", ["socket", "in-process"])
+def test_a_hundred_flows_on_the_kernel_datapath_have_their_acks_folded(tmp_path, agent_transport):
+    x = run_scale(tmp_path, "kernel", agent_transport)
     assert x["acks_fallback_in_window"] == 0, "every flow under the agent's windows"
     assert x["directives_refused"] == 0
     # Cubic runs on the standard program: the kernel folds every ACK and sends reports.

@@ -14,7 +14,7 @@ from ..experiments.environment import bin_dir, check_agent_schemes, checked_here
 from ..experiments.errors import Interrupted, RunError
 from ..experiments.runner import Runner
 from ..experiments.units import default_out_dir
-from ..topology.daemons import agent_check_env, check_agent_spec
+from ..topology.daemons import AGENT_TRANSPORTS, DEFAULT_AGENT_TRANSPORT, agent_check_env, check_agent_spec
 from ..topology.namespaces import TopologyError, log
 
 
@@ -32,6 +32,11 @@ def add_cli(subparsers) -> None:
     p.add_argument("--no-measure", action="store_true",
                    help="run without the packet probe (no delay, drops, TCP_INFO or throughput over time); "
                         "for measuring what the measurements cost")
+    p.add_argument("--agent-transport", choices=AGENT_TRANSPORTS,
+                   help="how the kernel shim reaches the ccswitch agent: socket (a process of its own) or "
+                        "in-process (the agent in the shim's process, ccswitch-kernel --agent-in-process); "
+                        f"default $CCSWITCH_AGENT_TRANSPORT, else {DEFAULT_AGENT_TRANSPORT}. Set in the "
+                        "environment, so local workers (--local-workers) follow it; remote workers keep theirs")
     add_cluster_options(p)
     p.set_defaults(func=_cli_run, parser=p)
     c = subparsers.add_parser("compare", help="compare two runs of one scenario cell for cell",
@@ -99,6 +104,8 @@ def _cli_compare(args) -> int:
 def _cli_run(args) -> int:
     from ..experiments.scenario import ScenarioError, load_scenario, parse_scheme, with_agent_problems
 
+    if args.agent_transport:
+        os.environ["CCSWITCH_AGENT_TRANSPORT"] = args.agent_transport
     try:
         try:
             sc = load_scenario(args.scenario)

@@ -77,8 +77,10 @@ def cpu_seconds(pid: int) -> float:
 
 def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
     r.prepare_scheme(scheme)
-    shim, agent = r.daemons.shim.pid, r.daemons.agent.pid
-    bpf0, shim0, agent0 = bpf_program_stats(), cpu_seconds(shim), cpu_seconds(agent)
+    # in-process, the agent's CPU is the shim's: not counted twice
+    shim, agent = r.daemons.shim.pid, None if r.daemons.in_process else r.daemons.agent.pid
+    agent_cpu = (lambda: 0.0) if agent is None else (lambda: cpu_seconds(agent))
+    bpf0, shim0, agent0 = bpf_program_stats(), cpu_seconds(shim), agent_cpu()
     rows = []
     for rep in range(r.sc.repetitions):
         for client in r.sc.clients:
@@ -87,7 +89,7 @@ def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
                 status = "ok" if row["sha256_ok"] else f"FAILED ({row['error']})"
                 log(f"{scheme.label} {client.name} rep {rep + 1}: {row['tct_s']} s {status}")
                 rows.append(row)
-    bpf1, shim1, agent1 = bpf_program_stats(), cpu_seconds(shim), cpu_seconds(agent)
+    bpf1, shim1, agent1 = bpf_program_stats(), cpu_seconds(shim), agent_cpu()
     delta = {n: {k: bpf1[n][k] - bpf0.get(n, {}).get(k, 0) for k in bpf1[n]} for n in bpf1}
     acks = delta.get(PER_ACK_PROGRAM, {}).get("run_cnt", 0)
     if acks == 0:
@@ -101,7 +103,8 @@ def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
         "bpf_ns_per_ack": delta[PER_ACK_PROGRAM]["run_time_ns"] / acks,
         "bpf_ns_per_ack_all_programs": sum(d["run_time_ns"] for d in delta.values()) / acks,
         "shim_cpu_ms_per_10k_acks": (shim1 - shim0) * 1e3 * per_10k,
-        "agent_cpu_ms_per_10k_acks": (agent1 - agent0) * 1e3 * per_10k,
+        "agent_cpu_ms_per_10k_acks": None if agent is None else (agent1 - agent0) * 1e3 * per_10k,
+        "agent_transport": r.daemons.agent_transport,
         "tct_s": [row["tct_s"] for row in rows],
     }
 
@@ -125,7 +128,8 @@ def print_table(results: List[Dict[str, float]]) -> None:
     print("  ".join(f"{h:>20}" for h in head), file=sys.stderr)
     for x in results:
         cells = (x["scheme"], x["acks"], f"{x['bpf_ns_per_ack']:.0f}", f"{x['bpf_ns_per_ack_all_programs']:.0f}",
-                 f"{x['shim_cpu_ms_per_10k_acks']:.1f}", f"{x['agent_cpu_ms_per_10k_acks']:.1f}")
+                 f"{x['shim_cpu_ms_per_10k_acks']:.1f}",
+                 "in the shim" if x["agent_cpu_ms_per_10k_acks"] is None else f"{x['agent_cpu_ms_per_10k_acks']:.1f}")
         print("  ".join(f"{c:>20}" for c in cells), file=sys.stderr)
 
 
@@ -207,6 +211,11 @@ def add_cli(subparsers) -> None:
     p.add_argument("--algorithm", default="cubic", help="scale: the agent's algorithm for every flow")
     p.add_argument("--datapath", default="kernel", choices=["kernel", "ovs"],
                    help="scale: the kernel datapath, or the ovs bridge port in front of a stock-Cubic server")
+    p.add_argument("--agent-transport", metavar="T[,T...]",
+                   help="scale: how the kernel shim reaches the agent, socket or in-process (the agent in the "
+                        "shim's process); several, comma-separated (socket,in-process), run one after the "
+                        "other in that order, each a whole run, with --json one line each (default: as any run, "
+                        "$CCSWITCH_AGENT_TRANSPORT, else socket)")
     p.add_argument("--baseline", metavar="REV",
                    help="overhead, authoring, both: compare REV (built in a worktree /tmp/ccswitch-baseline-<sha7>, "
                         "kept for later) with this tree, whole runs of each alternated, medians")
@@ -239,16 +248,22 @@ def _cli_bench(args) -> int:
     if args.which == "scale":
         from . import scale as _scale
 
-        def run_scale():
-            out = args.out or default_out_dir(_scale.scenario(args.algorithm, args.delay_ms, args.datapath))
-            return _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out,
-                                datapath=args.datapath, algorithm=args.algorithm)
-        x, status = _measured(run_scale)
-        if status is not None:
-            return status
-        _scale.print_scale(x)
-        if args.json:
-            print(json.dumps(x))
+        from ..topology.daemons import AGENT_TRANSPORTS
+
+        transports = args.agent_transport.split(",") if args.agent_transport else [None]
+        if any(t not in AGENT_TRANSPORTS for t in transports if t is not None):
+            args.parser.error(f"--agent-transport: each one of {', '.join(AGENT_TRANSPORTS)}")
+        base = args.out or default_out_dir(_scale.scenario(args.algorithm, args.delay_ms, args.datapath))
+        for i, transport in enumerate(transports):
+            out = base if len(transports) == 1 else os.path.join(base, f"{i + 1}-{transport}")
+            x, status = _measured(lambda: _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out,
+                                                       datapath=args.datapath, algorithm=args.algorithm,
+                                                       agent_transport=transport))
+            if status is not None:
+                return status
+            _scale.print_scale(x)
+            if args.json:
+                print(json.dumps(x), flush=True)
         return 0
     if args.which == "authoring":
         if args.reports < 1 or args.rounds < 1:

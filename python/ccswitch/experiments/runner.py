@@ -181,8 +181,11 @@ class Runner:
                  schemes_checked: bool = False, schedule: Optional[List[tuple]] = None,
                  numbers: Optional[List[int]] = None, write_results: bool = True,
                  on_row: Optional[Callable[[dict], None]] = None, measure: bool = True,
-                 link_logs: bool = False, analysis: Optional[RunAnalysis] = None) -> None:
+                 link_logs: bool = False, analysis: Optional[RunAnalysis] = None,
+                 agent_transport: Optional[str] = None) -> None:
         self.sc = scenario
+        #: how the kernel shim reaches the agent (daemons.AGENT_TRANSPORTS); None: the default
+        self.agent_transport = agent_transport
         #: what the command adds to the summary (run_summary.RunAnalysis); None: the run's own
         #: summary only
         self.analysis = analysis
@@ -282,7 +285,8 @@ class Runner:
             self.daemons = CcswitchDaemons(self.procs, self.sysctls, self.bin_dir, self.work, self.log_dir,
                                            settle_s=sc.agent_settle_s, python_path=scenario_python_path(sc),
                                            events_dir=os.path.join(self.out_dir, "events"),
-                                           destination_memory=sc.destination_memory)
+                                           destination_memory=sc.destination_memory,
+                                           agent_transport=self.agent_transport)
             self.teardown.push("stop ccswitch agent and shim", self.daemons.stop)
             self.collector = EventCollector(self.out_dir)
             self.teardown.push("close handovers.jsonl", self.collector.close)

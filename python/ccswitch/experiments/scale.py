@@ -244,7 +244,10 @@ class KernelSide:
         self.window = ShimWindow(r.daemons.shim.pid, self.log, "measurement window flows")
 
     def pids(self) -> Dict[str, int]:
-        return {"shim": self.r.daemons.shim.pid, "agent": self.r.daemons.agent.pid}
+        """The processes whose CPU and memory are counted: the agent's only when it is a
+        process of its own (in-process, the shim's figures are both)."""
+        d = self.r.daemons
+        return {"shim": d.shim.pid} if d.in_process else {"shim": d.shim.pid, "agent": d.agent.pid}
 
     def end_window(self) -> None:
         """The shim logs the window's flows and latency at once."""
@@ -284,9 +287,15 @@ class KernelSide:
             "answer_p999_us": lat.get("p999_us"),
             "urgent_answers": lat.get("urgent"),
             "urgent_p99_us": lat.get("urgent_p99_us"),
-            # of which: from the report to the shim reading it
+            # of which: from the report to the shim reading it, from reading it to sending it
+            # to the agent, and from sending it to the answer's arrival (in-process: the
+            # agent's work)
             "urgent_read_p50_us": lat.get("urgent_read_p50_us"),
             "urgent_read_p99_us": lat.get("urgent_read_p99_us"),
+            "urgent_queued_p50_us": lat.get("urgent_queued_p50_us"),
+            "urgent_queued_p99_us": lat.get("urgent_queued_p99_us"),
+            "urgent_agent_p50_us": lat.get("urgent_agent_p50_us"),
+            "urgent_agent_p99_us": lat.get("urgent_agent_p99_us"),
             "reports_untimed": lat.get("untimed"),
             "reports_awaiting_at_end": lat.get("awaiting"),
             "directives_refused": totals.get("directives_refused", 0),
@@ -365,12 +374,16 @@ class OvsSide:
 
 def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: str, *,
           datapath: str = "kernel", algorithm: str = "cubic", ramp_s: Optional[float] = None,
-          quiet: bool = False) -> Dict[str, object]:
+          quiet: bool = False, agent_transport: Optional[str] = None) -> Dict[str, object]:
+    """One run; `agent_transport` (daemons.AGENT_TRANSPORTS, default as for any run) says how
+    the kernel shim reaches the agent."""
     if flows < 1 or seconds <= 0 or rate_kbps <= 0 or delay_ms < 0:
         raise RunError("--flows, --seconds and --rate-kbps must be positive, --delay-ms >= 0")
+    if datapath != "kernel" and agent_transport == "in-process":
+        raise RunError("--agent-transport in-process: only the kernel shim hosts the agent")
     ramp_s = ramp_s if ramp_s is not None else max(1.0, flows / 2000)
     sc = scenario(algorithm, delay_ms, datapath)
-    r = Runner(sc, out_dir, quiet=quiet)
+    r = Runner(sc, out_dir, quiet=quiet, agent_transport=agent_transport if datapath == "kernel" else "socket")
     say = (lambda m: None) if quiet else log
     with torn_down_on_exit(r.teardown):
         r.setup()
@@ -464,8 +477,10 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         dt = t1 - t0
         figures = side.finish({k: b1.get(k, 0) - b0.get(k, 0) for k in b1}, dt)
 
+    cpu = {k: 100 * (cpu1[k] - cpu0[k]) / dt for k in pids}
     result = {
         "datapath": datapath,
+        "agent_transport": r.daemons.agent_transport,
         "algorithm": algorithm,
         "flows": flows,
         "rate_kbps_per_flow": rate_kbps,
@@ -494,10 +509,12 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         # Losses of the testbed (a full input backlog), per second of the window.
         "softnet_drops_per_s": (drops1 - drops0) / dt,
         **figures,
-        "shim_cpu_pct": 100 * (cpu1["shim"] - cpu0["shim"]) / dt,
-        "agent_cpu_pct": 100 * (cpu1["agent"] - cpu0["agent"]) / dt,
+        # in-process, the agent's CPU and memory are the shim's (None: not apart)
+        "shim_cpu_pct": cpu["shim"],
+        "agent_cpu_pct": cpu.get("agent"),
+        "shim_agent_cpu_pct": sum(cpu.values()),
         "shim_kib_per_flow": (rss1["shim"] - rss0["shim"]) / flows,
-        "agent_kib_per_flow": (rss1["agent"] - rss0["agent"]) / flows,
+        "agent_kib_per_flow": (rss1["agent"] - rss0["agent"]) / flows if "agent" in pids else None,
         # every map, preallocated for --max-flows whatever the flows: per flow of this run
         "maps_kib_per_flow": maps_kib / flows,
         "loadgen_errors": load["errors"],

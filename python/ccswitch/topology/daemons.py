@@ -190,11 +190,32 @@ def check_agent_spec(agent_bin: str, algorithm: Optional[str], policy: Optional[
     return text or f"{os.path.basename(agent_bin)} exited with {describe_exit(proc.returncode)} and no message"
 
 
+#: How the kernel shim reaches the agent: "socket", the agent a process of its own on a unix
+#: socket; "in-process", the agent in the shim's process (`ccswitch-kernel --agent-in-process`),
+#: its controllers on the shim's thread.
+AGENT_TRANSPORTS = ("socket", "in-process")
+DEFAULT_AGENT_TRANSPORT = "socket"
+
+
+def agent_transport_default() -> str:
+    """The transport of runs that name none: $CCSWITCH_AGENT_TRANSPORT, else the default."""
+    t = os.environ.get("CCSWITCH_AGENT_TRANSPORT") or DEFAULT_AGENT_TRANSPORT
+    if t not in AGENT_TRANSPORTS:
+        raise TopologyError(f"CCSWITCH_AGENT_TRANSPORT={t!r}: not one of {', '.join(AGENT_TRANSPORTS)}")
+    return t
+
+
 class CcswitchDaemons:
     """The agent (restarted whenever the algorithm or policy changes) and the kernel datapath
     shim (kept for the whole run once a `kernel:` scheme needs it; it registers the BPF
     congestion control "ccswitch"). The ovs datapath's shim (`ovs.OvsShimProcess`) talks to
     the same agent.
+
+    With `agent_transport="in-process"` the agent runs in the kernel shim's process
+    (`ccswitch-kernel --agent-in-process -- AGENT OPTIONS`): one process is both `agent` and
+    `shim`, restarted (the congestion control registered again) whenever the algorithm or
+    policy changes, and started for ovs schemes too; it serves the agent's socket as well, for
+    the ovs shim. Its log is the shim's, `kernel-shim.log`.
 
     With `events_dir`, every agent start writes its flow events (creation, reports, algorithm
     handovers, close; JSONL) to `events_dir/agent-NNN.jsonl`, NNN counting the starts like the
@@ -204,8 +225,11 @@ class CcswitchDaemons:
 
     def __init__(self, procs: Processes, sysctls: SysctlGuard, bin_dir: str, workdir: str, log_dir: str,
                  settle_s: float = 1.0, python_path: Sequence[str] = (), events_dir: Optional[str] = None,
-                 destination_memory: bool = False) -> None:
+                 destination_memory: bool = False, agent_transport: Optional[str] = None) -> None:
         self.procs, self.sysctls = procs, sysctls
+        self.agent_transport = agent_transport or agent_transport_default()
+        if self.agent_transport not in AGENT_TRANSPORTS:
+            raise TopologyError(f"agent transport {self.agent_transport!r}: not one of {', '.join(AGENT_TRANSPORTS)}")
         #: keep the policies' per-destination memory (see Scenario.destination_memory)
         self.destination_memory = destination_memory
         self.agent_bin = os.path.join(bin_dir, "ccswitch-agent")
@@ -284,9 +308,44 @@ class CcswitchDaemons:
             reason = agent_error_line(log_path)
             raise AgentError(f"{e}: {reason}" if reason else str(e)) from None
 
-    def _start_shim(self, timeout_s: float = 30.0) -> None:
+    @property
+    def in_process(self) -> bool:
+        return self.agent_transport == "in-process"
+
+    def _start_in_process(self, algorithm: str, policy: Optional[str] = None) -> None:
+        """The kernel shim with the agent in its process, serving the agent's socket too."""
+        if self.shim is not None:
+            self.procs.stop(self.shim, sig=signal.SIGINT, grace_s=10.0)
+            self.shim = self.agent = None
+        try:
+            os.unlink(self.socket)
+        except FileNotFoundError:
+            pass
+        self._agent_starts += 1
+        if self.events_dir is not None:
+            os.makedirs(self.events_dir, exist_ok=True)
+            self.events_path = os.path.join(self.events_dir, f"agent-{self._agent_starts:03d}.jsonl")
+        self.algorithm, self.policy = algorithm, policy
+        # the agent's options without its program name and log level (the shim's serve both)
+        agent_options = self.agent_command(algorithm, policy)[1:]
+        i = agent_options.index("--log-level")
+        del agent_options[i:i + 2]
+        try:
+            self._start_shim(agent_options=agent_options)
+        except TopologyError as e:
+            reason = agent_error_line(self.agent_log)
+            raise AgentError(f"{e}: {reason}" if reason else str(e)) from None
+        self.agent = self.shim
+
+    def _start_shim(self, timeout_s: float = 30.0, agent_options: Optional[List[str]] = None) -> None:
+        """The kernel shim, reaching the agent on its socket, or with `agent_options` hosting it."""
         log_path = os.path.join(self.log_dir, "kernel-shim.log")
-        cmd = [self.shim_bin, "--agent-socket", self.shim_socket, "--fallback", "reno", "--log-level", self.log_level]
+        if agent_options is None:
+            cmd = [self.shim_bin, "--agent-socket", self.shim_socket]
+        else:
+            cmd = [self.shim_bin, "--agent-in-process"]
+            self.agent_log = log_path
+        cmd += ["--fallback", "reno", "--log-level", self.log_level]
         # Under the host's lock from looking at the registered names until ours is registered:
         # two runs starting together would otherwise both take the free name, and the loser's
         # flows would be served by the winner's datapath and agent.
@@ -298,10 +357,12 @@ class CcswitchDaemons:
                 cmd += ["--cc-name", self.cc_name]
                 log(f"congestion control {self.CC_NAME!r} is already registered by another process; "
                     f"this run registers its own as {self.cc_name!r}")
+            if agent_options is not None:
+                cmd += ["--"] + agent_options
             self.shim = self.procs.start_and_wait(
                 "ccswitch-kernel", cmd, log_path,
                 lambda: self.cc_name in read_sysctl("net.ipv4.tcp_available_congestion_control").split(),
-                timeout_s=timeout_s, env=self.env, poll_s=0.1,
+                timeout_s=timeout_s, env=self.env if agent_options is None else self.agent_env, poll_s=0.1,
                 waiting_for=f"registering the congestion control {self.cc_name!r} "
                             "(net.ipv4.tcp_available_congestion_control)")
         self.sysctls.allow_congestion_control(self.cc_name)
@@ -309,6 +370,8 @@ class CcswitchDaemons:
     def ensure(self, algorithm: str, kernel_shim: bool = True, policy: Optional[str] = None) -> None:
         """Make sure the agent runs `algorithm` (or, with `policy`, that policy's selector),
         restarting it if needed, and, with `kernel_shim`, that the kernel datapath's shim runs."""
+        if self.in_process:
+            return self._ensure_in_process(algorithm, policy)
         if self.shim is not None and self.shim.poll() is not None:
             raise TopologyError(f"ccswitch-kernel died (status {self.shim.returncode}); "
                                 f"see {self.log_dir}/kernel-shim.log")
@@ -331,19 +394,39 @@ class CcswitchDaemons:
             raise AgentError(f"ccswitch-agent {what} exited with {describe_exit(self.agent.returncode)}"
                              f"{': ' + reason if reason else ''}; see {self.agent_log}")
 
+    def _ensure_in_process(self, algorithm: str, policy: Optional[str]) -> None:
+        """`ensure` for an agent in the kernel shim's process: one process, restarted when the
+        algorithm or policy changes or it died."""
+        same = self.algorithm == algorithm and self.policy == policy
+        if self.shim is not None and self.shim.poll() is None and same:
+            return
+        if self.shim is not None and self.shim.poll() is not None and same:
+            log(f"ccswitch-kernel with its agent exited with {describe_exit(self.shim.returncode)}; restarting it")
+        self._start_in_process(algorithm, policy)
+        if self.settle_s > 0:
+            time.sleep(self.settle_s)
+        if self.shim.poll() is not None:
+            what = f"--policy {policy}" if policy is not None else f"--algorithm {algorithm}"
+            reason = agent_error_line(self.agent_log)
+            raise AgentError(f"ccswitch-kernel --agent-in-process -- {what} exited with "
+                             f"{describe_exit(self.shim.returncode)}{': ' + reason if reason else ''}; see {self.agent_log}")
+
     def agent_died(self) -> Optional[str]:
         """Why the current agent is gone (its exit and last error line), or None while it runs."""
         if self.agent is None or self.agent.poll() is None:
             return None
         reason = agent_error_line(self.agent_log)
-        return (f"ccswitch-agent exited with {describe_exit(self.agent.returncode)}"
+        who = "ccswitch-kernel with its agent" if self.in_process else "ccswitch-agent"
+        return (f"{who} exited with {describe_exit(self.agent.returncode)}"
                 f"{': ' + reason if reason else ''} (see {os.path.basename(self.agent_log)})")
 
     def stop(self) -> None:
-        # the shim first (it unregisters the congestion control), then the agent
+        # the shim first (it unregisters the congestion control), then the agent (in-process:
+        # the same process)
+        shim = self.shim
         if self.shim is not None:
             self.procs.stop(self.shim, sig=signal.SIGINT, grace_s=10.0)
             self.shim = None
-        if self.agent is not None:
+        if self.agent is not None and self.agent is not shim:
             self.procs.stop(self.agent)
-            self.agent = None
+        self.agent = None
