@@ -503,3 +503,13 @@ def test_a_peer_that_does_not_speak_the_operator_protocol_gets_the_socket_hint(t
     assert why in r.stderr, r.stderr
     assert r.stderr.rstrip().endswith(f"{path}: {operator.DATAPATH_SOCKET_HINT}"), r.stderr
     assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_the_agent_options_are_read_from_an_agent_and_from_a_kernel_shim_hosting_it():
+    assert operator.agent_options(["/x/ccswitch-agent", "--socket", "/s", ""]) == (["--socket", "/s"], False)
+    hosted = ["/x/ccswitch-kernel", "--agent-in-process", "--cc-name", "c", "--", "--operator-socket", "/op", ""]
+    assert operator.agent_options(hosted) == (["--operator-socket", "/op"], True)
+    # a shim reaching its agent over the socket is no agent, whatever follows `--`
+    assert operator.agent_options(["/x/ccswitch-kernel", "--agent-socket", "/s"]) is None
+    assert operator.agent_options(["/x/ccswitch-kernel", "--", "--agent-in-process"]) is None
+    assert operator.agent_options(["/usr/bin/python3", "--agent-in-process", "--"]) is None

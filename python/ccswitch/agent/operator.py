@@ -345,16 +345,27 @@ def parse_prefix(text: str) -> str:
     return text
 
 
-def _agent_args(pid: str) -> Optional[List[str]]:
-    """The command line of process `pid` if it is a ccswitch-agent, else None."""
+def _agent_args(pid: str) -> Optional[Tuple[List[str], bool]]:
+    """The agent's options of process `pid` if it is a ccswitch-agent, or a kernel shim hosting
+    the agent (`ccswitch-kernel --agent-in-process ... -- AGENT OPTIONS`), and whether it is
+    the latter; else None."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0")]
     except OSError:
         return None
-    if not argv or os.path.basename(argv[0]) != b"ccswitch-agent":
-        return None
-    return [a.decode(errors="replace") for a in argv[1:] if a]
+    return agent_options(argv)
+
+
+def agent_options(argv: List[str]) -> Optional[Tuple[List[str], bool]]:
+    """`_agent_args` of a command line."""
+    if argv and os.path.basename(argv[0]) == "ccswitch-agent":
+        return [a for a in argv[1:] if a], False
+    if argv and os.path.basename(argv[0]) == "ccswitch-kernel" and "--" in argv:
+        shim_args = argv[1:argv.index("--")]
+        if "--agent-in-process" in shim_args:
+            return [a for a in argv[argv.index("--") + 1:] if a], True
+    return None
 
 
 def _option(args: List[str], name: str) -> Optional[str]:
@@ -376,23 +387,25 @@ AGENT_DEFAULT_SOCKET = "/run/ccswitch/agent.sock"
 
 
 def running_agents() -> List[Dict[str, Any]]:
-    """Every ccswitch-agent process this user can see: pid, socket and operator_socket (None
-    if it has none), as absolute paths."""
+    """Every ccswitch-agent process this user can see, and every kernel shim hosting the agent:
+    pid, socket and operator_socket (None if it has none; a hosted agent serves --socket only
+    when given), as absolute paths."""
     agents = []
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return agents
     for pid in pids:
-        args = _agent_args(pid)
-        if args is None:
+        found = _agent_args(pid)
+        if found is None:
             continue
+        args, in_process = found
         try:
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             cwd = "/"
         paths = {}
-        for key, option, default in (("socket", "--socket", AGENT_DEFAULT_SOCKET),
+        for key, option, default in (("socket", "--socket", None if in_process else AGENT_DEFAULT_SOCKET),
                                      ("operator_socket", "--operator-socket", None)):
             value = _option(args, option) or default
             paths[key] = os.path.normpath(os.path.join(cwd, value)) if value else None
@@ -404,7 +417,7 @@ def datapath_socket_owner(path: str) -> Optional[Dict[str, Any]]:
     """The running agent whose datapath socket (--socket) is `path`, if any."""
     target = os.path.realpath(path)
     for a in running_agents():
-        if os.path.realpath(a["socket"]) == target:
+        if a["socket"] is not None and os.path.realpath(a["socket"]) == target:
             return a
     return None
 
