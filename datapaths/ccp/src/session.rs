@@ -302,6 +302,12 @@ impl Session {
         self.agent.is_some()
     }
 
+    /// The agent is in this process: a [`flush`](Self::flush) costs a call, not a syscall
+    /// and two wake-ups, and returns with the answers applied.
+    pub fn agent_in_process(&self) -> bool {
+        self.agent.as_ref().is_some_and(|link| link.fd().is_none())
+    }
+
     /// Connected and answering (as of the last [`refresh_deadline`](Self::refresh_deadline)).
     pub fn agent_healthy(&self) -> bool {
         self.agent_healthy

@@ -8,7 +8,8 @@
 //! flows). Awake, it
 //! 1. reads both lanes, forwards the urgent records at once (each after its own flow's
 //!    earlier routine records, taken out of turn) in one write, and waits for the agent's
-//!    answers to them, bounded, before anything else;
+//!    answers to them, bounded, before anything else (an agent in this process answers each
+//!    record's report as it is handled, before the next);
 //! 2. applies the agent's answers;
 //! 3. handles at most [`ROUTINE_CHUNK`] routine records and sends their reports, then looks
 //!    at the urgent lane and the agent again before the next chunk;
@@ -175,8 +176,15 @@ impl KernelShim {
             }
             // A flow's records in the order it made them (the sort is stable).
             urgent.sort_by_key(KernelEvent::ts_ns);
+            // An agent in this process answers within a flush, which then costs a call: each
+            // record's report is answered before the next record is handled, rather than all
+            // of them after the whole batch.
+            let answer_each = self.session.agent_in_process();
             for e in urgent.drain(..) {
                 self.on_event(e);
+                if answer_each {
+                    self.session.flush(&mut Maps(&self.datapath));
+                }
             }
             self.urgent = urgent;
             self.session.flush(&mut Maps(&self.datapath));
