@@ -179,6 +179,48 @@ def test_kernel_schemes_end_to_end(tmp_path):
     assert not registered & set(available), (registered, available)
 
 
+def test_kernel_schemes_end_to_end_with_the_agent_in_the_shims_process(tmp_path):
+    """`ccswitch run --agent-transport in-process`: one process, `ccswitch-kernel
+    --agent-in-process`, is shim and agent, restarted for each scheme (a Rust algorithm, a
+    Python one): every transfer intact under the ccswitch congestion control, the flows in the
+    agent's events, no agent process or log of its own, and nothing left registered."""
+    require_machine()
+    missing = CcswitchDaemons.missing_binaries(environment.bin_dir())
+    if missing:
+        pytest.fail(f"Rust binaries not built ({', '.join(missing)}); run `make build`")
+    schemes = ["kernel:reno", "kernel:py:ccswitch.authoring.examples.reno:Reno", "kernel:cubic"]
+    sc = write_scenario(tmp_path, schemes)
+    out = tmp_path / "out"
+    proc = start_cli([str(sc), "--json", "--out", str(out), "--agent-transport", "in-process"])
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr
+    netns, nginx_pid, work = created_objects(stderr)
+    rows = results.read_transfers_parquet(out / "transfers.parquet")
+    assert sorted(r["scheme"] for r in rows) == sorted(schemes)
+    for r in rows:
+        assert r["sha256_ok"] and r["error"] is None, r
+        if r["cc_observed"] is not None:
+            assert r["cc_observed"].startswith("ccsw"), r
+    logs = os.listdir(out / "logs")
+    assert "kernel-shim.log" in logs and not any(l.startswith("agent-") for l in logs), logs
+    shim_log = (out / "logs" / "kernel-shim.log").read_text()
+    # one start per scheme, each connected to its own agent in process
+    assert shim_log.count("in_process=true") >= len(schemes), shim_log[-3000:]
+    events = sorted(os.listdir(out / "events"))
+    assert len(events) == len(schemes), events
+    algorithms = set()
+    for name in events:
+        for line in (out / "events" / name).read_text().splitlines():
+            e = json.loads(line)
+            if e["event"] == "flow":
+                algorithms.add(e["algorithm"])
+    assert {"reno", "cubic"} <= algorithms and any("Reno" in a for a in algorithms - {"reno"}), algorithms
+    assert_torn_down(netns, nginx_pid, work)
+    registered = set(re.findall(r"congestion control registered cc=(\S+)", shim_log))
+    available = read_sysctl("net.ipv4.tcp_available_congestion_control").split()
+    assert registered and not registered & set(available), (registered, available)
+
+
 def test_ccswitch_daemon_failure_is_reported_and_torn_down(tmp_path):
     """With stand-in binaries (an agent that just waits, a shim that fails to load), the run
     stops with a clear error and leaves nothing behind: not the agent, not the namespace."""

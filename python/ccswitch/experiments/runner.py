@@ -298,7 +298,8 @@ class Runner:
                                                   self.out_dir, self.log_dir)
             self.teardown.push(f"stop {_ovs.OVS_BIN}", self.ovs_shim.stop)
         self.teardown.push("stop current transfer", self._stop_current)
-        self.current_cc: Optional[str] = None
+        #: (congestion control, shims started) last set in the server namespace
+        self.current_cc: Optional[Tuple[str, int]] = None
         self._say(f"server netns {self.ns.name} at {self.ns.server_ip}:{SERVER_PORT} (nginx pid "
                   f"{self.nginx.master_pid()}), work dir {self.work}, results in {self.out_dir}")
         if self.fabric is not None:
@@ -364,12 +365,14 @@ class Runner:
     def prepare_scheme(self, scheme: Scheme) -> None:
         if scheme.uses_agent:
             self.daemons.ensure(scheme.algorithm, kernel_shim=scheme.kind == "kernel", policy=scheme.policy)
-        cc = self.kernel_cc(scheme)
+        # A kernel shim started since (in-process, one per agent) found the namespace's default
+        # handed back to the fallback by its predecessor: set it again.
+        cc = (self.kernel_cc(scheme), self.daemons.shim_starts if self.daemons is not None else 0)
         if self.current_cc != cc:
             # Again at every switch: another run on this machine that also needed `cc` may have
             # removed it from the (global) allowed list when it finished.
-            self.sysctls.allow_congestion_control(cc)
-            self.ns.set_congestion_control(cc)
+            self.sysctls.allow_congestion_control(cc[0])
+            self.ns.set_congestion_control(cc[0])
             self.current_cc = cc
 
     @staticmethod
