@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
+use ccswitch_protocol::standard::report;
 
 use crate::flow::{self, FlowController, ProgramCache};
 use crate::program::SimpleProgram;
@@ -45,7 +46,7 @@ pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()
         selector.note_handover(spec, 0);
         flow.set_selector(selector);
     }
-    let inputs = synthetic_reports(&simple.program.report_names, WARMUP_REPORTS + reports)?;
+    let inputs = synthetic_reports(WARMUP_REPORTS + reports);
     let (warmup, timed) = inputs.split_at(WARMUP_REPORTS);
     for fields in warmup {
         std::hint::black_box(flow.on_report(fields, &simple)?.answer);
@@ -65,22 +66,8 @@ pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()
     Ok(())
 }
 
-/// Report field vectors of the standard program, named as its report registers.
-fn synthetic_reports(names: &[String], n: usize) -> Result<Vec<Vec<u64>>> {
-    let index = |name: &str| match names.iter().position(|n| n == name) {
-        Some(i) => Ok(i),
-        None => bail!("the standard program has no report field {name}"),
-    };
-    let (acked, lost, timeout, rtt, minrtt, inflight, rate, now) = (
-        index("acked")?,
-        index("lost")?,
-        index("timeout")?,
-        index("rtt")?,
-        index("minrtt")?,
-        index("inflight")?,
-        index("rate")?,
-        index("now")?,
-    );
+/// Report field vectors of the standard program.
+fn synthetic_reports(n: usize) -> Vec<Vec<u64>> {
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = |bound: u64| {
         rng ^= rng << 13;
@@ -91,22 +78,22 @@ fn synthetic_reports(names: &[String], n: usize) -> Result<Vec<Vec<u64>>> {
     let mut now_us = 0;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut f = vec![0u64; names.len()];
+        let mut f = vec![0u64; report::COUNT];
         let segments = 10 + next(51);
         let rtt_us = 40_000 + next(20_001);
         now_us += rtt_us;
-        f[acked] = segments * MSS_BYTES;
-        f[rtt] = rtt_us;
-        f[minrtt] = rtt_us - next(1000);
-        f[inflight] = (segments + next(20)) * MSS_BYTES;
-        f[rate] = segments * MSS_BYTES * 1_000_000 / rtt_us;
-        f[now] = now_us;
+        f[report::ACKED] = segments * MSS_BYTES;
+        f[report::RTT] = rtt_us;
+        f[report::MINRTT] = rtt_us - next(1000);
+        f[report::INFLIGHT] = (segments + next(20)) * MSS_BYTES;
+        f[report::RATE] = segments * MSS_BYTES * 1_000_000 / rtt_us;
+        f[report::NOW] = now_us;
         match next(5000) {
-            0 => f[timeout] = 1,
-            1..=50 => f[lost] = 1 + next(3),
+            0 => f[report::TIMEOUT] = 1,
+            1..=50 => f[report::LOST] = 1 + next(3),
             _ => {}
         }
         out.push(f);
     }
-    Ok(out)
+    out
 }

@@ -8,7 +8,7 @@ use anyhow::{anyhow, Result};
 use ccswitch_algorithms::{
     Algorithm, FlowControl, FlowState, Instance, Measurement, ProgramAlgorithm, Report, Reporting,
 };
-use ccswitch_ccp::wire;
+use ccswitch_protocol::wire;
 
 use crate::program::{cwnd_rate_fields, CompiledProgram, SimpleProgram};
 use crate::selector::features::Features;
@@ -448,8 +448,10 @@ impl FlowControl for Control<'_> {
 
 #[cfg(test)]
 mod tests {
+    use ccswitch_protocol::lang::{reg_type, Implicit};
+    use ccswitch_protocol::standard::{control, report};
+
     use super::*;
-    use crate::program::{CWND_REG_INDEX, RATE_REG_INDEX};
     use crate::selector::policy::Policy;
 
     const MSS: u32 = 1448;
@@ -474,23 +476,22 @@ mod tests {
         /// One report of the standard program: an RTT of ACKs, `lost` packets lost.
         fn report(&mut self, flow: &mut FlowController, acked_segments: u64, rtt_ms: u64, lost: u64) -> Reported {
             self.now_us += rtt_ms * 1000;
-            let names = &self.simple.program.report_names;
-            let mut fields = vec![0u64; names.len()];
-            let mut set = |name: &str, v: u64| fields[names.iter().position(|n| n == name).unwrap()] = v;
-            set("acked", acked_segments * u64::from(MSS));
-            set("lost", lost);
-            set("rtt", rtt_ms * 1000);
-            set("minrtt", rtt_ms * 1000);
-            set("inflight", acked_segments * u64::from(MSS));
-            set("rate", acked_segments * u64::from(MSS) * 1000 / rtt_ms);
-            set("now", self.now_us);
+            let mut fields = [0u64; report::COUNT];
+            fields[report::ACKED] = acked_segments * u64::from(MSS);
+            fields[report::LOST] = lost;
+            fields[report::RTT] = rtt_ms * 1000;
+            fields[report::MINRTT] = rtt_ms * 1000;
+            fields[report::INFLIGHT] = acked_segments * u64::from(MSS);
+            fields[report::RATE] = acked_segments * u64::from(MSS) * 1000 / rtt_ms;
+            fields[report::NOW] = self.now_us;
             flow.on_report(&fields, &self.simple).unwrap()
         }
     }
 
-    fn field(answer: &Answer, reg_index: u32) -> Option<u64> {
+    /// The value an update answer gives the implicit register `reg`, if it sets it.
+    fn field(answer: &Answer, reg: Implicit) -> Option<u64> {
         let Answer::Update(updates) = answer else { panic!("a handover must not change the program: {answer:?}") };
-        updates.iter().find(|u| u.reg_index == reg_index).map(|u| u.value)
+        updates.iter().find(|u| u.reg_type == reg_type::IMPLICIT && u.reg_index == reg as u32).map(|u| u.value)
     }
 
     #[test]
@@ -508,21 +509,20 @@ mod tests {
         assert_eq!((s.from.as_str(), s.to.as_str()), ("bbr", "cubic"));
         assert!(s.cwnd_bytes.abs_diff(before) <= 1, "inherits {} of {before}", s.cwnd_bytes);
         let r = fx.report(&mut flow, 30, 50, 0);
-        let cwnd = field(&r.answer, CWND_REG_INDEX).unwrap();
+        let cwnd = field(&r.answer, Implicit::Cwnd).unwrap();
         assert!(cwnd >= before && cwnd <= before + 2 * u64::from(MSS), "window inherited: {before} -> {cwnd}");
-        assert_eq!(field(&r.answer, RATE_REG_INDEX), Some(0), "the datapath stops pacing in the same update");
+        assert_eq!(field(&r.answer, Implicit::Rate), Some(0), "the datapath stops pacing in the same update");
         let r = fx.report(&mut flow, 30, 50, 0);
-        assert_eq!(field(&r.answer, RATE_REG_INDEX), None, "cleared once");
+        assert_eq!(field(&r.answer, Implicit::Rate), None, "cleared once");
     }
 
     /// Every answer pre-sets the window the datapath applies at once on a loss: the
     /// algorithm's cut while none is under way, none while it recovers, none for BBR.
     #[test]
     fn every_answer_presets_the_window_of_a_loss() {
-        use ccswitch_ccp::program::standard::control;
         let loss_cwnd = |answer: &Answer| {
             let (Answer::Update(updates) | Answer::ChangeProgram { updates, .. }) = answer;
-            let mut it = updates.iter().filter(|u| u.reg_type == 0 && u.reg_index == control::LOSS_CWND as u32);
+            let mut it = updates.iter().filter(|u| u.reg_type == reg_type::NONVOLATILE_CONTROL && u.reg_index == control::LOSS_CWND as u32);
             let value = it.next().expect("every answer carries Control.loss_cwnd").value;
             assert!(it.next().is_none());
             value
@@ -532,12 +532,12 @@ mod tests {
         assert_eq!(loss_cwnd(&created), u64::from(5 * MSS), "half the initial window");
         let mut flow = fx.flow("reno");
         let r = fx.report(&mut flow, 10, 50, 0);
-        let cwnd = field(&r.answer, CWND_REG_INDEX).unwrap();
+        let cwnd = field(&r.answer, Implicit::Cwnd).unwrap();
         assert_eq!(loss_cwnd(&r.answer), cwnd / 2);
         // A loss report that acknowledges nothing cuts as pre-set (one that acknowledges
         // bytes in slow start halves the window they grew, a refinement).
         let r = fx.report(&mut flow, 0, 50, 1);
-        assert_eq!(field(&r.answer, CWND_REG_INDEX), Some(cwnd / 2), "the loss's report cuts as pre-set");
+        assert_eq!(field(&r.answer, Implicit::Cwnd), Some(cwnd / 2), "the loss's report cuts as pre-set");
         assert_eq!(loss_cwnd(&r.answer), 0, "recovering: a further loss sets nothing");
         let mut bbr = fx.flow("bbr");
         let r = fx.report(&mut bbr, 10, 50, 1);

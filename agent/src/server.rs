@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
-use ccswitch_ccp::wire::{self, FrameReader, Msg};
+use ccswitch_protocol::wire::{self, FrameReader, Msg};
 use tracing::{debug, error, info, warn};
 
 use crate::events::EventLog;
@@ -562,14 +562,14 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use ccswitch_ccp::agent_link::Counted;
-    use ccswitch_ccp::wire::{Create, Measure, Ready};
+    use ccswitch_protocol::wire::{Create, Measure, Ready};
 
     use super::*;
 
     /// READY, `flows` CREATEs, one report per flow (every third with a loss, every fifth with
     /// a timeout) and the close of the first flow, encoded as a datapath sends them.
     fn datapath_batch(agent: &Agent, flows: u32) -> Vec<u8> {
-        use ccswitch_ccp::program::standard::report;
+        use ccswitch_protocol::standard::report;
         let fields = agent.simple.program.report_names.len();
         let uid = agent.simple.program.uid;
         let mut batch = Vec::new();
@@ -682,7 +682,7 @@ mod tests {
         }
         for sid in 1..=100 {
             let mut report = vec![0; fields];
-            report[0] = 14_480; // acked
+            report[ccswitch_protocol::standard::report::ACKED] = 14_480;
             Msg::Measure(Measure { sid, program_uid: uid, fields: report }).encode_into(&mut batch).unwrap();
         }
         datapath.write_all(&batch).unwrap();

@@ -6,9 +6,10 @@ mod common;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use ccswitch_ccp::wire::{Create, Measure, Msg, Ready};
 use ccswitch_ccp::{CcpFlow, Primitives, ProgramTable};
-use common::{AgentProcess, Datapath};
+use ccswitch_protocol::standard::report;
+use ccswitch_protocol::wire::{Create, Measure, Msg, Ready};
+use common::{report_fields, AgentProcess, Datapath};
 
 fn start_agent(test: &str, algorithm: &str) -> AgentProcess {
     AgentProcess::start(test, &["--algorithm", algorithm, "--log-level", "debug"])
@@ -42,15 +43,10 @@ impl Datapath {
     }
 }
 
-/// The field layout of the simple-API program, as the agent compiled it: learnt from the
-/// install message by finding which report registers the program writes is overkill here;
-/// the test instead relies on the fields being in declaration order (acked first, lost second).
+/// A report of the standard program: `acked` bytes, `lost` packets, a 50 ms RTT.
 fn report(sid: u32, uid: u32, acked: u64, lost: u64) -> Msg {
-    let mut fields = vec![0u64; 9];
-    fields[0] = acked;
-    fields[1] = lost;
-    fields[4] = 50_000; // rtt
-    fields[5] = 50_000; // min rtt
+    let fields =
+        report_fields(&[(report::ACKED, acked), (report::LOST, lost), (report::RTT, 50_000), (report::MINRTT, 50_000)]);
     Msg::Measure(Measure { sid, program_uid: uid, fields })
 }
 

@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use ccswitch_ccp::wire::{Create, Measure, Msg, MsgType, Ready};
-use common::AgentProcess;
+use ccswitch_protocol::standard::report;
+use ccswitch_protocol::wire::{Create, Measure, Msg, MsgType, Ready};
+use common::{report_fields, AgentProcess};
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const ESC: u8 = 0x1b;
@@ -182,7 +183,14 @@ fn sigterm_writes_out_the_buffered_events_of_open_flows() {
     dp.send(&Msg::Create(create));
     assert_eq!(dp.recv().msg_type(), MsgType::ChangeProg);
     for _ in 0..3 {
-        let fields = vec![14_480, 0, 0, 0, 50_000, 50_000, 14_480, 2_000_000, 1_000_000];
+        let fields = report_fields(&[
+            (report::ACKED, 14_480),
+            (report::RTT, 50_000),
+            (report::MINRTT, 50_000),
+            (report::INFLIGHT, 14_480),
+            (report::RATE, 2_000_000),
+            (report::NOW, 1_000_000),
+        ]);
         dp.send(&Msg::Measure(Measure { sid: 1, program_uid: install.program_uid, fields }));
         assert_eq!(dp.recv().msg_type(), MsgType::UpdateFields);
     }

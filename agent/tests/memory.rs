@@ -9,8 +9,9 @@ mod common;
 
 use std::net::Ipv4Addr;
 
-use ccswitch_ccp::wire::{Create, Measure, Msg, Ready};
-use common::{AgentProcess, Datapath};
+use ccswitch_protocol::standard::report;
+use ccswitch_protocol::wire::{Create, Measure, Msg, Ready};
+use common::{report_fields, AgentProcess, Datapath};
 use serde_json::Value;
 
 const MSS: u32 = 1448;
@@ -91,12 +92,18 @@ impl ReadyDatapath {
         }
     }
 
-    /// One report of the standard program (fields in declaration order: acked, lost,
-    /// timeout, ecn, rtt, minrtt, inflight, rate, now); waits for the answer.
+    /// One report of the standard program; waits for the answer.
     fn report(&mut self, sid: u32) {
         self.now_us += RTT_US;
         let acked = 10 * u64::from(MSS);
-        let fields = vec![acked, 0, 0, 0, RTT_US, RTT_US, acked, 2_000_000, self.now_us];
+        let fields = report_fields(&[
+            (report::ACKED, acked),
+            (report::RTT, RTT_US),
+            (report::MINRTT, RTT_US),
+            (report::INFLIGHT, acked),
+            (report::RATE, 2_000_000),
+            (report::NOW, self.now_us),
+        ]);
         self.dp.send(&Msg::Measure(Measure { sid, program_uid: self.uid, fields }));
         match self.dp.recv() {
             Msg::UpdateFields(u) if u.sid == sid => {}

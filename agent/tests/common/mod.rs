@@ -11,10 +11,21 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ccswitch_ccp::wire::{self, FrameReader, Msg};
+use ccswitch_protocol::standard::report;
+use ccswitch_protocol::wire::{self, FrameReader, Msg};
 
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The fields of a standard-program report: `values` at their registers (`report::*`), 0
+/// elsewhere.
+pub fn report_fields(values: &[(usize, u64)]) -> Vec<u64> {
+    let mut fields = vec![0; report::COUNT];
+    for &(index, value) in values {
+        fields[index] = value;
+    }
+    fields
+}
 
 /// An empty directory for the test `test` of this test binary, under the system's temporary
 /// directory.

@@ -5,7 +5,7 @@
 //! and no other thread is involved, so a report and its answer cost two wake-ups (shim's
 //! write → agent, agent's write → shim). Reconnects are the shim's decision.
 //!
-//! Two transports carry the same CCP messages (see `ccswitch_ccp::wire`):
+//! Two transports carry the same CCP messages (see `ccswitch_protocol::wire`):
 //!
 //! - [`AgentAddr::Stream`]: a unix `SOCK_STREAM` socket the agent listens on (the ccswitch
 //!   agent). Messages go back to back; their length field is the framing.
@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::wire::{self, FrameReader, Msg, MsgType, WireError, HEADER_LEN, MAX_MSG_LEN, READ_CHUNK};
+use ccswitch_protocol::wire::{self, FrameReader, Msg, MsgType, WireError, HEADER_LEN, MAX_MSG_LEN, READ_CHUNK};
 
 /// Where the agent is and how to talk to it.
 #[derive(Clone, Debug, PartialEq, Eq)]

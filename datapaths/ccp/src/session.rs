@@ -21,10 +21,13 @@ use anyhow::Result;
 use tracing::{debug, error, info, warn};
 
 use crate::agent_link::{AgentAddr, AgentLink, FromAgent};
-use crate::program::{reg_type, Program, RegisterSnapshot};
-use crate::wire::{Create, Measure, Msg, Ready};
+use ccswitch_protocol::lang::{reg_type, INFINITY};
+use ccswitch_protocol::standard::report;
+use ccswitch_protocol::wire::{Create, Measure, Msg, Ready};
+
+use crate::program::{Program, RegisterSnapshot};
 use crate::latency::LatencyHistogram;
-use crate::program::standard::{self, FoldMode};
+use crate::program::fold::{self, FoldMode};
 use crate::{CcpFlow, Primitives, ProgramTable, Step};
 
 const RECONNECT_INTERVAL: Duration = Duration::from_millis(200);
@@ -653,7 +656,7 @@ impl Session {
         let Some(flow) = self.flows.get_mut(&sid) else { return };
         // The datapath knows a restart only by a new start time, so two restarts within one
         // µs (two CHANGE_PROGs in one batch of agent messages) must not share it.
-        let want = standard::fold_mode(&flow.ccp).map(|mode| match flow.fold {
+        let want = fold::fold_mode(&flow.ccp).map(|mode| match flow.fold {
             Some((_, start_us)) if !restarted => (mode, start_us),
             Some((_, start_us)) if start_us >= now_us => (mode, start_us + 1),
             _ => (mode, now_us),
@@ -688,7 +691,7 @@ impl Session {
         now_us: u64,
     ) {
         let Some(flow) = self.flows.get_mut(&sid) else { return };
-        let wanted = flow.fold.is_none() && flow.ccp.program().is_some_and(|p| !standard::is_standard(p));
+        let wanted = flow.fold.is_none() && flow.ccp.program().is_some_and(|p| !fold::is_standard(p));
         if !wanted {
             if flow.program_run.take().is_some() {
                 if let Err(e) = dp.run_program(sid, None) {
@@ -771,16 +774,16 @@ impl Session {
         if fold_start != start_us {
             return debug!(sid, "report of an earlier fold dropped");
         }
-        let rtt = fields.get(standard::report::RTT).copied().unwrap_or(0);
-        if rtt != 0 && rtt < crate::program::INFINITY {
+        let rtt = fields.get(report::RTT).copied().unwrap_or(0);
+        if rtt != 0 && rtt < INFINITY {
             flow.rtt_us = rtt;
         }
         let rate = flow.ccp.rate_bytes_per_s();
         flow.ccp.sync_datapath(datapath_cwnd_bytes, rate);
         let field = |i| fields.get(i).copied().unwrap_or(0);
-        let urgent = field(standard::report::LOST) > 0 || field(standard::report::TIMEOUT) != 0;
+        let urgent = field(report::LOST) > 0 || field(report::TIMEOUT) != 0;
         if self.agent.is_some() {
-            flow.await_report(field(standard::report::NOW), urgent, &mut self.latency, &mut self.unsent_urgent);
+            flow.await_report(field(report::NOW), urgent, &mut self.latency, &mut self.unsent_urgent);
         }
         let report = Measure { sid, program_uid: uid, fields };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 use ccswitch_ccp::agent_link::{AgentAddr, AgentLink, Counted};
-use ccswitch_ccp::program::{reg_type, Implicit};
 use ccswitch_ccp::session::{AckInput, FlowDesc, Session, SessionDatapath};
-use ccswitch_ccp::wire::{self, ChangeProg, Msg, UpdateField, UpdateFields};
-use ccswitch_ccp::{FrameReader, Primitives};
+use ccswitch_ccp::Primitives;
+use ccswitch_protocol::lang::{reg_type, Implicit};
+use ccswitch_protocol::wire::{self, ChangeProg, FrameReader, Msg, UpdateField, UpdateFields};
 
 const FLOWS: u32 = 100;
 const MSS: u32 = 1448;

@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use anyhow::Result;
 use ccswitch_ccp::agent_link::{AgentAddr, AgentLink};
-use ccswitch_ccp::program::standard::{self, control, report, FoldMode, FoldReporting};
+use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, Session, SessionDatapath};
-use ccswitch_ccp::wire::{self, ChangeProg, Msg, UpdateField, UpdateFields};
+use ccswitch_protocol::lang::reg_type;
+use ccswitch_protocol::standard::{self, control, report};
+use ccswitch_protocol::wire::{self, ChangeProg, Msg, UpdateField, UpdateFields};
 
 const MSS: u32 = 1448;
 const OTHER: &str = "(def (Report (volatile acked 0)))
@@ -59,7 +61,7 @@ fn standard_install() -> wire::InstallExpr {
 }
 
 fn control_update(index: usize, value: u64) -> UpdateField {
-    UpdateField { reg_type: 0, reg_index: index as u32, value }
+    UpdateField { reg_type: reg_type::NONVOLATILE_CONTROL, reg_index: index as u32, value }
 }
 
 fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 use ccswitch_ccp::agent_link::{AgentAddr, InProcessAddr, InProcessAgent, InProcessConnection};
-use ccswitch_ccp::program::standard::{self, report, FoldMode};
+use ccswitch_ccp::program::fold::FoldMode;
 use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, Session, SessionDatapath};
-use ccswitch_ccp::wire::{self, ChangeProg, Msg, UpdateFields};
+use ccswitch_protocol::standard::{self, report};
+use ccswitch_protocol::wire::{self, ChangeProg, Msg, UpdateFields};
 
 const MSS: u32 = 1448;
 const STANDARD_UID: u32 = 7;

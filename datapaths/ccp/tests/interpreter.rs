@@ -3,8 +3,9 @@
 
 mod common;
 
-use ccswitch_ccp::program::{ExecError, Program, ProgramError, INFINITY, MAX_PROGRAMS};
-use ccswitch_ccp::wire::{Msg, Ready};
+use ccswitch_ccp::program::{ExecError, Program, ProgramError, MAX_PROGRAMS};
+use ccswitch_protocol::lang::{reg_type, Implicit, INFINITY, MAX_TMP_REGS, NUM_IMPLICIT_REGS, NUM_PRIMITIVES};
+use ccswitch_protocol::wire::{Msg, Ready};
 use ccswitch_ccp::{CcpFlow, Primitives, ProgramTable, Step};
 use common::{change_prog, compile, cwnd_reg, field, install, rate_reg, reg, update_fields};
 
@@ -50,7 +51,7 @@ fn flow_running(src: &str) -> (CcpFlow, ProgramTable, portus::lang::Scope) {
 }
 
 /// Sends one ACK every millisecond from `from` to `to` (inclusive); returns the reports.
-fn ack_every_ms(flow: &mut CcpFlow, from: u64, to: u64) -> Vec<(u64, ccswitch_ccp::wire::Measure)> {
+fn ack_every_ms(flow: &mut CcpFlow, from: u64, to: u64) -> Vec<(u64, ccswitch_protocol::wire::Measure)> {
     (from..=to)
         .step_by(1000)
         .filter_map(|t| flow.on_ack(&ack(t), t).report.map(|r| (t, r)))
@@ -176,16 +177,16 @@ fn update_fields_sets_cwnd_rate_and_control() {
 #[test]
 fn update_of_forbidden_register_changes_nothing() {
     let (mut flow, table, scope) = flow_running(RENO_REPORT);
-    let bad = Msg::UpdateFields(ccswitch_ccp::wire::UpdateFields {
+    let bad = Msg::UpdateFields(ccswitch_protocol::wire::UpdateFields {
         sid: 1,
         updates: vec![
-            ccswitch_ccp::wire::UpdateField {
-                reg_type: 2,
-                reg_index: 4,
+            ccswitch_protocol::wire::UpdateField {
+                reg_type: reg_type::IMPLICIT,
+                reg_index: Implicit::Cwnd as u32,
                 value: 1,
             },
-            ccswitch_ccp::wire::UpdateField {
-                reg_type: 5,
+            ccswitch_protocol::wire::UpdateField {
+                reg_type: reg_type::VOLATILE_REPORT,
                 reg_index: 0,
                 value: 7,
             },
@@ -194,7 +195,7 @@ fn update_of_forbidden_register_changes_nothing() {
     assert_eq!(
         flow.handle(&bad, &table, 0),
         Err(ProgramError::BadUpdate {
-            reg_type: 5,
+            reg_type: reg_type::VOLATILE_REPORT,
             index: 0
         })
     );
@@ -237,7 +238,7 @@ fn change_prog_switches_atomically_and_resets_state() {
 #[test]
 fn change_prog_to_unknown_program_is_refused() {
     let (mut flow, table, scope) = flow_running(RENO_REPORT);
-    let msg = Msg::ChangeProg(ccswitch_ccp::wire::ChangeProg {
+    let msg = Msg::ChangeProg(ccswitch_protocol::wire::ChangeProg {
         sid: 1,
         program_uid: 999_999,
         updates: vec![],
@@ -401,7 +402,7 @@ fn table_is_bounded_replaces_same_uid_and_resets_on_uid_one() {
 fn validation_rejects_malformed_programs() {
     let (good, _) = compile(RENO_REPORT);
     let last = good.instructions.len() - 1;
-    let check = |mutate: &dyn Fn(&mut ccswitch_ccp::wire::InstallExpr),
+    let check = |mutate: &dyn Fn(&mut ccswitch_protocol::wire::InstallExpr),
                  want: &dyn Fn(&ProgramError) -> bool| {
         let mut m = good.clone();
         mutate(&mut m);
@@ -416,44 +417,44 @@ fn validation_rejects_malformed_programs() {
     });
     check(
         &|m| {
-            m.instructions[last].res = ccswitch_ccp::wire::RegRecord {
-                reg_type: 7,
-                value: 8,
+            m.instructions[last].res = ccswitch_protocol::wire::RegRecord {
+                reg_type: reg_type::TMP,
+                value: MAX_TMP_REGS as u32,
             }
         },
         &|e| {
             matches!(
                 e,
                 ProgramError::RegIndexOutOfRange {
-                    reg_type: 7,
-                    index: 8,
+                    reg_type: reg_type::TMP,
+                    index,
                     ..
-                }
+                } if *index == MAX_TMP_REGS as u32
             )
         },
     );
     check(
         &|m| {
-            m.instructions[last].right = ccswitch_ccp::wire::RegRecord {
-                reg_type: 4,
-                value: 15,
+            m.instructions[last].right = ccswitch_protocol::wire::RegRecord {
+                reg_type: reg_type::PRIMITIVE,
+                value: NUM_PRIMITIVES as u32,
             }
         },
-        &|e| matches!(e, ProgramError::RegIndexOutOfRange { reg_type: 4, .. }),
+        &|e| matches!(e, ProgramError::RegIndexOutOfRange { reg_type: reg_type::PRIMITIVE, .. }),
     );
     check(
         &|m| {
-            m.instructions[last].left = ccswitch_ccp::wire::RegRecord {
-                reg_type: 2,
-                value: 6,
+            m.instructions[last].left = ccswitch_protocol::wire::RegRecord {
+                reg_type: reg_type::IMPLICIT,
+                value: NUM_IMPLICIT_REGS as u32,
             }
         },
-        &|e| matches!(e, ProgramError::RegIndexOutOfRange { reg_type: 2, .. }),
+        &|e| matches!(e, ProgramError::RegIndexOutOfRange { reg_type: reg_type::IMPLICIT, .. }),
     );
     check(
         &|m| {
-            m.instructions[last].res = ccswitch_ccp::wire::RegRecord {
-                reg_type: 4,
+            m.instructions[last].res = ccswitch_protocol::wire::RegRecord {
+                reg_type: reg_type::PRIMITIVE,
                 value: 0,
             }
         },
@@ -461,8 +462,8 @@ fn validation_rejects_malformed_programs() {
     );
     check(
         &|m| {
-            m.instructions[last].res = ccswitch_ccp::wire::RegRecord {
-                reg_type: 1,
+            m.instructions[last].res = ccswitch_protocol::wire::RegRecord {
+                reg_type: reg_type::IMMEDIATE,
                 value: 0,
             }
         },

@@ -4,7 +4,8 @@
 mod common;
 
 use ccswitch_ccp::program::Program;
-use ccswitch_ccp::wire::{
+use ccswitch_protocol::lang::{reg_type, Implicit};
+use ccswitch_protocol::wire::{
     ChangeProg, Create, ExprRecord, InstrRecord, Measure, Msg, Ready, RegRecord, UpdateField,
     UpdateFields,
 };
@@ -139,17 +140,17 @@ fn update_fields_from_portus() {
         sid: 4,
         updates: vec![
             UpdateField {
-                reg_type: 2,
-                reg_index: 4,
+                reg_type: reg_type::IMPLICIT,
+                reg_index: Implicit::Cwnd as u32,
                 value: 42,
             },
             UpdateField {
-                reg_type: 0,
+                reg_type: reg_type::NONVOLATILE_CONTROL,
                 reg_index: 3,
                 value: 7,
             },
             UpdateField {
-                reg_type: 8,
+                reg_type: reg_type::VOLATILE_CONTROL,
                 reg_index: 2,
                 value: u64::MAX,
             },
@@ -170,8 +171,8 @@ fn change_prog_from_portus() {
         sid: 1,
         program_uid: 7,
         updates: vec![UpdateField {
-            reg_type: 2,
-            reg_index: 5,
+            reg_type: reg_type::IMPLICIT,
+            reg_index: Implicit::Rate as u32,
             value: 1_000_000,
         }],
     });
@@ -191,7 +192,7 @@ fn install_matches_portus_test_vector() {
         1, 5, 0, 0, 0, 0, 5, 0, 0, 0, 0, 1, 4, 0, 0, 0,
     ];
     let r = |reg_type, value| RegRecord { reg_type, value };
-    let expected = Msg::InstallExpr(ccswitch_ccp::wire::InstallExpr {
+    let expected = Msg::InstallExpr(ccswitch_protocol::wire::InstallExpr {
         sid: 1,
         program_uid: 7,
         expressions: vec![ExprRecord {

@@ -13,10 +13,12 @@ use std::time::Duration;
 
 use anyhow::Result;
 use ccswitch_ccp::agent_link::{AgentAddr, AgentLink};
-use ccswitch_ccp::program::standard::{self, FoldMode};
+use ccswitch_ccp::program::fold::FoldMode;
 use ccswitch_ccp::program::RegisterSnapshot;
 use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, ProgramRun, Session, SessionDatapath};
-use ccswitch_ccp::wire::{self, ChangeProg, Msg, UpdateField, UpdateFields};
+use ccswitch_protocol::lang::{reg_type, Implicit};
+use ccswitch_protocol::standard;
+use ccswitch_protocol::wire::{self, ChangeProg, Msg, UpdateField, UpdateFields};
 
 const MSS: u32 = 1448;
 /// A program with a control register (`gain`, control 0) and a report every ACK.
@@ -82,12 +84,12 @@ impl SessionDatapath for Interpreting {
 }
 
 fn gain(value: u64) -> UpdateField {
-    UpdateField { reg_type: 0, reg_index: 0, value }
+    UpdateField { reg_type: reg_type::NONVOLATILE_CONTROL, reg_index: 0, value }
 }
 
-/// The implicit Cwnd (2, 4) or Rate (2, 5).
-fn implicit(index: u32, value: u64) -> UpdateField {
-    UpdateField { reg_type: 2, reg_index: index, value }
+/// The implicit Cwnd or Rate.
+fn implicit(reg: Implicit, value: u64) -> UpdateField {
+    UpdateField { reg_type: reg_type::IMPLICIT, reg_index: reg as u32, value }
 }
 
 fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {
@@ -120,7 +122,7 @@ fn the_datapath_runs_the_program_from_the_sessions_registers_and_its_reports_rea
     let mut dp = Interpreting::default();
     let (mut session, mut agent) = connected(&mut dp);
     let before = monotonic_now_ns() / 1000;
-    agent.send([change(1, 8, vec![gain(3), implicit(4, 40 * u64::from(MSS))])]);
+    agent.send([change(1, 8, vec![gain(3), implicit(Implicit::Cwnd, 40 * u64::from(MSS))])]);
     session.drain_agent(&mut dp);
     let (uid, regs, start) = dp.runs[&1].clone();
     // The window the change set reaches the program the datapath runs, once started.
@@ -157,7 +159,7 @@ fn the_datapath_runs_the_program_from_the_sessions_registers_and_its_reports_rea
     assert_eq!(dp.controls, vec![(1, vec![(0, 5)])]);
     assert_eq!(dp.run_calls, calls);
     // A rate alone: only the rate, and no directive of the window the session last heard of.
-    agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![implicit(5, 2_000_000)] })]);
+    agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![implicit(Implicit::Rate, 2_000_000)] })]);
     session.drain_agent(&mut dp);
     assert_eq!(dp.windows.last(), Some(&(1, None, Some(2_000_000), true)));
 

@@ -2,11 +2,15 @@
 //! no input makes decoding, validation or evaluation panic.
 
 use ccswitch_ccp::program::{Program, ProgramTable};
-use ccswitch_ccp::wire::{
+use ccswitch_ccp::{CcpFlow, Primitives};
+use ccswitch_protocol::lang::{
+    reg_type, Implicit, Op, DEF_INFINITY_SENTINEL, MAX_CONTROL_REGS, MAX_LOCAL_REGS, MAX_REPORT_REGS, MAX_TMP_REGS,
+    NUM_IMPLICIT_REGS, NUM_PRIMITIVES,
+};
+use ccswitch_protocol::wire::{
     self, ChangeProg, Create, ExprRecord, FrameReader, InstallExpr, InstrRecord, Measure, Msg,
     Ready, RegRecord, UpdateField, UpdateFields, WireError, HEADER_LEN, MAX_MSG_LEN,
 };
-use ccswitch_ccp::{CcpFlow, Primitives};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -39,30 +43,30 @@ fn samples() -> Vec<Msg> {
             }],
             instructions: vec![
                 InstrRecord {
-                    op: 2,
-                    res: r(5, 0),
-                    left: r(5, 0),
-                    right: r(1, 0),
+                    op: Op::Def as u8,
+                    res: r(reg_type::VOLATILE_REPORT, 0),
+                    left: r(reg_type::VOLATILE_REPORT, 0),
+                    right: r(reg_type::IMMEDIATE, 0),
                 },
                 InstrRecord {
-                    op: 1,
-                    res: r(2, 0),
-                    left: r(2, 0),
-                    right: r(1, 1),
+                    op: Op::Bind as u8,
+                    res: r(reg_type::IMPLICIT, 0),
+                    left: r(reg_type::IMPLICIT, 0),
+                    right: r(reg_type::IMMEDIATE, 1),
                 },
                 InstrRecord {
-                    op: 0,
-                    res: r(5, 0),
-                    left: r(5, 0),
-                    right: r(4, 0),
+                    op: Op::Add as u8,
+                    res: r(reg_type::VOLATILE_REPORT, 0),
+                    left: r(reg_type::VOLATILE_REPORT, 0),
+                    right: r(reg_type::PRIMITIVE, 0),
                 },
             ],
         }),
         Msg::UpdateFields(UpdateFields {
             sid: 4,
             updates: vec![UpdateField {
-                reg_type: 2,
-                reg_index: 4,
+                reg_type: reg_type::IMPLICIT,
+                reg_index: Implicit::Cwnd as u32,
                 value: 42,
             }],
         }),
@@ -70,7 +74,7 @@ fn samples() -> Vec<Msg> {
             sid: 5,
             program_uid: 9,
             updates: vec![UpdateField {
-                reg_type: 0,
+                reg_type: reg_type::NONVOLATILE_CONTROL,
                 reg_index: 1,
                 value: 7,
             }],
@@ -317,53 +321,53 @@ fn arb_prims() -> impl Strategy<Value = Primitives> {
 fn arb_valid_install() -> impl Strategy<Value = InstallExpr> {
     let operand = prop_oneof![
         any::<u32>().prop_map(|v| RegRecord {
-            reg_type: 1,
+            reg_type: reg_type::IMMEDIATE,
             value: v
         }),
-        (0u32..15).prop_map(|v| RegRecord {
-            reg_type: 4,
+        (0..NUM_PRIMITIVES as u32).prop_map(|v| RegRecord {
+            reg_type: reg_type::PRIMITIVE,
             value: v
         }),
-        (0u32..6).prop_map(|v| RegRecord {
-            reg_type: 2,
+        (0..NUM_IMPLICIT_REGS as u32).prop_map(|v| RegRecord {
+            reg_type: reg_type::IMPLICIT,
             value: v
         }),
-        (0u32..8).prop_map(|v| RegRecord {
-            reg_type: 7,
+        (0..MAX_TMP_REGS as u32).prop_map(|v| RegRecord {
+            reg_type: reg_type::TMP,
             value: v
         }),
-        (0u32..8).prop_map(|v| RegRecord {
-            reg_type: 3,
+        (0..MAX_LOCAL_REGS as u32).prop_map(|v| RegRecord {
+            reg_type: reg_type::LOCAL,
             value: v
         }),
-        (0u32..110).prop_map(|v| RegRecord {
-            reg_type: 5,
+        (0..MAX_REPORT_REGS as u32).prop_map(|v| RegRecord {
+            reg_type: reg_type::VOLATILE_REPORT,
             value: v
         }),
-        (0u32..110).prop_map(|v| RegRecord {
-            reg_type: 8,
+        (0..MAX_CONTROL_REGS as u32).prop_map(|v| RegRecord {
+            reg_type: reg_type::VOLATILE_CONTROL,
             value: v
         }),
     ];
     let result = prop_oneof![
-        (0u32..6).prop_map(|v| RegRecord {
-            reg_type: 2,
+        (0..NUM_IMPLICIT_REGS as u32).prop_map(|v| RegRecord {
+            reg_type: reg_type::IMPLICIT,
             value: v
         }),
-        (0u32..8).prop_map(|v| RegRecord {
-            reg_type: 7,
+        (0..MAX_TMP_REGS as u32).prop_map(|v| RegRecord {
+            reg_type: reg_type::TMP,
             value: v
         }),
-        (0u32..8).prop_map(|v| RegRecord {
-            reg_type: 3,
-            value: v
-        }),
-        (0u32..4).prop_map(|v| RegRecord {
-            reg_type: 6,
+        (0..MAX_LOCAL_REGS as u32).prop_map(|v| RegRecord {
+            reg_type: reg_type::LOCAL,
             value: v
         }),
         (0u32..4).prop_map(|v| RegRecord {
-            reg_type: 0,
+            reg_type: reg_type::NONVOLATILE_REPORT,
+            value: v
+        }),
+        (0u32..4).prop_map(|v| RegRecord {
+            reg_type: reg_type::NONVOLATILE_CONTROL,
             value: v
         }),
     ];
@@ -378,19 +382,19 @@ fn arb_valid_install() -> impl Strategy<Value = InstallExpr> {
     let def = (
         0u32..4,
         any::<bool>(),
-        prop_oneof![Just(0x3fff_ffffu32), any::<u32>()],
+        prop_oneof![Just(DEF_INFINITY_SENTINEL), any::<u32>()],
     )
         .prop_map(|(i, report, v)| {
             let reg = RegRecord {
-                reg_type: if report { 5 } else { 8 },
+                reg_type: if report { reg_type::VOLATILE_REPORT } else { reg_type::VOLATILE_CONTROL },
                 value: i,
             };
             InstrRecord {
-                op: 2,
+                op: Op::Def as u8,
                 res: reg,
                 left: reg,
                 right: RegRecord {
-                    reg_type: 1,
+                    reg_type: reg_type::IMMEDIATE,
                     value: v,
                 },
             }
@@ -450,7 +454,7 @@ fn exercise(install: &InstallExpr, acks: &[Primitives]) {
         now = now.wrapping_add(p.now % 50_000);
         let step = flow.on_ack(p, now);
         if let Some(r) = step.report {
-            assert!(r.fields.len() <= wire::MAX_REPORT_FIELDS);
+            assert!(r.fields.len() <= MAX_REPORT_REGS);
             Msg::Measure(r).encode().expect("reports are encodable");
         }
         flow.on_tick(now.wrapping_add(1000));

@@ -13,6 +13,8 @@
 
 use std::mem::size_of;
 
+use ccswitch_protocol::standard::report;
+
 pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, Pod};
 
 pub const EV_CREATE: u32 = 1;
@@ -89,7 +91,8 @@ pub struct CloseEvent {
     pub ts_ns: u64,
 }
 
-/// The standard program's report registers, in MEASURE order.
+/// The standard program's report registers (`ccswitch_protocol::standard::report`), by name:
+/// [`fields`](Self::fields) puts each at its index in a MEASURE.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FoldRegs {
@@ -105,9 +108,23 @@ pub struct FoldRegs {
 }
 
 impl FoldRegs {
-    /// The MEASURE fields, in the order of `ccswitch_ccp::program::standard::report`.
+    /// The MEASURE fields, each register at its index.
     pub fn fields(&self) -> Vec<u64> {
-        vec![self.acked, self.lost, self.timeout, self.ecn, self.rtt, self.minrtt, self.inflight, self.rate, self.now]
+        let mut fields = vec![0; report::COUNT];
+        for (index, value) in [
+            (report::ACKED, self.acked),
+            (report::LOST, self.lost),
+            (report::TIMEOUT, self.timeout),
+            (report::ECN, self.ecn),
+            (report::RTT, self.rtt),
+            (report::MINRTT, self.minrtt),
+            (report::INFLIGHT, self.inflight),
+            (report::RATE, self.rate),
+            (report::NOW, self.now),
+        ] {
+            fields[index] = value;
+        }
+        fields
     }
 }
 
@@ -351,6 +368,8 @@ const _: () = assert!(size_of::<CreateEvent>() == 64);
 const _: () = assert!(size_of::<RawKernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
+// One register for each of the standard program's report fields.
+const _: () = assert!(size_of::<FoldRegs>() == 8 * report::COUNT);
 const _: () = assert!(size_of::<FoldTest>() == 312);
 const _: () = assert!(size_of::<RawKernelDirective>() == 56);
 const _: () = assert!(size_of::<VmInstr>() == 16);

@@ -47,7 +47,7 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/kernel.skel.rs"));
 }
 
-pub use ccswitch_ccp::program::standard::FoldMode;
+pub use ccswitch_ccp::program::fold::FoldMode;
 pub use events::{AckSample, FlowInfo, FoldedReport, KernelEvent, ProgramReport};
 pub use loader::{
     monotonic_now_ns, Fallback, HandBack, KernelDatapath, KernelDirectiveSlotBusy, KernelStats, LoadOptions, ProgId,

@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, RawFd};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use ccswitch_ccp::program::standard::{FoldMode, FoldReporting};
+use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_datapath_support::mapped::MappedArray;
 use ccswitch_datapath_support::ring::EventRing;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};

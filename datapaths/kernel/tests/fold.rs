@@ -3,10 +3,12 @@
 //! installs it) and through the BPF fold that `cong_control` runs (its test program, with
 //! BPF_PROG_TEST_RUN), and every ACK must report the same, with the same fields. Needs root.
 
-use ccswitch_ccp::program::standard::{self, control, report};
-use ccswitch_datapath_support::rng::SplitMix64;
-use ccswitch_ccp::wire::{self, Msg, UpdateField};
+use ccswitch_ccp::program::fold;
 use ccswitch_ccp::{CcpFlow, Primitives, Program};
+use ccswitch_datapath_support::rng::SplitMix64;
+use ccswitch_protocol::lang::reg_type;
+use ccswitch_protocol::standard::{self, control, report};
+use ccswitch_protocol::wire::{self, Msg, UpdateField};
 use ccswitch_kernel::abi::{self, FoldAck, FoldTest, RawKernelDirective};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +21,7 @@ fn standard_program() -> Arc<Program> {
 }
 
 fn control_update(index: usize, value: u64) -> UpdateField {
-    UpdateField { reg_type: 0, reg_index: index as u32, value }
+    UpdateField { reg_type: reg_type::NONVOLATILE_CONTROL, reg_index: index as u32, value }
 }
 
 fn per_ack_update(on: bool) -> UpdateField {
@@ -28,15 +30,15 @@ fn per_ack_update(on: bool) -> UpdateField {
 
 /// The directive the kernel datapath writes for a flow's fold (`KernelDatapath::set_fold`).
 fn directive(flow: &CcpFlow, start_us: u64) -> RawKernelDirective {
-    let mode = standard::fold_mode(flow).expect("the standard program folds");
+    let mode = fold::fold_mode(flow).expect("the standard program folds");
     let mut d = RawKernelDirective {
         fold_start_us: start_us,
         loss_cwnd_bytes: mode.loss_cwnd_bytes,
         ..Default::default()
     };
     match mode.reporting {
-        standard::FoldReporting::PerAck => d.fold = abi::FOLD_PER_ACK,
-        standard::FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
+        fold::FoldReporting::PerAck => d.fold = abi::FOLD_PER_ACK,
+        fold::FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
             d.fold = abi::FOLD_PER_RTT;
             d.fold_window_pct = window_use_pct;
             d.fold_idle_us = idle_report_us;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use ccswitch_ccp::wire::{self, Measure, Msg, Ready, UpdateField, UpdateFields};
+use ccswitch_protocol::wire::{self, Measure, Msg, Ready, UpdateField, UpdateFields};
 use ccswitch_ccp::agent_link::{AgentAddr, AgentLink, FromAgent, PortusAddr, ReplyAddr};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);

@@ -6,9 +6,13 @@
 
 use std::sync::Arc;
 
-use ccswitch_ccp::program::{standard, reg_type, ExecError, Op};
-use ccswitch_ccp::wire::{self, ExprRecord, InstallExpr, InstrRecord, Msg, RegRecord, UpdateField};
+use ccswitch_ccp::program::ExecError;
 use ccswitch_ccp::{CcpFlow, Primitives, Program};
+use ccswitch_protocol::lang::{
+    reg_type, Op, DEF_INFINITY_SENTINEL, MAX_LOCAL_REGS, MAX_TMP_REGS, NUM_IMPLICIT_REGS, NUM_PRIMITIVES,
+};
+use ccswitch_protocol::standard;
+use ccswitch_protocol::wire::{self, ExprRecord, InstallExpr, InstrRecord, Msg, RegRecord, UpdateField};
 use ccswitch_datapath_support::rng::SplitMix64;
 use ccswitch_kernel::abi::{VmTest, VM_PRIMITIVES};
 use ccswitch_kernel::vm::{self, VmUnfit};
@@ -24,7 +28,7 @@ fn reg(reg_type: u8, value: u32) -> RegRecord {
 /// and Rate included), the implicit ones often, so that conditions and reports happen.
 fn writable(rng: &mut SplitMix64, report_regs: u32) -> RegRecord {
     match rng.below(10) {
-        0..=3 => reg(reg_type::IMPLICIT, rng.below(6) as u32),
+        0..=3 => reg(reg_type::IMPLICIT, rng.below(NUM_IMPLICIT_REGS as u64) as u32),
         4 | 5 => {
             let t = if rng.chance(50) { reg_type::VOLATILE_REPORT } else { reg_type::NONVOLATILE_REPORT };
             reg(t, rng.below(u64::from(report_regs.max(1)) + 2) as u32)
@@ -33,8 +37,8 @@ fn writable(rng: &mut SplitMix64, report_regs: u32) -> RegRecord {
             let t = if rng.chance(50) { reg_type::VOLATILE_CONTROL } else { reg_type::NONVOLATILE_CONTROL };
             reg(t, rng.below(6) as u32)
         }
-        7 | 8 => reg(reg_type::TMP, rng.below(8) as u32),
-        _ => reg(reg_type::LOCAL, rng.below(8) as u32),
+        7 | 8 => reg(reg_type::TMP, rng.below(MAX_TMP_REGS as u64) as u32),
+        _ => reg(reg_type::LOCAL, rng.below(MAX_LOCAL_REGS as u64) as u32),
     }
 }
 
@@ -50,7 +54,7 @@ fn readable(rng: &mut SplitMix64, report_regs: u32) -> RegRecord {
             };
             reg(reg_type::IMMEDIATE, v)
         }
-        3..=5 => reg(reg_type::PRIMITIVE, rng.below(15) as u32),
+        3..=5 => reg(reg_type::PRIMITIVE, rng.below(NUM_PRIMITIVES as u64) as u32),
         _ => writable(rng, report_regs),
     }
 }
@@ -62,7 +66,7 @@ fn random_program(rng: &mut SplitMix64, uid: u32) -> InstallExpr {
     let mut instructions = Vec::new();
     for i in 0..reports {
         let t = if rng.chance(50) { reg_type::VOLATILE_REPORT } else { reg_type::NONVOLATILE_REPORT };
-        let v = if rng.chance(20) { 0x3fff_ffff } else { rng.below(1000) as u32 };
+        let v = if rng.chance(20) { DEF_INFINITY_SENTINEL } else { rng.below(1000) as u32 };
         instructions.push(InstrRecord { op: Op::Def as u8, res: reg(t, i), left: reg(t, i), right: reg(reg_type::IMMEDIATE, v) });
     }
     for i in 0..controls {

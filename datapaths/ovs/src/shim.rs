@@ -939,9 +939,8 @@ mod tests {
     use std::sync::atomic::AtomicU32;
     use std::sync::mpsc::{channel, Receiver};
 
-    use ccswitch_ccp::program::{reg_type, Implicit};
-    use ccswitch_ccp::wire::{self, Msg, UpdateField, UpdateFields};
-    use ccswitch_ccp::FrameReader;
+    use ccswitch_protocol::lang::{reg_type, Implicit};
+    use ccswitch_protocol::wire::{self, FrameReader, Msg, UpdateField, UpdateFields};
     use ccswitch_ovs::events::{AckVerdict, Established, SackBlock, Segment};
 
     use super::*;

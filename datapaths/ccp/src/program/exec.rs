@@ -7,10 +7,11 @@
 
 use thiserror::Error;
 
-use super::{
-    Expr, Implicit, Instr, Op, Primitive, Program, Reg, INFINITY, MAX_LOCAL_REGS,
-    MAX_REPORT_REGS, MAX_TMP_REGS, NUM_IMPLICIT_REGS,
+use ccswitch_protocol::lang::{
+    Implicit, Op, Primitive, INFINITY, MAX_LOCAL_REGS, MAX_REPORT_REGS, MAX_TMP_REGS, NUM_IMPLICIT_REGS,
 };
+
+use super::{Expr, Instr, Program, Reg};
 
 /// `Ewma` weights are tenths (libccp `CCP_FRAC_DENOM`): `(ewma w x)` is `(w·old + (10−w)·x)/10`.
 const EWMA_DENOMINATOR: u64 = 10;
@@ -422,10 +423,11 @@ mod tests {
     /// control registers, not libccp's fixed 110 + 110 (1.9 KB per flow before).
     #[test]
     fn a_flow_costs_what_its_program_uses() {
-        let prog = crate::program::standard::tests_program();
+        use ccswitch_protocol::standard::{control, report};
+        let prog = crate::program::fold::tests_program();
         let mut regs = Registers::new();
         regs.start_program(&prog, 0);
-        assert_eq!((regs.report.len(), regs.control.len()), (9, 5));
+        assert_eq!((regs.report.len(), regs.control.len()), (report::COUNT, control::COUNT));
         let bytes = std::mem::size_of::<Registers>() + 8 * (regs.report.capacity() + regs.control.capacity());
         assert!(bytes < 512, "{bytes} bytes");
         // An update of a register the program does not use still lands, as in libccp.

@@ -16,9 +16,10 @@
 use std::sync::Arc;
 
 use super::exec::{run_expressions, Registers};
-use super::MAX_CONTROL_REGS;
-use super::{reg_type, ExecError, Implicit, Primitives, Program, ProgramError, ProgramTable};
-use crate::wire::{Measure, Msg, UpdateField};
+use ccswitch_protocol::lang::{reg_type, Implicit, MAX_CONTROL_REGS};
+use ccswitch_protocol::wire::{Measure, Msg, UpdateField};
+
+use super::{ExecError, Primitives, Program, ProgramError, ProgramTable};
 
 /// What the datapath must do after an evaluation or an agent message.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

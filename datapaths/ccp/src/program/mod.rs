@@ -10,195 +10,36 @@
 //! `__shouldReport` was set, the report registers go to the agent in a MEASURE and the volatile
 //! ones return to their defaults.
 //!
-//! Registers (libccp `ccp_priv.h`, `serialize.h`), by wire type code:
-//!
-//! | code | kind | count | access |
-//! |------|------|-------|--------|
-//! | 0 / 8 | control (non-volatile / volatile) | [`MAX_CONTROL_REGS`] | read/write; the agent may set them |
-//! | 1 | immediate (the u32 operand itself) | — | read only |
-//! | 2 | implicit: `__eventFlag`, `__shouldContinue`, `__shouldReport`, `Micros`, `Cwnd`, `Rate` | [`NUM_IMPLICIT_REGS`] | read/write |
-//! | 3 | local (`bind` of a fresh name) | [`MAX_LOCAL_REGS`] | read/write |
-//! | 4 | primitive (`Ack.*`, `Flow.*`) | [`NUM_PRIMITIVES`] | read only |
-//! | 5 / 6 | report (volatile / non-volatile) | [`MAX_REPORT_REGS`] | read/write; sent in MEASURE |
-//! | 7 | temporary (sub-expression results) | [`MAX_TMP_REGS`] | read/write |
+//! The codes and register banks are the protocol's (`ccswitch_protocol::lang`, with a table of
+//! the banks); the standard program's layout is `ccswitch_protocol::standard`, and [`fold`] tells
+//! whether a flow runs it in a mode a kernel can fold.
 //!
 //! [`Program::from_install`] rejects what libccp would misexecute or silently ignore: unknown
-//! op or register codes, indices beyond these counts (libccp reads them out of bounds), writes
+//! op or register codes, indices beyond their banks (libccp reads them out of bounds), writes
 //! to immediates or primitives, expressions whose ranges leave the instruction list, `Def`s
 //! outside the preamble or with a non-immediate default. Programs are shared by all flows of a
 //! datapath through a bounded [`ProgramTable`], as in libccp.
 
 mod exec;
+pub mod fold;
 mod flow;
-pub mod standard;
 
 use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::wire::{InstallExpr, InstrRecord, RegRecord, MAX_EXPRESSIONS, MAX_INSTRUCTIONS};
+use ccswitch_protocol::lang::{
+    reg_type, Implicit, Op, Primitive, DEF_INFINITY_SENTINEL, FRESH_AGENT_PROGRAM_UID, INFINITY, MAX_CONTROL_REGS,
+    MAX_LOCAL_REGS, MAX_REPORT_REGS, MAX_TMP_REGS,
+};
+use ccswitch_protocol::wire::{InstallExpr, InstrRecord, MsgType, RegRecord, MAX_EXPRESSIONS, MAX_INSTRUCTIONS};
 
 pub use exec::{ExecError, Primitives, RegisterSnapshot};
 pub use flow::{CcpFlow, Step};
 
-/// Report registers per flow (libccp `MAX_REPORT_REG`).
-pub const MAX_REPORT_REGS: usize = 110;
-/// Control registers per flow (libccp `MAX_CONTROL_REG`).
-pub const MAX_CONTROL_REGS: usize = 110;
-/// Temporary registers (libccp `MAX_TMP_REG`); portus would allow 16, libccp stores 8.
-pub const MAX_TMP_REGS: usize = 8;
-/// Local registers (libccp `MAX_LOCAL_REG`).
-pub const MAX_LOCAL_REGS: usize = 8;
-/// Implicit registers (libccp `MAX_IMPLICIT_REG`).
-pub const NUM_IMPLICIT_REGS: usize = 6;
-/// Measurement primitives (libccp `ACK_*`/`FLOW_*` codes 0..=14).
-pub const NUM_PRIMITIVES: usize = 15;
 /// Programs a datapath keeps installed (the `max_programs` libccp's datapaths configure, 10 in
 /// its reference test datapath).
 pub const MAX_PROGRAMS: usize = 10;
-/// libccp treats a `Def` default equal to this as "+infinity" and stores [`INFINITY`] instead.
-pub const DEF_INFINITY_SENTINEL: u32 = 0x3fff_ffff;
-/// libccp's "+infinity": `(u64)~0U`, i.e. `u32::MAX` widened (portus sends `+infinity` as it too).
-pub const INFINITY: u64 = u32::MAX as u64;
-/// Installing a program with this uid first empties the table: portus numbers programs from 1,
-/// so uid 1 means a new agent took over (libccp's rule in `ccp_read_msg`).
-pub const FRESH_AGENT_PROGRAM_UID: u32 = 1;
-
-/// Operations (libccp `ccp_priv.h` codes; portus `lang::serialize::serialize_op`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Op {
-    Add = 0,
-    Bind = 1,
-    Def = 2,
-    Div = 3,
-    Equiv = 4,
-    Ewma = 5,
-    Gt = 6,
-    If = 7,
-    Lt = 8,
-    Max = 9,
-    MaxWrap = 10,
-    Min = 11,
-    Mul = 12,
-    NotIf = 13,
-    Sub = 14,
-}
-
-impl Op {
-    const ALL: [Op; 15] = [
-        Op::Add,
-        Op::Bind,
-        Op::Def,
-        Op::Div,
-        Op::Equiv,
-        Op::Ewma,
-        Op::Gt,
-        Op::If,
-        Op::Lt,
-        Op::Max,
-        Op::MaxWrap,
-        Op::Min,
-        Op::Mul,
-        Op::NotIf,
-        Op::Sub,
-    ];
-
-    pub fn from_code(code: u8) -> Option<Self> {
-        Self::ALL.get(usize::from(code)).copied()
-    }
-}
-
-/// Implicit registers (libccp `EXPR_FLAG_REG` … `RATE_REG`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Implicit {
-    /// `__eventFlag`: the condition result of the current expression.
-    ExprFlag = 0,
-    /// `__shouldContinue`: set by `(fallthrough)`.
-    ShouldFallthrough = 1,
-    /// `__shouldReport`: set by `(report)`.
-    ShouldReport = 2,
-    /// `Micros`: µs since the program started or since `Micros` was last written.
-    Micros = 3,
-    /// `Cwnd`: congestion window in bytes.
-    Cwnd = 4,
-    /// `Rate`: pacing rate in bytes/s.
-    Rate = 5,
-}
-
-impl Implicit {
-    const ALL: [Implicit; NUM_IMPLICIT_REGS] = [
-        Implicit::ExprFlag,
-        Implicit::ShouldFallthrough,
-        Implicit::ShouldReport,
-        Implicit::Micros,
-        Implicit::Cwnd,
-        Implicit::Rate,
-    ];
-
-    fn from_index(i: u32) -> Option<Self> {
-        Self::ALL.get(i as usize).copied()
-    }
-}
-
-/// Measurement primitives, numbered as portus's `Scope` and libccp's `ccp_priv.h` do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Primitive {
-    BytesAcked = 0,
-    BytesMisordered = 1,
-    EcnBytes = 2,
-    EcnPackets = 3,
-    LostPktsSample = 4,
-    Now = 5,
-    PacketsAcked = 6,
-    PacketsMisordered = 7,
-    BytesInFlight = 8,
-    BytesPending = 9,
-    PacketsInFlight = 10,
-    RateIncoming = 11,
-    RateOutgoing = 12,
-    RttSampleUs = 13,
-    WasTimeout = 14,
-}
-
-impl Primitive {
-    const ALL: [Primitive; NUM_PRIMITIVES] = [
-        Primitive::BytesAcked,
-        Primitive::BytesMisordered,
-        Primitive::EcnBytes,
-        Primitive::EcnPackets,
-        Primitive::LostPktsSample,
-        Primitive::Now,
-        Primitive::PacketsAcked,
-        Primitive::PacketsMisordered,
-        Primitive::BytesInFlight,
-        Primitive::BytesPending,
-        Primitive::PacketsInFlight,
-        Primitive::RateIncoming,
-        Primitive::RateOutgoing,
-        Primitive::RttSampleUs,
-        Primitive::WasTimeout,
-    ];
-
-    fn from_index(i: u32) -> Option<Self> {
-        Self::ALL.get(i as usize).copied()
-    }
-}
-
-/// Register type codes on the wire (libccp `ccp_priv.h`).
-pub mod reg_type {
-    pub const NONVOLATILE_CONTROL: u8 = 0;
-    pub const IMMEDIATE: u8 = 1;
-    pub const IMPLICIT: u8 = 2;
-    pub const LOCAL: u8 = 3;
-    pub const PRIMITIVE: u8 = 4;
-    pub const VOLATILE_REPORT: u8 = 5;
-    pub const NONVOLATILE_REPORT: u8 = 6;
-    pub const TMP: u8 = 7;
-    pub const VOLATILE_CONTROL: u8 = 8;
-}
 
 /// A validated register operand; indices are within their bank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -311,7 +152,7 @@ pub enum ProgramError {
     #[error("update of register type {reg_type} index {index} is not allowed")]
     BadUpdate { reg_type: u8, index: u32 },
     #[error("{0:?} messages are not handled by a flow")]
-    NotForFlow(crate::wire::MsgType),
+    NotForFlow(MsgType),
 }
 
 impl Program {

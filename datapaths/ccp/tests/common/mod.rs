@@ -5,8 +5,8 @@
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 
-use ccswitch_ccp::wire::{self, InstallExpr, Measure, Msg};
-use ccswitch_ccp::{CcpFlow, FrameReader, ProgramTable, Step};
+use ccswitch_ccp::{CcpFlow, ProgramTable, Step};
+use ccswitch_protocol::wire::{self, FrameReader, InstallExpr, Measure, Msg};
 use portus::lang::{self, Reg as PReg, Scope, Type};
 use portus::serialize as ps;
 

@@ -44,7 +44,8 @@ typedef int32_t __s32;
  * (ns): the shim keeps each flow's records in time order across the lanes. */
 #define CCSW_WAKE_BYTES (64u << 10)
 
-/* The standard program's minimum-RTT default: above any sample (us). */
+/* The standard program's minimum-RTT default: above any sample (us); the
+ * protocol's standard::NO_RTT_SAMPLE_US, which tests/fold.rs checks it against. */
 #define CCSW_NO_RTT_SAMPLE_US ((1ULL << 31) - 1)
 /* What its interpreter reads for Flow.rtt_sample_us before any sample (libccp's infinity). */
 #define CCSW_RTT_INFINITY 0xffffffffULL
@@ -109,8 +110,8 @@ struct ccsw_close_event {
 	__u64 ts_ns;
 };
 
-/* The standard program's report registers (agent/src/program.rs), in MEASURE
- * order (ccswitch-ccp's program::standard::report). */
+/* The standard program's report registers (protocol/src/standard.rs), by name;
+ * the shim puts each at its index in a MEASURE (abi.rs, FoldRegs::fields). */
 struct ccsw_fold_regs {
 	__u64 acked;    /* bytes, summed */
 	__u64 lost;     /* packets, summed */

@@ -27,7 +27,8 @@
 //!
 //! An expression record is `cond_start, num_cond, body_start, num_body` (u32 each); an
 //! instruction record is `op u8, (reg type u8, reg value u32) × 3` for result, left and right;
-//! an update record is `reg type u8, reg index u32, value u64`.
+//! an update record is `reg type u8, reg index u32, value u64`. What the op and register codes
+//! mean is in [`crate::lang`].
 //!
 //! Decoding never panics: every length and count is checked against the frame and against
 //! libccp's limits before anything is read, and any inconsistency is a [`WireError`].
@@ -35,16 +36,17 @@
 
 use thiserror::Error;
 
+use crate::lang::{MAX_CONTROL_REGS, MAX_REPORT_REGS};
+
 /// Size of the common header: type u16, len u16, socket id u32 (libccp `struct CcpMsgHeader`).
 pub const HEADER_LEN: usize = 8;
 /// Largest message libccp accepts, in bytes, header included (libccp `BIGGEST_MSG_SIZE`, sic).
 pub const MAX_MSG_LEN: usize = 32_678;
 /// Bytes reserved for the NUL-padded algorithm name in CREATE (libccp `MAX_CONG_ALG_SIZE`).
 pub const CONG_ALG_FIELD_LEN: usize = 64;
-/// Most fields a MEASURE carries: one per report register (libccp `MAX_REPORT_REG`).
-pub const MAX_REPORT_FIELDS: usize = 110;
-/// Most register updates one UPDATE_FIELDS or CHANGE_PROG carries (libccp `MAX_MUTABLE_REG`).
-pub const MAX_UPDATES: usize = 222;
+/// Most register updates one UPDATE_FIELDS or CHANGE_PROG carries (libccp `MAX_MUTABLE_REG`:
+/// every report and control register, `Cwnd` and `Rate`).
+pub const MAX_UPDATES: usize = MAX_REPORT_REGS + MAX_CONTROL_REGS + 2;
 /// Most expressions (`when` clauses) in one program (libccp `MAX_EXPRESSIONS`).
 pub const MAX_EXPRESSIONS: usize = 256;
 /// Most instructions in one program (libccp `MAX_INSTRUCTIONS`).
@@ -64,13 +66,14 @@ const UPDATE_RECORD_LEN: usize = 13;
 // The largest message of every type fits libccp's limit, so encoding within the count limits
 // always yields a frame the peer accepts.
 const _: () = assert!(CREATE_LEN == 96); // libccp CREATE_MSG_SIZE
-const _: () = assert!(MEASURE_FIXED_LEN + MAX_REPORT_FIELDS * FIELD_LEN <= MAX_MSG_LEN);
+const _: () = assert!(MEASURE_FIXED_LEN + MAX_REPORT_REGS * FIELD_LEN <= MAX_MSG_LEN);
 const _: () = assert!(
     INSTALL_FIXED_LEN + MAX_EXPRESSIONS * EXPR_RECORD_LEN + MAX_INSTRUCTIONS * INSTR_RECORD_LEN
         <= MAX_MSG_LEN
 );
 const _: () = assert!(CHANGE_PROG_FIXED_LEN + MAX_UPDATES * UPDATE_RECORD_LEN <= MAX_MSG_LEN);
 const _: () = assert!(MAX_MSG_LEN <= u16::MAX as usize);
+const _: () = assert!(MAX_UPDATES == 222);
 
 /// Message type codes (libccp `serialize.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -222,7 +225,8 @@ pub struct InstrRecord {
     pub right: RegRecord,
 }
 
-/// INSTALL_EXPR: a datapath program, unvalidated (see `program::Program::from_install`).
+/// INSTALL_EXPR: a datapath program, unvalidated (the shims validate it with
+/// `ccswitch_ccp::program::Program::from_install`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstallExpr {
     pub sid: u32,
@@ -334,7 +338,7 @@ impl Msg {
     fn check_limits(&self) -> Result<(), WireError> {
         match self {
             Self::Create(m) => check_cong_alg(&m.cong_alg),
-            Self::Measure(m) => check_count("report fields", m.fields.len(), MAX_REPORT_FIELDS),
+            Self::Measure(m) => check_count("report fields", m.fields.len(), MAX_REPORT_REGS),
             Self::InstallExpr(m) => {
                 check_count("expressions", m.expressions.len(), MAX_EXPRESSIONS)?;
                 check_count("instructions", m.instructions.len(), MAX_INSTRUCTIONS)
@@ -517,7 +521,7 @@ fn decode_measure(hdr: &Header, body: &mut Reader) -> Result<Measure, WireError>
         hdr,
         "report fields",
         n,
-        MAX_REPORT_FIELDS,
+        MAX_REPORT_REGS,
         MEASURE_FIXED_LEN,
         FIELD_LEN,
     )?;

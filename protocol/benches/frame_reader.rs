@@ -1,4 +1,4 @@
-//! `cargo bench -p ccswitch-ccp --bench frame_reader`: frames/s of the cursor-based
+//! `cargo bench -p ccswitch-protocol --bench frame_reader`: frames/s of the cursor-based
 //! `FrameReader` against the one it replaced (kept below: it drained each frame off the front
 //! of its buffer, moving everything behind it, and copied the frame out), on 1 MB of reports
 //! arriving in one read. Printed, never asserted: machines here are shared and noisy, so the
@@ -7,7 +7,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use ccswitch_ccp::wire::{self, peek_header, FrameReader, Measure, Msg, WireError, HEADER_LEN};
+use ccswitch_protocol::wire::{self, peek_header, FrameReader, Measure, Msg, WireError, HEADER_LEN};
 
 const BATCH_BYTES: usize = 1 << 20;
 const ROUNDS: usize = 7;

@@ -1,0 +1,78 @@
+//! Recognising the standard program (`ccswitch_protocol::standard`, which explains what it
+//! does) so that a datapath that can fold in the kernel runs its fixed per-ACK fold there
+//! instead of interpreting it per ACK in user space: [`is_standard`] and, per flow,
+//! [`fold_mode`].
+
+use std::sync::OnceLock;
+
+use ccswitch_protocol::standard::{control, IDLE_REPORT_US, INSTALL_MESSAGE, WINDOW_USE_PCT};
+use ccswitch_protocol::wire::{self, Msg};
+
+use super::{CcpFlow, Program};
+
+/// How a datapath that folds in the kernel runs the standard program for a flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoldMode {
+    pub reporting: FoldReporting,
+    /// `Control.loss_cwnd`: the window (bytes) an ACK that reveals a loss sets; 0 = none.
+    pub loss_cwnd_bytes: u32,
+}
+
+/// When the folded program reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FoldReporting {
+    /// At once on loss or timeout; per RTT while the window limits the flow (more than
+    /// `window_use_pct` % of it in flight before an ACK), it is paced or ECN marked it;
+    /// otherwise every `idle_report_us`.
+    PerRtt { window_use_pct: u32, idle_report_us: u64 },
+    /// A report on every ACK.
+    PerAck,
+}
+
+impl FoldMode {
+    /// Per RTT with the program's defaults, no window pre-set for a loss.
+    pub const PER_RTT: FoldMode = FoldMode {
+        reporting: FoldReporting::PerRtt { window_use_pct: WINDOW_USE_PCT as u32, idle_report_us: IDLE_REPORT_US },
+        loss_cwnd_bytes: 0,
+    };
+}
+
+fn program() -> &'static Program {
+    static PROGRAM: OnceLock<Program> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        let (msg, _) = wire::decode(INSTALL_MESSAGE).expect("standard_program.bin is a CCP frame");
+        let Msg::InstallExpr(install) = msg else { panic!("standard_program.bin is not an INSTALL_EXPR") };
+        Program::from_install(&install).expect("the standard program is valid")
+    })
+}
+
+#[cfg(test)]
+pub(crate) fn tests_program() -> Program {
+    program().clone()
+}
+
+/// `prog` is the standard program (whatever uid the agent gave it).
+pub fn is_standard(prog: &Program) -> bool {
+    let std = program();
+    prog.instrs == std.instrs && prog.exprs == std.exprs && prog.defaults == std.defaults
+}
+
+/// How `flow` would be folded in the kernel now: `None` unless it runs the standard program in
+/// a mode the kernel folds (periodic reports stay in user space, where a timer drives them
+/// when ACKs stop, and so do a window share or a loss window beyond 32 bits, which the kernel
+/// does not carry).
+pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
+    let prog = flow.program()?;
+    if !is_standard(prog) || flow.control(control::PERIOD_US) != 0 {
+        return None;
+    }
+    let reporting = if flow.control(control::PER_ACK) != 0 {
+        FoldReporting::PerAck
+    } else {
+        FoldReporting::PerRtt {
+            window_use_pct: u32::try_from(flow.control(control::WINDOW_USE_PCT)).ok()?,
+            idle_report_us: flow.control(control::IDLE_REPORT_US),
+        }
+    };
+    Some(FoldMode { reporting, loss_cwnd_bytes: u32::try_from(flow.control(control::LOSS_CWND)).ok()? })
+}

@@ -1,0 +1,167 @@
+//! The standard program: the one datapath program every simple-API algorithm runs. The agent
+//! compiles [`source`] and installs it on every datapath; its per-ACK fold is fixed (sums,
+//! minimum, maximum, latest values, a report per RTT or per ACK and at once on loss or
+//! timeout), so a datapath that can fold in the kernel recognises it and runs that fold there
+//! instead of interpreting it per ACK in user space. Its registers are declared here once:
+//! the report registers ([`report`], in MEASURE order), the control registers ([`control`])
+//! and their defaults; the source's `def` is built from them, the agent checks that its
+//! compiler numbered them so, and the shims read reports and set controls by these indices.
+//!
+//! Reports only when a report can change a decision. A report per RTT lets the algorithm move
+//! the window; that matters only while the window is what holds the flow back. The program
+//! reports once the RTT has passed only on an ACK where the window limits the flow: before
+//! the ACK, more than `Control.window_use_pct` % of `Cwnd` was in flight
+//! (`Flow.bytes_in_flight + Ack.bytes_acked`; 50 % by default, the kernel's own test in slow
+//! start, `tcp_is_cwnd_limited`: `cwnd < 2 * max_packets_out`, and a margin below the full
+//! window for TSO deferral in congestion avoidance), or the flow is paced (`Rate > 0`: its
+//! rate is the decision, and a pacing-limited flow keeps well under its window, BBR's at half
+//! of it), or ECN marked it in the interval. A flow held by its receiver's window or by its
+//! application does not qualify and reports only on loss or timeout (at once, as always) or
+//! every `Control.idle_report_us` (1 s by default). Why 1 s: it is TCP's own horizon for an
+//! unused window (RFC 6298's initial RTO; RFC 2861 revalidates a window unused for an RTO),
+//! long enough that 10k receiver-held flows cost 10k reports/s rather than one per ACK, short
+//! enough that the agent's RTT and rate estimates, its features and its liveness view stay
+//! fresh. A flow whose window starts to bind again reports on its first such ACK once the RTT
+//! has passed, so the interval never delays a decision that matters.
+//!
+//! A loss is answered on the ACK that reveals it. The agent pre-sets, with each answer, the
+//! window its algorithm would choose on a loss (`Control.loss_cwnd`, 0 for none: the flow is
+//! already recovering, or its algorithm does not cut); an ACK that reveals a loss sets `Cwnd`
+//! to it, and the report that loss triggers reaches the agent, whose answer refines the
+//! window. Until that answer, further losses set the same window again, never a lower one.
+//!
+//! `standard_program.bin` ([`INSTALL_MESSAGE`]) is the agent's INSTALL_EXPR of it, which the
+//! shims decode to recognise the program; the agent's tests check that what it compiles is
+//! this message (`CCSWITCH_BLESS=1` rewrites the file after a deliberate change of the
+//! program).
+
+/// The INSTALL_EXPR message of the standard program (program uid as the agent compiled it).
+pub const INSTALL_MESSAGE: &[u8] = include_bytes!("standard_program.bin");
+
+/// Report registers (all volatile: a report restores their defaults), by index, which is
+/// their place in a MEASURE.
+pub mod report {
+    /// Bytes acknowledged, summed (`Ack.bytes_acked`).
+    pub const ACKED: usize = 0;
+    /// Packets lost, summed (`Ack.lost_pkts_sample`).
+    pub const LOST: usize = 1;
+    /// 1 if the latest ACK followed a timeout (`Flow.was_timeout`).
+    pub const TIMEOUT: usize = 2;
+    /// ECN-marked packets, summed (`Ack.ecn_packets`).
+    pub const ECN: usize = 3;
+    /// The latest RTT sample, µs (`Flow.rtt_sample_us`; libccp's infinity before any).
+    pub const RTT: usize = 4;
+    /// The least RTT sample, µs; [`NO_RTT_SAMPLE_US`](super::NO_RTT_SAMPLE_US) if none.
+    pub const MINRTT: usize = 5;
+    /// Bytes in flight at the latest ACK (`Flow.bytes_in_flight`).
+    pub const INFLIGHT: usize = 6;
+    /// The greatest delivery rate, bytes/s (`Flow.rate_incoming`).
+    pub const RATE: usize = 7;
+    /// The latest ACK's time, µs (`Ack.now`).
+    pub const NOW: usize = 8;
+    /// Fields in a report.
+    pub const COUNT: usize = 9;
+    /// Each register's name in the program (`Report.<name>`), by index.
+    pub const NAMES: [&str; COUNT] = ["acked", "lost", "timeout", "ecn", "rtt", "minrtt", "inflight", "rate", "now"];
+}
+
+/// Control registers (all non-volatile), by index.
+pub mod control {
+    /// Non-zero: report on every ACK.
+    pub const PER_ACK: usize = 0;
+    /// Non-zero: report every this many µs instead of once per RTT.
+    pub const PERIOD_US: usize = 1;
+    /// Per RTT, report only if more than this % of the window was in flight before the ACK
+    /// (or the flow is paced, or ECN marked it).
+    pub const WINDOW_USE_PCT: usize = 2;
+    /// Otherwise report every this many µs (and on loss or timeout).
+    pub const IDLE_REPORT_US: usize = 3;
+    /// Non-zero: the window (bytes) to set on an ACK that reveals a loss, pre-set by the
+    /// agent so that the loss is answered at once; its answer to the loss's report refines it.
+    pub const LOSS_CWND: usize = 4;
+    /// Control registers of the program.
+    pub const COUNT: usize = 5;
+    /// Each register's name in the program (`Control.<name>`), by index.
+    pub const NAMES: [&str; COUNT] = ["per_ack", "period_us", "window_use_pct", "idle_report_us", "loss_cwnd"];
+}
+
+/// Default of `Control.window_use_pct`.
+pub const WINDOW_USE_PCT: u64 = 50;
+/// Default of `Control.idle_report_us`.
+pub const IDLE_REPORT_US: u64 = 1_000_000;
+
+/// The minimum-RTT register's default: above any sample (µs); portus's compiler accepts
+/// immediates below 2^31 only.
+pub const NO_RTT_SAMPLE_US: u64 = (1 << 31) - 1;
+
+/// A report register's default, as the source writes it.
+fn report_default(index: usize) -> String {
+    match index {
+        report::TIMEOUT => "false".into(),
+        report::MINRTT => NO_RTT_SAMPLE_US.to_string(),
+        _ => "0".into(),
+    }
+}
+
+/// A control register's default.
+fn control_default(index: usize) -> u64 {
+    match index {
+        control::WINDOW_USE_PCT => WINDOW_USE_PCT,
+        control::IDLE_REPORT_US => IDLE_REPORT_US,
+        _ => 0,
+    }
+}
+
+/// The program in portus's language. Its `def` declares the registers in index order, which is
+/// how portus numbers them. The per-RTT condition is two clauses because a condition may use
+/// at most 8 temporary registers (libccp's `MAX_TMP_REG`); they report alike.
+pub fn source() -> String {
+    let reports: String =
+        report::NAMES.iter().enumerate().map(|(i, name)| format!("\n    (volatile {name} {})", report_default(i))).collect();
+    let controls: String =
+        control::NAMES.iter().enumerate().map(|(i, name)| format!("\n  (Control.{name} {})", control_default(i))).collect();
+    format!(
+        "(def (Report{reports}
+  ){controls}
+)
+(when true
+    (:= Report.acked (+ Report.acked Ack.bytes_acked))
+    (:= Report.lost (+ Report.lost Ack.lost_pkts_sample))
+    (:= Report.timeout Flow.was_timeout)
+    (:= Report.ecn (+ Report.ecn Ack.ecn_packets))
+    (:= Report.rtt Flow.rtt_sample_us)
+    (:= Report.minrtt (min Report.minrtt Flow.rtt_sample_us))
+    (:= Report.inflight Flow.bytes_in_flight)
+    (:= Report.rate (max Report.rate Flow.rate_incoming))
+    (:= Report.now Ack.now)
+    (fallthrough)
+)
+(when (&& (> Ack.lost_pkts_sample 0) (> Control.loss_cwnd 0))
+    (:= Cwnd Control.loss_cwnd)
+    (fallthrough)
+)
+(when (|| (|| Report.timeout (> Report.lost 0)) (> Control.per_ack 0))
+    (report)
+    (:= Micros 0)
+)
+(when (&& (> Control.period_us 0) (> Micros Control.period_us))
+    (report)
+    (:= Micros 0)
+)
+(when (&& (&& (== Control.period_us 0) (> Micros Flow.rtt_sample_us))
+          (|| (> Report.ecn 0) (> Rate 0)))
+    (report)
+    (:= Micros 0)
+)
+(when (&& (&& (== Control.period_us 0) (> Micros Flow.rtt_sample_us))
+          (> (* (+ Flow.bytes_in_flight Ack.bytes_acked) 100) (* Cwnd Control.window_use_pct)))
+    (report)
+    (:= Micros 0)
+)
+(when (&& (== Control.period_us 0) (> Micros Control.idle_report_us))
+    (report)
+    (:= Micros 0)
+)"
+    )
+}
+
