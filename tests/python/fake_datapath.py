@@ -5,14 +5,17 @@ import socket
 import struct
 import time
 
+from ccswitch import _native
+
 START_TIMEOUT_S = 10.0
 ANSWER_TIMEOUT_S = 5.0
 
-# CCP wire protocol (datapaths/ccp/src/wire.rs): header type u16, len u16, sid u32.
-CREATE, MEASURE, INSTALL_EXPR, UPDATE_FIELDS, CHANGE_PROG, READY = 0, 1, 2, 3, 4, 5
+# CCP wire protocol (protocol/src/wire.rs): header type u16, len u16, sid u32.
+CREATE, MEASURE, INSTALL_EXPR, UPDATE_FIELDS, CHANGE_PROG, READY = (
+    _native.CCP_MESSAGE_TYPES[name] for name in ("CREATE", "MEASURE", "INSTALL_EXPR", "UPDATE_FIELDS", "CHANGE_PROG", "READY"))
 HEADER = struct.Struct("<HHI")
-# The agent's standard program reports these registers, in declaration order.
-REPORT_FIELDS = ["acked", "lost", "timeout", "ecn", "rtt", "minrtt", "inflight", "rate", "now"]
+# The registers the standard program reports, in MEASURE order (protocol/src/standard.rs).
+REPORT_FIELDS = list(_native.STANDARD_REPORT_FIELDS)
 
 # What a flow is unless a test says otherwise.
 MSS_BYTES = 1448

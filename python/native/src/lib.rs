@@ -1,10 +1,14 @@
 //! Native part of the `ccswitch` package: the agent selector's own feature and model code
 //! (crate `ccswitch-selector`), so that datasets are built from the features the agent decides
-//! on and models are checked with the evaluator the agent runs.
+//! on and models are checked with the evaluator the agent runs; and the CCP protocol's
+//! message types and standard report (crate `ccswitch-protocol`), so that the tests' fake
+//! datapath speaks the protocol as declared.
 
 use std::path::PathBuf;
 
 use ccswitch_algorithms::Measurement;
+use ccswitch_protocol::standard::report;
+use ccswitch_protocol::wire::MsgType;
 use ccswitch_selector::features::{FeatureTracker, FeatureWindow, Features};
 use ccswitch_selector::model::Model;
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -201,6 +205,19 @@ fn load_model(path: PathBuf) -> PyResult<PyModel> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FEATURE_NAMES", PyList::new_bound(m.py(), Features::NAMES))?;
+    let types = PyDict::new_bound(m.py());
+    for (name, code) in [
+        ("CREATE", MsgType::Create),
+        ("MEASURE", MsgType::Measure),
+        ("INSTALL_EXPR", MsgType::InstallExpr),
+        ("UPDATE_FIELDS", MsgType::UpdateFields),
+        ("CHANGE_PROG", MsgType::ChangeProg),
+        ("READY", MsgType::Ready),
+    ] {
+        types.set_item(name, code as u16)?;
+    }
+    m.add("CCP_MESSAGE_TYPES", types)?;
+    m.add("STANDARD_REPORT_FIELDS", PyList::new_bound(m.py(), report::NAMES))?;
     m.add_class::<PyFeatureTracker>()?;
     m.add_class::<PyModel>()?;
     m.add_function(wrap_pyfunction!(decision_features, m)?)?;

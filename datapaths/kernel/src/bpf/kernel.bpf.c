@@ -460,7 +460,7 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
 	return d->cwnd_bytes;
 }
 
-/* One ACK through the agent's standard program (agent/src/program.rs), with
+/* One ACK through the standard program (protocol/src/standard.rs), with
  * the semantics of the shim's interpreter: sums, minimum, maximum and latest
  * values, then a report (the program's conditions, in its order):
  *  - at once on a timeout, a loss, or on every ACK (per_ack);
