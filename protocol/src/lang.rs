@@ -66,10 +66,9 @@ pub mod reg_type {
     pub const VOLATILE_CONTROL: u8 = 8;
 }
 
+numbered! {
 /// Operations (libccp `ccp_priv.h` codes; portus `lang::serialize::serialize_op`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Op {
+pub enum Op: u8 {
     Add = 0,
     Bind = 1,
     Def = 2,
@@ -86,37 +85,13 @@ pub enum Op {
     NotIf = 13,
     Sub = 14,
 }
-
-impl Op {
-    const ALL: [Op; 15] = [
-        Op::Add,
-        Op::Bind,
-        Op::Def,
-        Op::Div,
-        Op::Equiv,
-        Op::Ewma,
-        Op::Gt,
-        Op::If,
-        Op::Lt,
-        Op::Max,
-        Op::MaxWrap,
-        Op::Min,
-        Op::Mul,
-        Op::NotIf,
-        Op::Sub,
-    ];
-
-    pub fn from_code(code: u8) -> Option<Self> {
-        Self::ALL.get(usize::from(code)).copied()
-    }
 }
 
+numbered! {
 /// Implicit registers, by index in the [`reg_type::IMPLICIT`] bank (libccp `EXPR_FLAG_REG`,
 /// `SHOULD_FALLTHROUGH_REG`, `SHOULD_REPORT_REG`, `US_ELAPSED_REG`, `CWND_REG`, `RATE_REG`;
 /// portus numbers them alike in its `Scope`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Implicit {
+pub enum Implicit: u8 {
     /// `__eventFlag`: the condition result of the current expression.
     ExprFlag = 0,
     /// `__shouldContinue`: set by `(fallthrough)`.
@@ -130,28 +105,12 @@ pub enum Implicit {
     /// `Rate`: pacing rate in bytes/s; the agent sets it in UPDATE_FIELDS.
     Rate = 5,
 }
-
-impl Implicit {
-    const ALL: [Implicit; NUM_IMPLICIT_REGS] = [
-        Implicit::ExprFlag,
-        Implicit::ShouldFallthrough,
-        Implicit::ShouldReport,
-        Implicit::Micros,
-        Implicit::Cwnd,
-        Implicit::Rate,
-    ];
-
-    /// The register at `index` of the implicit bank, if there is one.
-    pub fn from_index(index: u32) -> Option<Self> {
-        Self::ALL.get(index as usize).copied()
-    }
 }
 
+numbered! {
 /// Measurement primitives, by code in the [`reg_type::PRIMITIVE`] bank, numbered as
 /// portus's `Scope` and libccp's `ccp_priv.h` (`ACK_BYTES_ACKED` … `FLOW_WAS_TIMEOUT`) do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Primitive {
+pub enum Primitive: u8 {
     BytesAcked = 0,
     BytesMisordered = 1,
     EcnBytes = 2,
@@ -168,28 +127,8 @@ pub enum Primitive {
     RttSampleUs = 13,
     WasTimeout = 14,
 }
-
-impl Primitive {
-    const ALL: [Primitive; NUM_PRIMITIVES] = [
-        Primitive::BytesAcked,
-        Primitive::BytesMisordered,
-        Primitive::EcnBytes,
-        Primitive::EcnPackets,
-        Primitive::LostPktsSample,
-        Primitive::Now,
-        Primitive::PacketsAcked,
-        Primitive::PacketsMisordered,
-        Primitive::BytesInFlight,
-        Primitive::BytesPending,
-        Primitive::PacketsInFlight,
-        Primitive::RateIncoming,
-        Primitive::RateOutgoing,
-        Primitive::RttSampleUs,
-        Primitive::WasTimeout,
-    ];
-
-    /// The primitive with code `index`, if there is one.
-    pub fn from_index(index: u32) -> Option<Self> {
-        Self::ALL.get(index as usize).copied()
-    }
 }
+
+// The banks hold exactly the registers named above.
+const _: () = assert!(Implicit::Rate as usize + 1 == NUM_IMPLICIT_REGS);
+const _: () = assert!(Primitive::WasTimeout as usize + 1 == NUM_PRIMITIVES);

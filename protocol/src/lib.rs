@@ -12,6 +12,35 @@
 //! with the agent) is `ccswitch-ccp`'s; the agent's side (compiling programs, algorithms) is
 //! the agent's.
 
+/// Declares a field-less enum of numbered variants, as the protocol numbers its message types,
+/// ops, implicit registers and primitives, with `from_code`: the variant a number on the wire
+/// names, if any.
+macro_rules! numbered {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident: $repr:ty {
+            $($(#[$variant_meta:meta])* $variant:ident = $code:literal,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr($repr)]
+        pub enum $name {
+            $($(#[$variant_meta])* $variant = $code,)*
+        }
+
+        impl $name {
+            /// The variant numbered `code`, if there is one.
+            pub fn from_code(code: u32) -> Option<Self> {
+                match code {
+                    $($code => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
 pub mod lang;
 pub mod standard;
 pub mod wire;

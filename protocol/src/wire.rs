@@ -75,10 +75,9 @@ const _: () = assert!(CHANGE_PROG_FIXED_LEN + MAX_UPDATES * UPDATE_RECORD_LEN <=
 const _: () = assert!(MAX_MSG_LEN <= u16::MAX as usize);
 const _: () = assert!(MAX_UPDATES == 222);
 
+numbered! {
 /// Message type codes (libccp `serialize.h`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u16)]
-pub enum MsgType {
+pub enum MsgType: u16 {
     Create = 0,
     Measure = 1,
     InstallExpr = 2,
@@ -86,20 +85,6 @@ pub enum MsgType {
     ChangeProg = 4,
     Ready = 5,
 }
-
-impl MsgType {
-    /// The type with wire code `code`, if there is one.
-    pub fn from_code(code: u16) -> Option<Self> {
-        Some(match code {
-            0 => Self::Create,
-            1 => Self::Measure,
-            2 => Self::InstallExpr,
-            3 => Self::UpdateFields,
-            4 => Self::ChangeProg,
-            5 => Self::Ready,
-            _ => return None,
-        })
-    }
 }
 
 /// Why bytes could not be decoded or a message could not be encoded.
@@ -445,7 +430,7 @@ pub fn decode(buf: &[u8]) -> Result<(Msg, usize), WireError> {
         needed: hdr.len,
         available: buf.len(),
     })?;
-    let msg_type = MsgType::from_code(hdr.msg_type).ok_or(WireError::UnknownType(hdr.msg_type))?;
+    let msg_type = MsgType::from_code(u32::from(hdr.msg_type)).ok_or(WireError::UnknownType(hdr.msg_type))?;
     let mut body = Reader::new(&frame[HEADER_LEN..]);
     let msg = match msg_type {
         MsgType::Create => Msg::Create(decode_create(&hdr, &mut body)?),

@@ -243,7 +243,7 @@ fn instr_range(
 }
 
 fn decode_instr(instr: usize, rec: &InstrRecord) -> Result<Instr, ProgramError> {
-    let op = Op::from_code(rec.op).ok_or(ProgramError::UnknownOp {
+    let op = Op::from_code(u32::from(rec.op)).ok_or(ProgramError::UnknownOp {
         instr,
         code: rec.op,
     })?;
@@ -286,8 +286,8 @@ fn decode_reg(instr: usize, rec: RegRecord) -> Result<Reg, ProgramError> {
         },
         TMP => Reg::Tmp(bank_index(MAX_TMP_REGS)?),
         LOCAL => Reg::Local(bank_index(MAX_LOCAL_REGS)?),
-        IMPLICIT => Reg::Implicit(Implicit::from_index(value).ok_or(out_of_range)?),
-        PRIMITIVE => Reg::Primitive(Primitive::from_index(value).ok_or(out_of_range)?),
+        IMPLICIT => Reg::Implicit(Implicit::from_code(value).ok_or(out_of_range)?),
+        PRIMITIVE => Reg::Primitive(Primitive::from_code(value).ok_or(out_of_range)?),
         _ => return Err(ProgramError::UnknownRegType { instr, reg_type }),
     })
 }
