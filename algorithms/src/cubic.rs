@@ -20,18 +20,29 @@
 //!   samples from the first second of a congestion-avoidance epoch are ignored, as Linux
 //!   ignores them right after fast recovery);
 //! - per round (a round ends once the data in flight at its start has been acknowledged,
-//!   Linux's `end_seq`) the minimum RTT of the round's samples is tracked; once the round
-//!   has at least 8 samples (`HYSTART_MIN_SAMPLES`, counted here as acknowledged segments),
-//!   slow start ends if that minimum exceeds `delay_min + clamp(delay_min/8, 4 ms, 16 ms)`;
-//! - only while the window is at least 16 segments (`hystart_low_window`).
+//!   Linux's `end_seq`) the minimum RTT of the round's samples is tracked; an ACK is a
+//!   sample once the window before it is at least 16 segments (`hystart_low_window`); the
+//!   first 8 samples of a round (`HYSTART_MIN_SAMPLES`) are only collected, and the 9th is
+//!   judged: slow start ends there if the round's minimum exceeds
+//!   `delay_min + clamp(delay_min/8, 4 ms, 16 ms)`, with `ssthresh` = the window before
+//!   that ACK (the round's first 8 ACKs having grown it in slow start).
 //!
 //! Linux compares with `delay_min` (the flow's minimum RTT), not with the previous round's
-//! minimum as the HyStart paper and RFC 9406 (HyStart++) do; this follows Linux. With one
-//! report per RTT a round's minimum is the report's `min_rtt_us` over all of the round's
-//! ACKs, where Linux uses the running minimum from the round's 8th ACK on; a delay increase
-//! is therefore seen at the end of the round instead of within it, and the window at exit is
-//! the one before that round's growth (Linux's is the same plus the few segments the first
-//! ACKs added).
+//! minimum as the HyStart paper and RFC 9406 (HyStart++) do; this follows Linux. A report
+//! folds many ACKs, so Linux's per-ACK rules are replayed over it, one ACK per segment
+//! acknowledged: slow start adds a segment per ACK, the window reaching 16 segments within
+//! a report makes its later ACKs samples, and the exit window is the one at the round's 9th
+//! sample, wherever the report boundaries fall. What a report cannot say is which of its
+//! ACKs carried its minimum RTT: it is taken to be among the samples, so the round's
+//! minimum is judged at the 9th sample as Linux judges its running minimum there.
+//!
+//! After a HyStart exit no loss has set `W_max` yet, and the curve from `K = 0` is flat; as
+//! Linux (`cnt` at most 20 while `last_max_cwnd` is 0) congestion avoidance then grows the
+//! window by at least 1/20 segment per segment acknowledged, 5% per RTT, until the first
+//! congestion event (and again after a timeout, which resets `W_max`). Without it the window
+//! stayed near the exit point for seconds on a T-Mobile UMTS trace (34 -> 42 segments in
+//! 2.6 s where Linux's Cubic went 28 -> 63), and ccswitch's Cubic took 1.8-1.95x the
+//! kernel's time there.
 //!
 //! The **ACK-train** detector is absent: it needs the arrival time of each ACK, to measure how
 //! long the train of closely spaced ACKs (at most `hystart_ack_delta` = 2 ms apart) that
@@ -94,6 +105,9 @@ const BETA_RANGE: (f64, f64) = (0.01, 0.99);
 const C_RANGE: (f64, f64) = (0.001, 100.0);
 /// Linux never grows faster than one segment per two acknowledged (`cnt >= 2`).
 const MAX_GROWTH_PER_ACKED_SEGMENT: f64 = 0.5;
+/// Growth per acknowledged segment at least, while no congestion event has set `W_max`
+/// (Linux: `cnt` at most 20 while `last_max_cwnd` is 0, "increase cwnd 5% per RTT").
+const GROWTH_PER_ACKED_SEGMENT_WITHOUT_W_MAX: f64 = 1.0 / 20.0;
 /// HyStart runs only from this window on, segments (`hystart_low_window`).
 const HYSTART_LOW_WINDOW_SEGMENTS: u64 = 16;
 /// Samples a round needs before its minimum RTT is judged (`HYSTART_MIN_SAMPLES`).
@@ -165,14 +179,16 @@ impl Rounds {
     }
 }
 
-/// HyStart's delay-increase detector.
+/// HyStart's delay-increase detector, Linux's per-ACK rules (`hystart_update`) replayed over
+/// the ACKs a report folds, taken as one per segment acknowledged.
 #[derive(Debug, Default)]
 struct HyStart {
     /// Slow start has been ended by HyStart (until a timeout resets CUBIC).
     found: bool,
     rounds: Rounds,
-    /// Minimum RTT of the current round, µs (0: no sample yet).
+    /// Minimum RTT of the current round, µs (0: no sample yet); Linux's `curr_rtt`.
     round_min_rtt_us: u64,
+    /// Samples of the current round, counted up to [`HYSTART_MIN_SAMPLES`] (`sample_cnt`).
     round_samples: u64,
 }
 
@@ -181,14 +197,37 @@ impl HyStart {
         delay_min_us + (delay_min_us / 8).clamp(HYSTART_DELAY_MIN_US, HYSTART_DELAY_MAX_US)
     }
 
-    /// Absorb one report's samples; true if slow start should end now.
-    fn delay_increased(&mut self, delay_min_us: u64, sample_us: u64, samples: u64) -> bool {
+    /// The window at which slow start ends within this report, if it does. The report's
+    /// ACKs are replayed one per segment: slow start adds a segment on each; an ACK counts
+    /// as a sample once the window before it is at least `hystart_low_window`; the first
+    /// [`HYSTART_MIN_SAMPLES`] samples of a round are only collected, and the next one is
+    /// judged: slow start ends there, with `ssthresh` = the window before that ACK, if the
+    /// round's minimum RTT exceeds the threshold. The report's minimum RTT is taken to be
+    /// among its samples (a report does not say which ACK carried it).
+    fn exit_window(&mut self, state: &FlowState, delay_min_us: u64, sample_us: u64, acked_bytes: u64) -> Option<u64> {
+        let mss = state.mss_bytes;
+        let segments = acked_bytes.div_ceil(mss);
+        let below_low_window =
+            (HYSTART_LOW_WINDOW_SEGMENTS * mss).saturating_sub(state.cwnd_bytes).div_ceil(mss);
+        if below_low_window >= segments {
+            return None;
+        }
         if self.round_min_rtt_us == 0 || sample_us < self.round_min_rtt_us {
             self.round_min_rtt_us = sample_us;
         }
-        self.round_samples += samples;
-        self.round_samples >= HYSTART_MIN_SAMPLES
-            && self.round_min_rtt_us > Self::threshold_us(delay_min_us)
+        // Index among this report's ACKs of the round's first judged sample.
+        let judged = below_low_window + HYSTART_MIN_SAMPLES.saturating_sub(self.round_samples);
+        self.round_samples = (self.round_samples + segments - below_low_window).min(HYSTART_MIN_SAMPLES);
+        if judged >= segments || self.round_min_rtt_us <= Self::threshold_us(delay_min_us) {
+            return None;
+        }
+        let exit = state.cwnd_bytes + judged * mss;
+        // Slow start reaching ssthresh first ends it without HyStart.
+        if exit >= state.ssthresh_bytes {
+            return None;
+        }
+        self.found = true;
+        Some(exit)
     }
 
     fn start_round(&mut self) {
@@ -261,20 +300,13 @@ impl Cubic {
         if self.delay_min_us == 0 || sample_us < self.delay_min_us {
             self.delay_min_us = sample_us;
         }
-        let eligible = self.config.hystart
-            && !self.hystart.found
-            && state.in_slow_start()
-            && state.cwnd_bytes >= HYSTART_LOW_WINDOW_SEGMENTS * state.mss_bytes;
-        if !eligible {
+        if !self.config.hystart || self.hystart.found || !state.in_slow_start() {
             return;
         }
-        let samples = m.acked_bytes.div_ceil(state.mss_bytes);
-        if self
-            .hystart
-            .delay_increased(self.delay_min_us, sample_us, samples)
-        {
-            self.hystart.found = true;
-            state.ssthresh_bytes = state.cwnd_bytes;
+        // ssthresh only: slow start then grows the window to it with the report's first
+        // ACKs (`FlowState::classify`), and the rest of the report is congestion avoidance.
+        if let Some(exit) = self.hystart.exit_window(state, self.delay_min_us, sample_us, m.acked_bytes) {
+            state.ssthresh_bytes = exit;
         }
     }
 
@@ -325,12 +357,18 @@ impl Cubic {
         let mut target = self.target_segments(state);
         self.w_est_segments += self.config.alpha_aimd() * acked / cwnd;
         target = target.max(self.w_est_segments);
-        if target <= cwnd {
-            return;
-        }
         // Linux grows by 1/cnt segment per acknowledged segment, cnt = cwnd / (target − cwnd).
-        let per_acked = ((target - cwnd) / cwnd).min(MAX_GROWTH_PER_ACKED_SEGMENT);
-        let growth = (acked * per_acked).min(target - cwnd);
+        let mut growth = if target > cwnd {
+            let per_acked = ((target - cwnd) / cwnd).min(MAX_GROWTH_PER_ACKED_SEGMENT);
+            (acked * per_acked).min(target - cwnd)
+        } else {
+            0.0
+        };
+        // Before the first congestion event (W_max unknown: HyStart ended slow start, or a
+        // timeout reset CUBIC) Linux caps cnt at 20, whatever the curve says.
+        if self.w_max_segments == 0.0 {
+            growth = growth.max(acked * GROWTH_PER_ACKED_SEGMENT_WITHOUT_W_MAX);
+        }
         state.cwnd_bytes += (growth * mss) as u64;
     }
 }
@@ -692,20 +730,25 @@ mod tests {
             queue_delay_us > 6_250,
             "exit on a delay increase, queue delay {queue_delay_us} µs"
         );
-        // ssthresh = cwnd at the exit, no reduction: about BDP plus a small queue, not 2×BDP.
-        assert_eq!(s.state.ssthresh_bytes, round.sent_bytes);
+        // ssthresh = cwnd at the round's ninth sample (the window it was sent with plus the
+        // eight segments slow start added before), no reduction: about BDP plus a small
+        // queue, not 2×BDP.
+        assert_eq!(s.state.ssthresh_bytes, round.sent_bytes + 8 * s.mss());
         let cwnd = s.state.cwnd_bytes as f64;
         assert!(
-            cwnd > bdp && cwnd < 1.6 * bdp,
+            cwnd > bdp && cwnd < 1.7 * bdp,
             "cwnd {:.2} BDP at exit",
             cwnd / bdp
         );
         assert!((round.queue_bytes as f64) < 0.6 * bdp);
-        // Congestion avoidance from there: the window grows slowly, the queue stays bounded.
+        // Congestion avoidance from there, before any loss: 5% per RTT (Linux's cnt = 20
+        // while W_max is unknown), well within the 4-BDP buffer.
         for _ in 0..10 {
+            let before = s.cwnd_segments();
             let r = s.round_on_link(&link);
             assert_eq!(r.lost_packets, 0);
-            assert!((s.state.cwnd_bytes as f64) < 1.7 * bdp);
+            let growth = s.cwnd_segments() / before;
+            assert!((1.045..1.07).contains(&growth), "grew x{growth:.3} in a round");
         }
     }
 
@@ -722,7 +765,8 @@ mod tests {
             !s.state.in_slow_start(),
             "exit once the window reaches 16 segments"
         );
-        assert_eq!(s.state.ssthresh_bytes, 16 * s.mss());
+        // Linux: the round's first 8 ACKs are collected (16 -> 24), the 9th is judged.
+        assert_eq!(s.state.ssthresh_bytes, 24 * s.mss());
     }
 
     #[test]
@@ -739,6 +783,84 @@ mod tests {
         s.set_rtt_ms(57);
         s.ack_round();
         assert!(!s.state.in_slow_start());
+    }
+
+    /// Linux's `hystart_update` per ACK, replayed over reports: with delay_min 50 ms and a
+    /// 100 ms RTT from the second round on, Linux (one segment per ACK) sees round 2 (sent
+    /// with 12 segments) take the window 12 -> 16 with ACKs 1-4 (below
+    /// `hystart_low_window`: no samples) and collect samples 1-8 with ACKs 5-12, none
+    /// judged; round 3 (24 segments) collects 8 samples (24 -> 32) and judges the 9th:
+    /// ssthresh = 32, the round's other 15 segments grow the window in congestion
+    /// avoidance. However the round's ACKs are split into reports, the exit is the same.
+    #[test]
+    fn hystart_exit_is_where_linux_judges_the_ninth_sample_of_a_round() {
+        let through_round_two = || {
+            let mut s = spec_sender("cubic", 6, 50);
+            s.ack_round(); // 6 -> 12, delay_min 50 ms
+            s.set_rtt_ms(100);
+            s.ack_round(); // 12 -> 24: 8 samples, none judged
+            assert!(s.state.in_slow_start());
+            assert_eq!(s.cwnd_segments(), 24.0);
+            s
+        };
+        let mut one_report = through_round_two();
+        one_report.advance_ms(100);
+        one_report.ack_segments(24);
+        let mut split = through_round_two();
+        split.advance_ms(50);
+        split.ack_segments(5); // 5 samples collected, slow start 24 -> 29
+        assert!(split.state.in_slow_start());
+        split.advance_ms(50);
+        split.ack_segments(19); // the 3rd of these is the round's 9th sample
+        for s in [&one_report, &split] {
+            assert_eq!(s.state.ssthresh_bytes, 32 * s.mss());
+            let cwnd = s.cwnd_segments();
+            // 15 segments in avoidance: 15/20 segment (Linux's cnt = 20 before any loss).
+            assert!((32.7..32.8).contains(&cwnd), "cwnd {cwnd}");
+        }
+    }
+
+    /// Linux's `bictcp_update`: while no congestion event has set `last_max_cwnd` (after a
+    /// HyStart exit, or after a timeout reset CUBIC), `cnt` is at most 20: at least 5%
+    /// growth per RTT, however flat the curve from `K = 0` is. After a loss the curve rules.
+    #[test]
+    fn before_any_loss_avoidance_grows_five_percent_per_rtt() {
+        let rtt_ms = 200;
+        let mut s = spec_sender("cubic", 16, rtt_ms);
+        s.ack_round(); // 16 -> 32, delay_min 200 ms
+        s.set_rtt_ms(250);
+        s.ack_round(); // exit at 32 + 8 = 40
+        assert_eq!(s.state.ssthresh_bytes, 40 * s.mss());
+        for _ in 0..10 {
+            let before = s.cwnd_segments();
+            s.ack_round();
+            // cubic: C·t³ < 1 segment per RTT here; Reno-friendly: 0.53 per RTT.
+            let growth = s.cwnd_segments() / before;
+            assert!((1.045..1.056).contains(&growth), "grew x{growth:.4} in a round");
+        }
+        let at_loss = s.cwnd_segments();
+        s.lose(1);
+        s.ack_segments(at_loss as u64); // recovery ends
+        // On the curve's plateau near W_max (t = K) growth is far below 5% per RTT.
+        let k_s = (at_loss * (1.0 - BETA) / C_SEGMENTS_PER_S3).cbrt();
+        let start = s.now_us;
+        while ((s.now_us - start) as f64) / 1e6 + 2.0 * 0.25 < k_s {
+            s.ack_round();
+        }
+        let before = s.cwnd_segments();
+        s.ack_round();
+        let growth = s.cwnd_segments() / before;
+        assert!(growth < 1.02, "after a loss the cubic curve rules: x{growth:.4}");
+
+        // A timeout resets CUBIC (W_max too): avoidance from ssthresh grows 5% per RTT again.
+        s.timeout();
+        while s.state.in_slow_start() {
+            s.ack_round();
+        }
+        let before = s.cwnd_segments();
+        s.ack_round();
+        let growth = s.cwnd_segments() / before;
+        assert!((1.045..1.056).contains(&growth), "grew x{growth:.4} after a timeout");
     }
 
     #[test]
@@ -767,9 +889,9 @@ mod tests {
         s.set_rtt_ms(50);
         s.ack_round(); // 64 segments, delay_min 50 ms
         s.set_rtt_ms(100);
-        s.ack_round(); // exit at 64 segments
-        assert_eq!(s.state.ssthresh_bytes, 64 * s.mss());
-        s.timeout(); // ssthresh 0.7 × 64 ≈ 44.8 segments, window 2
+        s.ack_round(); // exit at 64 + 8 segments (the round's ninth sample)
+        assert_eq!(s.state.ssthresh_bytes, 72 * s.mss());
+        s.timeout(); // ssthresh 0.7 × ~73 ≈ 51 segments, window 2
 
         // With delay_min still 50 ms, 80 ms would end slow start at 16 segments; it was
         // reset, so 80 ms is the new minimum and slow start runs on.
@@ -779,10 +901,11 @@ mod tests {
         }
         assert_eq!(s.cwnd_segments(), 32.0);
         assert!(s.state.in_slow_start());
-        // HyStart is armed again: 100 ms > 80 + 10 ms ends slow start below ssthresh.
+        // HyStart is armed again: 100 ms > 80 + 10 ms ends slow start below ssthresh, at
+        // the round's ninth sample.
         s.set_rtt_ms(100);
         s.ack_round();
-        assert_eq!(s.state.ssthresh_bytes, 32 * s.mss());
+        assert_eq!(s.state.ssthresh_bytes, 40 * s.mss());
     }
 
     // --- Over a link ------------------------------------------------------------------
