@@ -24,7 +24,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use ccswitch_agent::in_process::InProcessHost;
 use ccswitch_ccp::agent_link::{AgentAddr, InProcessAddr};
-use ccswitch_ccp::cli::{AgentArgs, LogArgs, WindowSignals};
+use ccswitch_ccp::cli::{AgentArgs, LogArgs, SchedArgs, WindowSignals};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions, DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_REPORT_DELAY, DEFAULT_RING_BYTES};
 use clap::Parser;
 
@@ -35,6 +35,8 @@ e.g. `ccswitch-kernel --agent-in-process --fallback reno -- --algorithm cubic --
 struct KernelCli {
     #[command(flatten)]
     agent: AgentArgs,
+    #[command(flatten)]
+    sched: SchedArgs,
     /// Run the ccswitch agent in this process, its controllers on the shim's thread, instead of
     /// reaching one over a socket: no socket hop and no thread wake-up between a report and
     /// its answer. Its options follow `--`, as `ccswitch-agent` takes them; it serves its
@@ -80,6 +82,7 @@ struct KernelCli {
 fn main() -> Result<()> {
     let args = KernelCli::parse();
     args.log.init()?;
+    args.sched.apply()?;
 
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;

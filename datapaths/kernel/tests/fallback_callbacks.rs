@@ -39,7 +39,7 @@ fn cubic_only_callbacks_load_with_a_cubic_fallback_and_transfers_complete_under_
         env.wait_ok(c, Duration::from_secs(1));
         assert_eq!(sha256_file(&out), want, "{fallback:?}: payload corrupted");
         let stats = dp.stats();
-        assert!(stats.acks_fallback > 100, "{fallback:?}: the fallback carried the flow: {stats:?}");
+        assert!(stats.acks_fallback > 0 && stats.acks_directive == 0, "{fallback:?}: the fallback carried the flow: {stats:?}");
         println!("{fallback:?} fallback: {:.2} s, programs {names:?}", t0.elapsed().as_secs_f64());
         env.kill(srv);
         drop(dp);

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use ccswitch_ccp::cli::{AgentArgs, LogArgs};
+use ccswitch_ccp::cli::{AgentArgs, LogArgs, SchedArgs};
 use ccswitch_ovs::loader::{detach_port, AttachOptions, OvsDatapath};
 use ccswitch_ovs::recovery::RecoveryConfig;
 use clap::{Args, Parser, Subcommand};
@@ -88,6 +88,8 @@ struct RunArgs {
     stats_file: Option<PathBuf>,
     #[command(flatten)]
     log: LogArgs,
+    #[command(flatten)]
+    sched: SchedArgs,
 }
 
 fn main() -> ExitCode {
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
 
 fn run(args: RunArgs) -> Result<()> {
     args.log.init()?;
+    args.sched.apply()?;
     if args.port.is_empty() {
         anyhow::bail!("--port must name the bridge port facing the server");
     }

@@ -481,6 +481,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
     result = {
         "datapath": datapath,
         "agent_transport": r.daemons.agent_transport,
+        "shim_realtime_priority": int(os.environ.get("CCSWITCH_SHIM_REALTIME_PRIORITY") or 0) or None,
         "algorithm": algorithm,
         "flows": flows,
         "rate_kbps_per_flow": rate_kbps,

@@ -37,6 +37,7 @@ import subprocess
 import time
 from typing import Dict, List, Optional, Sequence
 
+from .daemons import shim_realtime_args
 from .namespaces import (
     Processes, ServerNamespace, SysctlGuard, Teardown, TopologyError, create_netns, log, read_sysctl, run,
 )
@@ -266,7 +267,7 @@ class OvsShimProcess:
                "--stats-file", self.stats_path, "--log-level", self.daemons.log_level]
         if self.max_flows is not None:
             cmd += ["--max-flows", str(self.max_flows)]
-        cmd += self.extra_args
+        cmd += self.extra_args + shim_realtime_args()
         connected_before = self.daemons.datapath_connections()
         self.proc = self.procs.start_and_wait(
             OVS_BIN, self.fabric.exec_cmd(cmd), self.log_path, lambda: self._logged(ATTACHED_RE),

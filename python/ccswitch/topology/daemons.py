@@ -199,6 +199,17 @@ AGENT_TRANSPORTS = ("socket", "in-process")
 DEFAULT_AGENT_TRANSPORT = "in-process"
 
 
+def shim_realtime_args() -> List[str]:
+    """The shims' `--realtime-priority` from $CCSWITCH_SHIM_REALTIME_PRIORITY (1-99; unset:
+    the normal scheduler)."""
+    value = os.environ.get("CCSWITCH_SHIM_REALTIME_PRIORITY")
+    if not value:
+        return []
+    if not value.isdigit() or not 1 <= int(value) <= 99:
+        raise TopologyError(f"CCSWITCH_SHIM_REALTIME_PRIORITY={value!r}: a priority from 1 to 99")
+    return ["--realtime-priority", value]
+
+
 def agent_transport_default() -> str:
     """The transport of runs that name none: $CCSWITCH_AGENT_TRANSPORT, else the default."""
     t = os.environ.get("CCSWITCH_AGENT_TRANSPORT") or DEFAULT_AGENT_TRANSPORT
@@ -354,7 +365,7 @@ class CcswitchDaemons:
         else:
             cmd = [self.shim_bin, "--agent-in-process"]
             self.agent_log = log_path
-        cmd += ["--fallback", "reno", "--log-level", self.log_level]
+        cmd += ["--fallback", "reno", "--log-level", self.log_level] + shim_realtime_args()
         # Under the host's lock from looking at the registered names until ours is registered:
         # two runs starting together would otherwise both take the free name, and the loser's
         # flows would be served by the winner's datapath and agent.
