@@ -5,14 +5,12 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use anyhow::Result;
 use ccswitch_ccp::agent_link::{AgentAddr, AgentLink};
 use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
-use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, Session, SessionDatapath};
+use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, Session};
 use ccswitch_protocol::lang::reg_type;
 use ccswitch_protocol::standard::{self, control, report};
 use ccswitch_protocol::wire::{self, ChangeProg, Msg, UpdateField, UpdateFields};
@@ -22,36 +20,6 @@ const OTHER: &str = "(def (Report (volatile acked 0)))
     (when true
         (:= Report.acked (+ Report.acked Ack.bytes_acked))
         (report))";
-
-#[derive(Default)]
-struct Folding {
-    folds: HashMap<u32, (FoldMode, u64)>,
-    fold_calls: usize,
-    /// Every fold set, in order.
-    fold_starts: Vec<u64>,
-}
-
-impl SessionDatapath for Folding {
-    fn set_directive(&mut self, _sid: u32, _cwnd: u32, _rate: Option<u64>) -> Result<()> {
-        Ok(())
-    }
-    fn clear_directive(&mut self, sid: u32) -> Result<()> {
-        self.folds.remove(&sid);
-        Ok(())
-    }
-    fn set_valid_until(&mut self, _deadline_ns: u64) -> Result<()> {
-        Ok(())
-    }
-    fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
-        self.fold_calls += 1;
-        self.fold_starts.extend(fold.map(|(_, start)| start));
-        match fold {
-            Some(f) => self.folds.insert(sid, f),
-            None => self.folds.remove(&sid),
-        };
-        Ok(true)
-    }
-}
 
 fn standard_install() -> wire::InstallExpr {
     match wire::decode(standard::INSTALL_MESSAGE).unwrap().0 {
@@ -69,11 +37,11 @@ fn change(sid: u32, program_uid: u32, updates: Vec<UpdateField>) -> Msg {
 }
 
 /// A session with flow 1, announced to an agent at the other end of a socket pair.
-fn session_with_one_flow() -> (Session, common::AgentEnd, Folding) {
+fn session_with_one_flow() -> (Session, common::AgentEnd, common::Folding) {
     let (shim_end, agent_end) = UnixStream::pair().unwrap();
     shim_end.set_nonblocking(true).unwrap();
     let mut agent = common::AgentEnd::new(agent_end);
-    let mut dp = Folding::default();
+    let mut dp = common::Folding::default();
     let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
     let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
     session.add_flow(&mut dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });

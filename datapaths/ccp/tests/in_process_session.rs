@@ -3,7 +3,8 @@
 //! report is timed, urgent ones by hop; an agent that fails ends the link, and the session
 //! connects afresh as it would to a restarted agent.
 
-use std::collections::HashMap;
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use anyhow::Result;
 use ccswitch_ccp::agent_link::{AgentAddr, InProcessAddr, InProcessAgent, InProcessConnection};
 use ccswitch_ccp::program::fold::FoldMode;
-use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, Session, SessionDatapath};
+use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, Session};
 use ccswitch_protocol::standard::{self, report};
 use ccswitch_protocol::wire::{self, ChangeProg, Msg, UpdateFields};
 
@@ -72,33 +73,6 @@ fn standard_install() -> wire::InstallExpr {
     }
 }
 
-#[derive(Default)]
-struct Folding {
-    folds: HashMap<u32, (FoldMode, u64)>,
-    valid_until_ns: u64,
-}
-
-impl SessionDatapath for Folding {
-    fn set_directive(&mut self, _sid: u32, _cwnd: u32, _rate: Option<u64>) -> Result<()> {
-        Ok(())
-    }
-    fn clear_directive(&mut self, sid: u32) -> Result<()> {
-        self.folds.remove(&sid);
-        Ok(())
-    }
-    fn set_valid_until(&mut self, deadline_ns: u64) -> Result<()> {
-        self.valid_until_ns = deadline_ns;
-        Ok(())
-    }
-    fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
-        match fold {
-            Some(f) => self.folds.insert(sid, f),
-            None => self.folds.remove(&sid),
-        };
-        Ok(true)
-    }
-}
-
 fn report_fields(lost: u64) -> Vec<u64> {
     let mut fields = vec![0u64; report::COUNT];
     fields[report::ACKED] = 14_480;
@@ -112,7 +86,7 @@ fn report_fields(lost: u64) -> Vec<u64> {
 fn an_agent_in_this_process_answers_within_the_flush_and_every_report_is_timed() {
     let agent = Arc::new(Agent::default());
     let mut session = Session::new(AgentAddr::InProcess(InProcessAddr(agent.clone())), Duration::from_secs(5));
-    let mut dp = Folding::default();
+    let mut dp = common::Folding::default();
     let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
     session.maybe_connect(&mut dp);
     assert!(session.connected());

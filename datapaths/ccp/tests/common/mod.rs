@@ -2,8 +2,13 @@
 //! through portus's own serializers, so every test also exercises wire compatibility.
 #![allow(dead_code)] // each test binary uses a subset
 
+use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
+
+use anyhow::Result;
+use ccswitch_ccp::program::fold::FoldMode;
+use ccswitch_ccp::session::SessionDatapath;
 
 use ccswitch_ccp::{CcpFlow, ProgramTable, Step};
 use ccswitch_protocol::wire::{self, FrameReader, InstallExpr, Measure, Msg};
@@ -140,5 +145,39 @@ impl AgentEnd {
             got.push(wire::decode(frame).unwrap().0);
         }
         got
+    }
+}
+
+/// A datapath that folds the standard program of every flow the session asks it to, and
+/// remembers what it was told.
+#[derive(Default)]
+pub struct Folding {
+    pub folds: HashMap<u32, (FoldMode, u64)>,
+    pub fold_calls: usize,
+    /// Every fold set, in order.
+    pub fold_starts: Vec<u64>,
+    pub valid_until_ns: u64,
+}
+
+impl SessionDatapath for Folding {
+    fn set_directive(&mut self, _sid: u32, _cwnd: u32, _rate: Option<u64>) -> Result<()> {
+        Ok(())
+    }
+    fn clear_directive(&mut self, sid: u32) -> Result<()> {
+        self.folds.remove(&sid);
+        Ok(())
+    }
+    fn set_valid_until(&mut self, deadline_ns: u64) -> Result<()> {
+        self.valid_until_ns = deadline_ns;
+        Ok(())
+    }
+    fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
+        self.fold_calls += 1;
+        self.fold_starts.extend(fold.map(|(_, start)| start));
+        match fold {
+            Some(f) => self.folds.insert(sid, f),
+            None => self.folds.remove(&sid),
+        };
+        Ok(true)
     }
 }
