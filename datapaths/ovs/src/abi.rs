@@ -114,6 +114,8 @@ pub struct RawOvsConfig {
     pub valid_until_ns: u64,
     pub copy_limit: u32,
     pub wake_gap_ns: u32,
+    pub inject_count: u32,
+    pub inject_next: u32,
 }
 
 #[repr(C)]
@@ -174,6 +176,18 @@ pub struct RawOvsFrameSlot {
     pub frame: [u8; FRAME_MAX],
 }
 
+/// Frames one run of the inject program sends (`CCSW_INJECT_BATCH`).
+pub const INJECT_BATCH: usize = 256;
+
+/// A frame staged for re-injection (an entry of `inject_frames`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RawOvsInjectFrame {
+    pub len: u32,
+    pub _pad0: u32,
+    pub frame: [u8; FRAME_MAX],
+}
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ResentEvent {
@@ -222,7 +236,8 @@ pub struct UnbufferedEvent {
 const _: () = assert!(size_of::<FlowKey>() == 40);
 const _: () = assert!(size_of::<RawOvsFlow>() == 56);
 const _: () = assert!(size_of::<RawOvsDirective>() == 24);
-const _: () = assert!(size_of::<RawOvsConfig>() == 16);
+const _: () = assert!(size_of::<RawOvsConfig>() == 24);
+const _: () = assert!(size_of::<RawOvsInjectFrame>() == 8 + FRAME_MAX);
 const _: () = assert!(size_of::<RawOvsStats>() == 152);
 const _: () = assert!(size_of::<Head>() == 16);
 const _: () = assert!(size_of::<EstablishedEvent>() == 72);
@@ -240,6 +255,7 @@ const _: () = assert!(size_of::<RawOvsDirective>() == size_of::<btf::ccsw_direct
 const _: () = assert!(size_of::<RawOvsConfig>() == size_of::<btf::ccsw_config>());
 const _: () = assert!(size_of::<RawOvsStats>() == size_of::<btf::ccsw_stats>());
 const _: () = assert!(size_of::<RawOvsFrameSlot>() == size_of::<btf::ccsw_frame_slot>());
+const _: () = assert!(size_of::<RawOvsInjectFrame>() == size_of::<btf::ccsw_inject_frame>());
 const _: () = assert!(size_of::<SlotOwner>() == size_of::<btf::ccsw_slot_owner>());
 
 // Plain old data: records and map values are read from and written as bytes

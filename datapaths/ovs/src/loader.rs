@@ -7,9 +7,13 @@
 //!
 //! # Re-injection
 //! [`OvsDatapath::inject`] hands a stored server frame back to the kernel as if it had just
-//! arrived from the server on the port: it runs the trivial XDP program `ccsw_inject` with
+//! arrived from the server on the port: it runs the XDP program `ccsw_inject` with
 //! `BPF_PROG_TEST_RUN` in live-frames mode (`BPF_F_TEST_XDP_LIVE_FRAMES`), whose `XDP_PASS`
-//! frames enter the receive path of the device named by `xdp_md.ingress_ifindex`. Everything
+//! frames enter the receive path of the device named by `xdp_md.ingress_ifindex`. Frames are
+//! staged in the mmapable `inject_frames` array ([`OvsDatapath::queue_inject`]) and sent by
+//! one run per batch ([`OvsDatapath::flush_injections`]), each repetition of the program
+//! sending the next staged frame: a run costs the kernel a page pool and a memory-model
+//! registration, which per frame was most of the shim's time under loss. Everything
 //! that listens on the port therefore sees the frame exactly like one from the server: Open
 //! vSwitch's packet socket (verified with the userspace datapath), a Linux bridge's rx handler
 //! (verified), and our own ingress program, which reports it as [`OvsEvent::Resent`] because its
@@ -20,6 +24,7 @@
 //! nothing would complete after injection. `inject` therefore recomputes the TCP checksum of a
 //! copy before sending (a no-op for frames whose checksum was already complete).
 
+use std::cell::Cell;
 use std::ffi::CString;
 use std::mem::{size_of, ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -329,6 +334,7 @@ type Loaded = (
     MappedArray<abi::RawOvsConfig>,
     MappedArray<abi::RawOvsFrameSlot>,
     MappedArray<abi::SlotOwner>,
+    MappedArray<abi::RawOvsInjectFrame>,
 );
 
 pub struct OvsDatapath {
@@ -347,6 +353,9 @@ pub struct OvsDatapath {
     /// to give a slot back (see `bpf/ovs.bpf.c` on why the two sides never race).
     slab: MappedArray<abi::RawOvsFrameSlot>,
     slab_owner: MappedArray<abi::SlotOwner>,
+    /// Frames staged for the next inject run, and how many.
+    inject_frames: MappedArray<abi::RawOvsInjectFrame>,
+    inject_staged: Cell<usize>,
 }
 
 impl Drop for OvsDatapath {
@@ -425,7 +434,7 @@ impl OvsDatapath {
         // everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, opts) {
-            Ok((skel, ring, directives, conf, slab, slab_owner)) => Ok(OvsDatapath {
+            Ok((skel, ring, directives, conf, slab, slab_owner, inject_frames)) => Ok(OvsDatapath {
                 links: Vec::new(),
                 ring: ManuallyDrop::new(ring),
                 skel: ManuallyDrop::new(skel),
@@ -436,6 +445,8 @@ impl OvsDatapath {
                 conf,
                 slab,
                 slab_owner,
+                inject_frames,
+                inject_staged: Cell::new(0),
             }),
             Err(e) => {
                 // SAFETY: load_into dropped everything borrowing `object` before returning.
@@ -485,7 +496,8 @@ impl OvsDatapath {
         let slots = opts.slab_slots as usize;
         let slab = MappedArray::new(skel.maps.slab.as_fd(), slots).context("mapping the frame slab")?;
         let slab_owner = MappedArray::new(skel.maps.slab_owner.as_fd(), slots).context("mapping the slab owners")?;
-        Ok((skel, ring, directives, conf, slab, slab_owner))
+        let inject_frames = MappedArray::new(skel.maps.inject_frames.as_fd(), abi::INJECT_BATCH).context("mapping the inject staging")?;
+        Ok((skel, ring, directives, conf, slab, slab_owner, inject_frames))
     }
 
     /// The frame in `slot`, read in place from the slab; `None` for a slot beyond the slab or
@@ -662,21 +674,65 @@ impl OvsDatapath {
 
     /// [`OvsDatapath::inject`] the frame in a slab slot the caller owns.
     pub fn inject_slot(&self, slot: &FrameSlot) -> Result<()> {
+        self.queue_inject_slot(slot)?;
+        self.flush_injections().map(|_| ())
+    }
+
+    /// [`OvsDatapath::queue_inject`] the frame in a slab slot the caller owns.
+    pub fn queue_inject_slot(&self, slot: &FrameSlot) -> Result<()> {
         let frame = self.frame(slot).with_context(|| format!("no frame in slab slot {slot:?}"))?;
-        self.inject(frame)
+        self.queue_inject(frame)
     }
 
     /// Send `frame` (an Ethernet frame the server sent earlier) on toward the client, as if
-    /// the server had sent it again (see the module docs). Needs an attached datapath.
+    /// the server had sent it again (see the module docs), at once. Needs an attached datapath.
     pub fn inject(&self, frame: &[u8]) -> Result<()> {
-        let idx = self
-            .ifindex
-            .context("inject needs a datapath attached to a port")?;
-        if frame.len() < 14 || frame.len() > 4096 - 512 {
+        self.queue_inject(frame)?;
+        self.flush_injections().map(|_| ())
+    }
+
+    /// Stage `frame` for the next [`OvsDatapath::flush_injections`] (which runs by itself
+    /// once a batch is full). The frame is copied, its TCP checksum completed in the copy.
+    pub fn queue_inject(&self, frame: &[u8]) -> Result<()> {
+        if self.ifindex.is_none() {
+            bail!("inject needs a datapath attached to a port");
+        }
+        if frame.len() < 14 || frame.len() > FRAME_MAX {
             bail!("cannot inject a frame of {} bytes", frame.len());
         }
-        let mut data = frame.to_vec();
-        complete_tcp_checksum(&mut data);
+        if self.inject_staged.get() >= self.inject_frames.len() {
+            self.flush_injections()?;
+        }
+        let i = self.inject_staged.get();
+        let e = self.inject_frames.at(i);
+        // SAFETY: in bounds of the mapping; the inject program reads entries only during a
+        // run, which this thread starts and waits for (flush_injections), so nothing reads
+        // this entry while it is written.
+        unsafe {
+            let buf = &mut (&mut (*e).frame)[..frame.len()];
+            buf.copy_from_slice(frame);
+            complete_tcp_checksum(buf);
+            write_volatile(&raw mut (*e).len, frame.len() as u32);
+        }
+        self.inject_staged.set(i + 1);
+        Ok(())
+    }
+
+    /// Send every staged frame with one run of the inject program; returns how many were
+    /// staged (all lost if it fails).
+    pub fn flush_injections(&self) -> Result<usize> {
+        let n = self.inject_staged.replace(0);
+        if n == 0 {
+            return Ok(0);
+        }
+        let idx = self.ifindex.context("inject needs a datapath attached to a port")?;
+        // SAFETY: in bounds; aligned 32-bit stores read by the inject program during the run.
+        unsafe {
+            write_volatile(&raw mut (*self.conf.at(0)).inject_next, 0);
+            write_volatile(&raw mut (*self.conf.at(0)).inject_count, n as u32);
+        }
+        // Every repetition starts from this page-sized input and becomes one staged frame.
+        let data = [0u8; FRAME_MAX];
         let mut ctx = libbpf_sys::xdp_md {
             data: 0,
             data_end: data.len() as u32,
@@ -693,17 +749,20 @@ impl OvsDatapath {
         o.ctx_in = (&mut ctx as *mut libbpf_sys::xdp_md).cast();
         o.ctx_size_in = size_of::<libbpf_sys::xdp_md>() as u32;
         o.flags = libbpf_sys::BPF_F_TEST_XDP_LIVE_FRAMES;
-        o.repeat = 1;
+        o.repeat = n as i32;
+        o.batch_size = n as u32;
         let fd = self.skel.progs.ccsw_inject.as_fd().as_raw_fd();
+        // Stores to the staged frames and the counters happen before the run reads them.
+        fence(Ordering::Release);
         // SAFETY: all pointers in `o` are valid for the duration of the call.
         let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut o) };
         if rc < 0 {
             bail!(
-                "injecting a frame (XDP live frames): {}",
+                "injecting {n} frames (XDP live frames): {}",
                 std::io::Error::from_raw_os_error(-rc)
             );
         }
-        Ok(())
+        Ok(n)
     }
 
     /// Run one port program on `frame` with `BPF_PROG_TEST_RUN` (the skb is built by the

@@ -71,8 +71,13 @@ pub trait PortOps {
     fn clear_directive(&self, flow_id: u32) -> Result<()>;
     fn set_valid_until(&self, deadline_ns: u64) -> Result<()>;
     fn remove_flow(&self, key: &FlowAddrs) -> Result<()>;
-    /// Send the frame in a slab slot the shim owns toward the client again.
+    /// Send the frame in a slab slot the shim owns toward the client again, at the next
+    /// [`PortOps::flush_injections`] at the latest (the frame is copied now).
     fn inject(&self, frame: &FrameSlot) -> Result<()>;
+    /// Send the frames [`PortOps::inject`] staged; returns how many (lost if it fails).
+    fn flush_injections(&self) -> Result<usize> {
+        Ok(0)
+    }
     /// Give slab slots back to the port program.
     fn free_frames(&self, slots: &[u32]);
     /// Slots of the frame slab.
@@ -93,7 +98,10 @@ impl PortOps for OvsDatapath {
         OvsDatapath::remove_flow(self, key)
     }
     fn inject(&self, frame: &FrameSlot) -> Result<()> {
-        OvsDatapath::inject_slot(self, frame)
+        OvsDatapath::queue_inject_slot(self, frame)
+    }
+    fn flush_injections(&self) -> Result<usize> {
+        OvsDatapath::flush_injections(self)
     }
     fn free_frames(&self, slots: &[u32]) {
         OvsDatapath::free_frames(self, slots)
@@ -372,6 +380,16 @@ impl<P: PortOps> OvsShim<P> {
         if was_healthy && !self.session.agent_healthy() {
             let n = self.flows.values().filter(|f| f.sender.fallback().is_none()).count() as u64;
             *self.totals.fallbacks.entry("agent_late").or_default() += n;
+        }
+    }
+
+    /// Send the retransmissions staged since the last call: one run of the port's inject
+    /// program for all of them.
+    fn send_retransmissions(&mut self) {
+        if let Err(e) = self.port.flush_injections() {
+            // The segments stay marked as retransmitted: RACK or the timer finds them lost again.
+            self.totals.inject_errors += 1;
+            warn!(error = %e, "cannot inject the staged retransmissions");
         }
     }
 
@@ -822,14 +840,18 @@ impl OvsShim<OvsDatapath> {
             for (i, ev) in events.drain(..).enumerate() {
                 self.on_event(ev);
                 if (i + 1) % RECORD_CHUNK == 0 {
-                    // A long batch: send its reports so far and apply the answers waiting.
+                    // A long batch: send its retransmissions and reports so far and apply
+                    // the answers waiting.
+                    self.send_retransmissions();
                     self.service_agent();
                 }
             }
+            self.send_retransmissions();
             self.flush_agent();
             if last_recovery.elapsed() >= RECOVERY_TICK {
                 last_recovery = Instant::now();
                 self.recovery_tick(drained_ns);
+                self.send_retransmissions();
             }
             if last_sample.elapsed() >= SAMPLE_INTERVAL {
                 last_sample = Instant::now();
@@ -846,6 +868,7 @@ impl OvsShim<OvsDatapath> {
         for ev in events.drain(..) {
             self.on_event(ev);
         }
+        self.send_retransmissions();
         self.log_exhaustion();
         info!("stopping");
         Ok(())

@@ -886,10 +886,46 @@ int ccsw_egress(struct __sk_buff *skb)
 	return ret;
 }
 
+/* Frames staged by the shim for ccsw_inject: entries 0..config.inject_count. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, CCSW_INJECT_BATCH);
+	__type(key, __u32);
+	__type(value, struct ccsw_inject_frame);
+} inject_frames SEC(".maps");
+
 /* Re-injection: run with BPF_PROG_TEST_RUN in live-frames mode, a frame that passes is
- * received by the kernel as if it had arrived on the given device (see loader.rs). */
+ * received by the kernel as if it had arrived on the given device (see loader.rs). One run
+ * sends a whole batch: it repeats the program inject_count times, and each repetition turns
+ * its page into the next staged frame (config.inject_next, which the shim zeroes before the
+ * run; the repetitions of one run follow each other on one CPU). A run costs the kernel a
+ * page pool and a memory model registration (tens of us on these VMs), so one per
+ * retransmission was most of the shim's time under loss. */
 SEC("xdp")
 int ccsw_inject(struct xdp_md *ctx)
 {
+	struct ccsw_config *cfg = get_config();
+	struct ccsw_inject_frame *fr;
+	__u32 i, len;
+	int have;
+
+	if (!cfg)
+		return XDP_DROP;
+	i = cfg->inject_next;
+	if (i >= cfg->inject_count)
+		return XDP_DROP;
+	cfg->inject_next = i + 1;
+	fr = bpf_map_lookup_elem(&inject_frames, &i);
+	if (!fr)
+		return XDP_DROP;
+	len = fr->len;
+	if (len < ETH_HLEN || len > CCSW_FRAME_MAX)
+		return XDP_DROP;
+	have = (int)(ctx->data_end - ctx->data);
+	if (have != (int)len && bpf_xdp_adjust_tail(ctx, (int)len - have) < 0)
+		return XDP_DROP;
+	if (bpf_xdp_store_bytes(ctx, 0, fr->frame, len) < 0)
+		return XDP_DROP;
 	return XDP_PASS;
 }

@@ -28,6 +28,10 @@ typedef uint64_t __u64;
 #define CCSW_SLAB_PROBES 32
 #define CCSW_SLAB_LINEAR 8
 
+/* Frames one run of the inject program sends (entries of `inject_frames`; the kernel runs
+ * at most 256 frames per batch of a live-frames test run). */
+#define CCSW_INJECT_BATCH 256
+
 /* Routine records wake the shim only once this much waits in the ring. */
 #define CCSW_WAKE_BYTES (64u << 10)
 /* Data ending at most this far below the highest end seen is still copied (see ccsw_ingress). */
@@ -137,6 +141,8 @@ struct ccsw_config {
 	__u64 valid_until_ns; /* CLOCK_MONOTONIC; the directives apply only while now < this (0: never) */
 	__u32 copy_limit;     /* frames longer than this are not copied (0: CCSW_FRAME_MAX) */
 	__u32 wake_gap_ns;    /* urgent records force a wake-up at most once per this (see wake_flags) */
+	__u32 inject_count;   /* frames staged in inject_frames for the next inject run (shim) */
+	__u32 inject_next;    /* the next of them the inject program sends (reset to 0 by the shim) */
 };
 
 /* Counters, one slot per CPU; same order as loader::Stats. */
@@ -207,6 +213,14 @@ struct ccsw_frame_slot {
 	__u8 frame[CCSW_FRAME_MAX];
 };
 
+/* A frame staged for re-injection (BPF_F_MMAPABLE array `inject_frames`, written by the
+ * shim, read by ccsw_inject). */
+struct ccsw_inject_frame {
+	__u32 len;
+	__u32 _pad0;
+	__u8 frame[CCSW_FRAME_MAX];
+};
+
 struct ccsw_resent_event {
 	struct ccsw_ev_head h;
 	__u32 seq;
@@ -248,7 +262,8 @@ struct ccsw_unbuffered_event {
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_flow) == 56, "flow");
 _Static_assert(sizeof(struct ccsw_directive) == 24, "directive");
-_Static_assert(sizeof(struct ccsw_config) == 16, "config");
+_Static_assert(sizeof(struct ccsw_config) == 24, "config");
+_Static_assert(sizeof(struct ccsw_inject_frame) == 8 + CCSW_FRAME_MAX, "inject frame");
 _Static_assert(sizeof(struct ccsw_stats) == 152, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
 _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
