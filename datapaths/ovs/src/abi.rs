@@ -116,6 +116,8 @@ pub struct RawOvsConfig {
     pub wake_gap_ns: u32,
     pub inject_count: u32,
     pub inject_next: u32,
+    pub inject_ifindex: u32,
+    pub _pad0: u32,
 }
 
 #[repr(C)]
@@ -236,7 +238,7 @@ pub struct UnbufferedEvent {
 const _: () = assert!(size_of::<FlowKey>() == 40);
 const _: () = assert!(size_of::<RawOvsFlow>() == 56);
 const _: () = assert!(size_of::<RawOvsDirective>() == 24);
-const _: () = assert!(size_of::<RawOvsConfig>() == 24);
+const _: () = assert!(size_of::<RawOvsConfig>() == 32);
 const _: () = assert!(size_of::<RawOvsInjectFrame>() == 8 + FRAME_MAX);
 const _: () = assert!(size_of::<RawOvsStats>() == 152);
 const _: () = assert!(size_of::<Head>() == 16);

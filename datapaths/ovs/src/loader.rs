@@ -411,6 +411,27 @@ impl OvsDatapath {
             dp.links.push(unsafe { Link::from_ptr(link) });
         }
         dp.ifindex = Some(idx);
+        // SAFETY: in bounds; one aligned 32-bit store, before any inject run.
+        unsafe { write_volatile(&raw mut (*dp.conf.at(0)).inject_ifindex, idx) };
+        // Keep the inject program in the kernel's XDP dispatcher (see ccsw_inject): attached
+        // to the loopback device, where it passes everything. Without it every inject run
+        // waits for two RCU grace periods.
+        match ifindex("lo") {
+            Ok(lo) => {
+                let prog = dp.skel.progs.ccsw_inject.as_libbpf_object();
+                // SAFETY: the program belongs to the loaded skeleton, which outlives the link.
+                let link = unsafe { libbpf_sys::bpf_program__attach_xdp(prog.as_ptr(), lo as i32) };
+                match NonNull::new(link) {
+                    // SAFETY: libbpf handed us ownership of the link.
+                    Some(link) => dp.links.push(unsafe { Link::from_ptr(link) }),
+                    None => tracing::warn!(
+                        "cannot keep the inject program attached to lo (each retransmission batch will wait for RCU): {}",
+                        std::io::Error::last_os_error()
+                    ),
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "no loopback device: each retransmission batch will wait for RCU"),
+        }
         Ok(dp)
     }
 

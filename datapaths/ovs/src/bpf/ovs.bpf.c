@@ -901,7 +901,13 @@ struct {
  * its page into the next staged frame (config.inject_next, which the shim zeroes before the
  * run; the repetitions of one run follow each other on one CPU). A run costs the kernel a
  * page pool and a memory model registration (tens of us on these VMs), so one per
- * retransmission was most of the shim's time under loss. */
+ * retransmission was most of the shim's time under loss.
+ *
+ * The loader also attaches this program to the loopback device of its namespace (generic
+ * XDP), where it passes every frame untouched (they did not arrive "on" the port): a
+ * test run adds its program to the kernel's XDP dispatcher and removes it afterwards, and
+ * each change waits for an RCU grace period (synchronize_rcu, measured: the shim spent most
+ * of its wall time there), unless the program is already in it, attached to a device. */
 SEC("xdp")
 int ccsw_inject(struct xdp_md *ctx)
 {
@@ -910,8 +916,8 @@ int ccsw_inject(struct xdp_md *ctx)
 	__u32 i, len;
 	int have;
 
-	if (!cfg)
-		return XDP_DROP;
+	if (!cfg || ctx->ingress_ifindex != cfg->inject_ifindex)
+		return XDP_PASS;
 	i = cfg->inject_next;
 	if (i >= cfg->inject_count)
 		return XDP_DROP;

@@ -143,6 +143,8 @@ struct ccsw_config {
 	__u32 wake_gap_ns;    /* urgent records force a wake-up at most once per this (see wake_flags) */
 	__u32 inject_count;   /* frames staged in inject_frames for the next inject run (shim) */
 	__u32 inject_next;    /* the next of them the inject program sends (reset to 0 by the shim) */
+	__u32 inject_ifindex; /* the port: ccsw_inject passes frames received anywhere else untouched */
+	__u32 _pad0;
 };
 
 /* Counters, one slot per CPU; same order as loader::Stats. */
@@ -262,7 +264,7 @@ struct ccsw_unbuffered_event {
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_flow) == 56, "flow");
 _Static_assert(sizeof(struct ccsw_directive) == 24, "directive");
-_Static_assert(sizeof(struct ccsw_config) == 24, "config");
+_Static_assert(sizeof(struct ccsw_config) == 32, "config");
 _Static_assert(sizeof(struct ccsw_inject_frame) == 8 + CCSW_FRAME_MAX, "inject frame");
 _Static_assert(sizeof(struct ccsw_stats) == 152, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
