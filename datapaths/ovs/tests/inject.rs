@@ -366,6 +366,20 @@ fn inject_through(kind: char, subnet: u8, ovs: bool) {
         arrived,
         "the injected frame reached the client namespace unchanged"
     );
+    // A batch: three copies staged, then sent by one run of the inject program.
+    for _ in 0..3 {
+        dp.queue_inject_slot(&seg.frame).expect("stage");
+    }
+    assert_eq!(dp.flush_injections().expect("inject the batch"), 3);
+    assert_eq!(dp.flush_injections().expect("nothing staged"), 0);
+    let mut copies = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while copies < 3 && Instant::now() < deadline {
+        if let Some(f) = recv_frame(&cap) {
+            copies += usize::from(f == expected);
+        }
+    }
+    assert_eq!(copies, 3, "every frame of the batch reached the client namespace unchanged");
 
     let mut seen_again = false;
     let mut dsack = false;
@@ -392,7 +406,7 @@ fn inject_through(kind: char, subnet: u8, ovs: bool) {
         "the client's TCP accepted the duplicate (D-SACK for its range)"
     );
     let after = dp.stats();
-    assert_eq!(after.segments, before.segments + 1);
+    assert_eq!(after.segments, before.segments + 4, "the ingress program saw all four copies");
 
     let stats = dp.prog_stats();
     assert_eq!(stats.len(), 2);
