@@ -1,7 +1,9 @@
 // The recipe every BPF program of this repository is built with, `include!`d by the build
 // scripts of datapaths/kernel, datapaths/ovs and tools/probe: `build_bpf("NAME", headers)`
 // compiles `src/bpf/NAME.bpf.c` with clang (-target bpf, -O2, -mcpu=v3, CO-RE) and generates
-// the libbpf-rs skeleton `NAME.skel.rs` into OUT_DIR.
+// the libbpf-rs skeleton `NAME.skel.rs` into OUT_DIR. Headers shared by the datapaths'
+// programs live in `datapaths/bpf/` (on the include path; list those a program uses in
+// `headers`, relative to its crate, so that a change rebuilds it).
 //
 // `vmlinux.h` is produced at build time from the running kernel's BTF (`bpftool btf dump file
 // /sys/kernel/btf/vmlinux format c`) into OUT_DIR and never committed; CCSWITCH_VMLINUX_H names
@@ -32,9 +34,20 @@ fn build_bpf(name: &str, headers: &[&str]) {
             format!("-D__TARGET_ARCH_{arch}"),
             format!("-I{}", out.display()),
             format!("-I{}", bpf_dir.display()),
+            format!("-I{}", shared_bpf_dir(&manifest).display()),
         ])
         .build_and_generate(out.join(format!("{name}.skel.rs")))
         .unwrap_or_else(|e| panic!("compiling {source} / generating the skeleton: {e:#}"));
+}
+
+/// `datapaths/bpf`: the BPF headers the datapaths share (found from the including crate
+/// upwards, as `write_vmlinux_h` finds this file).
+fn shared_bpf_dir(manifest: &std::path::Path) -> std::path::PathBuf {
+    manifest
+        .ancestors()
+        .map(|d| d.join("datapaths/bpf"))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| manifest.join("src/bpf"))
 }
 
 fn write_vmlinux_h(manifest: &std::path::Path, out: &std::path::Path) {

@@ -24,6 +24,11 @@ pub const EV_RESENT: u8 = 3;
 pub const EV_ACK: u8 = 4;
 pub const EV_CLOSED: u8 = 5;
 pub const EV_UNBUFFERED: u8 = 6;
+pub const EV_FOLDED: u8 = 7;
+
+pub const FOLD_PER_RTT: u32 = 1;
+pub const FOLD_PER_ACK: u32 = 2;
+pub const FOLD_HOLD: u32 = 4;
 
 pub const FAMILY_V4: u8 = 4;
 pub const FAMILY_V6: u8 = 6;
@@ -94,7 +99,70 @@ pub struct RawOvsFlow {
     pub opts: u8,
     pub _pad0: [u8; 3],
     pub hole_end: u32,
-    pub _pad1: u32,
+    pub acks_folded: u32,
+    pub fold: StdFold,
+    pub delivered: u64,
+    pub probe_ns: u64,
+    pub probe_delivered: u64,
+    pub probe_end: u32,
+    pub rtt_us: u32,
+}
+
+/// `struct ccsw_std_regs` (datapaths/bpf/std_fold.bpf.h): the standard program's report
+/// registers, in MEASURE order.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdRegs {
+    pub fields: [u64; 9],
+}
+
+/// `struct ccsw_std_fold`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdFold {
+    pub regs: StdRegs,
+    pub micros_zero_us: u64,
+    pub start_us: u64,
+}
+
+/// `struct ccsw_std_ack`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdAck {
+    pub now_us: u64,
+    pub rate_incoming: u64,
+    pub bytes_acked: u32,
+    pub lost_packets: u32,
+    pub ecn_packets: u32,
+    pub was_timeout: u32,
+    pub rtt_us: u32,
+    pub bytes_in_flight: u32,
+}
+
+/// `struct ccsw_ovs_fold_test`: the context of the fold's test program.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OvsFoldTest {
+    pub state: StdFold,
+    pub ack: StdAck,
+    pub start_us: u64,
+    pub per_ack: u32,
+    pub reported: u32,
+    pub report: StdRegs,
+}
+
+/// `struct ccsw_folded_event`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FoldedEvent {
+    pub h: Head,
+    pub start_us: u64,
+    pub ack: u32,
+    pub window_bytes: u32,
+    pub acks: u32,
+    pub reported: u8,
+    pub _pad0: [u8; 3],
+    pub regs: StdRegs,
 }
 
 #[repr(C)]
@@ -105,7 +173,8 @@ pub struct RawOvsDirective {
     pub sacked_bytes: u32,
     pub sacked_una: u32,
     pub active: u32,
-    pub _pad0: u32,
+    pub fold: u32,
+    pub fold_start_us: u64,
 }
 
 #[repr(C)]
@@ -123,7 +192,7 @@ pub struct RawOvsConfig {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RawOvsStats {
-    pub counters: [u64; 19],
+    pub counters: [u64; 21],
 }
 
 #[repr(C)]
@@ -184,7 +253,7 @@ pub const INJECT_BATCH: usize = 256;
 /// A frame staged for re-injection (an entry of `inject_frames`).
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct RawOvsInjectFrame {
+pub struct InjectFrame {
     pub len: u32,
     pub _pad0: u32,
     pub frame: [u8; FRAME_MAX],
@@ -236,11 +305,16 @@ pub struct UnbufferedEvent {
 }
 
 const _: () = assert!(size_of::<FlowKey>() == 40);
-const _: () = assert!(size_of::<RawOvsFlow>() == 56);
-const _: () = assert!(size_of::<RawOvsDirective>() == 24);
+const _: () = assert!(size_of::<RawOvsFlow>() == 176);
+const _: () = assert!(size_of::<RawOvsDirective>() == 32);
 const _: () = assert!(size_of::<RawOvsConfig>() == 32);
-const _: () = assert!(size_of::<RawOvsInjectFrame>() == 8 + FRAME_MAX);
-const _: () = assert!(size_of::<RawOvsStats>() == 152);
+const _: () = assert!(size_of::<InjectFrame>() == 8 + FRAME_MAX);
+const _: () = assert!(size_of::<RawOvsStats>() == 168);
+const _: () = assert!(size_of::<StdRegs>() == 72);
+const _: () = assert!(size_of::<StdFold>() == 88);
+const _: () = assert!(size_of::<StdAck>() == 40);
+const _: () = assert!(size_of::<OvsFoldTest>() == 216);
+const _: () = assert!(size_of::<FoldedEvent>() == 112);
 const _: () = assert!(size_of::<Head>() == 16);
 const _: () = assert!(size_of::<EstablishedEvent>() == 72);
 const _: () = assert!(size_of::<SegmentEvent>() == 32);
@@ -257,8 +331,9 @@ const _: () = assert!(size_of::<RawOvsDirective>() == size_of::<btf::ccsw_direct
 const _: () = assert!(size_of::<RawOvsConfig>() == size_of::<btf::ccsw_config>());
 const _: () = assert!(size_of::<RawOvsStats>() == size_of::<btf::ccsw_stats>());
 const _: () = assert!(size_of::<RawOvsFrameSlot>() == size_of::<btf::ccsw_frame_slot>());
-const _: () = assert!(size_of::<RawOvsInjectFrame>() == size_of::<btf::ccsw_inject_frame>());
+const _: () = assert!(size_of::<InjectFrame>() == size_of::<btf::ccsw_inject_frame>());
 const _: () = assert!(size_of::<SlotOwner>() == size_of::<btf::ccsw_slot_owner>());
+const _: () = assert!(size_of::<OvsFoldTest>() == size_of::<btf::ccsw_ovs_fold_test>());
 
 // Plain old data: records and map values are read from and written as bytes
 // (`from_bytes`, `from_prefix`, `as_bytes`).
@@ -274,3 +349,5 @@ unsafe impl Pod for ResentEvent {}
 unsafe impl Pod for RawOvsAckEvent {}
 unsafe impl Pod for ReasonEvent {}
 unsafe impl Pod for UnbufferedEvent {}
+unsafe impl Pod for FoldedEvent {}
+unsafe impl Pod for OvsFoldTest {}

@@ -141,6 +141,28 @@ pub enum OvsEvent {
     Closed { flow_id: u32, ts_ns: u64, reason: CloseReason },
     /// A copy failed: the data up to `hole_end` (raw sequence, exclusive) is not all in the slab.
     Unbuffered { flow_id: u32, ts_ns: u64, reason: UnbufferedReason, hole_end: u32 },
+    /// The standard program's registers folded by the egress program.
+    Folded(Folded),
+}
+
+/// The standard program's registers the egress program folded for a flow (see `on_ack` in
+/// `bpf/ovs.bpf.c`): its report (`reported`), or handed over before an ACK that follows,
+/// which the shim folds itself. Either way the ACKs folded acknowledged up to `ack`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Folded {
+    pub flow_id: u32,
+    pub ts_ns: u64,
+    /// The program start these registers belong to (µs).
+    pub start_us: u64,
+    /// Acknowledgement number of the last ACK folded (raw).
+    pub ack: u32,
+    /// Its window as the client sent it, in bytes.
+    pub window_bytes: u32,
+    /// ACKs folded.
+    pub acks: u32,
+    pub reported: bool,
+    /// The report registers, in MEASURE order (`ccswitch_ccp::program::standard::report`).
+    pub fields: [u64; 9],
 }
 
 impl OvsEvent {
@@ -151,6 +173,7 @@ impl OvsEvent {
             OvsEvent::Resent(r) => r.flow_id,
             OvsEvent::Ack(a) => a.flow_id,
             OvsEvent::Closed { flow_id, .. } | OvsEvent::Unbuffered { flow_id, .. } => *flow_id,
+            OvsEvent::Folded(f) => f.flow_id,
         }
     }
 }
@@ -168,6 +191,37 @@ pub struct OvsDirective {
     pub sacked_bytes: u32,
     pub sacked_una: u32,
     pub active: bool,
+    /// The egress program folds the flow's standard program ([`FoldDirective`]), or not (`None`:
+    /// every ACK goes up).
+    pub fold: Option<FoldDirective>,
+}
+
+/// How the egress program folds a flow's standard program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoldDirective {
+    /// A report on every ACK, else per RTT.
+    pub per_ack: bool,
+    /// When the program (re)started (µs): registers reset, Micros counts from here.
+    pub start_us: u64,
+    /// The shim recovers a loss: every ACK goes up (the program folds none).
+    pub hold: bool,
+}
+
+impl FoldDirective {
+    pub(crate) fn bits(fold: Option<FoldDirective>) -> (u32, u64) {
+        match fold {
+            None => (0, 0),
+            Some(f) => (
+                (if f.per_ack { abi::FOLD_PER_ACK } else { abi::FOLD_PER_RTT }) | if f.hold { abi::FOLD_HOLD } else { 0 },
+                f.start_us,
+            ),
+        }
+    }
+
+    pub(crate) fn from_bits(bits: u32, start_us: u64) -> Option<FoldDirective> {
+        let mode = bits & (abi::FOLD_PER_RTT | abi::FOLD_PER_ACK);
+        (mode != 0).then_some(FoldDirective { per_ack: mode == abi::FOLD_PER_ACK, start_us, hold: bits & abi::FOLD_HOLD != 0 })
+    }
 }
 
 pub(crate) fn key_from_raw(k: &abi::FlowKey) -> Option<FlowAddrs> {
@@ -312,6 +366,19 @@ pub fn decode(data: &[u8]) -> Option<OvsEvent> {
                 reason,
                 hole_end: u.hole_end,
             })
+        }
+        abi::EV_FOLDED => {
+            let f: abi::FoldedEvent = from_bytes(data)?;
+            Some(OvsEvent::Folded(Folded {
+                flow_id: h.flow_id,
+                ts_ns: h.ts_ns,
+                start_us: f.start_us,
+                ack: f.ack,
+                window_bytes: f.window_bytes,
+                acks: f.acks,
+                reported: f.reported != 0,
+                fields: f.regs.fields,
+            }))
         }
         _ => None,
     }

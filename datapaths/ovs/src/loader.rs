@@ -39,7 +39,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
 use crate::abi::{self, as_bytes, from_bytes, from_prefix};
-use crate::events::{decode, key_from_raw, key_to_raw, FlowAddrs, FrameSlot, OvsDirective, OvsEvent};
+use crate::events::{decode, key_from_raw, key_to_raw, FlowAddrs, FoldDirective, FrameSlot, OvsDirective, OvsEvent};
 use crate::skel::{OvsSkel, OvsSkelBuilder};
 
 pub use crate::abi::FRAME_MAX;
@@ -107,6 +107,10 @@ pub struct OvsStats {
     pub slab_full: u64,
     /// SYNs of new flows the full flow table refused (those flows stay with the server's TCP).
     pub table_full: u64,
+    /// ACKs the egress program folded instead of sending them up.
+    pub acks_folded: u64,
+    /// Reports of the fold (FOLDED records that report).
+    pub folded_reports: u64,
 }
 
 /// Run-time statistics of one attached program (kernel BPF statistics).
@@ -334,7 +338,7 @@ type Loaded = (
     MappedArray<abi::RawOvsConfig>,
     MappedArray<abi::RawOvsFrameSlot>,
     MappedArray<abi::SlotOwner>,
-    MappedArray<abi::RawOvsInjectFrame>,
+    MappedArray<abi::InjectFrame>,
 );
 
 pub struct OvsDatapath {
@@ -354,7 +358,7 @@ pub struct OvsDatapath {
     slab: MappedArray<abi::RawOvsFrameSlot>,
     slab_owner: MappedArray<abi::SlotOwner>,
     /// Frames staged for the next inject run, and how many.
-    inject_frames: MappedArray<abi::RawOvsInjectFrame>,
+    inject_frames: MappedArray<abi::InjectFrame>,
     inject_staged: Cell<usize>,
 }
 
@@ -587,6 +591,9 @@ impl OvsDatapath {
             write_volatile(&raw mut (*p).sacked_bytes, directive.sacked_bytes);
             write_volatile(&raw mut (*p).sacked_una, directive.sacked_una);
             write_volatile(&raw mut (*p).active, directive.active as u32);
+            let (fold, fold_start_us) = FoldDirective::bits(directive.fold);
+            write_volatile(&raw mut (*p).fold_start_us, fold_start_us);
+            write_volatile(&raw mut (*p).fold, fold);
             fence(Ordering::Release);
             write_volatile(&raw mut (*p).flow_id, flow_id);
         }
@@ -613,6 +620,7 @@ impl OvsDatapath {
             sacked_bytes: c.sacked_bytes,
             sacked_una: c.sacked_una,
             active: c.active != 0,
+            fold: FoldDirective::from_bits(c.fold, c.fold_start_us),
         })
     }
 
@@ -812,8 +820,19 @@ impl OvsDatapath {
         Ok(TestRun { ret, frame: out })
     }
 
+    /// One ACK through the egress program's fold of the standard program (its test program,
+    /// with BPF_PROG_TEST_RUN): `t.state` is updated, `t.reported` and `t.report` set.
+    pub fn run_fold(&self, t: &mut abi::OvsFoldTest) -> Result<()> {
+        // A syscall program's context is copied back into the input buffer.
+        let mut ctx = abi::as_bytes(t).to_vec();
+        let input = libbpf_rs::ProgramInput { context_in: Some(&mut ctx), ..Default::default() };
+        self.skel.progs.ccsw_fold_test.test_run(input).context("BPF_PROG_TEST_RUN of the fold")?;
+        *t = abi::from_bytes(&ctx).context("fold test context")?;
+        Ok(())
+    }
+
     pub fn stats(&self) -> OvsStats {
-        let mut sum = [0u64; 19];
+        let mut sum = [0u64; 21];
         if let Ok(Some(per_cpu)) = self
             .skel
             .maps
@@ -828,7 +847,7 @@ impl OvsDatapath {
                 }
             }
         }
-        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened, slab_full, table_full] =
+        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened, slab_full, table_full, acks_folded, folded_reports] =
             sum;
         OvsStats {
             packets,
@@ -850,6 +869,8 @@ impl OvsDatapath {
             dupacks_opened,
             slab_full,
             table_full,
+            acks_folded,
+            folded_reports,
         }
     }
 

@@ -41,7 +41,10 @@ use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
 use ccswitch_ovs::loader::{OvsDatapath, OvsDirectiveSlotBusy};
-use ccswitch_ovs::events::{Ack, FlowAddrs, FrameSlot, OvsDirective, OvsEvent};
+use ccswitch_ccp::program::standard::FoldMode;
+use ccswitch_ovs::events::{Ack, AckVerdict, FlowAddrs, FoldDirective, Folded, FrameSlot, OvsDirective, OvsEvent};
+use ccswitch_ovs::fold::ShimFold;
+use ccswitch_ovs::recovery::AckOutcome;
 use ccswitch_datapath_support::wheel::TimerWheel;
 use ccswitch_ovs::recovery::{BufferPool, FallbackReason, RecoveryConfig, SenderFlow, EXHAUSTION_REASONS};
 
@@ -166,6 +169,9 @@ struct OvsFlow {
     changed: bool,
     /// When the program is evaluated for want of ACKs (`u64::MAX`: nothing outstanding).
     ccp_tick_at: u64,
+    /// The session folds the flow's standard program in the datapath: the port program
+    /// folds the ACKs it can, the shim those it sees (see [`ccswitch_ovs::fold`]).
+    fold: Option<ShimFold>,
 }
 
 /// Shim counters for the exit log and the stats file.
@@ -245,7 +251,12 @@ pub struct DirectiveWrites {
 
 fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut OvsFlow, flows: usize, writes: &mut DirectiveWrites) {
     let share = slab_share_bytes(port.slab_slots(), flows, f.sender.mss());
-    let c = f.sender.directive(f.enforced.min(share));
+    let mut c = f.sender.directive(f.enforced.min(share));
+    c.fold = f.fold.as_ref().map(|x| FoldDirective {
+        per_ack: x.per_ack(),
+        start_us: x.start_us(),
+        hold: f.sender.needs_every_ack(),
+    });
     if f.written == Some(c) {
         return;
     }
@@ -284,6 +295,22 @@ impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
     }
     fn set_valid_until(&mut self, deadline_ns: u64) -> Result<()> {
         self.port.set_valid_until(deadline_ns)
+    }
+    fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
+        let n = self.flows.len();
+        let Some(f) = self.flows.get_mut(&sid) else { return Ok(false) };
+        f.fold = match (f.fold.take(), fold) {
+            (_, None) => None,
+            (Some(mut old), Some((mode, start_us))) if old.start_us() == start_us => {
+                old.set_per_ack(mode == FoldMode::PerAck);
+                Some(old)
+            }
+            (_, Some((mode, start_us))) => Some(ShimFold::new(start_us, mode == FoldMode::PerAck)),
+        };
+        if f.active {
+            write_directive(self.port, sid, f, n, self.writes);
+        }
+        Ok(true)
     }
 }
 
@@ -488,6 +515,7 @@ impl<P: PortOps> OvsShim<P> {
                     timer_at: u64::MAX,
                     changed: false,
                     ccp_tick_at: u64::MAX,
+                    fold: None,
                 };
                 self.flows.insert(id, flow);
                 self.write(id);
@@ -531,7 +559,23 @@ impl<P: PortOps> OvsShim<P> {
                 }
                 self.after_change(r.flow_id, r.ts_ns);
             }
-            OvsEvent::Ack(a) => self.on_ack(&a),
+            OvsEvent::Ack(a) => self.on_ack(&a, None),
+            OvsEvent::Folded(r) => {
+                // The ACKs folded acknowledged up to r.ack: one stretched ACK for the sender
+                // model (no loss signal: the port folds no ACK that carries one).
+                let a = Ack {
+                    flow_id: r.flow_id,
+                    ts_ns: r.ts_ns,
+                    ack: r.ack,
+                    window_bytes: r.window_bytes,
+                    payload_len: 0,
+                    ece: false,
+                    fin: false,
+                    sack: Vec::new(),
+                    verdict: AckVerdict::Rewritten,
+                };
+                self.on_ack(&a, Some(&r));
+            }
             OvsEvent::Closed { flow_id, reason, .. } => {
                 let Some(mut f) = self.flows.remove(&flow_id) else { return };
                 debug!(flow = flow_id, ?reason, "flow closed");
@@ -549,20 +593,14 @@ impl<P: PortOps> OvsShim<P> {
         }
     }
 
-    fn on_ack(&mut self, a: &Ack) {
+    /// An ACK the port sent up, or (`folded`) the registers the port folded, with the last
+    /// ACK they folded as `a`.
+    fn on_ack(&mut self, a: &Ack, folded: Option<&Folded>) {
         let id = a.flow_id;
         let Some(f) = self.flows.get_mut(&id) else { return };
         let out = f.sender.on_ack(a, &mut self.pool);
         let rejoined = f.sender.try_rejoin();
-        let input = AckInput {
-            prims: out.prims,
-            rtt_sample_us: out.rtt_sample_us,
-            srtt_us: f.sender.srtt_ns() / 1000,
-            // The port enforces the agent's window and nothing else.
-            datapath_cwnd_bytes: None,
-        };
-        let (session, mut ctl) = self.ctl();
-        session.on_ack(&mut ctl, id, input);
+        self.program_on_ack(id, &out, folded);
         let Some(f) = self.flows.get_mut(&id) else { return };
         f.ccp_tick_at = if f.sender.bytes_in_flight() > 0 { a.ts_ns.saturating_add(CCP_TICK_NS) } else { u64::MAX };
         if rejoined {
@@ -586,6 +624,36 @@ impl<P: PortOps> OvsShim<P> {
             self.retransmit(id, a.ts_ns.max(monotonic_now_ns()));
         }
         self.after_change(id, a.ts_ns);
+    }
+
+    /// The flow's program on one ACK: interpreted by the session, or, while the session
+    /// folds it in the datapath, folded here on the registers the port folded.
+    fn program_on_ack(&mut self, id: u32, out: &AckOutcome, folded: Option<&Folded>) {
+        let Some(f) = self.flows.get_mut(&id) else { return };
+        let (report, start_us) = match (f.fold.as_mut(), folded) {
+            (Some(fold), Some(r)) => (fold.merge(r), fold.start_us()),
+            (Some(fold), None) => (fold.fold_ack(&out.prims), fold.start_us()),
+            // Folded under a fold that has since stopped: the interpreter restarts without them.
+            (None, Some(_)) => return,
+            (None, None) => {
+                let input = AckInput {
+                    prims: out.prims,
+                    rtt_sample_us: out.rtt_sample_us,
+                    srtt_us: f.sender.srtt_ns() / 1000,
+                    // The port enforces the agent's window and nothing else.
+                    datapath_cwnd_bytes: None,
+                };
+                let (session, mut ctl) = self.ctl();
+                session.on_ack(&mut ctl, id, input);
+                return;
+            }
+        };
+        if let Some(fields) = report {
+            // The port enforces the agent's window: the program's own is the datapath's.
+            let cwnd = self.session.cwnd_bytes(id).unwrap_or(0);
+            let (session, mut ctl) = self.ctl();
+            session.on_folded_report(&mut ctl, id, start_us, fields.to_vec(), cwnd);
+        }
     }
 
     /// After anything happened to a flow: put it in the timer wheel at its next deadline if
@@ -689,6 +757,8 @@ impl<P: PortOps> OvsShim<P> {
                 if tick.timed_out {
                     self.totals.timeouts += 1;
                 }
+                // Losses the timers found: the port stops folding the flow's ACKs (the hold).
+                self.write(id);
                 self.retransmit(id, now_ns);
             }
             self.after_change(id, now_ns);
@@ -1194,7 +1264,7 @@ mod tests {
         let Msg::Create(c) = agent.next() else { panic!("expected CREATE") };
         assert_eq!((c.sid, c.init_cwnd, c.mss, c.src_port, c.dst_port), (3, 10 * MSS, MSS, 80, 40000));
         let ctl = shim.port().directives.borrow()[&3];
-        assert_eq!(ctl, OvsDirective { cwnd_bytes: 10 * MSS, sacked_bytes: 0, sacked_una: raw(1), active: true }, "held at the initial window before the agent decides");
+        assert_eq!(ctl, OvsDirective { cwnd_bytes: 10 * MSS, sacked_bytes: 0, sacked_una: raw(1), active: true, fold: None }, "held at the initial window before the agent decides");
         assert!(*shim.port().valid_until.borrow() > monotonic_now_ns());
 
         for n in 1..=5 {

@@ -332,6 +332,7 @@ fn sacked_bytes_count_only_at_sacked_una() {
             sacked_bytes: 5000,
             sacked_una: una,
             active: true,
+            fold: None,
         },
     )
     .unwrap();
@@ -874,6 +875,7 @@ impl Ts for OvsEvent {
             OvsEvent::Resent(r) => r.ts_ns,
             OvsEvent::Ack(a) => a.ts_ns,
             OvsEvent::Closed { ts_ns, .. } | OvsEvent::Unbuffered { ts_ns, .. } => *ts_ns,
+            OvsEvent::Folded(f) => f.ts_ns,
         }
     }
 }
@@ -1019,7 +1021,7 @@ fn remove_flow_and_flows_listing() {
 #[test]
 fn a_directive_slot_held_by_another_flow_is_refused_visibly() {
     let dp = dp(2, 1 << 16);
-    let c = OvsDirective { cwnd_bytes: 3000, sacked_bytes: 0, sacked_una: 1, active: true };
+    let c = OvsDirective { cwnd_bytes: 3000, sacked_bytes: 0, sacked_una: 1, active: true, fold: None };
     dp.set_directive(1, &c).unwrap();
     dp.set_directive(2, &OvsDirective { cwnd_bytes: 5000, ..c }).unwrap();
     let err = dp.set_directive(3, &c).unwrap_err();

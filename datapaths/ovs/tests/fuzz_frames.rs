@@ -1093,6 +1093,7 @@ impl Fuzz {
                         una.wrapping_add(r.below(FLOW_DATA as u64 + 1) as u32)
                     },
                     active: r.chance(90),
+                    fold: None,
                 };
                 self.dp.set_directive(id, &c).unwrap();
                 self.directives.insert(id, c);

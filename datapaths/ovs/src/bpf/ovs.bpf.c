@@ -640,13 +640,22 @@ int ccsw_ingress(struct __sk_buff *skb)
 	 * below the highest end may be new to userspace too: copy it as well, and let userspace
 	 * tell late originals from retransmissions. */
 	if (seq_after(end, f->snd_nxt - CCSW_REORDER_BYTES)) {
-		if (seq_after(end, f->snd_nxt))
+		if (seq_after(end, f->snd_nxt)) {
 			f->snd_nxt = end;
+			/* Time this segment for the fold's RTT and rate, unless one is timed. */
+			if (!f->probe_end) {
+				f->probe_end = end ? end : 1;
+				f->probe_ns = now;
+				f->probe_delivered = f->delivered;
+			}
+		}
 		if (!(f->flags & CCSW_F_UNCOPYABLE))
 			copy_segment(skb, f, &p, len, now);
 	} else {
 		struct ccsw_resent_event ev = {};
 
+		/* A retransmission: its ACK would time two sends (Karn). */
+		f->probe_end = 0;
 		head(&ev.h, CCSW_EV_RESENT, f->flow_id, now);
 		ev.seq = p.seq;
 		ev.len = len;
@@ -762,6 +771,68 @@ static __always_inline bool rewrite(struct __sk_buff *skb, struct pkt *p, __u16 
 	return changed;
 }
 
+/* The standard program's per-ACK fold, for a flow whose directive asks for it (the agent
+ * runs the standard program and the shim has no loss to recover: CCSW_FOLD_HOLD clear).
+ *
+ * What is folded here and what goes up: the shim's sender model needs an ACK itself only
+ * when it carries a loss signal or ends a flow, or while the shim recovers a loss. An ACK
+ * that only moves forward (or updates the window) is folded: its measurements (bytes
+ * acknowledged, bytes in flight, the latest RTT sample, the incoming rate) go into the
+ * registers, and nothing goes up unless the program reports. A report goes up as a FOLDED
+ * record with the last acknowledgement number, from which the shim releases the buffer as
+ * from one stretched ACK. Any other ACK goes up as before, preceded by the registers
+ * folded so far (a FOLDED record that does not report), which the shim folds that ACK on.
+ *
+ * Measurements: one segment at a time is timed (probe_end, from its crossing of the port
+ * to the ACK that covers it; a retransmission cancels it), as Linux times one segment per
+ * window without timestamps. Its sample is also the rate sample: bytes acknowledged over
+ * that interval. Bytes in flight are snd_nxt - ack. */
+static __noinline bool fold_routine_ack(struct ccsw_flow *f, const struct ccsw_directive *ctl,
+					__u32 ack, __u32 prev_ack, __u64 rate)
+{
+	__u64 now = f->last_seen_ns; /* this ACK's time (ccsw_egress) */
+	struct ccsw_std_ack a = {};
+	__u32 acked = seq_after(ack, prev_ack) ? ack - prev_ack : 0;
+
+	if (f->fold.start_us != ctl->fold_start_us)
+		f->acks_folded = 0; /* the registers restart with the program */
+	a.rate_incoming = rate;
+	a.now_us = now / 1000;
+	a.bytes_acked = acked;
+	a.rtt_us = f->rtt_us;
+	a.bytes_in_flight = seq_after(f->snd_nxt, ack) ? f->snd_nxt - ack : 0;
+	f->acks_folded++;
+	COUNT(acks_folded);
+	return ccsw_std_fold_ack(&f->fold, &a, ctl->fold_start_us, (ctl->fold & CCSW_FOLD_MODE) == CCSW_FOLD_PER_ACK);
+}
+
+/* The registers folded for the flow go up (its report, or handed over before an ACK the
+ * shim folds itself) and start over. */
+static __noinline void emit_folded(struct ccsw_flow *f, __u32 ack, __u32 window_bytes,
+					bool reported, __u64 now)
+{
+	struct ccsw_folded_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (e) {
+		head(&e->h, CCSW_EV_FOLDED, f->flow_id, now);
+		__builtin_memset(e->h._pad0, 0, sizeof(e->h._pad0));
+		e->start_us = f->fold.start_us;
+		e->ack = ack;
+		e->window_bytes = window_bytes;
+		e->acks = f->acks_folded;
+		e->reported = reported;
+		__builtin_memset(e->_pad0, 0, sizeof(e->_pad0));
+		e->regs = f->fold.regs;
+		bpf_ringbuf_submit(e, wake_flags(false));
+		if (reported)
+			COUNT(folded_reports);
+	} else {
+		COUNT(ring_drops);
+	}
+	ccsw_std_reset(&f->fold.regs);
+	f->acks_folded = 0;
+}
+
 static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, struct pkt *p,
 				  __u64 now)
 {
@@ -772,7 +843,10 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	__u16 orig = p->window;
 	__u16 win;
 	__u64 allowed, units;
-	bool controlled, dup, urgent, loss;
+	bool controlled, dup, urgent, loss, routine;
+	__u64 rate = 0;
+	__u32 prev_ack = f->last_ack;
+	bool have_prev = f->flags & CCSW_F_HAVE_LAST;
 	int ret = TCX_NEXT;
 
 	COUNT(acks);
@@ -788,6 +862,18 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	urgent = (p->flags & (TH_FIN | TH_RST | TH_SYN)) || (loss && !(f->flags & CCSW_F_LOSS_SEEN));
 	if (loss != !!(f->flags & CCSW_F_LOSS_SEEN)) /* written on a change only */
 		f->flags ^= CCSW_F_LOSS_SEEN;
+	/* Delivery and the timed segment, for the fold (see fold_routine_ack). */
+	if (have_prev && seq_after(p->ack, prev_ack) && !seq_after(p->ack, f->snd_nxt))
+		f->delivered += p->ack - prev_ack;
+	if (f->probe_end && !seq_after(f->probe_end, p->ack) && !seq_after(p->ack, f->snd_nxt)) {
+		__u64 dt = now - f->probe_ns;
+
+		if (dt >= 1000 && dt < (1ULL << 42)) {
+			f->rtt_us = (__u32)(dt / 1000);
+			rate = (f->delivered - f->probe_delivered) * 1000000000ULL / dt;
+		}
+		f->probe_end = 0;
+	}
 	head(&ev.h, CCSW_EV_ACK, f->flow_id, now);
 	ev.ack = p->ack;
 	ev.window_bytes = (__u32)orig << ws;
@@ -835,7 +921,18 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 		COUNT(acks_rewritten);
 	}
 	remember(f, p->ack, win, orig);
+	/* Folded: an ACK that moves forward or only updates the window, while the shim
+	 * recovers nothing (see fold_routine_ack). */
+	routine = (ctl->fold & CCSW_FOLD_MODE) && !(ctl->fold & CCSW_FOLD_HOLD) && !loss && !urgent &&
+		  have_prev && !seq_after(prev_ack, p->ack) && !(p->flags & TH_ECE);
+	if (routine) {
+		if (fold_routine_ack(f, ctl, p->ack, prev_ack, rate))
+			emit_folded(f, p->ack, ev.window_bytes, true, now);
+		return ret;
+	}
 out:
+	if (f->acks_folded)
+		emit_folded(f, f->last_ack, (__u32)f->last_win_orig << ws, false, now);
 	emit_small(&ev, sizeof(ev), urgent);
 	return ret;
 }
@@ -884,6 +981,18 @@ int ccsw_egress(struct __sk_buff *skb)
 	    !seq_after(f->server_fin_end, p.ack))
 		close_flow(&p.key, f, CCSW_CLOSE_FIN, now);
 	return ret;
+}
+
+/* The fold of on_ack on one ACK given in the context, for the test that compares it with
+ * the shim's interpreter (BPF_PROG_TEST_RUN). */
+SEC("syscall")
+int ccsw_fold_test(struct ccsw_ovs_fold_test *t)
+{
+	t->reported = ccsw_std_fold_ack(&t->state, &t->ack, t->start_us, t->per_ack != 0);
+	t->report = t->state.regs;
+	if (t->reported)
+		ccsw_std_reset(&t->state.regs);
+	return 0;
 }
 
 /* Frames staged by the shim for ccsw_inject: entries 0..config.inject_count. */

@@ -19,6 +19,8 @@ typedef uint32_t __u32;
 typedef uint64_t __u64;
 #endif
 
+#include "std_fold.bpf.h"
+
 /* Largest frame a slab slot holds: a 1500-byte MTU frame plus its Ethernet header, rounded
  * up. Larger frames (GSO super-packets, jumbo MTU) make the flow UNBUFFERED. */
 #define CCSW_FRAME_MAX 1536
@@ -44,6 +46,13 @@ typedef uint64_t __u64;
 #define CCSW_EV_ACK 4
 #define CCSW_EV_CLOSED 5
 #define CCSW_EV_UNBUFFERED 6
+#define CCSW_EV_FOLDED 7
+
+/* struct ccsw_directive.fold */
+#define CCSW_FOLD_PER_RTT 1  /* fold the standard program's ACKs, a report per RTT */
+#define CCSW_FOLD_PER_ACK 2  /* ... a report per ACK */
+#define CCSW_FOLD_MODE 3
+#define CCSW_FOLD_HOLD 4     /* the shim's sender model is recovering a loss: every ACK goes up */
 
 /* struct ccsw_flow_key.family */
 #define CCSW_FAMILY_V4 4
@@ -121,7 +130,14 @@ struct ccsw_flow {
 	__u8 opts;          /* CCSW_O_* << CCSW_O_{CLIENT,SERVER}_SHIFT */
 	__u8 _pad0[3];
 	__u32 hole_end;     /* with CCSW_F_UNBUFFERED: snd_nxt when the last copy failed */
-	__u32 _pad1;
+	__u32 acks_folded;  /* ACKs in fold.regs not yet sent up */
+	/* The per-ACK fold of the standard program (see on_ack in ovs.bpf.c). */
+	struct ccsw_std_fold fold;
+	__u64 delivered;    /* bytes acknowledged since establishment */
+	__u64 probe_ns;     /* when the timed segment crossed the port */
+	__u64 probe_delivered; /* `delivered` then */
+	__u32 probe_end;    /* end of the segment timed for an RTT sample (0: none) */
+	__u32 rtt_us;       /* the latest RTT sample (0: none yet) */
 };
 
 /* Written by userspace only, keyed by flow_id. */
@@ -134,7 +150,8 @@ struct ccsw_directive {
 	__u32 sacked_bytes;
 	__u32 sacked_una;
 	__u32 active;
-	__u32 _pad0;
+	__u32 fold;          /* CCSW_FOLD_*: 0, the shim interprets every ACK */
+	__u64 fold_start_us; /* when the standard program (re)started: registers reset, Micros counts from here */
 };
 
 struct ccsw_config {
@@ -168,6 +185,8 @@ struct ccsw_stats {
 	__u64 dupacks_opened; /* duplicate ACKs forwarded because the clamp opened the window */
 	__u64 slab_full;      /* frames not copied: no free slab slot within CCSW_SLAB_PROBES */
 	__u64 table_full;     /* SYNs of flows the full flow table could not take (never controlled) */
+	__u64 acks_folded;    /* ACKs folded here instead of sent up */
+	__u64 folded_reports; /* reports of the fold (FOLDED records with `reported`) */
 };
 
 /* Common head of every record. */
@@ -246,6 +265,30 @@ struct ccsw_ack_event {
 	struct ccsw_sack_block sack[CCSW_MAX_SACK];
 };
 
+/* The standard program's registers folded here for a flow: its report (`reported`), or
+ * handed over to the shim before an ACK the shim must see itself (which it folds on). */
+struct ccsw_folded_event {
+	struct ccsw_ev_head h;
+	__u64 start_us;      /* the fold_start_us the registers belong to */
+	__u32 ack;           /* the last folded ACK's acknowledgement number */
+	__u32 window_bytes;  /* its window as the client sent it, scaled */
+	__u32 acks;          /* ACKs folded in these registers */
+	__u8 reported;
+	__u8 _pad0[3];
+	struct ccsw_std_regs regs;
+};
+
+/* Context of the fold's test program (BPF_PROG_TEST_RUN): one ACK through the fold
+ * on_ack runs; state and report come back in it. */
+struct ccsw_ovs_fold_test {
+	struct ccsw_std_fold state;
+	struct ccsw_std_ack ack;
+	__u64 start_us;
+	__u32 per_ack;
+	__u32 reported;            /* out: 1 if this ACK reported */
+	struct ccsw_std_regs report; /* out: the report */
+};
+
 struct ccsw_closed_event {
 	struct ccsw_ev_head h;
 	__u32 reason; /* CCSW_CLOSE_* */
@@ -262,11 +305,11 @@ struct ccsw_unbuffered_event {
 };
 
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
-_Static_assert(sizeof(struct ccsw_flow) == 56, "flow");
-_Static_assert(sizeof(struct ccsw_directive) == 24, "directive");
+_Static_assert(sizeof(struct ccsw_flow) == 176, "flow");
+_Static_assert(sizeof(struct ccsw_directive) == 32, "directive");
 _Static_assert(sizeof(struct ccsw_config) == 32, "config");
 _Static_assert(sizeof(struct ccsw_inject_frame) == 8 + CCSW_FRAME_MAX, "inject frame");
-_Static_assert(sizeof(struct ccsw_stats) == 152, "stats");
+_Static_assert(sizeof(struct ccsw_stats) == 168, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
 _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
 _Static_assert(sizeof(struct ccsw_segment_event) == 32, "segment");
@@ -275,6 +318,8 @@ _Static_assert(sizeof(struct ccsw_slot_owner) == 8, "slot owner");
 _Static_assert(sizeof(struct ccsw_resent_event) == 24, "resent");
 _Static_assert(sizeof(struct ccsw_ack_event) == 64, "ack");
 _Static_assert(sizeof(struct ccsw_closed_event) == 24, "closed");
+_Static_assert(sizeof(struct ccsw_folded_event) == 112, "folded");
+_Static_assert(sizeof(struct ccsw_ovs_fold_test) == 216, "fold test");
 _Static_assert(sizeof(struct ccsw_unbuffered_event) == 24, "unbuffered");
 
 #endif

@@ -282,6 +282,22 @@ impl SenderFlow {
         now_ns.saturating_sub(self.last_activity_ns) >= self.cfg.idle_timeout_ns
     }
 
+    /// The shim must see every ACK of this flow: it recovers a loss (SACKed, lost or
+    /// retransmitted segments, a recovery point, duplicate ACKs counted, a backed-off timer,
+    /// segments out of order) or is not protecting it. Otherwise the port may fold its ACKs.
+    pub fn needs_every_ack(&self) -> bool {
+        let t = &self.tally;
+        t.sacked_bytes > 0
+            || t.lost_bytes > 0
+            || t.retrans_pkts > 0
+            || t.pending_pkts > 0
+            || self.recovery_point.is_some()
+            || self.dupacks > 0
+            || self.backoff > 0
+            || !self.early.is_empty()
+            || self.fallback.is_some()
+    }
+
     /// The directive for window `cwnd_bytes`.
     pub fn directive(&self, cwnd_bytes: u32) -> OvsDirective {
         OvsDirective {
@@ -289,6 +305,7 @@ impl SenderFlow {
             sacked_bytes: u32::try_from(self.tally.sacked_bytes).unwrap_or(u32::MAX),
             sacked_una: self.raw(self.una),
             active: true,
+            fold: None,
         }
     }
 

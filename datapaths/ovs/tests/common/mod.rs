@@ -356,6 +356,7 @@ pub fn give_directive(dp: &OvsDatapath, id: u32, cwnd: u32) {
             sacked_bytes: 0,
             sacked_una: 0,
             active: true,
+            fold: None,
         },
     )
     .unwrap();

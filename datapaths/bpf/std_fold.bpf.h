@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * The fold of CCP's standard program (agent/src/program.rs), for BPF programs of any
+ * datapath: ACK by ACK, its report registers are summed, minimised, maximised or replaced,
+ * and a report is due on a timeout, a loss, every ACK in per-ACK mode, or once the
+ * program's Micros (time since the last report) passes the RTT, after which Micros
+ * restarts. The registers reset when the program (re)starts, which a datapath tells by a new
+ * start time. Semantics are those of the shim's interpreter (datapaths/ccp/src/program,
+ * ccswitch_ccp::CcpFlow), the reference: each datapath's fold test runs both on the same
+ * ACKs and requires the same reports.
+ *
+ * Layouts only fixed-width and explicitly padded; the Rust mirrors assert their sizes.
+ * Used by the ovs port programs (datapaths/ovs/src/bpf/ovs.bpf.c). The kernel datapath folds
+ * the same program with its own copy in kernel.bpf.c, to be replaced by this header.
+ */
+#ifndef CCSW_STD_FOLD_BPF_H
+#define CCSW_STD_FOLD_BPF_H
+
+/* The RTT the program reads before any sample: libccp's "+infinity". */
+#define CCSW_STD_RTT_INFINITY 0xffffffffULL
+/* The minimum-RTT register's reset value: above any sample (us). */
+#define CCSW_STD_NO_RTT_SAMPLE_US ((1ULL << 31) - 1)
+
+/* The standard program's report registers, in MEASURE order (ccswitch-ccp's
+ * program::standard::report). */
+struct ccsw_std_regs {
+	__u64 acked;    /* bytes, summed */
+	__u64 lost;     /* packets, summed */
+	__u64 timeout;  /* 0/1: the latest ACK followed a timeout */
+	__u64 ecn;      /* packets, summed */
+	__u64 rtt;      /* us, latest (CCSW_STD_RTT_INFINITY before any sample) */
+	__u64 minrtt;   /* us, minimum since the last report */
+	__u64 inflight; /* bytes, latest */
+	__u64 rate;     /* bytes/s, maximum of the incoming rate */
+	__u64 now;      /* us, CLOCK_MONOTONIC of the latest ACK */
+};
+
+/* A flow's fold: its registers and the program's clock. */
+struct ccsw_std_fold {
+	struct ccsw_std_regs regs;
+	__u64 micros_zero_us; /* origin of the program's Micros */
+	__u64 start_us;       /* the program start these registers belong to */
+};
+
+/* One ACK as the standard program reads it. */
+struct ccsw_std_ack {
+	__u64 now_us;
+	__u64 rate_incoming;   /* bytes/s, 0: no sample */
+	__u32 bytes_acked;
+	__u32 lost_packets;
+	__u32 ecn_packets;
+	__u32 was_timeout;
+	__u32 rtt_us;          /* the flow's latest RTT sample, carried over; 0 = none yet */
+	__u32 bytes_in_flight;
+};
+
+_Static_assert(sizeof(struct ccsw_std_regs) == 72, "std regs");
+_Static_assert(sizeof(struct ccsw_std_fold) == 88, "std fold");
+_Static_assert(sizeof(struct ccsw_std_ack) == 40, "std ack");
+
+static __always_inline void ccsw_std_reset(struct ccsw_std_regs *r)
+{
+	__builtin_memset(r, 0, sizeof(*r));
+	r->minrtt = CCSW_STD_NO_RTT_SAMPLE_US;
+}
+
+/* One ACK through the program started at `start_us`. Returns true when it reports: the
+ * registers then hold the report, and the caller resets them (ccsw_std_reset) once copied. */
+static __always_inline bool ccsw_std_fold_ack(struct ccsw_std_fold *s, const struct ccsw_std_ack *a,
+					      __u64 start_us, bool per_ack)
+{
+	struct ccsw_std_regs *r = &s->regs;
+	__u64 rtt = a->rtt_us ? a->rtt_us : CCSW_STD_RTT_INFINITY;
+
+	if (s->start_us != start_us) {
+		ccsw_std_reset(r);
+		s->micros_zero_us = start_us;
+		s->start_us = start_us;
+	}
+	r->acked += a->bytes_acked;
+	r->lost += a->lost_packets;
+	r->timeout = a->was_timeout ? 1 : 0;
+	r->ecn += a->ecn_packets;
+	r->rtt = rtt;
+	if (rtt < r->minrtt)
+		r->minrtt = rtt;
+	r->inflight = a->bytes_in_flight;
+	if (a->rate_incoming > r->rate)
+		r->rate = a->rate_incoming;
+	r->now = a->now_us;
+	if (r->timeout || r->lost > 0 || per_ack || a->now_us - s->micros_zero_us > rtt) {
+		s->micros_zero_us = a->now_us;
+		return true;
+	}
+	return false;
+}
+
+#endif
