@@ -787,28 +787,41 @@ static __always_inline bool rewrite(struct __sk_buff *skb, struct pkt *p, __u16 
  * to the ACK that covers it; a retransmission cancels it), as Linux times one segment per
  * window without timestamps. Its sample is also the rate sample: bytes acknowledged over
  * that interval. Bytes in flight are snd_nxt - ack. */
-static __noinline bool fold_routine_ack(struct ccsw_flow *f, const struct ccsw_directive *ctl,
+/* The ACK being folded: egress already uses nearly all of the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccsw_std_ack);
+} fold_scratch SEC(".maps");
+
+static __always_inline bool fold_routine_ack(struct ccsw_flow *f, const struct ccsw_directive *ctl,
 					__u32 ack, __u32 prev_ack, __u64 rate)
 {
 	__u64 now = f->last_seen_ns; /* this ACK's time (ccsw_egress) */
-	struct ccsw_std_ack a = {};
-	__u32 acked = seq_after(ack, prev_ack) ? ack - prev_ack : 0;
+	__u32 zero = 0;
+	struct ccsw_std_ack *a = bpf_map_lookup_elem(&fold_scratch, &zero);
 
+	if (!a)
+		return false;
 	if (f->fold.start_us != ctl->fold_start_us)
 		f->acks_folded = 0; /* the registers restart with the program */
-	a.rate_incoming = rate;
-	a.now_us = now / 1000;
-	a.bytes_acked = acked;
-	a.rtt_us = f->rtt_us;
-	a.bytes_in_flight = seq_after(f->snd_nxt, ack) ? f->snd_nxt - ack : 0;
+	a->rate_incoming = rate;
+	a->now_us = now / 1000;
+	a->bytes_acked = seq_after(ack, prev_ack) ? ack - prev_ack : 0;
+	a->lost_packets = 0;
+	a->ecn_packets = 0;
+	a->was_timeout = 0;
+	a->rtt_us = f->rtt_us;
+	a->bytes_in_flight = seq_after(f->snd_nxt, ack) ? f->snd_nxt - ack : 0;
 	f->acks_folded++;
 	COUNT(acks_folded);
-	return ccsw_std_fold_ack(&f->fold, &a, ctl->fold_start_us, (ctl->fold & CCSW_FOLD_MODE) == CCSW_FOLD_PER_ACK);
+	return ccsw_std_fold_ack(&f->fold, a, ctl->fold_start_us, (ctl->fold & CCSW_FOLD_MODE) == CCSW_FOLD_PER_ACK);
 }
 
 /* The registers folded for the flow go up (its report, or handed over before an ACK the
  * shim folds itself) and start over. */
-static __noinline void emit_folded(struct ccsw_flow *f, __u32 ack, __u32 window_bytes,
+static __always_inline void emit_folded(struct ccsw_flow *f, __u32 ack, __u32 window_bytes,
 					bool reported, __u64 now)
 {
 	struct ccsw_folded_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -833,12 +846,28 @@ static __noinline void emit_folded(struct ccsw_flow *f, __u32 ack, __u32 window_
 	f->acks_folded = 0;
 }
 
+/* The ACK record (built in a frame of its own: the egress program's stack is nearly full). */
+static __always_inline void emit_ack(struct ccsw_flow *f, struct pkt *p, __u8 verdict, bool urgent, __u64 now)
+{
+	struct ccsw_ack_event ev = {};
+
+	head(&ev.h, CCSW_EV_ACK, f->flow_id, now);
+	ev.ack = p->ack;
+	ev.window_bytes = (__u32)p->window << (f->client_wscale & 0xf);
+	ev.payload_len = p->payload_len;
+	ev.flags = ((p->flags & TH_ECE) ? CCSW_ACK_F_ECE : 0) | ((p->flags & TH_FIN) ? CCSW_ACK_F_FIN : 0);
+	ev.nsack = p->o.nsack;
+	__builtin_memcpy(ev.sack, p->o.sack, sizeof(ev.sack));
+	ev.verdict = verdict;
+	emit_small(&ev, sizeof(ev), urgent);
+}
+
 static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, struct pkt *p,
 				  __u64 now)
 {
 	struct ccsw_config *cfg = get_config();
 	struct ccsw_directive *ctl;
-	struct ccsw_ack_event ev = {};
+	__u8 verdict = CCSW_VERDICT_PASSED;
 	__u8 ws = f->client_wscale & 0xf;
 	__u16 orig = p->window;
 	__u16 win;
@@ -874,14 +903,6 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 		}
 		f->probe_end = 0;
 	}
-	head(&ev.h, CCSW_EV_ACK, f->flow_id, now);
-	ev.ack = p->ack;
-	ev.window_bytes = (__u32)orig << ws;
-	ev.payload_len = p->payload_len;
-	ev.flags = ((p->flags & TH_ECE) ? CCSW_ACK_F_ECE : 0) | ((p->flags & TH_FIN) ? CCSW_ACK_F_FIN : 0);
-	ev.nsack = p->o.nsack;
-	__builtin_memcpy(ev.sack, p->o.sack, sizeof(ev.sack));
-	ev.verdict = CCSW_VERDICT_PASSED;
 
 	ctl = directive_of(f->flow_id);
 	controlled = !unbuffered_at(f, p->ack) && ctl && ctl->active && cfg &&
@@ -907,7 +928,7 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	      !(p->flags & (TH_SYN | TH_FIN | TH_RST)) && orig == f->last_win_orig;
 	if (dup && win <= f->last_win_fwd) {
 		/* The server would count it as a duplicate ACK (same ack, same window). */
-		ev.verdict = CCSW_VERDICT_HIDDEN;
+		verdict = CCSW_VERDICT_HIDDEN;
 		COUNT(dupacks_hidden);
 		ret = TCX_DROP;
 		goto out;
@@ -917,7 +938,7 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	if (dup)
 		COUNT(dupacks_opened);
 	if (rewrite(skb, p, win)) {
-		ev.verdict = CCSW_VERDICT_REWRITTEN;
+		verdict = CCSW_VERDICT_REWRITTEN;
 		COUNT(acks_rewritten);
 	}
 	remember(f, p->ack, win, orig);
@@ -927,13 +948,13 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 		  have_prev && !seq_after(prev_ack, p->ack) && !(p->flags & TH_ECE);
 	if (routine) {
 		if (fold_routine_ack(f, ctl, p->ack, prev_ack, rate))
-			emit_folded(f, p->ack, ev.window_bytes, true, now);
+			emit_folded(f, p->ack, (__u32)orig << ws, true, now);
 		return ret;
 	}
 out:
 	if (f->acks_folded)
 		emit_folded(f, f->last_ack, (__u32)f->last_win_orig << ws, false, now);
-	emit_small(&ev, sizeof(ev), urgent);
+	emit_ack(f, p, verdict, urgent, now);
 	return ret;
 }
 
