@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 use ccswitch_ovs::loader::{
     monotonic_now_ns, FlowPhase, OvsDatapath, OvsDirectiveSlotBusy, Port, RET_DROP, RET_NEXT,
 };
-use ccswitch_ovs::events::{AckVerdict, CloseReason, OvsDirective, OvsEvent, SackBlock, UnbufferedReason};
+use ccswitch_ovs::events::{AckVerdict, CloseReason, FoldDirective, Folded, OvsDirective, OvsEvent, SackBlock, UnbufferedReason};
 use common::*;
 
 #[test]
@@ -1032,4 +1032,112 @@ fn a_directive_slot_held_by_another_flow_is_refused_visibly() {
     assert_eq!(dp.directive(1), None);
     assert_eq!(dp.directive(3).map(|c| c.cwnd_bytes), Some(7000));
     assert_eq!(dp.directive(2).map(|c| c.cwnd_bytes), Some(5000));
+}
+
+/// The directive of a controlled flow whose standard program the egress program folds.
+fn give_fold_directive(dp: &OvsDatapath, id: u32, per_ack: bool, start_us: u64, hold: bool) {
+    let fold = Some(FoldDirective { per_ack, start_us, hold });
+    dp.set_directive(id, &OvsDirective { cwnd_bytes: 1_000_000, sacked_bytes: 0, sacked_una: 0, active: true, fold })
+        .unwrap();
+    dp.set_valid_until(far_future()).unwrap();
+}
+
+fn folded(evs: &[OvsEvent]) -> Vec<Folded> {
+    evs.iter()
+        .filter_map(|e| match e {
+            OvsEvent::Folded(f) => Some(*f),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_folded_flow_sends_up_only_its_reports_and_hands_its_registers_over_before_a_loss_signal() {
+    for e in [Ends::v4(), Ends::v6()] {
+        let mut dp = dp(1024, 1 << 20);
+        let id = handshake(&mut dp, &e, &full_opts(7), &full_opts(7));
+        server_sends(&mut dp, &e, 10_000);
+        let una = SERVER_ISN.wrapping_add(1);
+        // The server resends its first segment: the segment timed for an RTT sample is
+        // forgotten (Karn), so the program has no sample (infinite RTT) and reports per RTT
+        // only on loss, timeout or ECN here.
+        let resend = SegmentSpec::from_server(&e, ACK | PSH, una, CLIENT_ISN + 1).payload(1000);
+        run(&dp, Port::Ingress, &resend);
+        drain(&mut dp);
+        let ack_at = |n: u32, win: u16| SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(n), win);
+        let start_us = monotonic_now_ns() / 1000;
+        give_fold_directive(&dp, id, false, start_us, false);
+
+        // ACKs that move forward and a window update: folded, nothing goes up, and the clamp
+        // still applies to each.
+        for (n, win) in [(1000, 1000), (2000, 1000), (2000, 900), (4000, 1000)] {
+            let (ret, out) = run(&dp, Port::Egress, &ack_at(n, win));
+            assert_eq!(ret, RET_NEXT);
+            assert!(checksums_ok(&out));
+        }
+        assert!(drain(&mut dp).is_empty(), "folded ACKs send nothing up");
+        assert_eq!(dp.stats().acks_folded, 4);
+
+        // A SACK block: the registers folded so far go up first (not a report), then the ACK.
+        let sack = [vec![1, 1, 5, 10], una.wrapping_add(5000).to_be_bytes().to_vec(), una.wrapping_add(6000).to_be_bytes().to_vec()].concat();
+        run(&dp, Port::Egress, &ack_at(4000, 1000).opts(&sack));
+        let evs = drain(&mut dp);
+        assert_eq!(evs.len(), 2, "{evs:?}");
+        let OvsEvent::Folded(h) = evs[0] else { panic!("{evs:?}") };
+        assert!(!h.reported);
+        assert_eq!((h.flow_id, h.start_us, h.acks, h.ack), (id, start_us, 4, una.wrapping_add(4000)));
+        assert_eq!(h.window_bytes, 1000 << 7);
+        assert_eq!(h.fields[0], 4000, "bytes acknowledged by the folded ACKs");
+        assert_eq!((h.fields[1], h.fields[2], h.fields[3]), (0, 0, 0), "no loss, timeout or ECN folded");
+        assert_eq!(h.fields[6], 6000, "in flight: snd_nxt - ack");
+        let OvsEvent::Ack(a) = &evs[1] else { panic!("{evs:?}") };
+        assert_eq!(a.sack.len(), 1);
+
+        // The shim recovers a loss (hold): every ACK goes up, none is folded.
+        give_fold_directive(&dp, id, false, start_us, true);
+        run(&dp, Port::Egress, &ack_at(5000, 1000));
+        let evs = drain(&mut dp);
+        assert!(matches!(evs[..], [OvsEvent::Ack(_)]), "{evs:?}");
+
+        // Per-ACK mode: every foldable ACK is a report, its own.
+        give_fold_directive(&dp, id, true, start_us, false);
+        run(&dp, Port::Egress, &ack_at(6000, 1000));
+        let f = folded(&drain(&mut dp));
+        assert_eq!(f.len(), 1);
+        assert!(f[0].reported);
+        assert_eq!((f[0].acks, f[0].fields[0], f[0].ack), (1, 1000, una.wrapping_add(6000)));
+        assert_eq!(dp.stats().folded_reports, 1);
+
+        // Without a directive (the flow fell back) nothing is folded.
+        dp.clear_directive(id).unwrap();
+        run(&dp, Port::Egress, &ack_at(7000, 1000));
+        assert_eq!(acks(&drain(&mut dp)).len(), 1);
+    }
+}
+
+#[test]
+fn a_folded_flow_reports_once_the_rtt_timed_on_a_segment_has_passed() {
+    let e = Ends::v4();
+    let mut dp = dp(1024, 1 << 20);
+    let id = handshake(&mut dp, &e, &full_opts(7), &full_opts(7));
+    let una = SERVER_ISN.wrapping_add(1);
+    let ack_at = |n: u32| SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(n), 1000);
+    // The program started 1 ms ago: Micros is then always beyond an RTT timed from now.
+    give_fold_directive(&dp, id, false, monotonic_now_ns() / 1000 - 1000, false);
+    run(&dp, Port::Egress, &ack_at(0));
+    assert!(folded(&drain(&mut dp)).is_empty(), "no RTT sample yet: nothing to report");
+    // Segment 1 is timed from here; its ACK brings the first sample, infinity before it.
+    server_sends(&mut dp, &e, 3000);
+    drain(&mut dp);
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    run(&dp, Port::Egress, &ack_at(1000));
+    // Micros (since the start, over 3 ms ago) passed the sample: a report.
+    let f = folded(&drain(&mut dp));
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].reported);
+    let (rtt, minrtt, rate) = (f[0].fields[4], f[0].fields[5], f[0].fields[7]);
+    assert!((3_000..1_000_000).contains(&rtt), "rtt {rtt} us");
+    assert_eq!(minrtt, rtt);
+    assert!(rate > 0 && rate <= 1000 * 1_000_000 / 3_000, "rate {rate} B/s: 1000 bytes over the sample");
+    assert_eq!(f[0].ack, una.wrapping_add(1000));
 }
