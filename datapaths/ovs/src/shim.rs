@@ -1019,6 +1019,7 @@ impl OvsShim<OvsDatapath> {
             "ece_cleared": st.ece_cleared, "out_of_window": st.out_of_window,
             "wscale_capped": st.wscale_capped, "ring_drops": st.ring_drops,
             "unbuffered": st.unbuffered, "slab_full": st.slab_full, "table_full": st.table_full,
+            "acks_folded": st.acks_folded, "folded_reports": st.folded_reports,
             "records_malformed": self.port.records_malformed(),
             "slab_slots": self.port.slab_slots(), "slab_in_use": self.port.slab_in_use(),
         });
@@ -1056,7 +1057,7 @@ mod tests {
     use std::sync::mpsc::{channel, Receiver};
 
     use ccswitch_protocol::lang::{reg_type, Implicit};
-    use ccswitch_protocol::wire::{self, FrameReader, Msg, UpdateField, UpdateFields};
+    use ccswitch_protocol::wire::{self, ChangeProg, FrameReader, Msg, UpdateField, UpdateFields};
     use ccswitch_ovs::events::{AckVerdict, Established, SackBlock, Segment};
 
     use super::*;
@@ -1294,6 +1295,47 @@ mod tests {
         let Msg::Measure(m) = agent.next() else { panic!("expected the closing MEASURE") };
         assert_eq!((m.sid, m.fields.len()), (3, 0));
         assert!(!shim.port().directives.borrow().contains_key(&3));
+    }
+
+    #[test]
+    fn a_folded_flow_gets_its_reports_from_the_port_and_its_buffer_freed_by_them() {
+        use ccswitch_ccp::program::standard;
+        use ccswitch_ovs::events::Folded;
+        let (mut shim, mut agent) = connected(cfg());
+        shim.on_event(established(7));
+        shim.service_agent();
+        agent.next();
+        // The agent runs the standard program: the session folds it in the datapath.
+        agent.out.write_all(standard::INSTALL_MESSAGE).unwrap();
+        let (Msg::InstallExpr(install), _) = wire::decode(standard::INSTALL_MESSAGE).unwrap() else { panic!("an INSTALL_EXPR") };
+        agent.send(&Msg::ChangeProg(ChangeProg { sid: 7, program_uid: install.program_uid, updates: vec![] }));
+        until(&mut shim, |s| s.port().directives.borrow().get(&7).is_some_and(|d| d.fold.is_some()));
+        let fold = shim.port().directives.borrow()[&7].fold.unwrap();
+        assert!(!fold.per_ack && !fold.hold);
+        for n in 1..=3 {
+            shim.on_event(segment(7, n));
+        }
+        // The port folded two ACKs and reports: the buffer is freed up to its acknowledgement
+        // number, and the report goes to the agent as the program's MEASURE.
+        let mut fields = [0u64; standard::report::COUNT];
+        fields[standard::report::ACKED] = 2 * u64::from(MSS);
+        fields[standard::report::NOW] = fold.start_us + 10;
+        shim.on_event(OvsEvent::Folded(Folded {
+            flow_id: 7, ts_ns: monotonic_now_ns(), start_us: fold.start_us, ack: raw(3), window_bytes: 1 << 20,
+            acks: 2, reported: true, fields,
+        }));
+        assert_eq!(freed(&shim), vec![slot(7, 1), slot(7, 2)]);
+        shim.flush_agent();
+        let Msg::Measure(m) = agent.next() else { panic!("expected the folded report") };
+        assert_eq!((m.sid, m.program_uid, m.fields), (7, install.program_uid, fields.to_vec()));
+        // Segment 3 missing, 4 SACKed: a loss to recover, so the port must send every ACK
+        // up (the hold) until it is over.
+        shim.on_event(segment(7, 4));
+        shim.on_event(ack(7, 2, &[(4, 4)]));
+        assert!(shim.port().directives.borrow()[&7].fold.unwrap().hold);
+        shim.on_event(ack(7, 4, &[]));
+        assert!(!shim.port().directives.borrow()[&7].fold.unwrap().hold);
+        assert_eq!(shim.buffered_bytes(), 0);
     }
 
     #[test]

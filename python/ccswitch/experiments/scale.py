@@ -13,7 +13,8 @@ read over a steady window of `seconds`:
   `kernel.bpf_stats_enabled=1`; one run is one ACK), ACKs folded in BPF, reports/s, ACKs under
   the fallback, ring records lost (this shim's per-CPU stats map);
 - ovs: packets/s and BPF ns per packet of the port's ingress (server data) and egress (client
-  ACKs) programs, ACKs rewritten, ring drops, flows fallen back, flows left uncontrolled;
+  ACKs) programs, ACKs rewritten, ACKs folded in the egress program and its reports, ring
+  drops, flows fallen back, flows left uncontrolled;
 - shim and agent CPU as % of one core (the scheduler's run time of every thread, ns);
 - report -> directive latency p50/p99/p99.9, all and urgent (loss/timeout) reports, over the
   window only (the shim starts its histogram on SIGUSR1 and logs it on SIGUSR2); every report
@@ -351,6 +352,10 @@ class OvsSide:
             # the egress program is the one that runs on each ACK
             "bpf_ns_per_ack": per("ccsw_egress"),
             "acks_rewritten_per_s": d.get("acks_rewritten", 0) / dt,
+            # the standard program folded in the egress program: ACKs that never went up,
+            # and the fold's reports
+            "acks_folded_per_s": d.get("acks_folded", 0) / dt,
+            "folded_reports_per_s": d.get("folded_reports", 0) / dt,
             "segments_copied_per_s": d.get("segments", 0) / dt,
             "ring_records_lost": d.get("ring_drops", 0),
             "flows_unbuffered": d.get("unbuffered", 0),
