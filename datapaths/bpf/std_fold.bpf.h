@@ -2,12 +2,15 @@
 /*
  * The fold of CCP's standard program (agent/src/program.rs), for BPF programs of any
  * datapath: ACK by ACK, its report registers are summed, minimised, maximised or replaced,
- * and a report is due on a timeout, a loss, every ACK in per-ACK mode, or once the
- * program's Micros (time since the last report) passes the RTT, after which Micros
+ * and a report is due on a timeout, a loss, every ACK in per-ACK mode, once the program's
+ * Micros (time since the last report) passes the RTT on an ACK where the window binds (more
+ * than window_use_pct % of Cwnd in flight before the ACK, or the flow is paced, or ECN
+ * marked it since the last report), or once Micros passes idle_report_us; Micros then
  * restarts. The registers reset when the program (re)starts, which a datapath tells by a new
  * start time. Semantics are those of the shim's interpreter (datapaths/ccp/src/program,
  * ccswitch_ccp::CcpFlow), the reference: each datapath's fold test runs both on the same
- * ACKs and requires the same reports.
+ * ACKs and requires the same reports. (The program's loss clause, which sets Cwnd on a loss,
+ * is the datapath's to apply: it owns the window.)
  *
  * Layouts only fixed-width and explicitly padded; the Rust mirrors assert their sizes.
  * Used by the ovs port programs (datapaths/ovs/src/bpf/ovs.bpf.c). The kernel datapath folds
@@ -46,17 +49,28 @@ struct ccsw_std_fold {
 struct ccsw_std_ack {
 	__u64 now_us;
 	__u64 rate_incoming;   /* bytes/s, 0: no sample */
+	__u64 pacing_rate;     /* Rate: the program's pacing rate, bytes/s (0: not paced) */
 	__u32 bytes_acked;
 	__u32 lost_packets;
 	__u32 ecn_packets;
 	__u32 was_timeout;
 	__u32 rtt_us;          /* the flow's latest RTT sample, carried over; 0 = none yet */
 	__u32 bytes_in_flight;
+	__u32 cwnd_bytes;      /* Cwnd: the program's window on this ACK */
+	__u32 _pad0;
+};
+
+/* When the program reports (its control registers). */
+struct ccsw_std_reporting {
+	__u64 idle_report_us;  /* Control.idle_report_us */
+	__u32 window_use_pct;  /* Control.window_use_pct */
+	__u32 per_ack;         /* Control.per_ack != 0 */
 };
 
 _Static_assert(sizeof(struct ccsw_std_regs) == 72, "std regs");
 _Static_assert(sizeof(struct ccsw_std_fold) == 88, "std fold");
-_Static_assert(sizeof(struct ccsw_std_ack) == 40, "std ack");
+_Static_assert(sizeof(struct ccsw_std_ack) == 56, "std ack");
+_Static_assert(sizeof(struct ccsw_std_reporting) == 16, "std reporting");
 
 static __always_inline void ccsw_std_reset(struct ccsw_std_regs *r)
 {
@@ -64,13 +78,16 @@ static __always_inline void ccsw_std_reset(struct ccsw_std_regs *r)
 	r->minrtt = CCSW_STD_NO_RTT_SAMPLE_US;
 }
 
-/* One ACK through the program started at `start_us`. Returns true when it reports: the
- * registers then hold the report, and the caller resets them (ccsw_std_reset) once copied. */
+/* One ACK through the program started at `start_us`, reporting as `m` says. Returns true
+ * when it reports: the registers then hold the report, and the caller resets them
+ * (ccsw_std_reset) once copied. */
 static __always_inline bool ccsw_std_fold_ack(struct ccsw_std_fold *s, const struct ccsw_std_ack *a,
-					      __u64 start_us, bool per_ack)
+					      __u64 start_us, const struct ccsw_std_reporting *m)
 {
 	struct ccsw_std_regs *r = &s->regs;
 	__u64 rtt = a->rtt_us ? a->rtt_us : CCSW_STD_RTT_INFINITY;
+	__u64 micros;
+	bool binds;
 
 	if (s->start_us != start_us) {
 		ccsw_std_reset(r);
@@ -88,7 +105,10 @@ static __always_inline bool ccsw_std_fold_ack(struct ccsw_std_fold *s, const str
 	if (a->rate_incoming > r->rate)
 		r->rate = a->rate_incoming;
 	r->now = a->now_us;
-	if (r->timeout || r->lost > 0 || per_ack || a->now_us - s->micros_zero_us > rtt) {
+	micros = a->now_us - s->micros_zero_us;
+	binds = r->ecn > 0 || a->pacing_rate > 0 ||
+		((__u64)a->bytes_in_flight + a->bytes_acked) * 100 > (__u64)a->cwnd_bytes * m->window_use_pct;
+	if (r->timeout || r->lost > 0 || m->per_ack || (micros > rtt && binds) || micros > m->idle_report_us) {
 		s->micros_zero_us = a->now_us;
 		return true;
 	}

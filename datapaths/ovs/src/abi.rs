@@ -131,12 +131,24 @@ pub struct StdFold {
 pub struct StdAck {
     pub now_us: u64,
     pub rate_incoming: u64,
+    pub pacing_rate: u64,
     pub bytes_acked: u32,
     pub lost_packets: u32,
     pub ecn_packets: u32,
     pub was_timeout: u32,
     pub rtt_us: u32,
     pub bytes_in_flight: u32,
+    pub cwnd_bytes: u32,
+    pub _pad0: u32,
+}
+
+/// `struct ccsw_std_reporting`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdReporting {
+    pub idle_report_us: u64,
+    pub window_use_pct: u32,
+    pub per_ack: u32,
 }
 
 /// `struct ccsw_ovs_fold_test`: the context of the fold's test program.
@@ -145,9 +157,10 @@ pub struct StdAck {
 pub struct OvsFoldTest {
     pub state: StdFold,
     pub ack: StdAck,
+    pub reporting: StdReporting,
     pub start_us: u64,
-    pub per_ack: u32,
     pub reported: u32,
+    pub _pad0: u32,
     pub report: StdRegs,
 }
 
@@ -175,6 +188,11 @@ pub struct RawOvsDirective {
     pub active: u32,
     pub fold: u32,
     pub fold_start_us: u64,
+    pub fold_idle_us: u64,
+    pub fold_window_pct: u32,
+    pub fold_cwnd_bytes: u32,
+    pub fold_rate: u64,
+    pub fold_micros_zero_us: u64,
 }
 
 #[repr(C)]
@@ -306,14 +324,15 @@ pub struct UnbufferedEvent {
 
 const _: () = assert!(size_of::<FlowKey>() == 40);
 const _: () = assert!(size_of::<RawOvsFlow>() == 176);
-const _: () = assert!(size_of::<RawOvsDirective>() == 32);
+const _: () = assert!(size_of::<RawOvsDirective>() == 64);
 const _: () = assert!(size_of::<RawOvsConfig>() == 32);
 const _: () = assert!(size_of::<InjectFrame>() == 8 + FRAME_MAX);
 const _: () = assert!(size_of::<RawOvsStats>() == 168);
 const _: () = assert!(size_of::<StdRegs>() == 72);
 const _: () = assert!(size_of::<StdFold>() == 88);
-const _: () = assert!(size_of::<StdAck>() == 40);
-const _: () = assert!(size_of::<OvsFoldTest>() == 216);
+const _: () = assert!(size_of::<StdAck>() == 56);
+const _: () = assert!(size_of::<StdReporting>() == 16);
+const _: () = assert!(size_of::<OvsFoldTest>() == 248);
 const _: () = assert!(size_of::<FoldedEvent>() == 112);
 const _: () = assert!(size_of::<Head>() == 16);
 const _: () = assert!(size_of::<EstablishedEvent>() == 72);

@@ -199,28 +199,49 @@ pub struct OvsDirective {
 /// How the egress program folds a flow's standard program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FoldDirective {
-    /// A report on every ACK, else per RTT.
+    /// A report on every ACK, else per RTT while the window binds and every `idle_report_us`.
     pub per_ack: bool,
     /// When the program (re)started (µs): registers reset, Micros counts from here.
     pub start_us: u64,
-    /// The shim recovers a loss: every ACK goes up (the program folds none).
+    /// `Control.window_use_pct` and `Control.idle_report_us` (per-RTT mode).
+    pub window_use_pct: u32,
+    pub idle_report_us: u64,
+    /// The program's Cwnd and Rate (the agent's, before the port's own caps).
+    pub cwnd_bytes: u32,
+    pub rate: u64,
+    /// When the shim last reported for the flow (µs): the program's Micros restarted there.
+    pub micros_zero_us: u64,
+    /// The shim recovers a loss (or holds ECN marks the port cannot see): every ACK goes up.
     pub hold: bool,
 }
 
 impl FoldDirective {
-    pub(crate) fn bits(fold: Option<FoldDirective>) -> (u32, u64) {
-        match fold {
-            None => (0, 0),
-            Some(f) => (
-                (if f.per_ack { abi::FOLD_PER_ACK } else { abi::FOLD_PER_RTT }) | if f.hold { abi::FOLD_HOLD } else { 0 },
-                f.start_us,
-            ),
-        }
+    pub(crate) fn write(fold: Option<FoldDirective>, d: &mut abi::RawOvsDirective) {
+        let Some(f) = fold else {
+            d.fold = 0;
+            return;
+        };
+        d.fold = (if f.per_ack { abi::FOLD_PER_ACK } else { abi::FOLD_PER_RTT }) | if f.hold { abi::FOLD_HOLD } else { 0 };
+        d.fold_start_us = f.start_us;
+        d.fold_idle_us = f.idle_report_us;
+        d.fold_window_pct = f.window_use_pct;
+        d.fold_cwnd_bytes = f.cwnd_bytes;
+        d.fold_rate = f.rate;
+        d.fold_micros_zero_us = f.micros_zero_us;
     }
 
-    pub(crate) fn from_bits(bits: u32, start_us: u64) -> Option<FoldDirective> {
-        let mode = bits & (abi::FOLD_PER_RTT | abi::FOLD_PER_ACK);
-        (mode != 0).then_some(FoldDirective { per_ack: mode == abi::FOLD_PER_ACK, start_us, hold: bits & abi::FOLD_HOLD != 0 })
+    pub(crate) fn read(d: &abi::RawOvsDirective) -> Option<FoldDirective> {
+        let mode = d.fold & (abi::FOLD_PER_RTT | abi::FOLD_PER_ACK);
+        (mode != 0).then_some(FoldDirective {
+            per_ack: mode == abi::FOLD_PER_ACK,
+            start_us: d.fold_start_us,
+            window_use_pct: d.fold_window_pct,
+            idle_report_us: d.fold_idle_us,
+            cwnd_bytes: d.fold_cwnd_bytes,
+            rate: d.fold_rate,
+            micros_zero_us: d.fold_micros_zero_us,
+            hold: d.fold & abi::FOLD_HOLD != 0,
+        })
     }
 }
 

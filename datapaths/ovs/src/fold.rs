@@ -2,18 +2,21 @@
 //!
 //! The egress program folds the ACKs it can (those that only move forward, while the shim
 //! recovers no loss) with `ccsw_std_fold_ack` (`datapaths/bpf/std_fold.bpf.h`) and sends up
-//! only the program's reports. The ACKs the shim must see itself (loss signals, the end of a
-//! flow, every ACK while it recovers a loss) still go up, each preceded by the registers the
-//! egress program had folded so far; the shim folds those ACKs on the same registers, here,
-//! with the same semantics, and reports when the program would. So the agent receives the
-//! reports the shim's interpreter would have sent, whichever side folded each ACK; the fold
-//! tests compare both sides with the interpreter.
+//! the program's reports, and, to free the slab, the registers it holds once half a window
+//! has been acknowledged. The ACKs the shim must see itself (loss signals, the end of a flow,
+//! every ACK while it recovers a loss) still go up, each preceded by the registers the egress
+//! program had folded so far; the shim folds those ACKs on the same registers, here, with the
+//! same semantics, and reports when the program would. Registers are sums, minima, maxima and
+//! latest values, so folding them in two places and merging (the port's are always the newer)
+//! gives the interpreter's report. What the two sides must share beyond the registers is in
+//! the directive: the program's window and rate, its reporting controls, and when the shim
+//! last reported (where the program's Micros restarted). ECN marks, which only ACKs the shim
+//! sees carry, make the shim hold every ACK until it reports them.
 //!
-//! One difference: the program's Micros restarts at each report, and the egress program
-//! does not hear of a report the shim made (after a loss), so its next report may come up to
-//! one RTT early.
+//! The program's loss clause (an ACK that reveals a loss sets Cwnd to `Control.loss_cwnd`) is
+//! the shim's: only it detects losses ([`ShimFold::fold_ack`] returns the window to set).
 
-use ccswitch_ccp::program::standard::{report, NO_RTT_SAMPLE_US};
+use ccswitch_ccp::program::standard::{report, FoldMode, FoldReporting, NO_RTT_SAMPLE_US};
 use ccswitch_ccp::Primitives;
 
 use crate::events::Folded;
@@ -21,13 +24,22 @@ use crate::events::Folded;
 /// libccp's "+infinity": what the program reads as the RTT before any sample.
 pub const RTT_INFINITY: u64 = 0xffff_ffff;
 
+/// What one ACK the shim folded did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FoldStep {
+    /// The program reported: its fields.
+    pub report: Option<[u64; report::COUNT]>,
+    /// The loss clause set Cwnd to this.
+    pub loss_cwnd: Option<u32>,
+}
+
 /// A folded flow's registers on the shim's side.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShimFold {
     regs: [u64; report::COUNT],
     micros_zero_us: u64,
     start_us: u64,
-    per_ack: bool,
+    mode: FoldMode,
 }
 
 fn reset(regs: &mut [u64; report::COUNT]) {
@@ -37,28 +49,39 @@ fn reset(regs: &mut [u64; report::COUNT]) {
 
 impl ShimFold {
     /// The program (re)started at `start_us`.
-    pub fn new(start_us: u64, per_ack: bool) -> Self {
+    pub fn new(start_us: u64, mode: FoldMode) -> Self {
         let mut regs = [0; report::COUNT];
         reset(&mut regs);
-        Self { regs, micros_zero_us: start_us, start_us, per_ack }
+        Self { regs, micros_zero_us: start_us, start_us, mode }
     }
 
     pub fn start_us(&self) -> u64 {
         self.start_us
     }
 
-    pub fn per_ack(&self) -> bool {
-        self.per_ack
+    pub fn mode(&self) -> FoldMode {
+        self.mode
     }
 
-    /// The reporting mode changed without a restart.
-    pub fn set_per_ack(&mut self, per_ack: bool) {
-        self.per_ack = per_ack;
+    /// The controls changed without a restart.
+    pub fn set_mode(&mut self, mode: FoldMode) {
+        self.mode = mode;
+    }
+
+    /// When the program's Micros last restarted (µs).
+    pub fn micros_zero_us(&self) -> u64 {
+        self.micros_zero_us
+    }
+
+    /// ECN marks are folded here and not reported yet: the port, which never sees them, must
+    /// not fold (its test of a binding window would miss them).
+    pub fn holds_ecn(&self) -> bool {
+        self.regs[report::ECN] > 0
     }
 
     /// One ACK the shim measured (its sender model's primitives; `rtt_sample_us` is the latest
-    /// sample, carried over, 0 before the first). Returns the report if the program reports.
-    pub fn fold_ack(&mut self, p: &Primitives) -> Option<[u64; report::COUNT]> {
+    /// sample, carried over, 0 before the first), with the program's window and rate.
+    pub fn fold_ack(&mut self, p: &Primitives, cwnd_bytes: u32, rate: u64) -> FoldStep {
         let r = &mut self.regs;
         let rtt = if p.rtt_sample_us == 0 { RTT_INFINITY } else { p.rtt_sample_us };
         r[report::ACKED] += p.bytes_acked;
@@ -70,11 +93,18 @@ impl ShimFold {
         r[report::INFLIGHT] = p.bytes_in_flight;
         r[report::RATE] = r[report::RATE].max(p.rate_incoming);
         r[report::NOW] = p.now;
-        let due = r[report::TIMEOUT] != 0
-            || r[report::LOST] > 0
-            || self.per_ack
-            || p.now.wrapping_sub(self.micros_zero_us) > rtt;
-        due.then(|| self.take(p.now))
+        let micros = p.now.wrapping_sub(self.micros_zero_us);
+        let loss_cwnd = (p.lost_pkts_sample > 0 && self.mode.loss_cwnd_bytes > 0).then_some(self.mode.loss_cwnd_bytes);
+        let due = match self.mode.reporting {
+            FoldReporting::PerAck => true,
+            FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
+                let binds = r[report::ECN] > 0
+                    || rate > 0
+                    || u128::from(p.bytes_in_flight + p.bytes_acked) * 100 > u128::from(cwnd_bytes) * u128::from(window_use_pct);
+                r[report::TIMEOUT] != 0 || r[report::LOST] > 0 || (micros > rtt && binds) || micros > idle_report_us
+            }
+        };
+        FoldStep { report: due.then(|| self.take(p.now)), loss_cwnd }
     }
 
     /// Registers the egress program folded, after those folded here (they are newer): summed,

@@ -591,9 +591,16 @@ impl OvsDatapath {
             write_volatile(&raw mut (*p).sacked_bytes, directive.sacked_bytes);
             write_volatile(&raw mut (*p).sacked_una, directive.sacked_una);
             write_volatile(&raw mut (*p).active, directive.active as u32);
-            let (fold, fold_start_us) = FoldDirective::bits(directive.fold);
-            write_volatile(&raw mut (*p).fold_start_us, fold_start_us);
-            write_volatile(&raw mut (*p).fold, fold);
+            // The fold's fields before its mode word, which the egress program reads first.
+            let mut d = std::ptr::read_volatile(p);
+            FoldDirective::write(directive.fold, &mut d);
+            write_volatile(&raw mut (*p).fold_start_us, d.fold_start_us);
+            write_volatile(&raw mut (*p).fold_idle_us, d.fold_idle_us);
+            write_volatile(&raw mut (*p).fold_window_pct, d.fold_window_pct);
+            write_volatile(&raw mut (*p).fold_cwnd_bytes, d.fold_cwnd_bytes);
+            write_volatile(&raw mut (*p).fold_rate, d.fold_rate);
+            write_volatile(&raw mut (*p).fold_micros_zero_us, d.fold_micros_zero_us);
+            write_volatile(&raw mut (*p).fold, d.fold);
             fence(Ordering::Release);
             write_volatile(&raw mut (*p).flow_id, flow_id);
         }
@@ -620,7 +627,7 @@ impl OvsDatapath {
             sacked_bytes: c.sacked_bytes,
             sacked_una: c.sacked_una,
             active: c.active != 0,
-            fold: FoldDirective::from_bits(c.fold, c.fold_start_us),
+            fold: FoldDirective::read(&c),
         })
     }
 

@@ -41,7 +41,7 @@ use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
 use ccswitch_ovs::loader::{OvsDatapath, OvsDirectiveSlotBusy};
-use ccswitch_ccp::program::standard::FoldMode;
+use ccswitch_ccp::program::standard::{FoldMode, FoldReporting};
 use ccswitch_ovs::events::{Ack, AckVerdict, FlowAddrs, FoldDirective, Folded, FrameSlot, OvsDirective, OvsEvent};
 use ccswitch_ovs::fold::ShimFold;
 use ccswitch_ovs::recovery::AckOutcome;
@@ -172,6 +172,10 @@ struct OvsFlow {
     /// The session folds the flow's standard program in the datapath: the port program
     /// folds the ACKs it can, the shim those it sees (see [`ccswitch_ovs::fold`]).
     fold: Option<ShimFold>,
+    /// The program's window and rate (bytes/s, 0: not paced), as the session last set them:
+    /// what a folded program reads as Cwnd and Rate.
+    prog_cwnd: u32,
+    prog_rate: u64,
 }
 
 /// Shim counters for the exit log and the stats file.
@@ -252,10 +256,21 @@ pub struct DirectiveWrites {
 fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut OvsFlow, flows: usize, writes: &mut DirectiveWrites) {
     let share = slab_share_bytes(port.slab_slots(), flows, f.sender.mss());
     let mut c = f.sender.directive(f.enforced.min(share));
-    c.fold = f.fold.as_ref().map(|x| FoldDirective {
-        per_ack: x.per_ack(),
-        start_us: x.start_us(),
-        hold: f.sender.needs_every_ack(),
+    c.fold = f.fold.as_ref().map(|x| {
+        let (per_ack, window_use_pct, idle_report_us) = match x.mode().reporting {
+            FoldReporting::PerAck => (true, 0, 0),
+            FoldReporting::PerRtt { window_use_pct, idle_report_us } => (false, window_use_pct, idle_report_us),
+        };
+        FoldDirective {
+            per_ack,
+            start_us: x.start_us(),
+            window_use_pct,
+            idle_report_us,
+            cwnd_bytes: f.prog_cwnd,
+            rate: f.prog_rate,
+            micros_zero_us: x.micros_zero_us(),
+            hold: f.sender.needs_every_ack() || x.holds_ecn(),
+        }
     });
     if f.written == Some(c) {
         return;
@@ -274,6 +289,8 @@ impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
     fn set_directive(&mut self, sid: u32, cwnd_bytes: u32, rate: Option<u64>) -> Result<()> {
         let n = self.flows.len();
         let Some(f) = self.flows.get_mut(&sid) else { return Ok(()) };
+        f.prog_cwnd = cwnd_bytes;
+        f.prog_rate = rate.unwrap_or(0);
         f.cwnd = enforced_window(cwnd_bytes, rate, f.sender.min_rtt_ns(), f.sender.mss());
         if f.sender.fallback().is_some() {
             // Kept for when the flow rejoins.
@@ -302,10 +319,10 @@ impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
         f.fold = match (f.fold.take(), fold) {
             (_, None) => None,
             (Some(mut old), Some((mode, start_us))) if old.start_us() == start_us => {
-                old.set_per_ack(mode == FoldMode::PerAck);
+                old.set_mode(mode);
                 Some(old)
             }
-            (_, Some((mode, start_us))) => Some(ShimFold::new(start_us, mode == FoldMode::PerAck)),
+            (_, Some((mode, start_us))) => Some(ShimFold::new(start_us, mode)),
         };
         if f.active {
             write_directive(self.port, sid, f, n, self.writes);
@@ -516,6 +533,8 @@ impl<P: PortOps> OvsShim<P> {
                     changed: false,
                     ccp_tick_at: u64::MAX,
                     fold: None,
+                    prog_cwnd: init_cwnd,
+                    prog_rate: 0,
                 };
                 self.flows.insert(id, flow);
                 self.write(id);
@@ -630,9 +649,12 @@ impl<P: PortOps> OvsShim<P> {
     /// folds it in the datapath, folded here on the registers the port folded.
     fn program_on_ack(&mut self, id: u32, out: &AckOutcome, folded: Option<&Folded>) {
         let Some(f) = self.flows.get_mut(&id) else { return };
-        let (report, start_us) = match (f.fold.as_mut(), folded) {
-            (Some(fold), Some(r)) => (fold.merge(r), fold.start_us()),
-            (Some(fold), None) => (fold.fold_ack(&out.prims), fold.start_us()),
+        let (report, loss_cwnd, start_us) = match (f.fold.as_mut(), folded) {
+            (Some(fold), Some(r)) => (fold.merge(r), None, fold.start_us()),
+            (Some(fold), None) => {
+                let step = fold.fold_ack(&out.prims, f.prog_cwnd, f.prog_rate);
+                (step.report, step.loss_cwnd, fold.start_us())
+            }
             // Folded under a fold that has since stopped: the interpreter restarts without them.
             (None, Some(_)) => return,
             (None, None) => {
@@ -648,11 +670,21 @@ impl<P: PortOps> OvsShim<P> {
                 return;
             }
         };
+        if let Some(cwnd) = loss_cwnd {
+            // The program's loss clause: the window the agent pre-set for a loss, at once.
+            let rate = (f.prog_rate > 0).then_some(f.prog_rate);
+            let (_, mut ctl) = self.ctl();
+            if let Err(e) = ctl.set_directive(id, cwnd, rate) {
+                error!(flow = id, error = %e, "cannot apply the loss window");
+            }
+        }
         if let Some(fields) = report {
-            // The port enforces the agent's window: the program's own is the datapath's.
-            let cwnd = self.session.cwnd_bytes(id).unwrap_or(0);
+            // The window the program now holds (the agent's, or the loss clause's).
+            let cwnd = self.flows.get(&id).map_or(0, |f| f.prog_cwnd);
             let (session, mut ctl) = self.ctl();
             session.on_folded_report(&mut ctl, id, start_us, fields.to_vec(), cwnd);
+            // Micros restarted here: the port must know (its next report counts from now).
+            self.write(id);
         }
     }
 

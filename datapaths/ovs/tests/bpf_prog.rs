@@ -1034,9 +1034,20 @@ fn a_directive_slot_held_by_another_flow_is_refused_visibly() {
     assert_eq!(dp.directive(2).map(|c| c.cwnd_bytes), Some(5000));
 }
 
-/// The directive of a controlled flow whose standard program the egress program folds.
+/// The directive of a controlled flow whose standard program the egress program folds: per
+/// RTT while more than half its window (the port's and the program's, 1 MB) is in flight,
+/// else every second, or per ACK.
 fn give_fold_directive(dp: &OvsDatapath, id: u32, per_ack: bool, start_us: u64, hold: bool) {
-    let fold = Some(FoldDirective { per_ack, start_us, hold });
+    let fold = Some(FoldDirective {
+        per_ack,
+        start_us,
+        window_use_pct: 50,
+        idle_report_us: 1_000_000,
+        cwnd_bytes: 1_000_000,
+        rate: 0,
+        micros_zero_us: 0,
+        hold,
+    });
     dp.set_directive(id, &OvsDirective { cwnd_bytes: 1_000_000, sacked_bytes: 0, sacked_una: 0, active: true, fold })
         .unwrap();
     dp.set_valid_until(far_future()).unwrap();
@@ -1108,9 +1119,23 @@ fn a_folded_flow_sends_up_only_its_reports_and_hands_its_registers_over_before_a
         assert_eq!((f[0].acks, f[0].fields[0], f[0].ack), (1, 1000, una.wrapping_add(6000)));
         assert_eq!(dp.stats().folded_reports, 1);
 
+        // Half the port's window acknowledged since the shim last heard: the registers go up
+        // (not a report), so that the shim frees those segments' slots.
+        let mut d = dp.directive(id).unwrap();
+        d.cwnd_bytes = 3000;
+        d.fold.as_mut().unwrap().per_ack = false;
+        dp.set_directive(id, &d).unwrap();
+        run(&dp, Port::Egress, &ack_at(6500, 1000));
+        assert!(drain(&mut dp).is_empty());
+        run(&dp, Port::Egress, &ack_at(7500, 1000));
+        let f = folded(&drain(&mut dp));
+        assert_eq!(f.len(), 1);
+        assert!(!f[0].reported);
+        assert_eq!((f[0].acks, f[0].fields[0], f[0].ack), (2, 1500, una.wrapping_add(7500)));
+
         // Without a directive (the flow fell back) nothing is folded.
         dp.clear_directive(id).unwrap();
-        run(&dp, Port::Egress, &ack_at(7000, 1000));
+        run(&dp, Port::Egress, &ack_at(8000, 1000));
         assert_eq!(acks(&drain(&mut dp)).len(), 1);
     }
 }
@@ -1122,8 +1147,20 @@ fn a_folded_flow_reports_once_the_rtt_timed_on_a_segment_has_passed() {
     let id = handshake(&mut dp, &e, &full_opts(7), &full_opts(7));
     let una = SERVER_ISN.wrapping_add(1);
     let ack_at = |n: u32| SegmentSpec::to_server(&e, ACK, CLIENT_ISN + 1, una.wrapping_add(n), 1000);
-    // The program started 1 ms ago: Micros is then always beyond an RTT timed from now.
-    give_fold_directive(&dp, id, false, monotonic_now_ns() / 1000 - 1000, false);
+    // The program started 1 ms ago: Micros is then always beyond an RTT timed from now; and
+    // its window (4 kB) binds, with 3 kB in flight before the ACK.
+    let fold = FoldDirective {
+        per_ack: false,
+        start_us: monotonic_now_ns() / 1000 - 1000,
+        window_use_pct: 50,
+        idle_report_us: 1_000_000,
+        cwnd_bytes: 4000,
+        rate: 0,
+        micros_zero_us: 0,
+        hold: false,
+    };
+    dp.set_directive(id, &OvsDirective { cwnd_bytes: 1_000_000, sacked_bytes: 0, sacked_una: 0, active: true, fold: Some(fold) }).unwrap();
+    dp.set_valid_until(far_future()).unwrap();
     run(&dp, Port::Egress, &ack_at(0));
     assert!(folded(&drain(&mut dp)).is_empty(), "no RTT sample yet: nothing to report");
     // Segment 1 is timed from here; its ACK brings the first sample, infinity before it.

@@ -787,12 +787,17 @@ static __always_inline bool rewrite(struct __sk_buff *skb, struct pkt *p, __u16 
  * to the ACK that covers it; a retransmission cancels it), as Linux times one segment per
  * window without timestamps. Its sample is also the rate sample: bytes acknowledged over
  * that interval. Bytes in flight are snd_nxt - ack. */
-/* The ACK being folded: egress already uses nearly all of the stack. */
+/* The ACK being folded and its reporting: egress already uses nearly all of the stack. */
+struct fold_scratch {
+	struct ccsw_std_ack ack;
+	struct ccsw_std_reporting reporting;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ccsw_std_ack);
+	__type(value, struct fold_scratch);
 } fold_scratch SEC(".maps");
 
 static __always_inline bool fold_routine_ack(struct ccsw_flow *f, const struct ccsw_directive *ctl,
@@ -800,23 +805,42 @@ static __always_inline bool fold_routine_ack(struct ccsw_flow *f, const struct c
 {
 	__u64 now = f->last_seen_ns; /* this ACK's time (ccsw_egress) */
 	__u32 zero = 0;
-	struct ccsw_std_ack *a = bpf_map_lookup_elem(&fold_scratch, &zero);
+	struct fold_scratch *x = bpf_map_lookup_elem(&fold_scratch, &zero);
+	struct ccsw_std_ack *a;
+	__u32 acked = seq_after(ack, prev_ack) ? ack - prev_ack : 0;
 
-	if (!a)
+	if (!x)
 		return false;
-	if (f->fold.start_us != ctl->fold_start_us)
-		f->acks_folded = 0; /* the registers restart with the program */
+	a = &x->ack;
+	if (f->fold.start_us != ctl->fold_start_us) {
+		/* The registers restart with the program (as ccsw_std_fold_ack would do). */
+		ccsw_std_reset(&f->fold.regs);
+		f->fold.micros_zero_us = ctl->fold_start_us;
+		f->fold.start_us = ctl->fold_start_us;
+		f->acks_folded = 0;
+	}
+	/* The shim reported since (on an ACK it folded): Micros restarted there. Its reports
+	 * under an earlier start all precede this start, so the maximum is the latest. */
+	if (ctl->fold_micros_zero_us > f->fold.micros_zero_us)
+		f->fold.micros_zero_us = ctl->fold_micros_zero_us;
 	a->rate_incoming = rate;
+	a->pacing_rate = ctl->fold_rate;
 	a->now_us = now / 1000;
-	a->bytes_acked = seq_after(ack, prev_ack) ? ack - prev_ack : 0;
+	a->bytes_acked = acked;
 	a->lost_packets = 0;
 	a->ecn_packets = 0;
 	a->was_timeout = 0;
 	a->rtt_us = f->rtt_us;
+	/* In flight after the ACK: the program adds the ACK's bytes for "before". */
 	a->bytes_in_flight = seq_after(f->snd_nxt, ack) ? f->snd_nxt - ack : 0;
+	a->cwnd_bytes = ctl->fold_cwnd_bytes;
+	a->_pad0 = 0;
+	x->reporting.idle_report_us = ctl->fold_idle_us;
+	x->reporting.window_use_pct = ctl->fold_window_pct;
+	x->reporting.per_ack = (ctl->fold & CCSW_FOLD_MODE) == CCSW_FOLD_PER_ACK;
 	f->acks_folded++;
 	COUNT(acks_folded);
-	return ccsw_std_fold_ack(&f->fold, a, ctl->fold_start_us, (ctl->fold & CCSW_FOLD_MODE) == CCSW_FOLD_PER_ACK);
+	return ccsw_std_fold_ack(&f->fold, a, ctl->fold_start_us, &x->reporting);
 }
 
 /* The registers folded for the flow go up (its report, or handed over before an ACK the
@@ -949,6 +973,11 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	if (routine) {
 		if (fold_routine_ack(f, ctl, p->ack, prev_ack, rate))
 			emit_folded(f, p->ack, (__u32)orig << ws, true, now);
+		else if (f->fold.regs.acked * 2 >= ctl->cwnd_bytes)
+			/* Half a window acknowledged since the shim last heard: it frees those
+			 * segments' slots from this record (a flow that reports only every idle
+			 * interval would otherwise hold its acknowledged frames meanwhile). */
+			emit_folded(f, p->ack, (__u32)orig << ws, false, now);
 		return ret;
 	}
 out:
@@ -1009,7 +1038,7 @@ int ccsw_egress(struct __sk_buff *skb)
 SEC("syscall")
 int ccsw_fold_test(struct ccsw_ovs_fold_test *t)
 {
-	t->reported = ccsw_std_fold_ack(&t->state, &t->ack, t->start_us, t->per_ack != 0);
+	t->reported = ccsw_std_fold_ack(&t->state, &t->ack, t->start_us, &t->reporting);
 	t->report = t->state.regs;
 	if (t->reported)
 		ccsw_std_reset(&t->state.regs);

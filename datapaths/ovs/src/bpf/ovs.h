@@ -152,6 +152,11 @@ struct ccsw_directive {
 	__u32 active;
 	__u32 fold;          /* CCSW_FOLD_*: 0, the shim interprets every ACK */
 	__u64 fold_start_us; /* when the standard program (re)started: registers reset, Micros counts from here */
+	__u64 fold_idle_us;  /* Control.idle_report_us */
+	__u32 fold_window_pct; /* Control.window_use_pct */
+	__u32 fold_cwnd_bytes; /* the program's Cwnd (the agent's window, before the port's caps) */
+	__u64 fold_rate;     /* the program's Rate, bytes/s (0: not paced) */
+	__u64 fold_micros_zero_us; /* when the shim last reported for the flow (Micros restarts) */
 };
 
 struct ccsw_config {
@@ -283,9 +288,10 @@ struct ccsw_folded_event {
 struct ccsw_ovs_fold_test {
 	struct ccsw_std_fold state;
 	struct ccsw_std_ack ack;
+	struct ccsw_std_reporting reporting;
 	__u64 start_us;
-	__u32 per_ack;
 	__u32 reported;            /* out: 1 if this ACK reported */
+	__u32 _pad0;
 	struct ccsw_std_regs report; /* out: the report */
 };
 
@@ -306,7 +312,7 @@ struct ccsw_unbuffered_event {
 
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_flow) == 176, "flow");
-_Static_assert(sizeof(struct ccsw_directive) == 32, "directive");
+_Static_assert(sizeof(struct ccsw_directive) == 64, "directive");
 _Static_assert(sizeof(struct ccsw_config) == 32, "config");
 _Static_assert(sizeof(struct ccsw_inject_frame) == 8 + CCSW_FRAME_MAX, "inject frame");
 _Static_assert(sizeof(struct ccsw_stats) == 168, "stats");
@@ -319,7 +325,7 @@ _Static_assert(sizeof(struct ccsw_resent_event) == 24, "resent");
 _Static_assert(sizeof(struct ccsw_ack_event) == 64, "ack");
 _Static_assert(sizeof(struct ccsw_closed_event) == 24, "closed");
 _Static_assert(sizeof(struct ccsw_folded_event) == 112, "folded");
-_Static_assert(sizeof(struct ccsw_ovs_fold_test) == 216, "fold test");
+_Static_assert(sizeof(struct ccsw_ovs_fold_test) == 248, "fold test");
 _Static_assert(sizeof(struct ccsw_unbuffered_event) == 24, "unbuffered");
 
 #endif
