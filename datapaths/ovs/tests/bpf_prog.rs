@@ -1133,9 +1133,21 @@ fn a_folded_flow_sends_up_only_its_reports_and_hands_its_registers_over_before_a
         assert!(!f[0].reported);
         assert_eq!((f[0].acks, f[0].fields[0], f[0].ack), (2, 1500, una.wrapping_add(7500)));
 
+        // Everything the server sent acknowledged: the registers go up too (the shim's
+        // retransmission timer must stop), whatever the share of the window.
+        d.cwnd_bytes = 1_000_000;
+        dp.set_directive(id, &d).unwrap();
+        run(&dp, Port::Egress, &ack_at(8000, 1000));
+        assert!(drain(&mut dp).is_empty());
+        run(&dp, Port::Egress, &ack_at(10_000, 1000));
+        let f = folded(&drain(&mut dp));
+        assert_eq!(f.len(), 1);
+        assert!(!f[0].reported);
+        assert_eq!((f[0].acks, f[0].fields[0], f[0].ack), (2, 2500, una.wrapping_add(10_000)));
+
         // Without a directive (the flow fell back) nothing is folded.
         dp.clear_directive(id).unwrap();
-        run(&dp, Port::Egress, &ack_at(8000, 1000));
+        run(&dp, Port::Egress, &ack_at(10_000, 900));
         assert_eq!(acks(&drain(&mut dp)).len(), 1);
     }
 }

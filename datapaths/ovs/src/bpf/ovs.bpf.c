@@ -973,10 +973,11 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, st
 	if (routine) {
 		if (fold_routine_ack(f, ctl, p->ack, prev_ack, rate))
 			emit_folded(f, p->ack, (__u32)orig << ws, true, now);
-		else if (f->fold.regs.acked * 2 >= ctl->cwnd_bytes)
-			/* Half a window acknowledged since the shim last heard: it frees those
-			 * segments' slots from this record (a flow that reports only every idle
-			 * interval would otherwise hold its acknowledged frames meanwhile). */
+		else if (f->fold.regs.acked * 2 >= ctl->cwnd_bytes || p->ack == f->snd_nxt)
+			/* Half a window acknowledged since the shim last heard, or all it sent:
+			 * the shim frees those segments' slots from this record and stops its
+			 * retransmission timer (a flow that reports only every idle interval would
+			 * otherwise hold its acknowledged frames, and time out on data delivered). */
 			emit_folded(f, p->ack, (__u32)orig << ws, false, now);
 		return ret;
 	}
