@@ -161,7 +161,7 @@ pub struct Folded {
     /// ACKs folded.
     pub acks: u32,
     pub reported: bool,
-    /// The report registers, in MEASURE order (`ccswitch_ccp::program::standard::report`).
+    /// The report registers, in MEASURE order (`ccswitch_protocol::standard::report`).
     pub fields: [u64; 9],
 }
 

@@ -16,7 +16,8 @@
 //! The program's loss clause (an ACK that reveals a loss sets Cwnd to `Control.loss_cwnd`) is
 //! the shim's: only it detects losses ([`ShimFold::fold_ack`] returns the window to set).
 
-use ccswitch_ccp::program::standard::{report, FoldMode, FoldReporting, NO_RTT_SAMPLE_US};
+use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
+use ccswitch_protocol::standard::{report, NO_RTT_SAMPLE_US};
 use ccswitch_ccp::Primitives;
 
 use crate::events::Folded;

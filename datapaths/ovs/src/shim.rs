@@ -41,7 +41,7 @@ use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
 use ccswitch_ovs::loader::{OvsDatapath, OvsDirectiveSlotBusy};
-use ccswitch_ccp::program::standard::{FoldMode, FoldReporting};
+use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_ovs::events::{Ack, AckVerdict, FlowAddrs, FoldDirective, Folded, FrameSlot, OvsDirective, OvsEvent};
 use ccswitch_ovs::fold::ShimFold;
 use ccswitch_ovs::recovery::AckOutcome;
@@ -1331,7 +1331,7 @@ mod tests {
 
     #[test]
     fn a_folded_flow_gets_its_reports_from_the_port_and_its_buffer_freed_by_them() {
-        use ccswitch_ccp::program::standard;
+        use ccswitch_protocol::standard;
         use ccswitch_ovs::events::Folded;
         let (mut shim, mut agent) = connected(cfg());
         shim.on_event(established(7));

@@ -10,8 +10,9 @@
 
 use std::sync::Arc;
 
-use ccswitch_ccp::program::standard::{self, control, report, FoldMode, FoldReporting};
-use ccswitch_ccp::wire::{self, Msg, UpdateField};
+use ccswitch_ccp::program::fold::{fold_mode, FoldMode, FoldReporting};
+use ccswitch_protocol::standard::{self, control, report};
+use ccswitch_protocol::wire::{self, Msg, UpdateField};
 use ccswitch_ccp::{CcpFlow, Primitives, Program};
 use ccswitch_datapath_support::rng::SplitMix64;
 use ccswitch_ovs::abi::{OvsFoldTest, StdAck, StdFold, StdRegs, StdReporting};
@@ -120,7 +121,7 @@ fn for_random_flows(seeds: u64, mut check: impl FnMut(u64, usize, &StdAck, u64, 
                 // The agent changes the controls without a restart.
                 flow.update_fields(&random_controls(&mut rng)).unwrap();
             }
-            let mode = standard::fold_mode(&flow).expect("the standard program folds");
+            let mode = fold_mode(&flow).expect("the standard program folds");
             let a = random_ack(&mut rng, now_us, rtt_us);
             let prims = primitives(&mut flow, &a);
             let step = flow.on_ack(&prims, now_us);
