@@ -412,10 +412,7 @@ class CcswitchDaemons:
             # give the shim time to (re)connect to the new agent before a flow starts
             time.sleep(self.settle_s)
         if self.agent.poll() is not None:
-            what = f"--policy {policy}" if policy is not None else f"--algorithm {algorithm}"
-            reason = agent_error_line(self.agent_log)
-            raise AgentError(f"ccswitch-agent {what} exited with {describe_exit(self.agent.returncode)}"
-                             f"{': ' + reason if reason else ''}; see {self.agent_log}")
+            raise self._exited("ccswitch-agent", self.agent, algorithm, policy)
 
     def _ensure_in_process(self, algorithm: str, policy: Optional[str]) -> None:
         """`ensure` for an agent in the kernel shim's process: one process, restarted when the
@@ -429,10 +426,14 @@ class CcswitchDaemons:
         if self.settle_s > 0:
             time.sleep(self.settle_s)
         if self.shim.poll() is not None:
-            what = f"--policy {policy}" if policy is not None else f"--algorithm {algorithm}"
-            reason = agent_error_line(self.agent_log)
-            raise AgentError(f"ccswitch-kernel --agent-in-process -- {what} exited with "
-                             f"{describe_exit(self.shim.returncode)}{': ' + reason if reason else ''}; see {self.agent_log}")
+            raise self._exited("ccswitch-kernel --agent-in-process --", self.shim, algorithm, policy)
+
+    def _exited(self, command: str, proc: subprocess.Popen, algorithm: str, policy: Optional[str]) -> AgentError:
+        """The error for an agent that exited at its start: its options, exit and last error line."""
+        what = f"--policy {policy}" if policy is not None else f"--algorithm {algorithm}"
+        reason = agent_error_line(self.agent_log)
+        return AgentError(f"{command} {what} exited with {describe_exit(proc.returncode)}"
+                          f"{': ' + reason if reason else ''}; see {self.agent_log}")
 
     def agent_died(self) -> Optional[str]:
         """Why the current agent is gone (its exit and last error line), or None while it runs."""
