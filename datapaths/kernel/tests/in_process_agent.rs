@@ -73,7 +73,12 @@ fn a_transfer_runs_under_a_python_algorithm_in_the_shims_process_and_sigterm_cle
         cc_available(&cc)
     });
     assert!(operator.exists(), "the operator interface is served: {}", log());
-    assert!(log().contains("datapath connected"), "the shim connected to its agent: {}", log());
+    // The shim connects to its agent once the congestion control is registered: soon after,
+    // not necessarily by the time it shows.
+    wait_until("the shim connected to its agent", Duration::from_secs(10), || {
+        assert!(env_alive(&mut env, shim), "the shim exited: {}", log());
+        log().contains("datapath connected")
+    });
 
     env.use_cc(&cc);
     let server = env.start_server();
