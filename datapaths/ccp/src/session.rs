@@ -118,7 +118,8 @@ pub struct AckInput {
 
 struct SessionFlow {
     ccp: CcpFlow,
-    desc: FlowDesc,
+    /// What a CREATE says of it besides its window (the sid and MSS are `ccp`'s).
+    endpoints: Endpoints,
     /// Latest RTT sample: libccp programs read 0 as "no sample" (infinite), so the last real
     /// sample is carried over ACKs that have none.
     rtt_us: u64,
@@ -128,7 +129,23 @@ struct SessionFlow {
     program_run: Option<u64>,
     /// What the agent has not answered yet, oldest first. The agent answers a CREATE and each
     /// report with one message for the flow, in order, so the next answer belongs to the front.
+    /// Emptied, it gives its allocation back: at steady state most flows await nothing.
     awaiting: VecDeque<Awaiting>,
+}
+
+/// A flow's addresses as CCP's CREATE carries them: IPv4 only, an IPv6 address is 0.
+#[derive(Clone, Copy, Debug)]
+struct Endpoints {
+    src_ip: u32,
+    dst_ip: u32,
+    src_port: u16,
+    dst_port: u16,
+}
+
+impl Endpoints {
+    fn of(desc: &FlowDesc) -> Self {
+        Self { src_ip: ipv4_u32(&desc.src), dst_ip: ipv4_u32(&desc.dst), src_port: desc.src.port(), dst_port: desc.dst.port() }
+    }
 }
 
 /// A request of a flow the agent has yet to answer.
@@ -175,15 +192,24 @@ impl SessionFlow {
     fn await_report(&mut self, at_us: u64, urgent: bool, latency: &mut AnswerLatency, unsent_urgent: &mut Vec<u32>) {
         self.await_answer(Awaiting::report(at_us, urgent), latency);
         if urgent {
-            unsent_urgent.push(self.desc.sid);
+            unsent_urgent.push(self.ccp.sid());
         }
     }
 
     /// The agent will not answer what the flow awaits (it went away, or the flow did).
     fn forget_awaited(&mut self, latency: &mut AnswerLatency) {
-        for a in self.awaiting.drain(..) {
+        for a in std::mem::take(&mut self.awaiting) {
             latency.forget(&a);
         }
+    }
+
+    /// The agent's answer to the oldest request, if the flow awaits one.
+    fn take_answered(&mut self) -> Option<Awaiting> {
+        let answered = self.awaiting.pop_front();
+        if self.awaiting.is_empty() {
+            self.awaiting = VecDeque::new();
+        }
+        answered
     }
 }
 
@@ -410,13 +436,13 @@ impl Session {
             // The new agent starts the flow afresh from the window the datapath has now.
             let flow = self.flows.get_mut(&id).expect("listed");
             let cwnd = flow.ccp.cwnd_bytes();
-            flow.ccp = CcpFlow::new(id, cwnd, flow.desc.mss);
+            flow.ccp = CcpFlow::new(id, cwnd, flow.ccp.mss());
             flow.fold = None;
             flow.program_run = None;
             flow.forget_awaited(&mut self.latency);
             flow.await_answer(Awaiting::Create, &mut self.latency);
             self.ticked.insert(id);
-            let create = create_msg(&flow.desc, cwnd);
+            let create = create_msg(id, &flow.endpoints, cwnd, flow.ccp.mss());
             self.send(dp, &create);
         }
         self.flush(dp);
@@ -531,7 +557,7 @@ impl Session {
                 let Some(flow) = self.flows.get_mut(&sid) else {
                     return debug!(sid, "message for a flow that is gone");
                 };
-                if let Some(a) = flow.awaiting.pop_front() {
+                if let Some(a) = flow.take_answered() {
                     self.latency.answered(&a, now_us);
                 }
                 match flow.ccp.handle(&msg, &self.programs, now_us) {
@@ -583,14 +609,15 @@ impl Session {
 
     /// A new flow: announce it to the agent (if connected).
     pub fn add_flow(&mut self, dp: &mut impl SessionDatapath, desc: FlowDesc) {
-        let create = create_msg(&desc, desc.init_cwnd_bytes);
+        let endpoints = Endpoints::of(&desc);
+        let create = create_msg(desc.sid, &endpoints, desc.init_cwnd_bytes, desc.mss);
         let ccp = CcpFlow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
         self.ticked.insert(desc.sid);
-        let mut flow = SessionFlow { ccp, desc, rtt_us: 0, fold: None, program_run: None, awaiting: VecDeque::new() };
+        let mut flow = SessionFlow { ccp, endpoints, rtt_us: 0, fold: None, program_run: None, awaiting: VecDeque::new() };
         if self.agent.is_some() {
             flow.await_answer(Awaiting::Create, &mut self.latency);
         }
-        self.flows.insert(flow.desc.sid, flow);
+        self.flows.insert(desc.sid, flow);
         self.send(dp, &create);
     }
 
@@ -842,15 +869,15 @@ fn ipv4_u32(addr: &SocketAddr) -> u32 {
     }
 }
 
-fn create_msg(desc: &FlowDesc, cwnd_bytes: u32) -> Msg {
+fn create_msg(sid: u32, endpoints: &Endpoints, cwnd_bytes: u32, mss: u32) -> Msg {
     Msg::Create(Create {
-        sid: desc.sid,
+        sid,
         init_cwnd: cwnd_bytes,
-        mss: desc.mss,
-        src_ip: ipv4_u32(&desc.src),
-        src_port: u32::from(desc.src.port()),
-        dst_ip: ipv4_u32(&desc.dst),
-        dst_port: u32::from(desc.dst.port()),
+        mss,
+        src_ip: endpoints.src_ip,
+        src_port: u32::from(endpoints.src_port),
+        dst_ip: endpoints.dst_ip,
+        dst_port: u32::from(endpoints.dst_port),
         cong_alg: String::new(),
     })
 }

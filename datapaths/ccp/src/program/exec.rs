@@ -116,11 +116,19 @@ pub(crate) struct Registers {
     /// grows the file): a flow costs what its program uses, not libccp's fixed 110 + 110.
     report: Vec<u64>,
     control: Vec<u64>,
-    tmp: [u64; MAX_TMP_REGS],
-    local: [u64; MAX_LOCAL_REGS],
+    /// The temporary and local registers, allocated at the first write (all 0 until then): a
+    /// flow whose program the datapath folds or runs never evaluates here and never needs them.
+    scratch: Option<Box<Scratch>>,
     implicit: [u64; NUM_IMPLICIT_REGS],
     /// Clock reading (µs) at which `Micros` was 0.
     micros_zero_us: u64,
+}
+
+/// The registers an evaluation computes with (libccp's temporaries and `bind` locals).
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    tmp: [u64; MAX_TMP_REGS],
+    local: [u64; MAX_LOCAL_REGS],
 }
 
 /// A copy of a flow's registers, for a datapath that takes the evaluation over (the kernel's
@@ -152,19 +160,19 @@ impl Registers {
         Self {
             report: Vec::new(),
             control: Vec::new(),
-            tmp: [0; MAX_TMP_REGS],
-            local: [0; MAX_LOCAL_REGS],
+            scratch: None,
             implicit: [0; NUM_IMPLICIT_REGS],
             micros_zero_us: 0,
         }
     }
 
     pub(crate) fn snapshot(&self) -> RegisterSnapshot {
+        let scratch = self.scratch.as_deref().cloned().unwrap_or_default();
         RegisterSnapshot {
             report: self.report.clone(),
             control: self.control.clone(),
-            tmp: self.tmp,
-            local: self.local,
+            tmp: scratch.tmp,
+            local: scratch.local,
             implicit: self.implicit,
             micros_zero_us: self.micros_zero_us,
         }
@@ -191,6 +199,18 @@ impl Registers {
     /// zeroing first additionally hides the previous program's leftovers).
     pub(crate) fn start_program(&mut self, prog: &Program, now_us: u64) {
         *self = Self::new();
+        // The banks as large as the defaults reach, at once: grown one register at a time
+        // they would reserve up to twice that.
+        let (mut report, mut control) = (0, 0);
+        for d in &prog.defaults {
+            match d.reg {
+                Reg::Report { index, .. } => report = report.max(usize::from(index) + 1),
+                Reg::Control { index, .. } => control = control.max(usize::from(index) + 1),
+                _ => {}
+            }
+        }
+        self.report.reserve_exact(report);
+        self.control.reserve_exact(control);
         for d in &prog.defaults {
             self.write(d.reg, d.value, now_us);
         }
@@ -229,8 +249,8 @@ impl Registers {
             Reg::Immediate(v) => u64::from(v),
             Reg::Report { index, .. } => self.report.get(usize::from(index)).copied().unwrap_or(0),
             Reg::Control { index, .. } => self.control.get(usize::from(index)).copied().unwrap_or(0),
-            Reg::Tmp(i) => self.tmp[usize::from(i)],
-            Reg::Local(i) => self.local[usize::from(i)],
+            Reg::Tmp(i) => self.scratch.as_ref().map_or(0, |s| s.tmp[usize::from(i)]),
+            Reg::Local(i) => self.scratch.as_ref().map_or(0, |s| s.local[usize::from(i)]),
             Reg::Implicit(r) => self.implicit(r),
             Reg::Primitive(p) => prims.read(p),
         }
@@ -242,8 +262,8 @@ impl Registers {
         match reg {
             Reg::Report { index, .. } => set_grown(&mut self.report, usize::from(index), v),
             Reg::Control { index, .. } => set_grown(&mut self.control, usize::from(index), v),
-            Reg::Tmp(i) => self.tmp[usize::from(i)] = v,
-            Reg::Local(i) => self.local[usize::from(i)] = v,
+            Reg::Tmp(i) => self.scratch.get_or_insert_default().tmp[usize::from(i)] = v,
+            Reg::Local(i) => self.scratch.get_or_insert_default().local[usize::from(i)] = v,
             Reg::Implicit(Implicit::Micros) => {
                 self.micros_zero_us = now_us.wrapping_sub(v);
                 self.set_implicit(Implicit::Micros, v);
@@ -420,7 +440,8 @@ mod tests {
     }
 
     /// A flow's registers cost what its program uses: the standard program's 9 report and 5
-    /// control registers, not libccp's fixed 110 + 110 (1.9 KB per flow before).
+    /// control registers, not libccp's fixed 110 + 110 (1.9 KB per flow before), and no
+    /// temporaries until an evaluation writes one.
     #[test]
     fn a_flow_costs_what_its_program_uses() {
         use ccswitch_protocol::standard::{control, report};
@@ -428,8 +449,15 @@ mod tests {
         let mut regs = Registers::new();
         regs.start_program(&prog, 0);
         assert_eq!((regs.report.len(), regs.control.len()), (report::COUNT, control::COUNT));
+        assert_eq!((regs.report.capacity(), regs.control.capacity()), (report::COUNT, control::COUNT));
+        assert!(regs.scratch.is_none());
         let bytes = std::mem::size_of::<Registers>() + 8 * (regs.report.capacity() + regs.control.capacity());
-        assert!(bytes < 512, "{bytes} bytes");
+        assert!(bytes <= 256, "{bytes} bytes");
+        // Temporaries and locals read 0 until written, then hold what was written.
+        assert_eq!(regs.read(Reg::Tmp(3), &Primitives::default()), 0);
+        regs.write(Reg::Local(2), 9, 0);
+        assert_eq!((regs.read(Reg::Local(2), &Primitives::default()), regs.read(Reg::Tmp(3), &Primitives::default())), (9, 0));
+        assert_eq!(regs.snapshot().local[2], 9);
         // An update of a register the program does not use still lands, as in libccp.
         regs.set_control(40, 7);
         assert_eq!((regs.control(40), regs.control(39), regs.control(200)), (7, 0, 0));

@@ -51,7 +51,9 @@ pub struct CcpFlow {
     rate_bytes_per_s: u64,
     program: Option<Arc<Program>>,
     regs: Registers,
-    last_prims: Primitives,
+    /// The last ACK's measurements, for [`on_tick`](Self::on_tick); allocated at the first
+    /// ACK, which a flow the datapath folds or runs never brings here.
+    last_prims: Option<Box<Primitives>>,
 }
 
 impl CcpFlow {
@@ -65,7 +67,7 @@ impl CcpFlow {
             rate_bytes_per_s: 0,
             program: None,
             regs: Registers::new(),
-            last_prims: Primitives::default(),
+            last_prims: None,
         }
     }
 
@@ -155,13 +157,16 @@ impl CcpFlow {
 
     /// Runs the program for one ACK.
     pub fn on_ack(&mut self, prims: &Primitives, now_us: u64) -> Step {
-        self.last_prims = *prims;
+        match &mut self.last_prims {
+            Some(last) => **last = *prims,
+            None => self.last_prims = Some(Box::new(*prims)),
+        }
         self.evaluate(prims, now_us)
     }
 
     /// Runs the program from a timer, with [`Primitives::for_tick`] of the last ACK's.
     pub fn on_tick(&mut self, now_us: u64) -> Step {
-        let prims = self.last_prims.for_tick(now_us);
+        let prims = self.last_prims.as_deref().copied().unwrap_or_default().for_tick(now_us);
         self.evaluate(&prims, now_us)
     }
 
