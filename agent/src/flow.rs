@@ -70,8 +70,9 @@ pub struct FlowController {
     kind: Kind,
     mss_bytes: u32,
     pub reports: u64,
-    /// Chooses this flow's algorithm when a policy is loaded.
-    selector: Option<Selector>,
+    /// Chooses this flow's algorithm when a policy is loaded (boxed: most flows have none,
+    /// and a flow without one then costs a pointer, not the selector's window and state).
+    selector: Option<Box<Selector>>,
     /// The algorithm an operator pinned this flow to; the selector stays quiet meanwhile.
     pinned: Option<String>,
     pub handovers: u32,
@@ -173,12 +174,12 @@ impl FlowController {
     /// selector reads the standard program's reports).
     pub fn set_selector(&mut self, selector: Selector) {
         if matches!(self.kind, Kind::Simple { .. }) {
-            self.selector = Some(selector);
+            self.selector = Some(Box::new(selector));
         }
     }
 
     pub fn selector_mut(&mut self) -> Option<&mut Selector> {
-        self.selector.as_mut()
+        self.selector.as_deref_mut()
     }
 
     /// The algorithm spec this flow votes for in the destination memory when it ends: the one
@@ -190,7 +191,7 @@ impl FlowController {
     }
 
     pub fn features(&self) -> Option<Features> {
-        self.selector.as_ref().map(Selector::features)
+        self.selector.as_deref().map(Selector::features)
     }
 
     /// Pin the flow to `spec` (handing over now if it runs something else), or unpin it with

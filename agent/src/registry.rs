@@ -18,7 +18,7 @@
 //! generation counter, and a flow re-reads its pin and the policy when, at a report, the
 //! generation differs from the one it last saw. Reading the generation is one atomic load.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -153,14 +153,31 @@ fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
     addr.is_ipv4() == net.is_ipv4() && mask(addr, len) == net
 }
 
-/// The registry's copy of one flow.
+/// The registry's copy of one flow. A record of each flow is kept, so what is rare is boxed
+/// and what is shared is shared: the algorithm's name is one of the [`Names`].
 struct FlowRecord {
     endpoints: Endpoints,
-    algorithm: String,
-    features: Option<Features>,
+    algorithm: Arc<str>,
+    /// Its selector's features, for flows that have a selector.
+    features: Option<Box<Features>>,
     reports: u64,
     handovers: u32,
     cwnd_bytes: Option<u64>,
+}
+
+/// The names of the algorithms flows run, each held once however many flows run it.
+#[derive(Default)]
+struct Names(HashSet<Arc<str>>);
+
+impl Names {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.0.get(name) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(name);
+        self.0.insert(Arc::clone(&shared));
+        shared
+    }
 }
 
 /// The operator's pins, one per target; a new pin on a target replaces the old one.
@@ -247,6 +264,8 @@ impl Pins {
 /// Where both locks are held, `flows` is taken first.
 pub struct Registry {
     flows: Mutex<HashMap<FlowId, FlowRecord>>,
+    /// The algorithm names of `flows`' records (where both are held, after `flows`).
+    names: Mutex<Names>,
     pins: Mutex<Pins>,
     policy: RwLock<Option<Arc<Policy>>>,
     generation: AtomicU64,
@@ -258,6 +277,7 @@ impl Registry {
     pub fn new(policy: Option<Arc<Policy>>) -> Self {
         Self {
             flows: Mutex::new(HashMap::new()),
+            names: Mutex::new(Names::default()),
             pins: Mutex::new(Pins::default()),
             policy: RwLock::new(policy),
             generation: AtomicU64::new(0),
@@ -274,7 +294,7 @@ impl Registry {
     pub fn register(&self, key: FlowId, endpoints: Endpoints, algorithm: &str) {
         let entry = FlowRecord {
             endpoints,
-            algorithm: algorithm.to_string(),
+            algorithm: self.name(algorithm),
             features: None,
             reports: 0,
             handovers: 0,
@@ -295,11 +315,13 @@ impl Registry {
     ) {
         let mut flows = self.flows();
         let Some(entry) = flows.get_mut(&key) else { return };
-        if entry.algorithm != algorithm {
-            entry.algorithm.clear();
-            entry.algorithm.push_str(algorithm);
+        if *entry.algorithm != *algorithm {
+            entry.algorithm = self.name(algorithm);
         }
-        entry.features = features;
+        match (&mut entry.features, features) {
+            (Some(held), Some(f)) => **held = f,
+            (held, f) => *held = f.map(Box::new),
+        }
         entry.reports = reports;
         entry.handovers = handovers;
         entry.cwnd_bytes = cwnd_bytes;
@@ -326,9 +348,9 @@ impl Registry {
             .map(|(key, e)| FlowSnapshot {
                 key: *key,
                 endpoints: e.endpoints,
-                algorithm: e.algorithm.clone(),
+                algorithm: e.algorithm.to_string(),
                 pinned: None,
-                features: e.features,
+                features: e.features.as_deref().copied(),
                 reports: e.reports,
                 handovers: e.handovers,
                 cwnd_bytes: e.cwnd_bytes,
@@ -405,6 +427,11 @@ impl Registry {
 
     fn flows(&self) -> MutexGuard<'_, HashMap<FlowId, FlowRecord>> {
         self.flows.lock().expect("registry flows poisoned")
+    }
+
+    /// `algorithm`'s name as the records hold it.
+    fn name(&self, algorithm: &str) -> Arc<str> {
+        self.names.lock().expect("registry names poisoned").get(algorithm)
     }
 
     fn pins_lock(&self) -> MutexGuard<'_, Pins> {
@@ -625,5 +652,27 @@ mod tests {
         assert!(r.list().iter().all(|f| f.key != key(9, 9)), "an update for an unknown flow does not create it");
         r.remove(k);
         assert_eq!(r.list().iter().map(|f| f.key).collect::<Vec<_>>(), vec![key(1, 0)]);
+    }
+
+    /// Records hold an algorithm's name once for all flows, and features only where a
+    /// selector measured some, kept until it stops.
+    #[test]
+    fn records_share_algorithm_names_and_keep_features_only_where_measured() {
+        let (r, k, _) = one_flow();
+        let other = key(1, 2);
+        r.register(other, endpoints("192.168.1.1", SERVER_PORT, "10.1.2.4", CLIENT_PORT), "reno");
+        let name = |key| Arc::clone(&r.flows()[&key].algorithm);
+        assert!(Arc::ptr_eq(&name(k), &name(other)));
+        r.update(other, "cubic", None, 1, 1, None);
+        r.update(k, "cubic", None, 1, 1, None);
+        assert!(Arc::ptr_eq(&name(k), &name(other)));
+        assert_eq!(&*name(k), "cubic");
+        let features = Features { samples: 3, ..Features::default() };
+        r.update(k, "cubic", Some(features), 2, 1, None);
+        r.update(k, "cubic", Some(Features { samples: 4, ..features }), 3, 1, None);
+        let listed = r.list();
+        assert_eq!(listed.iter().map(|f| f.features.map(|f| f.samples)).collect::<Vec<_>>(), vec![Some(4), None]);
+        r.update(k, "cubic", None, 4, 1, None);
+        assert!(r.list().iter().all(|f| f.features.is_none()));
     }
 }
