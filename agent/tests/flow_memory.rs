@@ -1,16 +1,12 @@
-//! Heap bytes per flow of the kernel shim's session and of the agent, at steady state, counted
-//! by a counting global allocator (deterministic: no resident-set or wall-clock reading).
+//! Heap bytes per flow of the kernel shim's session and of the agent in its process
+//! (`ccswitch-kernel --agent-in-process`) at steady state, counted by a counting global
+//! allocator: deterministic, no resident-set or wall-clock reading.
 //!
 //! A steady-state flow runs the standard program, folded in the datapath: the shim sees its
-//! reports, not its ACKs. Each scenario creates [`FLOWS`] flows through the real per-flow code
-//! paths (CREATE, the agent's CHANGE_PROG, a few reports each answered) and reads the live heap
-//! growth over the flow count:
-//!
-//! - `shim`: a [`Session`] whose agent (in this process) keeps nothing per flow and answers as
-//!   the real one does, so the bytes are the session's own;
-//! - `agent`: the agent's connection fed the messages a session sends, with no session;
-//! - `in-process`: a session with the real agent in its process (`ccswitch-kernel
-//!   --agent-in-process`), both sides: what the budget holds.
+//! reports, not its ACKs. [`FLOWS`] flows go through the real per-flow code paths (CREATE, the
+//! agent's CHANGE_PROG, a few reports each answered), and the live heap's growth over the flow
+//! count is what they hold. The agent's part is the growth while it handles what the session
+//! hands it; the rest is the session's.
 //!
 //! Besides the bytes asked for, each figure estimates glibc's footprint of them (a chunk is
 //! the request plus an 8-byte header, rounded up to 16, at least 32), which is what a
@@ -28,9 +24,7 @@ use ccswitch_agent::server::Agent;
 use ccswitch_ccp::agent_link::{AgentAddr, InProcessAddr, InProcessAgent, InProcessConnection};
 use ccswitch_ccp::program::fold::FoldMode;
 use ccswitch_ccp::session::{FlowDesc, Session, SessionDatapath};
-use ccswitch_protocol::lang::{reg_type, Implicit};
-use ccswitch_protocol::standard::{self, control, report};
-use ccswitch_protocol::wire::{self, ChangeProg, Create, Measure, Msg, Ready, UpdateField, UpdateFields};
+use ccswitch_protocol::standard::report;
 
 /// Flows per scenario: as many as the scale experiment's, so that hash tables are as full as
 /// they are there (100k entries occupy 131,072 buckets).
@@ -113,6 +107,8 @@ struct Heap {
 }
 
 impl Heap {
+    const ZERO: Heap = Heap { bytes: 0, footprint: 0, allocations: 0 };
+
     fn now() -> Self {
         Self {
             bytes: LIVE_BYTES.with(Cell::get),
@@ -120,9 +116,26 @@ impl Heap {
             allocations: ALLOCATIONS.with(Cell::get),
         }
     }
+
+    fn minus(self, other: Heap) -> Heap {
+        Heap {
+            bytes: self.bytes - other.bytes,
+            footprint: self.footprint - other.footprint,
+            allocations: self.allocations - other.allocations,
+        }
+    }
+
+    fn plus(self, other: Heap) -> Heap {
+        self.minus(Heap::ZERO.minus(other))
+    }
 }
 
-/// Heap growth per flow since `before`.
+thread_local! {
+    /// The heap's growth while the agent handled messages, on this thread.
+    static AGENT_GROWTH: Cell<Heap> = const { Cell::new(Heap::ZERO) };
+}
+
+/// Heap growth per flow.
 #[derive(Clone, Copy, Debug)]
 struct PerFlow {
     bytes: f64,
@@ -131,14 +144,9 @@ struct PerFlow {
 }
 
 impl PerFlow {
-    fn since(before: Heap, flows: u32) -> Self {
-        let now = Heap::now();
-        let per = |a: i64, b: i64| (a - b) as f64 / f64::from(flows);
-        Self {
-            bytes: per(now.bytes, before.bytes),
-            footprint: per(now.footprint, before.footprint),
-            allocations: per(now.allocations, before.allocations),
-        }
+    fn of(growth: Heap, flows: u32) -> Self {
+        let per = |v: i64| v as f64 / f64::from(flows);
+        Self { bytes: per(growth.bytes), footprint: per(growth.footprint), allocations: per(growth.allocations) }
     }
 
     fn print(&self, what: &str) {
@@ -173,67 +181,25 @@ impl SessionDatapath for Folding {
     }
 }
 
-/// The real agent, in this process.
-struct RealAgent(Arc<Agent>);
+/// The agent, in this process, each of its connections counting the heap's growth while it
+/// handles what the session hands it ([`AGENT_GROWTH`]).
+struct CountedAgent(Arc<Agent>);
 
-impl InProcessAgent for RealAgent {
+struct CountedConnection(Box<dyn InProcessConnection>);
+
+impl InProcessAgent for CountedAgent {
     fn connect(&self) -> Box<dyn InProcessConnection> {
-        Box::new(self.0.connect_in_process())
+        Box::new(CountedConnection(Box::new(self.0.connect_in_process())))
     }
 }
 
-fn real_agent() -> Arc<Agent> {
-    Agent::new("cubic".into(), Arc::new(Registry::new(None)), None).unwrap()
-}
-
-/// An agent that keeps nothing per flow and answers as the real one does for a Cubic flow:
-/// the standard program with a window and a loss window at CREATE, a window and a loss window
-/// for each report.
-struct StatelessAgent;
-
-struct StatelessConnection {
-    installed: bool,
-}
-
-impl InProcessAgent for StatelessAgent {
-    fn connect(&self) -> Box<dyn InProcessConnection> {
-        Box::new(StatelessConnection { installed: false })
-    }
-}
-
-fn window_updates() -> Vec<UpdateField> {
-    vec![
-        UpdateField { reg_type: reg_type::IMPLICIT, reg_index: Implicit::Cwnd as u32, value: u64::from(20 * MSS) },
-        UpdateField { reg_type: reg_type::NONVOLATILE_CONTROL, reg_index: control::LOSS_CWND as u32, value: u64::from(10 * MSS) },
-    ]
-}
-
-impl InProcessConnection for StatelessConnection {
-    fn exchange(&mut self, mut sent: &[u8], answers: &mut Vec<u8>) -> Result<(), String> {
-        while !sent.is_empty() {
-            let (msg, used) = wire::decode(sent).map_err(|e| e.to_string())?;
-            sent = &sent[used..];
-            let answer = match msg {
-                Msg::Create(c) => {
-                    if !self.installed {
-                        answers.extend_from_slice(standard::INSTALL_MESSAGE);
-                        self.installed = true;
-                    }
-                    Msg::ChangeProg(ChangeProg { sid: c.sid, program_uid: standard_uid(), updates: window_updates() })
-                }
-                Msg::Measure(m) if !m.fields.is_empty() => Msg::UpdateFields(UpdateFields { sid: m.sid, updates: window_updates() }),
-                _ => continue,
-            };
-            answer.encode_into(answers).unwrap();
-        }
-        Ok(())
-    }
-}
-
-fn standard_uid() -> u32 {
-    match wire::decode(standard::INSTALL_MESSAGE).unwrap().0 {
-        Msg::InstallExpr(i) => i.program_uid,
-        _ => panic!("the standard program is an INSTALL_EXPR"),
+impl InProcessConnection for CountedConnection {
+    fn exchange(&mut self, sent: &[u8], answers: &mut Vec<u8>) -> Result<(), String> {
+        let before = Heap::now();
+        let result = self.0.exchange(sent, answers);
+        let growth = Heap::now().minus(before);
+        AGENT_GROWTH.with(|g| g.set(g.get().plus(growth)));
+        result
     }
 }
 
@@ -253,12 +219,14 @@ fn report_fields(round: u32) -> Vec<u64> {
     fields
 }
 
-// --- the scenarios --------------------------------------------------------------------------
+// --- the scenario ----------------------------------------------------------------------------
 
-/// `FLOWS` flows through a session whose agent is `agent`, at steady state: heap per flow.
-fn session_scenario(agent: Arc<dyn InProcessAgent>) -> PerFlow {
+/// What the session and the agent hold per flow once `FLOWS` flows are at steady state.
+fn steady_state() -> (PerFlow, PerFlow) {
+    let agent = Agent::new("cubic".into(), Arc::new(Registry::new(None)), None).unwrap();
     let mut dp = Folding { starts: vec![0; FLOWS as usize + 2] };
-    let mut session = Session::new(AgentAddr::InProcess(InProcessAddr(agent)), Duration::from_secs(5));
+    let addr_of_agent = AgentAddr::InProcess(InProcessAddr(Arc::new(CountedAgent(agent))));
+    let mut session = Session::new(addr_of_agent, Duration::from_secs(5));
     session.maybe_connect(&mut dp);
     assert!(session.connected());
     // One flow first, so that what every session and agent allocates once (the program
@@ -267,6 +235,7 @@ fn session_scenario(agent: Arc<dyn InProcessAgent>) -> PerFlow {
     session.add_flow(&mut dp, FlowDesc { sid: FLOWS + 1, src: addr(80), dst: addr(1), mss: MSS, init_cwnd_bytes });
     session.flush(&mut dp);
     let before = Heap::now();
+    let agent_before = AGENT_GROWTH.with(Cell::get);
     for sid in 1..=FLOWS {
         session.add_flow(&mut dp, FlowDesc { sid, src: addr(80), dst: addr(40_000 + sid), mss: MSS, init_cwnd_bytes });
         if sid % CHUNK == 0 {
@@ -288,68 +257,23 @@ fn session_scenario(agent: Arc<dyn InProcessAgent>) -> PerFlow {
     assert_eq!(session.reports_awaiting_answer(), 0, "every report answered");
     assert_eq!(session.flow_count(), FLOWS as usize + 1);
     assert_eq!(session.ticked_flows(), 0, "every flow folded");
-    let per_flow = PerFlow::since(before, FLOWS);
-    drop(session);
-    per_flow
+    let agent = AGENT_GROWTH.with(Cell::get).minus(agent_before);
+    let shim = Heap::now().minus(before).minus(agent);
+    (PerFlow::of(shim, FLOWS), PerFlow::of(agent, FLOWS))
 }
 
-/// The agent alone: its in-process connection fed what a session sends.
-fn agent_scenario() -> PerFlow {
-    let agent = real_agent();
-    let mut conn = agent.connect_in_process();
-    let mut sent = Vec::new();
-    let mut answers = Vec::new();
-    let mut exchange = |sent: &mut Vec<u8>, answers: &mut Vec<u8>| {
-        conn.exchange(sent, answers).unwrap();
-        sent.clear();
-        answers.clear();
-    };
-    let create = |sid: u32| {
-        Msg::Create(Create {
-            sid,
-            init_cwnd: 10 * MSS,
-            mss: MSS,
-            src_ip: 0x0a00_0001,
-            src_port: 80,
-            dst_ip: 0x0a00_0002 + (sid >> 16),
-            dst_port: 40_000 + sid,
-            cong_alg: String::new(),
-        })
-    };
-    Msg::Ready(Ready { id: 1 }).encode_into(&mut sent).unwrap();
-    create(FLOWS + 1).encode_into(&mut sent).unwrap();
-    exchange(&mut sent, &mut answers);
-    let uid = standard_uid();
-    let before = Heap::now();
-    for sid in 1..=FLOWS {
-        create(sid).encode_into(&mut sent).unwrap();
-        if sid % CHUNK == 0 {
-            exchange(&mut sent, &mut answers);
-        }
-    }
-    exchange(&mut sent, &mut answers);
-    for round in 0..REPORTS_PER_FLOW {
-        for sid in 1..=FLOWS {
-            Msg::Measure(Measure { sid, program_uid: uid, fields: report_fields(round) }).encode_into(&mut sent).unwrap();
-            if sid % CHUNK == 0 {
-                exchange(&mut sent, &mut answers);
-            }
-        }
-        exchange(&mut sent, &mut answers);
-    }
-    PerFlow::since(before, FLOWS)
-}
-
-/// One test, so that the scenarios run one after the other on one thread.
 #[test]
 fn shim_and_agent_hold_at_most_their_budget_per_flow_at_steady_state() {
-    let shim = session_scenario(Arc::new(StatelessAgent));
-    let agent = agent_scenario();
-    let both = session_scenario(Arc::new(RealAgent(real_agent())));
+    let (shim, agent) = steady_state();
+    let both = PerFlow {
+        bytes: shim.bytes + agent.bytes,
+        footprint: shim.footprint + agent.footprint,
+        allocations: shim.allocations + agent.allocations,
+    };
     println!("per-flow heap at steady state, {FLOWS} flows, standard program folded, {REPORTS_PER_FLOW} reports each:");
     shim.print("shim");
     agent.print("agent");
-    both.print("in-process");
+    both.print("both");
     assert!(
         both.footprint <= BUDGET_BYTES_PER_FLOW,
         "shim and agent hold {:.0} bytes per flow, more than the budget of {BUDGET_BYTES_PER_FLOW}",
