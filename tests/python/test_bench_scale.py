@@ -11,13 +11,14 @@ import pytest
 
 from ccswitch.experiments import environment, scale
 from ccswitch.topology.daemons import CcswitchDaemons
+from ccswitch.topology.namespaces import read_sysctl, run
 from live import require_machine_and_binaries
 from test_ovs_topology import require_bridge_tools
 
 FLOWS = 100
 
 
-def run_scale(tmp_path, datapath, agent_transport="socket"):
+def run_scale(tmp_path, datapath, agent_transport="socket", loss_pct=0.0, own_cpu=False):
     require_machine_and_binaries()
     if datapath == "ovs":
         require_bridge_tools()
@@ -25,7 +26,7 @@ def run_scale(tmp_path, datapath, agent_transport="socket"):
         pytest.fail(f"{scale.LOADGEN} or ccswitch-ovs not built (make build)")
     out = tmp_path / "scale"
     x = scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=25, out_dir=str(out), datapath=datapath, quiet=True,
-                    agent_transport=agent_transport)
+                    agent_transport=agent_transport, loss_pct=loss_pct, own_cpu=own_cpu)
     print(json.dumps(x, indent=1))
     assert json.loads((out / "scale.json").read_text()) == x
     assert (x["flows_opened"], x["flows_receiving"], x["flows_silent"], x["flows_failed"], x["flows_closed_early"]) == (FLOWS, FLOWS, 0, 0, 0), \
@@ -37,6 +38,9 @@ def run_scale(tmp_path, datapath, agent_transport="socket"):
     assert x["ring_records_lost"] == 0 and x["reports_dropped"] == 0 and x["agent_errors"] == 0
     assert x["answer_p50_us"] > 0 and x["answer_p50_us"] <= x["answer_p99_us"] <= x["answer_p999_us"]
     assert x["softnet_drops_per_s"] >= 0
+    # TCP memory was sized for the flows and sampled over the window
+    assert 0 < x["tcp_mem_peak_pages"] and x["tcp_mem_limit_pages"] >= FLOWS * scale.TCP_MEM_PAGES_PER_FLOW
+    assert x["path_loss_pct"] == loss_pct and (x["path_drops_per_s"] > 0) == (loss_pct > 0)
     # The server sent data in the window, and these counters are its own.
     assert x["server_tcp_per_s"]["OutSegs"] > 0 and x["server_tcp_per_s"]["RetransSegs"] >= 0
     assert x["agent_transport"] == agent_transport
@@ -60,6 +64,19 @@ def test_a_hundred_flows_on_the_kernel_datapath_have_their_acks_folded(tmp_path,
     assert x["acks_folded_per_s"] == pytest.approx(x["acks_per_s"], rel=0.02)
     assert 0 < x["reports_per_s"] < x["acks_per_s"]
     assert 0 < x["bpf_ns_per_ack"] < 1e6
+
+
+def test_path_loss_asked_for_reaches_the_agent_as_urgent_reports_and_its_rules_go_with_the_run(tmp_path):
+    tcp_mem = read_sysctl("net.ipv4.tcp_mem")
+    # the load generator on CPUs of its own, the shim on CPU 0
+    x = run_scale(tmp_path, "kernel", "in-process", loss_pct=1.0, own_cpu=True)
+    assert x["shim_own_cpu"] and 0 < x["machine_cpu_busy_pct"] <= 100
+    # 1% of about 8.6k packets/s
+    assert 20 < x["path_drops_per_s"] < 300
+    assert x["urgent_answers"] > 0 and 0 < x["urgent_p99_us"]
+    for chain in scale.PathLoss.CHAINS:
+        assert scale.LOSS_RULE_COMMENT not in run(["iptables", "-S", chain]).stdout
+    assert read_sysctl("net.ipv4.tcp_mem") == tcp_mem
 
 
 def test_a_hundred_flows_on_the_ovs_datapath_are_all_controlled(tmp_path):

@@ -209,6 +209,12 @@ def add_cli(subparsers) -> None:
     p.add_argument("--rate-kbps", type=float, default=1000.0, help="scale: rate each flow is read at (kbit/s)")
     p.add_argument("--delay-ms", type=int, default=50, help="scale: one-way delay (mm-delay); the RTT is twice this")
     p.add_argument("--algorithm", default="cubic", help="scale: the agent's algorithm for every flow")
+    p.add_argument("--loss-pct", type=float, default=0.0,
+                   help="scale: drop this share (%%) of the server's packets to the clients at random, "
+                        "in the kernel (iptables statistic), for urgent reports at a known rate")
+    p.add_argument("--own-cpu", action="store_true",
+                   help="scale: the shim and agent on CPU 0, the load generator and mm-delay on the other CPUs "
+                        "(the testbed's packet processing runs in softirqs on the CPU of the sending process)")
     p.add_argument("--datapath", default="kernel", choices=["kernel", "ovs"],
                    help="scale: the kernel datapath, or the ovs bridge port in front of a stock-Cubic server")
     p.add_argument("--agent-transport", metavar="T[,T...]",
@@ -265,7 +271,8 @@ def _cli_bench(args) -> int:
             out = base if len(transports) == 1 else os.path.join(base, f"{i + 1}-{transport}")
             x, status = _measured(lambda: _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out,
                                                        datapath=args.datapath, algorithm=args.algorithm,
-                                                       agent_transport=transport))
+                                                       agent_transport=transport, loss_pct=args.loss_pct,
+                                                       own_cpu=args.own_cpu))
             if status is not None:
                 return status
             _scale.print_scale(x)

@@ -33,6 +33,14 @@ read over a steady window of `seconds`:
   goodput within the window (every flow open at its start; flows that opened late have caught
   up by then) and its spread over flows, apart from the goodput since the last flow opened.
 
+The testbed is sized so that its own limits do not stand in for the path's:
+`net.core.netdev_max_backlog` and `net.ipv4.tcp_mem` are raised for the flow count (restored
+after the run; the peak of TCP buffer memory is reported), so that neither the veth input
+backlog nor the machine-wide TCP memory drops segments. Losses are asked for instead:
+`--loss-pct` drops that share of the server's packets in the kernel (PathLoss), which gives
+the urgent reports whose latency is measured. `--own-cpu` keeps the load generator's packet
+processing off the shim's CPU (how busy the machine was is reported either way).
+
 Only this run's programs and maps are read (by the ids its shim logs), so another ccswitch
 datapath on the machine does not mix in.
 """
@@ -46,8 +54,9 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from .bench import cpu_seconds
 from .environment import MM_USER
@@ -62,8 +71,16 @@ LOADGEN_PORT = 9000
 FLOWS_PER_PROCESS = 16_000
 #: SO_SNDBUF / SO_RCVBUF past 20k flows
 SMALL_BUFFER_BYTES = 4096
-#: net.ipv4.tcp_mem is raised this many times past 20k flows (restored after the run)
-TCP_MEM_FACTOR = 4
+#: Pages of TCP buffer memory a flow may hold, both ends together, before the machine-wide
+#: `net.ipv4.tcp_mem` pressure threshold is reached: its autotuned buffers (a slow reader's
+#: receive queue of up to ~130 KiB of truesize, the server's send queue of up to ~120 KiB), or
+#: the small buffers past 20k flows. 10k flows at the default limits (288k/384k/576k pages)
+#: reached the hard limit (576k pages), and the receivers then dropped 5k segments/s
+#: (TCPRcvQDrop); sized so, the same run peaked near 1.04M pages and dropped none.
+TCP_MEM_PAGES_PER_FLOW = 128
+TCP_MEM_PAGES_PER_SMALL_FLOW = 12
+#: The comment that marks this run's path-loss rules (iptables), so that only they are removed.
+LOSS_RULE_COMMENT = "ccswitch-bench-scale-loss"
 DATAPATHS = ("kernel", "ovs")
 
 SCENARIO = """
@@ -218,6 +235,106 @@ class ShimWindow:
                     return
             time.sleep(0.05)
         raise RunError(f"the shim did not log {logged!r} within {timeout_s:g} s; see {self.log_path}")
+
+
+def pin_process(pid: int, cpus: set) -> None:
+    """Every thread of `pid` onto `cpus` (threads it starts later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            pass
+
+
+def cpu_jiffies() -> Dict[str, int]:
+    """The machine's CPU time so far (/proc/stat's `cpu` line, all CPUs), in clock ticks, by
+    kind: busy (all but idle and iowait), softirq, and total."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal ...
+    return {"total": sum(v[:8]), "busy": sum(v[:8]) - v[3] - v[4], "softirq": v[6]}
+
+
+def size_tcp_mem(r: Runner, pressure_pages: int) -> int:
+    """Raise net.ipv4.tcp_mem (restored after the run) so that its pressure threshold is at
+    least `pressure_pages`, keeping the ratios of its three values; never lowers it. Returns
+    the hard limit in pages."""
+    pages = [int(v) for v in read_sysctl("net.ipv4.tcp_mem").split()]
+    if pages[0] < pressure_pages:
+        pages = [v * pressure_pages // pages[0] for v in pages]
+        r.sysctls.set("net.ipv4.tcp_mem", " ".join(map(str, pages)))
+    return pages[2]
+
+
+def tcp_mem_pages() -> int:
+    """Pages of TCP buffer memory allocated machine-wide (the `mem` of /proc/net/sockstat,
+    which counts every namespace: tcp_mem is one pool)."""
+    with open("/proc/net/sockstat") as f:
+        for line in f:
+            if line.startswith("TCP:"):
+                fields = line.split()
+                return int(fields[fields.index("mem") + 1])
+    raise RunError("/proc/net/sockstat has no TCP line")
+
+
+class PeakSampler:
+    """Samples a reading every `period_s` in a thread between start() and stop(); `peak` is
+    the largest."""
+
+    def __init__(self, read: Callable[[], int], period_s: float = 0.25) -> None:
+        self._read, self._period = read, period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.peak = 0
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._read())
+            self._stop.wait(self._period)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._read())
+        return self.peak
+
+
+class PathLoss:
+    """Random loss of the server's packets towards the clients, in the kernel: an iptables
+    `statistic` rule in the root namespace's INPUT (fetcher in the root namespace) and FORWARD
+    (fetcher behind mm-delay) chains, marked with LOSS_RULE_COMMENT and removed at teardown.
+    Cheap enough for 10k flows at 1 Gbit/s, where a user-space element (mm-loss, ccswitch-schedule)
+    would cap the ACK rate as mm-delay does."""
+
+    CHAINS = ("INPUT", "FORWARD")
+
+    def __init__(self, r: Runner, server_ip: str, loss_pct: float) -> None:
+        self.spec = ["-s", f"{server_ip}/32", "-p", "tcp", "-m", "statistic", "--mode", "random",
+                     "--probability", f"{loss_pct / 100:.6f}", "-m", "comment", "--comment", LOSS_RULE_COMMENT,
+                     "-j", "DROP"]
+        self._installed: List[str] = []
+        r.teardown.push("remove the path-loss rules", self.remove)
+        for chain in self.CHAINS:
+            run(["iptables", "-I", chain, "1"] + self.spec)
+            self._installed.append(chain)
+
+    def dropped(self) -> int:
+        """Packets the rules have dropped so far (their counters)."""
+        total = 0
+        for chain in self._installed:
+            for line in run(["iptables", "-v", "-S", chain]).stdout.splitlines():
+                m = re.search(r" -c (\d+) \d+", line)
+                if LOSS_RULE_COMMENT in line and m:
+                    total += int(m.group(1))
+        return total
+
+    def remove(self) -> None:
+        while self._installed:
+            chain = self._installed.pop()
+            run(["iptables", "-D", chain] + self.spec, check=False)
 
 
 def rss_kib(pid: int) -> int:
@@ -379,11 +496,17 @@ class OvsSide:
 
 def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: str, *,
           datapath: str = "kernel", algorithm: str = "cubic", ramp_s: Optional[float] = None,
-          quiet: bool = False, agent_transport: Optional[str] = None) -> Dict[str, object]:
+          quiet: bool = False, agent_transport: Optional[str] = None, loss_pct: float = 0.0,
+          own_cpu: bool = False) -> Dict[str, object]:
     """One run; `agent_transport` (daemons.AGENT_TRANSPORTS, default as for any run) says how
-    the kernel shim reaches the agent."""
+    the kernel shim reaches the agent; `loss_pct` drops that share of the server's packets at
+    random on their way to the clients (PathLoss). `own_cpu` gives the shim and the agent CPU 0
+    and the load generator (and mm-delay) the others, so that the testbed's packet processing,
+    which runs in softirqs on the CPU of the process that sends, does not interrupt the shim."""
     if flows < 1 or seconds <= 0 or rate_kbps <= 0 or delay_ms < 0:
         raise RunError("--flows, --seconds and --rate-kbps must be positive, --delay-ms >= 0")
+    if not 0 <= loss_pct < 100:
+        raise RunError(f"--loss-pct {loss_pct:g}: a percentage, at least 0 and below 100")
     if datapath != "kernel" and agent_transport == "in-process":
         raise RunError("--agent-transport in-process: only the kernel shim hosts the agent")
     ramp_s = ramp_s if ramp_s is not None else max(1.0, flows / 2000)
@@ -414,21 +537,30 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         # a pair of loadgen processes, on a port of their own, per FLOWS_PER_PROCESS flows.
         shards = [min(FLOWS_PER_PROCESS, flows - k) for k in range(0, flows, FLOWS_PER_PROCESS)]
         ports = [LOADGEN_PORT + k for k in range(len(shards))]
-        # Past 20k flows, small socket buffers, and room for them: every flow's buffers share
-        # net.ipv4.tcp_mem (machine-wide), past whose limit the kernel resets connections
-        # ("TCP: out of memory"): 100k flows lost 401 that way at the default.
+        # Past 20k flows, small socket buffers. Either way, room for every flow's buffers in
+        # net.ipv4.tcp_mem (machine-wide): at its hard limit receivers drop in-window segments
+        # and the kernel resets connections ("TCP: out of memory": 100k flows lost 401 that way
+        # at the default). The losses would be the testbed's, not the path's; --loss-pct asks
+        # for path losses.
         small = flows > 20_000
-        if small:
-            pages = [int(v) * TCP_MEM_FACTOR for v in read_sysctl("net.ipv4.tcp_mem").split()]
-            r.sysctls.set("net.ipv4.tcp_mem", " ".join(map(str, pages)))
+        tcp_mem_limit = size_tcp_mem(r, flows * (TCP_MEM_PAGES_PER_SMALL_FLOW if small else TCP_MEM_PAGES_PER_FLOW))
+        loss = PathLoss(r, r.ns.server_ip, loss_pct) if loss_pct > 0 else None
+        pids = side.pids()
+        load_cpus: List[str] = []
+        if own_cpu:
+            cpus = sorted(os.sched_getaffinity(0))
+            if len(cpus) < 2:
+                raise RunError("--own-cpu: needs at least 2 CPUs")
+            for pid in pids.values():
+                pin_process(pid, {cpus[0]})
+            load_cpus = ["taskset", "-c", ",".join(map(str, cpus[1:]))]
         for port in ports:
-            serve = [loadgen, "serve", "--bind", f"{r.ns.server_ip}:{port}"] + (["--sndbuf", str(SMALL_BUFFER_BYTES)] if small else [])
+            serve = load_cpus + [loadgen, "serve", "--bind", f"{r.ns.server_ip}:{port}"] + (["--sndbuf", str(SMALL_BUFFER_BYTES)] if small else [])
             r.procs.start_and_wait(
                 f"ccswitch-loadgen serve :{port}", r.ns.exec_cmd(serve),
                 os.path.join(r.log_dir, f"loadgen-serve-{port}.log"),
                 lambda port=port: bool(run(r.ns.exec_cmd(["ss", "-Htln", f"sport = :{port}"])).stdout.strip()),
                 timeout_s=10, waiting_for=f"listening on {r.ns.server_ip}:{port}")
-        pids = side.pids()
         rss0 = {k: rss_kib(pid) for k, pid in pids.items()}
         maps_kib = map_bytes(side.programs, flows) / 1024
         namespaces = {"server": r.ns.exec_cmd([]), "client": []}
@@ -450,6 +582,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
             # out (the fetcher runs in the root namespace, a veth away from the server).
             if delay_ms > 0:
                 cmd = ["runuser", "-u", MM_USER, "--", "mm-delay", str(delay_ms)] + cmd
+            cmd = load_cpus + cmd
             fetch = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True)
             r.procs.track(f"ccswitch-loadgen fetch :{port}", fetch)
@@ -461,12 +594,19 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         side.window.start()
         t0, b0 = time.monotonic(), side.snapshot()
         drops0 = softnet_drops()
+        machine0 = cpu_jiffies()
+        lost0 = loss.dropped() if loss else 0
+        tcp_mem = PeakSampler(tcp_mem_pages)
+        tcp_mem.start()
         window_tcp0 = {k: tcp_counters(v) for k, v in namespaces.items()}
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         rss1 = {k: rss_kib(pid) for k, pid in pids.items()}
         time.sleep(seconds)
         t1, b1 = time.monotonic(), side.snapshot()
         drops1 = softnet_drops()
+        machine1 = cpu_jiffies()
+        lost1 = loss.dropped() if loss else 0
+        tcp_mem.stop()
         cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         tcp1 = {k: tcp_counters(v) for k, v in namespaces.items()}
         side.end_window()
@@ -486,6 +626,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
     result = {
         "datapath": datapath,
         "agent_transport": r.daemons.agent_transport,
+        "shim_own_cpu": own_cpu,
         "shim_realtime_priority": int(os.environ.get("CCSWITCH_SHIM_REALTIME_PRIORITY") or 0) or None,
         "algorithm": algorithm,
         "flows": flows,
@@ -514,6 +655,17 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "client_tcp_per_s": {k: (tcp1["client"].get(k, 0) - window_tcp0["client"].get(k, 0)) / dt for k in RECEIVER_COUNTERS},
         # Losses of the testbed (a full input backlog), per second of the window.
         "softnet_drops_per_s": (drops1 - drops0) / dt,
+        # How busy the whole machine was in the window (% of all its CPUs; /proc/stat ticks):
+        # a shim waits for a CPU when the testbed (veth softirqs, the load generator) fills them.
+        "machine_cpu_busy_pct": 100 * (machine1["busy"] - machine0["busy"]) / max(1, machine1["total"] - machine0["total"]),
+        "machine_cpu_softirq_pct": 100 * (machine1["softirq"] - machine0["softirq"]) / max(1, machine1["total"] - machine0["total"]),
+        # Machine-wide TCP buffer memory: its peak over the window, and the hard limit the run
+        # set (size_tcp_mem); at the limit receivers drop segments.
+        "tcp_mem_peak_pages": tcp_mem.peak,
+        "tcp_mem_limit_pages": tcp_mem_limit,
+        # Losses asked for (--loss-pct): packets of the server dropped on the way, per second.
+        "path_loss_pct": loss_pct,
+        "path_drops_per_s": (lost1 - lost0) / dt,
         **figures,
         # in-process, the agent's CPU and memory are the shim's (None: not apart)
         "shim_cpu_pct": cpu["shim"],
