@@ -12,9 +12,16 @@
  * ACKs and requires the same reports. (The program's loss clause, which sets Cwnd on a loss,
  * is the datapath's to apply: it owns the window.)
  *
- * Layouts only fixed-width and explicitly padded; the Rust mirrors assert their sizes.
- * Used by the ovs port programs (datapaths/ovs/src/bpf/ovs.bpf.c). The kernel datapath folds
- * the same program with its own copy in kernel.bpf.c, to be replaced by this header.
+ * The incoming rate comes in one of two forms. The ovs port programs measure it in bytes/s
+ * (ccsw_std_ack.rate_incoming) and fold it with ccsw_std_fold_ack. The kernel's rate samples
+ * are pairs (bytes delivered over an interval), and an ACK there must not divide (its budget
+ * is well under a microsecond): it folds with ccsw_std_fold_sampled, which keeps the fastest
+ * sample as its pair, compares pairs by cross-multiplication, and divides only to report.
+ *
+ * Layouts only fixed-width and explicitly padded; the Rust mirrors
+ * (ccswitch_datapath_support::std_fold) assert their sizes. Used by the ovs port programs
+ * (datapaths/ovs/src/bpf/ovs.bpf.c) and the kernel's congestion control
+ * (datapaths/kernel/src/bpf/kernel.bpf.c).
  */
 #ifndef CCSW_STD_FOLD_BPF_H
 #define CCSW_STD_FOLD_BPF_H
@@ -48,7 +55,7 @@ struct ccsw_std_fold {
 /* One ACK as the standard program reads it. */
 struct ccsw_std_ack {
 	__u64 now_us;
-	__u64 rate_incoming;   /* bytes/s, 0: no sample */
+	__u64 rate_incoming;   /* bytes/s, 0: no sample (always 0 for ccsw_std_fold_sampled) */
 	__u64 pacing_rate;     /* Rate: the program's pacing rate, bytes/s (0: not paced) */
 	__u32 bytes_acked;
 	__u32 lost_packets;
@@ -67,15 +74,42 @@ struct ccsw_std_reporting {
 	__u32 per_ack;         /* Control.per_ack != 0 */
 };
 
+/* A delivery-rate sample as measured: `bytes` delivered over `interval_us`. */
+struct ccsw_std_rate_sample {
+	__u64 bytes;
+	__u64 interval_us; /* 0: no sample */
+};
+
+/* A flow's fold whose rate samples are pairs (ccsw_std_fold_sampled): regs.rate stays 0
+ * until a report fills it from the fastest sample. */
+struct ccsw_std_sampled_fold {
+	struct ccsw_std_fold fold;
+	struct ccsw_std_rate_sample fastest; /* since the last report */
+};
+
 _Static_assert(sizeof(struct ccsw_std_regs) == 72, "std regs");
 _Static_assert(sizeof(struct ccsw_std_fold) == 88, "std fold");
 _Static_assert(sizeof(struct ccsw_std_ack) == 56, "std ack");
 _Static_assert(sizeof(struct ccsw_std_reporting) == 16, "std reporting");
+_Static_assert(sizeof(struct ccsw_std_rate_sample) == 16, "std rate sample");
+_Static_assert(sizeof(struct ccsw_std_sampled_fold) == 104, "std sampled fold");
 
 static __always_inline void ccsw_std_reset(struct ccsw_std_regs *r)
 {
 	__builtin_memset(r, 0, sizeof(*r));
 	r->minrtt = CCSW_STD_NO_RTT_SAMPLE_US;
+}
+
+/* The registers belong to the program started at `start_us`: if they do not, they restart
+ * with it (reset, Micros counting from its start). Returns true when they restarted. */
+static __always_inline bool ccsw_std_restart(struct ccsw_std_fold *s, __u64 start_us)
+{
+	if (s->start_us == start_us)
+		return false;
+	ccsw_std_reset(&s->regs);
+	s->micros_zero_us = start_us;
+	s->start_us = start_us;
+	return true;
 }
 
 /* One ACK through the program started at `start_us`, reporting as `m` says. Returns true
@@ -89,11 +123,7 @@ static __always_inline bool ccsw_std_fold_ack(struct ccsw_std_fold *s, const str
 	__u64 micros;
 	bool binds;
 
-	if (s->start_us != start_us) {
-		ccsw_std_reset(r);
-		s->micros_zero_us = start_us;
-		s->start_us = start_us;
-	}
+	ccsw_std_restart(s, start_us);
 	r->acked += a->bytes_acked;
 	r->lost += a->lost_packets;
 	r->timeout = a->was_timeout ? 1 : 0;
@@ -113,6 +143,57 @@ static __always_inline bool ccsw_std_fold_ack(struct ccsw_std_fold *s, const str
 		return true;
 	}
 	return false;
+}
+
+#define CCSW_STD_USEC_PER_SEC 1000000ULL
+
+/* Keeps the fastest sample, bytes over interval_us, without dividing: a/b > c/d as
+ * a*d > c*b, exact while both byte counts are below 2^32 (intervals are u32), which covers
+ * every real sample; larger ones take the divisions. */
+static __always_inline void ccsw_std_max_rate(struct ccsw_std_rate_sample *m, __u64 bytes, __u32 interval_us)
+{
+	if (!interval_us || !bytes)
+		return;
+	if (!m->interval_us) {
+		m->bytes = bytes;
+		m->interval_us = interval_us;
+		return;
+	}
+	if ((bytes | m->bytes) >> 32) {
+		if (bytes * CCSW_STD_USEC_PER_SEC / interval_us <= m->bytes * CCSW_STD_USEC_PER_SEC / m->interval_us)
+			return;
+	} else if (bytes * m->interval_us <= m->bytes * interval_us) {
+		return;
+	}
+	m->bytes = bytes;
+	m->interval_us = interval_us;
+}
+
+/* The registers and the fastest sample start over (after a report has been copied). */
+static __always_inline void ccsw_std_reset_sampled(struct ccsw_std_sampled_fold *s)
+{
+	ccsw_std_reset(&s->fold.regs);
+	s->fastest.bytes = 0;
+	s->fastest.interval_us = 0;
+}
+
+/* ccsw_std_fold_ack for an ACK whose incoming rate is the sample `bytes` over `interval_us`
+ * (0: none; a->rate_incoming is 0): no division unless it reports, when regs.rate gets the
+ * fastest sample's rate in bytes/s. The caller resets with ccsw_std_reset_sampled. */
+static __always_inline bool ccsw_std_fold_sampled(struct ccsw_std_sampled_fold *s, const struct ccsw_std_ack *a,
+						  __u64 bytes, __u32 interval_us, __u64 start_us,
+						  const struct ccsw_std_reporting *m)
+{
+	if (s->fold.start_us != start_us) {
+		s->fastest.bytes = 0;
+		s->fastest.interval_us = 0;
+	}
+	ccsw_std_max_rate(&s->fastest, bytes, interval_us);
+	if (!ccsw_std_fold_ack(&s->fold, a, start_us, m))
+		return false;
+	if (s->fastest.interval_us)
+		s->fold.regs.rate = s->fastest.bytes * CCSW_STD_USEC_PER_SEC / s->fastest.interval_us;
+	return true;
 }
 
 #endif

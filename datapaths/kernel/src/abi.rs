@@ -13,9 +13,8 @@
 
 use std::mem::size_of;
 
-use ccswitch_protocol::standard::report;
-
 pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, Pod};
+use ccswitch_datapath_support::std_fold::{StdAck, StdRateSample, StdRegs, StdSampledFold};
 
 pub const EV_CREATE: u32 = 1;
 pub const EV_ACK: u32 = 2;
@@ -91,79 +90,14 @@ pub struct CloseEvent {
     pub ts_ns: u64,
 }
 
-/// The standard program's report registers (`ccswitch_protocol::standard::report`), by name:
-/// [`fields`](Self::fields) puts each at its index in a MEASURE.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FoldRegs {
-    pub acked: u64,
-    pub lost: u64,
-    pub timeout: u64,
-    pub ecn: u64,
-    pub rtt: u64,
-    pub minrtt: u64,
-    pub inflight: u64,
-    pub rate: u64,
-    pub now: u64,
-}
-
-impl FoldRegs {
-    /// The MEASURE fields, each register at its index.
-    pub fn fields(&self) -> Vec<u64> {
-        let mut fields = vec![0; report::COUNT];
-        for (index, value) in [
-            (report::ACKED, self.acked),
-            (report::LOST, self.lost),
-            (report::TIMEOUT, self.timeout),
-            (report::ECN, self.ecn),
-            (report::RTT, self.rtt),
-            (report::MINRTT, self.minrtt),
-            (report::INFLIGHT, self.inflight),
-            (report::RATE, self.rate),
-            (report::NOW, self.now),
-        ] {
-            fields[index] = value;
-        }
-        fields
-    }
-}
-
+/// `struct ccsw_fold_state`: a folded flow's fold (its rate kept as a sample pair) and loss
+/// clause.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FoldState {
-    pub regs: FoldRegs,
-    pub micros_zero_us: u64,
-    pub start_us: u64,
-    pub rate_bytes: u64,
-    pub rate_interval_us: u64,
+    pub std: StdSampledFold,
     pub loss_cwnd_bytes: u32,
     pub loss_cwnd_seq: u32,
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FoldAck {
-    pub now_us: u64,
-    pub delivered_bytes: u64,
-    pub rcv_interval_us: u32,
-    pub bytes_acked: u32,
-    pub lost_packets: u32,
-    pub ecn_packets: u32,
-    pub was_timeout: u32,
-    pub rtt_us: u32,
-    pub bytes_in_flight: u32,
-    pub cwnd_bytes: u32,
-    pub rate: u64,
-}
-
-impl FoldAck {
-    /// `Flow.rate_incoming` of this ACK, bytes/s, as the shim computes it from an ACK record.
-    pub fn rate_incoming(&self) -> u64 {
-        if self.rcv_interval_us == 0 {
-            return 0;
-        }
-        self.delivered_bytes.wrapping_mul(1_000_000) / u64::from(self.rcv_interval_us)
-    }
 }
 
 #[repr(C)]
@@ -173,7 +107,7 @@ pub struct ReportEvent {
     pub flow_id: u32,
     pub ts_ns: u64,
     pub start_us: u64,
-    pub regs: FoldRegs,
+    pub regs: StdRegs,
     pub snd_cwnd_bytes: u32,
     pub _pad0: u32,
 }
@@ -182,11 +116,12 @@ pub struct ReportEvent {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FoldTest {
     pub state: FoldState,
-    pub ack: FoldAck,
+    pub ack: StdAck,
+    pub sample: StdRateSample,
     pub directive: RawKernelDirective,
     pub reported: u32,
     pub loss_cwnd_set: u32,
-    pub report: FoldRegs,
+    pub report: StdRegs,
     pub cwnd_bytes: u32,
     pub _pad1: u32,
 }
@@ -368,9 +303,8 @@ const _: () = assert!(size_of::<CreateEvent>() == 64);
 const _: () = assert!(size_of::<RawKernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
-// One register for each of the standard program's report fields.
-const _: () = assert!(size_of::<FoldRegs>() == 8 * report::COUNT);
-const _: () = assert!(size_of::<FoldTest>() == 312);
+const _: () = assert!(size_of::<FoldState>() == 112);
+const _: () = assert!(size_of::<FoldTest>() == 328);
 const _: () = assert!(size_of::<RawKernelDirective>() == 56);
 const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);

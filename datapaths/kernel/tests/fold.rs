@@ -9,7 +9,8 @@ use ccswitch_datapath_support::rng::SplitMix64;
 use ccswitch_protocol::lang::reg_type;
 use ccswitch_protocol::standard::{self, control, report};
 use ccswitch_protocol::wire::{self, Msg, UpdateField};
-use ccswitch_kernel::abi::{self, FoldAck, FoldTest, RawKernelDirective};
+use ccswitch_datapath_support::std_fold::{StdAck, StdRateSample};
+use ccswitch_kernel::abi::{self, FoldTest, RawKernelDirective};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -47,9 +48,17 @@ fn directive(flow: &CcpFlow, start_us: u64) -> RawKernelDirective {
     d
 }
 
-/// The primitives the shim's interpreter reads for `ack`, with the window and rate it holds.
-fn primitives(flow: &mut CcpFlow, ack: &FoldAck) -> Primitives {
-    flow.sync_datapath(ack.cwnd_bytes, ack.rate);
+/// One ACK as cong_control folds it: its measurements and its delivery-rate sample.
+#[derive(Debug, Clone, Copy, Default)]
+struct FoldAck {
+    ack: StdAck,
+    sample: StdRateSample,
+}
+
+/// The primitives the shim's interpreter reads for `a`, with the window and rate it holds.
+fn primitives(flow: &mut CcpFlow, a: &FoldAck) -> Primitives {
+    let (ack, sample) = (&a.ack, &a.sample);
+    flow.sync_datapath(ack.cwnd_bytes, ack.pacing_rate);
     Primitives {
         bytes_acked: u64::from(ack.bytes_acked),
         packets_acked: u64::from(ack.bytes_acked / 1448),
@@ -57,7 +66,7 @@ fn primitives(flow: &mut CcpFlow, ack: &FoldAck) -> Primitives {
         lost_pkts_sample: u64::from(ack.lost_packets),
         was_timeout: ack.was_timeout != 0,
         rtt_sample_us: u64::from(ack.rtt_us),
-        rate_incoming: ack.rate_incoming(),
+        rate_incoming: sample.rate(),
         bytes_in_flight: u64::from(ack.bytes_in_flight),
         now: ack.now_us,
         ..Primitives::default()
@@ -68,32 +77,36 @@ fn primitives(flow: &mut CcpFlow, ack: &FoldAck) -> Primitives {
 static LOSS_WINDOWS_SET: AtomicU64 = AtomicU64::new(0);
 
 /// One ACK through both: the interpreter's report, checked equal to the kernel fold's.
-fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut FoldTest, ack: FoldAck, start_us: u64, what: &str) -> Option<Vec<u64>> {
-    let prims = primitives(flow, &ack);
-    let step = flow.on_ack(&prims, ack.now_us);
+fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut FoldTest, a: FoldAck, start_us: u64, what: &str) -> Option<Vec<u64>> {
+    let prims = primitives(flow, &a);
+    let step = flow.on_ack(&prims, a.ack.now_us);
     assert!(step.error.is_none(), "{what}: interpreter fault {:?}", step.error);
+    let ack = a.ack;
     t.ack = ack;
+    t.sample = a.sample;
     t.directive = directive(flow, start_us);
     dp.run_fold(t).unwrap();
     let want = step.report.map(|m| m.fields);
     if let Some(fields) = &want {
         assert_eq!(fields.len(), report::COUNT);
     }
-    let got = (t.reported != 0).then(|| t.report.fields());
-    assert_eq!(got, want, "{what}: {ack:?}");
+    let got = (t.reported != 0).then(|| t.report.fields.to_vec());
+    assert_eq!(got, want, "{what}: {a:?}");
     // The loss clause: the window the interpreter commands is the one the fold set (the
     // interpreter commands none when it is the window the flow has already).
     let set = Some(t.loss_cwnd_set).filter(|&w| w != 0 && w != ack.cwnd_bytes);
-    assert_eq!(set, step.cwnd_bytes, "{what}: loss window, {ack:?}");
+    assert_eq!(set, step.cwnd_bytes, "{what}: loss window, {a:?}");
     LOSS_WINDOWS_SET.fetch_add(u64::from(set.is_some()), Ordering::Relaxed);
     want
 }
 
 fn load() -> KernelDatapath {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
+    // One name per load: the tests run in parallel, and a name is registered once at a time.
+    static LOADS: AtomicU64 = AtomicU64::new(0);
     KernelDatapath::load(LoadOptions {
         fallback: Fallback::Reno,
-        cc_name: format!("ccsw_f{}", std::process::id() % 1_000_000),
+        cc_name: format!("ccsw_f{}_{}", std::process::id() % 1_000_000, LOADS.fetch_add(1, Ordering::Relaxed)),
         ..Default::default()
     })
     .expect("load datapath")
@@ -107,10 +120,12 @@ fn random_ack(rng: &mut SplitMix64, now_us: u64, rtt_us: u32) -> FoldAck {
     // Byte counts past 2^32 take the kernel's dividing path, the rest its cross-multiplication.
     let huge = rng.chance(2);
     let interval_bound = if rng.chance(5) { 1 << 31 } else { 1_000_000 };
-    FoldAck {
+    let sample = StdRateSample {
+        bytes: if !rate_sample { 0 } else if huge { (1 << 32) + rng.below(1 << 36) } else { 1 + rng.below(4_000_000) },
+        interval_us: if rate_sample { 1 + rng.below(interval_bound) } else { 0 },
+    };
+    let ack = StdAck {
         now_us,
-        delivered_bytes: if !rate_sample { 0 } else if huge { (1 << 32) + rng.below(1 << 36) } else { 1 + rng.below(4_000_000) },
-        rcv_interval_us: if rate_sample { 1 + rng.below(interval_bound) as u32 } else { 0 },
         bytes_acked: packets * mss,
         lost_packets: if rng.chance(3) { 1 + rng.below(5) as u32 } else { 0 },
         ecn_packets: if rng.chance(5) { packets } else { 0 },
@@ -119,8 +134,10 @@ fn random_ack(rng: &mut SplitMix64, now_us: u64, rtt_us: u32) -> FoldAck {
         bytes_in_flight: rng.below(2_000_000) as u32,
         // Windows above and below what is in flight: the flow held by its window or not.
         cwnd_bytes: 2 * mss + rng.below(3_000_000) as u32,
-        rate: if rng.chance(10) { 1 + rng.below(10_000_000) } else { 0 },
-    }
+        pacing_rate: if rng.chance(10) { 1 + rng.below(10_000_000) } else { 0 },
+        ..Default::default()
+    };
+    FoldAck { ack, sample }
 }
 
 #[test]
@@ -208,15 +225,16 @@ fn a_window_limited_flow_reports_per_rtt_and_a_receiver_limited_one_at_the_idle_
             let now_us = start_us + 500 * i;
             let lost = loss_at_us.is_some_and(|at| now_us == start_us + at);
             let ack = FoldAck {
-                now_us,
-                delivered_bytes: u64::from(in_flight),
-                rcv_interval_us: rtt_us,
-                bytes_acked: 2 * mss,
-                lost_packets: u32::from(lost),
-                rtt_us,
-                bytes_in_flight: in_flight - 2 * mss,
-                cwnd_bytes: cwnd,
-                ..Default::default()
+                ack: StdAck {
+                    now_us,
+                    bytes_acked: 2 * mss,
+                    lost_packets: u32::from(lost),
+                    rtt_us,
+                    bytes_in_flight: in_flight - 2 * mss,
+                    cwnd_bytes: cwnd,
+                    ..Default::default()
+                },
+                sample: StdRateSample { bytes: u64::from(in_flight), interval_us: u64::from(rtt_us) },
             };
             if both(&dp, &mut flow, &mut t, ack, start_us, &format!("in flight {in_flight}, ack {i}")).is_some() {
                 report_times.push(now_us - start_us);
@@ -255,7 +273,7 @@ fn a_loss_sets_the_preset_window_until_the_agents_next_window() {
         ..Default::default()
     };
     let step = |t: &mut FoldTest, lost: u32| {
-        t.ack = FoldAck { now_us: 1_000_000, lost_packets: lost, cwnd_bytes: 100_000, ..Default::default() };
+        t.ack = StdAck { now_us: 1_000_000, lost_packets: lost, cwnd_bytes: 100_000, ..Default::default() };
         dp.run_fold(t).unwrap();
         (t.cwnd_bytes, t.loss_cwnd_set)
     };

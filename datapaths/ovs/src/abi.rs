@@ -14,6 +14,7 @@
 use std::mem::size_of;
 
 pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, from_prefix, Pod};
+use ccswitch_datapath_support::std_fold::{StdAck, StdFold, StdRegs, StdReporting};
 
 /// Largest frame a slab slot holds (`CCSW_FRAME_MAX`).
 pub const FRAME_MAX: usize = 1536;
@@ -106,49 +107,6 @@ pub struct RawOvsFlow {
     pub probe_delivered: u64,
     pub probe_end: u32,
     pub rtt_us: u32,
-}
-
-/// `struct ccsw_std_regs` (datapaths/bpf/std_fold.bpf.h): the standard program's report
-/// registers, in MEASURE order.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StdRegs {
-    pub fields: [u64; 9],
-}
-
-/// `struct ccsw_std_fold`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StdFold {
-    pub regs: StdRegs,
-    pub micros_zero_us: u64,
-    pub start_us: u64,
-}
-
-/// `struct ccsw_std_ack`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StdAck {
-    pub now_us: u64,
-    pub rate_incoming: u64,
-    pub pacing_rate: u64,
-    pub bytes_acked: u32,
-    pub lost_packets: u32,
-    pub ecn_packets: u32,
-    pub was_timeout: u32,
-    pub rtt_us: u32,
-    pub bytes_in_flight: u32,
-    pub cwnd_bytes: u32,
-    pub _pad0: u32,
-}
-
-/// `struct ccsw_std_reporting`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StdReporting {
-    pub idle_report_us: u64,
-    pub window_use_pct: u32,
-    pub per_ack: u32,
 }
 
 /// `struct ccsw_ovs_fold_test`: the context of the fold's test program.
@@ -328,10 +286,6 @@ const _: () = assert!(size_of::<RawOvsDirective>() == 64);
 const _: () = assert!(size_of::<RawOvsConfig>() == 32);
 const _: () = assert!(size_of::<InjectFrame>() == 8 + FRAME_MAX);
 const _: () = assert!(size_of::<RawOvsStats>() == 168);
-const _: () = assert!(size_of::<StdRegs>() == 72);
-const _: () = assert!(size_of::<StdFold>() == 88);
-const _: () = assert!(size_of::<StdAck>() == 56);
-const _: () = assert!(size_of::<StdReporting>() == 16);
 const _: () = assert!(size_of::<OvsFoldTest>() == 248);
 const _: () = assert!(size_of::<FoldedEvent>() == 112);
 const _: () = assert!(size_of::<Head>() == 16);

@@ -1,11 +1,13 @@
 //! What both datapaths' loaders and shims share: BPF arrays mapped into the shim
 //! ([`mapped`]), the plain-old-data helpers for the `#[repr(C)]` mirrors ([`pod`]), and
 //! ring-buffer draining into a queue of decoded events ([`ring`]), and the seeded generator of
-//! their randomized tests ([`rng`]), and the timer wheel that keeps idle flows off every tick
-//! ([`wheel`]).
+//! their randomized tests ([`rng`]), the timer wheel that keeps idle flows off every tick
+//! ([`wheel`]), and the mirrors of the standard program's fold both BPF programs run
+//! ([`std_fold`]).
 
 pub mod mapped;
 pub mod pod;
 pub mod ring;
 pub mod rng;
+pub mod std_fold;
 pub mod wheel;

@@ -405,38 +405,7 @@ static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_sk_stat
 	}
 }
 
-static __always_inline void fold_reset(struct ccsw_fold_state *s)
-{
-	__builtin_memset(&s->regs, 0, sizeof(s->regs));
-	s->regs.minrtt = CCSW_NO_RTT_SAMPLE_US;
-	s->rate_bytes = 0;
-	s->rate_interval_us = 0;
-}
-
 #include "vm.bpf.h"
-
-/* Keeps the fastest delivery-rate sample, bytes over interval_us, without
- * dividing: a/b > c/d as a*d > c*b, exact while both byte counts are below
- * 2^32 (intervals are u32), which covers every real sample; larger ones take
- * the divisions. */
-static __always_inline void fold_max_rate(struct ccsw_fold_state *s, __u64 bytes, __u32 interval_us)
-{
-	if (!interval_us || !bytes)
-		return;
-	if (!s->rate_interval_us) {
-		s->rate_bytes = bytes;
-		s->rate_interval_us = interval_us;
-		return;
-	}
-	if ((bytes | s->rate_bytes) >> 32) {
-		if (bytes * USEC_PER_SEC / interval_us <= s->rate_bytes * USEC_PER_SEC / s->rate_interval_us)
-			return;
-	} else if (bytes * s->rate_interval_us <= s->rate_bytes * interval_us) {
-		return;
-	}
-	s->rate_bytes = bytes;
-	s->rate_interval_us = interval_us;
-}
 
 /* The standard program's loss clause: an ACK that reveals a loss sets Cwnd to
  * Control.loss_cwnd (the directive's loss_cwnd_bytes, pre-set by the agent),
@@ -460,52 +429,21 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
 	return d->cwnd_bytes;
 }
 
-/* One ACK through the standard program (protocol/src/standard.rs), with
- * the semantics of the shim's interpreter: sums, minimum, maximum and latest
- * values, then a report (the program's conditions, in its order):
- *  - at once on a timeout, a loss, or on every ACK (per_ack);
- *  - once Micros passes the RTT, if on this ACK the window limits the flow
- *    (in flight before the ACK, more than fold_window_pct % of Cwnd), the
- *    flow is paced (Rate) or ECN marked it since the last report;
- *  - once Micros passes fold_idle_us;
- * after which Micros restarts. Registers reset when the program (re)started
- * (start_us changed). Returns true when it reports: the registers then hold
- * the report (rate included), and the caller resets them once copied. No
- * division unless it reports. */
-static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccsw_fold_ack *a,
-				     const struct ccsw_directive *d)
+/* One ACK through the standard program (std_fold.bpf.h), reporting as the directive says:
+ * per ACK, or (CCSW_FOLD_PER_RTT) on a loss or timeout, per RTT while the window binds
+ * (fold_window_pct) and every fold_idle_us. The ACK's delivery-rate sample is the pair
+ * `sample`, so that no ACK divides. Returns true when it reports: the registers then hold
+ * the report, and the caller resets them (ccsw_std_reset_sampled) once copied. */
+static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccsw_std_ack *a,
+				     const struct ccsw_std_rate_sample *sample, const struct ccsw_directive *d)
 {
-	struct ccsw_fold_regs *r = &s->regs;
-	__u64 rtt = a->rtt_us ? a->rtt_us : CCSW_RTT_INFINITY;
-	__u64 micros;
-	bool binds;
+	struct ccsw_std_reporting m = {
+		.idle_report_us = d->fold_idle_us,
+		.window_use_pct = d->fold_window_pct,
+		.per_ack = d->fold == CCSW_FOLD_PER_ACK,
+	};
 
-	if (s->start_us != d->fold_start_us) {
-		fold_reset(s);
-		s->micros_zero_us = d->fold_start_us;
-		s->start_us = d->fold_start_us;
-	}
-	r->acked += a->bytes_acked;
-	r->lost += a->lost_packets;
-	r->timeout = a->was_timeout ? 1 : 0;
-	r->ecn += a->ecn_packets;
-	r->rtt = rtt;
-	if (rtt < r->minrtt)
-		r->minrtt = rtt;
-	r->inflight = a->bytes_in_flight;
-	fold_max_rate(s, a->delivered_bytes, a->rcv_interval_us);
-	r->now = a->now_us;
-	micros = a->now_us - s->micros_zero_us;
-	binds = r->ecn > 0 || a->rate > 0 ||
-		((__u64)a->bytes_in_flight + a->bytes_acked) * 100 > (__u64)a->cwnd_bytes * d->fold_window_pct;
-	if (r->timeout || r->lost > 0 || d->fold == CCSW_FOLD_PER_ACK ||
-	    (micros > rtt && binds) || micros > d->fold_idle_us) {
-		s->micros_zero_us = a->now_us;
-		if (s->rate_interval_us)
-			r->rate = s->rate_bytes * USEC_PER_SEC / s->rate_interval_us;
-		return true;
-	}
-	return false;
+	return ccsw_std_fold_sampled(&s->std, a, sample->bytes, sample->interval_us, d->fold_start_us, &m);
 }
 
 /* The flow's RTT as the standard program reads it: the latest sample, or
@@ -572,14 +510,16 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccsw_report_event *e;
-	struct ccsw_fold_ack a = {};
+	struct ccsw_std_regs *regs;
+	struct ccsw_std_ack a = {};
+	struct ccsw_std_rate_sample sample = {};
 	__u32 mss = tp->mss_cache;
 	bool urgent;
 
 	a.now_us = now / 1000;
 	if (rs->delivered > 0 && rs->rcv_interval_us > 0) {
-		a.delivered_bytes = (__u64)rs->delivered * mss;
-		a.rcv_interval_us = rs->rcv_interval_us;
+		sample.bytes = (__u64)rs->delivered * mss;
+		sample.interval_us = rs->rcv_interval_us;
 	}
 	a.bytes_acked = rs->acked_sacked * mss;
 	a.lost_packets = rs->losses > 0 ? rs->losses : 0;
@@ -588,21 +528,22 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 	a.rtt_us = st->rtt_us;
 	a.bytes_in_flight = packets_in_flight(tp) * mss;
 	a.cwnd_bytes = tp->snd_cwnd * mss;
-	a.rate = d->pacing_rate;
+	a.pacing_rate = d->pacing_rate;
 	st->was_timeout = 0;
 	if (s)
 		COUNT(s, acks_folded);
-	if (!fold_ack(&st->fold, &a, d))
+	if (!fold_ack(&st->fold, &a, &sample, d))
 		return;
 
-	urgent = st->fold.regs.lost || st->fold.regs.timeout || st->fold.regs.ecn;
+	regs = &st->fold.std.fold.regs;
+	urgent = regs->lost || regs->timeout || regs->ecn;
 	e = lane_reserve(urgent, sizeof(*e));
 	if (e) {
 		e->kind = CCSW_EV_REPORT;
 		e->flow_id = st->flow_id;
 		e->ts_ns = now;
-		e->start_us = st->fold.start_us;
-		e->regs = st->fold.regs;
+		e->start_us = st->fold.std.fold.start_us;
+		e->regs = *regs;
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
 		lane_submit(e, urgent, now);
@@ -612,7 +553,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 	/* A report the ring could not take is lost, as a dropped ACK event
 	 * would be; the registers start over either way. */
 	count_event(s, e != NULL);
-	fold_reset(&st->fold);
+	ccsw_std_reset_sampled(&st->fold.std);
 }
 
 /* The directive's window, converted to packets only when it or the MSS
@@ -1014,10 +955,10 @@ SEC("syscall")
 int ccsw_fold_test(struct ccsw_fold_test *t)
 {
 	t->cwnd_bytes = fold_cwnd(&t->state, &t->directive, t->ack.lost_packets, &t->loss_cwnd_set);
-	t->reported = fold_ack(&t->state, &t->ack, &t->directive);
-	t->report = t->state.regs;
+	t->reported = fold_ack(&t->state, &t->ack, &t->sample, &t->directive);
+	t->report = t->state.std.fold.regs;
 	if (t->reported)
-		fold_reset(&t->state);
+		ccsw_std_reset_sampled(&t->state.std);
 	return 0;
 }
 

@@ -20,6 +20,8 @@ typedef uint64_t __u64;
 typedef int32_t __s32;
 #endif
 
+#include "std_fold.bpf.h"
+
 /* Event kinds: the first 4 bytes of every ring-buffer record. */
 #define CCSW_EV_CREATE 1
 #define CCSW_EV_ACK 2
@@ -43,12 +45,6 @@ typedef int32_t __s32;
  * record's first 16 bytes are its kind, flow id and CLOCK_MONOTONIC time
  * (ns): the shim keeps each flow's records in time order across the lanes. */
 #define CCSW_WAKE_BYTES (64u << 10)
-
-/* The standard program's minimum-RTT default: above any sample (us); the
- * protocol's standard::NO_RTT_SAMPLE_US, which tests/fold.rs checks it against. */
-#define CCSW_NO_RTT_SAMPLE_US ((1ULL << 31) - 1)
-/* What its interpreter reads for Flow.rtt_sample_us before any sample (libccp's infinity). */
-#define CCSW_RTT_INFINITY 0xffffffffULL
 
 /* Fallback algorithms (struct ccsw_config.fallback). */
 #define CCSW_FALLBACK_RENO 0
@@ -110,47 +106,12 @@ struct ccsw_close_event {
 	__u64 ts_ns;
 };
 
-/* The standard program's report registers (protocol/src/standard.rs), by name;
- * the shim puts each at its index in a MEASURE (abi.rs, FoldRegs::fields). */
-struct ccsw_fold_regs {
-	__u64 acked;    /* bytes, summed */
-	__u64 lost;     /* packets, summed */
-	__u64 timeout;  /* 0/1: the latest ACK followed a timeout */
-	__u64 ecn;      /* packets, summed */
-	__u64 rtt;      /* us, latest (CCSW_RTT_INFINITY before any sample) */
-	__u64 minrtt;   /* us, minimum since the last report */
-	__u64 inflight; /* bytes, latest */
-	__u64 rate;     /* bytes/s, maximum of the delivery rate */
-	__u64 now;      /* us, CLOCK_MONOTONIC of the latest ACK */
-};
-
-/* The fold's registers in socket storage. regs.rate is filled in when it
- * reports: until then the fastest delivery-rate sample is kept as the pair
- * (rate_bytes, rate_interval_us), compared by cross-multiplication, so that
- * no ACK divides. */
+/* A folded flow's state in socket storage: the standard program's fold (std_fold.bpf.h,
+ * its rate kept as the fastest sample's pair so that no ACK divides) and its loss clause. */
 struct ccsw_fold_state {
-	struct ccsw_fold_regs regs;
-	__u64 micros_zero_us;  /* origin of the program's Micros */
-	__u64 start_us;        /* the directive's fold_start_us these registers belong to */
-	__u64 rate_bytes;      /* the fastest sample since the last report: bytes delivered ... */
-	__u64 rate_interval_us; /* ... over this many us (0 = no sample) */
+	struct ccsw_std_sampled_fold std;
 	__u32 loss_cwnd_bytes; /* the window a loss set (the program's loss clause), 0 = none ... */
 	__u32 loss_cwnd_seq;   /* ... in force while the directive's cwnd_seq is still this */
-};
-
-/* One ACK as the standard program reads it. */
-struct ccsw_fold_ack {
-	__u64 now_us;
-	__u64 delivered_bytes; /* rate sample: delivered over rcv_interval_us (Flow.rate_incoming) */
-	__u32 rcv_interval_us; /* 0 = no rate sample */
-	__u32 bytes_acked;
-	__u32 lost_packets;
-	__u32 ecn_packets;
-	__u32 was_timeout;
-	__u32 rtt_us;          /* the flow's latest RTT sample, carried over; 0 = none yet */
-	__u32 bytes_in_flight;
-	__u32 cwnd_bytes;      /* Cwnd: the window on this ACK */
-	__u64 rate;            /* Rate: the pacing directive, bytes/s (0 = not paced) */
 };
 
 /* Emitted instead of ACK events while a flow is folded: one report of the
@@ -160,7 +121,7 @@ struct ccsw_report_event {
 	__u32 flow_id;
 	__u64 ts_ns;
 	__u64 start_us;        /* the fold_start_us it was folded under */
-	struct ccsw_fold_regs regs;
+	struct ccsw_std_regs regs;
 	__u32 snd_cwnd_bytes;  /* after this ACK */
 	__u32 _pad0;
 };
@@ -189,11 +150,12 @@ struct ccsw_directive {
  * and fold parameters); state and report come back in it. */
 struct ccsw_fold_test {
 	struct ccsw_fold_state state;
-	struct ccsw_fold_ack ack;
+	struct ccsw_std_ack ack;       /* rate_incoming 0: the rate comes as `sample` */
+	struct ccsw_std_rate_sample sample; /* the ACK's delivery-rate sample */
 	struct ccsw_directive directive;
 	__u32 reported;        /* out: 1 if this ACK reported */
 	__u32 loss_cwnd_set;   /* out: the window this ACK's loss set, 0 = none */
-	struct ccsw_fold_regs report; /* out: the report */
+	struct ccsw_std_regs report; /* out: the report */
 	__u32 cwnd_bytes;      /* out: the window cong_control applies after this ACK */
 	__u32 _pad1;
 };
@@ -383,7 +345,8 @@ _Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
 _Static_assert(sizeof(struct ccsw_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
-_Static_assert(sizeof(struct ccsw_fold_test) == 312, "fold test layout");
+_Static_assert(sizeof(struct ccsw_fold_state) == 112, "fold state layout");
+_Static_assert(sizeof(struct ccsw_fold_test) == 328, "fold test layout");
 _Static_assert(sizeof(struct ccsw_directive) == 56, "directive layout");
 _Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
 _Static_assert(sizeof(struct ccsw_vm_program) == 16 + 16 * CCSW_VM_MAX_INSTRS + 8 * CCSW_VM_MAX_EXPRS + 16 * CCSW_VM_MAX_DEFAULTS, "vm program layout");

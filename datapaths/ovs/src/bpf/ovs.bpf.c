@@ -812,13 +812,8 @@ static __always_inline bool fold_routine_ack(struct ccsw_flow *f, const struct c
 	if (!x)
 		return false;
 	a = &x->ack;
-	if (f->fold.start_us != ctl->fold_start_us) {
-		/* The registers restart with the program (as ccsw_std_fold_ack would do). */
-		ccsw_std_reset(&f->fold.regs);
-		f->fold.micros_zero_us = ctl->fold_start_us;
-		f->fold.start_us = ctl->fold_start_us;
-		f->acks_folded = 0;
-	}
+	if (ccsw_std_restart(&f->fold, ctl->fold_start_us))
+		f->acks_folded = 0; /* the registers restarted with the program */
 	/* The shim reported since (on an ACK it folded): Micros restarted there. Its reports
 	 * under an earlier start all precede this start, so the maximum is the latest. */
 	if (ctl->fold_micros_zero_us > f->fold.micros_zero_us)

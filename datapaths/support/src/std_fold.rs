@@ -1,0 +1,102 @@
+//! `#[repr(C)]` mirrors of `datapaths/bpf/std_fold.bpf.h`, the standard program's per-ACK
+//! fold that both datapaths' BPF programs run. Sizes are asserted here and by the header's
+//! `_Static_assert`s.
+
+use std::mem::size_of;
+
+use ccswitch_protocol::standard::{report, NO_RTT_SAMPLE_US};
+
+use crate::pod::Pod;
+
+/// `struct ccsw_std_regs`: the report registers, each at its index in a MEASURE
+/// (`ccswitch_protocol::standard::report`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdRegs {
+    pub fields: [u64; report::COUNT],
+}
+
+impl StdRegs {
+    /// The registers as a program (re)start leaves them (`ccsw_std_reset`).
+    pub fn reset() -> Self {
+        let mut r = Self::default();
+        r.fields[report::MINRTT] = NO_RTT_SAMPLE_US;
+        r
+    }
+}
+
+/// `struct ccsw_std_fold`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdFold {
+    pub regs: StdRegs,
+    pub micros_zero_us: u64,
+    pub start_us: u64,
+}
+
+/// `struct ccsw_std_ack`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdAck {
+    pub now_us: u64,
+    pub rate_incoming: u64,
+    pub pacing_rate: u64,
+    pub bytes_acked: u32,
+    pub lost_packets: u32,
+    pub ecn_packets: u32,
+    pub was_timeout: u32,
+    pub rtt_us: u32,
+    pub bytes_in_flight: u32,
+    pub cwnd_bytes: u32,
+    pub _pad0: u32,
+}
+
+/// `struct ccsw_std_reporting`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdReporting {
+    pub idle_report_us: u64,
+    pub window_use_pct: u32,
+    pub per_ack: u32,
+}
+
+/// `struct ccsw_std_rate_sample`: `bytes` delivered over `interval_us` (0: no sample).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdRateSample {
+    pub bytes: u64,
+    pub interval_us: u64,
+}
+
+impl StdRateSample {
+    /// The rate in bytes/s, as the shim computes `Flow.rate_incoming` from such a sample.
+    pub fn rate(&self) -> u64 {
+        if self.interval_us == 0 {
+            return 0;
+        }
+        self.bytes.wrapping_mul(1_000_000) / self.interval_us
+    }
+}
+
+/// `struct ccsw_std_sampled_fold`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdSampledFold {
+    pub fold: StdFold,
+    pub fastest: StdRateSample,
+}
+
+const _: () = assert!(size_of::<StdRegs>() == 72);
+const _: () = assert!(size_of::<StdFold>() == 88);
+const _: () = assert!(size_of::<StdAck>() == 56);
+const _: () = assert!(size_of::<StdReporting>() == 16);
+const _: () = assert!(size_of::<StdRateSample>() == 16);
+const _: () = assert!(size_of::<StdSampledFold>() == 104);
+
+// SAFETY: #[repr(C)], integers only, explicitly padded.
+unsafe impl Pod for StdRegs {}
+unsafe impl Pod for StdFold {}
+unsafe impl Pod for StdAck {}
+unsafe impl Pod for StdReporting {}
+unsafe impl Pod for StdRateSample {}
+unsafe impl Pod for StdSampledFold {}
