@@ -8,5 +8,5 @@ fn main() {
     if let Some(dir) = &pyo3_build_config::get().lib_dir {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
     }
-    build_bpf("kernel", &["src/bpf/kernel.h", "src/bpf/vm.bpf.h", "../bpf/std_fold.bpf.h"]);
+    build_bpf("kernel", &["src/bpf/kernel.h", "src/bpf/vm.bpf.h", "../bpf/std_fold.bpf.h", "../bpf/shim_channel.bpf.h"]);
 }

@@ -3,5 +3,5 @@
 include!("../bpf_build.rs");
 
 fn main() {
-    build_bpf("ovs", &["src/bpf/ovs.h", "../bpf/std_fold.bpf.h"]);
+    build_bpf("ovs", &["src/bpf/ovs.h", "../bpf/std_fold.bpf.h", "../bpf/shim_channel.bpf.h"]);
 }

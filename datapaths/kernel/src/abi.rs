@@ -13,6 +13,7 @@
 
 use std::mem::size_of;
 
+use ccswitch_datapath_support::mapped::OwnedSlot;
 pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, Pod};
 use ccswitch_datapath_support::std_fold::{StdAck, StdRateSample, StdRegs, StdSampledFold};
 
@@ -327,6 +328,8 @@ unsafe impl Pod for CreateEvent {}
 unsafe impl Pod for RawKernelAckEvent {}
 unsafe impl Pod for CloseEvent {}
 unsafe impl Pod for RawKernelDirective {}
+// The owner first, aligned, and cwnd_seq after the window it ends a loss's window for.
+unsafe impl OwnedSlot for RawKernelDirective {}
 unsafe impl Pod for ReportEvent {}
 unsafe impl Pod for FoldTest {}
 unsafe impl Pod for VmProgram {}

@@ -30,7 +30,6 @@
 //! the flow runs the fallback algorithm chosen in [`LoadOptions`].
 
 pub mod abi;
-mod directives;
 mod events;
 mod loader;
 mod teardown;
@@ -49,7 +48,8 @@ mod skel {
 
 pub use ccswitch_ccp::program::fold::FoldMode;
 pub use events::{AckSample, FlowInfo, FoldedReport, KernelEvent, ProgramReport};
+pub use ccswitch_datapath_support::mapped::DirectiveSlotBusy;
 pub use loader::{
-    monotonic_now_ns, Fallback, HandBack, KernelDatapath, KernelDirectiveSlotBusy, KernelStats, LoadOptions, ProgId,
+    monotonic_now_ns, Fallback, HandBack, KernelDatapath, KernelStats, LoadOptions, ProgId,
     DEFAULT_CC_NAME, DEFAULT_MAX_FLOWS, DEFAULT_MAX_VM_FLOWS, DEFAULT_REPORT_DELAY, DEFAULT_RING_BYTES,
 };

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
-use ccswitch_datapath_support::mapped::MappedArray;
+use ccswitch_datapath_support::mapped::{DirectiveSlots, MappedArray};
 use ccswitch_datapath_support::ring::EventRing;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
 use crate::events::{decode, KernelEvent};
 use crate::skel::{KernelSkel, KernelSkelBuilder};
-use crate::{abi, directives, teardown, vm};
+use crate::{abi, teardown, vm};
 use ccswitch_ccp::session::ProgramRun;
 
 /// Name under which the congestion control registers by default.
@@ -60,7 +60,7 @@ pub struct LoadOptions {
     pub cc_name: String,
     /// Flows that can hold a directive at once (the directives map). Beyond
     /// it a flow stays on the fallback: [`KernelDatapath::set_directive`]
-    /// fails with [`KernelDirectiveSlotBusy`].
+    /// fails with [`DirectiveSlotBusy`](crate::DirectiveSlotBusy).
     pub max_flows: u32,
     /// Size of the routine lane's ring buffer, bytes: a power of two, at least a page. The
     /// urgent lane gets a quarter of it (at least a page). A full ring loses records
@@ -85,16 +85,6 @@ pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
 pub const DEFAULT_REPORT_DELAY: Duration = Duration::from_millis(5);
 /// Default [`LoadOptions::max_vm_flows`] (1.5 KB each).
 pub const DEFAULT_MAX_VM_FLOWS: u32 = 4096;
-
-/// Another live flow holds the flow's directive slot (flow id modulo max_flows): the flow
-/// stays on the fallback.
-#[derive(Debug, thiserror::Error)]
-#[error("no directive slot for flow {flow_id}: flow {holder} holds it ({slots} slots; raise --max-flows)")]
-pub struct KernelDirectiveSlotBusy {
-    pub flow_id: u32,
-    pub holder: u32,
-    pub slots: u32,
-}
 
 impl Default for LoadOptions {
     fn default() -> Self {
@@ -180,7 +170,7 @@ pub struct KernelDatapath {
     max_flows: u32,
     directives_refused: std::cell::Cell<u64>,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
-    directives: directives::DirectiveSlots,
+    directives: DirectiveSlots<abi::RawKernelDirective>,
     config: MappedArray<abi::RawKernelConfig>,
     /// Flows whose program the BPF interpreter runs.
     vm: std::cell::RefCell<vm::VmRuns>,
@@ -297,7 +287,7 @@ impl KernelDatapath {
         Link,
         (EventRing<KernelEvent>, EventRing<KernelEvent>),
         Vec<ProgId>,
-        directives::DirectiveSlots,
+        DirectiveSlots<abi::RawKernelDirective>,
         MappedArray<abi::RawKernelConfig>,
         MappedArray<abi::VmFlow>,
     )> {
@@ -397,7 +387,7 @@ impl KernelDatapath {
         let directives = MappedArray::new(skel.maps.ccsw_directives.as_fd(), opts.max_flows as usize)
             .context("mapping the directives array")?;
         let config = MappedArray::new(skel.maps.ccsw_config.as_fd(), 1).context("mapping the config")?;
-        let directives = directives::DirectiveSlots(directives);
+        let directives = DirectiveSlots::new(directives);
         let vm_flows = MappedArray::new(skel.maps.ccsw_vm_flows.as_fd(), opts.max_vm_flows as usize)
             .context("mapping the interpreter's flow map")?;
         Ok((skel, link, hand_back_link, lanes, prog_ids, directives, config, vm_flows))
@@ -593,9 +583,9 @@ impl KernelDatapath {
     }
 
     fn update_directive(&self, flow_id: u32, change: impl FnOnce(&mut abi::RawKernelDirective)) -> Result<()> {
-        self.directives.update(flow_id, change).map_err(|holder| {
+        self.directives.update(flow_id, change).map_err(|busy| {
             self.directives_refused.set(self.directives_refused.get() + 1);
-            KernelDirectiveSlotBusy { flow_id, holder, slots: self.max_flows }.into()
+            busy.into()
         })
     }
 

@@ -35,7 +35,7 @@ use ccswitch_ccp::cli::{WindowEdge, WindowSignals};
 use ccswitch_ccp::latency::LatencyHistogram;
 use ccswitch_ccp::session::{process_cpu_time, AckInput, FlowDesc, ProgramRun, Session, SessionDatapath};
 use ccswitch_ccp::Primitives;
-use ccswitch_kernel::{monotonic_now_ns, AckSample, FoldMode, KernelDatapath, KernelDirectiveSlotBusy, KernelEvent, KernelStats};
+use ccswitch_kernel::{monotonic_now_ns, AckSample, FoldMode, DirectiveSlotBusy, KernelDatapath, KernelEvent, KernelStats};
 use tracing::{debug, info, warn};
 
 /// Period of timer-driven program evaluation of the flows the shim evaluates itself (those
@@ -59,7 +59,7 @@ impl SessionDatapath for Maps<'_> {
         match self.0.set_directive(sid, Some(cwnd_bytes), rate) {
             // Counted by the datapath and logged by the shim once per interval: the flow
             // stays on the fallback, which is all a busy slot can offer it.
-            Err(e) if e.is::<KernelDirectiveSlotBusy>() => Ok(()),
+            Err(e) if e.is::<DirectiveSlotBusy>() => Ok(()),
             r => r,
         }
     }
@@ -72,13 +72,13 @@ impl SessionDatapath for Maps<'_> {
     fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
         match self.0.set_fold(sid, fold) {
             Ok(()) => Ok(true),
-            Err(e) if e.is::<KernelDirectiveSlotBusy>() => Ok(false),
+            Err(e) if e.is::<DirectiveSlotBusy>() => Ok(false),
             Err(e) => Err(e),
         }
     }
     fn run_program(&mut self, sid: u32, run: Option<ProgramRun<'_>>) -> Result<bool> {
         match self.0.run_program(sid, run.as_ref()) {
-            Err(e) if e.is::<KernelDirectiveSlotBusy>() => Ok(false),
+            Err(e) if e.is::<DirectiveSlotBusy>() => Ok(false),
             r => r,
         }
     }

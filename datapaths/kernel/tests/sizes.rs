@@ -1,9 +1,9 @@
 //! Sizes come from the options, and a full directives array is visible: a flow whose slot
-//! (flow id modulo max_flows) another live flow holds is refused with `KernelDirectiveSlotBusy` and
+//! (flow id modulo max_flows) another live flow holds is refused with `DirectiveSlotBusy` and
 //! counted, the others keep theirs, and a freed slot is reused. Needs root (loads the BPF
 //! object).
 
-use ccswitch_kernel::{FoldMode, KernelDatapath, KernelDirectiveSlotBusy, LoadOptions};
+use ccswitch_kernel::{FoldMode, KernelDatapath, DirectiveSlotBusy, LoadOptions};
 
 fn load(max_flows: u32, ring_bytes: u32) -> anyhow::Result<KernelDatapath> {
     KernelDatapath::load(LoadOptions {
@@ -22,8 +22,8 @@ fn a_full_directives_map_refuses_new_flows_visibly() {
     dp.set_directive(1, Some(20_000), None).unwrap();
     dp.set_fold(2, Some((FoldMode::PER_RTT, 5))).unwrap();
     let err = dp.set_directive(3, Some(20_000), None).unwrap_err();
-    assert!(err.is::<KernelDirectiveSlotBusy>(), "{err:#}");
-    assert!(dp.set_fold(3, Some((FoldMode::PER_RTT, 5))).unwrap_err().is::<KernelDirectiveSlotBusy>());
+    assert!(err.is::<DirectiveSlotBusy>(), "{err:#}");
+    assert!(dp.set_fold(3, Some((FoldMode::PER_RTT, 5))).unwrap_err().is::<DirectiveSlotBusy>());
     assert_eq!(dp.directives_refused(), 2);
     // The flows that fit keep being updated; a freed slot takes the next flow.
     dp.set_directive(1, Some(30_000), Some(1_000_000)).unwrap();

@@ -13,6 +13,7 @@
 
 use std::mem::size_of;
 
+use ccswitch_datapath_support::mapped::OwnedSlot;
 pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, from_prefix, Pod};
 use ccswitch_datapath_support::std_fold::{StdAck, StdFold, StdRegs, StdReporting};
 
@@ -144,13 +145,13 @@ pub struct RawOvsDirective {
     pub sacked_bytes: u32,
     pub sacked_una: u32,
     pub active: u32,
-    pub fold: u32,
+    pub fold_window_pct: u32,
     pub fold_start_us: u64,
     pub fold_idle_us: u64,
-    pub fold_window_pct: u32,
-    pub fold_cwnd_bytes: u32,
     pub fold_rate: u64,
     pub fold_micros_zero_us: u64,
+    pub fold_cwnd_bytes: u32,
+    pub fold: u32,
 }
 
 #[repr(C)]
@@ -313,6 +314,8 @@ const _: () = assert!(size_of::<OvsFoldTest>() == size_of::<btf::ccsw_ovs_fold_t
 unsafe impl Pod for FlowKey {}
 unsafe impl Pod for RawOvsFlow {}
 unsafe impl Pod for RawOvsDirective {}
+// The owner first, aligned, and the fold word after the fold's fields.
+unsafe impl OwnedSlot for RawOvsDirective {}
 unsafe impl Pod for RawOvsConfig {}
 unsafe impl Pod for RawOvsStats {}
 unsafe impl Pod for Head {}

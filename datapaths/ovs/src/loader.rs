@@ -33,7 +33,8 @@ use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use ccswitch_datapath_support::mapped::MappedArray;
+use ccswitch_datapath_support::mapped::{DirectiveSlots, MappedArray};
+pub use ccswitch_datapath_support::mapped::DirectiveSlotBusy;
 use ccswitch_datapath_support::ring::EventRing;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
@@ -320,21 +321,11 @@ fn c_name(name: &[std::os::raw::c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Another live flow holds the flow's directive slot (flow id modulo the slots): the flow is
-/// not controlled.
-#[derive(Debug, thiserror::Error)]
-#[error("no directive slot for flow {flow_id}: flow {holder} holds it ({slots} slots; raise --max-flows)")]
-pub struct OvsDirectiveSlotBusy {
-    pub flow_id: u32,
-    pub holder: u32,
-    pub slots: usize,
-}
-
 /// What `load_into` builds.
 type Loaded = (
     OvsSkel<'static>,
     EventRing<OvsEvent>,
-    MappedArray<abi::RawOvsDirective>,
+    DirectiveSlots<abi::RawOvsDirective>,
     MappedArray<abi::RawOvsConfig>,
     MappedArray<abi::RawOvsFrameSlot>,
     MappedArray<abi::SlotOwner>,
@@ -351,7 +342,7 @@ pub struct OvsDatapath {
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
-    directives: MappedArray<abi::RawOvsDirective>,
+    directives: DirectiveSlots<abi::RawOvsDirective>,
     conf: MappedArray<abi::RawOvsConfig>,
     /// The frame slab, read in place, and its owner words (0: free), which the shim zeroes
     /// to give a slot back (see `bpf/ovs.bpf.c` on why the two sides never race).
@@ -516,7 +507,7 @@ impl OvsDatapath {
             .context("loading the ovs BPF programs (verifier)")?;
 
         let ring = EventRing::new(&skel.maps.events, decode)?;
-        let directives = MappedArray::new(skel.maps.directives.as_fd(), opts.max_flows as usize).context("mapping the directives")?;
+        let directives = DirectiveSlots::new(MappedArray::new(skel.maps.directives.as_fd(), opts.max_flows as usize).context("mapping the directives")?);
         let conf = MappedArray::new(skel.maps.conf.as_fd(), 1).context("mapping the config")?;
         let slots = opts.slab_slots as usize;
         let slab = MappedArray::new(skel.maps.slab.as_fd(), slots).context("mapping the frame slab")?;
@@ -577,52 +568,29 @@ impl OvsDatapath {
         self.ring.malformed()
     }
 
+    /// Sets `flow_id`'s directive (see [`DirectiveSlots`]); [`DirectiveSlotBusy`] if another
+    /// flow holds its slot.
     pub fn set_directive(&self, flow_id: u32, directive: &OvsDirective) -> Result<()> {
-        let i = flow_id as usize % self.directives.len();
-        let holder = self.directives.read(i).flow_id;
-        if holder != 0 && holder != flow_id {
-            return Err(OvsDirectiveSlotBusy { flow_id, holder, slots: self.directives.len() }.into());
-        }
-        let p = self.directives.at(i);
-        // SAFETY: in bounds; each field is one aligned 32-bit store. The owner goes last,
-        // so the egress program never applies a half-written slot to this flow.
-        unsafe {
-            write_volatile(&raw mut (*p).cwnd_bytes, directive.cwnd_bytes);
-            write_volatile(&raw mut (*p).sacked_bytes, directive.sacked_bytes);
-            write_volatile(&raw mut (*p).sacked_una, directive.sacked_una);
-            write_volatile(&raw mut (*p).active, directive.active as u32);
-            // The fold's fields before its mode word, which the egress program reads first.
-            let mut d = std::ptr::read_volatile(p);
-            FoldDirective::write(directive.fold, &mut d);
-            write_volatile(&raw mut (*p).fold_start_us, d.fold_start_us);
-            write_volatile(&raw mut (*p).fold_idle_us, d.fold_idle_us);
-            write_volatile(&raw mut (*p).fold_window_pct, d.fold_window_pct);
-            write_volatile(&raw mut (*p).fold_cwnd_bytes, d.fold_cwnd_bytes);
-            write_volatile(&raw mut (*p).fold_rate, d.fold_rate);
-            write_volatile(&raw mut (*p).fold_micros_zero_us, d.fold_micros_zero_us);
-            write_volatile(&raw mut (*p).fold, d.fold);
-            fence(Ordering::Release);
-            write_volatile(&raw mut (*p).flow_id, flow_id);
-        }
+        self.directives.update(flow_id, |d| {
+            d.cwnd_bytes = directive.cwnd_bytes;
+            d.sacked_bytes = directive.sacked_bytes;
+            d.sacked_una = directive.sacked_una;
+            d.active = directive.active as u32;
+            FoldDirective::write(directive.fold, d);
+        })?;
         Ok(())
     }
 
     /// Gives `flow_id`'s directive slot back; clearing a directive that does not exist is not an
     /// error.
     pub fn clear_directive(&self, flow_id: u32) -> Result<()> {
-        let i = flow_id as usize % self.directives.len();
-        if self.directives.read(i).flow_id == flow_id {
-            // SAFETY: in bounds, aligned.
-            unsafe { write_volatile(&raw mut (*self.directives.at(i)).flow_id, 0) };
-            fence(Ordering::Release);
-        }
+        self.directives.clear(flow_id);
         Ok(())
     }
 
     /// The directive of `flow_id` as the egress program reads it.
     pub fn directive(&self, flow_id: u32) -> Option<OvsDirective> {
-        let c = self.directives.read(flow_id as usize % self.directives.len());
-        (c.flow_id == flow_id).then_some(OvsDirective {
+        self.directives.get(flow_id).map(|c| OvsDirective {
             cwnd_bytes: c.cwnd_bytes,
             sacked_bytes: c.sacked_bytes,
             sacked_una: c.sacked_una,

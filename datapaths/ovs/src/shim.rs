@@ -40,7 +40,7 @@ use ccswitch_ccp::session::{
 use serde_json::{json, Value};
 use tracing::{debug, error, info, trace, warn};
 
-use ccswitch_ovs::loader::{OvsDatapath, OvsDirectiveSlotBusy};
+use ccswitch_ovs::loader::{DirectiveSlotBusy, OvsDatapath};
 use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_ovs::events::{Ack, AckVerdict, FlowAddrs, FoldDirective, Folded, FrameSlot, OvsDirective, OvsEvent};
 use ccswitch_ovs::fold::ShimFold;
@@ -280,7 +280,7 @@ fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut OvsFlow, flows: usize
             writes.written += 1;
             f.written = Some(c);
         }
-        Err(e) if e.is::<OvsDirectiveSlotBusy>() => writes.refused += 1,
+        Err(e) if e.is::<DirectiveSlotBusy>() => writes.refused += 1,
         Err(e) => error!(sid, error = %e, "cannot write the directive"),
     }
 }

@@ -9,7 +9,7 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 
 use ccswitch_ovs::loader::{
-    monotonic_now_ns, FlowPhase, OvsDatapath, OvsDirectiveSlotBusy, Port, RET_DROP, RET_NEXT,
+    monotonic_now_ns, FlowPhase, OvsDatapath, DirectiveSlotBusy, Port, RET_DROP, RET_NEXT,
 };
 use ccswitch_ovs::events::{AckVerdict, CloseReason, FoldDirective, Folded, OvsDirective, OvsEvent, SackBlock, UnbufferedReason};
 use common::*;
@@ -1025,7 +1025,7 @@ fn a_directive_slot_held_by_another_flow_is_refused_visibly() {
     dp.set_directive(1, &c).unwrap();
     dp.set_directive(2, &OvsDirective { cwnd_bytes: 5000, ..c }).unwrap();
     let err = dp.set_directive(3, &c).unwrap_err();
-    assert!(err.is::<OvsDirectiveSlotBusy>(), "{err:#}");
+    assert!(err.is::<DirectiveSlotBusy>(), "{err:#}");
     assert_eq!((dp.directive(1), dp.directive(3)), (Some(c), None));
     dp.clear_directive(1).unwrap();
     dp.set_directive(3, &OvsDirective { cwnd_bytes: 7000, ..c }).unwrap();

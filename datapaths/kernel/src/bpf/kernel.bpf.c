@@ -60,6 +60,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "kernel.h"
+#include "shim_channel.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -149,22 +150,14 @@ struct {
 const volatile __u64 ccsw_report_delay_ns = 1000000;
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, MAX_FLOWS);
-	__type(key, __u32);
-	__type(value, struct ccsw_directive);
+	CCSW_SHIM_ARRAY(struct ccsw_directive, MAX_FLOWS);
 } ccsw_directives SEC(".maps");
 
 /* Entries of ccsw_directives (set by the loader with the map's size). */
 const volatile __u32 ccsw_max_flows = MAX_FLOWS;
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE); /* the shim stores the deadline directly */
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ccsw_config);
+	CCSW_SHIM_ARRAY(struct ccsw_config, 1); /* the shim stores the deadline directly */
 } ccsw_config SEC(".maps");
 
 struct {
@@ -220,23 +213,10 @@ static __always_inline struct ccsw_config *config_slot(void)
 	return bpf_map_lookup_elem(&ccsw_config, &zero);
 }
 
-static __always_inline __u32 directive_slot(__u32 flow_id)
-{
-	return ccsw_max_flows ? flow_id % ccsw_max_flows : 0;
-}
-
-/* Directive slot `slot`, if flow_id holds it. */
-static __always_inline struct ccsw_directive *directive_in(__u32 slot, __u32 flow_id)
-{
-	struct ccsw_directive *d = bpf_map_lookup_elem(&ccsw_directives, &slot);
-
-	return d && d->flow_id == flow_id ? d : NULL;
-}
-
-/* The directive slot of a flow, if the flow holds it. */
+/* The directive slot of a flow, if the flow holds it (see shim_channel.bpf.h). */
 static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
 {
-	return directive_in(directive_slot(flow_id), flow_id);
+	return ccsw_directive_in(&ccsw_directives, ccsw_directive_slot(flow_id, ccsw_max_flows), flow_id);
 }
 
 /* Counters: the stats map is per CPU, so a counter bumped on every ACK is a
@@ -457,42 +437,35 @@ static __always_inline void carry_rtt(struct tcp_sock *tp, struct ccsw_sk_state 
 		st->rtt_us = tp->srtt_us >> 3;
 }
 
-/* The routine lane's consumer position at its last forced wake-up, and when
- * its oldest unread record was submitted: racy hints (two CPUs may both wake,
- * which costs only a wake-up). */
-__u64 routine_wake_cons = ~0ULL;
+/* The routine lane's wake-up state, and when its oldest unread record was submitted: racy
+ * hints (two CPUs may both wake, which costs only a wake-up). */
+struct ccsw_wake_state routine_wake = { .cons_pos = ~0ULL };
 __u64 routine_oldest_ns = 0;
 
-/* A wake-up is an inter-processor interrupt, which costs more than a whole
- * fold (several us on a VM), so records travel in two lanes.
+/* Records travel in two lanes (see shim_channel.bpf.h for why wake-ups are rationed).
  *
  * Urgent records (lane_reserve(true, ..)) are submitted adaptively: the
  * kernel wakes the shim only if it had read everything before the record, so
  * a burst of urgent records costs one wake-up, and the shim reads the whole
  * lane each time it wakes.
  *
- * A routine record wakes the shim only when CCSW_WAKE_BYTES wait in its lane
+ * A routine record is due a wake-up only when CCSW_WAKE_BYTES wait in its lane
  * or the lane's oldest record has waited ccsw_report_delay_ns; otherwise it
  * is read when the shim is awake anyway (an urgent record, the agent's
  * answers, its own timers). FORCE, not adaptive: records submitted without a
- * wake-up are waiting before it. Nor does it force one while the shim has not
- * read the lane since the last (the consumer position has not moved): the
- * shim is awake or about to be. `size` is the record's: the lane was empty
- * before it when nothing else waits (the kernel adds an 8-byte header and
- * rounds to 8 bytes). */
+ * wake-up are waiting before it (ccsw_wake_flags forces none while the shim
+ * has not read the lane since the last). `size` is the record's: the lane was
+ * empty before it when nothing else waits (the kernel adds an 8-byte header
+ * and rounds to 8 bytes). */
 static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size)
 {
-	__u64 avail = bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA), cons;
+	__u64 avail = bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA);
 
 	if (avail <= ((size + 8 + 7) & ~7ULL))
 		routine_oldest_ns = now;
 	if (avail < CCSW_WAKE_BYTES && now - routine_oldest_ns < ccsw_report_delay_ns)
 		return BPF_RB_NO_WAKEUP;
-	cons = bpf_ringbuf_query(&ccsw_events, BPF_RB_CONS_POS);
-	if (cons == routine_wake_cons)
-		return BPF_RB_NO_WAKEUP;
-	routine_wake_cons = cons;
-	return BPF_RB_FORCE_WAKEUP;
+	return ccsw_wake_flags(&ccsw_events, &routine_wake, 0);
 }
 
 /* Room for a record of `size` bytes (a constant) in its lane. */
@@ -801,7 +774,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	st->directed = 0;
 	st->paced = 0;
 	st->rtt_us = 0;
-	st->slot = directive_slot(st->flow_id);
+	st->slot = ccsw_directive_slot(st->flow_id, ccsw_max_flows);
 	st->cwnd_dir_bytes = 0;
 	st->cwnd_dir_mss = 0;
 	st->pacing_cwnd = 0;
@@ -872,7 +845,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 		cfg = config_slot();
 		agent_live = cfg && now < cfg->agent_valid_until_ns;
 		if (agent_live)
-			d = directive_in(st->slot, st->flow_id);
+			d = ccsw_directive_in(&ccsw_directives, st->slot, st->flow_id);
 	}
 
 	if (d && st)

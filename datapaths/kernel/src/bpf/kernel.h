@@ -348,6 +348,7 @@ _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
 _Static_assert(sizeof(struct ccsw_fold_state) == 112, "fold state layout");
 _Static_assert(sizeof(struct ccsw_fold_test) == 328, "fold test layout");
 _Static_assert(sizeof(struct ccsw_directive) == 56, "directive layout");
+_Static_assert(__builtin_offsetof(struct ccsw_directive, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
 _Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
 _Static_assert(sizeof(struct ccsw_vm_program) == 16 + 16 * CCSW_VM_MAX_INSTRS + 8 * CCSW_VM_MAX_EXPRS + 16 * CCSW_VM_MAX_DEFAULTS, "vm program layout");
 _Static_assert(sizeof(struct ccsw_vm_regs) == 8 * (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS + CCSW_VM_TMP_REGS + CCSW_VM_LOCAL_REGS + CCSW_VM_IMPLICIT_REGS + 1), "vm registers layout");

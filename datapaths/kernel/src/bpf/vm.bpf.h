@@ -47,11 +47,7 @@ struct {
 
 /* Flows running a program here: their registers (struct ccsw_vm_flow). */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE); /* the shim writes starts and control updates directly */
-	__uint(max_entries, CCSW_VM_FLOWS);
-	__type(key, __u32);
-	__type(value, struct ccsw_vm_flow);
+	CCSW_SHIM_ARRAY(struct ccsw_vm_flow, CCSW_VM_FLOWS); /* the shim writes starts and control updates directly */
 } ccsw_vm_flows SEC(".maps");
 
 struct vm_run {

@@ -69,6 +69,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "ovs.h"
+#include "shim_channel.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -110,22 +111,14 @@ struct {
 } flows SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 65536); /* AttachOptions.max_flows, set before load */
-	__type(key, __u32);
-	__type(value, struct ccsw_directive);
+	CCSW_SHIM_ARRAY(struct ccsw_directive, 65536); /* AttachOptions.max_flows, set before load */
 } directives SEC(".maps");
 
 /* Entries of `directives` (set by the loader with the map's size). */
 const volatile __u32 ccsw_max_flows = 65536;
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE); /* the shim stores the deadline directly */
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ccsw_config);
+	CCSW_SHIM_ARRAY(struct ccsw_config, 1); /* the shim stores the deadline directly */
 } conf SEC(".maps");
 
 struct {
@@ -142,19 +135,11 @@ struct {
 
 /* The frame slab and its owner words (see the model above). */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 65536); /* AttachOptions.slab_slots, set before load */
-	__type(key, __u32);
-	__type(value, struct ccsw_frame_slot);
+	CCSW_SHIM_ARRAY(struct ccsw_frame_slot, 65536); /* AttachOptions.slab_slots, set before load */
 } slab SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 65536); /* AttachOptions.slab_slots, set before load */
-	__type(key, __u32);
-	__type(value, struct ccsw_slot_owner);
+	CCSW_SHIM_ARRAY(struct ccsw_slot_owner, 65536); /* AttachOptions.slab_slots, set before load */
 } slab_owner SEC(".maps");
 
 /* Entries of `slab` and `slab_owner` (set by the loader with the maps' size). */
@@ -183,10 +168,7 @@ static __always_inline bool seq_after(__u32 a, __u32 b)
 /* The directive slot of a flow, if the flow holds it. */
 static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
 {
-	__u32 slot = ccsw_max_flows ? flow_id % ccsw_max_flows : 0;
-	struct ccsw_directive *c = bpf_map_lookup_elem(&directives, &slot);
-
-	return c && c->flow_id == flow_id ? c : NULL;
+	return ccsw_directive_in(&directives, ccsw_directive_slot(flow_id, ccsw_max_flows), flow_id);
 }
 
 static __always_inline struct ccsw_config *get_config(void)
@@ -387,41 +369,27 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p, bool from
 	return 1;
 }
 
-/* Where the ring's consumer stood, and when, at the last forced wake-up. */
-__u64 wake_cons_pos = ~0ULL;
-__u64 wake_ns = 0;
+/* The ring's wake-up state (see shim_channel.bpf.h). */
+struct ccsw_wake_state wake = { .cons_pos = ~0ULL };
 
 /* Routine records (segment descriptors, ACKs that only move forward) wait for the
  * shim's next pass, at most its --record-delay-us later; urgent ones (a flow
  * established or closed, a resent or unbuffered segment, the first ACK of a loss
- * episode (see on_ack), FIN or RST) and a ring holding CCSW_WAKE_BYTES wake it
- * at once. A wake-up is an inter-processor interrupt (irq_work), dearer than the
- * rest of the program together (measured: 8 us each on these VMs, against about 1 us for
- * the rest of an egress run, at 1,000 flows), so a record forces one only
- *  - if the shim has read the ring since the last forced wake-up (the consumer position
- *    moved): until it reads, it is awake or about to be, and will see this record too;
- *  - and if the last one is at least config.wake_gap_ns old (--wake-gap-us): under loss at
- *    many flows, urgent ACKs come faster than the shim can use separate wake-ups for.
- * A record that forces nothing is read at the shim's next pass, at most its record delay
- * later, so no record ever waits longer than that. Both globals are racy hints: two CPUs
- * may both wake, which costs a wake-up and nothing else. */
+ * episode (see on_ack), FIN or RST) and a ring holding CCSW_WAKE_BYTES are due a
+ * wake-up (measured: 8 us each on these VMs, against about 1 us for the rest of an
+ * egress run, at 1,000 flows), which ccsw_wake_flags forces only if the shim has read
+ * the ring since the last one and that one is at least config.wake_gap_ns old
+ * (--wake-gap-us): under loss at many flows, urgent ACKs come faster than the shim can
+ * use separate wake-ups for. A record that forces nothing is read at the shim's next
+ * pass, at most its record delay later, so no record ever waits longer than that. */
 static __always_inline __u64 wake_flags(bool urgent)
 {
 	struct ccsw_config *cfg;
-	__u64 cons, now;
 
 	if (!urgent && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < CCSW_WAKE_BYTES)
 		return BPF_RB_NO_WAKEUP;
-	cons = bpf_ringbuf_query(&events, BPF_RB_CONS_POS);
-	if (cons == wake_cons_pos)
-		return BPF_RB_NO_WAKEUP;
-	now = bpf_ktime_get_ns();
 	cfg = get_config();
-	if (cfg && now - wake_ns < cfg->wake_gap_ns)
-		return BPF_RB_NO_WAKEUP;
-	wake_cons_pos = cons;
-	wake_ns = now;
-	return BPF_RB_FORCE_WAKEUP;
+	return ccsw_wake_flags(&events, &wake, cfg ? cfg->wake_gap_ns : 0);
 }
 
 static __always_inline void emit_small(void *rec, __u32 size, bool urgent)
@@ -1043,11 +1011,7 @@ int ccsw_fold_test(struct ccsw_ovs_fold_test *t)
 
 /* Frames staged by the shim for ccsw_inject: entries 0..config.inject_count. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, CCSW_INJECT_BATCH);
-	__type(key, __u32);
-	__type(value, struct ccsw_inject_frame);
+	CCSW_SHIM_ARRAY(struct ccsw_inject_frame, CCSW_INJECT_BATCH);
 } inject_frames SEC(".maps");
 
 /* Re-injection: run with BPF_PROG_TEST_RUN in live-frames mode, a frame that passes is

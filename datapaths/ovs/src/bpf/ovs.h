@@ -140,23 +140,21 @@ struct ccsw_flow {
 	__u32 rtt_us;       /* the latest RTT sample (0: none yet) */
 };
 
-/* Written by userspace only, keyed by flow_id. */
-/* A slot of the directives array (BPF_F_MMAPABLE): flow F's directive is slot
- * F % max_flows while its flow_id is F. The shim stores into its mapping,
- * the fields before flow_id (and flow_id first when it gives the slot back). */
+/* A slot of the directives array, written by the shim only (see shim_channel.bpf.h: it
+ * stores the fields in this order, the owner last), keyed by flow_id. */
 struct ccsw_directive {
 	__u32 flow_id;      /* owner; 0 = free */
 	__u32 cwnd_bytes;
 	__u32 sacked_bytes;
 	__u32 sacked_una;
 	__u32 active;
-	__u32 fold;          /* CCSW_FOLD_*: 0, the shim interprets every ACK */
+	__u32 fold_window_pct; /* Control.window_use_pct */
 	__u64 fold_start_us; /* when the standard program (re)started: registers reset, Micros counts from here */
 	__u64 fold_idle_us;  /* Control.idle_report_us */
-	__u32 fold_window_pct; /* Control.window_use_pct */
-	__u32 fold_cwnd_bytes; /* the program's Cwnd (the agent's window, before the port's caps) */
 	__u64 fold_rate;     /* the program's Rate, bytes/s (0: not paced) */
 	__u64 fold_micros_zero_us; /* when the shim last reported for the flow (Micros restarts) */
+	__u32 fold_cwnd_bytes; /* the program's Cwnd (the agent's window, before the port's caps) */
+	__u32 fold;          /* CCSW_FOLD_*: 0, the shim interprets every ACK; after the fields it makes the egress program read */
 };
 
 struct ccsw_config {
@@ -313,6 +311,7 @@ struct ccsw_unbuffered_event {
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_flow) == 176, "flow");
 _Static_assert(sizeof(struct ccsw_directive) == 64, "directive");
+_Static_assert(__builtin_offsetof(struct ccsw_directive, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
 _Static_assert(sizeof(struct ccsw_config) == 32, "config");
 _Static_assert(sizeof(struct ccsw_inject_frame) == 8 + CCSW_FRAME_MAX, "inject frame");
 _Static_assert(sizeof(struct ccsw_stats) == 168, "stats");
