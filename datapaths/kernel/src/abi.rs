@@ -3,13 +3,11 @@
 //! `_Static_assert`), and the map value types are also checked against the
 //! layouts libbpf-cargo generated from the BPF object's BTF.
 //!
-//! Naming: a mirror is named after its C struct (`ccsw_create_event` → [`CreateEvent`]) unless
-//! that name is taken elsewhere in the workspace (by the ovs datapath's mirror of a C struct
-//! of the same name, or by a decoded type); then it is `Raw` + datapath + the C name
-//! ([`RawKernelAckEvent`], [`RawKernelDirective`], [`RawKernelConfig`], [`RawKernelStats`]),
-//! as in `datapaths/ovs`'s `abi` (`RawOvs…`). `Raw` marks the wire layout as the BPF side
-//! reads and writes it, as opposed to what the loader decodes it into (e.g.
-//! [`crate::KernelStats`]).
+//! Naming: a mirror is its C struct's name without `ccsw_`, in CamelCase (`ccsw_create_event`
+//! → [`CreateEvent`], `ccsw_kernel_ack_event` → [`KernelAckEvent`]). A C struct whose name the
+//! ovs header also declares carries the datapath in its name, so no two mirrors share one.
+//! The layouts of the standard program's fold, which both datapaths' programs share, are
+//! mirrored once, in `ccswitch_datapath_support::std_fold`.
 
 use std::mem::size_of;
 
@@ -57,7 +55,7 @@ pub struct CreateEvent {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawKernelAckEvent {
+pub struct KernelAckEvent {
     pub kind: u32,
     pub flow_id: u32,
     pub ts_ns: u64,
@@ -115,11 +113,11 @@ pub struct ReportEvent {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FoldTest {
+pub struct KernelFoldTest {
     pub state: FoldState,
     pub ack: StdAck,
     pub sample: StdRateSample,
-    pub directive: RawKernelDirective,
+    pub directive: KernelDirectiveSlot,
     pub reported: u32,
     pub loss_cwnd_set: u32,
     pub report: StdRegs,
@@ -257,7 +255,7 @@ zeroed_default!(VmProgram, VmRegs, VmTest, VmReportEvent);
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RawKernelDirective {
+pub struct KernelDirectiveSlot {
     pub flow_id: u32,
     pub cwnd_bytes: u32,
     pub fold: u32,
@@ -273,7 +271,7 @@ pub struct RawKernelDirective {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawKernelConfig {
+pub struct KernelConfig {
     pub agent_valid_until_ns: u64,
     pub fallback: u32,
     pub _pad0: u32,
@@ -281,7 +279,7 @@ pub struct RawKernelConfig {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawKernelStats {
+pub struct KernelCpuStats {
     pub events: u64,
     pub drops: u64,
     pub flows_created: u64,
@@ -301,40 +299,40 @@ pub struct RawKernelStats {
 }
 
 const _: () = assert!(size_of::<CreateEvent>() == 64);
-const _: () = assert!(size_of::<RawKernelAckEvent>() == 104);
+const _: () = assert!(size_of::<KernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
 const _: () = assert!(size_of::<FoldState>() == 112);
-const _: () = assert!(size_of::<FoldTest>() == 328);
-const _: () = assert!(size_of::<RawKernelDirective>() == 56);
+const _: () = assert!(size_of::<KernelFoldTest>() == 328);
+const _: () = assert!(size_of::<KernelDirectiveSlot>() == 56);
 const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);
 const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));
 const _: () = assert!(size_of::<VmTest>() == size_of::<VmRegs>() + 8 * VM_PRIMITIVES + 24 + 16 + 8 * VM_REPORT_REGS);
-const _: () = assert!(size_of::<RawKernelConfig>() == 16);
-const _: () = assert!(size_of::<RawKernelStats>() == 128);
+const _: () = assert!(size_of::<KernelConfig>() == 16);
+const _: () = assert!(size_of::<KernelCpuStats>() == 128);
 const _: () = assert!(size_of::<VmFlow>() == 24 + 2 * (16 + size_of::<VmRegs>()));
 const _: () = assert!(size_of::<VmReportEvent>() == 40 + 8 * VM_REPORT_REGS);
 // The same layouts as seen through the BPF object's BTF.
-const _: () = assert!(size_of::<RawKernelDirective>() == size_of::<crate::skel::types::ccsw_directive>());
-const _: () = assert!(size_of::<RawKernelConfig>() == size_of::<crate::skel::types::ccsw_config>());
-const _: () = assert!(size_of::<RawKernelStats>() == size_of::<crate::skel::types::ccsw_stats>());
+const _: () = assert!(size_of::<KernelDirectiveSlot>() == size_of::<crate::skel::types::ccsw_kernel_directive_slot>());
+const _: () = assert!(size_of::<KernelConfig>() == size_of::<crate::skel::types::ccsw_kernel_config>());
+const _: () = assert!(size_of::<KernelCpuStats>() == size_of::<crate::skel::types::ccsw_kernel_cpu_stats>());
 const _: () = assert!(size_of::<VmFlow>() == size_of::<crate::skel::types::ccsw_vm_flow>());
 const _: () = assert!(size_of::<VmProgram>() == size_of::<crate::skel::types::ccsw_vm_program>());
 
 // Plain-old-data: the ring buffer's records and the maps' values are read from and written
 // as bytes (`from_bytes`, `as_bytes`).
 unsafe impl Pod for CreateEvent {}
-unsafe impl Pod for RawKernelAckEvent {}
+unsafe impl Pod for KernelAckEvent {}
 unsafe impl Pod for CloseEvent {}
-unsafe impl Pod for RawKernelDirective {}
+unsafe impl Pod for KernelDirectiveSlot {}
 // The owner first, aligned, and cwnd_seq after the window it ends a loss's window for.
-unsafe impl OwnedSlot for RawKernelDirective {}
+unsafe impl OwnedSlot for KernelDirectiveSlot {}
 unsafe impl Pod for ReportEvent {}
-unsafe impl Pod for FoldTest {}
+unsafe impl Pod for KernelFoldTest {}
 unsafe impl Pod for VmProgram {}
 unsafe impl Pod for VmTest {}
 unsafe impl Pod for VmFlow {}
 unsafe impl Pod for VmReportEvent {}
-unsafe impl Pod for RawKernelConfig {}
-unsafe impl Pod for RawKernelStats {}
+unsafe impl Pod for KernelConfig {}
+unsafe impl Pod for KernelCpuStats {}

@@ -148,7 +148,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<KernelEvent> {
     let kind = u32::from_ne_bytes(data.get(0..4)?.try_into().ok()?);
     match kind {
         abi::EV_ACK => {
-            let a: abi::RawKernelAckEvent = abi::from_bytes(data)?;
+            let a: abi::KernelAckEvent = abi::from_bytes(data)?;
             Some(KernelEvent::Ack(AckSample {
                 flow_id: a.flow_id,
                 ts_ns: a.ts_ns,
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn decodes_ack_and_rejects_bad_sizes() {
-        let a = abi::RawKernelAckEvent {
+        let a = abi::KernelAckEvent {
             kind: abi::EV_ACK,
             flow_id: 7,
             ts_ns: 42,

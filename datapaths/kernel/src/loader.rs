@@ -170,8 +170,8 @@ pub struct KernelDatapath {
     max_flows: u32,
     directives_refused: std::cell::Cell<u64>,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
-    directives: DirectiveSlots<abi::RawKernelDirective>,
-    config: MappedArray<abi::RawKernelConfig>,
+    directives: DirectiveSlots<abi::KernelDirectiveSlot>,
+    config: MappedArray<abi::KernelConfig>,
     /// Flows whose program the BPF interpreter runs.
     vm: std::cell::RefCell<vm::VmRuns>,
     programs_in_kernel: bool,
@@ -287,8 +287,8 @@ impl KernelDatapath {
         Link,
         (EventRing<KernelEvent>, EventRing<KernelEvent>),
         Vec<ProgId>,
-        DirectiveSlots<abi::RawKernelDirective>,
-        MappedArray<abi::RawKernelConfig>,
+        DirectiveSlots<abi::KernelDirectiveSlot>,
+        MappedArray<abi::KernelConfig>,
         MappedArray<abi::VmFlow>,
     )> {
         let mut open = KernelSkelBuilder::default()
@@ -323,7 +323,7 @@ impl KernelDatapath {
             .load()
             .context("loading the ccswitch BPF programs (verifier or kfunc availability)")?;
 
-        let cfg = abi::RawKernelConfig {
+        let cfg = abi::KernelConfig {
             agent_valid_until_ns: 0,
             fallback: opts.fallback.raw(),
             _pad0: 0,
@@ -582,7 +582,7 @@ impl KernelDatapath {
         .with_context(|| format!("setting the fold of flow {flow_id}"))
     }
 
-    fn update_directive(&self, flow_id: u32, change: impl FnOnce(&mut abi::RawKernelDirective)) -> Result<()> {
+    fn update_directive(&self, flow_id: u32, change: impl FnOnce(&mut abi::KernelDirectiveSlot)) -> Result<()> {
         self.directives.update(flow_id, change).map_err(|busy| {
             self.directives_refused.set(self.directives_refused.get() + 1);
             busy.into()
@@ -598,7 +598,7 @@ impl KernelDatapath {
     }
 
     /// The directive `flow_id` holds now, if any.
-    pub fn directive(&self, flow_id: u32) -> Option<abi::RawKernelDirective> {
+    pub fn directive(&self, flow_id: u32) -> Option<abi::KernelDirectiveSlot> {
         self.directives.get(flow_id)
     }
 
@@ -611,7 +611,7 @@ impl KernelDatapath {
     }
 
     fn write_config(&self) -> Result<()> {
-        self.config.write(0, abi::RawKernelConfig {
+        self.config.write(0, abi::KernelConfig {
             agent_valid_until_ns: self.deadline_ns.get(),
             fallback: self.fallback.raw(),
             _pad0: 0,
@@ -642,7 +642,7 @@ impl KernelDatapath {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         {
             for bytes in per_cpu {
-                if let Some(c) = abi::from_bytes::<abi::RawKernelStats>(&bytes) {
+                if let Some(c) = abi::from_bytes::<abi::KernelCpuStats>(&bytes) {
                     s.events += c.events;
                     s.ring_drops += c.drops;
                     s.flows_created += c.flows_created;
@@ -684,7 +684,7 @@ impl KernelDatapath {
 
     /// Runs one ACK through the kernel's fold of the standard program (the
     /// code cong_control runs), for tests against the shim's interpreter.
-    pub fn run_fold(&self, t: &mut abi::FoldTest) -> Result<()> {
+    pub fn run_fold(&self, t: &mut abi::KernelFoldTest) -> Result<()> {
         let mut ctx = abi::as_bytes(t).to_vec();
         let input = libbpf_rs::ProgramInput { context_in: Some(&mut ctx), ..Default::default() };
         self.skel.progs.ccsw_fold_test.test_run(input).context("running the fold test program")?;

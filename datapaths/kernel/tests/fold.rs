@@ -10,7 +10,7 @@ use ccswitch_protocol::lang::reg_type;
 use ccswitch_protocol::standard::{self, control, report};
 use ccswitch_protocol::wire::{self, Msg, UpdateField};
 use ccswitch_datapath_support::std_fold::{StdAck, StdRateSample};
-use ccswitch_kernel::abi::{self, FoldTest, RawKernelDirective};
+use ccswitch_kernel::abi::{self, KernelFoldTest, KernelDirectiveSlot};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,9 +30,9 @@ fn per_ack_update(on: bool) -> UpdateField {
 }
 
 /// The directive the kernel datapath writes for a flow's fold (`KernelDatapath::set_fold`).
-fn directive(flow: &CcpFlow, start_us: u64) -> RawKernelDirective {
+fn directive(flow: &CcpFlow, start_us: u64) -> KernelDirectiveSlot {
     let mode = fold::fold_mode(flow).expect("the standard program folds");
-    let mut d = RawKernelDirective {
+    let mut d = KernelDirectiveSlot {
         fold_start_us: start_us,
         loss_cwnd_bytes: mode.loss_cwnd_bytes,
         ..Default::default()
@@ -77,7 +77,7 @@ fn primitives(flow: &mut CcpFlow, a: &FoldAck) -> Primitives {
 static LOSS_WINDOWS_SET: AtomicU64 = AtomicU64::new(0);
 
 /// One ACK through both: the interpreter's report, checked equal to the kernel fold's.
-fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut FoldTest, a: FoldAck, start_us: u64, what: &str) -> Option<Vec<u64>> {
+fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut KernelFoldTest, a: FoldAck, start_us: u64, what: &str) -> Option<Vec<u64>> {
     let prims = primitives(flow, &a);
     let step = flow.on_ack(&prims, a.ack.now_us);
     assert!(step.error.is_none(), "{what}: interpreter fault {:?}", step.error);
@@ -153,7 +153,7 @@ fn kernel_fold_reports_as_the_interpreter() {
         let mut per_ack = rng.chance(20);
         let mut flow = CcpFlow::new(1, 14_480, 1448);
         flow.change_program(program.clone(), &[per_ack_update(per_ack)], start_us).unwrap();
-        let mut t = FoldTest::default();
+        let mut t = KernelFoldTest::default();
         // Some flows have no RTT sample for a while (the program then reads infinity).
         let mut rtt_us: u32 = if rng.chance(30) { 0 } else { 1_000 + rng.below(300_000) as u32 };
 
@@ -219,7 +219,7 @@ fn a_window_limited_flow_reports_per_rtt_and_a_receiver_limited_one_at_the_idle_
         let start_us = 1_000_000u64;
         let mut flow = CcpFlow::new(1, cwnd, mss);
         flow.change_program(program.clone(), &[], start_us).unwrap();
-        let mut t = FoldTest::default();
+        let mut t = KernelFoldTest::default();
         let mut report_times = Vec::new();
         for i in 1..=10_000u64 {
             let now_us = start_us + 500 * i;
@@ -262,8 +262,8 @@ fn a_window_limited_flow_reports_per_rtt_and_a_receiver_limited_one_at_the_idle_
 #[test]
 fn a_loss_sets_the_preset_window_until_the_agents_next_window() {
     let dp = load();
-    let mut t = FoldTest::default();
-    t.directive = RawKernelDirective {
+    let mut t = KernelFoldTest::default();
+    t.directive = KernelDirectiveSlot {
         fold: abi::FOLD_PER_RTT,
         fold_window_pct: 50,
         fold_idle_us: 1_000_000,
@@ -272,7 +272,7 @@ fn a_loss_sets_the_preset_window_until_the_agents_next_window() {
         cwnd_seq: 7,
         ..Default::default()
     };
-    let step = |t: &mut FoldTest, lost: u32| {
+    let step = |t: &mut KernelFoldTest, lost: u32| {
         t.ack = StdAck { now_us: 1_000_000, lost_packets: lost, cwnd_bytes: 100_000, ..Default::default() };
         dp.run_fold(t).unwrap();
         (t.cwnd_bytes, t.loss_cwnd_set)

@@ -1,15 +1,11 @@
 //! `#[repr(C)]` mirrors of `bpf/ovs.h` (sizes asserted against the C `_Static_assert`s and
 //! against the skeleton's BTF-derived types).
 //!
-//! Naming: a mirror is named after its C struct (`ccsw_flow_key` → [`FlowKey`],
-//! `ccsw_segment_event` → [`SegmentEvent`]) unless that name is taken elsewhere in the
-//! workspace: by the decoded type in [`crate::events`] (`OvsDirective`, `FrameSlot`,
-//! `SackBlock`), by the kernel datapath's mirror of a C struct of the same name (`AckEvent`,
-//! `Config`, `Directive`, `Stats`), or by another crate's `Flow`. Then it is `Raw` + datapath +
-//! the C name: [`RawOvsFlow`], [`RawOvsDirective`], [`RawOvsConfig`], [`RawOvsStats`],
-//! [`RawOvsFrameSlot`], [`RawOvsSackBlock`], [`RawOvsAckEvent`] (the kernel's are
-//! `RawKernel…`). `Raw` marks the wire layout as the BPF side reads and writes it, as opposed to
-//! what the loader and [`crate::events::decode`] turn it into.
+//! Naming: a mirror is its C struct's name without `ccsw_`, in CamelCase (`ccsw_flow_key` →
+//! [`FlowKey`], `ccsw_ovs_directive_slot` → [`OvsDirectiveSlot`]). A C struct whose name the
+//! kernel header also declares carries the datapath in its name, so no two mirrors share one.
+//! The layouts of the standard program's fold, which both datapaths' programs share, are
+//! mirrored once, in `ccswitch_datapath_support::std_fold`.
 
 use std::mem::size_of;
 
@@ -82,7 +78,7 @@ pub struct FlowKey {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawOvsFlow {
+pub struct OvsFlowEntry {
     pub last_seen_ns: u64,
     pub flow_id: u32,
     pub client_isn: u32,
@@ -127,7 +123,7 @@ pub struct OvsFoldTest {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FoldedEvent {
-    pub h: Head,
+    pub h: EvHead,
     pub start_us: u64,
     pub ack: u32,
     pub window_bytes: u32,
@@ -139,7 +135,7 @@ pub struct FoldedEvent {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawOvsDirective {
+pub struct OvsDirectiveSlot {
     pub flow_id: u32,
     pub cwnd_bytes: u32,
     pub sacked_bytes: u32,
@@ -156,7 +152,7 @@ pub struct RawOvsDirective {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawOvsConfig {
+pub struct OvsConfig {
     pub valid_until_ns: u64,
     pub copy_limit: u32,
     pub wake_gap_ns: u32,
@@ -168,13 +164,13 @@ pub struct RawOvsConfig {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawOvsStats {
+pub struct OvsCpuStats {
     pub counters: [u64; 21],
 }
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Head {
+pub struct EvHead {
     pub kind: u8,
     pub _pad0: [u8; 3],
     pub flow_id: u32,
@@ -184,7 +180,7 @@ pub struct Head {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EstablishedEvent {
-    pub h: Head,
+    pub h: EvHead,
     pub key: FlowKey,
     pub mss: u16,
     pub client_wscale: u8,
@@ -200,7 +196,7 @@ pub struct EstablishedEvent {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SegmentEvent {
-    pub h: Head,
+    pub h: EvHead,
     pub seq: u32,
     pub len: u32,
     pub frame_len: u16,
@@ -220,7 +216,7 @@ pub struct SlotOwner {
 /// One slot of the frame slab.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct RawOvsFrameSlot {
+pub struct OvsFrameSlot {
     pub frame: [u8; FRAME_MAX],
 }
 
@@ -239,22 +235,22 @@ pub struct InjectFrame {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ResentEvent {
-    pub h: Head,
+    pub h: EvHead,
     pub seq: u32,
     pub len: u32,
 }
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawOvsSackBlock {
+pub struct OvsSackBlock {
     pub start: u32,
     pub end: u32,
 }
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RawOvsAckEvent {
-    pub h: Head,
+pub struct OvsAckEvent {
+    pub h: EvHead,
     pub ack: u32,
     pub window_bytes: u32,
     pub payload_len: u32,
@@ -262,13 +258,13 @@ pub struct RawOvsAckEvent {
     pub verdict: u8,
     pub nsack: u8,
     pub _pad0: u8,
-    pub sack: [RawOvsSackBlock; MAX_SACK],
+    pub sack: [OvsSackBlock; MAX_SACK],
 }
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ReasonEvent {
-    pub h: Head,
+pub struct ClosedEvent {
+    pub h: EvHead,
     pub reason: u32,
     pub _pad0: u32,
 }
@@ -276,35 +272,35 @@ pub struct ReasonEvent {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UnbufferedEvent {
-    pub h: Head,
+    pub h: EvHead,
     pub reason: u32,
     pub hole_end: u32,
 }
 
 const _: () = assert!(size_of::<FlowKey>() == 40);
-const _: () = assert!(size_of::<RawOvsFlow>() == 176);
-const _: () = assert!(size_of::<RawOvsDirective>() == 64);
-const _: () = assert!(size_of::<RawOvsConfig>() == 32);
+const _: () = assert!(size_of::<OvsFlowEntry>() == 176);
+const _: () = assert!(size_of::<OvsDirectiveSlot>() == 64);
+const _: () = assert!(size_of::<OvsConfig>() == 32);
 const _: () = assert!(size_of::<InjectFrame>() == 8 + FRAME_MAX);
-const _: () = assert!(size_of::<RawOvsStats>() == 168);
+const _: () = assert!(size_of::<OvsCpuStats>() == 168);
 const _: () = assert!(size_of::<OvsFoldTest>() == 248);
 const _: () = assert!(size_of::<FoldedEvent>() == 112);
-const _: () = assert!(size_of::<Head>() == 16);
+const _: () = assert!(size_of::<EvHead>() == 16);
 const _: () = assert!(size_of::<EstablishedEvent>() == 72);
 const _: () = assert!(size_of::<SegmentEvent>() == 32);
-const _: () = assert!(size_of::<RawOvsFrameSlot>() == FRAME_MAX);
+const _: () = assert!(size_of::<OvsFrameSlot>() == FRAME_MAX);
 const _: () = assert!(size_of::<SlotOwner>() == 8);
 const _: () = assert!(size_of::<ResentEvent>() == 24);
-const _: () = assert!(size_of::<RawOvsAckEvent>() == 64);
-const _: () = assert!(size_of::<ReasonEvent>() == 24);
+const _: () = assert!(size_of::<OvsAckEvent>() == 64);
+const _: () = assert!(size_of::<ClosedEvent>() == 24);
 const _: () = assert!(size_of::<UnbufferedEvent>() == 24);
 use crate::skel::types as btf;
 const _: () = assert!(size_of::<FlowKey>() == size_of::<btf::ccsw_flow_key>());
-const _: () = assert!(size_of::<RawOvsFlow>() == size_of::<btf::ccsw_flow>());
-const _: () = assert!(size_of::<RawOvsDirective>() == size_of::<btf::ccsw_directive>());
-const _: () = assert!(size_of::<RawOvsConfig>() == size_of::<btf::ccsw_config>());
-const _: () = assert!(size_of::<RawOvsStats>() == size_of::<btf::ccsw_stats>());
-const _: () = assert!(size_of::<RawOvsFrameSlot>() == size_of::<btf::ccsw_frame_slot>());
+const _: () = assert!(size_of::<OvsFlowEntry>() == size_of::<btf::ccsw_ovs_flow_entry>());
+const _: () = assert!(size_of::<OvsDirectiveSlot>() == size_of::<btf::ccsw_ovs_directive_slot>());
+const _: () = assert!(size_of::<OvsConfig>() == size_of::<btf::ccsw_ovs_config>());
+const _: () = assert!(size_of::<OvsCpuStats>() == size_of::<btf::ccsw_ovs_cpu_stats>());
+const _: () = assert!(size_of::<OvsFrameSlot>() == size_of::<btf::ccsw_ovs_frame_slot>());
 const _: () = assert!(size_of::<InjectFrame>() == size_of::<btf::ccsw_inject_frame>());
 const _: () = assert!(size_of::<SlotOwner>() == size_of::<btf::ccsw_slot_owner>());
 const _: () = assert!(size_of::<OvsFoldTest>() == size_of::<btf::ccsw_ovs_fold_test>());
@@ -312,18 +308,18 @@ const _: () = assert!(size_of::<OvsFoldTest>() == size_of::<btf::ccsw_ovs_fold_t
 // Plain old data: records and map values are read from and written as bytes
 // (`from_bytes`, `from_prefix`, `as_bytes`).
 unsafe impl Pod for FlowKey {}
-unsafe impl Pod for RawOvsFlow {}
-unsafe impl Pod for RawOvsDirective {}
+unsafe impl Pod for OvsFlowEntry {}
+unsafe impl Pod for OvsDirectiveSlot {}
 // The owner first, aligned, and the fold word after the fold's fields.
-unsafe impl OwnedSlot for RawOvsDirective {}
-unsafe impl Pod for RawOvsConfig {}
-unsafe impl Pod for RawOvsStats {}
-unsafe impl Pod for Head {}
+unsafe impl OwnedSlot for OvsDirectiveSlot {}
+unsafe impl Pod for OvsConfig {}
+unsafe impl Pod for OvsCpuStats {}
+unsafe impl Pod for EvHead {}
 unsafe impl Pod for EstablishedEvent {}
 unsafe impl Pod for SegmentEvent {}
 unsafe impl Pod for ResentEvent {}
-unsafe impl Pod for RawOvsAckEvent {}
-unsafe impl Pod for ReasonEvent {}
+unsafe impl Pod for OvsAckEvent {}
+unsafe impl Pod for ClosedEvent {}
 unsafe impl Pod for UnbufferedEvent {}
 unsafe impl Pod for FoldedEvent {}
 unsafe impl Pod for OvsFoldTest {}

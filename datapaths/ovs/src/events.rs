@@ -216,7 +216,7 @@ pub struct FoldDirective {
 }
 
 impl FoldDirective {
-    pub(crate) fn write(fold: Option<FoldDirective>, d: &mut abi::RawOvsDirective) {
+    pub(crate) fn write(fold: Option<FoldDirective>, d: &mut abi::OvsDirectiveSlot) {
         let Some(f) = fold else {
             d.fold = 0;
             return;
@@ -230,7 +230,7 @@ impl FoldDirective {
         d.fold_micros_zero_us = f.micros_zero_us;
     }
 
-    pub(crate) fn read(d: &abi::RawOvsDirective) -> Option<FoldDirective> {
+    pub(crate) fn read(d: &abi::OvsDirectiveSlot) -> Option<FoldDirective> {
         let mode = d.fold & (abi::FOLD_PER_RTT | abi::FOLD_PER_ACK);
         (mode != 0).then_some(FoldDirective {
             per_ack: mode == abi::FOLD_PER_ACK,
@@ -291,7 +291,7 @@ pub fn key_to_raw(key: &FlowAddrs) -> abi::FlowKey {
 
 /// Decodes one ring-buffer record; `None` for an unknown kind or a record of the wrong size.
 pub fn decode(data: &[u8]) -> Option<OvsEvent> {
-    let h: abi::Head = from_prefix(data)?;
+    let h: abi::EvHead = from_prefix(data)?;
     match h.kind {
         abi::EV_ESTABLISHED => {
             let e: abi::EstablishedEvent = from_bytes(data)?;
@@ -332,7 +332,7 @@ pub fn decode(data: &[u8]) -> Option<OvsEvent> {
             }))
         }
         abi::EV_ACK => {
-            let a: abi::RawOvsAckEvent = from_bytes(data)?;
+            let a: abi::OvsAckEvent = from_bytes(data)?;
             let verdict = match a.verdict {
                 abi::VERDICT_PASSED => AckVerdict::Passed,
                 abi::VERDICT_REWRITTEN => AckVerdict::Rewritten,
@@ -361,7 +361,7 @@ pub fn decode(data: &[u8]) -> Option<OvsEvent> {
             }))
         }
         abi::EV_CLOSED => {
-            let c: abi::ReasonEvent = from_bytes(data)?;
+            let c: abi::ClosedEvent = from_bytes(data)?;
             let reason = match c.reason {
                 abi::CLOSE_FIN => CloseReason::Fin,
                 abi::CLOSE_RST => CloseReason::Rst,
@@ -412,7 +412,7 @@ mod tests {
     #[test]
     fn decode_rejects_wrong_sizes_and_kinds() {
         let r = abi::ResentEvent {
-            h: abi::Head {
+            h: abi::EvHead {
                 kind: abi::EV_RESENT,
                 flow_id: 3,
                 ts_ns: 9,
@@ -440,8 +440,8 @@ mod tests {
         assert_eq!(decode(&unknown), None);
         assert_eq!(decode(&[]), None);
 
-        let mut a = abi::RawOvsAckEvent {
-            h: abi::Head {
+        let mut a = abi::OvsAckEvent {
+            h: abi::EvHead {
                 kind: abi::EV_ACK,
                 ..Default::default()
             },

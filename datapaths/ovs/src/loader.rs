@@ -193,7 +193,7 @@ fn syn_options(bits: u8, mss: u16, wscale: u8) -> SynOptions {
     }
 }
 
-fn flow_from_raw(f: &abi::RawOvsFlow) -> Option<FlowTableEntry> {
+fn flow_from_raw(f: &abi::OvsFlowEntry) -> Option<FlowTableEntry> {
     let phase = match f.state {
         abi::ST_SYN_SEEN => FlowPhase::SynSeen,
         abi::ST_SYNACK_SEEN => FlowPhase::SynAckSeen,
@@ -325,9 +325,9 @@ fn c_name(name: &[std::os::raw::c_char]) -> String {
 type Loaded = (
     OvsSkel<'static>,
     EventRing<OvsEvent>,
-    DirectiveSlots<abi::RawOvsDirective>,
-    MappedArray<abi::RawOvsConfig>,
-    MappedArray<abi::RawOvsFrameSlot>,
+    DirectiveSlots<abi::OvsDirectiveSlot>,
+    MappedArray<abi::OvsConfig>,
+    MappedArray<abi::OvsFrameSlot>,
     MappedArray<abi::SlotOwner>,
     MappedArray<abi::InjectFrame>,
 );
@@ -342,11 +342,11 @@ pub struct OvsDatapath {
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
-    directives: DirectiveSlots<abi::RawOvsDirective>,
-    conf: MappedArray<abi::RawOvsConfig>,
+    directives: DirectiveSlots<abi::OvsDirectiveSlot>,
+    conf: MappedArray<abi::OvsConfig>,
     /// The frame slab, read in place, and its owner words (0: free), which the shim zeroes
     /// to give a slot back (see `bpf/ovs.bpf.c` on why the two sides never race).
-    slab: MappedArray<abi::RawOvsFrameSlot>,
+    slab: MappedArray<abi::OvsFrameSlot>,
     slab_owner: MappedArray<abi::SlotOwner>,
     /// Frames staged for the next inject run, and how many.
     inject_frames: MappedArray<abi::InjectFrame>,
@@ -644,7 +644,7 @@ impl OvsDatapath {
             .flows
             .lookup(as_bytes(&k), MapFlags::ANY)
             .ok()??;
-        flow_from_raw(&from_bytes::<abi::RawOvsFlow>(&v)?)
+        flow_from_raw(&from_bytes::<abi::OvsFlowEntry>(&v)?)
     }
 
     /// Every flow-table entry, decoded.
@@ -654,7 +654,7 @@ impl OvsDatapath {
             .filter_map(|k| {
                 let key = key_from_raw(&from_bytes::<abi::FlowKey>(&k)?)?;
                 let v = map.lookup(&k, MapFlags::ANY).ok()??;
-                Some((key, flow_from_raw(&from_bytes::<abi::RawOvsFlow>(&v)?)?))
+                Some((key, flow_from_raw(&from_bytes::<abi::OvsFlowEntry>(&v)?)?))
             })
             .collect()
     }
@@ -815,7 +815,7 @@ impl OvsDatapath {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         {
             for bytes in per_cpu {
-                if let Some(s) = from_prefix::<abi::RawOvsStats>(&bytes) {
+                if let Some(s) = from_prefix::<abi::OvsCpuStats>(&bytes) {
                     for (acc, v) in sum.iter_mut().zip(s.counters) {
                         *acc += v;
                     }

@@ -150,21 +150,21 @@ struct {
 const volatile __u64 ccsw_report_delay_ns = 1000000;
 
 struct {
-	CCSW_SHIM_ARRAY(struct ccsw_directive, MAX_FLOWS);
+	CCSW_SHIM_ARRAY(struct ccsw_kernel_directive_slot, MAX_FLOWS);
 } ccsw_directives SEC(".maps");
 
 /* Entries of ccsw_directives (set by the loader with the map's size). */
 const volatile __u32 ccsw_max_flows = MAX_FLOWS;
 
 struct {
-	CCSW_SHIM_ARRAY(struct ccsw_config, 1); /* the shim stores the deadline directly */
+	CCSW_SHIM_ARRAY(struct ccsw_kernel_config, 1); /* the shim stores the deadline directly */
 } ccsw_config SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ccsw_stats);
+	__type(value, struct ccsw_kernel_cpu_stats);
 } ccsw_stats SEC(".maps");
 
 /* Last flow id handed out; ids start at 1 (0 = none). */
@@ -199,14 +199,14 @@ static __always_inline bool falls_back_to_cubic(struct sock *sk)
 	return ((__u8 *)inet_csk(sk)->icsk_ca_priv)[CCSW_CA_PRIV_CUBIC_BYTE] != 0;
 }
 
-static __always_inline struct ccsw_stats *stats_slot(void)
+static __always_inline struct ccsw_kernel_cpu_stats *stats_slot(void)
 {
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&ccsw_stats, &zero);
 }
 
-static __always_inline struct ccsw_config *config_slot(void)
+static __always_inline struct ccsw_kernel_config *config_slot(void)
 {
 	__u32 zero = 0;
 
@@ -214,7 +214,7 @@ static __always_inline struct ccsw_config *config_slot(void)
 }
 
 /* The directive slot of a flow, if the flow holds it (see shim_channel.bpf.h). */
-static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
+static __always_inline struct ccsw_kernel_directive_slot *directive_of(__u32 flow_id)
 {
 	return ccsw_directive_in(&ccsw_directives, ccsw_directive_slot(flow_id, ccsw_max_flows), flow_id);
 }
@@ -226,7 +226,7 @@ static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
  * not accounting. Rare events (flows changing hands) stay atomic. */
 #define COUNT(s, field) ((s)->field++)
 
-static __always_inline void count_event(struct ccsw_stats *s, bool submitted)
+static __always_inline void count_event(struct ccsw_kernel_cpu_stats *s, bool submitted)
 {
 	if (!s)
 		return;
@@ -392,7 +392,7 @@ static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_sk_stat
  * and that window holds, as the interpreter's Cwnd register would, until the
  * shim writes the agent's next window (cwnd_seq moves). Returns the window
  * (bytes) for cong_control to apply; *set is the window this ACK's loss set. */
-static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct ccsw_directive *d,
+static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct ccsw_kernel_directive_slot *d,
 				       __u32 lost_packets, __u32 *set)
 {
 	*set = 0;
@@ -415,7 +415,7 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
  * `sample`, so that no ACK divides. Returns true when it reports: the registers then hold
  * the report, and the caller resets them (ccsw_std_reset_sampled) once copied. */
 static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccsw_std_ack *a,
-				     const struct ccsw_std_rate_sample *sample, const struct ccsw_directive *d)
+				     const struct ccsw_std_rate_sample *sample, const struct ccsw_kernel_directive_slot *d)
 {
 	struct ccsw_std_reporting m = {
 		.idle_report_us = d->fold_idle_us,
@@ -479,7 +479,7 @@ static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size)
 /* A folded flow's ACK: no record unless the standard program reports. */
 static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_state *st, int flag,
 					    const struct rate_sample *rs, __u64 now,
-					    const struct ccsw_directive *d, struct ccsw_stats *s)
+					    const struct ccsw_kernel_directive_slot *d, struct ccsw_kernel_cpu_stats *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccsw_report_event *e;
@@ -564,7 +564,7 @@ static __always_inline void set_cwnd_bytes(struct tcp_sock *tp, __u64 bytes)
 
 /* The flow's entry of ccsw_vm_flows, if its directive runs a program there
  * and the entry is still its own. */
-static __always_inline struct ccsw_vm_flow *vm_flow_of(const struct ccsw_directive *d, __u32 flow_id)
+static __always_inline struct ccsw_vm_flow *vm_flow_of(const struct ccsw_kernel_directive_slot *d, __u32 flow_id)
 {
 	__u32 slot = d->vm_slot;
 	struct ccsw_vm_flow *vf;
@@ -580,8 +580,8 @@ static __always_inline struct ccsw_vm_flow *vm_flow_of(const struct ccsw_directi
  * evaluation, then its window, rate and report, as libccp applies them. */
 static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
 				      const struct rate_sample *rs, __u64 now,
-				      const struct ccsw_directive *d, struct ccsw_vm_flow *vf,
-				      struct ccsw_stats *s)
+				      const struct ccsw_kernel_directive_slot *d, struct ccsw_vm_flow *vf,
+				      struct ccsw_kernel_cpu_stats *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccsw_vm_bank *b = &vf->banks[vf->bank & 1];
@@ -671,10 +671,10 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 
 static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
 				     const struct rate_sample *rs, __u64 now, bool fell_back,
-				     struct ccsw_stats *s)
+				     struct ccsw_kernel_cpu_stats *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ccsw_ack_event *e;
+	struct ccsw_kernel_ack_event *e;
 	__u32 mss = tp->mss_cache;
 	__u32 acked = rs->acked_sacked;
 	__u32 in_flight = packets_in_flight(tp);
@@ -750,10 +750,10 @@ SEC("struct_ops")
 void BPF_PROG(ccsw_init, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ccsw_config *cfg = config_slot();
+	struct ccsw_kernel_config *cfg = config_slot();
 	struct ccsw_create_event *e;
 	struct ccsw_sk_state *st;
-	struct ccsw_stats *s = stats_slot();
+	struct ccsw_kernel_cpu_stats *s = stats_slot();
 	__u32 fallback = cfg ? cfg->fallback : CCSW_FALLBACK_RENO;
 	__u16 family;
 
@@ -831,10 +831,10 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccsw_sk_state *st;
-	struct ccsw_directive *d = NULL;
+	struct ccsw_kernel_directive_slot *d = NULL;
 	struct ccsw_vm_flow *vf = NULL;
-	struct ccsw_config *cfg;
-	struct ccsw_stats *s = stats_slot(); /* the one statistics lookup of an ACK */
+	struct ccsw_kernel_config *cfg;
+	struct ccsw_kernel_cpu_stats *s = stats_slot(); /* the one statistics lookup of an ACK */
 	__u64 now = bpf_ktime_get_ns();
 	__u32 fallback = CCSW_FALLBACK_RENO;
 	bool directed = false, agent_live = false;
@@ -925,7 +925,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 /* The fold of cong_control on one ACK given in the context, for the test
  * that compares it with the shim's interpreter (BPF_PROG_TEST_RUN). */
 SEC("syscall")
-int ccsw_fold_test(struct ccsw_fold_test *t)
+int ccsw_fold_test(struct ccsw_kernel_fold_test *t)
 {
 	t->cwnd_bytes = fold_cwnd(&t->state, &t->directive, t->ack.lost_packets, &t->loss_cwnd_set);
 	t->reported = fold_ack(&t->state, &t->ack, &t->sample, &t->directive);
@@ -1002,8 +1002,8 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 {
 	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
 	struct ccsw_close_event *e;
-	struct ccsw_directive *d;
-	struct ccsw_stats *s = stats_slot();
+	struct ccsw_kernel_directive_slot *d;
+	struct ccsw_kernel_cpu_stats *s = stats_slot();
 	__u32 flow_id;
 
 	if (!st)

@@ -29,7 +29,7 @@ typedef int32_t __s32;
 #define CCSW_EV_REPORT 4
 #define CCSW_EV_VM_REPORT 5
 
-/* struct ccsw_directive.fold: the flow runs the agent's standard program, and
+/* struct ccsw_kernel_directive_slot.fold: the flow runs the agent's standard program, and
  * this program folds its ACKs and emits only its reports. */
 #define CCSW_FOLD_OFF 0
 #define CCSW_FOLD_PER_RTT 1 /* at once on loss or timeout; per RTT while the window binds, else per fold_idle_us */
@@ -46,11 +46,11 @@ typedef int32_t __s32;
  * (ns): the shim keeps each flow's records in time order across the lanes. */
 #define CCSW_WAKE_BYTES (64u << 10)
 
-/* Fallback algorithms (struct ccsw_config.fallback). */
+/* Fallback algorithms (struct ccsw_kernel_config.fallback). */
 #define CCSW_FALLBACK_RENO 0
 #define CCSW_FALLBACK_CUBIC 1
 
-/* struct ccsw_ack_event.flags */
+/* struct ccsw_kernel_ack_event.flags */
 #define CCSW_ACK_F_RTT_VALID (1u << 0)   /* rtt_sample_us holds a sample   */
 #define CCSW_ACK_F_APP_LIMITED (1u << 1) /* rate sample was app-limited    */
 #define CCSW_ACK_F_FALLBACK (1u << 2)    /* cwnd set by fallback algorithm */
@@ -73,7 +73,7 @@ struct ccsw_create_event {
 };
 
 /* Emitted by cong_control() on every ACK. */
-struct ccsw_ack_event {
+struct ccsw_kernel_ack_event {
 	__u32 kind;                /* CCSW_EV_ACK */
 	__u32 flow_id;
 	__u64 ts_ns;               /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
@@ -131,7 +131,7 @@ struct ccsw_report_event {
  * plain stores into its mapping, no syscall: the fields first, flow_id last
  * (and flow_id first when it takes a slot back), so BPF never applies a
  * half-written slot to a flow. */
-struct ccsw_directive {
+struct ccsw_kernel_directive_slot {
 	__u32 flow_id;         /* owner; 0 = free */
 	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
 	__u32 fold;            /* CCSW_FOLD_* */
@@ -148,11 +148,11 @@ struct ccsw_directive {
 /* Context of the fold's test program (BPF_PROG_TEST_RUN): one ACK through
  * the same fold as cong_control, under `directive` (its fold, fold_start_us
  * and fold parameters); state and report come back in it. */
-struct ccsw_fold_test {
+struct ccsw_kernel_fold_test {
 	struct ccsw_fold_state state;
 	struct ccsw_std_ack ack;       /* rate_incoming 0: the rate comes as `sample` */
 	struct ccsw_std_rate_sample sample; /* the ACK's delivery-rate sample */
-	struct ccsw_directive directive;
+	struct ccsw_kernel_directive_slot directive;
 	__u32 reported;        /* out: 1 if this ACK reported */
 	__u32 loss_cwnd_set;   /* out: the window this ACK's loss set, 0 = none */
 	struct ccsw_std_regs report; /* out: the report */
@@ -307,14 +307,14 @@ struct ccsw_vm_test {
 };
 
 /* The single entry of the config array map. */
-struct ccsw_config {
+struct ccsw_kernel_config {
 	__u64 agent_valid_until_ns; /* CLOCK_MONOTONIC deadline; past it => fallback */
 	__u32 fallback;             /* CCSW_FALLBACK_* for flows created from now on */
 	__u32 _pad0;
 };
 
 /* Per-CPU counters (stats map, 1 entry, PERCPU_ARRAY). */
-struct ccsw_stats {
+struct ccsw_kernel_cpu_stats {
 	__u64 events;          /* ring-buffer records submitted */
 	__u64 drops;           /* records lost because the ring buffer was full */
 	__u64 flows_created;
@@ -342,20 +342,20 @@ struct ccsw_stats {
 
 /* The Rust mirror (src/abi.rs) asserts the same sizes. */
 _Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
-_Static_assert(sizeof(struct ccsw_ack_event) == 104, "ack event layout");
+_Static_assert(sizeof(struct ccsw_kernel_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
 _Static_assert(sizeof(struct ccsw_fold_state) == 112, "fold state layout");
-_Static_assert(sizeof(struct ccsw_fold_test) == 328, "fold test layout");
-_Static_assert(sizeof(struct ccsw_directive) == 56, "directive layout");
-_Static_assert(__builtin_offsetof(struct ccsw_directive, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
+_Static_assert(sizeof(struct ccsw_kernel_fold_test) == 328, "fold test layout");
+_Static_assert(sizeof(struct ccsw_kernel_directive_slot) == 56, "directive layout");
+_Static_assert(__builtin_offsetof(struct ccsw_kernel_directive_slot, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
 _Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
 _Static_assert(sizeof(struct ccsw_vm_program) == 16 + 16 * CCSW_VM_MAX_INSTRS + 8 * CCSW_VM_MAX_EXPRS + 16 * CCSW_VM_MAX_DEFAULTS, "vm program layout");
 _Static_assert(sizeof(struct ccsw_vm_regs) == 8 * (CCSW_VM_REPORT_REGS + CCSW_VM_CONTROL_REGS + CCSW_VM_TMP_REGS + CCSW_VM_LOCAL_REGS + CCSW_VM_IMPLICIT_REGS + 1), "vm registers layout");
 _Static_assert(sizeof(struct ccsw_vm_test) == sizeof(struct ccsw_vm_regs) + 8 * CCSW_VM_PRIMITIVES + 24 + 16 + 8 * CCSW_VM_REPORT_REGS, "vm test layout");
 _Static_assert(sizeof(struct ccsw_vm_flow) == 24 + 2 * (16 + sizeof(struct ccsw_vm_regs)), "vm flow layout");
 _Static_assert(sizeof(struct ccsw_vm_report_event) == 40 + 8 * CCSW_VM_REPORT_REGS, "vm report layout");
-_Static_assert(sizeof(struct ccsw_config) == 16, "config layout");
-_Static_assert(sizeof(struct ccsw_stats) == 128, "stats layout");
+_Static_assert(sizeof(struct ccsw_kernel_config) == 16, "config layout");
+_Static_assert(sizeof(struct ccsw_kernel_cpu_stats) == 128, "stats layout");
 
 #endif /* CCSWITCH_KERNEL_H */

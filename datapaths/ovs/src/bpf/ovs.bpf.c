@@ -107,25 +107,25 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536); /* AttachOptions.max_flows, set before load */
 	__type(key, struct ccsw_flow_key);
-	__type(value, struct ccsw_flow);
+	__type(value, struct ccsw_ovs_flow_entry);
 } flows SEC(".maps");
 
 struct {
-	CCSW_SHIM_ARRAY(struct ccsw_directive, 65536); /* AttachOptions.max_flows, set before load */
+	CCSW_SHIM_ARRAY(struct ccsw_ovs_directive_slot, 65536); /* AttachOptions.max_flows, set before load */
 } directives SEC(".maps");
 
 /* Entries of `directives` (set by the loader with the map's size). */
 const volatile __u32 ccsw_max_flows = 65536;
 
 struct {
-	CCSW_SHIM_ARRAY(struct ccsw_config, 1); /* the shim stores the deadline directly */
+	CCSW_SHIM_ARRAY(struct ccsw_ovs_config, 1); /* the shim stores the deadline directly */
 } conf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ccsw_stats);
+	__type(value, struct ccsw_ovs_cpu_stats);
 } stats SEC(".maps");
 
 struct {
@@ -135,7 +135,7 @@ struct {
 
 /* The frame slab and its owner words (see the model above). */
 struct {
-	CCSW_SHIM_ARRAY(struct ccsw_frame_slot, 65536); /* AttachOptions.slab_slots, set before load */
+	CCSW_SHIM_ARRAY(struct ccsw_ovs_frame_slot, 65536); /* AttachOptions.slab_slots, set before load */
 } slab SEC(".maps");
 
 struct {
@@ -155,7 +155,7 @@ __u32 next_flow_id = 0;
 #define COUNT(field)                                             \
 	do {                                                     \
 		__u32 zero_ = 0;                                 \
-		struct ccsw_stats *s_ = bpf_map_lookup_elem(&stats, &zero_); \
+		struct ccsw_ovs_cpu_stats *s_ = bpf_map_lookup_elem(&stats, &zero_); \
 		if (s_)                                          \
 			s_->field++;                             \
 	} while (0)
@@ -166,12 +166,12 @@ static __always_inline bool seq_after(__u32 a, __u32 b)
 }
 
 /* The directive slot of a flow, if the flow holds it. */
-static __always_inline struct ccsw_directive *directive_of(__u32 flow_id)
+static __always_inline struct ccsw_ovs_directive_slot *directive_of(__u32 flow_id)
 {
 	return ccsw_directive_in(&directives, ccsw_directive_slot(flow_id, ccsw_max_flows), flow_id);
 }
 
-static __always_inline struct ccsw_config *get_config(void)
+static __always_inline struct ccsw_ovs_config *get_config(void)
 {
 	__u32 zero = 0;
 	return bpf_map_lookup_elem(&conf, &zero);
@@ -184,7 +184,7 @@ struct opt_walk {
 	__u32 len;     /* option bytes in the header (doff*4 - 20) */
 	__u32 pos;
 	__u64 sack_mask; /* bit i: byte i belongs to a SACK option */
-	struct ccsw_sack_block sack[CCSW_MAX_SACK];
+	struct ccsw_ovs_sack_block sack[CCSW_MAX_SACK];
 	__u16 mss;
 	__u8 wscale;
 	__u8 present;  /* CCSW_O_* */
@@ -384,7 +384,7 @@ struct ccsw_wake_state wake = { .cons_pos = ~0ULL };
  * pass, at most its record delay later, so no record ever waits longer than that. */
 static __always_inline __u64 wake_flags(bool urgent)
 {
-	struct ccsw_config *cfg;
+	struct ccsw_ovs_config *cfg;
 
 	if (!urgent && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < CCSW_WAKE_BYTES)
 		return BPF_RB_NO_WAKEUP;
@@ -406,7 +406,7 @@ static __always_inline void head(struct ccsw_ev_head *h, __u8 kind, __u32 flow_i
 }
 
 /* Deletes the entry; userspace hears of it only if it had heard of the flow. */
-static __always_inline void close_flow(struct ccsw_flow_key *key, struct ccsw_flow *f,
+static __always_inline void close_flow(struct ccsw_flow_key *key, struct ccsw_ovs_flow_entry *f,
 				       __u32 reason, __u64 now)
 {
 	if (f->state == CCSW_ST_ESTABLISHED) {
@@ -434,7 +434,7 @@ static __always_inline __u8 capped_wscale(struct opt_walk *o)
 /* A copy failed: the data up to the highest end seen is not all in the slab. The first
  * failure of a run wakes the shim; later ones move the hole's end without waking it. Frames
  * too large for a slot will never fit: the flow is not copied again. */
-static __always_inline void set_unbuffered(struct ccsw_flow *f, __u32 reason, __u64 now)
+static __always_inline void set_unbuffered(struct ccsw_ovs_flow_entry *f, __u32 reason, __u64 now)
 {
 	struct ccsw_unbuffered_event ev = {};
 	bool first = !(f->flags & CCSW_F_UNBUFFERED);
@@ -456,7 +456,7 @@ static __always_inline void set_unbuffered(struct ccsw_flow *f, __u32 reason, __
 /* Every byte below `ack` has been delivered: a hole at or below it no longer matters, and the
  * copies above it are complete (unless the frames never fit). Returns whether the flow is
  * still unbuffered. */
-static __always_inline bool unbuffered_at(struct ccsw_flow *f, __u32 ack)
+static __always_inline bool unbuffered_at(struct ccsw_ovs_flow_entry *f, __u32 ack)
 {
 	if (!(f->flags & CCSW_F_UNBUFFERED))
 		return false;
@@ -504,12 +504,12 @@ static __always_inline void slab_free(__u32 idx)
 		*(volatile __u32 *)&w->flow_id = 0;
 }
 
-static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow *f,
+static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_ovs_flow_entry *f,
 					 struct pkt *p, __u32 len, __u64 now)
 {
-	struct ccsw_config *cfg = get_config();
+	struct ccsw_ovs_config *cfg = get_config();
 	struct ccsw_segment_event *rec;
-	struct ccsw_frame_slot *slot;
+	struct ccsw_ovs_frame_slot *slot;
 	__u32 limit = CCSW_FRAME_MAX;
 	__u32 n = skb->len;
 	__s64 got;
@@ -559,7 +559,7 @@ static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_flow
 SEC("tcx/ingress")
 int ccsw_ingress(struct __sk_buff *skb)
 {
-	struct ccsw_flow *f;
+	struct ccsw_ovs_flow_entry *f;
 	struct pkt p;
 	__u32 len, end;
 	__u64 now;
@@ -636,8 +636,8 @@ int ccsw_ingress(struct __sk_buff *skb)
 /* Client SYN: the only place entries are created. */
 static __always_inline void on_syn(struct pkt *p, __u64 now)
 {
-	struct ccsw_flow *old = bpf_map_lookup_elem(&flows, &p->key);
-	struct ccsw_flow nf = {};
+	struct ccsw_ovs_flow_entry *old = bpf_map_lookup_elem(&flows, &p->key);
+	struct ccsw_ovs_flow_entry nf = {};
 
 	COUNT(syns);
 	if (old && old->state == CCSW_ST_ESTABLISHED) {
@@ -656,7 +656,7 @@ static __always_inline void on_syn(struct pkt *p, __u64 now)
 		COUNT(table_full);
 }
 
-static __always_inline void establish(struct ccsw_flow *f, struct pkt *p, __u64 now)
+static __always_inline void establish(struct ccsw_ovs_flow_entry *f, struct pkt *p, __u64 now)
 {
 	struct ccsw_established_event ev = {};
 	__u8 copts = (f->opts >> CCSW_O_CLIENT_SHIFT) & 0xf;
@@ -686,7 +686,7 @@ static __always_inline void establish(struct ccsw_flow *f, struct pkt *p, __u64 
 	COUNT(established);
 }
 
-static __always_inline void remember(struct ccsw_flow *f, __u32 ack, __u16 fwd, __u16 orig)
+static __always_inline void remember(struct ccsw_ovs_flow_entry *f, __u32 ack, __u16 fwd, __u16 orig)
 {
 	if ((f->flags & CCSW_F_HAVE_LAST) && seq_after(f->last_ack, ack))
 		return; /* a reordered, older ACK: keep the newest as the reference */
@@ -768,7 +768,7 @@ struct {
 	__type(value, struct fold_scratch);
 } fold_scratch SEC(".maps");
 
-static __always_inline bool fold_routine_ack(struct ccsw_flow *f, const struct ccsw_directive *ctl,
+static __always_inline bool fold_routine_ack(struct ccsw_ovs_flow_entry *f, const struct ccsw_ovs_directive_slot *ctl,
 					__u32 ack, __u32 prev_ack, __u64 rate)
 {
 	__u64 now = f->last_seen_ns; /* this ACK's time (ccsw_egress) */
@@ -808,7 +808,7 @@ static __always_inline bool fold_routine_ack(struct ccsw_flow *f, const struct c
 
 /* The registers folded for the flow go up (its report, or handed over before an ACK the
  * shim folds itself) and start over. */
-static __always_inline void emit_folded(struct ccsw_flow *f, __u32 ack, __u32 window_bytes,
+static __always_inline void emit_folded(struct ccsw_ovs_flow_entry *f, __u32 ack, __u32 window_bytes,
 					bool reported, __u64 now)
 {
 	struct ccsw_folded_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -834,9 +834,9 @@ static __always_inline void emit_folded(struct ccsw_flow *f, __u32 ack, __u32 wi
 }
 
 /* The ACK record (built in a frame of its own: the egress program's stack is nearly full). */
-static __always_inline void emit_ack(struct ccsw_flow *f, struct pkt *p, __u8 verdict, bool urgent, __u64 now)
+static __always_inline void emit_ack(struct ccsw_ovs_flow_entry *f, struct pkt *p, __u8 verdict, bool urgent, __u64 now)
 {
-	struct ccsw_ack_event ev = {};
+	struct ccsw_ovs_ack_event ev = {};
 
 	head(&ev.h, CCSW_EV_ACK, f->flow_id, now);
 	ev.ack = p->ack;
@@ -849,11 +849,11 @@ static __always_inline void emit_ack(struct ccsw_flow *f, struct pkt *p, __u8 ve
 	emit_small(&ev, sizeof(ev), urgent);
 }
 
-static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_flow *f, struct pkt *p,
+static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_ovs_flow_entry *f, struct pkt *p,
 				  __u64 now)
 {
-	struct ccsw_config *cfg = get_config();
-	struct ccsw_directive *ctl;
+	struct ccsw_ovs_config *cfg = get_config();
+	struct ccsw_ovs_directive_slot *ctl;
 	__u8 verdict = CCSW_VERDICT_PASSED;
 	__u8 ws = f->client_wscale & 0xf;
 	__u16 orig = p->window;
@@ -954,7 +954,7 @@ out:
 SEC("tcx/egress")
 int ccsw_egress(struct __sk_buff *skb)
 {
-	struct ccsw_flow *f;
+	struct ccsw_ovs_flow_entry *f;
 	struct pkt p;
 	__u64 now;
 	int r, ret;
@@ -1030,7 +1030,7 @@ struct {
 SEC("xdp")
 int ccsw_inject(struct xdp_md *ctx)
 {
-	struct ccsw_config *cfg = get_config();
+	struct ccsw_ovs_config *cfg = get_config();
 	struct ccsw_inject_frame *fr;
 	__u32 i, len;
 	int have;

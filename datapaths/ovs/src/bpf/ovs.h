@@ -48,7 +48,7 @@ typedef uint64_t __u64;
 #define CCSW_EV_UNBUFFERED 6
 #define CCSW_EV_FOLDED 7
 
-/* struct ccsw_directive.fold */
+/* struct ccsw_ovs_directive_slot.fold */
 #define CCSW_FOLD_PER_RTT 1  /* fold the standard program's ACKs, a report per RTT */
 #define CCSW_FOLD_PER_ACK 2  /* ... a report per ACK */
 #define CCSW_FOLD_MODE 3
@@ -58,12 +58,12 @@ typedef uint64_t __u64;
 #define CCSW_FAMILY_V4 4
 #define CCSW_FAMILY_V6 6
 
-/* struct ccsw_flow.state */
+/* struct ccsw_ovs_flow_entry.state */
 #define CCSW_ST_SYN_SEEN 1
 #define CCSW_ST_SYNACK_SEEN 2
 #define CCSW_ST_ESTABLISHED 3
 
-/* struct ccsw_flow.flags */
+/* struct ccsw_ovs_flow_entry.flags */
 #define CCSW_F_UNBUFFERED (1u << 0) /* data up to hole_end was not all copied: uncontrolled until it is acknowledged */
 #define CCSW_F_CLIENT_FIN (1u << 1)
 #define CCSW_F_SERVER_FIN (1u << 2)
@@ -71,7 +71,7 @@ typedef uint64_t __u64;
 #define CCSW_F_LOSS_SEEN (1u << 4) /* the last ACK carried SACK blocks or did not move forward */
 #define CCSW_F_UNCOPYABLE (1u << 5) /* its frames do not fit a slot: never copied, never controlled again */
 
-/* struct ccsw_flow.opts: options seen in each side's SYN */
+/* struct ccsw_ovs_flow_entry.opts: options seen in each side's SYN */
 #define CCSW_O_MSS (1u << 0)
 #define CCSW_O_WSCALE (1u << 1)
 #define CCSW_O_SACK (1u << 2)
@@ -79,12 +79,12 @@ typedef uint64_t __u64;
 #define CCSW_O_CLIENT_SHIFT 0
 #define CCSW_O_SERVER_SHIFT 4
 
-/* struct ccsw_ack_event.verdict */
+/* struct ccsw_ovs_ack_event.verdict */
 #define CCSW_VERDICT_PASSED 0
 #define CCSW_VERDICT_REWRITTEN 1
 #define CCSW_VERDICT_HIDDEN 2
 
-/* struct ccsw_ack_event.flags */
+/* struct ccsw_ovs_ack_event.flags */
 #define CCSW_ACK_F_ECE (1u << 0)
 #define CCSW_ACK_F_FIN (1u << 1)
 
@@ -111,7 +111,7 @@ struct ccsw_flow_key {
 };
 
 /* Value of the flow table. */
-struct ccsw_flow {
+struct ccsw_ovs_flow_entry {
 	__u64 last_seen_ns;
 	__u32 flow_id;     /* 0 until ESTABLISHED */
 	__u32 client_isn;
@@ -142,7 +142,7 @@ struct ccsw_flow {
 
 /* A slot of the directives array, written by the shim only (see shim_channel.bpf.h: it
  * stores the fields in this order, the owner last), keyed by flow_id. */
-struct ccsw_directive {
+struct ccsw_ovs_directive_slot {
 	__u32 flow_id;      /* owner; 0 = free */
 	__u32 cwnd_bytes;
 	__u32 sacked_bytes;
@@ -157,7 +157,7 @@ struct ccsw_directive {
 	__u32 fold;          /* CCSW_FOLD_*: 0, the shim interprets every ACK; after the fields it makes the egress program read */
 };
 
-struct ccsw_config {
+struct ccsw_ovs_config {
 	__u64 valid_until_ns; /* CLOCK_MONOTONIC; the directives apply only while now < this (0: never) */
 	__u32 copy_limit;     /* frames longer than this are not copied (0: CCSW_FRAME_MAX) */
 	__u32 wake_gap_ns;    /* urgent records force a wake-up at most once per this (see wake_flags) */
@@ -168,7 +168,7 @@ struct ccsw_config {
 };
 
 /* Counters, one slot per CPU; same order as loader::Stats. */
-struct ccsw_stats {
+struct ccsw_ovs_cpu_stats {
 	__u64 packets;
 	__u64 malformed;
 	__u64 syns;
@@ -233,7 +233,7 @@ struct ccsw_slot_owner {
 };
 
 /* A value of the slab (BPF_F_MMAPABLE array; the shim maps it and only reads it). */
-struct ccsw_frame_slot {
+struct ccsw_ovs_frame_slot {
 	__u8 frame[CCSW_FRAME_MAX];
 };
 
@@ -251,12 +251,12 @@ struct ccsw_resent_event {
 	__u32 len;
 };
 
-struct ccsw_sack_block {
+struct ccsw_ovs_sack_block {
 	__u32 start;
 	__u32 end;
 };
 
-struct ccsw_ack_event {
+struct ccsw_ovs_ack_event {
 	struct ccsw_ev_head h;
 	__u32 ack;
 	__u32 window_bytes; /* original field << client_wscale */
@@ -265,7 +265,7 @@ struct ccsw_ack_event {
 	__u8 verdict;       /* CCSW_VERDICT_* */
 	__u8 nsack;         /* valid entries in sack[] */
 	__u8 _pad0;
-	struct ccsw_sack_block sack[CCSW_MAX_SACK];
+	struct ccsw_ovs_sack_block sack[CCSW_MAX_SACK];
 };
 
 /* The standard program's registers folded here for a flow: its report (`reported`), or
@@ -309,19 +309,19 @@ struct ccsw_unbuffered_event {
 };
 
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
-_Static_assert(sizeof(struct ccsw_flow) == 176, "flow");
-_Static_assert(sizeof(struct ccsw_directive) == 64, "directive");
-_Static_assert(__builtin_offsetof(struct ccsw_directive, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
-_Static_assert(sizeof(struct ccsw_config) == 32, "config");
+_Static_assert(sizeof(struct ccsw_ovs_flow_entry) == 176, "flow");
+_Static_assert(sizeof(struct ccsw_ovs_directive_slot) == 64, "directive");
+_Static_assert(__builtin_offsetof(struct ccsw_ovs_directive_slot, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
+_Static_assert(sizeof(struct ccsw_ovs_config) == 32, "config");
 _Static_assert(sizeof(struct ccsw_inject_frame) == 8 + CCSW_FRAME_MAX, "inject frame");
-_Static_assert(sizeof(struct ccsw_stats) == 168, "stats");
+_Static_assert(sizeof(struct ccsw_ovs_cpu_stats) == 168, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
 _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
 _Static_assert(sizeof(struct ccsw_segment_event) == 32, "segment");
-_Static_assert(sizeof(struct ccsw_frame_slot) == CCSW_FRAME_MAX, "frame slot");
+_Static_assert(sizeof(struct ccsw_ovs_frame_slot) == CCSW_FRAME_MAX, "frame slot");
 _Static_assert(sizeof(struct ccsw_slot_owner) == 8, "slot owner");
 _Static_assert(sizeof(struct ccsw_resent_event) == 24, "resent");
-_Static_assert(sizeof(struct ccsw_ack_event) == 64, "ack");
+_Static_assert(sizeof(struct ccsw_ovs_ack_event) == 64, "ack");
 _Static_assert(sizeof(struct ccsw_closed_event) == 24, "closed");
 _Static_assert(sizeof(struct ccsw_folded_event) == 112, "folded");
 _Static_assert(sizeof(struct ccsw_ovs_fold_test) == 248, "fold test");
