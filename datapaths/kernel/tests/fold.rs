@@ -4,34 +4,16 @@
 //! BPF_PROG_TEST_RUN), and every ACK must report the same, with the same fields. Needs root.
 
 use ccswitch_ccp::program::fold;
-use ccswitch_ccp::{CcpFlow, Primitives, Program};
-use ccswitch_datapath_support::rng::SplitMix64;
-use ccswitch_protocol::lang::reg_type;
-use ccswitch_protocol::standard::{self, control, report};
-use ccswitch_protocol::wire::{self, Msg, UpdateField};
+use ccswitch_ccp::CcpFlow;
 use ccswitch_datapath_support::std_fold::{StdAck, StdRateSample};
-use ccswitch_kernel::abi::{self, KernelFoldTest, KernelDirectiveSlot};
+use ccswitch_datapath_support::testing::{for_random_flows, primitives, standard_program, Restarts};
+use ccswitch_protocol::standard::report;
+use ccswitch_kernel::abi::{self, KernelDirectiveSlot, KernelFoldTest};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
-fn standard_program() -> Arc<Program> {
-    let (msg, _) = wire::decode(standard::INSTALL_MESSAGE).unwrap();
-    let Msg::InstallExpr(install) = msg else { panic!("an INSTALL_EXPR") };
-    Arc::new(Program::from_install(&install).unwrap())
-}
-
-fn control_update(index: usize, value: u64) -> UpdateField {
-    UpdateField { reg_type: reg_type::NONVOLATILE_CONTROL, reg_index: index as u32, value }
-}
-
-fn per_ack_update(on: bool) -> UpdateField {
-    control_update(control::PER_ACK, u64::from(on))
-}
 
 /// The directive the kernel datapath writes for a flow's fold (`KernelDatapath::set_fold`).
-fn directive(flow: &CcpFlow, start_us: u64) -> KernelDirectiveSlot {
-    let mode = fold::fold_mode(flow).expect("the standard program folds");
+fn directive(mode: fold::FoldMode, start_us: u64) -> KernelDirectiveSlot {
     let mut d = KernelDirectiveSlot {
         fold_start_us: start_us,
         loss_cwnd_bytes: mode.loss_cwnd_bytes,
@@ -48,56 +30,47 @@ fn directive(flow: &CcpFlow, start_us: u64) -> KernelDirectiveSlot {
     d
 }
 
-/// One ACK as cong_control folds it: its measurements and its delivery-rate sample.
+/// One ACK as cong_control folds it: its measurements, and its delivery-rate sample (the
+/// pair it keeps instead of `ack.rate_incoming`, which is 0).
 #[derive(Debug, Clone, Copy, Default)]
 struct FoldAck {
     ack: StdAck,
     sample: StdRateSample,
 }
 
-/// The primitives the shim's interpreter reads for `a`, with the window and rate it holds.
-fn primitives(flow: &mut CcpFlow, a: &FoldAck) -> Primitives {
-    let (ack, sample) = (&a.ack, &a.sample);
-    flow.sync_datapath(ack.cwnd_bytes, ack.pacing_rate);
-    Primitives {
-        bytes_acked: u64::from(ack.bytes_acked),
-        packets_acked: u64::from(ack.bytes_acked / 1448),
-        ecn_packets: u64::from(ack.ecn_packets),
-        lost_pkts_sample: u64::from(ack.lost_packets),
-        was_timeout: ack.was_timeout != 0,
-        rtt_sample_us: u64::from(ack.rtt_us),
-        rate_incoming: sample.rate(),
-        bytes_in_flight: u64::from(ack.bytes_in_flight),
-        now: ack.now_us,
-        ..Primitives::default()
-    }
+/// What the interpreter did on one ACK: its report and the window its loss clause commanded.
+struct Want {
+    report: Option<Vec<u64>>,
+    loss_cwnd: Option<u32>,
 }
 
-/// ACKs on which the loss clause set a window, in both.
-static LOSS_WINDOWS_SET: AtomicU64 = AtomicU64::new(0);
 
-/// One ACK through both: the interpreter's report, checked equal to the kernel fold's.
-fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut KernelFoldTest, a: FoldAck, start_us: u64, what: &str) -> Option<Vec<u64>> {
-    let prims = primitives(flow, &a);
-    let step = flow.on_ack(&prims, a.ack.now_us);
-    assert!(step.error.is_none(), "{what}: interpreter fault {:?}", step.error);
-    let ack = a.ack;
-    t.ack = ack;
+/// One ACK through the kernel fold, checked against what the interpreter did on it.
+fn check(dp: &KernelDatapath, t: &mut KernelFoldTest, a: FoldAck, mode: fold::FoldMode, start_us: u64, want: &Want, what: &str) {
+    t.ack = StdAck { rate_incoming: 0, ..a.ack };
     t.sample = a.sample;
-    t.directive = directive(flow, start_us);
+    t.directive = directive(mode, start_us);
     dp.run_fold(t).unwrap();
-    let want = step.report.map(|m| m.fields);
-    if let Some(fields) = &want {
-        assert_eq!(fields.len(), report::COUNT);
-    }
     let got = (t.reported != 0).then(|| t.report.fields.to_vec());
-    assert_eq!(got, want, "{what}: {a:?}");
+    assert_eq!(got, want.report, "{what}: {a:?}");
     // The loss clause: the window the interpreter commands is the one the fold set (the
     // interpreter commands none when it is the window the flow has already).
-    let set = Some(t.loss_cwnd_set).filter(|&w| w != 0 && w != ack.cwnd_bytes);
-    assert_eq!(set, step.cwnd_bytes, "{what}: loss window, {a:?}");
-    LOSS_WINDOWS_SET.fetch_add(u64::from(set.is_some()), Ordering::Relaxed);
-    want
+    let set = Some(t.loss_cwnd_set).filter(|&w| w != 0 && w != a.ack.cwnd_bytes);
+    assert_eq!(set, want.loss_cwnd, "{what}: loss window, {a:?}");
+}
+
+/// One ACK through both, the interpreter first: its report.
+fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut KernelFoldTest, a: FoldAck, start_us: u64, what: &str) -> Option<Vec<u64>> {
+    flow.sync_datapath(a.ack.cwnd_bytes, a.ack.pacing_rate);
+    let step = flow.on_ack(&primitives(&a.ack, a.sample.rate()), a.ack.now_us);
+    assert!(step.error.is_none(), "{what}: interpreter fault {:?}", step.error);
+    let want = Want { report: step.report.map(|m| m.fields), loss_cwnd: step.cwnd_bytes };
+    if let Some(fields) = &want.report {
+        assert_eq!(fields.len(), report::COUNT);
+    }
+    let mode = fold::fold_mode(flow).expect("the standard program folds");
+    check(dp, t, a, mode, start_us, &want, what);
+    want.report
 }
 
 fn load() -> KernelDatapath {
@@ -112,96 +85,23 @@ fn load() -> KernelDatapath {
     .expect("load datapath")
 }
 
-/// One ACK of a flow whose path, losses and timing vary by sequence.
-fn random_ack(rng: &mut SplitMix64, now_us: u64, rtt_us: u32) -> FoldAck {
-    let mss = 1448;
-    let packets = rng.below(4) as u32;
-    let rate_sample = rng.chance(70);
-    // Byte counts past 2^32 take the kernel's dividing path, the rest its cross-multiplication.
-    let huge = rng.chance(2);
-    let interval_bound = if rng.chance(5) { 1 << 31 } else { 1_000_000 };
-    let sample = StdRateSample {
-        bytes: if !rate_sample { 0 } else if huge { (1 << 32) + rng.below(1 << 36) } else { 1 + rng.below(4_000_000) },
-        interval_us: if rate_sample { 1 + rng.below(interval_bound) } else { 0 },
-    };
-    let ack = StdAck {
-        now_us,
-        bytes_acked: packets * mss,
-        lost_packets: if rng.chance(3) { 1 + rng.below(5) as u32 } else { 0 },
-        ecn_packets: if rng.chance(5) { packets } else { 0 },
-        was_timeout: u32::from(rng.chance(1)),
-        rtt_us,
-        bytes_in_flight: rng.below(2_000_000) as u32,
-        // Windows above and below what is in flight: the flow held by its window or not.
-        cwnd_bytes: 2 * mss + rng.below(3_000_000) as u32,
-        pacing_rate: if rng.chance(10) { 1 + rng.below(10_000_000) } else { 0 },
-        ..Default::default()
-    };
-    FoldAck { ack, sample }
-}
-
 #[test]
 fn kernel_fold_reports_as_the_interpreter() {
     let dp = load();
-    let program = standard_program();
-    let (mut acks, mut reports) = (0u64, 0u64);
-
-    for seed in 0..200u64 {
-        let mut rng = SplitMix64(seed);
-        let mut now_us = 1_000_000 + rng.below(1 << 40);
-        let mut start_us = now_us;
-        let mut per_ack = rng.chance(20);
-        let mut flow = CcpFlow::new(1, 14_480, 1448);
-        flow.change_program(program.clone(), &[per_ack_update(per_ack)], start_us).unwrap();
-        let mut t = KernelFoldTest::default();
-        // Some flows have no RTT sample for a while (the program then reads infinity).
-        let mut rtt_us: u32 = if rng.chance(30) { 0 } else { 1_000 + rng.below(300_000) as u32 };
-
-        for i in 0..500 {
-            now_us += match rng.below(10) {
-                0 => 0,
-                1..=7 => rng.below(500),
-                8 => rng.below(400_000),
-                _ => rng.below(5_000_000),
-            };
-            if rng.chance(10) {
-                rtt_us = 1_000 + rng.below(300_000) as u32;
-            }
-            if rng.chance(1) {
-                // The agent restarts the program (a handover between simple algorithms);
-                // sometimes its message is stamped after the next ACK's time. Each restart
-                // has a later start than the one before, as the session gives it (sync_fold).
-                let stamped = if rng.chance(50) { now_us } else { now_us + rng.below(5_000) };
-                start_us = stamped.max(start_us + 1);
-                per_ack = rng.chance(20);
-                flow.change_program(program.clone(), &[per_ack_update(per_ack)], start_us).unwrap();
-            } else if rng.chance(1) {
-                // Reporting mode changed without a restart.
-                per_ack = !per_ack;
-                flow.update_fields(&[per_ack_update(per_ack)]).unwrap();
-            } else if rng.chance(1) {
-                // The agent moves the window share or the idle interval.
-                flow.update_fields(&[
-                    control_update(control::WINDOW_USE_PCT, rng.below(150)),
-                    control_update(control::IDLE_REPORT_US, rng.below(3_000_000)),
-                ])
-                .unwrap();
-            } else if rng.chance(5) {
-                // The agent pre-sets the window of a loss, or none.
-                let loss_cwnd = if rng.chance(30) { 0 } else { 2 * 1448 + rng.below(2_000_000) };
-                flow.update_fields(&[control_update(control::LOSS_CWND, loss_cwnd)]).unwrap();
-            }
-            let ack = random_ack(&mut rng, now_us, rtt_us);
-            let what = format!("seed {seed} ack {i} at {now_us} µs (start {start_us}, per_ack {per_ack})");
-            let reported = both(&dp, &mut flow, &mut t, ack, start_us, &what);
-            acks += 1;
-            reports += u64::from(reported.is_some());
+    let mut t = KernelFoldTest::default();
+    let totals = for_random_flows(200, Restarts::SometimesAfterTheNextAck, |r| {
+        if r.index == 0 {
+            t = KernelFoldTest::default();
         }
-    }
+        let what = format!("seed {} ack {} (start {}, {:?})", r.seed, r.index, r.start_us, r.mode);
+        let want = Want { report: r.report.clone(), loss_cwnd: r.loss_cwnd };
+        check(&dp, &mut t, FoldAck { ack: r.ack, sample: r.sample }, r.mode, r.start_us, &want, &what);
+    });
+    let (acks, reports) = (totals.acks, totals.reports);
     assert_eq!(acks, 100_000);
     // Both kinds of ACK were compared: some reported, most folded silently.
     assert!(reports > 5_000 && acks - reports > 20_000, "{reports} reports of {acks} ACKs");
-    let loss_windows = LOSS_WINDOWS_SET.load(Ordering::Relaxed);
+    let loss_windows = totals.loss_windows;
     assert!(loss_windows > 500, "{loss_windows} ACKs set a loss window");
     eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows: identical");
 }

@@ -3,11 +3,13 @@
 //! ring-buffer draining into a queue of decoded events ([`ring`]), and the seeded generator of
 //! their randomized tests ([`rng`]), the timer wheel that keeps idle flows off every tick
 //! ([`wheel`]), and the mirrors of the standard program's fold both BPF programs run
-//! ([`std_fold`]).
+//! ([`std_fold`]). With the `testing` feature, what their tests share ([`testing`]).
 
 pub mod mapped;
 pub mod pod;
 pub mod ring;
 pub mod rng;
 pub mod std_fold;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod wheel;

@@ -1,0 +1,171 @@
+//! What both datapaths' fold tests share: random flows of ACKs driven through the shim's
+//! interpreter (`ccswitch_ccp::CcpFlow` running the standard program as the agent installs
+//! it, its controls varied), the reference each datapath's fold must report as.
+
+use std::sync::Arc;
+
+use ccswitch_ccp::program::fold::{fold_mode, FoldMode};
+use ccswitch_ccp::{CcpFlow, Primitives, Program};
+use ccswitch_protocol::lang::reg_type;
+use ccswitch_protocol::standard::{self, control, report};
+use ccswitch_protocol::wire::{self, Msg, UpdateField};
+
+use crate::rng::SplitMix64;
+use crate::std_fold::{StdAck, StdRateSample};
+
+/// The standard program, as the agent installs it.
+pub fn standard_program() -> Arc<Program> {
+    let (msg, _) = wire::decode(standard::INSTALL_MESSAGE).expect("the standard program decodes");
+    let Msg::InstallExpr(install) = msg else { panic!("an INSTALL_EXPR") };
+    Arc::new(Program::from_install(&install).expect("the standard program compiles"))
+}
+
+/// An update of control register `index`.
+pub fn control_update(index: usize, value: u64) -> UpdateField {
+    UpdateField { reg_type: reg_type::NONVOLATILE_CONTROL, reg_index: index as u32, value }
+}
+
+/// What the interpreter reads for `a`, whose incoming rate is `rate_incoming` (bytes/s).
+pub fn primitives(a: &StdAck, rate_incoming: u64) -> Primitives {
+    Primitives {
+        bytes_acked: u64::from(a.bytes_acked),
+        packets_acked: u64::from(a.bytes_acked / 1448),
+        ecn_packets: u64::from(a.ecn_packets),
+        lost_pkts_sample: u64::from(a.lost_packets),
+        was_timeout: a.was_timeout != 0,
+        rtt_sample_us: u64::from(a.rtt_us),
+        rate_incoming,
+        bytes_in_flight: u64::from(a.bytes_in_flight),
+        now: a.now_us,
+        ..Primitives::default()
+    }
+}
+
+/// Controls of a flow: reporting per ACK or not, the window share that binds, the idle
+/// interval, and a loss window or none.
+fn random_controls(rng: &mut SplitMix64) -> Vec<UpdateField> {
+    vec![
+        control_update(control::PER_ACK, u64::from(rng.chance(15))),
+        control_update(control::WINDOW_USE_PCT, if rng.chance(20) { rng.below(150) } else { [50, 50, 0, 80, 100][rng.below(5) as usize] }),
+        control_update(control::IDLE_REPORT_US, [1_000_000, 1_000_000, 50_000, 5_000_000, rng.below(3_000_000)][rng.below(5) as usize]),
+        control_update(control::LOSS_CWND, if rng.chance(50) { 4_000 + rng.below(1_000_000) } else { 0 }),
+    ]
+}
+
+/// One ACK of a flow whose path, losses and timing vary by sequence. Its rate sample's byte
+/// count is sometimes past 2^32 (the kernel's dividing path; the rest cross-multiply).
+fn random_ack(rng: &mut SplitMix64, now_us: u64, rtt_us: u32) -> (StdAck, StdRateSample) {
+    let mss = 1448;
+    let packets = rng.below(4) as u32;
+    let sample = if rng.chance(70) {
+        let interval_bound = if rng.chance(5) { 1 << 31 } else { 1_000_000 };
+        let huge = rng.chance(2);
+        StdRateSample {
+            bytes: if huge { (1 << 32) + rng.below(1 << 36) } else { 1 + rng.below(4_000_000) },
+            interval_us: 1 + rng.below(interval_bound),
+        }
+    } else {
+        StdRateSample::default()
+    };
+    let ack = StdAck {
+        now_us,
+        rate_incoming: sample.rate(),
+        pacing_rate: if rng.chance(10) { 1 + rng.below(10_000_000) } else { 0 },
+        bytes_acked: packets * mss,
+        lost_packets: if rng.chance(3) { 1 + rng.below(5) as u32 } else { 0 },
+        ecn_packets: if rng.chance(4) { packets } else { 0 },
+        was_timeout: u32::from(rng.chance(1)),
+        rtt_us,
+        bytes_in_flight: rng.below(2_000_000) as u32,
+        // Windows above and below what is in flight: the flow held by its window or not.
+        cwnd_bytes: 2 * mss + rng.below(3_000_000) as u32,
+        _pad0: 0,
+    };
+    (ack, sample)
+}
+
+/// One ACK of a random flow and what the interpreter did on it.
+#[derive(Debug, Clone)]
+pub struct RandomAck {
+    pub seed: u64,
+    /// The ACK's index in its flow: 0 starts a new flow.
+    pub index: usize,
+    /// The program's start and controls as the agent last set them.
+    pub start_us: u64,
+    pub mode: FoldMode,
+    /// The ACK; `ack.rate_incoming` is `sample`'s rate.
+    pub ack: StdAck,
+    pub sample: StdRateSample,
+    /// The interpreter's report on it.
+    pub report: Option<Vec<u64>>,
+    /// The window its loss clause commanded (none when the flow holds that window already).
+    pub loss_cwnd: Option<u32>,
+}
+
+/// How many ACKs, reports and loss windows [`for_random_flows`] compared.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Totals {
+    pub acks: u64,
+    pub reports: u64,
+    pub loss_windows: u64,
+}
+
+/// When the agent's restarts of the program are stamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restarts {
+    /// At the time of the ACK they precede, or later.
+    AtTheNextAck,
+    /// Half of them a little after the next ACK's time (up to 5 ms).
+    SometimesAfterTheNextAck,
+}
+
+/// Runs `seeds` random flows of 500 ACKs each through the interpreter and hands every ACK to
+/// `check`. The agent restarts the program now and then (a handover between simple
+/// algorithms, stamped as `restarts` says), or changes its controls without a restart.
+pub fn for_random_flows(seeds: u64, restarts: Restarts, mut check: impl FnMut(&RandomAck)) -> Totals {
+    let program = standard_program();
+    let mut totals = Totals::default();
+    for seed in 0..seeds {
+        let mut rng = SplitMix64(seed);
+        let mut now_us = 1_000_000 + rng.below(1 << 40);
+        let mut start_us = now_us;
+        let mut flow = CcpFlow::new(1, 14_480, 1448);
+        flow.change_program(program.clone(), &random_controls(&mut rng), start_us).expect("the program starts");
+        // Some flows have no RTT sample for a while (the program then reads infinity).
+        let mut rtt_us: u32 = if rng.chance(30) { 0 } else { 500 + rng.below(300_000) as u32 };
+        for index in 0..500 {
+            now_us += match rng.below(10) {
+                0 => 0,
+                1..=7 => rng.below(500),
+                8 => rng.below(400_000),
+                _ => rng.below(5_000_000),
+            };
+            if rng.chance(10) {
+                rtt_us = 500 + rng.below(300_000) as u32;
+            }
+            if rng.chance(1) {
+                // Each restart has a later start than the one before, as the session gives it.
+                let late = restarts == Restarts::SometimesAfterTheNextAck && rng.chance(50);
+                let stamped = if late { now_us + rng.below(5_000) } else { now_us };
+                start_us = stamped.max(start_us + 1);
+                flow.change_program(program.clone(), &random_controls(&mut rng), start_us).expect("the program restarts");
+            } else if rng.chance(2) {
+                flow.update_fields(&random_controls(&mut rng)).expect("controls update");
+            }
+            let mode = fold_mode(&flow).expect("the standard program folds");
+            let (ack, sample) = random_ack(&mut rng, now_us, rtt_us);
+            flow.sync_datapath(ack.cwnd_bytes, ack.pacing_rate);
+            let step = flow.on_ack(&primitives(&ack, ack.rate_incoming), now_us);
+            assert!(step.error.is_none(), "seed {seed} ack {index}: interpreter fault {:?}", step.error);
+            let report = step.report.map(|m| m.fields);
+            if let Some(f) = &report {
+                assert_eq!(f.len(), report::COUNT);
+            }
+            totals.acks += 1;
+            totals.reports += u64::from(report.is_some());
+            totals.loss_windows += u64::from(step.cwnd_bytes.is_some());
+            check(&RandomAck { seed, index, start_us, mode, ack, sample, report, loss_cwnd: step.cwnd_bytes });
+        }
+    }
+    totals
+}
