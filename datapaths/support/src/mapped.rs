@@ -107,7 +107,7 @@ pub struct DirectiveSlots<T: OwnedSlot>(MappedArray<T>);
 
 impl<T: OwnedSlot> DirectiveSlots<T> {
     pub fn new(array: MappedArray<T>) -> Self {
-        const { assert!(std::mem::align_of::<T>() >= 8 && std::mem::size_of::<T>() % 8 == 0) };
+        const { assert!(std::mem::align_of::<T>() >= 8 && std::mem::size_of::<T>().is_multiple_of(8)) };
         Self(array)
     }
 
