@@ -126,11 +126,8 @@ struct ccsw_report_event {
 	__u32 _pad0;
 };
 
-/* A slot of the directives array (BPF_F_MMAPABLE): flow F's directive is
- * slot F % max_flows while its flow_id is F. The shim writes slots with
- * plain stores into its mapping, no syscall: the fields first, flow_id last
- * (and flow_id first when it takes a slot back), so BPF never applies a
- * half-written slot to a flow. */
+/* A slot of the directives array, written by the shim only (see
+ * shim_channel.bpf.h: it stores the fields in this order, flow_id last). */
 struct ccsw_kernel_directive_slot {
 	__u32 flow_id;         /* owner; 0 = free */
 	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
@@ -141,7 +138,7 @@ struct ccsw_kernel_directive_slot {
 	__u32 fold_window_pct; /* CCSW_FOLD_PER_RTT: the program's Control.window_use_pct */
 	__u32 loss_cwnd_bytes; /* folded: the program's Control.loss_cwnd, the window an ACK that reveals a loss sets (0 = none) */
 	__u64 fold_idle_us;    /* CCSW_FOLD_PER_RTT: the program's Control.idle_report_us */
-	__u32 cwnd_seq;        /* moves with every window the shim writes: a loss's window holds until it does */
+	__u32 cwnd_seq;        /* moves with every window the shim writes: a loss's window holds until it does (stored after the window) */
 	__u32 _pad0;
 };
 
