@@ -161,22 +161,31 @@ impl Features {
     }
 }
 
-/// One RTT sample and what the reports up to it (since the previous sample) measured.
+/// One RTT sample and what the reports up to it (since the previous sample) measured. A flow
+/// keeps a window of them, so the RTT and packet counts take 32 bits, saturating (71 minutes,
+/// 4 billion packets within one round trip): 32 bytes a sample rather than 40.
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
     /// 0 in the pending slot, which has no RTT sample yet.
-    rtt_us: u64,
-    acked_packets: u64,
-    lost_packets: u64,
+    rtt_us: u32,
+    acked_packets: u32,
+    lost_packets: u32,
     /// The slot's latest and largest delivery-rate samples, bytes/s (0: none).
     latest_rate: u64,
     max_rate: u64,
 }
 
+const _: () = assert!(std::mem::size_of::<Slot>() == 32);
+
+/// `v` in 32 bits, the largest value standing for anything larger.
+fn saturated(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
 impl Slot {
     fn absorb(&mut self, m: &Measurement, mss_bytes: u64) {
-        self.acked_packets += m.acked_bytes.div_ceil(mss_bytes);
-        self.lost_packets += m.lost_packets;
+        self.acked_packets = self.acked_packets.saturating_add(saturated(m.acked_bytes.div_ceil(mss_bytes)));
+        self.lost_packets = self.lost_packets.saturating_add(saturated(m.lost_packets));
         if m.delivery_rate_bytes_per_s > 0 {
             self.latest_rate = m.delivery_rate_bytes_per_s;
             self.max_rate = self.max_rate.max(m.delivery_rate_bytes_per_s);
@@ -258,7 +267,7 @@ impl FeatureTracker {
         let round_elapsed = self.slot_opened_us.map_or(true, |t| m.now_us.saturating_sub(t) >= m.rtt_us);
         if m.rtt_us > 0 && round_elapsed {
             self.slot_opened_us = Some(m.now_us);
-            let slot = Slot { rtt_us: m.rtt_us, ..std::mem::take(&mut self.pending) };
+            let slot = Slot { rtt_us: saturated(m.rtt_us), ..std::mem::take(&mut self.pending) };
             self.push(slot);
         }
     }
@@ -299,12 +308,12 @@ impl FeatureTracker {
         let n = self.slots.len() as f64;
         let (mut min, mut max, mut sum) = (u64::MAX, 0u64, 0.0);
         for s in &self.slots {
-            min = min.min(s.rtt_us);
-            max = max.max(s.rtt_us);
-            sum += s.rtt_us as f64;
+            min = min.min(u64::from(s.rtt_us));
+            max = max.max(u64::from(s.rtt_us));
+            sum += f64::from(s.rtt_us);
         }
         let mean = sum / n;
-        let variance = self.slots.iter().map(|s| (s.rtt_us as f64 - mean).powi(2)).sum::<f64>() / n;
+        let variance = self.slots.iter().map(|s| (f64::from(s.rtt_us) - mean).powi(2)).sum::<f64>() / n;
         let std = variance.sqrt();
         f.min_rtt_ms = min as f64 / US_PER_MS;
         f.max_rtt_ms = max as f64 / US_PER_MS;
@@ -320,8 +329,8 @@ impl FeatureTracker {
         let (mut acked, mut lost, mut max_rate) = (0u64, 0u64, 0u64);
         let mut latest_rate = 0;
         for s in std::iter::once(&self.pending).chain(self.newest_first()) {
-            acked = acked.saturating_add(s.acked_packets);
-            lost = lost.saturating_add(s.lost_packets);
+            acked = acked.saturating_add(u64::from(s.acked_packets));
+            lost = lost.saturating_add(u64::from(s.lost_packets));
             max_rate = max_rate.max(s.max_rate);
             if latest_rate == 0 {
                 latest_rate = s.latest_rate;
@@ -437,6 +446,19 @@ mod tests {
         t.observe(&Measurement { now_us: 20_000, rtt_us: 80_000, lost_packets: 1, ..Default::default() }, MSS);
         assert_eq!(t.samples(), 1);
         assert!(close(t.features().max_rtt_ms, 50.0) && close(t.features().loss_rate, 1.0 / 11.0));
+    }
+
+    /// A sample holds 32-bit counts: values beyond saturate, they never wrap.
+    #[test]
+    fn samples_beyond_32_bits_saturate() {
+        let mut t = FeatureTracker::new(FeatureWindow::Sliding(2));
+        let huge = u64::from(u32::MAX) + 5;
+        t.observe(&Measurement { now_us: 1, rtt_us: huge, lost_packets: huge, ..Default::default() }, MSS);
+        t.observe(&Measurement { now_us: 2, lost_packets: huge, ..Default::default() }, MSS);
+        t.observe(&Measurement { now_us: huge + 2, rtt_us: 1_000, acked_bytes: 1_000, ..Default::default() }, MSS);
+        let f = t.features();
+        assert!(close(f.max_rtt_ms, f64::from(u32::MAX) / 1e3) && close(f.min_rtt_ms, 1.0), "{f:?}");
+        assert!(f.loss_rate > 0.99 && f.loss_rate < 1.0, "{f:?}");
     }
 
     #[test]
