@@ -329,15 +329,17 @@ impl Registry {
 
     /// A flow closed (or its datapath went away). Its own pin goes with it: socket ids are
     /// reused, and a later flow with the same id is another flow.
-    pub fn remove(&self, key: FlowId) {
+    /// Returns its endpoints, if it was registered.
+    pub fn remove(&self, key: FlowId) -> Option<Endpoints> {
         let mut flows = self.flows();
-        flows.remove(&key);
+        let removed = flows.remove(&key);
         // Under the flows lock, as in `pin`, so a pin cannot land on a flow just removed.
         let had_pin = self.pins_lock().flows.remove(&key).is_some();
         drop(flows);
         if had_pin {
             self.bump();
         }
+        removed.map(|r| r.endpoints)
     }
 
     /// Every flow, ordered by datapath and socket id.
@@ -405,6 +407,16 @@ impl Registry {
     /// The algorithm the most specific pin covering the flow names, if any.
     pub fn pinned_for(&self, key: FlowId, endpoints: &Endpoints) -> Option<String> {
         self.pins_lock().most_specific(key, endpoints).map(str::to_string)
+    }
+
+    /// [`pinned_for`](Self::pinned_for) a registered flow, by the endpoints it was registered
+    /// with (none if it is not registered).
+    pub fn pinned_for_registered(&self, key: FlowId) -> Option<String> {
+        let flows = self.flows();
+        let endpoints = flows.get(&key)?.endpoints;
+        let pinned = self.pinned_for(key, &endpoints);
+        drop(flows);
+        pinned
     }
 
     pub fn policy(&self) -> Option<Arc<Policy>> {
@@ -627,9 +639,12 @@ mod tests {
         assert!(g3 > g2);
         assert_eq!(r.policy().unwrap().name(), "mystique");
         r.pin(PinTarget::Flow(k), "bbr").unwrap();
+        assert_eq!(r.pinned_for_registered(k).as_deref(), Some("bbr"));
         let g4 = r.generation();
-        r.remove(k);
+        assert_eq!(r.remove(k).map(|removed| removed.dst), Some(e.dst), "the flow's endpoints");
         assert!(r.generation() > g4, "a flow pin dropped with its flow");
+        assert_eq!(r.pinned_for_registered(k), None, "not registered any more");
+        assert!(r.remove(k).is_none());
         assert!(r.pins().is_empty());
         assert_eq!(r.pinned_for(k, &e), None, "a later flow with the same id starts unpinned");
     }

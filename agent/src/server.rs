@@ -258,10 +258,10 @@ fn looks_like_capnp(first: &[u8]) -> bool {
         && u32::from_le_bytes([first[4], first[5], first[6], first[7]]) > 0
 }
 
-/// One flow of a connection: its controller and what it last saw of the registry.
+/// One flow of a connection: its controller and what it last saw of the registry (which also
+/// holds its endpoints).
 struct ConnectionFlow {
     ctl: FlowController,
-    endpoints: Endpoints,
     generation: u64,
     policy: Option<Arc<Policy>>,
 }
@@ -422,7 +422,7 @@ impl Connection {
                 if let Some(ev) = &self.agent.events {
                     ev.flow(key, &endpoints, &name, c.mss, &start);
                 }
-                self.flows.insert(c.sid, Box::new(ConnectionFlow { ctl, endpoints, generation, policy }));
+                self.flows.insert(c.sid, Box::new(ConnectionFlow { ctl, generation, policy }));
                 self.answer(c.sid, answer)
             }
             Msg::Measure(m) if m.fields.is_empty() => {
@@ -471,9 +471,10 @@ impl Connection {
         let ctl = &entry.ctl;
         // A flow the selector decided for tells the memory what its destination ended on.
         let registry = &self.agent.registry;
-        let remembered = match (ctl.memory_vote(), registry.policy()) {
-            (Some(spec), Some(policy)) => {
-                registry.memory().vote(entry.endpoints.dst, spec, policy.memory()).map(|p| format!("{p} {spec}"))
+        let endpoints = registry.remove(key);
+        let remembered = match (ctl.memory_vote(), registry.policy(), endpoints) {
+            (Some(spec), Some(policy), Some(endpoints)) => {
+                registry.memory().vote(endpoints.dst, spec, policy.memory()).map(|p| format!("{p} {spec}"))
             }
             _ => None,
         };
@@ -481,7 +482,6 @@ impl Connection {
             datapath = self.datapath, sid, algorithm = ctl.name(), reports = ctl.reports,
             handovers = ctl.handovers, cwnd = ctl.cwnd_bytes(), remembered, "flow closed"
         );
-        self.agent.registry.remove(key);
         if let Some(ev) = &self.agent.events {
             ev.close(key, ctl.name(), ctl.reports, ctl.handovers);
         }
@@ -538,7 +538,7 @@ fn refresh(entry: &mut ConnectionFlow, key: FlowId, registry: &Registry) -> Resu
             entry.policy = policy.clone();
         }
     }
-    let pinned = registry.pinned_for(key, &entry.endpoints);
+    let pinned = registry.pinned_for_registered(key);
     entry.ctl.pin(pinned.as_deref())
 }
 
