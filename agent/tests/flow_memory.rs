@@ -38,10 +38,10 @@ const REPORTS_PER_FLOW_UNDER_A_POLICY: u32 = 12;
 /// What shim and agent together may hold per flow (glibc footprint, bytes), 1.25 KiB. Issue 21's
 /// target is 2 KiB per flow for BPF maps, shim and agent; the maps took 0.39 KiB per flow in
 /// `experiments/measured/scale-kernel-2026-11-26`, and a resident set has some slack over the
-/// heap. Measured here: 2,369 bytes before issue 21, 1,026 after.
+/// heap. Measured here: 2,369 bytes before issue 21, 978 after.
 const BUDGET_BYTES_PER_FLOW: f64 = 1280.0;
 /// The same under the mystique policy, whose selector keeps a window of 30 samples per flow:
-/// 2.5 KiB (2,402 bytes measured, 2,642 before a sample took 32 bytes rather than 40).
+/// 2.5 KiB (2,354 bytes measured, 2,642 before a sample took 32 bytes rather than 40).
 const BUDGET_BYTES_PER_FLOW_UNDER_A_POLICY: f64 = 2560.0;
 const MSS: u32 = 1448;
 /// Reports handled between two flushes, as the kernel shim's routine chunk.
