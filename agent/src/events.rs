@@ -1,9 +1,11 @@
 //! `--events FILE`: what happened to every flow, one JSON object per line, for experiments
-//! and plots. Lines are buffered (one write per report would be one syscall per report) and
-//! written whole: when a flow starts and when it closes (so a reader waiting for a flow's
-//! `close` finds all of it), every [`FLUSH_INTERVAL`], and when the agent stops, on
-//! SIGTERM/SIGINT too ([`flush_all`]); only SIGKILL loses the last interval. Times are the
-//! agent's wall clock, µs since the Unix epoch; rates in bit/s.
+//! and plots. Lines are buffered in memory (one write per report would be one syscall per
+//! report, in the thread that answers the datapath) and written whole: when a flow starts and
+//! when it closes (so a reader waiting for a flow's `close` finds all of it), every
+//! [`FLUSH_INTERVAL`] by a thread of their own (which takes the buffer and writes it without
+//! holding it, so reports go on meanwhile), past [`BUFFER_LIMIT`] bytes, and when the agent
+//! stops, on SIGTERM/SIGINT too ([`flush_all`]); only SIGKILL loses the last interval. Times
+//! are the agent's wall clock, µs since the Unix epoch; rates in bit/s.
 //!
 //! - `flow`: a flow was created (src/sport are the sender's side, dst/dport the receiver's; `mss` its maximum segment size in bytes, which datasets need for the loss rate);
 //!   `start` says where its algorithm came from (`pinned`, `datapath`, `memory`, `initial` or
@@ -17,13 +19,14 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use ccswitch_algorithms::Measurement;
+use serde::Serialize;
 use serde_json::{json, Value};
 use tracing::warn;
 
@@ -33,8 +36,17 @@ use crate::registry::{Endpoints, FlowId};
 
 /// Buffered lines reach the file at least this often.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(500);
+/// Buffered lines are written at once past this many bytes (10k flows' reports fill about
+/// 300 KiB per FLUSH_INTERVAL).
+pub const BUFFER_LIMIT: usize = 4 << 20;
 
-type Sink = Mutex<BufWriter<File>>;
+/// The lines not yet written, and the file. Lines are appended whole, and a flush takes all
+/// of them, so the file only ever receives whole lines, in order (the file's lock is taken
+/// before the buffer is let go).
+struct Sink {
+    lines: Mutex<Vec<u8>>,
+    file: Mutex<File>,
+}
 
 /// Every open events file, for [`flush_all`].
 static OPEN: Mutex<Vec<Weak<Sink>>> = Mutex::new(Vec::new());
@@ -49,9 +61,38 @@ pub fn flush_all() {
 }
 
 fn flush(sink: &Sink) {
-    if let Err(e) = sink.lock().unwrap_or_else(|e| e.into_inner()).flush() {
+    let mut lines = sink.lines.lock().unwrap_or_else(|e| e.into_inner());
+    if lines.is_empty() {
+        return;
+    }
+    let capacity = lines.capacity();
+    let taken = std::mem::replace(&mut *lines, Vec::with_capacity(capacity));
+    let mut file = sink.file.lock().unwrap_or_else(|e| e.into_inner());
+    drop(lines);
+    if let Err(e) = file.write_all(&taken) {
         warn!(error = %e, "cannot write to the events file");
     }
+}
+
+/// A `report` line: written straight from this struct, fields in this order.
+#[derive(Serialize)]
+struct ReportLine<'a> {
+    event: &'static str,
+    algorithm: &'a str,
+    cwnd_bytes: Option<u64>,
+    pacing_rate_bps: Option<u64>,
+    rtt_us: u64,
+    acked_bytes: u64,
+    lost_packets: u64,
+    bytes_in_flight: u64,
+    delivery_rate_bps: u64,
+    timeout: bool,
+    dp_us: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_report_errors: Option<u64>,
+    t_us: u64,
+    datapath: u64,
+    sid: u32,
 }
 
 pub struct EventLog {
@@ -78,7 +119,7 @@ impl EventLog {
             .append(true)
             .open(path)
             .with_context(|| format!("opening the events file {}", path.display()))?;
-        let out = Arc::new(Mutex::new(BufWriter::new(file)));
+        let out = Arc::new(Sink { lines: Mutex::new(Vec::new()), file: Mutex::new(file) });
         let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
         open.retain(|w| w.strong_count() > 0);
         open.push(Arc::downgrade(&out));
@@ -98,11 +139,23 @@ impl EventLog {
         event["t_us"] = json!(now_us());
         event["datapath"] = json!(key.datapath);
         event["sid"] = json!(key.sid);
-        // One write_all per line: the buffer then only ever holds, and writes, whole lines.
-        let line = format!("{event}\n");
-        let mut out = self.out.lock().expect("events file poisoned");
-        if let Err(e) = out.write_all(line.as_bytes()) {
-            warn!(error = %e, "cannot write to the events file");
+        self.append(&event);
+    }
+
+    /// One line of `event`, appended whole.
+    fn append<T: Serialize>(&self, event: &T) {
+        let mut lines = self.out.lines.lock().unwrap_or_else(|e| e.into_inner());
+        let before = lines.len();
+        if let Err(e) = serde_json::to_writer(&mut *lines, event) {
+            lines.truncate(before);
+            warn!(error = %e, "cannot format an event");
+            return;
+        }
+        lines.push(b'\n');
+        let full = lines.len() > BUFFER_LIMIT;
+        drop(lines);
+        if full {
+            flush(&self.out);
         }
     }
 
@@ -124,12 +177,6 @@ impl EventLog {
         cwnd_bytes: Option<u64>,
         pacing_rate_bytes_per_s: Option<u64>,
     ) {
-        let mut event = json!({"event": "report", "algorithm": algorithm, "cwnd_bytes": cwnd_bytes,
-               "pacing_rate_bps": bits(pacing_rate_bytes_per_s), "rtt_us": m.rtt_us,
-               "acked_bytes": m.acked_bytes, "lost_packets": m.lost_packets,
-               "bytes_in_flight": m.bytes_in_flight,
-               "delivery_rate_bps": m.delivery_rate_bytes_per_s.saturating_mul(8),
-               "timeout": m.timeout, "dp_us": m.now_us});
         // The exceptions raised while this report was handled (same thread, just before).
         let raised = crate::python::take_errors();
         let mut errors = self.errors.lock().expect("error counts poisoned");
@@ -142,10 +189,23 @@ impl EventLog {
             None => 0,
         };
         drop(errors);
-        if total > 0 {
-            event["on_report_errors"] = json!(total);
-        }
-        self.write(event, key);
+        self.append(&ReportLine {
+            event: "report",
+            algorithm,
+            cwnd_bytes,
+            pacing_rate_bps: pacing_rate_bytes_per_s.map(|r| r.saturating_mul(8)),
+            rtt_us: m.rtt_us,
+            acked_bytes: m.acked_bytes,
+            lost_packets: m.lost_packets,
+            bytes_in_flight: m.bytes_in_flight,
+            delivery_rate_bps: m.delivery_rate_bytes_per_s.saturating_mul(8),
+            timeout: m.timeout,
+            dp_us: m.now_us,
+            on_report_errors: (total > 0).then_some(total),
+            t_us: now_us(),
+            datapath: key.datapath,
+            sid: key.sid,
+        });
     }
 
     pub fn handover(&self, key: FlowId, s: &Handover) {
@@ -199,12 +259,21 @@ mod tests {
         let errors: Vec<Option<u64>> = ev.iter().map(|e| e.get("on_report_errors").and_then(Value::as_u64)).collect();
         assert_eq!(errors, [None, Some(1), None, Some(3), Some(0), Some(3)], "{ev:?}");
         assert_eq!((ev[5]["event"].as_str(), ev[5]["sid"].as_u64()), (Some("close"), Some(1)));
+        // A report line: the window and rate answered (rate in bit/s), who and when.
+        log.report(b, "reno", &Measurement { rtt_us: 40_000, ..Default::default() }, Some(28960), Some(1_000));
+        log.close(b, "reno", 2, 0);
+        let ev = events(&path);
+        let r = &ev[6];
+        assert_eq!((r["event"].as_str(), r["algorithm"].as_str(), r["cwnd_bytes"].as_u64()), (Some("report"), Some("reno"), Some(28960)));
+        assert_eq!((r["pacing_rate_bps"].as_u64(), r["rtt_us"].as_u64(), r["timeout"].as_bool()), (Some(8_000), Some(40_000), Some(false)));
+        assert_eq!((r["datapath"].as_u64(), r["sid"].as_u64()), (Some(1), Some(2)));
+        assert!(r["t_us"].as_u64().unwrap() > 1_700_000_000_000_000 && r.get("on_report_errors").is_none());
         // A closed flow's count is gone: a new flow with the same key starts from zero.
         log.report(a, "Raises", &m, Some(14480), None);
         log.close(a, "Raises", 1, 0);
         let ev = events(&path);
-        assert_eq!(ev[7]["on_report_errors"].as_u64(), Some(0));
-        assert!(ev[6].get("on_report_errors").is_none());
+        assert_eq!(ev[9]["on_report_errors"].as_u64(), Some(0));
+        assert!(ev[8].get("on_report_errors").is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
