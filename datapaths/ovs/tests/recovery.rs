@@ -269,6 +269,36 @@ fn rack_marks_the_hole_lost_after_the_reordering_window_and_not_before() {
     assert_eq!(out.prims.lost_pkts_sample, 1);
 }
 
+/// A flow RACK is timing is due at the reordering timeout of the segment it times, not at
+/// every tick until then (the shim's timer wheel skips it meanwhile): the hole, and then its
+/// retransmission, lost again.
+#[test]
+fn a_flow_rack_is_timing_is_due_at_the_reordering_timeout_not_before() {
+    let mut s = Sim::new(1, true);
+    s.warm_up(1, 0, 40 * MS); // min_rtt 40 ms: reo_wnd 10 ms; RTO 100 ms
+    let t = 100 * MS;
+    s.send(2, t);
+    s.send(3, t + 100 * US);
+    s.ack(1, &[(3, 3)], t + 40 * MS + 100 * US);
+    // rack_rtt 40 ms: segment 2 is lost once more than 50 ms old.
+    let due = t + 50 * MS + 1;
+    assert_eq!(s.flow.next_timer_ns(t + 40 * MS + 100 * US), due);
+    assert_eq!(s.flow.on_tick(due - 1, &mut s.pool).newly_lost_pkts, 0);
+    assert_eq!(s.flow.next_timer_ns(due - 1), due, "a tick before it changes nothing");
+    assert_eq!(s.flow.on_tick(due, &mut s.pool).newly_lost_pkts, 1);
+    assert_eq!(s.retransmit(due), vec![2]);
+    s.echo(2, due + US);
+    // New data sent after the retransmission is delivered, the retransmission is not: RACK
+    // times the retransmission from its own send time (rack_rtt now 40 ms again).
+    s.send(4, t + 60 * MS);
+    s.ack(1, &[(3, 4)], t + 100 * MS);
+    let again = due + US + 50 * MS + 1;
+    assert_eq!(s.flow.next_timer_ns(t + 100 * MS), again);
+    assert_eq!(s.flow.on_tick(again - 1, &mut s.pool), Default::default());
+    s.flow.on_tick(again, &mut s.pool);
+    assert_eq!(s.retransmit(again), vec![2], "retransmitted a second time");
+}
+
 #[test]
 fn three_segments_sacked_above_a_hole_mark_it_lost_at_once() {
     let mut s = Sim::new(1, true);

@@ -136,6 +136,11 @@ impl SenderFlow {
             self.delivered_ns = seg.ts_ns;
             self.rto_since_ns = Some(seg.ts_ns);
         }
+        if self.rack_xmit_ns != 0 && super::sent_after(self.rack_xmit_ns, seg.ts_ns, self.rack_end, end) {
+            // Stamped before a segment already delivered (frames crossing the port on two
+            // CPUs): RACK may time it, which no pass has seen yet.
+            self.rack_timeout_ns = 0;
+        }
         let pkts = u64::from(seg.len).div_ceil(self.mss).max(1);
         self.segs.push_back(Seg {
             start,
@@ -192,6 +197,8 @@ impl SenderFlow {
             return false;
         }
         self.fallback = None;
+        // No loss detection ran while it was left to the server: the next tick runs one.
+        self.rack_timeout_ns = 0;
         true
     }
 
@@ -209,6 +216,7 @@ impl SenderFlow {
         self.pkts_out = 0;
         self.tally = Tally::default();
         self.rto_since_ns = None;
+        self.rack_timeout_ns = u64::MAX;
     }
 
     /// Server data at or below the highest sequence seen: one of the shim's injected copies
@@ -243,6 +251,9 @@ impl SenderFlow {
             seg.sent_ns = seg.sent_ns.max(r.ts_ns);
             return None;
         }
+        // The server's own retransmission: RACK times these segments (and may now look past
+        // them) by their new send time, which no pass has seen yet.
+        self.rack_timeout_ns = 0;
         let mut i = first;
         while i < self.segs.len() && self.segs[i].start < end {
             self.update(i, |s| {

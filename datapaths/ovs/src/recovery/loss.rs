@@ -33,8 +33,10 @@ impl SenderFlow {
         if was_lost { 0 } else { self.segs[i].pkts }
     }
 
-    /// RACK and the SACK threshold (SACK flows); returns the packets newly marked lost.
+    /// RACK and the SACK threshold (SACK flows); returns the packets newly marked lost, and
+    /// sets `rack_timeout_ns` to when RACK would mark the next one if nothing else happened.
     pub(super) fn detect_losses(&mut self, now: u64) -> u64 {
+        self.rack_timeout_ns = u64::MAX;
         if !self.sack || self.segs.is_empty() {
             return 0;
         }
@@ -57,13 +59,17 @@ impl SenderFlow {
             if s.lost.is_some() && !s.retrans_out {
                 continue;
             }
-            let kind = if before_delivered
-                && now.saturating_sub(s.sent_ns) > self.rack_rtt_ns + reo_wnd
-            {
+            // RACK marks it once more than rack_rtt + reo_wnd has passed since it was sent.
+            let rack_due = s.sent_ns.saturating_add(self.rack_rtt_ns + reo_wnd).saturating_add(1);
+            let kind = if before_delivered && now >= rack_due {
                 Some(LossKind::Rack)
             } else if s.lost.is_none() && !s.retrans_out && sacked_above >= threshold {
                 Some(LossKind::Fast)
             } else {
+                if before_delivered {
+                    // Only time can change this one now: the timer wheel comes back for it.
+                    self.rack_timeout_ns = self.rack_timeout_ns.min(rack_due);
+                }
                 None
             };
             if let Some(kind) = kind {

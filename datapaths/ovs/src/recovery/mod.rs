@@ -171,6 +171,10 @@ pub struct SenderFlow {
     rack_xmit_ns: u64,
     rack_end: u64,
     rack_rtt_ns: u64,
+    /// When RACK, with nothing else happening, marks the next segment lost (`u64::MAX`:
+    /// never; 0: at the next tick, not known). Set by every loss detection pass; every event
+    /// that could bring it earlier runs one or sets 0, so the flow needs no tick before it.
+    rack_timeout_ns: u64,
     // Delivery rate.
     delivered: u64,
     delivered_ns: u64,
@@ -215,6 +219,7 @@ impl SenderFlow {
             rack_xmit_ns: 0,
             rack_end: 0,
             rack_rtt_ns: 0,
+            rack_timeout_ns: u64::MAX,
             delivered: 0,
             delivered_ns: est.ts_ns,
             first_tx_ns: est.ts_ns,

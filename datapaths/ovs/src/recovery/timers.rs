@@ -66,10 +66,10 @@ impl SenderFlow {
 
     /// The earliest time at which [`on_tick`](Self::on_tick) or idle expiry can change this
     /// flow, given its state now: the idle deadline, the end of the wait for a missing
-    /// segment, the retransmission timer, and `now_ns` (the next tick) while RACK may be
-    /// timing a segment (SACKed data, a retransmission in flight or lost segments waiting, or
-    /// a delivered segment sent after the head one) or a retransmission is waiting to be sent.
-    /// Every event that changes the flow may bring it earlier; the caller asks again then.
+    /// segment, the retransmission timer, RACK's reordering timeout of the first segment it
+    /// is timing (found by the last loss detection pass), and `now_ns` (the next tick) while a
+    /// retransmission is waiting to be sent. Every event that changes the flow may bring it
+    /// earlier; the caller asks again then.
     pub fn next_timer_ns(&self, now_ns: u64) -> u64 {
         let idle = self.last_activity_ns.saturating_add(self.cfg.idle_timeout_ns);
         if self.fallback.is_some() {
@@ -79,18 +79,17 @@ impl SenderFlow {
         if let Some(e) = self.early.first() {
             at = at.min(e.ts_ns.saturating_add(EARLY_WAIT_NS + 1));
         }
-        let Some(head) = self.segs.front() else { return at };
+        if self.segs.is_empty() {
+            return at;
+        }
         if let Some(since) = self.rto_since_ns {
             at = at.min(since.saturating_add(self.rto_ns()));
         }
-        let t = &self.tally;
-        let rack_may_time = self.sack
-            && (t.sacked_pkts > 0
-                || t.retrans_pkts > 0
-                || (self.rack_xmit_ns != 0
-                    && super::sent_after(self.rack_xmit_ns, head.sent_ns, self.rack_end, head.end)));
-        if t.pending_pkts > 0 || rack_may_time {
+        if self.tally.pending_pkts > 0 {
             at = at.min(now_ns);
+        }
+        if self.sack {
+            at = at.min(self.rack_timeout_ns);
         }
         at
     }
