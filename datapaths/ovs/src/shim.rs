@@ -194,6 +194,16 @@ impl FlowTimer {
     const NONE: FlowTimer = FlowTimer { waits_at: u64::MAX, due_at: u64::MAX };
 }
 
+impl OvsFlow {
+    /// The session evaluates the flow's program on ticks (`Session::tick_flow`): only while
+    /// it does not fold it. A folded program's time-based reports are the port's, made on
+    /// the flow's ACKs, so a tick would only cost a look at a flow cold in cache (at 10k
+    /// flows with data outstanding, one every 10 ms each was most of the shim's timer work).
+    fn ticked(&self) -> bool {
+        self.fold.is_none()
+    }
+}
+
 /// Shim counters for the exit log and the stats file.
 #[derive(Debug, Default, Clone)]
 pub struct OvsTotals {
@@ -349,6 +359,13 @@ impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
             }
             (_, Some((mode, start_us))) => Some(ShimFold::new(start_us, mode)),
         };
+        if f.ticked() && f.ccp_tick_at == u64::MAX && f.sender.bytes_in_flight() > 0 {
+            // The program runs in the session again: ticked from now while ACKs stay away
+            // (from the flow's next record, which puts it in the timer wheel).
+            f.ccp_tick_at = monotonic_now_ns().saturating_add(CCP_TICK_NS);
+        } else if !f.ticked() {
+            f.ccp_tick_at = u64::MAX;
+        }
         if f.active {
             write_directive(self.port, sid, f, n, self.writes);
         }
@@ -585,7 +602,7 @@ impl<P: PortOps> OvsShim<P> {
                     return;
                 };
                 let ts_ns = s.ts_ns;
-                if f.ccp_tick_at == u64::MAX {
+                if f.ccp_tick_at == u64::MAX && f.ticked() {
                     f.ccp_tick_at = ts_ns.saturating_add(CCP_TICK_NS);
                 }
                 match f.sender.on_segment(s, &mut self.pool) {
@@ -650,7 +667,7 @@ impl<P: PortOps> OvsShim<P> {
         let rejoined = f.sender.try_rejoin();
         self.program_on_ack(id, &out, folded);
         let Some(f) = self.flows.get_mut(&id) else { return };
-        f.ccp_tick_at = if f.sender.bytes_in_flight() > 0 { a.ts_ns.saturating_add(CCP_TICK_NS) } else { u64::MAX };
+        f.ccp_tick_at = if f.sender.bytes_in_flight() > 0 && f.ticked() { a.ts_ns.saturating_add(CCP_TICK_NS) } else { u64::MAX };
         if rejoined {
             // The server's own TCP ran the flow meanwhile: the window starts where its data
             // in flight stands (never closing on it) and follows the agent's from there.
@@ -814,7 +831,7 @@ impl<P: PortOps> OvsShim<P> {
             if now_ns >= f.ccp_tick_at {
                 // Data outstanding and no ACK for a while: evaluate the program now, and
                 // again a tick later while that lasts.
-                f.ccp_tick_at = if f.sender.bytes_in_flight() > 0 && f.sender.fallback().is_none() {
+                f.ccp_tick_at = if f.sender.bytes_in_flight() > 0 && f.sender.fallback().is_none() && f.ticked() {
                     now_ns.saturating_add(CCP_TICK_NS)
                 } else {
                     u64::MAX
@@ -1400,6 +1417,10 @@ mod tests {
             acks: 2, reported: true, fields,
         }));
         assert_eq!(freed(&shim), vec![slot(7, 1), slot(7, 2)]);
+        // Segment 3 is outstanding, but the port makes the program's time-based reports: the
+        // flow waits in the timer wheel for its retransmission timer, not for program ticks.
+        assert_eq!(shim.flows[&7].ccp_tick_at, u64::MAX);
+        assert!(shim.timer_of[&7].due_at >= monotonic_now_ns() + 5_000_000, "{:?}", shim.timer_of[&7]);
         shim.flush_agent();
         let Msg::Measure(m) = agent.next() else { panic!("expected the folded report") };
         assert_eq!((m.sid, m.program_uid, m.fields), (7, install.program_uid, fields.to_vec()));
