@@ -231,11 +231,20 @@ fn fold(mut sum: u64) -> u16 {
     sum as u16
 }
 
+/// The one's-complement sum of `bytes` as big-endian 16-bit words (an odd last byte padded
+/// with zero), folded to 16 bits. Summed four bytes at a time as little-endian words, which
+/// gives the same sum byte-swapped (RFC 1071, 2(B)): a retransmission's checksum was 5% of
+/// the shim's samples when summed by pairs of bytes.
 fn sum_be16(bytes: &[u8]) -> u64 {
-    bytes
-        .chunks(2)
-        .map(|c| u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum()
+    let mut sum = 0u64;
+    let mut words = bytes.chunks_exact(4);
+    for w in &mut words {
+        sum += u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    let mut tail = [0u8; 4];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    sum += u64::from(u32::from_le_bytes(tail));
+    u64::from(fold(sum).swap_bytes())
 }
 
 /// Recomputes the TCP checksum of an Ethernet/IPv4|IPv6/TCP frame in place (see the module
@@ -967,5 +976,20 @@ mod tests {
         assert!(complete_tcp_checksum(&mut f));
         assert_eq!(f, good);
         assert!(!complete_tcp_checksum(&mut f[..40]));
+    }
+
+    #[test]
+    fn the_word_sum_equals_the_sum_of_big_endian_byte_pairs() {
+        let by_pairs = |b: &[u8]| -> u64 {
+            fold(b.chunks(2).map(|c| u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum()).into()
+        };
+        let mut rng = ccswitch_datapath_support::rng::SplitMix64(5);
+        for len in (0..70).chain([1499, 1500, 1514, 9000]) {
+            for _ in 0..20 {
+                let b: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+                assert_eq!(sum_be16(&b), by_pairs(&b), "{len} bytes: {b:?}");
+            }
+        }
+        assert_eq!(sum_be16(&[0xff; 64]), 0xffff);
     }
 }
