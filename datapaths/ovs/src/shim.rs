@@ -223,6 +223,15 @@ pub struct OvsTotals {
     /// Slab slots received in segment records and not yet given back.
     pub slots_held: u64,
     pub timer: TimerCounts,
+    pub polls: PollCounts,
+}
+
+/// How the shim's waits for input ended: records in the ring (waiting already, or a port
+/// program woke it: a wake-up costs that program an interrupt), or the record delay over.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PollCounts {
+    pub ring_ready: u64,
+    pub timed_out: u64,
 }
 
 /// Timer-wheel entries that expired, and those among them that found their flow due (the
@@ -931,6 +940,8 @@ impl<P: PortOps> OvsShim<P> {
             "timeouts": t.timeouts,
             "timer_entries_expired": t.timer.expired,
             "timer_entries_handled": t.timer.handled,
+            "polls_ring_ready": t.polls.ring_ready,
+            "polls_timed_out": t.polls.timed_out,
             "inject_errors": t.inject_errors,
             "idle_expired": t.idle_expired,
             "fallbacks": t.fallbacks,
@@ -1078,8 +1089,8 @@ impl OvsShim<OvsDatapath> {
         }
     }
 
-    /// Sleep until port records or agent messages arrive, or `timeout` passes.
-    fn wait_for_input(&self, timeout: Duration) {
+    /// Sleep until port records or agent messages arrive, or `timeout` passes (counted).
+    fn wait_for_input(&mut self, timeout: Duration) {
         let mut fds = vec![libc::pollfd { fd: self.port.events_fd(), events: libc::POLLIN, revents: 0 }];
         if let Some(fd) = self.session.agent_fd() {
             fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
@@ -1087,7 +1098,12 @@ impl OvsShim<OvsDatapath> {
         // ppoll: sub-millisecond timeouts (--record-delay-us).
         let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
         // SAFETY: `fds` is a valid array of pollfd and `ts` a valid timespec for the call.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        if n == 0 {
+            self.totals.polls.timed_out += 1;
+        } else if fds[0].revents != 0 {
+            self.totals.polls.ring_ready += 1;
+        }
     }
 
     /// The whole stats file: the port's counters and program run times, then the shim's.
