@@ -414,6 +414,28 @@ impl SenderFlow {
         }
     }
 
+    /// The latest ACK the port forwarded, read from its flow entry, for a flow whose ACKs
+    /// it folds (it hands them up only now and then): followed like any ACK if it
+    /// acknowledges data the shim still holds, but the loss signals it carries stay for the
+    /// next ACK the program sees. Returns None if it acknowledges nothing new.
+    pub fn on_port_ack(&mut self, ack: &Ack, pool: &mut BufferPool) -> Option<AckOutcome> {
+        let seq = self.unwrap(ack.ack);
+        if seq <= self.una || seq > self.nxt {
+            return None;
+        }
+        let out = self.on_ack(ack, pool);
+        self.lost_since_ack += out.prims.lost_pkts_sample;
+        self.timeout_pending |= out.prims.was_timeout;
+        Some(out)
+    }
+
+    /// The retransmission timer has expired: the next tick marks the head lost.
+    pub fn rto_due(&self, now_ns: u64) -> bool {
+        self.fallback.is_none()
+            && !self.segs.is_empty()
+            && self.rto_since_ns.is_some_and(|since| now_ns.saturating_sub(since) >= self.rto_ns())
+    }
+
     /// Segments waiting for retransmission.
     pub fn pending_retransmissions(&self) -> u64 {
         self.tally.pending_pkts
