@@ -259,6 +259,8 @@ pub struct OvsTotals {
     /// and the timeouts that averted (the port had forwarded an ACK of more data).
     pub port_entry_reads: u64,
     pub timeouts_averted: u64,
+    /// ACKs reporting a duplicate the client received (D-SACK): unneeded retransmissions.
+    pub dsacks: u64,
 }
 
 /// How the shim's waits for input ended: records in the ring (waiting already, or a port
@@ -714,6 +716,7 @@ impl<P: PortOps> OvsShim<P> {
             },
             AckFrom::Record | AckFrom::Folded(_) => f.sender.on_ack(a, &mut self.pool),
         };
+        self.totals.dsacks += u64::from(out.dsack);
         let rejoined = f.sender.try_rejoin();
         match from {
             AckFrom::Record => self.program_on_ack(id, &out, None),
@@ -1011,6 +1014,7 @@ impl<P: PortOps> OvsShim<P> {
             "polls_timed_out": t.polls.timed_out,
             "port_entry_reads": t.port_entry_reads,
             "timeouts_averted": t.timeouts_averted,
+            "dsacks": t.dsacks,
             "inject_errors": t.inject_errors,
             "idle_expired": t.idle_expired,
             "fallbacks": t.fallbacks,

@@ -237,9 +237,10 @@ fn sack_blocks_mark_segments_and_count_sacked_bytes() {
     let out = s.ack_raw(s.raw(seq_of(2)), vec![dsack, beyond, again], false, 21 * MS);
     assert_eq!(s.flow.sacked_bytes(), 2000);
     assert!(!out.scoreboard_changed);
+    assert!(out.dsack && !s.ack(1, &[(3, 4)], 21 * MS).dsack, "the duplicate is reported");
     // A block covering part of a segment does not SACK it.
     let part = SackBlock { start: s.raw(seq_of(5)), end: s.raw(seq_of(5) + 10) };
-    s.ack_raw(s.raw(seq_of(2)), vec![part], false, 22 * MS);
+    assert!(!s.ack_raw(s.raw(seq_of(2)), vec![part], false, 22 * MS).dsack);
     assert_eq!(s.flow.sacked_bytes(), 2000);
     // The cumulative ACK passing them clears them.
     let out = s.ack(4, &[], 23 * MS);

@@ -131,6 +131,9 @@ pub struct AckOutcome {
     pub rtt_sample_us: Option<u64>,
     /// `snd_una` or the SACKed bytes changed: the directive's `sacked_*` must be rewritten.
     pub scoreboard_changed: bool,
+    /// The ACK reports a duplicate the client received (D-SACK): a retransmission, the
+    /// shim's or the server's, that was not needed.
+    pub dsack: bool,
 }
 
 /// Sent after: later time, or the same time and a higher end (`tcp_skb_sent_after`).
@@ -373,9 +376,7 @@ impl SenderFlow {
         }
         self.last_window = ack.window_bytes;
 
-        if self.sack {
-            self.apply_sack(ack, now, &mut d);
-        }
+        let dsack = self.sack && self.apply_sack(ack, now, &mut d);
         if d.delivered_bytes > 0 {
             self.delivered_ns = now;
             // SACKed data is progress too: the path delivers, the holes are RACK's.
@@ -411,6 +412,7 @@ impl SenderFlow {
             prims,
             rtt_sample_us: rtt_sample.map(|r| r / 1000),
             scoreboard_changed: self.una != prior_una || self.tally.sacked_bytes != prior_sacked,
+            dsack,
         }
     }
 

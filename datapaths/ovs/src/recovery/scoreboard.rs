@@ -101,10 +101,17 @@ impl SenderFlow {
         self.segs.partition_point(|s| s.end <= seq)
     }
 
-    pub(super) fn apply_sack(&mut self, ack: &Ack, now: u64, d: &mut Delivery) {
+    /// Marks the SACKed segments; returns whether the first block reports a duplicate the
+    /// client received (a D-SACK, RFC 2883: below the cumulative ACK or inside the second
+    /// block): data sent twice, one copy of which was not needed.
+    pub(super) fn apply_sack(&mut self, ack: &Ack, now: u64, d: &mut Delivery) -> bool {
+        let mut dsack = false;
         for (k, b) in ack.sack.iter().enumerate() {
             let start = self.unwrap(b.start);
             let end = self.unwrap(b.end);
+            if k == 0 && start < end && start < self.una {
+                dsack = true;
+            }
             // Below snd_una is a D-SACK (or stale); beyond snd_nxt is not ours to believe.
             if start >= end || start < self.una || end > self.nxt {
                 continue;
@@ -113,6 +120,7 @@ impl SenderFlow {
                 if let Some(next) = ack.sack.get(1) {
                     let (ns, ne) = (self.unwrap(next.start), self.unwrap(next.end));
                     if ns <= start && end <= ne {
+                        dsack = true;
                         continue; // D-SACK inside the next block: a duplicate, not new data.
                     }
                 }
@@ -134,5 +142,6 @@ impl SenderFlow {
                 i += 1;
             }
         }
+        dsack
     }
 }
