@@ -79,9 +79,14 @@ struct RunArgs {
     /// Urgent records (losses, duplicates, a flow's start or end) wake the shim at most once
     /// per this many microseconds (a wake-up is an interrupt, several microseconds of the port
     /// program's time on a VM); records that do not wake it wait at most --record-delay-us.
-    /// With 0 (the default), an urgent record wakes the shim unless the shim has not read
-    /// the ring since the last wake-up (it then sees the record in the same pass).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    /// With 0, an urgent record wakes the shim unless the shim has not read the ring since the
+    /// last wake-up (it then sees the record in the same pass). A shim with flows reads the
+    /// ring at least every record delay anyway, so a wake-up only shortens that wait; the
+    /// default lets one through per 5 ms, the shim's own period without flows. Measured at
+    /// 10k flows under loss: with 0, urgent records woke the shim ~2,000 times a second and
+    /// the egress program took 1.6 µs per packet; 1 ms, 1.2 µs; 5 ms, 1.0 µs, the latency
+    /// from an urgent report to the agent's answer unchanged (p99 6.7 ms).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     wake_gap_us: u32,
     /// Write counters, program run times and buffer occupancy here (JSON) at exit.
     #[arg(long)]
