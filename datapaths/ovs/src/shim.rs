@@ -1483,19 +1483,26 @@ mod tests {
         assert!(!shim.port().directives.borrow().contains_key(&3));
     }
 
-    #[test]
-    fn a_folded_flow_gets_its_reports_from_the_port_and_its_buffer_freed_by_them() {
+    /// Flow 7 established, its agent running the standard program: the session folds it in
+    /// the datapath. Returns the program's uid too.
+    fn folded_flow() -> (OvsShim<FakePort>, FakeAgent, u32) {
         use ccswitch_protocol::standard;
-        use ccswitch_ovs::events::Folded;
         let (mut shim, mut agent) = connected(cfg());
         shim.on_event(established(7));
         shim.service_agent();
         agent.next();
-        // The agent runs the standard program: the session folds it in the datapath.
         agent.out.write_all(standard::INSTALL_MESSAGE).unwrap();
         let (Msg::InstallExpr(install), _) = wire::decode(standard::INSTALL_MESSAGE).unwrap() else { panic!("an INSTALL_EXPR") };
         agent.send(&Msg::ChangeProg(ChangeProg { sid: 7, program_uid: install.program_uid, updates: vec![] }));
         until(&mut shim, |s| s.port().directives.borrow().get(&7).is_some_and(|d| d.fold.is_some()));
+        (shim, agent, install.program_uid)
+    }
+
+    #[test]
+    fn a_folded_flow_gets_its_reports_from_the_port_and_its_buffer_freed_by_them() {
+        use ccswitch_protocol::standard;
+        use ccswitch_ovs::events::Folded;
+        let (mut shim, agent, program_uid) = folded_flow();
         let fold = shim.port().directives.borrow()[&7].fold.unwrap();
         assert!(!fold.per_ack && !fold.hold);
         for n in 1..=3 {
@@ -1517,7 +1524,7 @@ mod tests {
         assert!(shim.timer_of[&7].due_at >= monotonic_now_ns() + 5_000_000, "{:?}", shim.timer_of[&7]);
         shim.flush_agent();
         let Msg::Measure(m) = agent.next() else { panic!("expected the folded report") };
-        assert_eq!((m.sid, m.program_uid, m.fields), (7, install.program_uid, fields.to_vec()));
+        assert_eq!((m.sid, m.program_uid, m.fields), (7, program_uid, fields.to_vec()));
         // Segment 3 missing, 4 SACKed: a loss to recover, so the port must send every ACK
         // up (the hold) until it is over.
         shim.on_event(segment(7, 4));
@@ -1533,15 +1540,7 @@ mod tests {
     /// what it acknowledged instead of a timeout; only data it did not acknowledge times out.
     #[test]
     fn a_folded_flows_timer_follows_the_ports_last_ack_before_it_times_out() {
-        use ccswitch_protocol::standard;
-        let (mut shim, mut agent) = connected(cfg());
-        shim.on_event(established(7));
-        shim.service_agent();
-        agent.next();
-        agent.out.write_all(standard::INSTALL_MESSAGE).unwrap();
-        let (Msg::InstallExpr(install), _) = wire::decode(standard::INSTALL_MESSAGE).unwrap() else { panic!("an INSTALL_EXPR") };
-        agent.send(&Msg::ChangeProg(ChangeProg { sid: 7, program_uid: install.program_uid, updates: vec![] }));
-        until(&mut shim, |s| s.port().directives.borrow().get(&7).is_some_and(|d| d.fold.is_some()));
+        let (mut shim, _agent, _) = folded_flow();
         for n in 1..=3 {
             shim.on_event(segment(7, n));
         }
