@@ -64,7 +64,10 @@ impl Algorithm for Reno {
 
     fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.respond(state, m);
-        self.reporting = state.reporting_after_timeout();
+        // Per ACK only while regrowing after a timeout: its slow start at the start of a flow
+        // stays per RTT, as the Python example `ccswitch.authoring.examples.reno` (checked
+        // report for report against this one) has it.
+        self.reporting = if state.regrowing_after_timeout() { Reporting::PerAck } else { Reporting::PerRtt };
     }
 
     fn window_on_loss(&self, state: &FlowState) -> Option<u64> {

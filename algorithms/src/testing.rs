@@ -80,6 +80,17 @@ impl FakeSender {
         self.deliver(m);
     }
 
+    /// One report acknowledging `n` segments of a flow its application holds back: only
+    /// `in_flight` segments remain outstanding after them, whatever the window allows.
+    pub fn ack_segments_held_back(&mut self, n: u64, in_flight: u64) {
+        let m = Measurement {
+            acked_bytes: n * self.mss(),
+            bytes_in_flight: in_flight * self.mss(),
+            ..self.base()
+        };
+        self.deliver(m);
+    }
+
     /// One RTT passes and the whole window is acknowledged in one report.
     pub fn ack_round(&mut self) {
         self.advance_ms(self.rtt_us / 1000);
