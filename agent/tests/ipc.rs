@@ -83,7 +83,7 @@ fn installs_programs_then_drives_each_flow_with_its_own_algorithm() {
     dp.send(&report(2, uid, 10 * 1448, 0));
     assert_eq!(cwnd_of(dp.recv()), 20 * 1448);
     dp.send(&report(2, uid, 0, 1));
-    assert_eq!(cwnd_of(dp.recv()), (20.0 * 1448.0 * 717.0 / 1024.0) as u64);
+    assert_eq!(cwnd_of(dp.recv()), 14 * 1448, "whole segments, as Linux: ⌊20 · 717/1024⌋");
 }
 
 /// A full-API algorithm: its own program, run here by the datapath-side interpreter, grows
