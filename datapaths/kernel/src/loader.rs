@@ -60,7 +60,9 @@ pub struct LoadOptions {
     pub cc_name: String,
     /// Flows that can hold a directive at once (the directives map). Beyond
     /// it a flow stays on the fallback: [`KernelDatapath::set_directive`]
-    /// fails with [`DirectiveSlotBusy`](crate::DirectiveSlotBusy).
+    /// fails with [`DirectiveSlotBusy`](crate::DirectiveSlotBusy). The BPF
+    /// program keeps as many flows' states by slot (192 bytes each); a flow
+    /// whose entry another live flow holds keeps its state in socket storage.
     pub max_flows: u32,
     /// Size of the routine lane's ring buffer, bytes: a power of two, at least a page. The
     /// urgent lane gets a quarter of it (at least a page). A full ring loses records
@@ -309,6 +311,7 @@ impl KernelDatapath {
                 open.progs.ccsw_cwnd_event.set_autoload(false);
             }
             open.maps.ccsw_directives.set_max_entries(opts.max_flows).context("sizing the directives map")?;
+            open.maps.ccsw_flow_states.set_max_entries(opts.max_flows).context("sizing the flow states map")?;
             open.maps.ccsw_events.set_max_entries(opts.ring_bytes).context("sizing the routine lane")?;
             open.maps.ccsw_urgent.set_max_entries((opts.ring_bytes / 4).max(4096)).context("sizing the urgent lane")?;
             open.maps.ccsw_vm_flows.set_max_entries(opts.max_vm_flows).context("sizing the interpreter's flow map")?;

@@ -38,9 +38,20 @@
  *
  * State
  * -----
- * icsk_ca_priv is zeroed whenever a socket switches congestion control,
- * and Cubic's kfuncs own it, so everything of ours lives in socket-local
- * storage (struct ccsw_sk_state).
+ * A flow's state (struct ccsw_flow_state, three cache lines) lives in the
+ * entry of ccsw_flow_states at its directive slot (flow id % max flows),
+ * which init claims for it and release gives back; a flow whose entry
+ * another live flow holds keeps its state in socket storage instead. The
+ * tail of icsk_ca_priv, past what Cubic's kfuncs own, says which, and holds
+ * the flow id and slot (struct ccsw_ca_priv), so that an ACK finds both
+ * the flow's state and its directive by address from the socket it is
+ * processing: at 10k flows an ACK every few seconds each, every flow is
+ * cold in cache, and socket storage's chain of pointers (the socket's
+ * storage, its cache, the element, then the data) cost half of
+ * cong_control's time, one miss after the other. The kernel zeroes
+ * icsk_ca_priv when a socket switches congestion control (after our
+ * release, before the next init), and the entry's owner is checked on
+ * every lookup, so a stale tail finds nothing.
  *
  * Registration
  * ------------
@@ -98,9 +109,10 @@ extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym;
 extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym;
 extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 
-/* Per-socket state that must survive in socket storage. */
-struct ccsw_sk_state {
-	__u32 flow_id;
+/* A flow's state, in its entry of ccsw_flow_states or in socket storage (see
+ * State above). */
+struct ccsw_flow_state {
+	__u32 flow_id;        /* owner of an entry of ccsw_flow_states; 0 = free */
 	__u32 fallback;       /* CCSW_FALLBACK_*, latched at init */
 	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
 	__u8 was_timeout;     /* entered TCP_CA_Loss since the last ACK event */
@@ -108,7 +120,6 @@ struct ccsw_sk_state {
 	__u8 paced;           /* we set SK_PACING_NEEDED for a pacing directive */
 	__u8 ever_directed;   /* a directive has set cwnd on some ACK */
 	__u32 rtt_us;         /* latest RTT sample (srtt until the first), as the shim carries it */
-	__u32 slot;           /* the flow's directive slot, flow_id % ccsw_max_flows */
 	/* The directive's window in packets, converted once per change of the
 	 * directive or of the MSS rather than divided on every ACK. */
 	__u32 cwnd_dir_bytes;
@@ -124,14 +135,24 @@ struct ccsw_sk_state {
 	__u32 pacing_srtt_us;
 	__u32 reordering_sysctl; /* tcp_reordering, read at init */
 	struct ccsw_fold_state fold;
-};
+} __attribute__((aligned(64)));
 
+_Static_assert(sizeof(struct ccsw_flow_state) == 192, "a flow's state is three cache lines");
+
+/* Flows' states by directive slot (the loader sizes it as ccsw_directives).
+ * Mmapable only because such an array's values start on a page, so that
+ * each entry is three whole cache lines; nothing maps it. */
+struct {
+	CCSW_SHIM_ARRAY(struct ccsw_flow_state, MAX_FLOWS);
+} ccsw_flow_states SEC(".maps");
+
+/* The state of a flow whose entry of ccsw_flow_states another flow holds. */
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct ccsw_sk_state);
-} ccsw_sk_state_map SEC(".maps");
+	__type(value, struct ccsw_flow_state);
+} ccsw_flow_state_spill SEC(".maps");
 
 /* The routine lane: reports and ACK records that can wait for the shim's next pass. */
 struct {
@@ -180,23 +201,69 @@ static __always_inline struct inet_connection_sock *inet_csk(struct sock *sk)
 	return (struct inet_connection_sock *)sk;
 }
 
-/* Whether a socket's fallback is Cubic, kept in the last byte of
- * icsk_ca_priv, past the part Cubic's kfuncs own (struct bictcp), so that
- * cwnd_event and pkts_acked, called on every ACK and send, know without a
- * socket-storage lookup that they have nothing to do for a Reno fallback.
- * The kernel zeroes icsk_ca_priv when a socket changes congestion control,
- * and init sets the byte. */
-#define CCSW_CA_PRIV_CUBIC_BYTE (sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv) - 1)
-_Static_assert(sizeof(struct bictcp) <= CCSW_CA_PRIV_CUBIC_BYTE, "Cubic's state leaves the marker byte free");
+/* What an ACK needs first, in the last bytes of icsk_ca_priv, past the part
+ * Cubic's kfuncs own (struct bictcp): where the flow's state is (see State
+ * above), and whether its fallback is Cubic, so that cwnd_event, pkts_acked
+ * and ssthresh know it without finding the state. init sets it; the kernel
+ * zeroes icsk_ca_priv when a socket changes congestion control. */
+struct ccsw_ca_priv {
+	__u32 flow_id;  /* 0: the socket has no state */
+	__u32 slot;     /* the flow's directive slot, flow_id % ccsw_max_flows */
+	__u8 in_array;  /* the state is the slot's entry of ccsw_flow_states, else socket storage */
+	__u8 cubic;     /* the fallback is Cubic */
+	__u8 _pad[2];
+};
 
-static __always_inline void set_cubic_marker(struct sock *sk, bool cubic)
+#define CCSW_CA_PRIV_SIZE sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv)
+#define CCSW_CA_PRIV_OFFSET (CCSW_CA_PRIV_SIZE - sizeof(struct ccsw_ca_priv))
+_Static_assert(sizeof(struct bictcp) <= CCSW_CA_PRIV_OFFSET, "Cubic's state leaves our tail of icsk_ca_priv free");
+
+static __always_inline struct ccsw_ca_priv *ca_priv(struct sock *sk)
 {
-	((__u8 *)inet_csk(sk)->icsk_ca_priv)[CCSW_CA_PRIV_CUBIC_BYTE] = cubic;
+	return (struct ccsw_ca_priv *)((__u8 *)inet_csk(sk)->icsk_ca_priv + CCSW_CA_PRIV_OFFSET);
 }
 
 static __always_inline bool falls_back_to_cubic(struct sock *sk)
 {
-	return ((__u8 *)inet_csk(sk)->icsk_ca_priv)[CCSW_CA_PRIV_CUBIC_BYTE] != 0;
+	return ca_priv(sk)->cubic != 0;
+}
+
+/* The socket's flow state, if it has one. */
+static __always_inline struct ccsw_flow_state *flow_state(struct sock *sk)
+{
+	struct ccsw_ca_priv *ca = ca_priv(sk);
+	__u32 flow_id = ca->flow_id, slot = ca->slot;
+	struct ccsw_flow_state *st;
+
+	if (!flow_id)
+		return NULL;
+	if (!ca->in_array)
+		return bpf_sk_storage_get(&ccsw_flow_state_spill, sk, 0, 0);
+	st = bpf_map_lookup_elem(&ccsw_flow_states, &slot);
+	return st && st->flow_id == flow_id ? st : NULL;
+}
+
+/* A new flow's state, zeroed: its slot's entry of ccsw_flow_states if no
+ * other flow holds it, else socket storage. */
+static __always_inline struct ccsw_flow_state *new_flow_state(struct sock *sk, struct ccsw_ca_priv *ca)
+{
+	__u32 flow_id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
+	__u32 slot = ccsw_directive_slot(flow_id, ccsw_max_flows);
+	struct ccsw_flow_state *st = bpf_map_lookup_elem(&ccsw_flow_states, &slot);
+
+	if (st && !st->flow_id && __sync_val_compare_and_swap(&st->flow_id, 0, flow_id) == 0) {
+		__builtin_memset((__u8 *)st + sizeof(st->flow_id), 0, sizeof(*st) - sizeof(st->flow_id));
+		ca->in_array = 1;
+	} else {
+		st = bpf_sk_storage_get(&ccsw_flow_state_spill, sk, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!st)
+			return NULL;
+		st->flow_id = flow_id;
+		ca->in_array = 0;
+	}
+	ca->flow_id = flow_id;
+	ca->slot = slot;
+	return st;
 }
 
 static __always_inline struct ccsw_kernel_cpu_stats *stats_slot(void)
@@ -272,7 +339,7 @@ static __always_inline void read_pacing_ratios(struct sock *sk, __u32 *ss, __u32
  * as the kernel does; a directed flow (`lazy`) only when the window it uses
  * changed or srtt moved by more than 1/8 since the last time, so that its
  * ACKs do not divide. */
-static __always_inline void emulate_pacing_rate(struct sock *sk, struct ccsw_sk_state *st, bool lazy)
+static __always_inline void emulate_pacing_rate(struct sock *sk, struct ccsw_flow_state *st, bool lazy)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u64 rate, ratio, cwnd = tp->snd_cwnd;
@@ -315,7 +382,7 @@ static __always_inline __u32 read_reordering_sysctl(struct sock *sk)
 
 /* tcp_may_raise_cwnd(), with the namespace's tcp_reordering as read at init
  * when the flow has storage. */
-static __always_inline bool may_raise_cwnd(struct sock *sk, struct ccsw_sk_state *st, int flag)
+static __always_inline bool may_raise_cwnd(struct sock *sk, struct ccsw_flow_state *st, int flag)
 {
 	__u32 reordering = st ? st->reordering_sysctl : read_reordering_sysctl(sk);
 
@@ -328,7 +395,7 @@ static __always_inline bool may_raise_cwnd(struct sock *sk, struct ccsw_sk_state
  * kernel's tp->prr_delivered is read-only for BPF, so our count of
  * delivered packets lives in socket storage (reset when a reduction
  * starts, see ccsw_set_state); tp->prr_out is kept by the kernel. */
-static __always_inline void prr_cwnd_reduction(struct sock *sk, struct ccsw_sk_state *st,
+static __always_inline void prr_cwnd_reduction(struct sock *sk, struct ccsw_flow_state *st,
 					       int newly_acked_sacked, int newly_lost, int flag)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -365,7 +432,7 @@ static __always_inline void prr_cwnd_reduction(struct sock *sk, struct ccsw_sk_s
 
 /* The fallback algorithm for one ACK: what tcp_cong_control() does for a
  * classic (cong_avoid) congestion control. */
-static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_sk_state *st,
+static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_flow_state *st,
 					    __u32 fallback, __u32 ack, int flag,
 					    const struct rate_sample *rs)
 {
@@ -428,7 +495,7 @@ static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccs
 
 /* The flow's RTT as the standard program reads it: the latest sample, or
  * srtt until the first (the shim's session carries it the same way). */
-static __always_inline void carry_rtt(struct tcp_sock *tp, struct ccsw_sk_state *st,
+static __always_inline void carry_rtt(struct tcp_sock *tp, struct ccsw_flow_state *st,
 				      const struct rate_sample *rs)
 {
 	if (rs->rtt_us >= 0)
@@ -477,7 +544,7 @@ static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size)
 	bpf_ringbuf_submit((e), (urgent) ? 0 : routine_wake_flags((now), sizeof(*(e))))
 
 /* A folded flow's ACK: no record unless the standard program reports. */
-static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_state *st, int flag,
+static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_state *st, int flag,
 					    const struct rate_sample *rs, __u64 now,
 					    const struct ccsw_kernel_directive_slot *d, struct ccsw_kernel_cpu_stats *s)
 {
@@ -531,7 +598,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_sk_stat
 
 /* The directive's window, converted to packets only when it or the MSS
  * changed. */
-static __always_inline void set_directive_cwnd(struct tcp_sock *tp, struct ccsw_sk_state *st, __u32 bytes)
+static __always_inline void set_directive_cwnd(struct tcp_sock *tp, struct ccsw_flow_state *st, __u32 bytes)
 {
 	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
 	__u32 cwnd;
@@ -578,7 +645,7 @@ static __always_inline struct ccsw_vm_flow *vm_flow_of(const struct ccsw_kernel_
 /* An ACK of a flow whose program the interpreter runs: the primitives the
  * shim's session would give its interpreter for this ACK's record, one
  * evaluation, then its window, rate and report, as libccp applies them. */
-static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
+static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_flow_state *st, int flag,
 				      const struct rate_sample *rs, __u64 now,
 				      const struct ccsw_kernel_directive_slot *d, struct ccsw_vm_flow *vf,
 				      struct ccsw_kernel_cpu_stats *s)
@@ -669,7 +736,7 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_sk_state *st,
 	vm_reset_volatile(p, &b->regs);
 }
 
-static __always_inline void emit_ack(struct sock *sk, struct ccsw_sk_state *st, int flag,
+static __always_inline void emit_ack(struct sock *sk, struct ccsw_flow_state *st, int flag,
 				     const struct rate_sample *rs, __u64 now, bool fell_back,
 				     struct ccsw_kernel_cpu_stats *s)
 {
@@ -752,7 +819,8 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccsw_kernel_config *cfg = config_slot();
 	struct ccsw_create_event *e;
-	struct ccsw_sk_state *st;
+	struct ccsw_flow_state *st;
+	struct ccsw_ca_priv *ca = ca_priv(sk);
 	struct ccsw_kernel_cpu_stats *s = stats_slot();
 	__u32 fallback = cfg ? cfg->fallback : CCSW_FALLBACK_RENO;
 	__u16 family;
@@ -760,21 +828,21 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	if (fallback != CCSW_FALLBACK_CUBIC)
 		fallback = CCSW_FALLBACK_RENO;
 
-	st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	set_cubic_marker(sk, st && fallback == CCSW_FALLBACK_CUBIC);
+	/* A socket initialised again without a release keeps its flow. */
+	st = flow_state(sk);
 	if (!st)
-		/* No storage: no flow id, no events, plain Reno fallback. */
+		st = new_flow_state(sk, ca);
+	ca->cubic = st && fallback == CCSW_FALLBACK_CUBIC;
+	if (!st)
+		/* No state: no flow id, no events, plain Reno fallback. */
 		goto pacing;
 
-	if (!st->flow_id)
-		st->flow_id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
 	st->fallback = fallback;
 	st->prr_delivered = 0;
 	st->was_timeout = 0;
 	st->directed = 0;
 	st->paced = 0;
 	st->rtt_us = 0;
-	st->slot = ccsw_directive_slot(st->flow_id, ccsw_max_flows);
 	st->cwnd_dir_bytes = 0;
 	st->cwnd_dir_mss = 0;
 	st->pacing_cwnd = 0;
@@ -830,7 +898,8 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	      const struct rate_sample *rs)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ccsw_sk_state *st;
+	struct ccsw_ca_priv *ca = ca_priv(sk);
+	struct ccsw_flow_state *st;
 	struct ccsw_kernel_directive_slot *d = NULL;
 	struct ccsw_vm_flow *vf = NULL;
 	struct ccsw_kernel_config *cfg;
@@ -839,13 +908,15 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	__u32 fallback = CCSW_FALLBACK_RENO;
 	bool directed = false, agent_live = false;
 
-	st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+	st = flow_state(sk);
 	if (st) {
 		fallback = st->fallback;
 		cfg = config_slot();
 		agent_live = cfg && now < cfg->agent_valid_until_ns;
+		/* The slot and id from the socket, not the state: the directive's
+		 * cache line is then fetched alongside the state's. */
 		if (agent_live)
-			d = ccsw_directive_in(&ccsw_directives, st->slot, st->flow_id);
+			d = ccsw_directive_in(&ccsw_directives, ca->slot, ca->flow_id);
 	}
 
 	if (d && st)
@@ -938,9 +1009,7 @@ int ccsw_fold_test(struct ccsw_kernel_fold_test *t)
 SEC("struct_ops")
 __u32 BPF_PROG(ccsw_ssthresh, struct sock *sk)
 {
-	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
-
-	if (st && st->fallback == CCSW_FALLBACK_CUBIC)
+	if (falls_back_to_cubic(sk))
 		return cubictcp_recalc_ssthresh(sk);
 	return tcp_reno_ssthresh(sk);
 }
@@ -955,7 +1024,7 @@ SEC("struct_ops")
 void BPF_PROG(ccsw_set_state, struct sock *sk, __u8 new_state)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+	struct ccsw_flow_state *st = flow_state(sk);
 	__u8 old_state = inet_csk(sk)->icsk_ca_state; /* not yet updated */
 
 	if (!st)
@@ -1000,7 +1069,8 @@ void BPF_PROG(ccsw_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 SEC("struct_ops")
 void BPF_PROG(ccsw_release, struct sock *sk)
 {
-	struct ccsw_sk_state *st = bpf_sk_storage_get(&ccsw_sk_state_map, sk, 0, 0);
+	struct ccsw_ca_priv *ca = ca_priv(sk);
+	struct ccsw_flow_state *st = flow_state(sk);
 	struct ccsw_close_event *e;
 	struct ccsw_kernel_directive_slot *d;
 	struct ccsw_kernel_cpu_stats *s = stats_slot();
@@ -1026,7 +1096,13 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 	d = directive_of(flow_id);
 	if (d)
 		d->flow_id = 0;
-	bpf_sk_storage_delete(&ccsw_sk_state_map, sk);
+	/* Give the state back: the entry to the next flow of its slot. */
+	if (ca->in_array)
+		st->flow_id = 0;
+	else
+		bpf_sk_storage_delete(&ccsw_flow_state_spill, sk);
+	ca->flow_id = 0;
+	ca->cubic = 0;
 }
 
 /* Hand-back (teardown.rs): the loader fills our name before load and the
