@@ -11,7 +11,7 @@
  *
  *  - A flow on the agent's standard program (every simple-API algorithm) is
  *    folded here: each ACK (cong_control) updates the program's report
- *    registers in socket storage, and only its reports go into the ring
+ *    registers in the flow's state, and only its reports go into the ring
  *    buffer read by the userspace shim, which forwards them to the agent.
  *    Any other flow emits an ACK event with the CCP measurement primitives
  *    (see kernel.h for fields and units) on every ACK, for the shim's
@@ -334,7 +334,7 @@ static __always_inline void read_pacing_ratios(struct sock *sk, __u32 *ss, __u32
 
 /* tcp_update_pacing_rate(): 200% (slow start) or 120% of cwnd*mss/srtt,
  * using the namespace's tcp_pacing_{ss,ca}_ratio sysctls (as read at init
- * when the flow has storage). Without a pacing directive the rate only sizes
+ * when the flow has state). Without a pacing directive the rate only sizes
  * TSO bursts and TCP small queues. The fallback recomputes it on every ACK,
  * as the kernel does; a directed flow (`lazy`) only when the window it uses
  * changed or srtt moved by more than 1/8 since the last time, so that its
@@ -381,7 +381,7 @@ static __always_inline __u32 read_reordering_sysctl(struct sock *sk)
 }
 
 /* tcp_may_raise_cwnd(), with the namespace's tcp_reordering as read at init
- * when the flow has storage. */
+ * when the flow has state. */
 static __always_inline bool may_raise_cwnd(struct sock *sk, struct ccsw_flow_state *st, int flag)
 {
 	__u32 reordering = st ? st->reordering_sysctl : read_reordering_sysctl(sk);
@@ -393,7 +393,7 @@ static __always_inline bool may_raise_cwnd(struct sock *sk, struct ccsw_flow_sta
 
 /* tcp_cwnd_reduction(): proportional rate reduction (RFC 6937). The
  * kernel's tp->prr_delivered is read-only for BPF, so our count of
- * delivered packets lives in socket storage (reset when a reduction
+ * delivered packets lives in the flow's state (reset when a reduction
  * starts, see ccsw_set_state); tp->prr_out is kept by the kernel. */
 static __always_inline void prr_cwnd_reduction(struct sock *sk, struct ccsw_flow_state *st,
 					       int newly_acked_sacked, int newly_lost, int flag)
@@ -443,7 +443,7 @@ static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_flow_st
 		if (st)
 			prr_cwnd_reduction(sk, st, rs->acked_sacked, rs->losses, flag);
 		else if (tp->snd_cwnd > tp->snd_ssthresh)
-			tp->snd_cwnd = tp->snd_ssthresh; /* no storage: plain halving */
+			tp->snd_cwnd = tp->snd_ssthresh; /* no state: plain halving */
 	} else if (may_raise_cwnd(sk, st, flag)) {
 		if (fallback == CCSW_FALLBACK_CUBIC)
 			cubictcp_cong_avoid(sk, ack, rs->acked_sacked);

@@ -106,8 +106,9 @@ struct ccsw_close_event {
 	__u64 ts_ns;
 };
 
-/* A folded flow's state in socket storage: the standard program's fold (std_fold.bpf.h,
- * its rate kept as the fastest sample's pair so that no ACK divides) and its loss clause. */
+/* A folded flow's part of its state (struct ccsw_flow_state in kernel.bpf.c): the standard
+ * program's fold (std_fold.bpf.h, its rate kept as the fastest sample's pair so that no ACK
+ * divides) and its loss clause. */
 struct ccsw_fold_state {
 	struct ccsw_std_sampled_fold std;
 	__u32 loss_cwnd_bytes; /* the window a loss set (the program's loss clause), 0 = none ... */
