@@ -110,33 +110,28 @@ extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __k
 extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 
 /* A flow's state, in its entry of ccsw_flow_states or in socket storage (see
- * State above). */
+ * State above). An ACK of a folded flow touches its first two cache lines
+ * only; the fallback's and the pacing emulation's rarer reads are in the
+ * third. */
 struct ccsw_flow_state {
 	__u32 flow_id;        /* owner of an entry of ccsw_flow_states; 0 = free */
-	__u32 fallback;       /* CCSW_FALLBACK_*, latched at init */
-	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
+	__u32 rtt_us;         /* latest RTT sample (srtt until the first), as the shim carries it */
 	__u8 was_timeout;     /* entered TCP_CA_Loss since the last ACK event */
 	__u8 directed;        /* the last ACK applied a cwnd directive */
 	__u8 paced;           /* we set SK_PACING_NEEDED for a pacing directive */
 	__u8 ever_directed;   /* a directive has set cwnd on some ACK */
-	__u32 rtt_us;         /* latest RTT sample (srtt until the first), as the shim carries it */
-	/* The directive's window in packets, converted once per change of the
-	 * directive or of the MSS rather than divided on every ACK. */
-	__u32 cwnd_dir_bytes;
-	__u32 cwnd_dir_mss;
-	__u32 cwnd_dir_pkts;
+	__u32 fallback;       /* CCSW_FALLBACK_*, latched at init */
+	struct ccsw_fold_state fold;
+	/* third cache line */
+	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
 	/* tcp_pacing_{ss,ca}_ratio of the flow's namespace, read once at init
 	 * (a change of the sysctls applies to flows created after it). */
 	__u32 pacing_ss_ratio;
 	__u32 pacing_ca_ratio;
-	/* What the emulated pacing rate of a directed flow was last computed
-	 * from (see emulate_pacing_rate). */
-	__u32 pacing_cwnd;
-	__u32 pacing_srtt_us;
 	__u32 reordering_sysctl; /* tcp_reordering, read at init */
-	struct ccsw_fold_state fold;
 } __attribute__((aligned(64)));
 
+_Static_assert(__builtin_offsetof(struct ccsw_flow_state, prr_delivered) == 128, "a folded ACK's state is two cache lines");
 _Static_assert(sizeof(struct ccsw_flow_state) == 192, "a flow's state is three cache lines");
 
 /* Flows' states by directive slot (the loader sizes it as ccsw_directives).
@@ -202,13 +197,24 @@ static __always_inline struct inet_connection_sock *inet_csk(struct sock *sk)
 }
 
 /* What an ACK needs first, in the last bytes of icsk_ca_priv, past the part
- * Cubic's kfuncs own (struct bictcp): where the flow's state is (see State
- * above), and whether its fallback is Cubic, so that cwnd_event, pkts_acked
- * and ssthresh know it without finding the state. init sets it; the kernel
- * zeroes icsk_ca_priv when a socket changes congestion control. */
+ * Cubic's kfuncs own (struct bictcp), in the socket's cache line that also
+ * starts struct tcp_sock: where the flow's state is (see State above),
+ * whether its fallback is Cubic, so that cwnd_event, pkts_acked and ssthresh
+ * know it without finding the state, and the small per-ACK caches of a
+ * directed flow (meaningful only while it has a state). init sets it; the
+ * kernel zeroes icsk_ca_priv when a socket changes congestion control. */
 struct ccsw_ca_priv {
 	__u32 flow_id;  /* 0: the socket has no state */
 	__u32 slot;     /* the flow's directive slot, flow_id % ccsw_max_flows */
+	/* The directive's window in packets, converted once per change of the
+	 * directive or of the MSS rather than divided on every ACK. */
+	__u32 cwnd_dir_bytes;
+	__u32 cwnd_dir_mss;
+	__u32 cwnd_dir_pkts;
+	/* What the emulated pacing rate of a directed flow was last computed
+	 * from (see emulate_pacing_rate). */
+	__u32 pacing_cwnd;
+	__u32 pacing_srtt_us;
 	__u8 in_array;  /* the state is the slot's entry of ccsw_flow_states, else socket storage */
 	__u8 cubic;     /* the fallback is Cubic */
 	__u8 _pad[2];
@@ -250,17 +256,19 @@ static __always_inline struct ccsw_flow_state *new_flow_state(struct sock *sk, s
 	__u32 flow_id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
 	__u32 slot = ccsw_directive_slot(flow_id, ccsw_max_flows);
 	struct ccsw_flow_state *st = bpf_map_lookup_elem(&ccsw_flow_states, &slot);
+	__u8 in_array = 0;
 
 	if (st && !st->flow_id && __sync_val_compare_and_swap(&st->flow_id, 0, flow_id) == 0) {
 		__builtin_memset((__u8 *)st + sizeof(st->flow_id), 0, sizeof(*st) - sizeof(st->flow_id));
-		ca->in_array = 1;
+		in_array = 1;
 	} else {
 		st = bpf_sk_storage_get(&ccsw_flow_state_spill, sk, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!st)
 			return NULL;
 		st->flow_id = flow_id;
-		ca->in_array = 0;
 	}
+	__builtin_memset(ca, 0, sizeof(*ca));
+	ca->in_array = in_array;
 	ca->flow_id = flow_id;
 	ca->slot = slot;
 	return st;
@@ -342,6 +350,7 @@ static __always_inline void read_pacing_ratios(struct sock *sk, __u32 *ss, __u32
 static __always_inline void emulate_pacing_rate(struct sock *sk, struct ccsw_flow_state *st, bool lazy)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccsw_ca_priv *cp = ca_priv(sk);
 	__u64 rate, ratio, cwnd = tp->snd_cwnd;
 	__u32 ss, ca, srtt = tp->srtt_us, moved, key;
 	bool slow_start = cwnd < tp->snd_ssthresh / 2;
@@ -349,16 +358,16 @@ static __always_inline void emulate_pacing_rate(struct sock *sk, struct ccsw_flo
 	if (tp->packets_out > cwnd)
 		cwnd = tp->packets_out;
 	key = (__u32)cwnd | (slow_start ? 1u << 31 : 0); /* the window and which ratio */
-	if (st && lazy && st->pacing_cwnd == key) {
-		moved = srtt > st->pacing_srtt_us ? srtt - st->pacing_srtt_us : st->pacing_srtt_us - srtt;
-		if (moved <= st->pacing_srtt_us >> 3)
+	if (st && lazy && cp->pacing_cwnd == key) {
+		moved = srtt > cp->pacing_srtt_us ? srtt - cp->pacing_srtt_us : cp->pacing_srtt_us - srtt;
+		if (moved <= cp->pacing_srtt_us >> 3)
 			return;
 	}
 	if (st) {
 		ss = st->pacing_ss_ratio;
 		ca = st->pacing_ca_ratio;
-		st->pacing_cwnd = key;
-		st->pacing_srtt_us = srtt;
+		cp->pacing_cwnd = key;
+		cp->pacing_srtt_us = srtt;
 	} else {
 		read_pacing_ratios(sk, &ss, &ca);
 	}
@@ -598,20 +607,20 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 
 /* The directive's window, converted to packets only when it or the MSS
  * changed. */
-static __always_inline void set_directive_cwnd(struct tcp_sock *tp, struct ccsw_flow_state *st, __u32 bytes)
+static __always_inline void set_directive_cwnd(struct tcp_sock *tp, struct ccsw_ca_priv *ca, __u32 bytes)
 {
 	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
 	__u32 cwnd;
 
-	if (bytes != st->cwnd_dir_bytes || mss != st->cwnd_dir_mss) {
+	if (bytes != ca->cwnd_dir_bytes || mss != ca->cwnd_dir_mss) {
 		cwnd = bytes / mss;
 		if (cwnd < MIN_CWND_PKTS)
 			cwnd = MIN_CWND_PKTS;
-		st->cwnd_dir_bytes = bytes;
-		st->cwnd_dir_mss = mss;
-		st->cwnd_dir_pkts = cwnd;
+		ca->cwnd_dir_bytes = bytes;
+		ca->cwnd_dir_mss = mss;
+		ca->cwnd_dir_pkts = cwnd;
 	}
-	cwnd = st->cwnd_dir_pkts;
+	cwnd = ca->cwnd_dir_pkts;
 	if (cwnd > tp->snd_cwnd_clamp)
 		cwnd = tp->snd_cwnd_clamp;
 	tp->snd_cwnd = cwnd;
@@ -843,9 +852,9 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	st->directed = 0;
 	st->paced = 0;
 	st->rtt_us = 0;
-	st->cwnd_dir_bytes = 0;
-	st->cwnd_dir_mss = 0;
-	st->pacing_cwnd = 0;
+	ca->cwnd_dir_bytes = 0;
+	ca->cwnd_dir_mss = 0;
+	ca->pacing_cwnd = 0;
 	read_pacing_ratios(sk, &st->pacing_ss_ratio, &st->pacing_ca_ratio);
 	st->reordering_sysctl = read_reordering_sysctl(sk);
 	__builtin_memset(&st->fold, 0, sizeof(st->fold));
@@ -926,7 +935,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	} else if (d && d->cwnd_bytes && st) {
 		__u32 loss_set;
 
-		set_directive_cwnd(tp, st, fold_cwnd(&st->fold, d, rs->losses > 0 ? rs->losses : 0, &loss_set));
+		set_directive_cwnd(tp, ca, fold_cwnd(&st->fold, d, rs->losses > 0 ? rs->losses : 0, &loss_set));
 		directed = true;
 	} else {
 		if (st && st->directed) {
