@@ -64,6 +64,7 @@ from .errors import RunError
 from .runner import Runner, torn_down_on_exit
 from .scenario import loads_scenario
 from ..topology.namespaces import log, read_sysctl, run
+from ..topology.schedule import rule_packets
 
 LOADGEN = "ccswitch-loadgen"
 LOADGEN_PORT = 9000
@@ -323,13 +324,7 @@ class PathLoss:
 
     def dropped(self) -> int:
         """Packets the rules have dropped so far (their counters)."""
-        total = 0
-        for chain in self._installed:
-            for line in run(["iptables", "-v", "-S", chain]).stdout.splitlines():
-                m = re.search(r" -c (\d+) \d+", line)
-                if LOSS_RULE_COMMENT in line and m:
-                    total += int(m.group(1))
-        return total
+        return sum(rule_packets(chain, lambda line: LOSS_RULE_COMMENT in line) for chain in self._installed)
 
     def remove(self) -> None:
         while self._installed:

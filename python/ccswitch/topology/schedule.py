@@ -52,6 +52,17 @@ def bound_queues() -> set:
         raise TopologyError(f"{NFQUEUE_PROC} is missing: this kernel has no nfnetlink_queue") from None
 
 
+def rule_packets(chain: str, matches) -> int:
+    """Packets matched so far by the rules of `chain` (filter table) whose `iptables -S` line
+    `matches` (a predicate on the line), from their counters."""
+    total = 0
+    for line in run(["iptables", "-v", "-S", chain]).stdout.splitlines():
+        m = re.search(r" -c (\d+) \d+", line)
+        if m and matches(line):
+            total += int(m.group(1))
+    return total
+
+
 def queues_in_rules() -> set:
     """Queue numbers that some iptables rule (any chain of the filter table) sends to."""
     out = run(["iptables", "-S"]).stdout
@@ -141,14 +152,7 @@ class ScheduleElement:
 
     def rule_packets(self) -> int:
         """Packets our rules have sent to the queue so far (from their counters)."""
-        out = run(["iptables", "-v", "-S", self.chain]).stdout
-        total = 0
-        for line in out.splitlines():
-            if f"--queue-num {self.queue} " in line + " ":
-                m = re.search(r" -c (\d+) \d+", line)
-                if m:
-                    total += int(m.group(1))
-        return total
+        return rule_packets(self.chain, lambda line: f"--queue-num {self.queue} " in line + " ")
 
     def stop(self) -> Optional[dict]:
         """Remove the rules, stop the program, load its statistics; a second call does nothing.
