@@ -250,6 +250,16 @@ def probe_links():
     return sorted(names.get(link["prog_id"], "") for link in links if names.get(link["prog_id"], "").startswith("probe_"))
 
 
+def wait_in_namespace(pid, ns_name, timeout_s=10):
+    """Until `ip netns exec` has entered the namespace: before that the PID is in the root
+    namespace, and a probe given it would attach ingress to every root-namespace device."""
+    want = os.stat(f"/run/netns/{ns_name}").st_ino
+    deadline = time.monotonic() + timeout_s
+    while os.stat(f"/proc/{pid}/ns/net").st_ino != want:
+        assert time.monotonic() < deadline, f"pid {pid} did not enter {ns_name} within {timeout_s} s"
+        time.sleep(0.01)
+
+
 def test_a_probe_that_cannot_attach_everywhere_says_where_exits_1_and_leaves_nothing_attached():
     require_machine()
     td = Teardown()
@@ -260,6 +270,7 @@ def test_a_probe_that_cannot_attach_everywhere_says_where_exits_1_and_leaves_not
         ns.create()
         sleeper = subprocess.Popen(ns.exec_cmd(["sleep", "30"]), start_new_session=True)
         td.push("stop the sleeper", lambda: stop_group(sleeper))
+        wait_in_namespace(sleeper.pid, ns.name)
         common = ["--server-ip", ns.server_ip, "--ports", "8080,8081", "--packets", f"{work}/p.bin", "--flows", f"{work}/f.json"]
         # While it runs, its programs are attached (so the checks that they are gone can fail).
         probe = subprocess.Popen([PROBE, *common, "--sender", f"{ns.name}:{ns.veth_srv}", "--receiver-pid", str(sleeper.pid)],
