@@ -123,11 +123,11 @@ impl Agent {
 
 impl Agent {
     /// A connection for a datapath in this process, driven on the datapath's thread (see
-    /// [`InProcessConnection`]).
-    pub fn connect_in_process(self: &Arc<Self>) -> InProcessConnection {
+    /// [`InProcessAgentConnection`]).
+    pub fn connect_in_process(self: &Arc<Self>) -> InProcessAgentConnection {
         let datapath = self.next_datapath_id.fetch_add(1, Ordering::Relaxed);
         info!(datapath, in_process = true, "datapath connected");
-        InProcessConnection { conn: Connection::new(Arc::clone(self), datapath), frames: FrameReader::new(), failed: false }
+        InProcessAgentConnection { conn: Connection::new(Arc::clone(self), datapath), frames: FrameReader::new(), failed: false }
     }
 }
 
@@ -136,13 +136,13 @@ impl Agent {
 /// frames it, handles every message as the socket's connection does and hands back the
 /// answers. A framing error or a panic in the agent's code ends the connection (the datapath
 /// falls back and connects afresh) but not the process; dropping it closes its flows.
-pub struct InProcessConnection {
+pub struct InProcessAgentConnection {
     conn: Connection,
     frames: FrameReader,
     failed: bool,
 }
 
-impl ccswitch_ccp::agent_link::InProcessConnection for InProcessConnection {
+impl ccswitch_ccp::agent_link::InProcessConnection for InProcessAgentConnection {
     fn exchange(&mut self, sent: &[u8], answers: &mut Vec<u8>) -> Result<(), String> {
         if self.failed {
             return Err("the in-process agent connection failed before".into());
@@ -170,7 +170,7 @@ impl ccswitch_ccp::agent_link::InProcessConnection for InProcessConnection {
     }
 }
 
-impl Drop for InProcessConnection {
+impl Drop for InProcessAgentConnection {
     fn drop(&mut self) {
         let conn = &mut self.conn;
         info!(datapath = conn.datapath, flows = conn.flows.len(), in_process = true, "datapath disconnected");

@@ -168,11 +168,11 @@ impl PerFlow {
 
 /// A datapath that folds every standard program; it keeps each flow's fold start (the only
 /// thing a report must carry back) in a table sized before counting starts.
-struct Folding {
+struct FoldStarts {
     starts: Vec<u64>,
 }
 
-impl SessionDatapath for Folding {
+impl SessionDatapath for FoldStarts {
     fn set_directive(&mut self, _sid: u32, _cwnd: u32, _rate: Option<u64>) -> Result<()> {
         Ok(())
     }
@@ -236,7 +236,7 @@ fn steady_state(policy: Option<&str>, reports: u32) -> (PerFlow, PerFlow, f64) {
     let under_a_policy = policy.is_some();
     let registry = Arc::new(Registry::new(policy));
     let agent = Agent::new("cubic".into(), Arc::clone(&registry), None).unwrap();
-    let mut dp = Folding { starts: vec![0; FLOWS as usize + 2] };
+    let mut dp = FoldStarts { starts: vec![0; FLOWS as usize + 2] };
     let addr_of_agent = AgentAddr::InProcess(InProcessAddr(Arc::new(CountedAgent(agent))));
     let mut session = Session::new(addr_of_agent, Duration::from_secs(5));
     session.maybe_connect(&mut dp);

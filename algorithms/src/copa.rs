@@ -59,7 +59,7 @@ const SAME_DIRECTION_RTTS_BEFORE_DOUBLING: u32 = 3;
 const PACING_GAIN: f64 = 2.0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Direction {
+enum VelocityDirection {
     Up,
     Down,
 }
@@ -77,7 +77,7 @@ pub struct Copa {
     max_velocity: f64,
     slow_start: bool,
     velocity: f64,
-    direction: Option<Direction>,
+    direction: Option<VelocityDirection>,
     /// Consecutive per-RTT checks that found the window moving in `direction`.
     same_direction_rtts: u32,
     record: Option<Record>,
@@ -119,7 +119,7 @@ impl Copa {
         if now_us.saturating_sub(record.at_us) < rtt_us {
             return;
         }
-        let moved = if cwnd_bytes > record.cwnd_bytes { Direction::Up } else { Direction::Down };
+        let moved = if cwnd_bytes > record.cwnd_bytes { VelocityDirection::Up } else { VelocityDirection::Down };
         if self.direction == Some(moved) {
             self.same_direction_rtts += 1;
             if self.same_direction_rtts >= SAME_DIRECTION_RTTS_BEFORE_DOUBLING {
@@ -134,7 +134,7 @@ impl Copa {
     }
 
     /// The per-ACK decision turned while `v` was built up the other way: restart at `v = 1`.
-    fn turn(&mut self, to: Direction, now_us: u64, cwnd_bytes: u64) {
+    fn turn(&mut self, to: VelocityDirection, now_us: u64, cwnd_bytes: u64) {
         if self.direction != Some(to) && self.velocity > 1.0 {
             self.direction = Some(to);
             self.velocity = 1.0;
@@ -195,7 +195,7 @@ impl Algorithm for Copa {
             } else {
                 self.slow_start = false;
                 self.check_direction(state.now_us, state.cwnd_bytes, standing_us);
-                let to = if up { Direction::Up } else { Direction::Down };
+                let to = if up { VelocityDirection::Up } else { VelocityDirection::Down };
                 self.turn(to, state.now_us, state.cwnd_bytes);
                 let next = self.step(cwnd, acked, up, target_window);
                 state.cwnd_bytes = ((next * mss) as u64).max(state.min_cwnd_bytes());

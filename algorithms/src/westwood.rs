@@ -283,9 +283,9 @@ mod tests {
     }
 
     /// Runs a shared Westwood+ in a FakeSender, so the test can read its estimate.
-    struct Probe(Arc<Mutex<Westwood>>);
+    struct SharedWestwood(Arc<Mutex<Westwood>>);
 
-    impl Algorithm for Probe {
+    impl Algorithm for SharedWestwood {
         fn name(&self) -> &str {
             INFO.name
         }
@@ -312,7 +312,7 @@ mod tests {
         let link = link_with_buffer_bdps(1.0);
         let rate = link.bandwidth_bytes_per_s as f64;
         let westwood = Arc::new(Mutex::new(Westwood::default()));
-        let mut s = FakeSender::new(Box::new(Probe(westwood.clone())), 10, RTT_MS);
+        let mut s = FakeSender::new(Box::new(SharedWestwood(westwood.clone())), 10, RTT_MS);
         for _ in 0..WARMUP_ROUNDS {
             s.round_on_link(&link);
         }

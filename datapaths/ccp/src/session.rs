@@ -119,7 +119,7 @@ pub struct AckInput {
 struct SessionFlow {
     ccp: CcpFlow,
     /// What a CREATE says of it besides its window (the sid and MSS are `ccp`'s).
-    endpoints: Endpoints,
+    endpoints: WireEndpoints,
     /// Latest RTT sample: libccp programs read 0 as "no sample" (infinite), so the last real
     /// sample is carried over ACKs that have none.
     rtt_us: u64,
@@ -135,14 +135,14 @@ struct SessionFlow {
 
 /// A flow's addresses as CCP's CREATE carries them: IPv4 only, an IPv6 address is 0.
 #[derive(Clone, Copy, Debug)]
-struct Endpoints {
+struct WireEndpoints {
     src_ip: u32,
     dst_ip: u32,
     src_port: u16,
     dst_port: u16,
 }
 
-impl Endpoints {
+impl WireEndpoints {
     fn of(desc: &FlowDesc) -> Self {
         Self { src_ip: ipv4_u32(&desc.src), dst_ip: ipv4_u32(&desc.dst), src_port: desc.src.port(), dst_port: desc.dst.port() }
     }
@@ -262,7 +262,7 @@ impl AnswerLatency {
 
 /// Counters for the shim's exit log.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Totals {
+pub struct SessionTotals {
     pub acks: u64,
     pub reports: u64,
     pub directives: u64,
@@ -293,7 +293,7 @@ pub struct Session {
     last_refresh: Option<Instant>,
     /// The deadline last written (0: revoked or never set).
     valid_until_ns: u64,
-    totals: Totals,
+    totals: SessionTotals,
     /// What the agent sent, between its receipt and its handling (kept for its allocation).
     inbox: Vec<FromAgent>,
     latency: AnswerLatency,
@@ -315,7 +315,7 @@ impl Session {
             last_reconnect: None,
             last_refresh: None,
             valid_until_ns: 0,
-            totals: Totals::default(),
+            totals: SessionTotals::default(),
             inbox: Vec::new(),
             latency: AnswerLatency::default(),
             unsent_urgent: Vec::new(),
@@ -350,7 +350,7 @@ impl Session {
         self.valid_until_ns
     }
 
-    pub fn totals(&self) -> Totals {
+    pub fn totals(&self) -> SessionTotals {
         let mut t = self.totals;
         t.reports_dropped += self.agent.as_ref().map_or(0, |l| l.dropped_reports());
         t
@@ -611,7 +611,7 @@ impl Session {
 
     /// A new flow: announce it to the agent (if connected).
     pub fn add_flow(&mut self, dp: &mut impl SessionDatapath, desc: FlowDesc) {
-        let endpoints = Endpoints::of(&desc);
+        let endpoints = WireEndpoints::of(&desc);
         let create = create_msg(desc.sid, &endpoints, desc.init_cwnd_bytes, desc.mss);
         let ccp = CcpFlow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
         self.ticked.insert(desc.sid);
@@ -871,7 +871,7 @@ fn ipv4_u32(addr: &SocketAddr) -> u32 {
     }
 }
 
-fn create_msg(sid: u32, endpoints: &Endpoints, cwnd_bytes: u32, mss: u32) -> Msg {
+fn create_msg(sid: u32, endpoints: &WireEndpoints, cwnd_bytes: u32, mss: u32) -> Msg {
     Msg::Create(Create {
         sid,
         init_cwnd: cwnd_bytes,

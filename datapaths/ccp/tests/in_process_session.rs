@@ -22,24 +22,24 @@ const STANDARD_UID: u32 = 7;
 /// An agent that puts every flow on the standard program and answers each report with an
 /// empty UPDATE_FIELDS; it fails an exchange once `fail` is set.
 #[derive(Default)]
-struct Agent {
+struct TestAgent {
     connections: AtomicUsize,
     fail: Arc<AtomicBool>,
 }
 
-struct Connection {
+struct TestConnection {
     installed: bool,
     fail: Arc<AtomicBool>,
 }
 
-impl InProcessAgent for Agent {
+impl InProcessAgent for TestAgent {
     fn connect(&self) -> Box<dyn InProcessConnection> {
         self.connections.fetch_add(1, Ordering::SeqCst);
-        Box::new(Connection { installed: false, fail: Arc::clone(&self.fail) })
+        Box::new(TestConnection { installed: false, fail: Arc::clone(&self.fail) })
     }
 }
 
-impl InProcessConnection for Connection {
+impl InProcessConnection for TestConnection {
     fn exchange(&mut self, mut sent: &[u8], answers: &mut Vec<u8>) -> Result<(), String> {
         if self.fail.load(Ordering::SeqCst) {
             return Err("the agent failed".into());
@@ -84,7 +84,7 @@ fn report_fields(lost: u64) -> Vec<u64> {
 
 #[test]
 fn an_agent_in_this_process_answers_within_the_flush_and_every_report_is_timed() {
-    let agent = Arc::new(Agent::default());
+    let agent = Arc::new(TestAgent::default());
     let mut session = Session::new(AgentAddr::InProcess(InProcessAddr(agent.clone())), Duration::from_secs(5));
     let mut dp = common::Folding::default();
     let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();

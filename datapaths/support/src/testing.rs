@@ -104,7 +104,7 @@ pub struct RandomAck {
 
 /// How many ACKs, reports and loss windows [`for_random_flows`] compared.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Totals {
+pub struct ComparedCounts {
     pub acks: u64,
     pub reports: u64,
     pub loss_windows: u64,
@@ -122,9 +122,9 @@ pub enum Restarts {
 /// Runs `seeds` random flows of 500 ACKs each through the interpreter and hands every ACK to
 /// `check`. The agent restarts the program now and then (a handover between simple
 /// algorithms, stamped as `restarts` says), or changes its controls without a restart.
-pub fn for_random_flows(seeds: u64, restarts: Restarts, mut check: impl FnMut(&RandomAck)) -> Totals {
+pub fn for_random_flows(seeds: u64, restarts: Restarts, mut check: impl FnMut(&RandomAck)) -> ComparedCounts {
     let program = standard_program();
-    let mut totals = Totals::default();
+    let mut totals = ComparedCounts::default();
     for seed in 0..seeds {
         let mut rng = SplitMix64(seed);
         let mut now_us = 1_000_000 + rng.below(1 << 40);

@@ -21,7 +21,7 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/probe.skel.rs"));
 }
 
-pub use loader::{Hook, LoadOptions, Probe, RET_NEXT};
+pub use loader::{Hook, ProbeOptions, Probe, RET_NEXT};
 
 /// CLOCK_MONOTONIC now, nanoseconds: the clock of `bpf_ktime_get_ns`, of the records, and of
 /// Python's `time.monotonic()`.

@@ -28,7 +28,7 @@ pub const RET_NEXT: i32 = -1;
 
 /// Sizes of the maps; the defaults suit one transfer of a few flows.
 #[derive(Debug, Clone)]
-pub struct LoadOptions {
+pub struct ProbeOptions {
     /// (server address, server port) pairs whose data segments are measured.
     pub endpoints: Vec<(Ipv4Addr, u16)>,
     /// Ring buffer bytes (a power of two, at least a page): 32 bytes per record. A full ring
@@ -44,9 +44,9 @@ pub const DEFAULT_RING_BYTES: u32 = 16 << 20;
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 1 << 18;
 pub const DEFAULT_MAX_FLOWS: u32 = 1 << 14;
 
-impl LoadOptions {
+impl ProbeOptions {
     pub fn new(endpoints: Vec<(Ipv4Addr, u16)>) -> Self {
-        LoadOptions {
+        ProbeOptions {
             endpoints,
             ring_bytes: DEFAULT_RING_BYTES,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
@@ -67,7 +67,7 @@ pub enum Hook {
 /// Kernel run-time statistics of one program (counted only while statistics are enabled,
 /// see [`Probe::enable_run_time_stats`]).
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct ProgRunStats {
+pub struct ProbeProgStats {
     pub name: String,
     pub run_cnt: u64,
     pub run_time_ns: u64,
@@ -108,7 +108,7 @@ impl Drop for Probe {
 
 impl Probe {
     /// Loads the programs and fills the endpoint set; nothing is attached yet.
-    pub fn load(opts: &LoadOptions) -> Result<Probe> {
+    pub fn load(opts: &ProbeOptions) -> Result<Probe> {
         if !opts.ring_bytes.is_power_of_two() || opts.ring_bytes < 4096 {
             bail!("ring size must be a power of two of at least 4096 bytes: {}", opts.ring_bytes);
         }
@@ -143,7 +143,7 @@ impl Probe {
     #[allow(clippy::type_complexity)]
     fn load_into(
         storage: &'static mut MaybeUninit<OpenObject>,
-        opts: &LoadOptions,
+        opts: &ProbeOptions,
     ) -> Result<(ProbeSkel<'static>, RingBuffer<'static>, Rc<RefCell<Drained>>)> {
         let mut open = ProbeSkelBuilder::default().open(storage).context("opening the probe's BPF object")?;
         let m = &mut open.maps;
@@ -276,7 +276,7 @@ impl Probe {
     }
 
     /// Run counts and times of the two packet programs and the tracepoint.
-    pub fn prog_stats(&self) -> Vec<ProgRunStats> {
+    pub fn prog_stats(&self) -> Vec<ProbeProgStats> {
         let p = &self.skel.progs;
         [&p.probe_egress, &p.probe_ingress, &p.probe_set_state]
             .iter()
@@ -285,7 +285,7 @@ impl Probe {
                 let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
                 let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
                 let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len) };
-                (rc == 0).then(|| ProgRunStats {
+                (rc == 0).then(|| ProbeProgStats {
                     name: prog.name().to_string_lossy().into_owned(),
                     run_cnt: info.run_cnt,
                     run_time_ns: info.run_time_ns,

@@ -24,7 +24,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use ccswitch_probe::loader::{self, Hook, LoadOptions, Probe};
+use ccswitch_probe::loader::{self, Hook, ProbeOptions, Probe};
 use ccswitch_probe::netns::Netns;
 use ccswitch_probe::output::{FlowSummary, FlowsFile, FLOWS_FILE_VERSION};
 use ccswitch_probe::monotonic_now_ns;
@@ -136,7 +136,7 @@ fn setup(args: &Args, stop: &Arc<AtomicBool>) -> Result<Recording> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).context("installing the signal handlers")?;
     }
-    let mut opts = LoadOptions::new(endpoints);
+    let mut opts = ProbeOptions::new(endpoints);
     opts.ring_bytes = args.ring_bytes;
     // Dropping the probe on any error below detaches whatever was attached already.
     let mut probe = Probe::load(&opts)?;

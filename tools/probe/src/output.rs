@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::abi::{self, tcp_state_name};
-use crate::loader::ProgRunStats;
+use crate::loader::ProbeProgStats;
 
 /// Version of the file's layout.
 pub const FLOWS_FILE_VERSION: u32 = 1;
@@ -34,7 +34,7 @@ pub struct FlowsFile {
     pub flows: Vec<FlowSummary>,
     /// Kernel run-time statistics of the programs, with `--bpf-stats`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub programs: Option<Vec<ProgRunStats>>,
+    pub programs: Option<Vec<ProbeProgStats>>,
 }
 
 #[derive(Debug, Serialize)]

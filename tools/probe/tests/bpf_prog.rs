@@ -7,7 +7,7 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use ccswitch_probe::abi::{from_bytes, ProbeRecord, PROBE_MATCHED};
-use ccswitch_probe::{Hook, LoadOptions, Probe, RET_NEXT};
+use ccswitch_probe::{Hook, ProbeOptions, Probe, RET_NEXT};
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 2);
@@ -17,7 +17,7 @@ const CLIENT_PORT: u16 = 41234;
 const TH_ACK: u8 = 0x10;
 const TH_PSH: u8 = 0x08;
 
-struct Segment {
+struct CraftedSegment {
     src: Ipv4Addr,
     dst: Ipv4Addr,
     sport: u16,
@@ -27,9 +27,9 @@ struct Segment {
     payload: usize,
 }
 
-impl Segment {
+impl CraftedSegment {
     fn data(seq: u32, payload: usize) -> Self {
-        Segment { src: SERVER, dst: CLIENT, sport: SERVER_PORT, dport: CLIENT_PORT, seq, flags: TH_ACK | TH_PSH, payload }
+        CraftedSegment { src: SERVER, dst: CLIENT, sport: SERVER_PORT, dport: CLIENT_PORT, seq, flags: TH_ACK | TH_PSH, payload }
     }
 
     /// An Ethernet/IPv4/TCP frame (checksums are not checked by the programs).
@@ -59,18 +59,18 @@ impl Segment {
 }
 
 fn probe() -> Probe {
-    let mut opts = LoadOptions::new(vec![(SERVER, SERVER_PORT), (SERVER, 8081)]);
+    let mut opts = ProbeOptions::new(vec![(SERVER, SERVER_PORT), (SERVER, 8081)]);
     opts.max_in_flight = 1024;
     opts.max_flows = 64;
     opts.ring_bytes = 1 << 16;
     Probe::load(&opts).expect("loading the probe (root needed)")
 }
 
-fn send(p: &Probe, seg: &Segment) {
+fn send(p: &Probe, seg: &CraftedSegment) {
     assert_eq!(p.test_run(Hook::Egress, &seg.frame(), 1, 0).unwrap(), RET_NEXT, "egress passes every frame on");
 }
 
-fn receive(p: &Probe, seg: &Segment) {
+fn receive(p: &Probe, seg: &CraftedSegment) {
     assert_eq!(p.test_run(Hook::Ingress, &seg.frame(), 1, 0).unwrap(), RET_NEXT, "ingress passes every frame on");
 }
 
@@ -89,7 +89,7 @@ fn records(p: &mut Probe) -> Vec<ProbeRecord> {
 #[test]
 fn a_segment_sent_then_received_makes_one_matched_record_of_its_flow_and_size() {
     let mut p = probe();
-    let seg = Segment::data(1000, 1448);
+    let seg = CraftedSegment::data(1000, 1448);
     send(&p, &seg);
     receive(&p, &seg);
     let recs = records(&mut p);
@@ -119,10 +119,10 @@ fn a_segment_sent_then_received_makes_one_matched_record_of_its_flow_and_size() 
 #[test]
 fn segments_of_another_port_or_address_and_pure_acks_are_ignored() {
     let mut p = probe();
-    let other_port = Segment { sport: 9090, ..Segment::data(1, 100) };
-    let other_addr = Segment { src: Ipv4Addr::new(198, 18, 0, 6), ..Segment::data(1, 100) };
-    let pure_ack = Segment::data(1, 0);
-    let client_data = Segment { src: CLIENT, dst: SERVER, sport: CLIENT_PORT, dport: SERVER_PORT, ..Segment::data(1, 100) };
+    let other_port = CraftedSegment { sport: 9090, ..CraftedSegment::data(1, 100) };
+    let other_addr = CraftedSegment { src: Ipv4Addr::new(198, 18, 0, 6), ..CraftedSegment::data(1, 100) };
+    let pure_ack = CraftedSegment::data(1, 0);
+    let client_data = CraftedSegment { src: CLIENT, dst: SERVER, sport: CLIENT_PORT, dport: SERVER_PORT, ..CraftedSegment::data(1, 100) };
     for seg in [&other_port, &other_addr, &pure_ack, &client_data] {
         send(&p, seg);
         receive(&p, seg);
@@ -130,7 +130,7 @@ fn segments_of_another_port_or_address_and_pure_acks_are_ignored() {
     assert!(records(&mut p).is_empty());
     assert!(p.flows().is_empty());
     // The second configured port is measured, as its own flow.
-    let second = Segment { sport: 8081, ..Segment::data(1, 100) };
+    let second = CraftedSegment { sport: 8081, ..CraftedSegment::data(1, 100) };
     send(&p, &second);
     receive(&p, &second);
     assert_eq!(records(&mut p).len(), 1);
@@ -142,9 +142,9 @@ fn each_segment_of_a_gso_packet_is_stamped_and_matched_on_its_own() {
     let mut p = probe();
     // A super-packet of 250 payload bytes cut into 100 + 100 + 50 by the device.
     let seq = u32::MAX - 120; // and the sequence numbers wrap inside it
-    assert_eq!(p.test_run(Hook::Egress, &Segment::data(seq, 250).frame(), 3, 100).unwrap(), RET_NEXT);
+    assert_eq!(p.test_run(Hook::Egress, &CraftedSegment::data(seq, 250).frame(), 3, 100).unwrap(), RET_NEXT);
     for (off, len) in [(0u32, 100usize), (100, 100), (200, 50)] {
-        receive(&p, &Segment::data(seq.wrapping_add(off), len));
+        receive(&p, &CraftedSegment::data(seq.wrapping_add(off), len));
     }
     let recs = records(&mut p);
     assert_eq!(recs.iter().map(|r| (r.bytes, r.flags)).collect::<Vec<_>>(), [(100, 1), (100, 1), (50, 1)]);
@@ -156,9 +156,9 @@ fn each_segment_of_a_gso_packet_is_stamped_and_matched_on_its_own() {
 fn a_gro_packet_at_the_receiver_makes_one_record_per_segment() {
     let mut p = probe();
     for off in [0u32, 100] {
-        send(&p, &Segment::data(5000 + off, 100));
+        send(&p, &CraftedSegment::data(5000 + off, 100));
     }
-    assert_eq!(p.test_run(Hook::Ingress, &Segment::data(5000, 200).frame(), 2, 100).unwrap(), RET_NEXT);
+    assert_eq!(p.test_run(Hook::Ingress, &CraftedSegment::data(5000, 200).frame(), 2, 100).unwrap(), RET_NEXT);
     let recs = records(&mut p);
     assert_eq!(recs.iter().map(|r| (r.bytes, r.flags)).collect::<Vec<_>>(), [(100, 1), (100, 1)]);
 }
@@ -166,7 +166,7 @@ fn a_gro_packet_at_the_receiver_makes_one_record_per_segment() {
 #[test]
 fn a_retransmission_restamps_its_segment_so_the_delay_is_the_delivered_copys() {
     let mut p = probe();
-    let seg = Segment::data(77, 500);
+    let seg = CraftedSegment::data(77, 500);
     send(&p, &seg);
     // The first copy is lost on the path; the second leaves 50 ms later and arrives at once.
     sleep(Duration::from_millis(50));
@@ -183,9 +183,9 @@ fn a_retransmission_restamps_its_segment_so_the_delay_is_the_delivered_copys() {
 fn flows_are_numbered_in_order_of_first_sight() {
     let mut p = probe();
     for port in [50000u16, 50001, 50002] {
-        send(&p, &Segment { dport: port, ..Segment::data(1, 10) });
+        send(&p, &CraftedSegment { dport: port, ..CraftedSegment::data(1, 10) });
     }
-    receive(&p, &Segment { dport: 50001, ..Segment::data(1, 10) });
+    receive(&p, &CraftedSegment { dport: 50001, ..CraftedSegment::data(1, 10) });
     let flows = p.flows();
     let numbered: Vec<(u32, u16)> = flows.iter().map(|(k, f)| (f.flow, u16::from_be(k.client_port))).collect();
     assert_eq!(numbered, [(1, 50000), (2, 50001), (3, 50002)]);

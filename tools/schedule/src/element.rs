@@ -23,14 +23,14 @@ use serde::Serialize;
 use crate::schedule::Schedule;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
+pub enum PacketDirection {
     /// From the server's address (data of a download).
     Downlink = 0,
     /// Towards the server's address (ACKs of a download).
     Uplink = 1,
 }
 
-pub const DIRECTIONS: [Direction; 2] = [Direction::Downlink, Direction::Uplink];
+pub const DIRECTIONS: [PacketDirection; 2] = [PacketDirection::Downlink, PacketDirection::Uplink];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
@@ -42,7 +42,7 @@ pub struct Held {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub enum PacketFate {
     Drop,
     /// Held until this time (CLOCK_MONOTONIC ns); equal to the arrival when there is no delay.
     HoldUntil(u64),
@@ -122,7 +122,7 @@ impl Element {
     }
 
     /// A packet arrives: drop it, or hold it (it then comes back from `pop_due`).
-    pub fn arrive(&mut self, now_ns: u64, dir: Direction, id: u32) -> Decision {
+    pub fn arrive(&mut self, now_ns: u64, dir: PacketDirection, id: u32) -> PacketFate {
         let step = self.step_at(now_ns);
         let d = dir as usize;
         if !self.started() {
@@ -132,15 +132,15 @@ impl Element {
         stats.packets_seen += 1;
         let s = &self.schedule.steps[step];
         let loss = match dir {
-            Direction::Downlink => s.loss_downlink,
-            Direction::Uplink => s.loss_uplink,
+            PacketDirection::Downlink => s.loss_downlink,
+            PacketDirection::Uplink => s.loss_uplink,
         };
         // One draw per packet whatever the loss, so a seed gives the same sequence of draws
         // whichever schedule it is used with. Uniform in [0, 1) from the top 53 bits.
         let draw = (self.rng.next() >> 11) as f64 / (1u64 << 53) as f64;
         if draw < loss {
             stats.dropped += 1;
-            return Decision::Drop;
+            return PacketFate::Drop;
         }
         let release_ns = (now_ns + s.delay_ns()).max(self.last_release_ns[d]);
         self.last_release_ns[d] = release_ns;
@@ -150,7 +150,7 @@ impl Element {
             release_ns,
             step,
         });
-        Decision::HoldUntil(release_ns)
+        PacketFate::HoldUntil(release_ns)
     }
 
     /// The earliest release due over both directions, if any packet is held.
@@ -219,12 +219,12 @@ mod tests {
         let mut e = two_steps();
         e.start(10 * S);
         assert_eq!(
-            e.arrive(10 * S + 5 * MS, Direction::Downlink, 1),
-            Decision::HoldUntil(10 * S + 45 * MS)
+            e.arrive(10 * S + 5 * MS, PacketDirection::Downlink, 1),
+            PacketFate::HoldUntil(10 * S + 45 * MS)
         );
         assert_eq!(
-            e.arrive(12 * S, Direction::Uplink, 2),
-            Decision::HoldUntil(12 * S + 300 * MS)
+            e.arrive(12 * S, PacketDirection::Uplink, 2),
+            PacketFate::HoldUntil(12 * S + 300 * MS)
         );
         assert_eq!(e.next_release_ns(), Some(10 * S + 45 * MS));
         assert_eq!(e.pop_due(10 * S + 44 * MS), None);
@@ -233,11 +233,11 @@ mod tests {
         let h = e.pop_due(12 * S + 301 * MS).unwrap();
         assert_eq!((h.id, h.step), (2, 1));
         assert_eq!(
-            e.stats[1][Direction::Uplink as usize].hold_ms(),
+            e.stats[1][PacketDirection::Uplink as usize].hold_ms(),
             Some((301.0, 301.0, 301.0))
         );
         assert_eq!(
-            e.stats[0][Direction::Downlink as usize].hold_ms(),
+            e.stats[0][PacketDirection::Downlink as usize].hold_ms(),
             Some((40.0, 40.0, 40.0))
         );
     }
@@ -249,22 +249,22 @@ mod tests {
         // At 3.9 s a packet gets 300 ms (release 4.2 s); at 4.0 s the delay falls to 40 ms, so
         // the next packet would be due at 4.04 s but must not overtake: it leaves at 4.2 s.
         assert_eq!(
-            e.arrive(3900 * MS, Direction::Downlink, 7),
-            Decision::HoldUntil(4200 * MS)
+            e.arrive(3900 * MS, PacketDirection::Downlink, 7),
+            PacketFate::HoldUntil(4200 * MS)
         );
         assert_eq!(
-            e.arrive(4000 * MS, Direction::Downlink, 8),
-            Decision::HoldUntil(4200 * MS)
+            e.arrive(4000 * MS, PacketDirection::Downlink, 8),
+            PacketFate::HoldUntil(4200 * MS)
         );
         // Once past the backlog, the new delay applies as such.
         assert_eq!(
-            e.arrive(4200 * MS, Direction::Downlink, 9),
-            Decision::HoldUntil(4240 * MS)
+            e.arrive(4200 * MS, PacketDirection::Downlink, 9),
+            PacketFate::HoldUntil(4240 * MS)
         );
         // The other direction is not held up by this one.
         assert_eq!(
-            e.arrive(4000 * MS, Direction::Uplink, 10),
-            Decision::HoldUntil(4040 * MS)
+            e.arrive(4000 * MS, PacketDirection::Uplink, 10),
+            PacketFate::HoldUntil(4040 * MS)
         );
         let order: Vec<u32> = std::iter::from_fn(|| e.pop_due(5 * S))
             .map(|h| h.id)
@@ -276,8 +276,8 @@ mod tests {
     fn before_the_clock_starts_the_first_step_applies_and_time_zero_is_the_start() {
         let mut e = two_steps();
         assert_eq!(
-            e.arrive(100 * S, Direction::Downlink, 1),
-            Decision::HoldUntil(100 * S + 40 * MS)
+            e.arrive(100 * S, PacketDirection::Downlink, 1),
+            PacketFate::HoldUntil(100 * S + 40 * MS)
         );
         assert_eq!(e.before_start, [1, 0]);
         e.start(101 * S);
@@ -285,8 +285,8 @@ mod tests {
         assert_eq!(e.step_at(102 * S), 0);
         assert_eq!(e.step_at(103 * S), 1);
         assert_eq!(
-            e.arrive(103 * S, Direction::Downlink, 2),
-            Decision::HoldUntil(103 * S + 300 * MS)
+            e.arrive(103 * S, PacketDirection::Downlink, 2),
+            PacketFate::HoldUntil(103 * S + 300 * MS)
         );
         assert_eq!(e.before_start, [1, 0]);
     }
@@ -299,10 +299,10 @@ mod tests {
             e.start(0);
             let mut drops = Vec::new();
             for i in 0..100_000u32 {
-                if e.arrive(i as u64, Direction::Downlink, i) == Decision::Drop {
+                if e.arrive(i as u64, PacketDirection::Downlink, i) == PacketFate::Drop {
                     drops.push(i);
                 }
-                assert_ne!(e.arrive(i as u64, Direction::Uplink, i), Decision::Drop);
+                assert_ne!(e.arrive(i as u64, PacketDirection::Uplink, i), PacketFate::Drop);
             }
             (drops, e.stats[0].clone())
         };
@@ -322,10 +322,10 @@ mod tests {
             1,
         );
         e.start(0);
-        assert_eq!(e.arrive(5, Direction::Uplink, 1), Decision::HoldUntil(5));
+        assert_eq!(e.arrive(5, PacketDirection::Uplink, 1), PacketFate::HoldUntil(5));
         assert_eq!(e.pop_due(5).map(|h| h.id), Some(1));
-        e.arrive(S, Direction::Uplink, 2);
-        e.arrive(S, Direction::Downlink, 3);
+        e.arrive(S, PacketDirection::Uplink, 2);
+        e.arrive(S, PacketDirection::Downlink, 3);
         assert_eq!(e.held(), 2);
         let all: Vec<u32> = e.pop_all(S + MS).into_iter().map(|h| h.id).collect();
         assert_eq!(all, vec![3, 2]);

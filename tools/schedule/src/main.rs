@@ -30,7 +30,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde_json::{json, Value};
 
-use element::{Decision, Direction, Element, DIRECTIONS};
+use element::{PacketFate, PacketDirection, Element, DIRECTIONS};
 use nfqueue::NfQueue;
 use schedule::Schedule;
 
@@ -110,14 +110,14 @@ const RECV_BATCH: usize = 256;
 
 /// Downlink if the IPv4 source is the server, uplink otherwise (the iptables rules queue only
 /// packets from or to it); None for what is not IPv4.
-fn direction(payload: &[u8], server_ip: [u8; 4]) -> Option<Direction> {
+fn direction(payload: &[u8], server_ip: [u8; 4]) -> Option<PacketDirection> {
     if payload.len() < 20 || payload[0] >> 4 != 4 {
         return None;
     }
     Some(if payload[12..16] == server_ip {
-        Direction::Downlink
+        PacketDirection::Downlink
     } else {
-        Direction::Uplink
+        PacketDirection::Uplink
     })
 }
 
@@ -138,7 +138,7 @@ impl Loop {
                             verdicts.push((id, true));
                         }
                         Some(dir) => {
-                            if element.arrive(now_ns(), dir, id) == Decision::Drop {
+                            if element.arrive(now_ns(), dir, id) == PacketFate::Drop {
                                 verdicts.push((id, false));
                             }
                         }
@@ -352,8 +352,8 @@ fn stats_json(cli: &ScheduleCli, lp: &Loop, started_ns: u64) -> Value {
             json!({
                 "at_s": step.at_s, "delay_ms": step.delay_ms,
                 "loss_downlink": step.loss_downlink, "loss_uplink": step.loss_uplink,
-                "downlink": dir_json(&stats[Direction::Downlink as usize]),
-                "uplink": dir_json(&stats[Direction::Uplink as usize]),
+                "downlink": dir_json(&stats[PacketDirection::Downlink as usize]),
+                "uplink": dir_json(&stats[PacketDirection::Uplink as usize]),
             })
         })
         .collect();

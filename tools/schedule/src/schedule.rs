@@ -12,14 +12,14 @@
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Step {
+pub struct ScheduleStep {
     pub at_s: f64,
     pub delay_ms: f64,
     pub loss_downlink: f64,
     pub loss_uplink: f64,
 }
 
-impl Step {
+impl ScheduleStep {
     pub fn at_ns(&self) -> u64 {
         (self.at_s * 1e9).round() as u64
     }
@@ -31,7 +31,7 @@ impl Step {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
-    pub steps: Vec<Step>,
+    pub steps: Vec<ScheduleStep>,
 }
 
 const STEP_KEYS: [&str; 4] = ["at_s", "delay_ms", "loss_downlink", "loss_uplink"];
@@ -54,7 +54,7 @@ impl Schedule {
         if steps.is_empty() {
             return Err("\"steps\" is empty: give at least the step at at_s = 0".into());
         }
-        let mut parsed: Vec<Step> = Vec::with_capacity(steps.len());
+        let mut parsed: Vec<ScheduleStep> = Vec::with_capacity(steps.len());
         for (i, step) in steps.iter().enumerate() {
             let obj = step
                 .as_object()
@@ -95,7 +95,7 @@ impl Schedule {
                     ));
                 }
             }
-            parsed.push(Step {
+            parsed.push(ScheduleStep {
                 at_s,
                 delay_ms,
                 loss_downlink,
@@ -147,7 +147,7 @@ mod tests {
         assert_eq!(s.steps.len(), 2);
         assert_eq!(
             s.steps[1],
-            Step {
+            ScheduleStep {
                 at_s: 5.0,
                 delay_ms: 150.5,
                 loss_downlink: 0.01,

@@ -52,7 +52,7 @@ char _license[] SEC("license") = "GPL";
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
 
-/* Sizes are set by the loader before loading (LoadOptions). */
+/* Sizes are set by the loader before loading (ProbeOptions). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 64);
