@@ -273,6 +273,30 @@ def test_cli_plot_flows(tmp_path, capsys):
     assert capsys.readouterr().out.strip().endswith("004.png")
 
 
+def test_cli_plot_flows_compare_draws_one_figure_per_path_with_a_line_per_scheme(tmp_path, capsys):
+    rows = smooth_run(tmp_path)
+    assert cli.main(["plot-flows", str(tmp_path), "--compare"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "flows" / "compare-c.png")]
+    from matplotlib import image
+    assert image.imread(str(tmp_path / "flows" / "compare-c.png")).shape[:2] == (550, 900)
+    # the lines drawn: two panels (window, throughput), one line per repetition of each scheme asked for
+    from ccswitch.analysis import plots
+    import matplotlib.pyplot as plt
+    drawn = []
+    real_savefig = plt.Figure.savefig
+    plt.Figure.savefig = lambda fig, *a, **k: drawn.append([[l.get_label() for l in ax.get_lines()] for ax in fig.axes])
+    try:
+        plots.plot_compare(str(tmp_path), rows, ["kernel:westwood", "kernel:bbr"])
+    finally:
+        plt.Figure.savefig = real_savefig
+    assert drawn == [[["kernel:westwood", "kernel:bbr"]] * 2]
+    with pytest.raises(SystemExit):
+        cli.main(["plot-flows", str(tmp_path), "--compare", "--scheme", "kernel:reno"])
+    assert "--scheme kernel:reno: not a scheme of this run" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["plot-flows", str(tmp_path), "--compare", "--transfer", "1"])
+
+
 def test_runner_writes_plots_and_the_analysis(tmp_path):
     rows = smooth_run(tmp_path)
     sc = loads_scenario(SCENARIO.format(policy="kernel:policy:mystique", analysis="smoothness"),

@@ -32,7 +32,7 @@ from ..experiments import measurements as measure, statistics as stats
 from ..experiments.rundir import RunDirectory, RunDirectoryError
 from ..experiments.scenario import Scenario, display_label
 from ..experiments.events import FlowEvents, flow_of
-from .plots import Series, plot_run
+from .plots import Series, plot_compare, plot_run
 
 # -- smoothness (MCC Fig. 5)
 AFTER_HANDOVER_S = 2.0
@@ -697,11 +697,20 @@ def _cli_plot(args) -> int:
         run = RunDirectory(args.run_dir)
         scenario, rows = run.scenario, run.rows
         schemes = None
-        if args.scheme:
-            schemes = args.scheme
-        elif args.transfer is None:
-            schemes = [s.label for s in scenario.schemes if s.is_policy] + list(scenario.plot_schemes)
-        written = plot_run(args.run_dir, rows, schemes, args.transfer)
+        if args.compare:
+            if args.transfer is not None:
+                args.parser.error("--compare draws every transfer of a path; it takes no --transfer")
+            known = [s.label for s in scenario.schemes]
+            for s in args.scheme or ():
+                if s not in known:
+                    args.parser.error(f"--scheme {s}: not a scheme of this run (its schemes: {', '.join(known)})")
+            written = plot_compare(args.run_dir, rows, args.scheme)
+        else:
+            if args.scheme:
+                schemes = args.scheme
+            elif args.transfer is None:
+                schemes = [s.label for s in scenario.schemes if s.is_policy] + list(scenario.plot_schemes)
+            written = plot_run(args.run_dir, rows, schemes, args.transfer)
     except (RunDirectoryError, OSError) as e:
         args.parser.error(str(e))
     for p in written:
@@ -720,6 +729,9 @@ def add_cli(sub) -> None:
     p.add_argument("run_dir")
     p.add_argument("--transfer", type=int, help="only transfer N (its number in the run, 1-based)")
     p.add_argument("--scheme", action="append", help="plot every transfer of this scheme (repeatable)")
+    p.add_argument("--compare", action="store_true",
+                   help="instead: one figure per path (flows/compare-CLIENT.png), window and throughput with a "
+                        "line per scheme (every scheme the agent ran, or those given by --scheme)")
     p.set_defaults(func=_cli_plot, parser=p)
     what = "run the scenario's handover analysis (smoothness, mix or mcc) on a run directory"
     a = sub.add_parser("analyze", help=what, description=what + "; see ccswitch.analysis.handover")

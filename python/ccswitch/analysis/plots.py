@@ -1,5 +1,6 @@
 """Plots of a run's flows over time (`ccswitch plot-flows`): window, bytes in flight and
-throughput, with the handovers marked. Throughput over time is the bytes the reports
+throughput, with the handovers marked; or (`--compare`) one figure per path with a line per
+scheme, to see an algorithm beside another. Throughput over time is the bytes the reports
 acknowledge (`acked_bytes` is per report) per 250 ms bin of the agent's clock.
 """
 
@@ -7,7 +8,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence, Tuple
+import re
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..experiments import results
 from ..experiments.scenario import display_label
@@ -154,4 +156,50 @@ def plot_run(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]
         written.append(path)
     if transfer is not None and not written:
         raise RunDirectoryError(f"{run_dir}: no transfer number {transfer} (there are {len(rows)})")
+    return written
+
+
+def plot_compare(run_dir: str, rows: Sequence[dict], schemes: Optional[Iterable[str]] = None) -> List[str]:
+    """One figure per client, `flows/compare-CLIENT.png`: window (top) and throughput (bottom)
+    over time, one colour per scheme (labels; None = every scheme with events), every
+    repetition drawn. Schemes without agent events (native ones) have nothing to draw and are
+    left out. Returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    wanted = list(schemes) if schemes is not None else None
+    run = RunDirectory(run_dir)
+    by_client: Dict[str, Dict[str, List[Series]]] = {}
+    for i, row in enumerate(rows, 1):
+        if not row.get("events") or (wanted is not None and row["scheme"] not in wanted):
+            continue
+        flow = flow_of(run.events_of(dict(row, transfer=row.get("transfer", i))), run.events_path(row))
+        by_client.setdefault(row["client"], {}).setdefault(row["scheme"], []).append(Series.of(flow))
+    written = []
+    for client, series in by_client.items():
+        order = [s for s in (wanted or sorted(series)) if s in series]
+        fig, (ax_w, ax_t) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
+        for colour, scheme in enumerate(order):
+            for k, s in enumerate(series[scheme]):
+                label = display_label(scheme) if k == 0 else None
+                ax_w.step(s.t, [c / 1000 for c in s.cwnd], where="post", lw=1.1, color=f"C{colour}", label=label)
+                starts, mbps = s.throughput_bins(PLOT_BIN_S)
+                ax_t.step(starts, mbps, where="post", lw=1.1, color=f"C{colour}", label=label)
+        ax_w.set_ylabel("window (kB)")
+        ax_t.set_ylabel(f"Mbit/s per {PLOT_BIN_S * 1000:.0f} ms")
+        ax_t.set_xlabel("time since the flow started (s)")
+        for ax in (ax_w, ax_t):
+            ax.grid(alpha=0.3)
+            ax.set_ylim(bottom=0)
+            ax.legend(loc="upper right", fontsize=8)
+        fig.suptitle(f"{client}: window and throughput, one colour per scheme", fontsize=10)
+        fig.tight_layout()
+        path = os.path.join(run_dir, "flows", f"compare-{re.sub(r'[^A-Za-z0-9_.-]', '_', client)}.png")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with results.atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=100)
+        plt.close(fig)
+        written.append(path)
     return written
