@@ -58,9 +58,12 @@ const TIMER_SLOTS: usize = 4096;
 const CCP_TICK_NS: u64 = 10_000_000;
 /// Port records handled between two reads of the agent's answers.
 const RECORD_CHUNK: usize = 1024;
-/// A flow's share of the frame slab is never below this many slots: a window of fewer
-/// segments cannot bring the three duplicate ACKs of a fast retransmit.
-const MIN_SHARE_SLOTS: u64 = 4;
+/// A flow's share of the frame slab is never below this many slots, the smallest window a
+/// directive gives (`SenderFlow::directive`). Past `slots / (2 · MIN_SHARE_SLOTS)` flows the
+/// shares add up to more than the slab: at 4 (the floor until 2026-11-26, for the three
+/// duplicate ACKs of a fast retransmit, which SACK flows do not need: RACK marks a hole on
+/// one later delivery) that was 8,192 flows of the default slab, and 10k flows found it full.
+const MIN_SHARE_SLOTS: u64 = 2;
 /// Period of the buffer-occupancy samples in the stats file.
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 /// Occupancy samples kept at most (about 40 MB of JSON): later ones are counted, not kept.

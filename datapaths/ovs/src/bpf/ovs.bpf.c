@@ -47,7 +47,8 @@
  * holds its window for long (a loss waiting for its timeout) leaves a run the hint must cross:
  * the remaining probes are therefore scattered over the whole slab (golden-ratio steps), and
  * the search fails only when the slab is nearly full (at a fraction p of slots in use, with
- * probability about p^24), not when the hint meets one busy run. A slab with no free slot
+ * probability about p^(CCSW_SLAB_PROBES - CCSW_SLAB_LINEAR)), not when the hint meets one
+ * busy run. A slab with no free slot
  * within the probes (counted in slab_full), like a full ring, leaves a hole in the copies:
  * the flow is UNBUFFERED up to `hole_end` (the highest end seen), uncontrolled until the
  * client acknowledges hole_end, so the server's own TCP recovers whatever of it is lost and
