@@ -238,6 +238,9 @@ pub struct ResentEvent {
     pub h: EvHead,
     pub seq: u32,
     pub len: u32,
+    pub tsval: u32,
+    pub has_tsval: u8,
+    pub _pad0: [u8; 3],
 }
 
 #[repr(C)]
@@ -290,7 +293,7 @@ const _: () = assert!(size_of::<EstablishedEvent>() == 72);
 const _: () = assert!(size_of::<SegmentEvent>() == 32);
 const _: () = assert!(size_of::<OvsFrameSlot>() == FRAME_MAX);
 const _: () = assert!(size_of::<SlotOwner>() == 8);
-const _: () = assert!(size_of::<ResentEvent>() == 24);
+const _: () = assert!(size_of::<ResentEvent>() == 32);
 const _: () = assert!(size_of::<OvsAckEvent>() == 64);
 const _: () = assert!(size_of::<ClosedEvent>() == 24);
 const _: () = assert!(size_of::<UnbufferedEvent>() == 24);

@@ -74,6 +74,8 @@ pub struct Resent {
     pub ts_ns: u64,
     pub seq: u32,
     pub len: u32,
+    /// Its TCP timestamp value, if it carries the option.
+    pub tsval: Option<u32>,
 }
 
 /// One SACK block, `[start, end)`.
@@ -329,6 +331,7 @@ pub fn decode(data: &[u8]) -> Option<OvsEvent> {
                 ts_ns: h.ts_ns,
                 seq: r.seq,
                 len: r.len,
+                tsval: (r.has_tsval != 0).then_some(r.tsval),
             }))
         }
         abi::EV_ACK => {
@@ -420,6 +423,9 @@ mod tests {
             },
             seq: 100,
             len: 1448,
+            tsval: 77,
+            has_tsval: 1,
+            ..Default::default()
         };
         let b = abi::as_bytes(&r);
         assert_eq!(
@@ -428,7 +434,8 @@ mod tests {
                 flow_id: 3,
                 ts_ns: 9,
                 seq: 100,
-                len: 1448
+                len: 1448,
+                tsval: Some(77),
             }))
         );
         assert_eq!(decode(&b[..b.len() - 1]), None);

@@ -254,43 +254,82 @@ fn sum_be16(bytes: &[u8]) -> u64 {
 /// docs on why). Returns false, leaving the frame alone, if it is not such a frame or its
 /// lengths do not fit.
 pub fn complete_tcp_checksum(frame: &mut [u8]) -> bool {
-    if frame.len() < 14 {
-        return false;
-    }
-    let (l4, l4_len, pseudo) = match u16::from_be_bytes([frame[12], frame[13]]) {
-        0x0800 => {
-            let Some(ip) = frame.get(14..34) else {
-                return false;
-            };
-            let ihl = usize::from(ip[0] & 0xf) * 4;
-            let tot = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-            if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || tot < ihl + 20 || 14 + tot > frame.len()
-            {
-                return false;
-            }
-            let l4_len = tot - ihl;
-            let pseudo = sum_be16(&ip[12..20]) + 6 + l4_len as u64;
-            (14 + ihl, l4_len, pseudo)
-        }
-        0x86dd => {
-            let Some(ip) = frame.get(14..54) else {
-                return false;
-            };
-            let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-            if ip[0] >> 4 != 6 || ip[6] != 6 || plen < 20 || 54 + plen > frame.len() {
-                return false;
-            }
-            let pseudo = sum_be16(&ip[8..40]) + 6 + plen as u64;
-            (54, plen, pseudo)
-        }
-        _ => return false,
-    };
-    let seg = &mut frame[l4..l4 + l4_len];
+    let Some(TcpSegment { offset, len, pseudo_sum }) = tcp_segment(frame) else { return false };
+    let seg = &mut frame[offset..offset + len];
     seg[16] = 0;
     seg[17] = 0;
-    let c = !fold(pseudo + sum_be16(seg));
+    let c = !fold(pseudo_sum + sum_be16(seg));
     seg[16..18].copy_from_slice(&c.to_be_bytes());
     true
+}
+
+/// Where the TCP segment of an Ethernet/IPv4|IPv6 frame lies, and its pseudo-header sum.
+struct TcpSegment {
+    offset: usize,
+    len: usize,
+    pseudo_sum: u64,
+}
+
+/// The TCP segment of an Ethernet/IPv4|IPv6 frame, or None if the frame is not TCP or its
+/// lengths do not fit.
+fn tcp_segment(frame: &[u8]) -> Option<TcpSegment> {
+    match u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]) {
+        0x0800 => {
+            let ip = frame.get(14..34)?;
+            let ihl = usize::from(ip[0] & 0xf) * 4;
+            let tot = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || tot < ihl + 20 || 14 + tot > frame.len() {
+                return None;
+            }
+            let len = tot - ihl;
+            Some(TcpSegment { offset: 14 + ihl, len, pseudo_sum: sum_be16(&ip[12..20]) + 6 + len as u64 })
+        }
+        0x86dd => {
+            let ip = frame.get(14..54)?;
+            let len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            if ip[0] >> 4 != 6 || ip[6] != 6 || len < 20 || 54 + len > frame.len() {
+                return None;
+            }
+            Some(TcpSegment { offset: 54, len, pseudo_sum: sum_be16(&ip[8..40]) + 6 + len as u64 })
+        }
+        _ => None,
+    }
+}
+
+/// Raises the TCP timestamp value (RFC 7323) of an Ethernet/IPv4|IPv6/TCP frame in place to
+/// `floor` if it is older (serial arithmetic); the checksum is left to the caller. Returns
+/// whether the value changed. See `SenderFlow::tsval_floor` for why a copy needs it.
+pub fn raise_tcp_tsval(frame: &mut [u8], floor: u32) -> bool {
+    let Some(TcpSegment { offset, len, .. }) = tcp_segment(frame) else { return false };
+    let seg = &mut frame[offset..offset + len];
+    let doff = usize::from(seg[12] >> 4) * 4;
+    if doff < 20 || doff > seg.len() {
+        return false;
+    }
+    let mut i = 20;
+    while i < doff {
+        match seg[i] {
+            0 => return false,
+            1 => i += 1,
+            kind => {
+                let opt_len = usize::from(seg.get(i + 1).copied().unwrap_or(0));
+                if opt_len < 2 || i + opt_len > doff {
+                    return false;
+                }
+                if kind == 8 && opt_len == 10 {
+                    let at = i + 2..i + 6;
+                    let tsval = u32::from_be_bytes(seg[at.clone()].try_into().expect("4 bytes"));
+                    if floor.wrapping_sub(tsval) as i32 <= 0 {
+                        return false;
+                    }
+                    seg[at].copy_from_slice(&floor.to_be_bytes());
+                    return true;
+                }
+                i += opt_len;
+            }
+        }
+    }
+    false
 }
 
 /// CLOCK_MONOTONIC now, nanoseconds: the clock of the programs' timestamps and of
@@ -690,14 +729,15 @@ impl OvsDatapath {
 
     /// [`OvsDatapath::inject`] the frame in a slab slot the caller owns.
     pub fn inject_slot(&self, slot: &FrameSlot) -> Result<()> {
-        self.queue_inject_slot(slot)?;
+        self.queue_inject_slot(slot, None)?;
         self.flush_injections().map(|_| ())
     }
 
-    /// [`OvsDatapath::queue_inject`] the frame in a slab slot the caller owns.
-    pub fn queue_inject_slot(&self, slot: &FrameSlot) -> Result<()> {
+    /// [`OvsDatapath::queue_inject`] the frame in a slab slot the caller owns, its timestamp
+    /// value raised to `tsval_floor` if older ([`raise_tcp_tsval`]).
+    pub fn queue_inject_slot(&self, slot: &FrameSlot, tsval_floor: Option<u32>) -> Result<()> {
         let frame = self.frame(slot).with_context(|| format!("no frame in slab slot {slot:?}"))?;
-        self.queue_inject(frame)
+        self.stage_injection(frame, tsval_floor)
     }
 
     /// Send `frame` (an Ethernet frame the server sent earlier) on toward the client, as if
@@ -710,6 +750,12 @@ impl OvsDatapath {
     /// Stage `frame` for the next [`OvsDatapath::flush_injections`] (which runs by itself
     /// once a batch is full). The frame is copied, its TCP checksum completed in the copy.
     pub fn queue_inject(&self, frame: &[u8]) -> Result<()> {
+        self.stage_injection(frame, None)
+    }
+
+    /// [`queue_inject`](Self::queue_inject), the copy's TCP timestamp value raised to
+    /// `tsval_floor` if it is older ([`raise_tcp_tsval`]).
+    fn stage_injection(&self, frame: &[u8], tsval_floor: Option<u32>) -> Result<()> {
         if self.ifindex.is_none() {
             bail!("inject needs a datapath attached to a port");
         }
@@ -727,6 +773,9 @@ impl OvsDatapath {
         unsafe {
             let buf = &mut (&mut (*e).frame)[..frame.len()];
             buf.copy_from_slice(frame);
+            if let Some(floor) = tsval_floor {
+                raise_tcp_tsval(buf, floor);
+            }
             complete_tcp_checksum(buf);
             write_volatile(&raw mut (*e).len, frame.len() as u32);
         }
@@ -983,6 +1032,54 @@ mod tests {
         assert!(complete_tcp_checksum(&mut f));
         assert_eq!(f, good);
         assert!(!complete_tcp_checksum(&mut f[..40]));
+    }
+
+    /// An IPv4/TCP data frame with NOP, NOP, timestamps (`tsval`) and `payload` bytes.
+    fn frame_with_timestamps(tsval: u32, payload: usize) -> Vec<u8> {
+        let tot = 20 + 32 + payload;
+        let mut f = vec![0u8; 14 + tot];
+        f[12] = 0x08;
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&(tot as u16).to_be_bytes());
+        ip[9] = 6;
+        let th = &mut f[34..66];
+        th[12] = 8 << 4;
+        th[13] = 0x10;
+        th[20..24].copy_from_slice(&[1, 1, 8, 10]);
+        th[24..28].copy_from_slice(&tsval.to_be_bytes());
+        th[28..32].copy_from_slice(&7u32.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn a_copys_timestamp_is_raised_to_the_floor_only_if_older_and_the_checksum_follows() {
+        let tsval = |f: &[u8]| u32::from_be_bytes(f[58..62].try_into().unwrap());
+        let mut f = frame_with_timestamps(1_000, 100);
+        assert!(raise_tcp_tsval(&mut f, 1_500));
+        assert_eq!(tsval(&f), 1_500);
+        assert_eq!(u32::from_be_bytes(f[62..66].try_into().unwrap()), 7, "the echo stays");
+        assert!(!raise_tcp_tsval(&mut f, 1_200), "never lowered");
+        assert!(!raise_tcp_tsval(&mut f, 1_500));
+        assert_eq!(tsval(&f), 1_500);
+        // Serial arithmetic: a value just past the wrap is newer.
+        let mut f = frame_with_timestamps(u32::MAX - 5, 0);
+        assert!(raise_tcp_tsval(&mut f, 3));
+        assert_eq!(tsval(&f), 3);
+        assert!(complete_tcp_checksum(&mut f));
+        let pseudo = sum_be16(&f[26..34]) + 6 + 32;
+        assert_eq!(fold(pseudo + sum_be16(&f[34..])), 0xffff);
+        // No timestamp option, or not TCP: left alone.
+        let mut f = frame_with_timestamps(1_000, 10);
+        f[34 + 22] = 4; // SACK-permitted (2 bytes) where the timestamps began
+        f[34 + 23] = 2;
+        f[34 + 24..34 + 32].fill(1);
+        let before = f.clone();
+        assert!(!raise_tcp_tsval(&mut f, 5_000));
+        assert_eq!(f, before);
+        let mut f = frame_with_timestamps(1_000, 10);
+        f[14 + 9] = 17;
+        assert!(!raise_tcp_tsval(&mut f, 5_000));
     }
 
     #[test]

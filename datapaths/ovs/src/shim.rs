@@ -101,8 +101,10 @@ pub trait PortOps {
     fn set_valid_until(&self, deadline_ns: u64) -> Result<()>;
     fn remove_flow(&self, key: &FlowAddrs) -> Result<()>;
     /// Send the frame in a slab slot the shim owns toward the client again, at the next
-    /// [`PortOps::flush_injections`] at the latest (the frame is copied now).
-    fn inject(&self, frame: &FrameSlot) -> Result<()>;
+    /// [`PortOps::flush_injections`] at the latest (the frame is copied now), its TCP
+    /// timestamp value raised to `tsval_floor` if it is older
+    /// ([`SenderFlow::tsval_floor`]).
+    fn inject(&self, frame: &FrameSlot, tsval_floor: Option<u32>) -> Result<()>;
     /// Send the frames [`PortOps::inject`] staged; returns how many (lost if it fails).
     fn flush_injections(&self) -> Result<usize> {
         Ok(0)
@@ -131,8 +133,8 @@ impl PortOps for OvsDatapath {
     fn remove_flow(&self, key: &FlowAddrs) -> Result<()> {
         OvsDatapath::remove_flow(self, key)
     }
-    fn inject(&self, frame: &FrameSlot) -> Result<()> {
-        OvsDatapath::queue_inject_slot(self, frame)
+    fn inject(&self, frame: &FrameSlot, tsval_floor: Option<u32>) -> Result<()> {
+        OvsDatapath::queue_inject_slot(self, frame, tsval_floor)
     }
     fn flush_injections(&self) -> Result<usize> {
         OvsDatapath::flush_injections(self)
@@ -841,7 +843,8 @@ impl<P: PortOps> OvsShim<P> {
         let port = &self.port;
         let mut errors = 0;
         let f = self.flows.get_mut(&id).expect("present");
-        let done = f.sender.retransmit(now_ns, |frame| match port.inject(frame) {
+        let tsval_floor = f.sender.tsval_floor();
+        let done = f.sender.retransmit(now_ns, |frame| match port.inject(frame, tsval_floor) {
             Ok(()) => true,
             Err(e) => {
                 if errors == 0 {
@@ -1242,7 +1245,7 @@ mod tests {
 
     use ccswitch_protocol::lang::{reg_type, Implicit};
     use ccswitch_protocol::wire::{self, ChangeProg, FrameReader, Msg, UpdateField, UpdateFields};
-    use ccswitch_ovs::events::{AckVerdict, Established, SackBlock, Segment};
+    use ccswitch_ovs::events::{AckVerdict, Established, Resent, SackBlock, Segment};
 
     use super::*;
 
@@ -1253,6 +1256,8 @@ mod tests {
         valid_until: RefCell<u64>,
         removed: RefCell<Vec<FlowAddrs>>,
         injected: RefCell<Vec<FrameSlot>>,
+        /// The timestamp floor of each injection, in order.
+        tsval_floors: RefCell<Vec<Option<u32>>>,
         freed: RefCell<Vec<u32>>,
         /// The last ACK forwarded, by flow, as the port's flow entries would show it.
         last_acks: RefCell<HashMap<u32, Ack>>,
@@ -1276,8 +1281,9 @@ mod tests {
             self.removed.borrow_mut().push(*key);
             Ok(())
         }
-        fn inject(&self, frame: &FrameSlot) -> Result<()> {
+        fn inject(&self, frame: &FrameSlot, tsval_floor: Option<u32>) -> Result<()> {
             self.injected.borrow_mut().push(*frame);
+            self.tsval_floors.borrow_mut().push(tsval_floor);
             Ok(())
         }
         fn free_frames(&self, slots: &[u32]) {
@@ -1484,6 +1490,22 @@ mod tests {
         let Msg::Measure(m) = agent.next() else { panic!("expected the closing MEASURE") };
         assert_eq!((m.sid, m.fields.len()), (3, 0));
         assert!(!shim.port().directives.borrow().contains_key(&3));
+    }
+
+    #[test]
+    fn a_retransmitted_copy_is_not_older_than_the_servers_own_retransmissions() {
+        let (mut shim, _agent) = connected(cfg());
+        shim.on_event(established(3));
+        shim.service_agent();
+        for n in 1..=5 {
+            shim.on_event(segment(3, n));
+        }
+        // The server retransmits segment 1 itself (a tail-loss probe), stamped 9,000: the
+        // client may echo that from now on, and would drop an older copy (PAWS).
+        shim.on_event(OvsEvent::Resent(Resent { flow_id: 3, ts_ns: monotonic_now_ns(), seq: raw(1), len: MSS, tsval: Some(9_000) }));
+        shim.on_event(ack(3, 1, &[(3, 5)]));
+        assert_eq!(injected_ids(&shim), vec![2]);
+        assert_eq!(*shim.port().tsval_floors.borrow(), vec![Some(9_000)]);
     }
 
     /// Flow 7 established, its agent running the standard program: the session folds it in

@@ -666,10 +666,20 @@ fn new_data_copied_whole_old_data_resent() {
         assert!(matches!(&evs[1], OvsEvent::Segment(s) if s.len == 200));
         assert!(matches!(&evs[2], OvsEvent::Segment(s) if s.seq == far && s.len == 100));
         assert!(
-            matches!(evs[3], OvsEvent::Resent(r) if r.seq == s1.wrapping_add(1448) && r.len == 1448 && r.flow_id == id)
+            matches!(evs[3], OvsEvent::Resent(r) if r.seq == s1.wrapping_add(1448) && r.len == 1448 && r.flow_id == id && r.tsval == Some(1))
         );
         let s = dp.stats();
         assert_eq!((s.segments, s.resent), (6, 1));
+        // A retransmission hands up its timestamp value, none without the option (the shim's
+        // copies must not be older: the client's PAWS check would drop them).
+        let ts = [1, 1, 8, 10, 0x01, 0x02, 0x03, 0x04, 0, 0, 0, 7];
+        run(&dp, Port::Ingress, &SegmentSpec::from_server(&e, ACK, s1, CLIENT_ISN + 1).payload(1448).opts(&ts));
+        run(&dp, Port::Ingress, &SegmentSpec::from_server(&e, ACK, s1, CLIENT_ISN + 1).payload(1448));
+        let evs = drain_keeping_frames(&mut dp);
+        assert!(
+            matches!(evs[..], [OvsEvent::Resent(a), OvsEvent::Resent(b)] if a.seq == s1 && a.tsval == Some(0x0102_0304) && b.tsval.is_none()),
+            "{evs:?}"
+        );
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ccswitch_ovs::loader::{complete_tcp_checksum, AttachOptions, OvsDatapath};
+use ccswitch_ovs::loader::{complete_tcp_checksum, raise_tcp_tsval, AttachOptions, OvsDatapath};
 use ccswitch_ovs::events::{OvsEvent, Segment};
 
 fn sh(args: &[&str]) -> Result<(), String> {
@@ -279,6 +279,21 @@ fn capture_socket(ns: &str) -> OwnedFd {
     .unwrap()
 }
 
+/// The 4 bytes of the TCP timestamp value of an Ethernet/IPv4/TCP frame (options walked).
+fn timestamp_value(frame: &[u8]) -> &[u8] {
+    let l4 = 14 + usize::from(frame[14] & 0xf) * 4;
+    let doff = usize::from(frame[l4 + 12] >> 4) * 4;
+    let mut i = l4 + 20;
+    while i < l4 + doff {
+        match frame[i] {
+            1 => i += 1,
+            8 => return &frame[i + 2..i + 6],
+            _ => i += usize::from(frame[i + 1]).max(1),
+        }
+    }
+    panic!("no timestamp option");
+}
+
 fn recv_frame(fd: &OwnedFd) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; 65536];
     // SAFETY: buffer valid for its length.
@@ -366,9 +381,15 @@ fn inject_through(kind: char, subnet: u8, ovs: bool) {
         arrived,
         "the injected frame reached the client namespace unchanged"
     );
-    // A batch: three copies staged, then sent by one run of the inject program.
+    // A batch: three copies staged, then sent by one run of the inject program, their
+    // timestamp raised to a value the server's clock has passed since (as after a
+    // retransmission of its own): the client takes them (the D-SACK below), PAWS passes.
+    let floor = u32::from_be_bytes(timestamp_value(&stored).try_into().unwrap()).wrapping_add(100);
+    let mut expected = stored.clone();
+    assert!(raise_tcp_tsval(&mut expected, floor), "the server's frame carries timestamps");
+    assert!(complete_tcp_checksum(&mut expected));
     for _ in 0..3 {
-        dp.queue_inject_slot(&seg.frame).expect("stage");
+        dp.queue_inject_slot(&seg.frame, Some(floor)).expect("stage");
     }
     assert_eq!(dp.flush_injections().expect("inject the batch"), 3);
     assert_eq!(dp.flush_injections().expect("nothing staged"), 0);
@@ -379,7 +400,7 @@ fn inject_through(kind: char, subnet: u8, ovs: bool) {
             copies += usize::from(f == expected);
         }
     }
-    assert_eq!(copies, 3, "every frame of the batch reached the client namespace unchanged");
+    assert_eq!(copies, 3, "every frame of the batch reached the client namespace, its timestamp raised");
 
     let mut seen_again = false;
     let mut dsack = false;

@@ -104,7 +104,7 @@ impl Sim {
 
     /// The injected copy of segment `n` crosses the port again.
     fn echo(&mut self, n: u64, t: u64) {
-        let r = Resent { flow_id: 7, ts_ns: t, seq: self.raw(seq_of(n)), len: MSS };
+        let r = Resent { flow_id: 7, ts_ns: t, seq: self.raw(seq_of(n)), len: MSS, tsval: None };
         self.flow.on_resent(&r, &mut self.pool);
     }
 
@@ -213,7 +213,7 @@ fn a_hole_reported_without_its_frame_falls_back_at_once() {
     s.send(1, MS);
     s.send(3, 2 * MS);
     // The port saw segment 3 first and took segment 2 for a retransmission.
-    let r = Resent { flow_id: 7, ts_ns: 2 * MS + 1, seq: s.raw(seq_of(2)), len: MSS };
+    let r = Resent { flow_id: 7, ts_ns: 2 * MS + 1, seq: s.raw(seq_of(2)), len: MSS, tsval: None };
     assert_eq!(s.flow.on_resent(&r, &mut s.pool), Some(FallbackReason::Gap));
     assert_eq!(s.pool.used(), 0);
 }
@@ -436,7 +436,7 @@ fn no_rtt_sample_from_retransmitted_data() {
     assert_eq!(s.flow.srtt_ns(), srtt);
     // The server's own retransmission is just as ambiguous.
     s.send(3, 200 * MS);
-    let server_own = Resent { flow_id: 7, ts_ns: 400 * MS, seq: s.raw(seq_of(3)), len: MSS };
+    let server_own = Resent { flow_id: 7, ts_ns: 400 * MS, seq: s.raw(seq_of(3)), len: MSS, tsval: None };
     assert_eq!(s.flow.on_resent(&server_own, &mut s.pool), None);
     assert_eq!(s.ack(3, &[], 401 * MS).rtt_sample_us, None);
     // Fresh data samples again: the newest newly delivered segment counts.
@@ -651,4 +651,20 @@ fn ticks_before_the_next_timer_change_nothing() {
         s.flow.release(&mut s.pool);
         assert_eq!(s.freed(), (1..next_seg as u32).collect::<Vec<_>>(), "seed {seed}: each slot freed once");
     }
+}
+
+#[test]
+fn copies_carry_the_newest_timestamp_of_the_servers_own_retransmissions() {
+    let mut s = Sim::new(12, true);
+    s.warm_up(1, 0, 20 * MS);
+    assert_eq!(s.flow.tsval_floor(), None, "no retransmission by the server yet: the frames' own");
+    s.send(2, 100 * MS);
+    s.send(3, 101 * MS);
+    let server_own = |tsval| Resent { flow_id: 7, ts_ns: 400 * MS, seq: s.raw(seq_of(2)), len: MSS, tsval: Some(tsval) };
+    let (newer, older) = (server_own(5_000), server_own(4_000));
+    s.flow.on_resent(&newer, &mut s.pool);
+    assert_eq!(s.flow.tsval_floor(), Some(5_000));
+    // An older value (the shim's own copy of an earlier frame coming back) does not lower it.
+    s.flow.on_resent(&older, &mut s.pool);
+    assert_eq!(s.flow.tsval_floor(), Some(5_000));
 }

@@ -186,6 +186,7 @@ struct opt_walk {
 	__u32 pos;
 	__u64 sack_mask; /* bit i: byte i belongs to a SACK option */
 	struct ccsw_ovs_sack_block sack[CCSW_MAX_SACK];
+	__u32 tsval;   /* with CCSW_O_TS */
 	__u16 mss;
 	__u8 wscale;
 	__u8 present;  /* CCSW_O_* */
@@ -255,8 +256,10 @@ static long opt_step(__u32 i, void *ctx)
 			w->present |= CCSW_O_SACK;
 		break;
 	case TCPOPT_TS:
-		if (len == 10)
+		if (len == 10 && pos + 10 <= TCP_OPT_MAX) {
+			w->tsval = be32_at(&w->opts[pos + 2]);
 			w->present |= CCSW_O_TS;
+		}
 		break;
 	case TCPOPT_SACK:
 		/* A SACK option never exceeds 34 bytes; the mask covers all of it whatever the
@@ -628,6 +631,10 @@ int ccsw_ingress(struct __sk_buff *skb)
 		head(&ev.h, CCSW_EV_RESENT, f->flow_id, now);
 		ev.seq = p.seq;
 		ev.len = len;
+		if (p.o.present & CCSW_O_TS) {
+			ev.tsval = p.o.tsval;
+			ev.has_tsval = 1;
+		}
 		emit_small(&ev, sizeof(ev), true);
 		COUNT(resent);
 	}

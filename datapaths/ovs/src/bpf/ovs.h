@@ -248,10 +248,17 @@ struct ccsw_inject_frame {
 	__u8 frame[CCSW_FRAME_MAX];
 };
 
+/* Server data at or below the highest end seen: the server's own retransmission, or the
+ * shim's copy coming back past the port. `tsval` is its TCP timestamp (with `has_tsval`):
+ * the server's clock as the client last saw it, which a copy the shim sends later must not
+ * be behind (the client's PAWS check drops it). */
 struct ccsw_resent_event {
 	struct ccsw_ev_head h;
 	__u32 seq;
 	__u32 len;
+	__u32 tsval;
+	__u8 has_tsval;
+	__u8 _pad0[3];
 };
 
 struct ccsw_ovs_sack_block {
@@ -323,7 +330,7 @@ _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
 _Static_assert(sizeof(struct ccsw_segment_event) == 32, "segment");
 _Static_assert(sizeof(struct ccsw_ovs_frame_slot) == CCSW_FRAME_MAX, "frame slot");
 _Static_assert(sizeof(struct ccsw_slot_owner) == 8, "slot owner");
-_Static_assert(sizeof(struct ccsw_resent_event) == 24, "resent");
+_Static_assert(sizeof(struct ccsw_resent_event) == 32, "resent");
 _Static_assert(sizeof(struct ccsw_ovs_ack_event) == 64, "ack");
 _Static_assert(sizeof(struct ccsw_closed_event) == 24, "closed");
 _Static_assert(sizeof(struct ccsw_folded_event) == 112, "folded");

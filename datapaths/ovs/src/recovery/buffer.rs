@@ -84,7 +84,7 @@ impl SenderFlow {
         if end <= self.nxt {
             // Not new after all (the BPF side saw a higher end first): a retransmission.
             pool.discard(seg.frame);
-            let r = Resent { flow_id: seg.flow_id, ts_ns: seg.ts_ns, seq: seg.seq, len: seg.len };
+            let r = Resent { flow_id: seg.flow_id, ts_ns: seg.ts_ns, seq: seg.seq, len: seg.len, tsval: None };
             return self.on_resent(&r, pool);
         }
         let size = u64::from(seg.frame.len);
@@ -118,7 +118,7 @@ impl SenderFlow {
             if end <= self.nxt {
                 self.buffered_bytes -= u64::from(e.frame.len);
                 pool.give_frame(e.frame);
-                let r = Resent { flow_id: e.flow_id, ts_ns: e.ts_ns, seq: e.seq, len: e.len };
+                let r = Resent { flow_id: e.flow_id, ts_ns: e.ts_ns, seq: e.seq, len: e.len, tsval: None };
                 self.on_resent(&r, pool);
             } else {
                 self.append(e, start, end);
@@ -227,6 +227,12 @@ impl SenderFlow {
     /// when sent from two CPUs) and handed this one over without its frame, so it cannot be
     /// retransmitted and the flow falls back (returned).
     pub fn on_resent(&mut self, r: &Resent, pool: &mut BufferPool) -> Option<FallbackReason> {
+        if let Some(tsval) = r.tsval {
+            // The shim's own copies carry older values than the server's retransmissions.
+            if self.server_tsval.is_none_or(|t| tsval.wrapping_sub(t) as i32 > 0) {
+                self.server_tsval = Some(tsval);
+            }
+        }
         if self.fallback.is_some() {
             return None;
         }

@@ -191,6 +191,9 @@ pub struct SenderFlow {
     protect_from: u64,
     /// Frames too large for the slab: never copied again, never protected again.
     uncopyable: bool,
+    /// The newest TCP timestamp value of the server's own retransmissions (see
+    /// [`tsval_floor`](Self::tsval_floor)).
+    server_tsval: Option<u32>,
 }
 
 impl SenderFlow {
@@ -231,6 +234,7 @@ impl SenderFlow {
             fallback: None,
             protect_from: 1,
             uncopyable: false,
+            server_tsval: None,
         }
     }
 
@@ -436,6 +440,19 @@ impl SenderFlow {
         self.fallback.is_none()
             && !self.segs.is_empty()
             && self.rto_since_ns.is_some_and(|since| now_ns.saturating_sub(since) >= self.rto_ns())
+    }
+
+    /// The lowest TCP timestamp value a retransmitted copy may carry (None: the frame's own).
+    ///
+    /// A copy is the frame the server sent first, timestamp included. Once the server has
+    /// retransmitted data itself (its retransmission timer or tail-loss probe), the client's
+    /// `ts_recent` can hold that later value, taken from any segment at or below its
+    /// `rcv_nxt` (a duplicate too), and its PAWS check then drops every older copy, answering
+    /// at most one in 500 ms (`tcp_invalid_ratelimit`): the shim's retransmissions stopped
+    /// delivering anything, and backed off, until the server timed out again (flows stalled
+    /// for seconds at 10k flows). A value the server itself sent is never ahead of its clock.
+    pub fn tsval_floor(&self) -> Option<u32> {
+        self.server_tsval
     }
 
     /// Segments waiting for retransmission.
