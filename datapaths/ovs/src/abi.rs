@@ -201,8 +201,10 @@ pub struct SegmentEvent {
     pub len: u32,
     pub frame_len: u16,
     pub fin: u8,
-    pub _pad0: u8,
+    pub has_tsval: u8,
     pub slot: u32,
+    pub tsval: u32,
+    pub _pad0: u32,
 }
 
 /// The owner word of one slab slot (0: free), padded to the array's 8-byte stride.
@@ -290,7 +292,7 @@ const _: () = assert!(size_of::<OvsFoldTest>() == 248);
 const _: () = assert!(size_of::<FoldedEvent>() == 112);
 const _: () = assert!(size_of::<EvHead>() == 16);
 const _: () = assert!(size_of::<EstablishedEvent>() == 72);
-const _: () = assert!(size_of::<SegmentEvent>() == 32);
+const _: () = assert!(size_of::<SegmentEvent>() == 40);
 const _: () = assert!(size_of::<OvsFrameSlot>() == FRAME_MAX);
 const _: () = assert!(size_of::<SlotOwner>() == 8);
 const _: () = assert!(size_of::<ResentEvent>() == 32);

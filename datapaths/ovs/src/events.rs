@@ -64,6 +64,8 @@ pub struct Segment {
     /// Where the port program left the frame (Ethernet header on, as it crossed the port): a
     /// slab slot, given back once the shim no longer needs it.
     pub frame: FrameSlot,
+    /// Its TCP timestamp value, if it carries the option.
+    pub tsval: Option<u32>,
 }
 
 /// Server data whose end is at or below the highest sequence seen: a retransmission (the
@@ -322,6 +324,7 @@ pub fn decode(data: &[u8]) -> Option<OvsEvent> {
                 len: s.len,
                 fin: s.fin != 0,
                 frame: FrameSlot { index: s.slot, len: u32::from(s.frame_len) },
+                tsval: (s.has_tsval != 0).then_some(s.tsval),
             }))
         }
         abi::EV_RESENT => {

@@ -1396,7 +1396,7 @@ mod tests {
     /// Segment n of flow `id`, in slab slot 1000·id + n.
     fn segment(id: u32, n: u32) -> OvsEvent {
         let frame = FrameSlot { index: slot(id, n), len: 54 + MSS };
-        OvsEvent::Segment(Segment { flow_id: id, ts_ns: monotonic_now_ns(), seq: raw(n), len: MSS, fin: false, frame })
+        OvsEvent::Segment(Segment { flow_id: id, ts_ns: monotonic_now_ns(), seq: raw(n), len: MSS, fin: false, frame, tsval: None })
     }
 
     fn slot(id: u32, n: u32) -> u32 {
@@ -1673,7 +1673,7 @@ mod tests {
         // Segment 2 again (the BPF side saw a higher end first): not new, not kept.
         shim.on_event(OvsEvent::Segment(Segment {
             flow_id: 12, ts_ns: monotonic_now_ns(), seq: raw(2), len: MSS, fin: false,
-            frame: FrameSlot { index: 12_999, len: 54 + MSS },
+            frame: FrameSlot { index: 12_999, len: 54 + MSS }, tsval: None,
         }));
         assert_eq!(freed(&shim), vec![slot(11, 1), 12_999]);
         shim.on_event(OvsEvent::Unbuffered { flow_id: 12, ts_ns: monotonic_now_ns(), reason: ccswitch_ovs::events::UnbufferedReason::SlabFull, hole_end: raw(4) });

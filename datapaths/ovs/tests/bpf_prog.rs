@@ -630,7 +630,7 @@ fn new_data_copied_whole_old_data_resent() {
         for (k, s) in segs.iter().enumerate() {
             assert_eq!(s.flow_id, id);
             assert_eq!(s.seq, s1.wrapping_add(1448 * k as u32));
-            assert_eq!((s.len, s.fin), (1448, false));
+            assert_eq!((s.len, s.fin, s.tsval), (1448, false, Some(1)), "the frame's timestamp value");
             assert_eq!(dp.frame(&s.frame), Some(&frames[k][..]), "exact frame bytes");
         }
         let slots: std::collections::HashSet<u32> = segs.iter().map(|s| s.frame.index).collect();
@@ -767,9 +767,9 @@ fn oversize_and_gso_frames_make_the_flow_unbuffered() {
 #[test]
 fn full_ring_makes_the_flow_unbuffered() {
     // One page of ring holds at most 4088 bytes of records (a reservation that would fill it
-    // to 4096 fails): segment records take 40 bytes (32 + 8 of header), ACK records 72, an
-    // UNBUFFERED record 32. Three ACK records and 96 segment records leave room for the
-    // UNBUFFERED one and not for a 97th segment.
+    // to 4096 fails): segment records take 48 bytes (40 + 8 of header), ACK records 72, an
+    // UNBUFFERED record 32. Three ACK records and 80 segment records leave room for the
+    // UNBUFFERED one and not for an 81st segment.
     let mut dp = dp(1024, 4096);
     let e = Ends::v4();
     let id = handshake(&mut dp, &e, &[], &[]);
@@ -789,19 +789,19 @@ fn full_ring_makes_the_flow_unbuffered() {
     assert!(st.unbuffered);
     assert_eq!(st.snd_nxt, s1.wrapping_add(12_000));
     let s = dp.stats();
-    assert_eq!((s.segments, s.slab_full), (96, 0));
+    assert_eq!((s.segments, s.slab_full), (80, 0));
     assert!(s.ring_drops >= 1);
-    assert_eq!(dp.slab_in_use(), 96, "no slot taken for a frame the ring could not announce");
+    assert_eq!(dp.slab_in_use(), 80, "no slot taken for a frame the ring could not announce");
     let evs = drain(&mut dp);
     assert_eq!(dp.slab_in_use(), 0);
-    assert_eq!(evs.iter().filter(|e| matches!(e, OvsEvent::Segment(_))).count(), 96);
+    assert_eq!(evs.iter().filter(|e| matches!(e, OvsEvent::Segment(_))).count(), 80);
     assert_eq!(
-        evs[99..],
+        evs[83..],
         [OvsEvent::Unbuffered {
             flow_id: id,
-            ts_ns: evs[99].ts_ns(),
+            ts_ns: evs[83].ts_ns(),
             reason: UnbufferedReason::RingFull,
-            hole_end: s1.wrapping_add(9_700),
+            hole_end: s1.wrapping_add(8_100),
         }]
     );
 }

@@ -55,7 +55,7 @@ impl Sim {
     /// be told apart.
     fn send(&mut self, n: u64, t: u64) -> Option<FallbackReason> {
         let frame = FrameSlot { index: n as u32, len: (HDR + MSS as usize) as u32 };
-        let seg = Segment { flow_id: 7, ts_ns: t, seq: self.raw(seq_of(n)), len: MSS, fin: false, frame };
+        let seg = Segment { flow_id: 7, ts_ns: t, seq: self.raw(seq_of(n)), len: MSS, fin: false, frame, tsval: None };
         self.flow.on_segment(seg, &mut self.pool)
     }
 
@@ -654,17 +654,20 @@ fn ticks_before_the_next_timer_change_nothing() {
 }
 
 #[test]
-fn copies_carry_the_newest_timestamp_of_the_servers_own_retransmissions() {
+fn copies_carry_the_newest_timestamp_the_server_sent() {
     let mut s = Sim::new(12, true);
     s.warm_up(1, 0, 20 * MS);
-    assert_eq!(s.flow.tsval_floor(), None, "no retransmission by the server yet: the frames' own");
-    s.send(2, 100 * MS);
+    assert_eq!(s.flow.tsval_floor(), None, "no timestamps seen: the frames' own");
+    let frame = FrameSlot { index: 2, len: (HDR + MSS as usize) as u32 };
+    let seg = Segment { flow_id: 7, ts_ns: 100 * MS, seq: s.raw(seq_of(2)), len: MSS, fin: false, frame, tsval: Some(3_000) };
+    s.flow.on_segment(seg, &mut s.pool);
+    assert_eq!(s.flow.tsval_floor(), Some(3_000), "new data");
     s.send(3, 101 * MS);
-    let server_own = |tsval| Resent { flow_id: 7, ts_ns: 400 * MS, seq: s.raw(seq_of(2)), len: MSS, tsval: Some(tsval) };
-    let (newer, older) = (server_own(5_000), server_own(4_000));
-    s.flow.on_resent(&newer, &mut s.pool);
-    assert_eq!(s.flow.tsval_floor(), Some(5_000));
+    let resent = |tsval| Resent { flow_id: 7, ts_ns: 400 * MS, seq: s.raw(seq_of(2)), len: MSS, tsval: Some(tsval) };
+    let (server_own, echo) = (resent(5_000), resent(3_000));
+    s.flow.on_resent(&server_own, &mut s.pool);
+    assert_eq!(s.flow.tsval_floor(), Some(5_000), "the server's own retransmission");
     // An older value (the shim's own copy of an earlier frame coming back) does not lower it.
-    s.flow.on_resent(&older, &mut s.pool);
+    s.flow.on_resent(&echo, &mut s.pool);
     assert_eq!(s.flow.tsval_floor(), Some(5_000));
 }

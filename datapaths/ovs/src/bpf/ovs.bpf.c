@@ -554,8 +554,10 @@ static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_ovs_
 	rec->len = len;
 	rec->frame_len = n;
 	rec->fin = !!(p->flags & TH_FIN);
-	rec->_pad0 = 0;
+	rec->has_tsval = !!(p->o.present & CCSW_O_TS);
 	rec->slot = idx;
+	rec->tsval = p->o.tsval;
+	rec->_pad0 = 0;
 	bpf_ringbuf_submit(rec, wake_flags(false));
 	COUNT(segments);
 }

@@ -224,8 +224,10 @@ struct ccsw_segment_event {
 	__u32 len;       /* payload bytes + 1 for a FIN */
 	__u16 frame_len; /* valid bytes in the slot */
 	__u8 fin;
-	__u8 _pad0;
+	__u8 has_tsval;
 	__u32 slot;
+	__u32 tsval;     /* its TCP timestamp value, with has_tsval (see ccsw_resent_event) */
+	__u32 _pad0;
 };
 
 /* A value of slab_owner: one per slab slot. Array values are 8-byte aligned, so the word
@@ -327,7 +329,7 @@ _Static_assert(sizeof(struct ccsw_inject_frame) == 8 + CCSW_FRAME_MAX, "inject f
 _Static_assert(sizeof(struct ccsw_ovs_cpu_stats) == 168, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
 _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
-_Static_assert(sizeof(struct ccsw_segment_event) == 32, "segment");
+_Static_assert(sizeof(struct ccsw_segment_event) == 40, "segment");
 _Static_assert(sizeof(struct ccsw_ovs_frame_slot) == CCSW_FRAME_MAX, "frame slot");
 _Static_assert(sizeof(struct ccsw_slot_owner) == 8, "slot owner");
 _Static_assert(sizeof(struct ccsw_resent_event) == 32, "resent");

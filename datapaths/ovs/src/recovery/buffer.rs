@@ -67,6 +67,7 @@ impl SenderFlow {
     /// buffer is then freed); a flow that fell back keeps buffering from `protect_from` on,
     /// so that it can rejoin.
     pub fn on_segment(&mut self, seg: Segment, pool: &mut BufferPool) -> Option<FallbackReason> {
+        self.saw_tsval(seg.tsval);
         if self.uncopyable {
             pool.discard(seg.frame);
             return None;
@@ -227,12 +228,7 @@ impl SenderFlow {
     /// when sent from two CPUs) and handed this one over without its frame, so it cannot be
     /// retransmitted and the flow falls back (returned).
     pub fn on_resent(&mut self, r: &Resent, pool: &mut BufferPool) -> Option<FallbackReason> {
-        if let Some(tsval) = r.tsval {
-            // The shim's own copies carry older values than the server's retransmissions.
-            if self.server_tsval.is_none_or(|t| tsval.wrapping_sub(t) as i32 > 0) {
-                self.server_tsval = Some(tsval);
-            }
-        }
+        self.saw_tsval(r.tsval);
         if self.fallback.is_some() {
             return None;
         }

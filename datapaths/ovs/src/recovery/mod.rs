@@ -191,8 +191,8 @@ pub struct SenderFlow {
     protect_from: u64,
     /// Frames too large for the slab: never copied again, never protected again.
     uncopyable: bool,
-    /// The newest TCP timestamp value of the server's own retransmissions (see
-    /// [`tsval_floor`](Self::tsval_floor)).
+    /// The newest TCP timestamp value of the server's frames, new data and retransmissions
+    /// (see [`tsval_floor`](Self::tsval_floor)).
     server_tsval: Option<u32>,
 }
 
@@ -444,15 +444,27 @@ impl SenderFlow {
 
     /// The lowest TCP timestamp value a retransmitted copy may carry (None: the frame's own).
     ///
-    /// A copy is the frame the server sent first, timestamp included. Once the server has
-    /// retransmitted data itself (its retransmission timer or tail-loss probe), the client's
-    /// `ts_recent` can hold that later value, taken from any segment at or below its
-    /// `rcv_nxt` (a duplicate too), and its PAWS check then drops every older copy, answering
-    /// at most one in 500 ms (`tcp_invalid_ratelimit`): the shim's retransmissions stopped
-    /// delivering anything, and backed off, until the server timed out again (flows stalled
-    /// for seconds at 10k flows). A value the server itself sent is never ahead of its clock.
+    /// A copy is the frame the server sent first, timestamp included. The client's
+    /// `ts_recent` takes the value of every segment at or below its `rcv_nxt`: later data
+    /// delivered in order, or the server's own retransmission (its retransmission timer or
+    /// tail-loss probe), even a duplicate. Its PAWS check then drops every older copy,
+    /// answering at most one in 500 ms (`tcp_invalid_ratelimit`): a copy of a segment lost
+    /// before the server retransmitted delivered nothing, and a needless copy (the client's
+    /// ACK was lost or late) brought no ACK to stop the next, so the shim backed off until the
+    /// server timed out again (flows stalled for seconds at 10k flows). The newest value the
+    /// server sent is never ahead of its clock, so its later segments still pass.
     pub fn tsval_floor(&self) -> Option<u32> {
         self.server_tsval
+    }
+
+    /// A frame of the server carried timestamp value `tsval` (serial arithmetic: the newest
+    /// is kept; the shim's own copies coming back are older).
+    pub(super) fn saw_tsval(&mut self, tsval: Option<u32>) {
+        if let Some(v) = tsval {
+            if self.server_tsval.is_none_or(|t| v.wrapping_sub(t) as i32 > 0) {
+                self.server_tsval = Some(v);
+            }
+        }
     }
 
     /// Segments waiting for retransmission.
