@@ -65,10 +65,26 @@ pub struct AgentCli {
     /// With --list-algorithms or --list-policies: print JSON.
     #[arg(long, requires = "listing")]
     pub json: bool,
+    /// Time budget of one Python callback, ms: a callback still running past it is abandoned
+    /// for that report (the flow keeps its window), interrupted and counted
+    /// (`python_timeouts` in the events file), and its flow's reports skip Python for a while.
+    #[arg(long, default_value_t = crate::python_guard::DEFAULT_BUDGET.as_secs_f64() * 1e3, value_parser = parse_budget_ms)]
+    pub python_budget_ms: f64,
+    /// Call Python algorithms on the datapath's thread, unguarded (no budget), as before the
+    /// guard existed: only for measuring what the guard costs.
+    #[arg(long, hide = true)]
+    pub python_unguarded: bool,
     /// Benchmark: time N synthetic reports to --algorithm through the agent's report path,
     /// print JSON and exit (used by `ccswitch bench authoring`).
     #[arg(long, hide = true, value_name = "N")]
     pub bench_reports: Option<usize>,
+}
+
+fn parse_budget_ms(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms > 0.0 && ms <= 60_000.0 => Ok(ms),
+        _ => Err("a number of milliseconds above 0 and at most 60000".into()),
+    }
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -77,9 +93,11 @@ fn parse_mode(s: &str) -> Result<u32, String> {
 
 
 impl AgentCli {
-    /// Checks --algorithm (now, with a clear message, rather than at the first flow) and loads
-    /// --policy.
+    /// Sets the Python guard's budget, checks --algorithm (now, with a clear message, rather
+    /// than at the first flow) and loads --policy.
     pub fn algorithm_and_policy(&self) -> Result<Option<Arc<Policy>>> {
+        crate::python_guard::set_budget(std::time::Duration::from_secs_f64(self.python_budget_ms / 1e3));
+        crate::python_guard::set_unguarded(self.python_unguarded);
         flow::instantiate(&self.algorithm).map_err(|e| anyhow!("--algorithm {}: {e:#}", self.algorithm))?;
         Ok(self
             .policy

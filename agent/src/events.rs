@@ -11,11 +11,16 @@
 //!   `start` says where its algorithm came from (`pinned`, `datapath`, `memory`, `initial` or
 //!   `algorithm`), `start_reason` why, and `memory` what the destination memory held when it
 //!   was consulted (`prefix`, `algorithm` or null, `score`), else null;
-//! - `report`: one report of the standard program and the window/rate answered to it;
-//!   `on_report_errors`, present once a Python algorithm's `on_report` raised, counts the
-//!   flow's exceptions so far (the report was answered with the window kept);
+//! - `report`: one report of the standard program and the window/rate answered to it. A Python
+//!   algorithm's troubles are counted per flow so far (see [`crate::python_guard`]), each field
+//!   present once its count is above 0 (the report was answered with the window kept):
+//!   `on_report_errors` (its `on_report` raised), `python_bad_values` (it set a window or rate
+//!   that was refused), `python_timeouts` (it ran past its time budget and was abandoned),
+//!   `python_skipped` (reports answered without calling it: suspended after a timeout, or the
+//!   interpreter still busy with an abandoned call);
 //! - `handover`: the flow changed algorithm, why, and the features that decided it;
-//! - `close`: the flow ended; `on_report_errors` is the flow's total (0 when none).
+//! - `close`: the flow ended; `on_report_errors`, `python_bad_values`, `python_timeouts` and
+//!   `python_skipped` are the flow's totals (0 when none).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -32,6 +37,7 @@ use tracing::warn;
 
 use crate::flow::Handover;
 use crate::memory::Start;
+use crate::python_guard::PythonCounts;
 use crate::registry::{Endpoints, FlowId};
 
 /// Buffered lines reach the file at least this often.
@@ -90,6 +96,12 @@ struct ReportLine<'a> {
     dp_us: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     on_report_errors: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    python_bad_values: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    python_timeouts: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    python_skipped: Option<u64>,
     t_us: u64,
     datapath: u64,
     sid: u32,
@@ -97,8 +109,8 @@ struct ReportLine<'a> {
 
 pub struct EventLog {
     out: Arc<Sink>,
-    /// `on_report` exceptions of each open flow that raised at least once.
-    errors: Mutex<HashMap<FlowId, u64>>,
+    /// What went wrong with the Python callbacks of each open flow where anything did.
+    python: Mutex<HashMap<FlowId, PythonCounts>>,
 }
 
 fn now_us() -> u64 {
@@ -132,7 +144,7 @@ impl EventLog {
                 None => return,
             }
         })?;
-        Ok(Self { out, errors: Mutex::new(HashMap::new()) })
+        Ok(Self { out, python: Mutex::new(HashMap::new()) })
     }
 
     fn write(&self, mut event: Value, key: FlowId) {
@@ -177,18 +189,19 @@ impl EventLog {
         cwnd_bytes: Option<u64>,
         pacing_rate_bytes_per_s: Option<u64>,
     ) {
-        // The exceptions raised while this report was handled (same thread, just before).
-        let raised = crate::python::take_errors();
-        let mut errors = self.errors.lock().expect("error counts poisoned");
-        let total = match errors.get_mut(&key) {
+        // What the Python guard counted while this report was handled (same thread, just before).
+        let counted = crate::python_guard::take_counts();
+        let mut python = self.python.lock().expect("python counts poisoned");
+        let total = match python.get_mut(&key) {
             Some(n) => {
-                *n += raised;
+                *n += counted;
                 *n
             }
-            None if raised > 0 => *errors.entry(key).or_insert(raised),
-            None => 0,
+            None if !counted.is_zero() => *python.entry(key).or_insert(counted),
+            None => PythonCounts::default(),
         };
-        drop(errors);
+        drop(python);
+        let present = |n: u64| (n > 0).then_some(n);
         self.append(&ReportLine {
             event: "report",
             algorithm,
@@ -201,7 +214,10 @@ impl EventLog {
             delivery_rate_bps: m.delivery_rate_bytes_per_s.saturating_mul(8),
             timeout: m.timeout,
             dp_us: m.now_us,
-            on_report_errors: (total > 0).then_some(total),
+            on_report_errors: present(total.errors),
+            python_bad_values: present(total.bad_values),
+            python_timeouts: present(total.timeouts),
+            python_skipped: present(total.skipped),
             t_us: now_us(),
             datapath: key.datapath,
             sid: key.sid,
@@ -218,10 +234,11 @@ impl EventLog {
     }
 
     pub fn close(&self, key: FlowId, algorithm: &str, reports: u64, handovers: u32) {
-        let errors = self.errors.lock().expect("error counts poisoned").remove(&key).unwrap_or(0);
+        let python = self.python.lock().expect("python counts poisoned").remove(&key).unwrap_or_default();
         self.write(
             json!({"event": "close", "algorithm": algorithm, "reports": reports, "handovers": handovers,
-                   "on_report_errors": errors}),
+                   "on_report_errors": python.errors, "python_bad_values": python.bad_values,
+                   "python_timeouts": python.timeouts, "python_skipped": python.skipped}),
             key,
         );
         flush(&self.out);
@@ -231,7 +248,11 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python::{count_error, take_errors};
+    use crate::python_guard::{count, take_counts};
+
+    fn count_error() {
+        count(PythonCounts { errors: 1, ..Default::default() });
+    }
 
     fn events(path: &Path) -> Vec<Value> {
         std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -245,7 +266,7 @@ mod tests {
         let log = EventLog::create(&path).unwrap();
         let (a, b) = (FlowId { datapath: 1, sid: 1 }, FlowId { datapath: 1, sid: 2 });
         let m = Measurement::default();
-        take_errors();
+        take_counts();
         log.report(a, "Raises", &m, Some(14480), None); // no error yet
         count_error();
         log.report(a, "Raises", &m, Some(14480), None);
@@ -274,6 +295,20 @@ mod tests {
         let ev = events(&path);
         assert_eq!(ev[9]["on_report_errors"].as_u64(), Some(0));
         assert!(ev[8].get("on_report_errors").is_none());
+        // Timeouts, skipped reports and refused values are counted alike, each its own field.
+        let c = FlowId { datapath: 2, sid: 7 };
+        count(PythonCounts { timeouts: 1, skipped: 3, ..Default::default() });
+        log.report(c, "Stuck", &m, Some(14480), None);
+        count(PythonCounts { bad_values: 2, skipped: 1, ..Default::default() });
+        log.report(c, "Stuck", &m, Some(14480), None);
+        log.close(c, "Stuck", 2, 0);
+        let ev = events(&path);
+        let fields = |e: &Value| {
+            ["on_report_errors", "python_bad_values", "python_timeouts", "python_skipped"].map(|k| e.get(k).and_then(Value::as_u64))
+        };
+        assert_eq!(fields(&ev[10]), [None, None, Some(1), Some(3)]);
+        assert_eq!(fields(&ev[11]), [None, Some(2), Some(1), Some(4)]);
+        assert_eq!(fields(&ev[12]), [Some(0), Some(2), Some(1), Some(4)]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -14,6 +14,7 @@ pub mod memory;
 pub mod operator;
 pub mod program;
 pub mod python;
+pub mod python_guard;
 pub mod registry;
 pub mod selector;
 pub mod server;
