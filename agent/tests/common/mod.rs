@@ -47,11 +47,17 @@ impl AgentProcess {
     /// An agent on the datapath socket `agent.sock` in `dir` (from `test_dir`), with `args`
     /// (which need `--log-level` info or finer); returns once it logged that it listens.
     pub fn start_in(dir: PathBuf, args: &[&str]) -> AgentProcess {
+        AgentProcess::start_in_with_env(dir, args, &[])
+    }
+
+    /// `start_in`, with these environment variables set for the agent (e.g. `PYTHONPATH`).
+    pub fn start_in_with_env(dir: PathBuf, args: &[&str], env: &[(&str, &str)]) -> AgentProcess {
         let (socket, log) = (dir.join("agent.sock"), dir.join("agent.log"));
         let log_file = File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_ccswitch-agent"))
             .args(["--socket", socket.to_str().unwrap()])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().unwrap())
             .stderr(log_file)
