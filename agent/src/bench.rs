@@ -9,12 +9,16 @@
 //! would in the agent. A policy that names a model (with `decide.temporal = true`, so that the
 //! model is evaluated on every report) measures the model's cost in the agent.
 //!
+//! With a gap (`--bench-report-gap-us`), the agent sleeps that long between reports and only
+//! the reports are timed, one by one: the cost of a report that finds the threads it hands
+//! work to asleep (a Python algorithm's worker, see crate::python_guard).
+//!
 //! The reports are synthetic and the same for every algorithm (a fixed seed): one RTT of ACKs
 //! each (10–60 segments, RTT 40–60 ms), about one in 100 with a loss of 1–3 packets and one
 //! in 5000 with a timeout.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use ccswitch_protocol::standard::report;
@@ -29,7 +33,7 @@ const INIT_CWND_BYTES: u64 = 10 * MSS_BYTES;
 /// Reports run before timing starts (interpreter and caches warm).
 const WARMUP_REPORTS: usize = 2000;
 
-pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()> {
+pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>, gap: Duration) -> Result<()> {
     let simple = SimpleProgram::compile()?;
     let cache = ProgramCache::default();
     let instance = flow::instantiate(spec)?;
@@ -51,13 +55,25 @@ pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>) -> Result<()
     for fields in warmup {
         std::hint::black_box(flow.on_report(fields, &simple)?.answer);
     }
-    let start = Instant::now();
-    for fields in timed {
-        std::hint::black_box(flow.on_report(fields, &simple)?.answer);
-    }
-    let elapsed = start.elapsed();
+    let elapsed = if gap.is_zero() {
+        let start = Instant::now();
+        for fields in timed {
+            std::hint::black_box(flow.on_report(fields, &simple)?.answer);
+        }
+        start.elapsed()
+    } else {
+        let mut elapsed = Duration::ZERO;
+        for fields in timed {
+            std::thread::sleep(gap);
+            let start = Instant::now();
+            std::hint::black_box(flow.on_report(fields, &simple)?.answer);
+            elapsed += start.elapsed();
+        }
+        elapsed
+    };
     let out = serde_json::json!({
         "algorithm": spec, "name": name, "policy": policy_name, "model": model_name, "reports": reports,
+        "gap_us": gap.as_micros() as u64,
         "us_per_report": elapsed.as_secs_f64() * 1e6 / reports.max(1) as f64,
         "final_algorithm": flow.name(), "handovers": flow.handovers,
         "final_cwnd_bytes": flow.cwnd_bytes().unwrap_or(0),

@@ -78,6 +78,10 @@ pub struct AgentCli {
     /// print JSON and exit (used by `ccswitch bench authoring`).
     #[arg(long, hide = true, value_name = "N")]
     pub bench_reports: Option<usize>,
+    /// With --bench-reports: sleep this long between reports (not timed), as a flow that
+    /// reports once per RTT does, so that threads the agent hands work to have gone to sleep.
+    #[arg(long, hide = true, value_name = "US", default_value_t = 0, requires = "bench_reports")]
+    pub bench_report_gap_us: u64,
 }
 
 fn parse_budget_ms(s: &str) -> Result<f64, String> {

@@ -43,6 +43,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("list_algorithms", "--list-algorithms: run `ccswitch-agent --list-algorithms`"),
     ("list_policies", "--list-policies: run `ccswitch-agent --list-policies`"),
     ("bench_reports", "--bench-reports: run `ccswitch-agent --bench-reports N`"),
+    ("bench_report_gap_us", "--bench-report-gap-us: run `ccswitch-agent --bench-reports N`"),
     ("control_socket_renamed", "--control-socket was renamed: use --operator-socket (the operator interface)"),
 ];
 

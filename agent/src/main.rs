@@ -133,7 +133,7 @@ fn main() -> Result<()> {
     stop_on_signals(Arc::clone(&owned))?;
     let policy = args.algorithm_and_policy()?;
     if let Some(n) = args.bench_reports {
-        return bench::run(&args.algorithm, n, policy);
+        return bench::run(&args.algorithm, n, policy, std::time::Duration::from_micros(args.bench_report_gap_us));
     }
     let result = (|| {
         let agent = args.agent(policy, &owned)?;

@@ -173,7 +173,7 @@ pub(crate) fn count(add: PythonCounts) {
 pub(crate) enum LogAs {
     /// In full (with a traceback, where there is one).
     Full,
-    /// In full, and a line saying that further ones are logged one in [`LOG_EVERY`].
+    /// In full, and a line saying that further ones are suppressed but for one in [`LOG_EVERY`].
     FullThenThinned,
     /// One line with the count so far.
     Count,
@@ -262,7 +262,10 @@ impl FlowGuard {
                     LogAs::Quiet => {}
                 }
                 if log_as(n) == LogAs::FullThenThinned {
-                    error!("{who}: further timeouts of this flow logged one in {LOG_EVERY} (all counted in the events file as python_timeouts)");
+                    error!(
+                        "{who}: further timeouts of this flow suppressed (one line per {LOG_EVERY}; every one \
+                         is counted in the events file as python_timeouts)"
+                    );
                 }
                 None
             }
@@ -270,31 +273,51 @@ impl FlowGuard {
     }
 
     fn returned<R>(&mut self, who: &dyn fmt::Display, called: Called<R>) -> Option<R> {
-        let (what, detail, n) = match called {
+        // The traceback ends a message (fields would land after its last line).
+        match called {
             Called::Returned(r) => return Some(r),
             Called::Raised(traceback) => {
                 self.add(PythonCounts { errors: 1, ..Default::default() });
-                ("raised", traceback, self.counts.errors)
+                let n = self.counts.errors;
+                match log_as(n) {
+                    LogAs::Full | LogAs::FullThenThinned => error!(
+                        "{who}: on_report raised; the flow keeps its window (error {n} of this flow)\n{traceback}"
+                    ),
+                    LogAs::Count => error!(
+                        "{who}: on_report keeps raising; the flow keeps its window (error {n} of this flow): {}",
+                        traceback.lines().last().unwrap_or_default()
+                    ),
+                    LogAs::Quiet => {}
+                }
+                if log_as(n) == LogAs::FullThenThinned {
+                    error!(
+                        "{who}: further on_report errors of this flow suppressed (one line per {LOG_EVERY}; \
+                         every error is counted in the events file as on_report_errors)"
+                    );
+                }
             }
             Called::Refused(why) => {
                 self.add(PythonCounts { bad_values: 1, ..Default::default() });
-                ("set a value refused", why, self.counts.bad_values)
+                let n = self.counts.bad_values;
+                match log_as(n) {
+                    LogAs::Full | LogAs::FullThenThinned => error!(
+                        "{who}: on_report set a value the agent refuses; the call is discarded and the \
+                         flow keeps its window (refusal {n} of this flow)\n{why}"
+                    ),
+                    LogAs::Count => error!(
+                        "{who}: on_report keeps setting refused values; the flow keeps its window (refusal {n} \
+                         of this flow): {}",
+                        why.lines().next().unwrap_or_default()
+                    ),
+                    LogAs::Quiet => {}
+                }
+                if log_as(n) == LogAs::FullThenThinned {
+                    error!(
+                        "{who}: further refused values of this flow suppressed (one line per {LOG_EVERY}; \
+                         every one is counted in the events file as python_bad_values)"
+                    );
+                }
             }
-        };
-        // The traceback ends the message (fields would land after its last line).
-        match log_as(n) {
-            LogAs::Full | LogAs::FullThenThinned => {
-                error!("{who}: on_report {what}; the flow keeps its window ({what} {n} times)\n{detail}")
-            }
-            LogAs::Count => error!("{who}: on_report {what} again; the flow keeps its window ({n} times)"),
-            LogAs::Quiet => {}
-        }
-        if log_as(n) == LogAs::FullThenThinned {
-            error!(
-                "{who}: further `on_report {what}` of this flow logged one in {LOG_EVERY} (all counted \
-                 in the events file as {})",
-                if what == "raised" { "on_report_errors" } else { "python_bad_values" }
-            );
         }
         None
     }
@@ -468,15 +491,15 @@ impl Shared {
     fn wait_done(&self, seq: u64, deadline: Instant) -> bool {
         let spin_until = (Instant::now() + SUBMITTER_SPIN).min(deadline);
         loop {
-            for _ in 0..64 {
-                if self.done.load(Ordering::Acquire) >= seq {
-                    return true;
-                }
-                std::hint::spin_loop();
+            if self.done.load(Ordering::Acquire) >= seq {
+                return true;
             }
             if Instant::now() >= spin_until {
                 break;
             }
+            // Yielding rather than spinning: on a busy machine the worker may be waiting for
+            // this very CPU.
+            std::thread::yield_now();
         }
         let mut slot = self.lock();
         while self.done.load(Ordering::Acquire) < seq {
@@ -510,16 +533,8 @@ impl Shared {
     fn next_job(&self) -> (u64, Job) {
         let spin_until = Instant::now() + WORKER_SPIN;
         let mut seen = self.done.load(Ordering::Acquire);
-        'spin: loop {
-            for _ in 0..64 {
-                if self.posted.load(Ordering::Acquire) > seen {
-                    break 'spin;
-                }
-                std::hint::spin_loop();
-            }
-            if Instant::now() >= spin_until {
-                break;
-            }
+        while self.posted.load(Ordering::Acquire) <= seen && Instant::now() < spin_until {
+            std::thread::yield_now();
         }
         let mut slot = self.lock();
         loop {

@@ -23,7 +23,7 @@ from ccswitch.authoring import Algorithm
 
 class Raises(Algorithm):
     def on_report(self, flow):
-        flow.cwnd = 1  # never applied: the call fails
+        flow.cwnd = 3 * flow.mss  # never applied: the call fails
         raise RuntimeError("deliberately broken algorithm")
 '''
 
@@ -123,7 +123,7 @@ def test_a_raising_python_algorithm_is_logged_and_the_flow_completes(run):
     assert "Raises (py:faulty_alg:Raises): on_report raised; the flow keeps its window" in log
     assert "Traceback (most recent call last)" in log
     assert "RuntimeError: deliberately broken algorithm" in log
-    # The window stayed at the initial one, never the 1 byte assigned before the raise.
+    # The window stayed at the initial one, never the 3 segments assigned before the raise.
     assert all(set(w) <= {init} for init, w in raises.values()), raises
 
 

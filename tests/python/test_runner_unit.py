@@ -73,6 +73,8 @@ def test_the_progress_line_says_ok_errors_and_python_exceptions():
     assert progress.transfer_status(dict(ok, on_report_errors=0)) == "ok"
     assert progress.transfer_status(dict(ok, on_report_errors=73)) == "ok (73 on_report errors)"
     assert progress.transfer_status(dict(ok, on_report_errors=1)) == "ok (1 on_report error)"
+    assert progress.transfer_status(dict(ok, on_report_errors=0, python_timeouts=2, python_skipped=1,
+                                         python_bad_values=0)) == "ok (2 python timeouts, 1 skipped python report)"
     assert progress.transfer_status({"error": "curl: (28) x", "sha256_ok": False}) == "ERROR curl: (28) x"
     assert progress.transfer_status({"error": None, "sha256_ok": False}) == "SHA-256 MISMATCH"
 
@@ -87,6 +89,7 @@ def test_rows_carry_the_path_and_agent_columns_before_the_transfer_runs():
     assert native["path"] == "RTT 50 ms, 24 Mbit/s, loss 1% down, queue 100 pkts"
     assert "on_report_errors" not in native
     assert (agent["repetition"], agent["algorithms"], agent["on_report_errors"]) == (2, None, None)
+    assert (agent["python_timeouts"], agent["python_skipped"], agent["python_bad_values"]) == (None, None, None)
 
 
 # ------------------------------------------- the run loop with its network replaced by fakes

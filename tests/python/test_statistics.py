@@ -82,7 +82,7 @@ def test_format_table():
 def test_cells_say_whether_they_failed_and_how_often_python_raised():
     rows = [row("a", "native:cubic", 1.5),
             dict(row("a", "kernel:py:m:Raises", 1.6), on_report_errors=40),
-            dict(row("a", "kernel:py:m:Raises", 1.7), on_report_errors=33),
+            dict(row("a", "kernel:py:m:Raises", 1.7), on_report_errors=33, python_timeouts=1, python_bad_values=0),
             dict(row("a", "kernel:py:m:Die", None, ok=False, error="ccswitch-agent exited with killed by SIGKILL"),
                  on_report_errors=0),
             dict(row("a", "kernel:py:m:Die", None, ok=False,
@@ -93,7 +93,8 @@ def test_cells_say_whether_they_failed_and_how_often_python_raised():
     s = {r["scheme"]: r for r in stats.summarize(rows)}
     assert s["native:cubic"]["status"] == "ok" and s["native:cubic"]["on_report_errors"] is None
     assert s["kernel:py:m:Raises"]["on_report_errors"] == 73
-    assert s["kernel:py:m:Raises"]["status"] == "ok (73 on_report errors)"
+    assert s["kernel:py:m:Raises"]["status"] == "ok (73 on_report errors, 1 python timeout)"
+    assert (s["kernel:py:m:Raises"]["python_timeouts"], s["kernel:py:m:Raises"]["python_skipped"]) == (1, None)
     assert s["kernel:py:m:Die"]["status"] == "all 2 failed: ccswitch-agent exited with killed by SIGKILL"
     bbr = s["native:bbr"]["status"]
     assert bbr.startswith("1 of 2 failed: curl: (28) Operation timed out after 1000 milliseconds")
@@ -102,7 +103,7 @@ def test_cells_say_whether_they_failed_and_how_often_python_raised():
     assert table.splitlines()[0].split()[-1] == "status"
     die = next(l for l in table.splitlines() if "kernel:py:m:Die" in l)
     assert die.endswith("all 2 failed: ccswitch-agent exited with killed by SIGKILL")
-    assert next(l for l in table.splitlines() if "Raises" in l).endswith("ok (73 on_report errors)")
+    assert next(l for l in table.splitlines() if "Raises" in l).endswith("ok (73 on_report errors, 1 python timeout)")
 
 
 def test_policy_cells_say_which_algorithm_their_transfers_ended_on():

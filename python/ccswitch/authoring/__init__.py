@@ -47,6 +47,17 @@ What the algorithm sets (ints or floats; floats are rounded):
     leave pacing to the datapath), ``set_period_us(us)``, ``set_report_per_ack()``,
     ``set_report_per_rtt()``.
 
+What the agent refuses or abandons (the flow then keeps the window it had before the call, as
+if the call had not happened, and the events file counts it):
+    a window outside 2 segments .. 65535 * 2**14 bytes (the largest TCP window) or a rate
+    outside 2 segments per second .. 10**12 bytes/s, NaN, infinity, negative or 0: the setter
+    raises ``ValueError`` at that line, and the call is discarded even if the algorithm catches
+    it (``python_bad_values``); an exception (``on_report_errors``); a callback still running
+    after its time budget (``ccswitch-agent --python-budget-ms``, 5 ms by default), which is
+    interrupted with ``CallbackTimeout`` (a ``BaseException``) and its flow's reports answered
+    without Python for 200 ms, doubling with each overrun in a row up to 10 s
+    (``python_timeouts``, ``python_skipped``).
+
 Optional helper: ``classify()`` runs the control flow the Rust loss-based algorithms share
 (timeout, first loss of a congestion event, hold while recovering, slow start) and returns
 ``("timeout" | "congestion" | "hold" | "avoidance", bytes_for_congestion_avoidance)``.

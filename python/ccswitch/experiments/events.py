@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import results
+from .statistics import PYTHON_COUNTS
 # an events file's lines are read by the run directory's reader (rundir.py); `read_events` is
 # also this module's for the readers of an agent's whole file (sweep.py)
 from .rundir import RunDirectoryError, parse_event_line, read_events  # noqa: F401
@@ -79,13 +80,18 @@ class FlowEvents:
     def handovers(self) -> List[dict]:
         return [e for e in self.events if e["event"] == "handover"]
 
+    def python_count(self, key: str) -> int:
+        """One of the agent's counts of the flow's Python algorithm (statistics.PYTHON_COUNTS:
+        `on_report_errors`, `python_timeouts`, ...): the close event's total, else the latest
+        report's running count; 0 for flows where it never happened."""
+        if self.close is not None and key in self.close:
+            return int(self.close[key] or 0)
+        return max((int(e.get(key) or 0) for e in self.events if e["event"] == "report"), default=0)
+
     @property
     def on_report_errors(self) -> int:
-        """Exceptions the flow's Python algorithm raised in on_report (the close event's
-        total, else the latest report's running count; 0 for flows that never raised)."""
-        if self.close is not None and "on_report_errors" in self.close:
-            return int(self.close["on_report_errors"] or 0)
-        return max((int(e.get("on_report_errors") or 0) for e in self.events if e["event"] == "report"), default=0)
+        """Exceptions the flow's Python algorithm raised in on_report."""
+        return self.python_count("on_report_errors")
 
     @property
     def acked_bytes(self) -> int:
@@ -218,7 +224,7 @@ def transfer_label(index: int, row: dict) -> str:
 class EventCollector:
     """Used by the runner: after each agent-scheme transfer, finds its flow in the agent's
     events file, writes the flow's slice, and fills the row's `algorithms`, `handovers`,
-    `events`, `flow`, `on_report_errors`; appends the handovers to the run's `handovers.jsonl`."""
+    `events`, `flow` and the agent's Python counts (statistics.PYTHON_COUNTS); appends the handovers to the run's `handovers.jsonl`."""
 
     def __init__(self, out_dir: str) -> None:
         self.out_dir = out_dir
@@ -234,7 +240,8 @@ class EventCollector:
         import time
 
         sleep = sleep or time.sleep
-        row.update(algorithms=None, handover_events=None, events=None, flow=None, events_note=None, on_report_errors=None)
+        row.update(algorithms=None, handover_events=None, events=None, flow=None, events_note=None,
+                   **{k: None for k, _ in PYTHON_COUNTS})
         if events_path is None:
             row["events_note"] = "the agent wrote no events file"
             return
@@ -261,7 +268,8 @@ class EventCollector:
                        "closed": flow.close is not None, "reports": len(flow.reports)}
         row["algorithms"] = flow.algorithms()
         row["handover_events"] = handover_records(flow)
-        row["on_report_errors"] = flow.on_report_errors
+        for k, _ in PYTHON_COUNTS:
+            row[k] = flow.python_count(k)
         for s in row["handover_events"]:
             self.handover_log.append({"transfer": index, "client": row["client"], "scheme": row["scheme"],
                                     "repetition": row["repetition"], "file_bytes": row["file_bytes"], **s})

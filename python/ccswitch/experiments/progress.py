@@ -7,10 +7,12 @@ import os
 
 from ..topology import bridges as _ovs
 from .scenario import Client, display_label
+from .statistics import python_troubles
 
 
 def transfer_status(row: dict) -> str:
-    """The verdict on one transfer for the progress line: "ok", "ok (73 on_report errors)",
+    """The verdict on one transfer for the progress line: "ok", "ok (73 on_report errors, 2
+    python timeouts)",
     "ERROR curl: (28) ...", "SHA-256 MISMATCH"."""
     if row["error"]:
         status = f"ERROR {row['error']}"
@@ -18,10 +20,7 @@ def transfer_status(row: dict) -> str:
         status = "SHA-256 MISMATCH"
     else:
         status = "ok"
-    n = row.get("on_report_errors")
-    if n:
-        status += f" ({n} on_report error{'s' if n != 1 else ''})"
-    return status
+    return status + python_troubles(row)
 
 
 def progress_line(i: int, total: int, client: Client, row: dict, out_dir: str) -> str:

@@ -56,6 +56,9 @@ TRANSFER_COLUMNS = [
     ("handovers", "int32"),          # number of algorithm changes (len(handover_events))
     ("handover_events", "handover_events"),  # each handover: t_s, from, to, kind, reason, features (JSON), ...
     ("on_report_errors", "int64"),   # exceptions a Python algorithm's on_report raised for this flow
+    ("python_bad_values", "int64"),  # its callbacks that set a window or rate the agent refused
+    ("python_timeouts", "int64"),    # its callbacks abandoned past the agent's time budget
+    ("python_skipped", "int64"),     # its reports answered without calling Python (see agent/src/python_guard.rs)
     ("host", "string"),          # the host the transfer ran on (a distributed run has several)
     ("unit", "string"),          # the transfer's unit key (units.unit_key): what a resumed run skips
     # measurements (experiments/README.md, "Metrics"): the flow of the scheme under test;

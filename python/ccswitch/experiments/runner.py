@@ -386,7 +386,7 @@ class Runner:
                "error": None, "curl_exit": None}
         row.update(client.path_fields())
         if scheme.uses_agent:
-            row.update(algorithms=None, handover_events=None, on_report_errors=None)
+            row.update(algorithms=None, handover_events=None, **{k: None for k, _ in stats.PYTHON_COUNTS})
         return row
 
     def _communicate(self, what: str, out_file: Optional[str], size: int, t0: float,

@@ -22,6 +22,18 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .scenario import display_label
 
+#: What the agent counts per flow of a Python algorithm (agent/src/python_guard.rs), as the
+#: events file and transfer rows name it, and as a status line says it: exceptions, windows or
+#: rates refused, callbacks abandoned past their time budget, reports answered without Python.
+PYTHON_COUNTS = (("on_report_errors", "on_report error"), ("python_bad_values", "refused value"),
+                 ("python_timeouts", "python timeout"), ("python_skipped", "skipped python report"))
+
+
+def python_troubles(row: dict) -> str:
+    """" (73 on_report errors, 2 python timeouts)" for a row's non-zero Python counts, else ""."""
+    said = [f"{row[k]} {name}{'s' if row[k] != 1 else ''}" for k, name in PYTHON_COUNTS if row.get(k)]
+    return f" ({', '.join(said)})" if said else ""
+
 
 def t975(df: int) -> float:
     """Two-sided 95% critical value of Student's t with `df` degrees of freedom
@@ -63,8 +75,8 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
 
     A row counts towards the TCT statistics only if it has no error and its SHA-256 matched.
     Returns, in first-seen order, dicts with: client, scheme, n, tct_median_s, tct_mean_s,
-    ci95 [lo, hi], integrity_failures, errors, attempts, on_report_errors (summed over the
-    group's transfers; None when no row carries the count, e.g. native schemes), first_error
+    ci95 [lo, hi], integrity_failures, errors, attempts, the PYTHON_COUNTS (each summed over the
+    group's transfers; None when no row carries it, e.g. native schemes), first_error
     (the first failed transfer's error, None if none), status (`cell_status`) and ended_on
     (for transfers whose rows name the `algorithms` their flow ran: how many ended on each,
     most first; None when no row does). Statistics are None when n = 0.
@@ -77,14 +89,15 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
     for r in rows:
         key = tuple(r[k] for k in group_keys)
         g = groups.setdefault(key, {"tcts": [], "integrity_failures": 0, "errors": 0, "attempts": 0,
-                                    "on_report_errors": None, "first_error": None, "ended_on": None,
+                                    **{k: None for k, _ in PYTHON_COUNTS}, "first_error": None, "ended_on": None,
                                     "metrics": {m: [] for m in SUMMARY_METRICS}})
         g["attempts"] += 1
         if r.get("algorithms"):
             ended = g["ended_on"] = g["ended_on"] or {}
             ended[r["algorithms"][-1]] = ended.get(r["algorithms"][-1], 0) + 1
-        if r.get("on_report_errors") is not None:
-            g["on_report_errors"] = (g["on_report_errors"] or 0) + int(r["on_report_errors"])
+        for k, _ in PYTHON_COUNTS:
+            if r.get(k) is not None:
+                g[k] = (g[k] or 0) + int(r[k])
         if r.get("error"):
             g["errors"] += 1
             if g["first_error"] is None:
@@ -114,7 +127,8 @@ def summarize(rows: Iterable[dict], group_keys=("client", "scheme")) -> List[dic
         row["integrity_failures"] = g["integrity_failures"]
         row["errors"] = g["errors"]
         row["attempts"] = g["attempts"]
-        row["on_report_errors"] = g["on_report_errors"]
+        for k, _ in PYTHON_COUNTS:
+            row[k] = g[k]
         row["first_error"] = g["first_error"]
         row["ended_on"] = None if g["ended_on"] is None else dict(
             sorted(g["ended_on"].items(), key=lambda kv: (-kv[1], kv[0])))
@@ -404,11 +418,7 @@ def cell_status(row: dict) -> str:
         parts.append(f"{how}: {err}" if err else how)
     if row.get("integrity_failures"):
         parts.append(f"{row['integrity_failures']} SHA-256 mismatch(es)")
-    status = "; ".join(parts) or "ok"
-    n = row.get("on_report_errors")
-    if n:
-        status += f" ({n} on_report error{'s' if n != 1 else ''})"
-    return status
+    return ("; ".join(parts) or "ok") + python_troubles(row)
 
 
 #: The keys (and only those) of each row of `ccswitch run --json`.

@@ -30,6 +30,7 @@ STORED_REPORT_FIELDS = ("t_us", "dp_us", "rtt_us", "acked_bytes", "lost_packets"
 #: Row fields kept in a cell.
 STORED_ROW_FIELDS = ("tct_s", "ttfb_s", "connect_s", "bytes", "http_code", "sha256_ok", "cc_observed",
                      "started_at", "wall_s", "load1", "error", "curl_exit", "algorithms", "on_report_errors",
+                     "python_bad_values", "python_timeouts", "python_skipped",
                      # the packet probe's figures (experiments/README.md, "Metrics"), what objectives read
                      "throughput_mbps", "link_utilisation", "delay_p50_ms", "delay_p95_ms", "delay_p99_ms",
                      "delay_samples", "retrans_segs", "path_drops", "srtt_ms", "min_rtt_ms", "measurement_problems",
