@@ -360,7 +360,7 @@ pub struct Worker {
 }
 
 struct Shared {
-    slot: Mutex<Slot>,
+    slot: Mutex<Handoff>,
     /// The worker waits here for a job.
     job_posted: Condvar,
     /// Submitters wait here for their job's end, or for the worker to be free.
@@ -380,7 +380,7 @@ struct Shared {
 }
 
 #[derive(Default)]
-struct Slot {
+struct Handoff {
     next_seq: u64,
     pending: Option<(u64, Job)>,
     running: Option<u64>,
@@ -406,7 +406,7 @@ pub fn worker() -> &'static Worker {
 impl Worker {
     pub fn start() -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
-            slot: Mutex::new(Slot { next_seq: 1, ..Default::default() }),
+            slot: Mutex::new(Handoff { next_seq: 1, ..Default::default() }),
             job_posted: Condvar::new(),
             job_done: Condvar::new(),
             abandoned: Condvar::new(),
@@ -455,7 +455,7 @@ impl Worker {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Slot> {
+    fn lock(&self) -> MutexGuard<'_, Handoff> {
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
