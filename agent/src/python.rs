@@ -42,6 +42,10 @@ use crate::python_guard::{check_rate, check_window, Called, FlowGuard};
 const PLACEHOLDER_MSS_BYTES: u32 = 1448;
 
 /// Load `MODULE:CLASS` (the part after `py:`) and instantiate the class for one flow.
+///
+/// Like the callbacks, this runs on the Python worker ([`crate::python_guard::load`]), so that
+/// the agent's thread never waits on the GIL: an import or constructor still running after
+/// [`crate::python_guard::LOAD_BUDGET`] is abandoned, interrupted, and the load fails.
 pub fn load(target: &str) -> Result<Box<dyn Algorithm>> {
     let (module, class) = target
         .rsplit_once(':')
@@ -49,7 +53,12 @@ pub fn load(target: &str) -> Result<Box<dyn Algorithm>> {
         .ok_or_else(|| {
             anyhow!("py:{target}: expected py:MODULE:CLASS, e.g. py:ccswitch.authoring.examples.reno:Reno")
         })?;
-    Python::with_gil(|py| {
+    let (target, module, class) = (target.to_string(), module.to_string(), class.to_string());
+    crate::python_guard::load(&format!("py:{target}"), move |py| load_with(py, &target, &module, &class))?
+}
+
+fn load_with(py: Python<'_>, target: &str, module: &str, class: &str) -> Result<Box<dyn Algorithm>> {
+    {
         set_up_paths(py);
         let m = py.import_bound(module).map_err(|e| {
             let hint = if e.is_instance_of::<pyo3::exceptions::PyModuleNotFoundError>(py) {
@@ -104,7 +113,7 @@ pub fn load(target: &str) -> Result<Box<dyn Algorithm>> {
             reporting,
             guard: FlowGuard::default(),
         }) as Box<dyn Algorithm>)
-    })
+    }
 }
 
 /// Make the modules of `VIRTUAL_ENV` importable (once per process). `PYTHONPATH` is read by
@@ -886,6 +895,16 @@ class Bad:
         let e = err("broken_probe:BadInit");
         assert!(e.contains("cannot instantiate broken_probe:BadInit") && e.contains("ZeroDivisionError"), "{e}");
         assert!(err("broken_probe:BadReporting").contains("\"sometimes\": expected"));
+        write_module("looping_init_probe", "class Loops:\n    def __init__(self):\n        while True:\n            pass\n    def on_report(self, flow):\n        pass\n");
+        let e = err("looping_init_probe:Loops");
+        assert!(e.contains("py:looping_init_probe:Loops: still loading (import and constructor) after 0.5 s"), "{e}");
+        // The interrupted constructor leaves the interpreter usable.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Err(e) = load("ccswitch.authoring.examples.reno:Reno") {
+            assert!(e.to_string().contains("still busy"), "{e:#}");
+            assert!(Instant::now() < deadline, "{e:#}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         write_module("syntax_error_probe", "def broken(:\n");
         let e = err("syntax_error_probe:X");
         assert!(e.contains("cannot import syntax_error_probe") && e.contains("SyntaxError"), "{e}");

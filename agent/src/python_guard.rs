@@ -51,6 +51,8 @@ pub const DEFAULT_BUDGET: Duration = Duration::from_millis(5);
 /// consecutive one.
 pub const FIRST_SUSPENSION: Duration = Duration::from_millis(200);
 pub const LONGEST_SUSPENSION: Duration = Duration::from_secs(10);
+/// How long loading a Python algorithm (its import and constructor, once per flow) may take.
+pub const LOAD_BUDGET: Duration = Duration::from_secs(5);
 /// An abandoned callback still running is interrupted again this often.
 pub const INTERRUPT_RETRY: Duration = Duration::from_millis(100);
 
@@ -325,6 +327,27 @@ impl FlowGuard {
     fn add(&mut self, add: PythonCounts) {
         self.counts += add;
         count(add);
+    }
+}
+
+/// Run `load` (the import and construction of `what`) on the worker within [`LOAD_BUDGET`].
+pub fn load<R: Send + 'static>(what: &str, load: impl FnOnce(Python<'_>) -> R + Send + 'static) -> anyhow::Result<R> {
+    if UNGUARDED.load(Ordering::Relaxed) {
+        return Ok(Python::with_gil(load));
+    }
+    #[cfg(not(test))]
+    let budget = LOAD_BUDGET;
+    #[cfg(test)]
+    let budget = tests::LOAD_BUDGET_IN_TESTS;
+    match worker().run(budget, load) {
+        Ran::Returned(r) => Ok(r),
+        Ran::TimedOut => Err(anyhow::anyhow!(
+            "{what}: still loading (import and constructor) after {} s: abandoned and interrupted",
+            budget.as_secs_f64()
+        )),
+        Ran::Skipped => Err(anyhow::anyhow!(
+            "{what}: cannot load now: the Python interpreter is still busy with a callback that ran past its budget"
+        )),
     }
 }
 
@@ -609,6 +632,9 @@ impl Shared {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Loading takes a few ms in tests; one that loops is abandoned sooner than in the agent.
+    pub(crate) const LOAD_BUDGET_IN_TESTS: Duration = Duration::from_millis(500);
 
     /// Tests that run Python take this lock: one whose callback hogs the interpreter would
     /// push another's past its budget.
