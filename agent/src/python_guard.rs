@@ -17,12 +17,18 @@
 //! kept, without calling Python, for [`FIRST_SUSPENSION`], doubling with each consecutive
 //! overrun up to [`LONGEST_SUSPENSION`], and reset by a callback that returns in time. An
 //! algorithm stuck in a loop would otherwise cost every other flow of the agent one budget per
-//! report it gets; suspended, it costs them one budget per suspension (5 ms per 10 s at worst).
+//! report it gets; suspended, it costs them one budget per suspension (20 ms per 10 s once
+//! the suspension has grown).
 //!
-//! Why 5 ms: a callback of the simple API takes 5–20 µs, so it is 250× a slow one; a worker
-//! thread preempted on a loaded 2-vCPU machine comes back within a few ms, so a callback that
-//! merely lost its CPU is rarely abandoned; and it is 100× below the datapaths' default agent
-//! timeout (500 ms), so an abandoned report is still answered long before any flow falls back.
+//! Why 20 ms: a callback of the simple API takes 1–20 µs, so it is a thousand times a slow one,
+//! and leaves room for what a sound callback sometimes does: its first exception's traceback
+//! read from disk, a lazy import, a garbage collection, or the worker thread preempted on a
+//! loaded machine (with 5 ms, one transfer of an always-raising algorithm in `tests/python/
+//! test_run_failures.py` had 5 of its 27 reports answered without the callback, an overrun and
+//! its suspension, on this 2-vCPU machine). An overrun is
+//! costly beyond its report: the callback is interrupted half-way, so the algorithm's own
+//! state may be torn. And 20 ms is 25× below the datapaths' default agent timeout (500 ms), so
+//! an abandoned report is still answered long before any flow falls back.
 //!
 //! **Values.** A window or rate a callback sets is checked ([`check_window`], [`check_rate`]):
 //! NaN, infinite, negative, zero, below 2 segments or beyond what TCP can express is refused.
@@ -46,7 +52,7 @@ use pyo3::prelude::*;
 use tracing::{error, warn};
 
 /// How long the agent waits for one callback by default (see the module's documentation).
-pub const DEFAULT_BUDGET: Duration = Duration::from_millis(5);
+pub const DEFAULT_BUDGET: Duration = Duration::from_millis(20);
 /// How long a flow's callbacks are skipped after its first overrun; doubles with each
 /// consecutive one.
 pub const FIRST_SUSPENSION: Duration = Duration::from_millis(200);

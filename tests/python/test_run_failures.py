@@ -112,15 +112,18 @@ def test_a_python_algorithm_that_always_raises_is_counted_everywhere(run):
     for r in raises:
         assert r["error"] is None and r["sha256_ok"], r  # the flow completes with its window kept
         assert r["flow"] and r["flow"]["reports"] > 0, r
-        # every report raised, and every raise is counted
-        assert r["on_report_errors"] == r["flow"]["reports"], r
+        # every report raised and every raise is counted, but for reports the agent's guard
+        # answered without the callback (one that overran its time budget on a loaded machine,
+        # and its suspension), counted too
+        unguarded = (r["python_timeouts"] or 0) + (r["python_skipped"] or 0)
+        assert r["on_report_errors"] > 0 and r["on_report_errors"] + unguarded == r["flow"]["reports"], r
         assert re.search(rf"{re.escape(RAISES)} rep {r['repetition']}: [0-9.]+ s ok "
-                         rf"\({r['on_report_errors']} on_report errors?\)", cp.stderr), cp.stderr[-3000:]
+                         rf"\({r['on_report_errors']} on_report errors?[,)]", cp.stderr), cp.stderr[-3000:]
     total = sum(r["on_report_errors"] for r in raises)
     summary = json.loads((out / "summary.json").read_text())
     cell = next(r for r in summary["rows"] if r["scheme"] == RAISES)
-    assert cell["on_report_errors"] == total and cell["status"] == f"ok ({total} on_report errors)"
-    assert f"ok ({total} on_report errors)" in (out / "summary.txt").read_text()
+    assert cell["on_report_errors"] == total and cell["status"].startswith(f"ok ({total} on_report errors")
+    assert f"ok ({total} on_report errors" in (out / "summary.txt").read_text()
     assert [r["on_report_errors"] for r in results.read_transfers_parquet(out / "transfers.parquet")
             if r["scheme"] == RAISES] == [r["on_report_errors"] for r in raises]
     healthy = [r for r in rows if r["scheme"] == "kernel:reno"]

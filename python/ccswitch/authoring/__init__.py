@@ -53,7 +53,7 @@ if the call had not happened, and the events file counts it):
     outside 2 segments per second .. 10**12 bytes/s, NaN, infinity, negative or 0: the setter
     raises ``ValueError`` at that line, and the call is discarded even if the algorithm catches
     it (``python_bad_values``); an exception (``on_report_errors``); a callback still running
-    after its time budget (``ccswitch-agent --python-budget-ms``, 5 ms by default), which is
+    after its time budget (``ccswitch-agent --python-budget-ms``, 20 ms by default), which is
     interrupted with ``CallbackTimeout`` (a ``BaseException``) and its flow's reports answered
     without Python for 200 ms, doubling with each overrun in a row up to 10 s
     (``python_timeouts``, ``python_skipped``).
