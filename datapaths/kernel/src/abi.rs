@@ -253,6 +253,8 @@ pub struct VmReportEvent {
 
 zeroed_default!(VmProgram, VmRegs, VmTest, VmReportEvent);
 
+/// `struct ccsw_kernel_directive_slot`: one cache line, so that an ACK reads its directive
+/// from one line of the (page-aligned, mmapable) array.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KernelDirectiveSlot {
@@ -266,7 +268,7 @@ pub struct KernelDirectiveSlot {
     pub loss_cwnd_bytes: u32,
     pub fold_idle_us: u64,
     pub cwnd_seq: u32,
-    pub _pad0: u32,
+    pub _pad0: [u32; 3],
 }
 
 #[repr(C)]
@@ -303,8 +305,8 @@ const _: () = assert!(size_of::<KernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
 const _: () = assert!(size_of::<FoldState>() == 112);
-const _: () = assert!(size_of::<KernelFoldTest>() == 328);
-const _: () = assert!(size_of::<KernelDirectiveSlot>() == 56);
+const _: () = assert!(size_of::<KernelFoldTest>() == 336);
+const _: () = assert!(size_of::<KernelDirectiveSlot>() == 64);
 const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);
 const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));
