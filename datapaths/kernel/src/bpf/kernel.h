@@ -76,7 +76,7 @@ struct ccsw_create_event {
 struct ccsw_kernel_ack_event {
 	__u32 kind;                /* CCSW_EV_ACK */
 	__u32 flow_id;
-	__u64 ts_ns;               /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u64 ts_ns;               /* when the kernel took the ACK (tcp_clock_cache, CLOCK_MONOTONIC) */
 	__u32 bytes_acked;         /* rs->acked_sacked * mss: newly delivered (cum. ACK + SACK) */
 	__u32 packets_acked;       /* rs->acked_sacked */
 	__u32 bytes_misordered;    /* packets_misordered * mss */
