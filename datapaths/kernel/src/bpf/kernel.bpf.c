@@ -132,6 +132,7 @@ struct ccsw_flow_state {
 } __attribute__((aligned(64)));
 
 _Static_assert(__builtin_offsetof(struct ccsw_flow_state, prr_delivered) == 128, "a folded ACK's state is two cache lines");
+_Static_assert(__builtin_offsetof(struct ccsw_flow_state, fold.loss_cwnd_bytes) / 64 == 1, "start_cold_lines reads the second line here");
 _Static_assert(sizeof(struct ccsw_flow_state) == 192, "a flow's state is three cache lines");
 
 /* Flows' states by directive slot (the loader sizes it as ccsw_directives).
@@ -247,6 +248,30 @@ static __always_inline struct ccsw_flow_state *flow_state(struct sock *sk)
 		return bpf_sk_storage_get(&ccsw_flow_state_spill, sk, 0, 0);
 	st = bpf_map_lookup_elem(&ccsw_flow_states, &slot);
 	return st && st->flow_id == flow_id ? st : NULL;
+}
+
+/* Reads one word of the state's two hot lines and of the directive's line, one after the
+ * other, before anything waits on one of them. At 10k flows an ACK finds all three cold
+ * (each flow is ACKed every few seconds), and their addresses come from the socket alone:
+ * read here, the three misses overlap. Read where the code first needs each, they followed
+ * one another (a profile of cong_control stalled on the state's owner, then on the
+ * directive's, then on the fold). The words read are checked again where they are used. */
+static __always_inline void start_cold_lines(struct ccsw_ca_priv *ca)
+{
+	__u32 slot = ca->slot;
+	struct ccsw_flow_state *st;
+	__u32 *d;
+
+	if (!ca->flow_id || !ca->in_array)
+		return;
+	d = bpf_map_lookup_elem(&ccsw_directives, &slot);
+	st = bpf_map_lookup_elem(&ccsw_flow_states, &slot);
+	if (d)
+		(void)*(volatile __u32 *)d;
+	if (st) {
+		(void)*(volatile __u32 *)&st->flow_id;
+		(void)*(volatile __u32 *)&st->fold.loss_cwnd_bytes; /* the second line */
+	}
 }
 
 /* A new flow's state, zeroed: its slot's entry of ccsw_flow_states if no
@@ -926,18 +951,18 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	struct ccsw_kernel_directive_slot *d = NULL;
 	struct ccsw_vm_flow *vf = NULL;
 	struct ccsw_kernel_config *cfg;
-	struct ccsw_kernel_cpu_stats *s = stats_slot(); /* the one statistics lookup of an ACK */
+	struct ccsw_kernel_cpu_stats *s;
 	__u64 now = ack_time_ns(tp);
 	__u32 fallback = CCSW_FALLBACK_RENO;
 	bool directed = false, agent_live = false;
 
+	start_cold_lines(ca);
+	s = stats_slot(); /* the one statistics lookup of an ACK */
 	st = flow_state(sk);
 	if (st) {
 		fallback = st->fallback;
 		cfg = config_slot();
 		agent_live = cfg && now < cfg->agent_valid_until_ns;
-		/* The slot and id from the socket, not the state: the directive's
-		 * cache line is then fetched alongside the state's. */
 		if (agent_live)
 			d = ccsw_directive_in(&ccsw_directives, ca->slot, ca->flow_id);
 	}
