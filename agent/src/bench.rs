@@ -1,8 +1,9 @@
-//! `ccswitch-agent --algorithm SPEC --bench-reports N`: the cost of one report to a simple-API
-//! algorithm through the agent's own code path, [`FlowController::on_report`] (decode the
-//! report's fields, update the shared state, run the algorithm, build the datapath's update),
-//! without the socket. Used by `ccswitch bench authoring` to compare a Python algorithm with
-//! the same algorithm in Rust.
+//! `ccswitch-agent --algorithm SPEC --bench-reports N`: the cost of one report to an algorithm
+//! through the agent's own code path, [`FlowController::on_report`] (for a simple-API
+//! algorithm: decode the report's fields, update the shared state, run the algorithm, build
+//! the datapath's update; for a full-API one, with its own program: hand it the report's
+//! fields, run it, build the update from what it set), without the socket. Used by `ccswitch
+//! bench authoring` to compare Python algorithms with the same algorithms in Rust.
 //!
 //! With `--policy`, the flow also carries the policy's selector (features updated and rules
 //! evaluated on every report), which measures the selector's cost; its handovers happen as they
@@ -21,9 +22,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use ccswitch_algorithms::FlowInfo;
+use ccswitch_protocol::lang::{reg_type, Implicit};
 use ccswitch_protocol::standard::report;
 
-use crate::flow::{self, FlowController, ProgramCache};
+use crate::flow::{self, Answer, FlowController, ProgramCache};
 use crate::program::SimpleProgram;
 use crate::selector::policy::Policy;
 use crate::selector::Selector;
@@ -33,15 +36,21 @@ const INIT_CWND_BYTES: u64 = 10 * MSS_BYTES;
 /// Reports run before timing starts (interpreter and caches warm).
 const WARMUP_REPORTS: usize = 2000;
 
+fn bench_flow_info() -> FlowInfo {
+    FlowInfo { sid: 1, mss_bytes: MSS_BYTES as u32, init_cwnd_bytes: INIT_CWND_BYTES as u32, ..FlowInfo::default() }
+}
+
 pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>, gap: Duration) -> Result<()> {
     let simple = SimpleProgram::compile()?;
     let cache = ProgramCache::default();
     let instance = flow::instantiate(spec)?;
     let name = instance.name().to_string();
-    let (mut flow, _) =
-        FlowController::new(instance, MSS_BYTES as u32, INIT_CWND_BYTES as u32, &simple, &cache)?;
+    let (mut flow, created) = FlowController::new(instance, bench_flow_info(), &simple, &cache)?;
     if flow.program_uid(&simple) != simple.program.uid {
-        bail!("--bench-reports measures simple-API algorithms; {spec} brings its own program");
+        if policy.is_some() {
+            bail!("--policy: {spec} brings its own program, which no selector reads");
+        }
+        return run_full(spec, &name, flow, created, reports, &simple);
     }
     let policy_name = policy.as_ref().map(|p| p.name().to_string());
     let model_name = policy.as_ref().and_then(|p| p.model()).map(|m| m.name().to_string());
@@ -76,7 +85,76 @@ pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>, gap: Duratio
         "gap_us": gap.as_micros() as u64,
         "us_per_report": elapsed.as_secs_f64() * 1e6 / reports.max(1) as f64,
         "final_algorithm": flow.name(), "handovers": flow.handovers,
-        "final_cwnd_bytes": flow.cwnd_bytes().unwrap_or(0),
+        "final_cwnd_bytes": flow.cwnd_bytes().unwrap_or(0), "api": "simple",
+    });
+    println!("{out}");
+    Ok(())
+}
+
+/// A full-API algorithm: the same synthetic path, reported by the algorithm's own program
+/// (its fields found by name: `acked`, `lost`/`loss`, `timeout`, `rtt`, `inflight`, `now`,
+/// `cwnd`; any other field reads 0). The datapath is modelled as far as the reports need:
+/// the window the agent last set, grown per report as the program's congestion avoidance
+/// would, is what `cwnd` reports; it is also the final window printed.
+fn run_full(
+    spec: &str,
+    name: &str,
+    mut flow: FlowController,
+    created: Answer,
+    reports: usize,
+    simple: &SimpleProgram,
+) -> Result<()> {
+    let Answer::ChangeProgram { program, .. } = &created else { bail!("{spec}: a new flow gets no program") };
+    let names = program.report_names.clone();
+    let index = |wanted: &[&str]| names.iter().position(|n| wanted.contains(&n.as_str()));
+    let at = [
+        (index(&["acked"]), report::ACKED),
+        (index(&["lost", "loss"]), report::LOST),
+        (index(&["timeout"]), report::TIMEOUT),
+        (index(&["rtt"]), report::RTT),
+        (index(&["inflight"]), report::INFLIGHT),
+        (index(&["now"]), report::NOW),
+    ];
+    let cwnd_at = index(&["cwnd"]);
+    let mut cwnd = INIT_CWND_BYTES;
+    let set_cwnd = |answer: &Answer, cwnd: &mut u64| {
+        let (Answer::Update(updates) | Answer::ChangeProgram { updates, .. }) = answer;
+        for u in updates {
+            if u.reg_type == reg_type::IMPLICIT && u.reg_index == Implicit::Cwnd as u32 {
+                *cwnd = u.value;
+            }
+        }
+    };
+    set_cwnd(&created, &mut cwnd);
+    let standard = synthetic_reports(WARMUP_REPORTS + reports);
+    let mut fields = vec![0u64; names.len()];
+    let mut step = |f: &[u64], cwnd: &mut u64| -> Result<Answer> {
+        for (to, from) in at {
+            if let Some(to) = to {
+                fields[to] = f[from];
+            }
+        }
+        *cwnd = (*cwnd + f[report::ACKED] * MSS_BYTES / (*cwnd).max(1)).min(u64::from(u32::MAX));
+        if let Some(i) = cwnd_at {
+            fields[i] = *cwnd;
+        }
+        Ok(flow.on_report(&fields, simple)?.answer)
+    };
+    let (warmup, timed) = standard.split_at(WARMUP_REPORTS);
+    for f in warmup {
+        let answer = step(f, &mut cwnd)?;
+        set_cwnd(&answer, &mut cwnd);
+    }
+    let start = Instant::now();
+    for f in timed {
+        let answer = std::hint::black_box(step(f, &mut cwnd)?);
+        set_cwnd(&answer, &mut cwnd);
+    }
+    let elapsed = start.elapsed();
+    let out = serde_json::json!({
+        "algorithm": spec, "name": name, "policy": null, "model": null, "reports": reports,
+        "us_per_report": elapsed.as_secs_f64() * 1e6 / reports.max(1) as f64,
+        "final_algorithm": name, "handovers": 0, "final_cwnd_bytes": cwnd, "api": "full",
     });
     println!("{out}");
     Ok(())

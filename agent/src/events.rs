@@ -181,6 +181,22 @@ impl EventLog {
         flush(&self.out);
     }
 
+    /// Add to `key`'s the Python counts of the report just handled (same thread, just before)
+    /// and return the flow's totals. A full-API flow's reports have no line of their own, so
+    /// the agent calls this alone for them; `close` carries the totals.
+    pub fn claim_python_counts(&self, key: FlowId) -> PythonCounts {
+        let counted = crate::python_guard::take_counts();
+        let mut python = self.python.lock().expect("python counts poisoned");
+        match python.get_mut(&key) {
+            Some(n) => {
+                *n += counted;
+                *n
+            }
+            None if !counted.is_zero() => *python.entry(key).or_insert(counted),
+            None => PythonCounts::default(),
+        }
+    }
+
     pub fn report(
         &self,
         key: FlowId,
@@ -189,18 +205,7 @@ impl EventLog {
         cwnd_bytes: Option<u64>,
         pacing_rate_bytes_per_s: Option<u64>,
     ) {
-        // What the Python guard counted while this report was handled (same thread, just before).
-        let counted = crate::python_guard::take_counts();
-        let mut python = self.python.lock().expect("python counts poisoned");
-        let total = match python.get_mut(&key) {
-            Some(n) => {
-                *n += counted;
-                *n
-            }
-            None if !counted.is_zero() => *python.entry(key).or_insert(counted),
-            None => PythonCounts::default(),
-        };
-        drop(python);
+        let total = self.claim_python_counts(key);
         let present = |n: u64| (n > 0).then_some(n);
         self.append(&ReportLine {
             event: "report",

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Result};
 use ccswitch_algorithms::{
-    Algorithm, FlowControl, FlowState, Instance, Measurement, ProgramAlgorithm, Report, Reporting,
+    Algorithm, FlowControl, FlowInfo, FlowState, Instance, Measurement, ProgramAlgorithm, Report, Reporting,
 };
 use ccswitch_protocol::wire;
 
@@ -14,10 +14,17 @@ use crate::program::{cwnd_rate_fields, CompiledProgram, SimpleProgram};
 use crate::selector::features::Features;
 use crate::selector::{DecisionKind, Selector};
 
-/// Instantiate an algorithm from a spec: `NAME[:PARAM=VALUE,...]` from the library, or
-/// `py:MODULE:CLASS` for a Python algorithm.
+/// Instantiate an algorithm from a spec: `NAME[:PARAM=VALUE,...]` from the library,
+/// `py:MODULE:CLASS` for a Python class (simple API, or full API if it declares
+/// `datapath_programs`), or `pyportus:FILE.py[:CLASS]` for an unmodified pyportus algorithm.
 pub fn instantiate(spec: &str) -> Result<Instance> {
+    if let Some(target) = spec.strip_prefix("pyportus:") {
+        return crate::pyportus::load_pyportus(target).map(Instance::Full);
+    }
     if let Some(target) = spec.strip_prefix("py:") {
+        if let Some(full) = crate::pyportus::load_full_api(target)? {
+            return Ok(Instance::Full(full));
+        }
         return crate::python::load(target).map(Instance::Simple);
     }
     Ok(ccswitch_algorithms::instantiate(spec)?)
@@ -38,6 +45,13 @@ impl ProgramCache {
         let p = Arc::new(CompiledProgram::compile(name, source)?);
         cache.insert(source.to_string(), Arc::clone(&p));
         Ok(p)
+    }
+
+    /// The compiled program with this uid, if any (tests read answers with it).
+    #[cfg(test)]
+    pub fn by_uid(&self, uid: u32) -> Option<Arc<CompiledProgram>> {
+        let cache = self.by_source.lock().expect("program cache poisoned");
+        cache.values().find(|p| p.uid == uid).cloned()
     }
 }
 
@@ -63,7 +77,7 @@ impl std::fmt::Debug for CompiledProgram {
 
 enum Kind {
     Simple { algorithm: Box<dyn Algorithm>, state: FlowState, reporting: Reporting },
-    Full { algorithm: Box<dyn ProgramAlgorithm>, programs: Vec<Arc<CompiledProgram>>, current: usize },
+    Full { algorithm: Box<dyn ProgramAlgorithm>, programs: Vec<Arc<CompiledProgram>>, current: usize, info: FlowInfo },
 }
 
 pub struct FlowController {
@@ -126,14 +140,13 @@ impl FlowController {
     /// Set up a flow and compute what to install on the datapath first.
     pub fn new(
         instance: Instance,
-        mss_bytes: u32,
-        init_cwnd_bytes: u32,
+        info: FlowInfo,
         simple: &SimpleProgram,
         cache: &ProgramCache,
     ) -> Result<(Self, Answer)> {
         let blank = |kind| Self {
             kind,
-            mss_bytes,
+            mss_bytes: info.mss_bytes,
             reports: 0,
             selector: None,
             pinned: None,
@@ -142,7 +155,7 @@ impl FlowController {
         };
         match instance {
             Instance::Simple(algorithm) => {
-                let state = FlowState::new(mss_bytes, init_cwnd_bytes);
+                let state = FlowState::new(info.mss_bytes, info.init_cwnd_bytes);
                 let reporting = algorithm.reporting();
                 let flow = blank(Kind::Simple { algorithm, state, reporting });
                 let mut updates = flow.window_fields(simple);
@@ -156,16 +169,16 @@ impl FlowController {
                 let programs = algorithm
                     .programs()
                     .into_iter()
-                    .map(|(name, source)| cache.get(name, &source))
+                    .map(|(name, source)| cache.get(&name, &source))
                     .collect::<Result<Vec<_>>>()?;
                 if programs.is_empty() {
                     return Err(anyhow!("{} declares no datapath program", algorithm.name()));
                 }
-                let mut ctl = Control::new(mss_bytes, &programs, 0);
+                let mut ctl = Control::new(info, &programs, 0);
                 ctl.changed = true;
                 algorithm.on_create(&mut ctl);
                 let (current, answer) = ctl.answer(&programs)?;
-                Ok((blank(Kind::Full { algorithm, programs, current }), answer))
+                Ok((blank(Kind::Full { algorithm, programs, current, info }), answer))
             }
         }
     }
@@ -342,10 +355,10 @@ impl FlowController {
                 self.clear_rate = false;
                 Ok(Reported { answer, measurement: Some(m), handover })
             }
-            Kind::Full { algorithm, programs, current } => {
+            Kind::Full { algorithm, programs, current, info } => {
                 let program = &programs[*current];
                 let report = Report { program: &program.name, names: &program.report_names, values: fields };
-                let mut ctl = Control::new(self.mss_bytes, programs, *current);
+                let mut ctl = Control::new(*info, programs, *current);
                 algorithm.on_report(&mut ctl, &report);
                 let (next, answer) = ctl.answer(programs)?;
                 *current = next;
@@ -370,7 +383,7 @@ impl FlowController {
 
 /// What a full-API algorithm asked for during one callback.
 struct Control<'a> {
-    mss_bytes: u32,
+    info: FlowInfo,
     programs: &'a [Arc<CompiledProgram>],
     program: usize,
     changed: bool,
@@ -381,9 +394,9 @@ struct Control<'a> {
 }
 
 impl<'a> Control<'a> {
-    fn new(mss_bytes: u32, programs: &'a [Arc<CompiledProgram>], program: usize) -> Self {
+    fn new(info: FlowInfo, programs: &'a [Arc<CompiledProgram>], program: usize) -> Self {
         Self {
-            mss_bytes,
+            info,
             programs,
             program,
             changed: false,
@@ -414,7 +427,11 @@ impl<'a> Control<'a> {
 
 impl FlowControl for Control<'_> {
     fn mss_bytes(&self) -> u32 {
-        self.mss_bytes
+        self.info.mss_bytes
+    }
+
+    fn info(&self) -> FlowInfo {
+        self.info
     }
 
     fn program(&self) -> &str {
@@ -457,6 +474,10 @@ mod tests {
 
     const MSS: u32 = 1448;
 
+    fn info() -> FlowInfo {
+        FlowInfo { mss_bytes: MSS, init_cwnd_bytes: 10 * MSS, ..FlowInfo::default() }
+    }
+
     struct Fixture {
         simple: SimpleProgram,
         cache: ProgramCache,
@@ -470,7 +491,7 @@ mod tests {
 
         fn flow(&self, spec: &str) -> FlowController {
             let (flow, _) =
-                FlowController::new(instantiate(spec).unwrap(), MSS, 10 * MSS, &self.simple, &self.cache).unwrap();
+                FlowController::new(instantiate(spec).unwrap(), info(), &self.simple, &self.cache).unwrap();
             flow
         }
 
@@ -529,7 +550,7 @@ mod tests {
             value
         };
         let mut fx = Fixture::new();
-        let (_, created) = FlowController::new(instantiate("reno").unwrap(), MSS, 10 * MSS, &fx.simple, &fx.cache).unwrap();
+        let (_, created) = FlowController::new(instantiate("reno").unwrap(), info(), &fx.simple, &fx.cache).unwrap();
         assert_eq!(loss_cwnd(&created), u64::from(5 * MSS), "half the initial window");
         let mut flow = fx.flow("reno");
         let r = fx.report(&mut flow, 10, 50, 0);

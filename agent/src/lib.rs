@@ -15,6 +15,7 @@ pub mod operator;
 pub mod program;
 pub mod python;
 pub mod python_guard;
+pub mod pyportus;
 pub mod registry;
 pub mod selector;
 pub mod server;

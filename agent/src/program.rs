@@ -56,6 +56,16 @@ impl CompiledProgram {
         Ok(wire::UpdateField { reg_type, reg_index, value })
     }
 
+    /// Whether the program declares control register `name` (with or without `Control.`).
+    pub fn has_control(&self, name: &str) -> bool {
+        self.control(name).is_ok()
+    }
+
+    /// The control registers' names (without `Control.`), in no particular order.
+    pub fn control_names(&self) -> impl Iterator<Item = &str> {
+        self.controls.keys().map(String::as_str)
+    }
+
     /// The register type and index of control register `name` (with or without `Control.`).
     fn control(&self, name: &str) -> Result<(u8, u32)> {
         self.controls
@@ -255,7 +265,7 @@ mod tests {
         for info in ccswitch_algorithms::ALGORITHMS {
             if let ccswitch_algorithms::Instance::Full(a) = ccswitch_algorithms::instantiate(info.name).unwrap() {
                 for (name, source) in a.programs() {
-                    let p = CompiledProgram::compile(name, &source).unwrap();
+                    let p = CompiledProgram::compile(&name, &source).unwrap();
                     assert!(!p.report_names.is_empty(), "{}: {name} reports", info.name);
                 }
             }

@@ -118,7 +118,7 @@ fn load_with(py: Python<'_>, target: &str, module: &str, class: &str) -> Result<
 
 /// Make the modules of `VIRTUAL_ENV` importable (once per process). `PYTHONPATH` is read by
 /// the interpreter itself when it starts.
-fn set_up_paths(py: Python<'_>) {
+pub(crate) fn set_up_paths(py: Python<'_>) {
     static DONE: GILOnceCell<()> = GILOnceCell::new();
     DONE.get_or_init(py, || {
         let code = r#"
@@ -142,7 +142,7 @@ fn python_version(py: Python<'_>) -> String {
     py.version().split_whitespace().next().unwrap_or("?").to_string()
 }
 
-fn sys_path(py: Python<'_>) -> String {
+pub(crate) fn sys_path(py: Python<'_>) -> String {
     py.import_bound("sys")
         .and_then(|sys| sys.getattr("path"))
         .and_then(|p| p.repr())
@@ -151,7 +151,7 @@ fn sys_path(py: Python<'_>) -> String {
 }
 
 /// An exception with its traceback, as Python prints it.
-fn describe(py: Python<'_>, e: &PyErr) -> String {
+pub(crate) fn describe(py: Python<'_>, e: &PyErr) -> String {
     let formatted = py.import_bound("traceback").and_then(|tb| {
         tb.call_method1(
             "format_exception",
@@ -191,7 +191,7 @@ fn period_us(value: &Bound<'_, PyAny>) -> PyResult<u64> {
 }
 
 /// A non-negative amount given as an int or a float (rounded).
-fn amount(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+pub(crate) fn amount(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     if let Ok(n) = value.extract::<u64>() {
         return Ok(n);
     }

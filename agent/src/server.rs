@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
+use ccswitch_algorithms::FlowInfo;
 use ccswitch_protocol::wire::{self, FrameReader, Msg};
 use tracing::{debug, error, info, warn};
 
@@ -399,9 +400,17 @@ impl Connection {
                 };
                 let spec = start.spec.as_str();
                 let name = instance.name().to_string();
-                let (mut ctl, answer) = FlowController::new(
-                    instance, c.mss, c.init_cwnd, &self.agent.simple, &self.agent.programs,
-                )?;
+                let info = FlowInfo {
+                    sid: c.sid,
+                    mss_bytes: c.mss,
+                    init_cwnd_bytes: c.init_cwnd,
+                    src_ip: c.src_ip,
+                    src_port: c.src_port as u16,
+                    dst_ip: c.dst_ip,
+                    dst_port: c.dst_port as u16,
+                };
+                let (mut ctl, answer) =
+                    FlowController::new(instance, info, &self.agent.simple, &self.agent.programs)?;
                 if let Some(p) = &policy {
                     let mut selector = Selector::new(Arc::clone(p));
                     // The flow may start on something other than the policy's initial algorithm.
@@ -421,6 +430,8 @@ impl Connection {
                 registry.register(key, endpoints, &name);
                 if let Some(ev) = &self.agent.events {
                     ev.flow(key, &endpoints, &name, c.mss, &start);
+                    // A Python full-API algorithm's on_create / new_flow may have raised.
+                    ev.claim_python_counts(key);
                 }
                 self.flows.insert(c.sid, Box::new(ConnectionFlow { ctl, generation, policy }));
                 self.answer(c.sid, answer)
@@ -448,8 +459,13 @@ impl Connection {
                 for s in pinned.iter().chain(reported.handover.iter()) {
                     log_handover(agent, key, s);
                 }
-                if let (Some(ev), Some(meas)) = (&agent.events, &reported.measurement) {
-                    ev.report(key, ctl.name(), meas, ctl.cwnd_bytes(), ctl.pacing_rate_bytes_per_s());
+                if let Some(ev) = &agent.events {
+                    match &reported.measurement {
+                        Some(meas) => ev.report(key, ctl.name(), meas, ctl.cwnd_bytes(), ctl.pacing_rate_bytes_per_s()),
+                        None => {
+                            ev.claim_python_counts(key);
+                        }
+                    }
                 }
                 agent.registry.update(key, ctl.name(), ctl.features(), ctl.reports, ctl.handovers, ctl.cwnd_bytes());
                 debug!(sid = m.sid, fields = ?m.fields, answer = ?reported.answer, "report answered");

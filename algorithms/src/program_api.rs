@@ -7,11 +7,27 @@
 //! installs them on each datapath that connects; the algorithm then picks a flow's program,
 //! reads its reports by register name and writes its control registers.
 
+/// What the datapath said of a flow when it was created (CCP's CREATE message; portus's
+/// `DatapathInfo`). Addresses are IPv4 as integers in network order (`Ipv4Addr::from`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowInfo {
+    /// The flow's id on its datapath.
+    pub sid: u32,
+    pub mss_bytes: u32,
+    pub init_cwnd_bytes: u32,
+    pub src_ip: u32,
+    pub src_port: u16,
+    pub dst_ip: u32,
+    pub dst_port: u16,
+}
+
 /// The datapath-side handle of one flow, as a full-API algorithm sees it. Changes are sent to
 /// the datapath together after the callback returns: as one CHANGE_PROG if the program
 /// changed, else as one UPDATE_FIELDS.
 pub trait FlowControl {
     fn mss_bytes(&self) -> u32;
+    /// What the datapath said of the flow when it was created.
+    fn info(&self) -> FlowInfo;
     /// The program the flow runs (or will run once this callback's changes are sent).
     fn program(&self) -> &str;
     /// Handover the flow to another of the algorithm's programs. Its registers start fresh.
@@ -41,7 +57,7 @@ impl Report<'_> {
 pub trait ProgramAlgorithm: Send {
     fn name(&self) -> &str;
     /// The programs, as (name, source). The first is the one a new flow starts with.
-    fn programs(&self) -> Vec<(&'static str, String)>;
+    fn programs(&self) -> Vec<(String, String)>;
     /// A new flow: set its initial window, rate or control registers.
     fn on_create(&mut self, flow: &mut dyn FlowControl);
     fn on_report(&mut self, flow: &mut dyn FlowControl, report: &Report);

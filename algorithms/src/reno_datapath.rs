@@ -80,8 +80,8 @@ impl ProgramAlgorithm for RenoDatapath {
         INFO.name
     }
 
-    fn programs(&self) -> Vec<(&'static str, String)> {
-        vec![(PROGRAM, program())]
+    fn programs(&self) -> Vec<(String, String)> {
+        vec![(PROGRAM.to_string(), program())]
     }
 
     fn on_create(&mut self, flow: &mut dyn FlowControl) {

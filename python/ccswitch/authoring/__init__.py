@@ -67,6 +67,62 @@ Mystique's names (its Table III) are aliases with the same units: ``getCRTT()``,
 ``setCwnd(bytes)``, ``setRate(bytes_per_s)``, ``setPeriod(us)``.
 
 See ``ccswitch/authoring/examples/reno.py`` for a complete algorithm (NewReno).
+
+The full API: datapath programs
+-------------------------------
+A class that declares ``datapath_programs()`` (derive from ``ProgramAlgorithm``) brings its
+own programs in CCP's datapath language, as CCP's algorithms do: the datapath folds every
+ACK into the program's ``Report`` registers, sets ``Cwnd`` and ``Rate`` per ACK if the
+program says so, and sends a report when the program calls ``(report)``. Loaded the same
+way (``py:MODULE:CLASS``), one instance per flow. The agent compiles every program with the
+compiler of its Rust algorithms when it loads the class (a program that does not compile
+stops the agent at start, naming it) and the datapath runs them: in BPF's interpreter on the
+kernel datapath, in the shim on the ovs datapath.
+
+- ``datapath_programs(self)``: ``{name: program_source}``; a new flow runs the first.
+- ``on_create(self, flow)`` (optional): set the flow's initial window, rate or control
+  registers, or choose another program.
+- ``on_report(self, flow, report)``: called for each report of the flow's program; the
+  program's ``Report`` fields are attributes of ``report`` (``report.acked``; an unknown
+  name raises AttributeError listing the fields).
+
+``flow`` (the agent's ``Datapath``): ``update_field(name, value)``, ``update_fields([(name,
+value), ...])``, ``set_program(name, [(name, value), ...])`` (registers of the new program
+start afresh), and ``mss``, ``init_cwnd``, ``sock_id``, ``program`` (the flow's program's
+name), ``info`` (``sock_id, init_cwnd, mss, src_ip, src_port, dst_ip, dst_port``). A name is
+``"Cwnd"`` (bytes), ``"Rate"`` (bytes/s) or a control register of the flow's program
+(``"Control.ssthresh"`` or ``"ssthresh"``); an unknown name or a negative value raises at the
+call. What a callback set is sent to the datapath when it returns, as one message; if the
+callback raises, it is logged and counted as for the simple API and what it set is dropped.
+Such algorithms run their own programs, so the selector cannot hand their flows to another
+algorithm.
+
+See ``ccswitch/authoring/examples/reno_datapath.py`` for a complete algorithm: Reno whose
+window grows per ACK in the datapath, the agent only answering losses (the same algorithm as
+the agent's Rust ``reno-datapath``).
+
+pyportus algorithms
+-------------------
+An algorithm file written for pyportus (CCP's Python binding: a ``portus.AlgBase`` subclass
+with ``datapath_programs()`` and ``new_flow(datapath, datapath_info)``, started with
+``portus.start("unix", alg)``) runs unmodified::
+
+    ccswitch-agent --algorithm pyportus:path/to/aimd.py:AIMD
+    schemes = ["kernel:pyportus:aimd.py:AIMD", "ovs:pyportus:aimd.py:AIMD"]   # in a scenario
+
+``pyportus:FILE.py`` alone takes the algorithm the file starts. A relative FILE is looked
+for in the agent's current directory, then on its ``sys.path`` (under ``ccswitch run``, the
+scenario's directory first). Inside the agent, ``import portus`` and ``import pyportus``
+give ccswitch's compatibility module, whose ``portus.start(...)`` registers the algorithm
+and returns; nothing of it exists outside the agent's interpreter. What ccswitch cannot
+honour is refused when the agent loads the file, naming it: ``GenericCongAvoidBase``,
+``connect``, ``start_inner`` (pyportus's runner), ``datapath.install(...)`` (pyportus before
+0.4), a class instead of an instance given to ``start``, options of ``start`` other than
+``debug``. Differences: the ``ipc`` argument is accepted and has no effect (the scheme
+names the datapath); a flow whose ``new_flow`` chose no program runs the first one (pyportus
+would leave it without reports); what a callback asked is sent when it returns, and dropped
+if it raises (pyportus sends each call at once); values may be floats (rounded) and rates
+beyond 2**32 - 1.
 """
 
 from __future__ import annotations
@@ -97,3 +153,30 @@ class Algorithm:
 
     def on_report(self, flow) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement on_report(self, flow)")
+
+
+class ProgramAlgorithm:
+    """Base class of full-API Python algorithms, which bring their own datapath programs
+    (optional: the agent needs ``datapath_programs`` and ``on_report``). One instance per
+    flow; see the module's documentation.
+
+    - ``datapath_programs()``: ``{name: source}`` in CCP's datapath language; the first is
+      the program a new flow runs.
+    - ``on_create(flow)``: the flow is new; set its window (``flow.update_field("Cwnd",
+      bytes)``), control registers, or another program (``flow.set_program(name, fields)``).
+    - ``on_report(flow, report)``: one report of the flow's program; its ``Report`` fields
+      are attributes of ``report``.
+    """
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def datapath_programs(self) -> dict:
+        raise NotImplementedError(f"{type(self).__name__} must implement datapath_programs(self)")
+
+    def on_create(self, flow) -> None:
+        pass
+
+    def on_report(self, flow, report) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement on_report(self, flow, report)")
