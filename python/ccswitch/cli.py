@@ -23,6 +23,9 @@ where ALG is
   NAME:PARAM=VALUE,...         with parameters, e.g. kernel:cubic:beta=0.8,hystart=0
   py:MODULE:CLASS              a Python class, e.g. kernel:py:ccswitch.authoring.examples.reno:Reno
                                (the scenario's directory is on PYTHONPATH)
+  pyportus:FILE.py[:CLASS]     an unmodified pyportus algorithm file, e.g. kernel:pyportus:aimd.py:AIMD
+                               (FILE relative to the scenario's directory or the current one;
+                               without CLASS, the algorithm the file starts with portus.start)
   policy:NAME[:KEY=VALUE,...]  a built-in policy choosing each flow's algorithm and handing it over,
                                e.g. kernel:policy:mystique:rtt_threshold_ms=40
                                (built-ins and their rules: ccswitch algorithms)

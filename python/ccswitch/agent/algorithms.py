@@ -60,7 +60,8 @@ def format_listing(algorithms: List[Dict], policies: Optional[List[Dict]] = None
             lines.append(f"{'':<{width}}    {p['name']}={p['default']:g} {p['unit']}: {p['help']}")
     lines.append("")
     lines.append("Use as scheme kernel:NAME or kernel:NAME:PARAM=VALUE,... (agent: --algorithm).")
-    lines.append("Python algorithms: kernel:py:MODULE:CLASS (see ccswitch.authoring.examples.reno).")
+    lines.append("Python algorithms: kernel:py:MODULE:CLASS (see ccswitch.authoring.examples.reno);")
+    lines.append("unmodified pyportus files: kernel:pyportus:FILE.py[:CLASS] (see ccswitch.authoring).")
     lines.append("Native (kernel) schemes: " + "; ".join(f"native:{k} ({v})" for k, v in NATIVE.items()))
     if policies:
         lines.append("")

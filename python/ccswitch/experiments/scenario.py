@@ -570,7 +570,7 @@ def parse_scheme(text: Any, where: str = "schemes", *, base_dir: Optional[str] =
         elif not _ALG_TEXT_RE.match(alg):
             raise ScenarioError(
                 f"{where}: {text!r}: bad algorithm {alg!r}; expected NAME, NAME:PARAM=VALUE,..., "
-                "py:MODULE:CLASS or policy:NAME|FILE (see `ccswitch algorithms`)"
+                "py:MODULE:CLASS, pyportus:FILE.py[:CLASS] or policy:NAME|FILE (see `ccswitch algorithms`)"
             )
     else:
         raise ScenarioError(f"{where}: {text!r}: kind must be 'native', 'kernel' or 'ovs', got {kind!r}")

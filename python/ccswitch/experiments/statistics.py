@@ -173,13 +173,13 @@ RATIO_SEED = 13
 def default_pairs(schemes: Sequence[str]) -> List[Tuple[str, str]]:
     """The compared pairs (A, B) of a run's schemes: every `kernel:ALG[:PARAMS]` and
     `ovs:ALG[:PARAMS]` against `native:ALG` when the run has it, in scheme order. Policies and
-    `py:` algorithms have no native counterpart and are not compared."""
+    Python (`py:`, `pyportus:`) algorithms have no native counterpart and are not compared."""
     natives = {s.split(":", 1)[1] for s in schemes if s.startswith("native:")}
     pairs = []
     for s in schemes:
         kind, _, alg = s.partition(":")
         base = alg.split(":", 1)[0]
-        if kind in COMPARED_KINDS and base not in ("policy", "py") and base in natives:
+        if kind in COMPARED_KINDS and base not in ("policy", "py", "pyportus") and base in natives:
             pairs.append((s, f"native:{base}"))
     return pairs
 

@@ -71,8 +71,18 @@ def policy_files(policy: str) -> List[str]:
 
 
 def python_algorithm_file(algorithm: str, search: List[str]) -> Optional[str]:
-    """The source file of a `py:MODULE:CLASS` algorithm, found as the agent finds it (the
-    scenario's directory first, then the package's)."""
+    """The source file of a `py:MODULE:CLASS` or `pyportus:FILE.py[:CLASS]` algorithm, found as
+    the agent finds it (a module: the scenario's directory first, then the package's; a file:
+    the current directory, then the scenario's)."""
+    if algorithm.startswith("pyportus:"):
+        file = algorithm[len("pyportus:"):]
+        if not file.endswith(".py"):
+            file = file.rsplit(":", 1)[0]
+        for d in ["", *search]:
+            path = os.path.join(d, file)
+            if os.path.isfile(path):
+                return path
+        return None
     if not algorithm.startswith("py:"):
         return None
     module = algorithm.split(":")[1]
