@@ -167,3 +167,15 @@ def test_the_scenario_check_accepts_the_files_from_the_scenarios_directory(tmp_p
     (tmp_path / "aimd.py").write_text("import portus\nportus.connect('unix', object)\n")
     with pytest.raises(scenario_mod.ScenarioError, match=r"portus\.connect is not offered by ccswitch"):
         environment.check_agent_schemes(sc)
+
+
+def test_bench_authoring_runs_the_full_api_pair_alike():
+    """`ccswitch bench authoring`: the Python full-API Reno and the Rust reno-datapath end on
+    the same window after the same synthetic reports (the figures are printed, not asserted)."""
+    from ccswitch.experiments import bench
+    x = bench.authoring(reports=2000, rounds=1)
+    full = x["full_api"]
+    assert (full["rust"], full["python"]) == (bench.AUTHORING_FULL_RUST, bench.AUTHORING_FULL_PYTHON)
+    assert full["same_final_window"], full["final_cwnd_bytes"]
+    assert full["rust_us_per_report"] > 0 and full["python_us_per_report"] > 0
+    assert x["same_final_window"], x["final_cwnd_bytes"]

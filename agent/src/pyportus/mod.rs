@@ -37,7 +37,7 @@ use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 use tracing::{error, warn};
 
 use crate::program::CompiledProgram;
@@ -504,10 +504,24 @@ impl PyReport {
 
 #[pymethods]
 impl PyReport {
-    fn __getattr__(&self, name: &str) -> PyResult<u64> {
-        if let Some(i) = self.names().iter().position(|n| n == name) {
-            return Ok(self.values.get(i).copied().unwrap_or(0));
+    /// A field first (an algorithm reads several per report; Python's own lookup would fail
+    /// with an exception before `__getattr__` ran), then the object's own attributes.
+    fn __getattribute__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<PyObject> {
+        let py = slf.py();
+        let this = slf.get();
+        if let Ok(text) = name.to_str() {
+            if let Some(i) = this.names().iter().position(|n| n == text) {
+                return Ok(this.values.get(i).copied().unwrap_or(0).into_py(py));
+            }
         }
+        // SAFETY: both pointers are valid, owned by their `Bound`s; the result is a new reference or null.
+        unsafe {
+            let attr = pyo3::ffi::PyObject_GenericGetAttr(slf.as_ptr(), name.as_ptr());
+            Bound::from_owned_ptr_or_err(py, attr).map(Bound::unbind)
+        }
+    }
+
+    fn __getattr__(&self, name: &str) -> PyResult<u64> {
         let hint = match name {
             "Cwnd" | "Rate" => format!("; to see the datapath's {name}, report it: (:= Report.x {name})"),
             _ => String::new(),

@@ -19,7 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .environment import bin_dir
 from .errors import Interrupted, RunError
@@ -137,6 +137,9 @@ def print_table(results: List[Dict[str, float]]) -> None:
 
 AUTHORING_RUST = "reno"
 AUTHORING_PYTHON = "py:ccswitch.authoring.examples.reno:Reno"
+#: The full API (the algorithm brings its datapath program): the same algorithm in both.
+AUTHORING_FULL_RUST = "reno-datapath"
+AUTHORING_FULL_PYTHON = "py:ccswitch.authoring.examples.reno_datapath:RenoDatapath"
 
 
 def bench_reports(agent: str, algorithm: str, reports: int) -> Dict[str, float]:
@@ -149,25 +152,11 @@ def bench_reports(agent: str, algorithm: str, reports: int) -> Dict[str, float]:
     return json.loads(cp.stdout.strip().splitlines()[-1])
 
 
-def authoring(rust: str = AUTHORING_RUST, python: str = AUTHORING_PYTHON, reports: int = 200_000,
-              rounds: int = 7) -> Dict[str, object]:
-    """The cost per report of a Python algorithm against the same algorithm in Rust: one agent
-    process per run, the two alternated (the order flipping every round), medians over
-    `rounds`. Both see the same synthetic reports, so equal final windows mean they behaved
-    the same."""
-    agent = os.path.join(bin_dir(), "ccswitch-agent")
-    if not os.access(agent, os.X_OK):
-        raise RunError(f"{agent} not found or not executable (build it with `cargo build --release`)")
-    samples: Dict[str, List[dict]] = {rust: [], python: []}
-    for i in range(rounds):
-        for alg in ((rust, python) if i % 2 == 0 else (python, rust)):
-            samples[alg].append(bench_reports(agent, alg, reports))
-    med = {alg: statistics.median(x["us_per_report"] for x in runs) for alg, runs in samples.items()}
-    final = {alg: sorted({x["final_cwnd_bytes"] for x in runs}) for alg, runs in samples.items()}
+def _pair(samples: Dict[str, List[dict]], rust: str, python: str) -> Dict[str, object]:
+    """Medians of one Rust/Python pair's runs, and whether both ended on the same window."""
+    med = {alg: statistics.median(x["us_per_report"] for x in samples[alg]) for alg in (rust, python)}
+    final = {alg: sorted({x["final_cwnd_bytes"] for x in samples[alg]}) for alg in (rust, python)}
     return {
-        "reports": reports,
-        "rounds": rounds,
-        "path": "FlowController::on_report (decode fields, FlowState::observe, algorithm, updates)",
         "rust": rust,
         "python": python,
         "rust_us_per_report": med[rust],
@@ -181,12 +170,45 @@ def authoring(rust: str = AUTHORING_RUST, python: str = AUTHORING_PYTHON, report
     }
 
 
+def authoring(rust: str = AUTHORING_RUST, python: str = AUTHORING_PYTHON, reports: int = 200_000,
+              rounds: int = 7, full_rust: Optional[str] = AUTHORING_FULL_RUST,
+              full_python: Optional[str] = AUTHORING_FULL_PYTHON) -> Dict[str, object]:
+    """The cost per report of Python algorithms against the same algorithms in Rust: the
+    simple API (`rust` vs `python`, the top-level figures) and, unless `full_rust` is None,
+    the full API (`full_rust` vs `full_python`: the algorithm brings its own datapath program,
+    figures under "full_api"). One agent process per run; in each round every algorithm runs
+    once, alternated (the order reversed every other round); medians over `rounds`. Each
+    pair sees the same synthetic reports, so equal final windows mean they behaved the same."""
+    agent = os.path.join(bin_dir(), "ccswitch-agent")
+    if not os.access(agent, os.X_OK):
+        raise RunError(f"{agent} not found or not executable (build it with `cargo build --release`)")
+    order = [rust, python] + ([full_rust, full_python] if full_rust else [])
+    samples: Dict[str, List[dict]] = {alg: [] for alg in order}
+    for i in range(rounds):
+        for alg in (order if i % 2 == 0 else order[::-1]):
+            samples[alg].append(bench_reports(agent, alg, reports))
+    out: Dict[str, object] = {
+        "reports": reports,
+        "rounds": rounds,
+        "path": "FlowController::on_report (decode fields, FlowState::observe, algorithm, updates)",
+        **_pair(samples, rust, python),
+    }
+    if full_rust:
+        out["full_api"] = {"path": "FlowController::on_report (the program's fields, algorithm, updates)",
+                           **_pair(samples, full_rust, full_python)}
+    return out
+
+
 def print_authoring(x: Dict[str, object]) -> None:
-    print(f"{x['reports']} reports x {x['rounds']} rounds, through {x['path']}", file=sys.stderr)
-    print(f"  {x['rust']:<40} {x['rust_us_per_report']:8.3f} µs/report (median)", file=sys.stderr)
-    print(f"  {x['python']:<40} {x['python_us_per_report']:8.3f} µs/report (median)", file=sys.stderr)
-    print(f"  Python overhead: {x['python_overhead_us_per_report']:.3f} µs/report "
-          f"({x['python_to_rust_ratio']:.1f}x); same final window: {x['same_final_window']}", file=sys.stderr)
+    print(f"{x['reports']} reports x {x['rounds']} rounds, alternated, medians", file=sys.stderr)
+    for title, p in (("simple API", x), ("full API (own datapath program)", x.get("full_api"))):
+        if not p:
+            continue
+        print(f" {title}, through {p['path']}", file=sys.stderr)
+        print(f"  {p['rust']:<62} {p['rust_us_per_report']:8.3f} µs/report", file=sys.stderr)
+        print(f"  {p['python']:<62} {p['python_us_per_report']:8.3f} µs/report", file=sys.stderr)
+        print(f"  Python overhead: {p['python_overhead_us_per_report']:.3f} µs/report "
+              f"({p['python_to_rust_ratio']:.1f}x); same final window: {p['same_final_window']}", file=sys.stderr)
 
 
 def add_cli(subparsers) -> None:
@@ -204,6 +226,10 @@ def add_cli(subparsers) -> None:
     p.add_argument("--rounds", type=int, default=7, help="authoring: runs of each algorithm (medians)")
     p.add_argument("--rust", default=AUTHORING_RUST, help="authoring: the Rust algorithm")
     p.add_argument("--python", default=AUTHORING_PYTHON, help="authoring: the Python algorithm (py:MODULE:CLASS)")
+    p.add_argument("--full-rust", default=AUTHORING_FULL_RUST,
+                   help="authoring: the Rust full-API algorithm (brings its own datapath program); '' to skip the full API")
+    p.add_argument("--full-python", default=AUTHORING_FULL_PYTHON,
+                   help="authoring: the same algorithm in Python's full API (py:MODULE:CLASS or pyportus:FILE.py:CLASS)")
     p.add_argument("--flows", type=int, default=100, help="scale: concurrent flows")
     p.add_argument("--seconds", type=float, default=10.0, help="scale: measurement window once all flows are open")
     p.add_argument("--rate-kbps", type=float, default=1000.0, help="scale: rate each flow is read at (kbit/s)")
@@ -283,14 +309,15 @@ def _cli_bench(args) -> int:
         if args.reports < 1 or args.rounds < 1:
             args.parser.error("--reports and --rounds: must be >= 1")
         try:
-            x = authoring(args.rust, args.python, args.reports, args.rounds)
+            x = authoring(args.rust, args.python, args.reports, args.rounds, args.full_rust or None, args.full_python)
         except RunError as e:
             log(f"error: {e}")
             return 1
         print_authoring(x)
         if args.json:
             print(json.dumps(x))
-        return 0 if x["same_final_window"] else 3
+        same = x["same_final_window"] and x.get("full_api", {}).get("same_final_window", True)
+        return 0 if same else 3
     try:
         sc = load_scenario(args.scenario) if args.scenario else loads_scenario(DEFAULT_SCENARIO)
         if args.repetitions is not None:
