@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use ccswitch_algorithms::FlowInfo;
+use ccswitch_algorithms::DatapathInfo;
 use ccswitch_protocol::lang::{reg_type, Implicit};
 use ccswitch_protocol::standard::report;
 
@@ -36,8 +36,8 @@ const INIT_CWND_BYTES: u64 = 10 * MSS_BYTES;
 /// Reports run before timing starts (interpreter and caches warm).
 const WARMUP_REPORTS: usize = 2000;
 
-fn bench_flow_info() -> FlowInfo {
-    FlowInfo { sid: 1, mss_bytes: MSS_BYTES as u32, init_cwnd_bytes: INIT_CWND_BYTES as u32, ..FlowInfo::default() }
+fn bench_flow_info() -> DatapathInfo {
+    DatapathInfo { sid: 1, mss_bytes: MSS_BYTES as u32, init_cwnd_bytes: INIT_CWND_BYTES as u32, ..DatapathInfo::default() }
 }
 
 pub fn run(spec: &str, reports: usize, policy: Option<Arc<Policy>>, gap: Duration) -> Result<()> {

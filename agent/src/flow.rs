@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Result};
 use ccswitch_algorithms::{
-    Algorithm, FlowControl, FlowInfo, FlowState, Instance, Measurement, ProgramAlgorithm, Report, Reporting,
+    Algorithm, FlowControl, DatapathInfo, FlowState, Instance, Measurement, ProgramAlgorithm, Report, Reporting,
 };
 use ccswitch_protocol::wire;
 
@@ -77,7 +77,7 @@ impl std::fmt::Debug for CompiledProgram {
 
 enum Kind {
     Simple { algorithm: Box<dyn Algorithm>, state: FlowState, reporting: Reporting },
-    Full { algorithm: Box<dyn ProgramAlgorithm>, programs: Vec<Arc<CompiledProgram>>, current: usize, info: FlowInfo },
+    Full { algorithm: Box<dyn ProgramAlgorithm>, programs: Vec<Arc<CompiledProgram>>, current: usize, info: DatapathInfo },
 }
 
 pub struct FlowController {
@@ -140,7 +140,7 @@ impl FlowController {
     /// Set up a flow and compute what to install on the datapath first.
     pub fn new(
         instance: Instance,
-        info: FlowInfo,
+        info: DatapathInfo,
         simple: &SimpleProgram,
         cache: &ProgramCache,
     ) -> Result<(Self, Answer)> {
@@ -383,7 +383,7 @@ impl FlowController {
 
 /// What a full-API algorithm asked for during one callback.
 struct Control<'a> {
-    info: FlowInfo,
+    info: DatapathInfo,
     programs: &'a [Arc<CompiledProgram>],
     program: usize,
     changed: bool,
@@ -394,7 +394,7 @@ struct Control<'a> {
 }
 
 impl<'a> Control<'a> {
-    fn new(info: FlowInfo, programs: &'a [Arc<CompiledProgram>], program: usize) -> Self {
+    fn new(info: DatapathInfo, programs: &'a [Arc<CompiledProgram>], program: usize) -> Self {
         Self {
             info,
             programs,
@@ -430,7 +430,7 @@ impl FlowControl for Control<'_> {
         self.info.mss_bytes
     }
 
-    fn info(&self) -> FlowInfo {
+    fn info(&self) -> DatapathInfo {
         self.info
     }
 
@@ -474,8 +474,8 @@ mod tests {
 
     const MSS: u32 = 1448;
 
-    fn info() -> FlowInfo {
-        FlowInfo { mss_bytes: MSS, init_cwnd_bytes: 10 * MSS, ..FlowInfo::default() }
+    fn info() -> DatapathInfo {
+        DatapathInfo { mss_bytes: MSS, init_cwnd_bytes: 10 * MSS, ..DatapathInfo::default() }
     }
 
     struct Fixture {

@@ -23,6 +23,9 @@
 //!
 //! The Python side of the API is documented in `python/ccswitch/authoring/__init__.py`; an example is
 //! `python/ccswitch/authoring/examples/reno.py`.
+//!
+//! A class that declares `datapath_programs` (the full API) and pyportus files are loaded by
+//! [`crate::pyportus`] instead.
 
 use std::fmt;
 use std::sync::Arc;

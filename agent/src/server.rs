@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
-use ccswitch_algorithms::FlowInfo;
+use ccswitch_algorithms::DatapathInfo;
 use ccswitch_protocol::wire::{self, FrameReader, Msg};
 use tracing::{debug, error, info, warn};
 
@@ -400,7 +400,7 @@ impl Connection {
                 };
                 let spec = start.spec.as_str();
                 let name = instance.name().to_string();
-                let info = FlowInfo {
+                let info = DatapathInfo {
                     sid: c.sid,
                     mss_bytes: c.mss,
                     init_cwnd_bytes: c.init_cwnd,

@@ -32,7 +32,7 @@ mod vegas;
 mod westwood;
 
 pub use params::{Param, Params, SpecError};
-pub use program_api::{FlowControl, FlowInfo, ProgramAlgorithm, Report};
+pub use program_api::{FlowControl, DatapathInfo, ProgramAlgorithm, Report};
 pub use state::{FlowState, Measurement, WindowEvent};
 
 /// How often the standard datapath program reports to a simple algorithm. Losses and

@@ -10,7 +10,7 @@
 /// What the datapath said of a flow when it was created (CCP's CREATE message; portus's
 /// `DatapathInfo`). Addresses are IPv4 as integers in network order (`Ipv4Addr::from`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FlowInfo {
+pub struct DatapathInfo {
     /// The flow's id on its datapath.
     pub sid: u32,
     pub mss_bytes: u32,
@@ -27,7 +27,7 @@ pub struct FlowInfo {
 pub trait FlowControl {
     fn mss_bytes(&self) -> u32;
     /// What the datapath said of the flow when it was created.
-    fn info(&self) -> FlowInfo;
+    fn info(&self) -> DatapathInfo;
     /// The program the flow runs (or will run once this callback's changes are sent).
     fn program(&self) -> &str;
     /// Handover the flow to another of the algorithm's programs. Its registers start fresh.

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context, Result};
-use ccswitch_algorithms::{FlowControl, FlowInfo, ProgramAlgorithm, Report};
+use ccswitch_algorithms::{FlowControl, DatapathInfo, ProgramAlgorithm, Report};
 use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -81,7 +81,7 @@ struct ProgramLayout {
 }
 
 /// An algorithm loaded once per process (the agent instantiates a spec per flow).
-struct Loaded {
+struct LoadedPythonAlgorithm {
     api: Api,
     /// The class's name, as logs and the events file name the flows' algorithm.
     name: String,
@@ -95,15 +95,15 @@ struct Loaded {
     warned_no_program: AtomicBool,
 }
 
-/// Loaded algorithms by spec (a pyportus file by its canonical path). Looked up and filled with
+/// LoadedPythonAlgorithm algorithms by spec (a pyportus file by its canonical path). Looked up and filled with
 /// the GIL held but never held across Python code, which may release the GIL.
-static LOADED: Mutex<Option<HashMap<String, Arc<Loaded>>>> = Mutex::new(None);
+static LOADED: Mutex<Option<HashMap<String, Arc<LoadedPythonAlgorithm>>>> = Mutex::new(None);
 
-fn cached(key: &str) -> Option<Arc<Loaded>> {
+fn cached(key: &str) -> Option<Arc<LoadedPythonAlgorithm>> {
     LOADED.lock().expect("loaded algorithms poisoned").as_ref()?.get(key).cloned()
 }
 
-fn remember(key: String, loaded: Loaded) -> Arc<Loaded> {
+fn remember(key: String, loaded: LoadedPythonAlgorithm) -> Arc<LoadedPythonAlgorithm> {
     let mut map = LOADED.lock().expect("loaded algorithms poisoned");
     // Another thread may have loaded it meanwhile: keep the first, so all flows share one.
     Arc::clone(map.get_or_insert_with(HashMap::new).entry(key).or_insert_with(|| Arc::new(loaded)))
@@ -120,7 +120,7 @@ pub fn load_pyportus(target: &str) -> Result<Box<dyn ProgramAlgorithm>> {
         Some((file, class)) if file.ends_with(".py") && !class.is_empty() => (file, Some(class)),
         _ => return Err(anyhow!("pyportus:{target}: expected pyportus:FILE.py or pyportus:FILE.py:CLASS")),
     };
-    let loaded = Python::with_gil(|py| -> Result<Arc<Loaded>> {
+    let loaded = Python::with_gil(|py| -> Result<Arc<LoadedPythonAlgorithm>> {
         set_up_paths(py);
         let portus = portus_module(py).map_err(|e| anyhow!("the pyportus compatibility module: {}", describe(py, &e)))?;
         let path = find_file(py, file)?;
@@ -186,7 +186,7 @@ pub fn load_full_api(target: &str) -> Result<Option<Box<dyn ProgramAlgorithm>>> 
 
 /// Compile an algorithm's programs (name → source, in the dict's order: the first is a new
 /// flow's) with the agent's compiler.
-fn compile(api: Api, name: String, spec: String, object: Py<PyAny>, programs: &Bound<'_, PyDict>) -> Result<Loaded> {
+fn compile(api: Api, name: String, spec: String, object: Py<PyAny>, programs: &Bound<'_, PyDict>) -> Result<LoadedPythonAlgorithm> {
     let mut sources = Vec::new();
     for (program, source) in programs.iter() {
         match (program.extract::<String>(), source.extract::<String>()) {
@@ -205,7 +205,7 @@ fn compile(api: Api, name: String, spec: String, object: Py<PyAny>, programs: &B
         controls.sort();
         layouts.push(ProgramLayout { name: program.clone(), report_names: compiled.report_names.clone().into(), controls });
     }
-    Ok(Loaded {
+    Ok(LoadedPythonAlgorithm {
         api,
         name,
         spec,
@@ -274,7 +274,7 @@ fn try_compile(program: &str) -> String {
 
 /// What one callback asked of its flow, sent when it returns.
 #[derive(Default)]
-struct Pending {
+struct PendingDatapathChanges {
     /// `set_program` was called: the flow changes to `PyDatapath::program`.
     program_changed: bool,
     cwnd_bytes: Option<u32>,
@@ -294,10 +294,10 @@ enum Field {
 #[pyclass(name = "PyDatapath", module = "portus")]
 pub struct PyDatapath {
     layouts: Arc<[ProgramLayout]>,
-    info: FlowInfo,
+    info: DatapathInfo,
     /// The flow's program; `None` for a pyportus flow before its first `set_program`.
     program: Option<usize>,
-    pending: Pending,
+    pending: PendingDatapathChanges,
 }
 
 impl PyDatapath {
@@ -458,8 +458,8 @@ pub struct PyDatapathInfo {
     dst_port: u32,
 }
 
-impl From<FlowInfo> for PyDatapathInfo {
-    fn from(i: FlowInfo) -> Self {
+impl From<DatapathInfo> for PyDatapathInfo {
+    fn from(i: DatapathInfo) -> Self {
         Self {
             sock_id: i.sid,
             init_cwnd: i.init_cwnd_bytes,
@@ -546,7 +546,7 @@ impl PyReport {
 
 /// A Python algorithm with its own programs, for one flow.
 struct PythonProgramAlgorithm {
-    loaded: Arc<Loaded>,
+    loaded: Arc<LoadedPythonAlgorithm>,
     /// ccswitch's API: this flow's instance of the class.
     instance: Option<Py<PyAny>>,
     /// The flow's bound `on_report`, once the flow is created (none if creating it raised).
@@ -556,7 +556,7 @@ struct PythonProgramAlgorithm {
 }
 
 impl PythonProgramAlgorithm {
-    fn new(loaded: Arc<Loaded>, instance: Option<Py<PyAny>>) -> Self {
+    fn new(loaded: Arc<LoadedPythonAlgorithm>, instance: Option<Py<PyAny>>) -> Self {
         Self { loaded, instance, on_report: None, datapath: None, errors: 0 }
     }
 
@@ -605,7 +605,7 @@ impl PythonProgramAlgorithm {
     fn discard(&self, py: Python<'_>, program_before: Option<usize>) {
         if let Some(dp) = &self.datapath {
             let mut dp = dp.borrow_mut(py);
-            dp.pending = Pending::default();
+            dp.pending = PendingDatapathChanges::default();
             dp.program = program_before;
         }
     }
@@ -619,7 +619,7 @@ impl PythonProgramAlgorithm {
                 layouts: Arc::clone(&loaded.layouts),
                 info: flow.info(),
                 program: if strict { None } else { Some(0) },
-                pending: Pending::default(),
+                pending: PendingDatapathChanges::default(),
             },
         )?;
         self.datapath = Some(dp.clone_ref(py));

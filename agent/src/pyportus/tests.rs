@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ccswitch_algorithms::FlowInfo;
+use ccswitch_algorithms::DatapathInfo;
 use ccswitch_protocol::lang::{reg_type, Implicit};
 use pyo3::prelude::*;
 
@@ -17,8 +17,8 @@ fn take_errors() -> u64 {
 
 const MSS: u32 = 1448;
 
-fn info() -> FlowInfo {
-    FlowInfo {
+fn info() -> DatapathInfo {
+    DatapathInfo {
         sid: 7,
         mss_bytes: MSS,
         init_cwnd_bytes: 10 * MSS,
@@ -55,7 +55,7 @@ fn write_file(name: &str, source: &str) -> String {
     path.display().to_string()
 }
 
-struct Fixture {
+struct PyportusFixture {
     simple: SimpleProgram,
     cache: ProgramCache,
 }
@@ -64,7 +64,7 @@ struct Fixture {
 /// as the algorithm names them.
 type Named = (Option<String>, Vec<(String, u64)>);
 
-impl Fixture {
+impl PyportusFixture {
     fn new() -> Self {
         Self { simple: SimpleProgram::compile().unwrap(), cache: ProgramCache::default() }
     }
@@ -138,7 +138,7 @@ fn load_error(spec: &str) -> String {
 
 #[test]
 fn a_constant_window_file_sets_its_program_and_window_and_keeps_it() {
-    let fx = Fixture::new();
+    let fx = PyportusFixture::new();
     let spec = format!("pyportus:{}/const_cwnd.py:ConstCwnd", algorithms_dir().display());
     let (mut flow, created) = fx.flow(&spec);
     assert_eq!(flow.name(), "ConstCwnd");
@@ -149,7 +149,7 @@ fn a_constant_window_file_sets_its_program_and_window_and_keeps_it() {
 
 #[test]
 fn the_aimd_file_halves_on_loss_and_grows_one_mss_per_window() {
-    let fx = Fixture::new();
+    let fx = PyportusFixture::new();
     // Without CLASS: the algorithm the file started.
     let spec = format!("pyportus:{}/aimd.py", algorithms_dir().display());
     let (mut flow, created) = fx.flow(&spec);
@@ -166,7 +166,7 @@ fn the_aimd_file_halves_on_loss_and_grows_one_mss_per_window() {
 
 #[test]
 fn the_reno_like_file_changes_program_on_its_first_loss_and_restarts_slow_start_on_a_timeout() {
-    let fx = Fixture::new();
+    let fx = PyportusFixture::new();
     let spec = format!("pyportus:{}/reno_like.py:RenoLike", algorithms_dir().display());
     let (mut flow, created) = fx.flow(&spec);
     let mss = u64::from(MSS);
@@ -202,7 +202,7 @@ seen = []
 
 #[test]
 fn datapath_calls_map_to_one_answer_and_wrong_ones_raise_where_they_are_made() {
-    let fx = Fixture::new();
+    let fx = PyportusFixture::new();
     let path = write_file(
         "probe_mapping",
         &format!(
@@ -299,7 +299,7 @@ portus.start("unix", Probe())
 
 #[test]
 fn a_raising_callback_is_counted_and_what_it_set_is_dropped() {
-    let fx = Fixture::new();
+    let fx = PyportusFixture::new();
     let path = write_file(
         "probe_raises",
         &format!(
@@ -338,7 +338,7 @@ portus.start("unix", Raises())
 
 #[test]
 fn a_flow_whose_new_flow_chose_no_program_runs_the_first_and_a_failed_new_flow_keeps_the_window() {
-    let fx = Fixture::new();
+    let fx = PyportusFixture::new();
     let path = write_file(
         "probe_no_program",
         &format!(
@@ -426,7 +426,7 @@ PROGRAM = """(def (Report (volatile acked 0)))
 #[test]
 fn the_full_api_example_answers_every_report_as_the_rust_reno_datapath() {
     add_repo_python();
-    let fx = Fixture::new();
+    let fx = PyportusFixture::new();
     let (mut py, py_created) = fx.flow("py:ccswitch.authoring.examples.reno_datapath:RenoDatapath");
     let (mut rust, rust_created) = fx.flow("reno-datapath");
     assert_eq!(py.name(), "RenoDatapath");
