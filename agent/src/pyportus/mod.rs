@@ -76,6 +76,8 @@ enum Api {
 struct ProgramLayout {
     name: String,
     report_names: Arc<[String]>,
+    /// The same, as interned Python strings (what attribute names in code are).
+    interned_report_names: Vec<Py<PyString>>,
     /// Control registers, without `Control.`, sorted (for messages).
     controls: Vec<String>,
 }
@@ -186,7 +188,14 @@ pub fn load_full_api(target: &str) -> Result<Option<Box<dyn ProgramAlgorithm>>> 
 
 /// Compile an algorithm's programs (name → source, in the dict's order: the first is a new
 /// flow's) with the agent's compiler.
-fn compile(api: Api, name: String, spec: String, object: Py<PyAny>, programs: &Bound<'_, PyDict>) -> Result<LoadedPythonAlgorithm> {
+fn compile(
+    api: Api,
+    name: String,
+    spec: String,
+    object: Py<PyAny>,
+    programs: &Bound<'_, PyDict>,
+) -> Result<LoadedPythonAlgorithm> {
+    let py = programs.py();
     let mut sources = Vec::new();
     for (program, source) in programs.iter() {
         match (program.extract::<String>(), source.extract::<String>()) {
@@ -203,7 +212,14 @@ fn compile(api: Api, name: String, spec: String, object: Py<PyAny>, programs: &B
             .with_context(|| format!("{spec}: datapath program {program:?} does not compile"))?;
         let mut controls: Vec<String> = compiled.control_names().map(str::to_string).collect();
         controls.sort();
-        layouts.push(ProgramLayout { name: program.clone(), report_names: compiled.report_names.clone().into(), controls });
+        let interned_report_names =
+            compiled.report_names.iter().map(|n| PyString::intern_bound(py, n).unbind()).collect();
+        layouts.push(ProgramLayout {
+            name: program.clone(),
+            report_names: compiled.report_names.clone().into(),
+            interned_report_names,
+            controls,
+        });
     }
     Ok(LoadedPythonAlgorithm {
         api,
@@ -509,10 +525,10 @@ impl PyReport {
     fn __getattribute__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<PyObject> {
         let py = slf.py();
         let this = slf.get();
-        if let Ok(text) = name.to_str() {
-            if let Some(i) = this.names().iter().position(|n| n == text) {
-                return Ok(this.values.get(i).copied().unwrap_or(0).into_py(py));
-            }
+        // Attribute names in code are interned, as are the fields' names: compare identities.
+        let interned = &this.layouts[this.program].interned_report_names;
+        if let Some(i) = interned.iter().position(|n| n.as_ptr() == name.as_ptr()) {
+            return Ok(this.values.get(i).copied().unwrap_or(0).into_py(py));
         }
         // SAFETY: both pointers are valid, owned by their `Bound`s; the result is a new reference or null.
         unsafe {
@@ -521,16 +537,10 @@ impl PyReport {
         }
     }
 
-    fn __getattr__(&self, name: &str) -> PyResult<u64> {
-        let hint = match name {
-            "Cwnd" | "Rate" => format!("; to see the datapath's {name}, report it: (:= Report.x {name})"),
-            _ => String::new(),
-        };
-        Err(PyAttributeError::new_err(format!(
-            "{name} is not a Report field of program {:?} (its fields: {}){hint}",
-            self.layouts[self.program].name,
-            self.names().join(", ")
-        )))
+    /// What `__getattribute__` did not find (pyo3 calls this on its AttributeError): a field
+    /// by a name that is not interned (e.g. built at run time), or why there is none.
+    fn __getattr__(&self, name: &Bound<'_, PyString>) -> PyResult<u64> {
+        self.field(&name.to_cow()?)
     }
 
     fn __dir__(&self) -> Vec<String> {
@@ -541,6 +551,24 @@ impl PyReport {
         let fields: Vec<String> =
             self.names().iter().zip(&self.values).map(|(n, v)| format!("{n}={v}")).collect();
         format!("Report({:?}: {})", self.layouts[self.program].name, fields.join(", "))
+    }
+}
+
+impl PyReport {
+    /// A field by name, or why there is none.
+    fn field(&self, name: &str) -> PyResult<u64> {
+        if let Some(i) = self.names().iter().position(|n| n == name) {
+            return Ok(self.values.get(i).copied().unwrap_or(0));
+        }
+        let hint = match name {
+            "Cwnd" | "Rate" => format!("; to see the datapath's {name}, report it: (:= Report.x {name})"),
+            _ => String::new(),
+        };
+        Err(PyAttributeError::new_err(format!(
+            "{name} is not a Report field of program {:?} (its fields: {}){hint}",
+            self.layouts[self.program].name,
+            self.names().join(", ")
+        )))
     }
 }
 

@@ -224,6 +224,7 @@ class Flow:
 
     def on_report(self, r):
         seen.append(("report", r.acked, r.rtt, repr(r)))
+        seen.append(("a name built at run time", getattr(r, "".join(["ac", "ked"]))))
         for bad in ("Cwnd", "nonesuch"):
             try:
                 getattr(r, bad)
@@ -281,6 +282,7 @@ portus.start("unix", Probe())
             "('info', 7, 1448, 14480, '10.0.0.1', 8765, '10.0.1.2', 40000)",
             "('before set_program', 'cannot update Cwnd: no datapath program installed yet",
             "('report', 1000, 40000, 'Report(\"first\": acked=1000, rtt=40000)')",
+            "('a name built at run time', 1000)",
             "Cwnd is not a Report field of program \"first\" (its fields: acked, rtt); to see the datapath",
             "nonesuch is not a Report field of program \"first\"",
             "('refused', 'nonesuch', 'cannot update \"nonesuch\" of program \"first\": no such field; what can be updated: Cwnd, Rate, Control.gain, Control.other')",
