@@ -120,7 +120,9 @@ struct ccsw_flow_state {
 	__u8 directed;        /* the last ACK applied a cwnd directive */
 	__u8 paced;           /* we set SK_PACING_NEEDED for a pacing directive */
 	__u8 ever_directed;   /* a directive has set cwnd on some ACK */
-	__u32 fallback;       /* CCSW_FALLBACK_*, latched at init */
+	__u8 fallback;        /* CCSW_FALLBACK_*, latched at init */
+	__u8 loss_unreported; /* entered Recovery since the last ACK (see ack_losses) */
+	__u8 _pad0[2];
 	struct ccsw_fold_state fold;
 	/* third cache line */
 	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
@@ -552,6 +554,24 @@ static __always_inline void carry_rtt(struct tcp_sock *tp, struct ccsw_flow_stat
 		st->rtt_us = tp->srtt_us >> 3;
 }
 
+/* The packets this ACK reports lost: those it marked (rs->losses), and at least one if the
+ * flow entered Recovery since the last ACK without an ACK marking any. RACK marks losses from
+ * its reordering timer too (tcp_rack_reo_timeout), and enters Recovery there; the ACKs after
+ * it mark nothing new, so without this a folded flow reported such a loss only once a later
+ * ACK marked another (on a T-Mobile UMTS trace 0.35 s later, the window unreduced all along,
+ * where the kernel's own Cubic reduces on entering Recovery). */
+static __always_inline __u32 ack_losses(struct ccsw_flow_state *st, const struct rate_sample *rs)
+{
+	__u32 lost = rs->losses > 0 ? rs->losses : 0;
+
+	if (st->loss_unreported) {
+		st->loss_unreported = 0;
+		if (!lost)
+			lost = 1;
+	}
+	return lost;
+}
+
 /* The routine lane's wake-up state, and when its oldest unread record was submitted: racy
  * hints (two CPUs may both wake, which costs only a wake-up). */
 struct ccsw_wake_state routine_wake = { .cons_pos = ~0ULL };
@@ -593,7 +613,7 @@ static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size)
 
 /* A folded flow's ACK: no record unless the standard program reports. */
 static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_state *st, int flag,
-					    const struct rate_sample *rs, __u64 now,
+					    const struct rate_sample *rs, __u32 lost, __u64 now,
 					    const struct ccsw_kernel_directive_slot *d, struct ccsw_kernel_cpu_stats *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -610,7 +630,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 		sample.interval_us = rs->rcv_interval_us;
 	}
 	a.bytes_acked = rs->acked_sacked * mss;
-	a.lost_packets = rs->losses > 0 ? rs->losses : 0;
+	a.lost_packets = lost;
 	a.ecn_packets = (flag & FLAG_ECE) ? rs->acked_sacked : 0;
 	a.was_timeout = st->was_timeout;
 	a.rtt_us = st->rtt_us;
@@ -694,7 +714,7 @@ static __always_inline struct ccsw_vm_flow *vm_flow_of(const struct ccsw_kernel_
  * shim's session would give its interpreter for this ACK's record, one
  * evaluation, then its window, rate and report, as libccp applies them. */
 static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_flow_state *st, int flag,
-				      const struct rate_sample *rs, __u64 now,
+				      const struct rate_sample *rs, __u32 lost, __u64 now,
 				      const struct ccsw_kernel_directive_slot *d, struct ccsw_vm_flow *vf,
 				      struct ccsw_kernel_cpu_stats *s)
 {
@@ -725,7 +745,7 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_flow_state *s
 		prims[2] = (__u64)acked * mss;     /* Ack.ecn_bytes */
 		prims[3] = acked;                  /* Ack.ecn_packets */
 	}
-	prims[4] = rs->losses > 0 ? rs->losses : 0; /* Ack.lost_pkts_sample */
+	prims[4] = lost;                           /* Ack.lost_pkts_sample */
 	prims[5] = ack_time_us(tp);                /* Ack.now */
 	prims[6] = acked;                          /* Ack.packets_acked */
 	prims[7] = tp->sacked_out;                 /* Ack.packets_misordered */
@@ -785,7 +805,7 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_flow_state *s
 }
 
 static __always_inline void emit_ack(struct sock *sk, struct ccsw_flow_state *st, int flag,
-				     const struct rate_sample *rs, __u64 now, bool fell_back,
+				     const struct rate_sample *rs, __u32 lost, __u64 now, bool fell_back,
 				     struct ccsw_kernel_cpu_stats *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -799,7 +819,7 @@ static __always_inline void emit_ack(struct sock *sk, struct ccsw_flow_state *st
 	__u64 bytes_delivered;
 	__u32 pending;
 	/* Urgent on loss, timeout or ECN, as folded reports are. */
-	bool urgent = rs->losses > 0 || st->was_timeout || (flag & FLAG_ECE);
+	bool urgent = lost > 0 || st->was_timeout || (flag & FLAG_ECE);
 
 	e = lane_reserve(urgent, sizeof(*e));
 	if (!e) {
@@ -822,7 +842,7 @@ static __always_inline void emit_ack(struct sock *sk, struct ccsw_flow_state *st
 		e->ecn_packets = 0;
 		e->ecn_bytes = 0;
 	}
-	e->lost_pkts_sample = rs->losses > 0 ? rs->losses : 0;
+	e->lost_pkts_sample = lost;
 	e->was_timeout = st->was_timeout;
 	st->was_timeout = 0;
 	if (rtt_us >= 0) {
@@ -888,6 +908,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	st->fallback = fallback;
 	st->prr_delivered = 0;
 	st->was_timeout = 0;
+	st->loss_unreported = 0;
 	st->directed = 0;
 	st->paced = 0;
 	st->rtt_us = 0;
@@ -953,7 +974,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	struct ccsw_kernel_config *cfg;
 	struct ccsw_kernel_cpu_stats *s;
 	__u64 now = ack_time_ns(tp);
-	__u32 fallback = CCSW_FALLBACK_RENO;
+	__u32 fallback = CCSW_FALLBACK_RENO, lost = 0;
 	bool directed = false, agent_live = false;
 
 	start_cold_lines(ca);
@@ -961,6 +982,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	st = flow_state(sk);
 	if (st) {
 		fallback = st->fallback;
+		lost = ack_losses(st, rs);
 		cfg = config_slot();
 		agent_live = cfg && now < cfg->agent_valid_until_ns;
 		if (agent_live)
@@ -974,7 +996,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	} else if (d && d->cwnd_bytes && st) {
 		__u32 loss_set;
 
-		set_directive_cwnd(tp, ca, fold_cwnd(&st->fold, d, rs->losses > 0 ? rs->losses : 0, &loss_set));
+		set_directive_cwnd(tp, ca, fold_cwnd(&st->fold, d, lost, &loss_set));
 		directed = true;
 	} else {
 		if (st && st->directed) {
@@ -1033,11 +1055,11 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 			st->ever_directed = 1;
 		carry_rtt(tp, st, rs);
 		if (vf)
-			vm_on_ack(sk, st, flag, rs, now, d, vf, s);
+			vm_on_ack(sk, st, flag, rs, lost, now, d, vf, s);
 		else if (d && d->fold != CCSW_FOLD_OFF)
-			fold_and_report(sk, st, flag, rs, now, d, s);
+			fold_and_report(sk, st, flag, rs, lost, now, d, s);
 		else
-			emit_ack(sk, st, flag, rs, now, !directed, s);
+			emit_ack(sk, st, flag, rs, lost, now, !directed, s);
 	}
 }
 
@@ -1080,6 +1102,8 @@ void BPF_PROG(ccsw_set_state, struct sock *sk, __u8 new_state)
 
 	if (new_state == TCP_CA_Loss)
 		st->was_timeout = 1;
+	if (new_state == TCP_CA_Recovery && old_state != TCP_CA_Recovery)
+		st->loss_unreported = 1;
 
 	/* tcp_init_cwnd_reduction() has just run: restart PRR accounting. */
 	if (in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state))
