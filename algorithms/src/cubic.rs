@@ -427,6 +427,7 @@ impl Algorithm for Cubic {
 
     fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.on_rtt_samples(state, m);
+        let cwnd_before = state.cwnd_bytes;
         match state.classify(m) {
             WindowEvent::Timeout => {
                 // tcp_enter_loss: ssthresh from the current window, then all of cubic's state
@@ -436,6 +437,16 @@ impl Algorithm for Cubic {
                 state.cwnd_bytes = state.min_cwnd_bytes();
             }
             WindowEvent::CongestionEvent => {
+                // The report's ACKs arrived before the loss was known, and Linux grew the
+                // window on each of them before `ssthresh` was taken from it: what slow start
+                // (in `classify`) did not take, avoidance does. Per-RTT reports in avoidance
+                // otherwise cut from the window of the previous report, up to an RTT's growth
+                // (5% before the first loss) below Linux's.
+                let slow_start_bytes = state.cwnd_bytes - cwnd_before;
+                let avoidance_bytes = m.acked_bytes.saturating_sub(slow_start_bytes);
+                if avoidance_bytes > 0 && !state.in_slow_start() {
+                    self.congestion_avoidance(state, avoidance_bytes);
+                }
                 self.on_congestion_event(state);
                 state.cwnd_bytes = state.ssthresh_bytes;
             }
@@ -620,6 +631,30 @@ mod tests {
         assert_eq!(s.reporting(), Reporting::PerAck);
         s.lose(1);
         assert_eq!(s.reporting(), Reporting::PerRtt, "avoidance grows per RTT");
+    }
+
+    /// A loss report folds the ACKs since the previous report, which Linux spent on growth
+    /// one by one before the loss marked on the last of them: in avoidance, the window the
+    /// reduction starts from has that growth (`W_max` too), not the previous report's window.
+    #[test]
+    fn a_loss_report_grows_the_window_for_its_acks_before_the_reduction() {
+        let after_recovery = || {
+            let mut s = spec_sender("cubic", 1000, 100);
+            s.ack_segments(0);
+            s.lose(1);
+            s.ack_segments(1000); // recovery over: W_max = 1000, cwnd 700
+            s.advance_ms(100);
+            s
+        };
+        let (mut one_report, mut two_reports) = (after_recovery(), after_recovery());
+        assert_eq!(one_report.cwnd_segments(), 700.0);
+        two_reports.ack_segments(600); // the growth of 600 ACKs, then the loss in a report of its own
+        let grown = two_reports.cwnd_segments().floor();
+        assert!(grown >= 705.0, "the ACKs grew the window: {grown}");
+        two_reports.lose(1);
+        one_report.ack_and_lose(600, 1); // the same ACKs, the last marking the loss: one report
+        assert_eq!(one_report.state.cwnd_bytes, two_reports.state.cwnd_bytes);
+        assert_eq!(one_report.cwnd_segments(), (grown * BETA).floor(), "⌊{grown} · 717/1024⌋");
     }
 
     // --- Taking over a running flow -------------------------------------------------------
