@@ -19,8 +19,12 @@ build: setup
 demo: build
 	$(VENV)/bin/ccswitch run experiments/demo.toml
 
-test: build
+test: test-rust test-python
+
+test-rust: build
 	cargo test $(CARGO_FLAGS) -- --test-threads=1
+
+test-python: build
 	$(PY) -m pytest -v tests/python
 
 bench: build

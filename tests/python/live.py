@@ -1,6 +1,7 @@
 """Shared by the tests that drive the real harness pieces (root, mahimahi, Rust binaries)."""
 
 import contextlib
+import os
 
 import pytest
 
@@ -16,6 +17,21 @@ def require_machine_and_binaries():
     missing = CcswitchDaemons.missing_binaries(environment.bin_dir())
     if missing:
         pytest.fail(f"Rust binaries not built (make build): {missing}")
+
+
+@contextlib.contextmanager
+def agents_log_debug():
+    """Agents started meanwhile log at debug level: every report they answer, with what they
+    answered (CCSWITCH_LOG_LEVEL, restored on exit)."""
+    saved = os.environ.get("CCSWITCH_LOG_LEVEL")
+    os.environ["CCSWITCH_LOG_LEVEL"] = "debug"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("CCSWITCH_LOG_LEVEL", None)
+        else:
+            os.environ["CCSWITCH_LOG_LEVEL"] = saved
 
 
 @contextlib.contextmanager

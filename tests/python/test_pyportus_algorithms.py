@@ -18,6 +18,7 @@ import pytest
 from ccswitch.experiments import environment
 from ccswitch.topology.bridges import OVS_BIN, normalize_stats
 from ccswitch.topology.daemons import CcswitchDaemons, python_agent_env
+from live import agents_log_debug
 from test_ovs_integrity import set_up_ovs_runner
 
 ALGORITHMS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyportus_algorithms")
@@ -53,17 +54,8 @@ def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("pyportus")
     for f, _ in ALGORITHMS:  # unmodified, beside the scenario (its directory is on the agent's sys.path)
         shutil.copy(os.path.join(ALGORITHMS_DIR, f), d / f)
-    # debug: the agent logs every report it answers, with what it answered
-    saved = os.environ.get("CCSWITCH_LOG_LEVEL")
-    os.environ["CCSWITCH_LOG_LEVEL"] = "debug"
-    try:
-        with set_up_ovs_runner(d, SCENARIO) as r:
-            yield r
-    finally:
-        if saved is None:
-            os.environ.pop("CCSWITCH_LOG_LEVEL", None)
-        else:
-            os.environ["CCSWITCH_LOG_LEVEL"] = saved
+    with agents_log_debug(), set_up_ovs_runner(d, SCENARIO) as r:
+        yield r
 
 
 def transfer(r, label):

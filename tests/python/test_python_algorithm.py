@@ -12,7 +12,7 @@ import pytest
 
 from ccswitch.experiments import environment, runner
 from ccswitch.topology.daemons import python_agent_env
-from live import set_up_runner
+from live import agents_log_debug, set_up_runner
 
 EXAMPLE = "py:ccswitch.authoring.examples.reno:Reno"
 
@@ -53,17 +53,8 @@ def agent_binary():
 def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("pyalg")
     (d / "faulty_alg.py").write_text(FAULTY_MODULE)
-    # debug: the agent logs every report it answers, with the window it sent
-    saved = os.environ.get("CCSWITCH_LOG_LEVEL")
-    os.environ["CCSWITCH_LOG_LEVEL"] = "debug"
-    try:
-        with set_up_runner(d, SCENARIO) as r:
-            yield r
-    finally:
-        if saved is None:
-            os.environ.pop("CCSWITCH_LOG_LEVEL", None)
-        else:
-            os.environ["CCSWITCH_LOG_LEVEL"] = saved
+    with agents_log_debug(), set_up_runner(d, SCENARIO) as r:
+        yield r
 
 
 def agent_log(r, algorithm):

@@ -11,21 +11,12 @@ mod common;
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{cc_available, make_blob, sha256_file, Env, FILE_BYTES};
+use common::{make_blob, sha256_file, AgentAndShim, Env, FILE_BYTES};
 
 const SHIM: &str = env!("CARGO_BIN_EXE_ccswitch-kernel");
-
-/// The agent binary built beside this test (target/<profile>/).
-fn agent_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.ancestors().nth(2).expect("target/<profile>/deps/<test>").join("ccswitch-agent");
-    assert!(bin.exists(), "{} missing: build the workspace first (cargo build --workspace)", bin.display());
-    bin
-}
 
 /// The `key=value` fields of the shim's "shim totals" log line.
 fn shim_totals(log: &str) -> HashMap<String, f64> {
@@ -42,37 +33,10 @@ fn a_folded_flow_sends_reports_not_acks() {
     let mut env = Env::new();
     let want = make_blob(&env.dir);
     let cc = format!("ccsw_l{}", std::process::id() % 1_000_000);
-    let (sock, events, shim_log) = (env.dir.join("agent.sock"), env.dir.join("events.jsonl"), env.dir.join("shim.log"));
-
-    let agent = env.spawn(
-        Command::new(agent_bin())
-            .arg("--socket")
-            .arg(&sock)
-            .args(["--algorithm", "cubic", "--events"])
-            .arg(&events)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "the agent did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let shim = env.spawn(
-        Command::new(SHIM)
-            .args(["--cc-name", &cc, "--fallback", "reno", "--agent-socket"])
-            .arg(&sock)
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(&shim_log).unwrap()),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cc_available(&cc) {
-        assert!(Instant::now() < deadline, "the congestion control did not register");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    env.use_cc(&cc);
-    let dev = env.ns(&env.srv_ns, &["ip", "-o", "link", "show", "type", "veth"]);
-    let dev = dev.split(':').nth(1).unwrap().trim().split('@').next().unwrap().to_string();
+    let shim_log = env.dir.join("shim.log");
+    let AgentAndShim { agent, shim, events } =
+        env.start_cubic_agent_and_shim(SHIM, &cc, Stdio::from(fs::File::create(&shim_log).unwrap()));
+    let dev = env.sender_veth();
     env.ns(&env.srv_ns, &["tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "50mbit", "burst", "16kb", "latency", "20ms"]);
     env.start_server();
 

@@ -16,23 +16,14 @@
 mod common;
 
 use std::fs;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cc_available, Env, PORT, SRV_ADDR};
+use common::{AgentAndShim, Env, PORT, SRV_ADDR};
 
 const SHIM: &str = env!("CARGO_BIN_EXE_ccswitch-kernel");
 /// The dropped segment carries this; the retransmission, which carries it too, passes.
 const MARKER: &str = "CCSWTAILLOSS";
-
-/// The agent binary built beside this test (target/<profile>/).
-fn agent_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.ancestors().nth(2).expect("target/<profile>/deps/<test>").join("ccswitch-agent");
-    assert!(bin.exists(), "{} missing: build the workspace first (cargo build --workspace)", bin.display());
-    bin
-}
 
 /// A counter of the sender namespace's /proc/net/netstat (`TcpExt` line).
 fn tcp_ext(env: &Env, name: &str) -> u64 {
@@ -79,36 +70,8 @@ fn a_loss_the_reordering_timer_finds_reaches_the_agent() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
     let mut env = Env::new();
     let cc = format!("ccsw_r{}", std::process::id() % 1_000_000);
-    let (sock, events) = (env.dir.join("agent.sock"), env.dir.join("events.jsonl"));
-    env.spawn(
-        Command::new(agent_bin())
-            .arg("--socket")
-            .arg(&sock)
-            .args(["--algorithm", "cubic", "--events"])
-            .arg(&events)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "the agent did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let shim = env.spawn(
-        Command::new(SHIM)
-            .args(["--cc-name", &cc, "--fallback", "reno", "--agent-socket"])
-            .arg(&sock)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cc_available(&cc) {
-        assert!(Instant::now() < deadline, "the congestion control did not register");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    env.use_cc(&cc);
-    let dev = env.ns(&env.srv_ns, &["ip", "-o", "link", "show", "type", "veth"]);
-    let dev = dev.split(':').nth(1).unwrap().trim().split('@').next().unwrap().to_string();
+    let AgentAndShim { shim, events, .. } = env.start_cubic_agent_and_shim(SHIM, &cc, Stdio::null());
+    let dev = env.sender_veth();
     // TCP hands the device GSO packets of many segments; a token bucket smaller than two
     // segments splits them, so that the client's rule drops one segment, not a burst. Its
     // queue holds the whole transfer: no other loss.

@@ -260,6 +260,65 @@ pub fn make_blob(dir: &Path) -> [u8; 32] {
     Sha256::digest(&data).into()
 }
 
+/// The agent binary built beside this test (target/<profile>/).
+pub fn agent_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.ancestors().nth(2).expect("target/<profile>/deps/<test>").join("ccswitch-agent");
+    assert!(bin.exists(), "{} missing: build the workspace first (cargo build --workspace)", bin.display());
+    bin
+}
+
+/// What [`Env::start_cubic_agent_and_shim`] started: indexes for [`Env::kill`] and the
+/// agent's events file.
+pub struct AgentAndShim {
+    pub agent: usize,
+    pub shim: usize,
+    pub events: PathBuf,
+}
+
+impl Env {
+    /// A Cubic agent (its events in the work directory) on its own socket, and the shim
+    /// `shim_bin` registered as congestion control `cc` (Reno its fallback) and made the
+    /// sender namespace's default; the shim's stderr to `shim_stderr`.
+    pub fn start_cubic_agent_and_shim(&mut self, shim_bin: &str, cc: &str, shim_stderr: Stdio) -> AgentAndShim {
+        let (sock, events) = (self.dir.join("agent.sock"), self.dir.join("events.jsonl"));
+        let agent = self.spawn(
+            Command::new(agent_bin())
+                .arg("--socket")
+                .arg(&sock)
+                .args(["--algorithm", "cubic", "--events"])
+                .arg(&events)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !sock.exists() {
+            assert!(Instant::now() < deadline, "the agent did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let shim = self.spawn(
+            Command::new(shim_bin)
+                .args(["--cc-name", cc, "--fallback", "reno", "--agent-socket"])
+                .arg(&sock)
+                .stdout(Stdio::null())
+                .stderr(shim_stderr),
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !cc_available(cc) {
+            assert!(Instant::now() < deadline, "the congestion control did not register");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.use_cc(cc);
+        AgentAndShim { agent, shim, events }
+    }
+
+    /// The sender namespace's end of the veth pair.
+    pub fn sender_veth(&self) -> String {
+        let dev = self.ns(&self.srv_ns, &["ip", "-o", "link", "show", "type", "veth"]);
+        dev.split(':').nth(1).unwrap().trim().split('@').next().unwrap().to_string()
+    }
+}
+
 pub fn cc_available(name: &str) -> bool {
     fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
         .unwrap()
