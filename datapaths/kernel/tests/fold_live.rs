@@ -12,7 +12,7 @@ mod common;
 use std::collections::HashMap;
 use std::fs;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{make_blob, sha256_file, AgentAndShim, Env, FILE_BYTES};
 
@@ -46,13 +46,7 @@ fn a_folded_flow_sends_reports_not_acks() {
     assert_eq!(sha256_file(&out), want, "the transfer is intact");
 
     // SIGTERM: the shim logs its totals and unregisters.
-    let pid = env.children[shim].id() as i32;
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while env.children[shim].try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the shim did not stop");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    env.stop_with_sigterm(shim);
     env.kill(agent);
     let log = fs::read_to_string(&shim_log).unwrap();
     let t = shim_totals(&log);

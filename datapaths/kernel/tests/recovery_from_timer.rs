@@ -109,13 +109,7 @@ fn a_loss_the_reordering_timer_finds_reaches_the_agent() {
     assert_eq!(timeouts, 0, "the drop was recovered without a retransmission timeout");
 
     // SIGTERM: the shim stops, having forwarded what the kernel reported.
-    let pid = env.children[shim].id() as i32;
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while env.children[shim].try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the shim did not stop");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    env.stop_with_sigterm(shim);
     let text = fs::read_to_string(&events).unwrap();
     let reports: Vec<serde_json::Value> = text
         .lines()

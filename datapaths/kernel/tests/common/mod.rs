@@ -312,6 +312,17 @@ impl Env {
         AgentAndShim { agent, shim, events }
     }
 
+    /// SIGTERM to child `idx` (a shim: it logs its totals, forwards what it holds and
+    /// unregisters), then waits for it to exit.
+    pub fn stop_with_sigterm(&mut self, idx: usize) {
+        unsafe { libc::kill(self.children[idx].id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.children[idx].try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "child {idx} did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The sender namespace's end of the veth pair.
     pub fn sender_veth(&self) -> String {
         let dev = self.ns(&self.srv_ns, &["ip", "-o", "link", "show", "type", "veth"]);
