@@ -39,7 +39,7 @@ use pyo3::types::PyString;
 use pyo3::intern;
 use tracing::{error, info};
 
-use crate::python_guard::{check_rate, check_window, Called, FlowGuard};
+use crate::python_guard::{check_rate, check_window, outcome, FlowGuard};
 
 /// Default MSS of the placeholder state a [`PyFlow`] holds before its first report.
 const PLACEHOLDER_MSS_BYTES: u32 = 1448;
@@ -250,7 +250,7 @@ impl Algorithm for PyAlgorithm {
     fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         let objects = Arc::clone(&self.objects);
         let (before, m, reporting) = (state.clone(), m.clone(), self.reporting);
-        let called = self.guard.call(&self.who, move |py| {
+        let called = self.guard.call(&self.who, "on_report", move |py| {
             let flow = objects.flow.bind(py);
             {
                 let mut f = flow.borrow_mut();
@@ -261,14 +261,7 @@ impl Algorithm for PyAlgorithm {
             }
             let result = objects.on_report.bind(py).call1((flow,));
             let mut f = flow.borrow_mut();
-            match (f.refused.take(), result) {
-                (Some(why), Err(e)) => Called::Refused(format!("{why}\n{}", describe(py, &e))),
-                (Some(why), Ok(_)) => {
-                    Called::Refused(format!("{why} (the algorithm caught the ValueError; the call is discarded all the same)"))
-                }
-                (None, Err(e)) => Called::Raised(describe(py, &e)),
-                (None, Ok(_)) => Called::Returned((f.state.clone(), f.reporting)),
-            }
+            outcome(py, f.refused.take(), result, |_| (f.state.clone(), f.reporting))
         });
         if let Some((after, reporting)) = called {
             *state = after;
@@ -302,7 +295,7 @@ impl PyFlow {
 }
 
 /// A Python int or float as f64 (a bool, a string or None is a TypeError).
-fn number(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
+pub(crate) fn number(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
     if value.is_instance_of::<pyo3::types::PyBool>() || value.is_none() {
         return Err(PyTypeError::new_err(format!("{what}: expected a number, got {}", value.get_type().name()?)));
     }

@@ -100,13 +100,26 @@ pub fn set_unguarded(unguarded: bool) {
 /// A window a callback set, in bytes, if the datapath may apply it: a finite number from
 /// [`MIN_WINDOW_SEGMENTS`] segments to [`MAX_WINDOW_BYTES`] (rounded to a byte).
 pub fn check_window(bytes: f64, mss_bytes: u64) -> Result<u64, String> {
-    let min = MIN_WINDOW_SEGMENTS * mss_bytes.max(1);
+    window_within(bytes, mss_bytes, MIN_WINDOW_SEGMENTS)
+}
+
+/// A window a full-API callback set (`update_field("Cwnd", ...)`): as [`check_window`], but
+/// from one segment, the window Linux and CCP's Reno set after a retransmission timeout. The
+/// datapath's own program runs from there, and the datapaths raise a window below their
+/// floor to it.
+pub fn check_program_window(bytes: f64, mss_bytes: u64) -> Result<u64, String> {
+    window_within(bytes, mss_bytes, 1)
+}
+
+fn window_within(bytes: f64, mss_bytes: u64, min_segments: u64) -> Result<u64, String> {
+    let min = min_segments * mss_bytes.max(1);
     if bytes.is_finite() && bytes.round() >= min as f64 && bytes.round() <= MAX_WINDOW_BYTES as f64 {
         return Ok(bytes.round() as u64);
     }
+    let segments = if min_segments == 1 { "1 segment".to_string() } else { format!("{min_segments} segments") };
     Err(format!(
-        "cwnd = {bytes}: a window is a number of bytes from {MIN_WINDOW_SEGMENTS} segments ({min}) to \
-         {MAX_WINDOW_BYTES} (the largest TCP window)"
+        "cwnd = {bytes}: a window is a number of bytes from {segments} ({min}) to {MAX_WINDOW_BYTES} (the largest \
+         TCP window)"
     ))
 }
 
@@ -198,6 +211,54 @@ pub(crate) fn log_as(n: u64) -> LogAs {
     }
 }
 
+/// Log the `n`th event of one `kind` of a flow's `callback` (1-based) as [`log_as`] says: `full` (whose
+/// first line says what happened; a traceback may follow, so the count goes before it) the
+/// first few times, then `count` once per [`LOG_EVERY`]. `field` is the events file's name
+/// for the count.
+fn log_thinned(
+    who: &dyn fmt::Display,
+    callback: &str,
+    n: u64,
+    kind: &str,
+    field: &str,
+    full: impl FnOnce() -> String,
+    count: impl FnOnce() -> String,
+) {
+    let how = log_as(n);
+    match how {
+        LogAs::Full | LogAs::FullThenThinned => {
+            let text = full();
+            let (first, rest) = text.split_once('\n').map_or((text.as_str(), None), |(f, r)| (f, Some(r)));
+            match rest {
+                Some(rest) => error!("{who}: {first} ({kind} {n} of this flow)\n{rest}"),
+                None => error!("{who}: {first} ({kind} {n} of this flow)"),
+            }
+        }
+        LogAs::Count => error!("{who}: {} ({kind} {n} of this flow)", count()),
+        LogAs::Quiet => {}
+    }
+    if how == LogAs::FullThenThinned {
+        error!(
+            "{who}: further {callback} {kind}s of this flow suppressed (one line per {LOG_EVERY}; every one is counted in \
+             the events file as {field})"
+        );
+    }
+}
+
+/// What a callback's job reports back, from the first value it set that the guard refused
+/// (if any: the call is discarded even if the algorithm caught the ValueError), what the
+/// callback returned or raised, and what to apply if all went well.
+pub fn outcome<T, R>(py: Python<'_>, refused: Option<String>, result: PyResult<T>, apply: impl FnOnce(T) -> R) -> Called<R> {
+    match (refused, result) {
+        (Some(why), Err(e)) => Called::Refused(format!("{why}\n{}", crate::python::describe(py, &e))),
+        (Some(why), Ok(_)) => {
+            Called::Refused(format!("{why} (the algorithm caught the ValueError; the call is discarded all the same)"))
+        }
+        (None, Err(e)) => Called::Raised(crate::python::describe(py, &e)),
+        (None, Ok(t)) => Called::Returned(apply(t)),
+    }
+}
+
 // ---- one flow
 
 /// What a callback's job reports back from the worker.
@@ -223,17 +284,18 @@ impl FlowGuard {
         self.counts
     }
 
-    /// Run `job` (one callback of this flow; `who` names the flow's algorithm in the log) on the
-    /// Python worker, waiting at most the budget: what it returned if it returned in time with
-    /// values that pass, else `None` (the caller keeps the flow as it was) with the reason
-    /// counted and logged.
+    /// Run `job` (one callback of this flow, named `callback` in the log; `who` names the
+    /// flow's algorithm) on the Python worker, waiting at most the budget: what it returned if
+    /// it returned in time with values that pass, else `None` (the caller keeps the flow as it
+    /// was) with the reason counted and logged.
     pub fn call<R: Send + 'static>(
         &mut self,
         who: &dyn fmt::Display,
+        callback: &str,
         job: impl FnOnce(Python<'_>) -> Called<R> + Send + 'static,
     ) -> Option<R> {
         if UNGUARDED.load(Ordering::Relaxed) {
-            return self.returned(who, Python::with_gil(job));
+            return self.returned(who, callback, Python::with_gil(job));
         }
         let now = Instant::now();
         if self.suspended_until.is_some_and(|until| now < until) {
@@ -244,7 +306,7 @@ impl FlowGuard {
             Ran::Returned(called) => {
                 self.overruns_in_a_row = 0;
                 self.suspended_until = None;
-                self.returned(who, called)
+                self.returned(who, callback, called)
             }
             Ran::Skipped => {
                 self.add(PythonCounts { skipped: 1, ..Default::default() });
@@ -257,74 +319,63 @@ impl FlowGuard {
                     .min(LONGEST_SUSPENSION);
                 self.overruns_in_a_row += 1;
                 self.suspended_until = Some(Instant::now() + suspension);
-                let n = self.counts.timeouts;
                 let budget_ms = budget().as_secs_f64() * 1e3;
-                match log_as(n) {
-                    LogAs::Full | LogAs::FullThenThinned => error!(
-                        "{who}: on_report ran past its {budget_ms} ms budget; abandoned for this report \
-                         (the flow keeps its window), interrupted, and its reports skipped for {} ms \
-                         (timeout {n} of this flow)",
-                        suspension.as_millis()
-                    ),
-                    LogAs::Count => error!("{who}: on_report keeps running past its budget (timeout {n} of this flow)"),
-                    LogAs::Quiet => {}
-                }
-                if log_as(n) == LogAs::FullThenThinned {
-                    error!(
-                        "{who}: further timeouts of this flow suppressed (one line per {LOG_EVERY}; every one \
-                         is counted in the events file as python_timeouts)"
-                    );
-                }
+                log_thinned(
+                    who,
+                    callback,
+                    self.counts.timeouts,
+                    "timeout",
+                    "python_timeouts",
+                    || {
+                        format!(
+                            "{callback} ran past its {budget_ms} ms budget; abandoned for this report (the flow \
+                             keeps its window), interrupted, and its reports skipped for {} ms",
+                            suspension.as_millis()
+                        )
+                    },
+                    || format!("{callback} keeps running past its budget"),
+                );
                 None
             }
         }
     }
 
-    fn returned<R>(&mut self, who: &dyn fmt::Display, called: Called<R>) -> Option<R> {
-        // The traceback ends a message (fields would land after its last line).
+    fn returned<R>(&mut self, who: &dyn fmt::Display, callback: &str, called: Called<R>) -> Option<R> {
         match called {
             Called::Returned(r) => return Some(r),
             Called::Raised(traceback) => {
                 self.add(PythonCounts { errors: 1, ..Default::default() });
-                let n = self.counts.errors;
-                match log_as(n) {
-                    LogAs::Full | LogAs::FullThenThinned => error!(
-                        "{who}: on_report raised; the flow keeps its window (error {n} of this flow)\n{traceback}"
-                    ),
-                    LogAs::Count => error!(
-                        "{who}: on_report keeps raising; the flow keeps its window (error {n} of this flow): {}",
-                        traceback.lines().last().unwrap_or_default()
-                    ),
-                    LogAs::Quiet => {}
-                }
-                if log_as(n) == LogAs::FullThenThinned {
-                    error!(
-                        "{who}: further on_report errors of this flow suppressed (one line per {LOG_EVERY}; \
-                         every error is counted in the events file as on_report_errors)"
-                    );
-                }
+                log_thinned(
+                    who,
+                    callback,
+                    self.counts.errors,
+                    "error",
+                    "on_report_errors",
+                    || format!("{callback} raised; the flow keeps its window\n{traceback}"),
+                    || format!("{callback} keeps raising; the flow keeps its window: {}", traceback.lines().last().unwrap_or_default()),
+                );
             }
             Called::Refused(why) => {
                 self.add(PythonCounts { bad_values: 1, ..Default::default() });
-                let n = self.counts.bad_values;
-                match log_as(n) {
-                    LogAs::Full | LogAs::FullThenThinned => error!(
-                        "{who}: on_report set a value the agent refuses; the call is discarded and the \
-                         flow keeps its window (refusal {n} of this flow)\n{why}"
-                    ),
-                    LogAs::Count => error!(
-                        "{who}: on_report keeps setting refused values; the flow keeps its window (refusal {n} \
-                         of this flow): {}",
-                        why.lines().next().unwrap_or_default()
-                    ),
-                    LogAs::Quiet => {}
-                }
-                if log_as(n) == LogAs::FullThenThinned {
-                    error!(
-                        "{who}: further refused values of this flow suppressed (one line per {LOG_EVERY}; \
-                         every one is counted in the events file as python_bad_values)"
-                    );
-                }
+                log_thinned(
+                    who,
+                    callback,
+                    self.counts.bad_values,
+                    "refusal",
+                    "python_bad_values",
+                    || {
+                        format!(
+                            "{callback} set a value the agent refuses; the call is discarded and the flow keeps \
+                             its window\n{why}"
+                        )
+                    },
+                    || {
+                        format!(
+                            "{callback} keeps setting refused values; the flow keeps its window: {}",
+                            why.lines().next().unwrap_or_default()
+                        )
+                    },
+                );
             }
         }
         None

@@ -27,6 +27,7 @@
 //! ccswitch's API: one instance of the class per flow, as for the simple API.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,11 +39,11 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyString};
-use tracing::{error, warn};
+use tracing::warn;
 
 use crate::program::CompiledProgram;
-use crate::python::{amount, describe, set_up_paths, sys_path};
-use crate::python_guard::{count, log_as, LogAs, PythonCounts, LOG_EVERY};
+use crate::python::{amount, describe, number, set_up_paths, sys_path};
+use crate::python_guard::{check_program_window, check_rate, outcome, Called, FlowGuard};
 
 #[cfg(test)]
 mod tests;
@@ -122,22 +123,23 @@ pub fn load_pyportus(target: &str) -> Result<Box<dyn ProgramAlgorithm>> {
         Some((file, class)) if file.ends_with(".py") && !class.is_empty() => (file, Some(class)),
         _ => return Err(anyhow!("pyportus:{target}: expected pyportus:FILE.py or pyportus:FILE.py:CLASS")),
     };
-    let loaded = Python::with_gil(|py| -> Result<Arc<LoadedPythonAlgorithm>> {
+    let (spec, file, class) = (format!("pyportus:{target}"), file.to_string(), class.map(str::to_string));
+    let loaded = crate::python_guard::load(&spec.clone(), move |py| -> Result<Arc<LoadedPythonAlgorithm>> {
         set_up_paths(py);
         let portus = portus_module(py).map_err(|e| anyhow!("the pyportus compatibility module: {}", describe(py, &e)))?;
-        let path = find_file(py, file)?;
-        let key = format!("pyportus:{}:{}", path.display(), class.unwrap_or(""));
+        let path = find_file(py, &file)?;
+        let key = format!("pyportus:{}:{}", path.display(), class.as_deref().unwrap_or(""));
         if let Some(l) = cached(&key) {
             return Ok(l);
         }
         let (alg, programs): (Bound<'_, PyAny>, Bound<'_, PyDict>) = portus
             .call_method1("_load", (path.display().to_string(), class))
             .and_then(|r| r.extract())
-            .map_err(|e| anyhow!("pyportus:{target}: {}", refusal_or_traceback(py, &e)))?;
+            .map_err(|e| anyhow!("{spec}: {}", refusal_or_traceback(py, &e)))?;
         let name = alg.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "pyportus".into());
-        let loaded = compile(Api::Pyportus, name, format!("pyportus:{target}"), alg.unbind(), &programs)?;
+        let loaded = compile(Api::Pyportus, name, spec, alg.unbind(), &programs)?;
         Ok(remember(key, loaded))
-    })?;
+    })??;
     Ok(Box::new(PythonProgramAlgorithm::new(loaded, None)))
 }
 
@@ -148,9 +150,10 @@ pub fn load_full_api(target: &str) -> Result<Option<Box<dyn ProgramAlgorithm>>> 
     let Some((module, class)) = target.rsplit_once(':').filter(|(m, c)| !m.is_empty() && !c.is_empty()) else {
         return Ok(None);
     };
-    Python::with_gil(|py| {
+    let (target, module, class) = (target.to_string(), module.to_string(), class.to_string());
+    crate::python_guard::load(&format!("py:{target}"), move |py| {
         set_up_paths(py);
-        let Ok(cls) = py.import_bound(module).and_then(|m| m.getattr(class)) else {
+        let Ok(cls) = py.import_bound(module.as_str()).and_then(|m| m.getattr(class.as_str())) else {
             return Ok(None);
         };
         if !cls.hasattr(intern!(py, "datapath_programs"))? {
@@ -168,22 +171,20 @@ pub fn load_full_api(target: &str) -> Result<Option<Box<dyn ProgramAlgorithm>>> 
                 // As for the simple API: a string `name` names the algorithm, else the class.
                 let name = match first.getattr(intern!(py, "name")) {
                     Ok(n) if n.is_instance_of::<pyo3::types::PyString>() => n.extract::<String>()?,
-                    _ => class.to_string(),
+                    _ => class.clone(),
                 };
-                let l = compile(Api::Ccswitch, name, format!("py:{target}"), cls.clone().unbind(), &programs)?;
+                let l = compile(Api::Ccswitch, name, key.clone(), cls.clone().unbind(), &programs)?;
                 remember(key, l)
             }
         };
         let instance = cls.call0().map_err(|e| anyhow!("cannot instantiate {module}:{class}: {}", describe(py, &e)))?;
-        for method in ["on_report"] {
-            if !instance.getattr(method).is_ok_and(|f| f.is_callable()) {
-                return Err(anyhow!(
-                    "{module}:{class} has no {method}(self, flow, report) method (see ccswitch.authoring.ProgramAlgorithm)"
-                ));
-            }
+        if !instance.getattr(intern!(py, "on_report")).is_ok_and(|f| f.is_callable()) {
+            return Err(anyhow!(
+                "{module}:{class} has no on_report(self, flow, report) method (see ccswitch.authoring.ProgramAlgorithm)"
+            ));
         }
         Ok(Some(Box::new(PythonProgramAlgorithm::new(loaded, Some(instance.unbind()))) as Box<dyn ProgramAlgorithm>))
-    })
+    })?
 }
 
 /// Compile an algorithm's programs (name → source, in the dict's order: the first is a new
@@ -314,6 +315,9 @@ pub struct PyDatapath {
     /// The flow's program; `None` for a pyportus flow before its first `set_program`.
     program: Option<usize>,
     pending: PendingDatapathChanges,
+    /// The first window, rate or register value refused during the current callback (the
+    /// callback's whole effect is then discarded, even if the algorithm caught the error).
+    refused: Option<String>,
 }
 
 impl PyDatapath {
@@ -346,19 +350,27 @@ impl PyDatapath {
         }
     }
 
-    /// Check every `(name, value)` first, then record them all (none if one is wrong).
+    /// Check every `(name, value)` first, then record them all (none if one is wrong). A
+    /// window or rate is checked as the simple API's are ([`check_program_window`], [`check_rate`]), a
+    /// register must be a non-negative number; a value refused is recorded as such.
     fn update(&mut self, fields: &[(String, Bound<'_, PyAny>)]) -> PyResult<()> {
+        let mss = u64::from(self.info.mss_bytes);
         let mut checked = Vec::with_capacity(fields.len());
         for (name, value) in fields {
             let field = self.resolve(name)?;
-            let value = amount(value, name)?;
-            if matches!(field, Field::Cwnd) && value > u64::from(u32::MAX) {
-                return Err(PyValueError::new_err(format!("Cwnd: {value} bytes is beyond the datapath's 2**32 - 1")));
-            }
+            let value = match field {
+                Field::Cwnd => self.refuse(number(value, name).map(|x| check_program_window(x, mss)))?,
+                Field::Rate => self.refuse(number(value, name).map(|x| check_rate(x, mss)))?,
+                Field::Control(_) => match amount(value, name) {
+                    Err(e) if e.is_instance_of::<PyValueError>(value.py()) => self.refuse(Ok(Err(e.to_string())))?,
+                    other => other?,
+                },
+            };
             checked.push((field, value));
         }
         for (field, value) in checked {
             match field {
+                // check_window's bound is below 2**32.
                 Field::Cwnd => self.pending.cwnd_bytes = Some(value as u32),
                 Field::Rate => self.pending.rate_bytes_per_s = Some(value),
                 Field::Control(name) => {
@@ -368,6 +380,14 @@ impl PyDatapath {
             }
         }
         Ok(())
+    }
+
+    /// A value the guard passed, or the ValueError for one it refused (recorded).
+    fn refuse(&mut self, checked: PyResult<Result<u64, String>>) -> PyResult<u64> {
+        checked?.map_err(|why| {
+            self.refused.get_or_insert_with(|| why.clone());
+            PyValueError::new_err(why)
+        })
     }
 }
 
@@ -572,51 +592,54 @@ impl PyReport {
     }
 }
 
-/// A Python algorithm with its own programs, for one flow.
+impl fmt::Display for LoadedPythonAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name, self.spec)
+    }
+}
+
+/// A Python algorithm with its own programs, for one flow. Its callbacks run on the Python
+/// worker under the guard ([`FlowGuard::call`]); what they ask is collected in the flow's
+/// [`PyDatapath`], handed back when the callback returns, and applied to the flow here, on
+/// the agent's thread.
 struct PythonProgramAlgorithm {
     loaded: Arc<LoadedPythonAlgorithm>,
     /// ccswitch's API: this flow's instance of the class.
-    instance: Option<Py<PyAny>>,
-    /// The flow's bound `on_report`, once the flow is created (none if creating it raised).
-    on_report: Option<Py<PyAny>>,
-    datapath: Option<Py<PyDatapath>>,
-    errors: u64,
+    instance: Option<Arc<Py<PyAny>>>,
+    /// Once the flow is created; none if creating it raised (its reports are then answered
+    /// with nothing, the window kept).
+    objects: Option<Arc<FlowObjects>>,
+    /// Creating the flow is still to be done: it was skipped or abandoned (not raised), so
+    /// the next report tries again.
+    create_pending: bool,
+    guard: FlowGuard,
+}
+
+/// What a flow's callbacks need on the worker.
+struct FlowObjects {
+    datapath: Py<PyDatapath>,
+    /// The flow's bound `on_report`.
+    on_report: Py<PyAny>,
+}
+
+/// What one callback asked, handed back from the worker.
+struct Asked {
+    pending: PendingDatapathChanges,
+    /// The flow's program after the callback.
+    program: usize,
 }
 
 impl PythonProgramAlgorithm {
     fn new(loaded: Arc<LoadedPythonAlgorithm>, instance: Option<Py<PyAny>>) -> Self {
-        Self { loaded, instance, on_report: None, datapath: None, errors: 0 }
-    }
-
-    fn log_error(&mut self, py: Python<'_>, callback: &str, e: &PyErr) {
-        count(PythonCounts { errors: 1, ..PythonCounts::default() });
-        self.errors += 1;
-        let n = self.errors;
-        let (name, spec) = (&self.loaded.name, &self.loaded.spec);
-        let how = log_as(n);
-        if matches!(how, LogAs::Full | LogAs::FullThenThinned) {
-            error!("{name} ({spec}): {callback} raised; the flow keeps its window (error {n} of this flow)\n{}", describe(py, e));
-        }
-        match how {
-            LogAs::FullThenThinned => error!(
-                "{name} ({spec}): further errors of this flow suppressed (one line per {LOG_EVERY}; \
-                 every error is counted in the events file as on_report_errors)"
-            ),
-            LogAs::Count => error!("{name} ({spec}): {callback} keeps raising (error {n} of this flow): {e}"),
-            _ => {}
-        }
+        Self { loaded, instance: instance.map(Arc::new), objects: None, create_pending: true, guard: FlowGuard::default() }
     }
 
     /// Send what the callback asked: its program change first (which clears control registers
     /// set before it), then the window, rate and control registers.
-    fn apply(&self, py: Python<'_>, flow: &mut dyn FlowControl) {
-        let Some(dp) = &self.datapath else { return };
-        let mut dp = dp.borrow_mut(py);
-        let pending = std::mem::take(&mut dp.pending);
+    fn apply(&self, asked: Asked, flow: &mut dyn FlowControl) {
+        let Asked { pending, program } = asked;
         if pending.program_changed {
-            if let Some(p) = dp.program {
-                flow.change_program(&self.loaded.layouts[p].name);
-            }
+            flow.change_program(&self.loaded.layouts[program].name);
         }
         if let Some(cwnd) = pending.cwnd_bytes {
             flow.set_cwnd(cwnd);
@@ -629,51 +652,86 @@ impl PythonProgramAlgorithm {
         }
     }
 
-    /// Drop what a failed callback asked (and its program change).
-    fn discard(&self, py: Python<'_>, program_before: Option<usize>) {
-        if let Some(dp) = &self.datapath {
-            let mut dp = dp.borrow_mut(py);
-            dp.pending = PendingDatapathChanges::default();
-            dp.program = program_before;
-        }
+    /// The flow's program by the agent's account, which the Python side is synced to before
+    /// each callback (an abandoned callback may have changed it there).
+    fn current_program(&self, flow: &dyn FlowControl) -> usize {
+        let name = flow.program();
+        self.loaded.layouts.iter().position(|l| l.name == name).unwrap_or(0)
     }
 
-    fn create(&mut self, py: Python<'_>, flow: &mut dyn FlowControl) -> PyResult<()> {
-        let loaded = Arc::clone(&self.loaded);
-        let strict = loaded.api == Api::Pyportus;
-        let dp = Py::new(
-            py,
-            PyDatapath {
+    /// pyportus's `new_flow` or ccswitch's `on_create`, on the worker.
+    fn create(&mut self, flow: &mut dyn FlowControl) {
+        let (loaded, instance, info) = (Arc::clone(&self.loaded), self.instance.clone(), flow.info());
+        let failed_before = self.guard.counts().errors + self.guard.counts().bad_values;
+        let what = if loaded.api == Api::Pyportus { "new_flow" } else { "on_create" };
+        let created = self.guard.call(&*self.loaded, what, move |py| {
+            let datapath = PyDatapath {
                 layouts: Arc::clone(&loaded.layouts),
-                info: flow.info(),
-                program: if strict { None } else { Some(0) },
+                info,
+                program: if loaded.api == Api::Pyportus { None } else { Some(0) },
                 pending: PendingDatapathChanges::default(),
-            },
-        )?;
-        self.datapath = Some(dp.clone_ref(py));
-        let callback = match loaded.api {
-            Api::Pyportus => {
-                let kwargs = PyDict::new_bound(py);
-                kwargs.set_item(intern!(py, "datapath"), &dp)?;
-                kwargs.set_item(intern!(py, "datapath_info"), PyDatapathInfo::from(flow.info()).into_py(py))?;
-                let flow_obj = loaded.object.bind(py).call_method(intern!(py, "new_flow"), (), Some(&kwargs))?;
-                flow_obj.getattr(intern!(py, "on_report")).ok().filter(|f| f.is_callable()).ok_or_else(|| {
-                    PyTypeError::new_err(format!(
-                        "new_flow() returned a {} without an on_report(self, r) method",
-                        flow_obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                    ))
-                })?
+                refused: None,
+            };
+            let dp = match Py::new(py, datapath) {
+                Ok(dp) => dp,
+                Err(e) => return Called::Raised(describe(py, &e)),
+            };
+            let result = first_callback(py, &loaded, instance.as_deref(), &dp);
+            let mut d = dp.borrow_mut(py);
+            // A pyportus flow gets no reports until it chooses a program; the agent must run
+            // one, so it runs the first (and fields can be updated from then on).
+            if d.program.is_none() && result.is_ok() && !loaded.warned_no_program.swap(true, Ordering::Relaxed) {
+                warn!(
+                    "{loaded}: new_flow did not call datapath.set_program(...); its flows run the first program, {:?}",
+                    loaded.layouts[0].name
+                );
             }
-            Api::Ccswitch => {
-                let instance = self.instance.as_ref().expect("ccswitch's API has an instance per flow").bind(py);
-                if let Ok(on_create) = instance.getattr(intern!(py, "on_create")) {
-                    on_create.call1((&dp,))?;
-                }
-                instance.getattr(intern!(py, "on_report"))?
+            let asked = Asked { pending: std::mem::take(&mut d.pending), program: d.program.unwrap_or(0) };
+            let refused = d.refused.take();
+            drop(d);
+            outcome(py, refused, result, |on_report| (FlowObjects { datapath: dp, on_report: on_report.unbind() }, asked))
+        });
+        match created {
+            Some((objects, asked)) => {
+                self.create_pending = false;
+                self.objects = Some(Arc::new(objects));
+                self.apply(asked, flow);
             }
-        };
-        self.on_report = Some(callback.unbind());
-        Ok(())
+            // Raised or refused: the flow keeps its window and gets no callbacks, as when
+            // pyportus's new_flow raises. Skipped or abandoned: tried again at the next report.
+            None => self.create_pending = self.guard.counts().errors + self.guard.counts().bad_values == failed_before,
+        }
+    }
+}
+
+/// Call the flow's first callback (pyportus: `new_flow`; ccswitch: `on_create`, if defined)
+/// and return its `on_report`.
+fn first_callback<'py>(
+    py: Python<'py>,
+    loaded: &LoadedPythonAlgorithm,
+    instance: Option<&Py<PyAny>>,
+    dp: &Py<PyDatapath>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match loaded.api {
+        Api::Pyportus => {
+            let kwargs = PyDict::new_bound(py);
+            kwargs.set_item(intern!(py, "datapath"), dp)?;
+            kwargs.set_item(intern!(py, "datapath_info"), PyDatapathInfo::from(dp.borrow(py).info).into_py(py))?;
+            let flow_obj = loaded.object.bind(py).call_method(intern!(py, "new_flow"), (), Some(&kwargs))?;
+            flow_obj.getattr(intern!(py, "on_report")).ok().filter(|f| f.is_callable()).ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "new_flow() returned a {} without an on_report(self, r) method",
+                    flow_obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                ))
+            })
+        }
+        Api::Ccswitch => {
+            let instance = instance.expect("ccswitch's API has an instance per flow").bind(py);
+            if let Ok(on_create) = instance.getattr(intern!(py, "on_create")) {
+                on_create.call1((dp,))?;
+            }
+            instance.getattr(intern!(py, "on_report"))
+        }
     }
 }
 
@@ -687,49 +745,38 @@ impl ProgramAlgorithm for PythonProgramAlgorithm {
     }
 
     fn on_create(&mut self, flow: &mut dyn FlowControl) {
-        Python::with_gil(|py| {
-            let what = if self.loaded.api == Api::Pyportus { "new_flow" } else { "on_create" };
-            match self.create(py, flow) {
-                Ok(()) => self.apply(py, flow),
-                Err(e) => {
-                    self.log_error(py, what, &e);
-                    self.discard(py, None);
-                }
-            }
-            // A pyportus flow gets no reports until it chooses a program; the agent must run
-            // one, so it runs the first (and fields can be updated from then on).
-            if let Some(dp) = &self.datapath {
-                let mut dp = dp.borrow_mut(py);
-                if dp.program.is_none() {
-                    dp.program = Some(0);
-                    if !self.loaded.warned_no_program.swap(true, Ordering::Relaxed) {
-                        warn!(
-                            "{} ({}): new_flow did not call datapath.set_program(...); its flows run the first program, {:?}",
-                            self.loaded.name, self.loaded.spec, self.loaded.layouts[0].name
-                        );
-                    }
-                }
-            }
-        })
+        self.create(flow);
     }
 
     fn on_report(&mut self, flow: &mut dyn FlowControl, report: &Report) {
-        Python::with_gil(|py| {
-            let (Some(callback), Some(dp)) = (&self.on_report, &self.datapath) else { return };
-            let Some(program) = self.loaded.layouts.iter().position(|l| l.name == report.program) else { return };
-            let r = PyReport { program, layouts: Arc::clone(&self.loaded.layouts), values: report.values.to_vec() };
-            let program_before = dp.borrow(py).program;
-            let result = match self.loaded.api {
-                Api::Pyportus => callback.bind(py).call1((r,)),
-                Api::Ccswitch => callback.bind(py).call1((dp.bind(py), r)),
-            };
-            match result {
-                Ok(_) => self.apply(py, flow),
-                Err(e) => {
-                    self.log_error(py, "on_report", &e);
-                    self.discard(py, program_before);
-                }
+        if self.create_pending {
+            self.create(flow);
+        }
+        let Some(objects) = &self.objects else { return };
+        let layouts = &self.loaded.layouts;
+        let Some(program) = layouts.iter().position(|l| l.name == report.program) else { return };
+        let r = PyReport { program, layouts: Arc::clone(layouts), values: report.values.to_vec() };
+        let (objects, api, current) = (Arc::clone(objects), self.loaded.api, self.current_program(flow));
+        let asked = self.guard.call(&*self.loaded, "on_report", move |py| {
+            let dp = objects.datapath.bind(py);
+            {
+                // What an abandoned callback left is not the flow's: start from the agent's view.
+                let mut d = dp.borrow_mut();
+                d.program = Some(current);
+                d.pending = PendingDatapathChanges::default();
+                d.refused = None;
             }
-        })
+            let callback = objects.on_report.bind(py);
+            let result = match api {
+                Api::Pyportus => callback.call1((r,)),
+                Api::Ccswitch => callback.call1((dp, r)),
+            };
+            let mut d = dp.borrow_mut();
+            let asked = Asked { pending: std::mem::take(&mut d.pending), program: d.program.unwrap_or(current) };
+            outcome(py, d.refused.take(), result, |_| asked)
+        });
+        if let Some(asked) = asked {
+            self.apply(asked, flow);
+        }
     }
 }
