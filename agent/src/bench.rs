@@ -162,13 +162,8 @@ fn run_full(
 
 /// Report field vectors of the standard program.
 fn synthetic_reports(n: usize) -> Vec<Vec<u64>> {
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = |bound: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % bound
-    };
+    let mut rng = crate::xorshift::XorShift64::new(0x9e37_79b9_7f4a_7c15);
+    let mut next = |bound: u64| rng.below(bound);
     let mut now_us = 0;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {

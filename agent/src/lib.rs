@@ -19,3 +19,4 @@ pub mod pyportus;
 pub mod registry;
 pub mod selector;
 pub mod server;
+pub mod xorshift;

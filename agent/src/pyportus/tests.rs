@@ -437,13 +437,8 @@ fn the_full_api_example_answers_every_report_as_the_rust_reno_datapath() {
     assert_eq!(py.name(), "RenoDatapath");
     assert_eq!(py_created, rust_created);
     let mss = u64::from(MSS);
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next = |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut rng = crate::xorshift::XorShift64::new(0x2545_f491_4f6c_dd1d);
+    let mut next = |n: u64| rng.below(n);
     let mut cwnd = 10 * mss;
     let mut answers_with_updates = 0;
     for i in 0..3000u64 {
