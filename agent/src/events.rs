@@ -11,7 +11,10 @@
 //!   `start` says where its algorithm came from (`pinned`, `datapath`, `memory`, `initial` or
 //!   `algorithm`), `start_reason` why, and `memory` what the destination memory held when it
 //!   was consulted (`prefix`, `algorithm` or null, `score`), else null;
-//! - `report`: one report of the standard program and the window/rate answered to it. A Python
+//! - `report`: one report and the window/rate answered to it. A full-API flow's report (its
+//!   own program's) shows what its program's source says its fields measure
+//!   ([`crate::program::ReportMeaning`]; 0 for what it does not report) and, as its window,
+//!   what the algorithm set, else the datapath's `Cwnd` if the program reports it. A Python
 //!   algorithm's troubles are counted per flow so far (see [`crate::python_guard`]), each field
 //!   present once its count is above 0 (the report was answered with the window kept):
 //!   `on_report_errors` (its `on_report` raised), `python_bad_values` (it set a window or rate
@@ -181,9 +184,8 @@ impl EventLog {
         flush(&self.out);
     }
 
-    /// Add to `key`'s the Python counts of the report just handled (same thread, just before)
-    /// and return the flow's totals. A full-API flow's reports have no line of their own, so
-    /// the agent calls this alone for them; `close` carries the totals.
+    /// Add to `key`'s the Python counts of the report (or flow creation) just handled (same
+    /// thread, just before) and return the flow's totals; `close` carries the totals.
     pub fn claim_python_counts(&self, key: FlowId) -> PythonCounts {
         let counted = crate::python_guard::take_counts();
         let mut python = self.python.lock().expect("python counts poisoned");

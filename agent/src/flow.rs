@@ -77,7 +77,17 @@ impl std::fmt::Debug for CompiledProgram {
 
 enum Kind {
     Simple { algorithm: Box<dyn Algorithm>, state: FlowState, reporting: Reporting },
-    Full { algorithm: Box<dyn ProgramAlgorithm>, programs: Vec<Arc<CompiledProgram>>, current: usize, info: DatapathInfo },
+    Full {
+        algorithm: Box<dyn ProgramAlgorithm>,
+        programs: Vec<Arc<CompiledProgram>>,
+        current: usize,
+        info: DatapathInfo,
+        /// The flow's window as the agent last knew it: what the algorithm set, else what the
+        /// program last reported of the datapath's `Cwnd`, else the initial window.
+        cwnd_bytes: u64,
+        /// The pacing rate the algorithm last set.
+        rate_bytes_per_s: Option<u64>,
+    },
 }
 
 pub struct FlowController {
@@ -131,8 +141,9 @@ pub struct Handover {
 /// What one report led to.
 pub struct Reported {
     pub answer: Answer,
-    /// The report decoded, for simple-API flows.
-    pub measurement: Option<Measurement>,
+    /// The report decoded (for a full-API flow, as far as its program's source says what its
+    /// fields measure: [`crate::program::ReportMeaning`]).
+    pub measurement: Measurement,
     pub handover: Option<Handover>,
 }
 
@@ -177,8 +188,11 @@ impl FlowController {
                 let mut ctl = Control::new(info, &programs, 0);
                 ctl.changed = true;
                 algorithm.on_create(&mut ctl);
+                let cwnd_bytes = ctl.cwnd_bytes.map_or(u64::from(info.init_cwnd_bytes), u64::from);
+                let rate_bytes_per_s = ctl.rate_bytes_per_s;
                 let (current, answer) = ctl.answer(&programs)?;
-                Ok((blank(Kind::Full { algorithm, programs, current, info }), answer))
+                let kind = Kind::Full { algorithm, programs, current, info, cwnd_bytes, rate_bytes_per_s };
+                Ok((blank(kind), answer))
             }
         }
     }
@@ -291,14 +305,14 @@ impl FlowController {
     pub fn cwnd_bytes(&self) -> Option<u64> {
         match &self.kind {
             Kind::Simple { state, .. } => Some(state.cwnd_bytes),
-            Kind::Full { .. } => None,
+            Kind::Full { cwnd_bytes, .. } => Some(*cwnd_bytes),
         }
     }
 
     pub fn pacing_rate_bytes_per_s(&self) -> Option<u64> {
         match &self.kind {
             Kind::Simple { state, .. } => state.pacing_rate_bytes_per_s,
-            Kind::Full { .. } => None,
+            Kind::Full { rate_bytes_per_s, .. } => *rate_bytes_per_s,
         }
     }
 
@@ -353,16 +367,23 @@ impl FlowController {
                 };
                 let answer = self.simple_answer(simple);
                 self.clear_rate = false;
-                Ok(Reported { answer, measurement: Some(m), handover })
+                Ok(Reported { answer, measurement: m, handover })
             }
-            Kind::Full { algorithm, programs, current, info } => {
+            Kind::Full { algorithm, programs, current, info, cwnd_bytes, rate_bytes_per_s } => {
                 let program = &programs[*current];
+                // What the events file shows of the report, as a simple-API flow's.
+                let m = program.meaning.measurement(fields, u64::from(info.mss_bytes));
+                if let Some(at) = program.meaning.cwnd_bytes {
+                    *cwnd_bytes = fields.get(at).copied().unwrap_or(*cwnd_bytes);
+                }
                 let report = Report { program: &program.name, names: &program.report_names, values: fields };
                 let mut ctl = Control::new(*info, programs, *current);
                 algorithm.on_report(&mut ctl, &report);
+                *cwnd_bytes = ctl.cwnd_bytes.map_or(*cwnd_bytes, u64::from);
+                *rate_bytes_per_s = ctl.rate_bytes_per_s.or(*rate_bytes_per_s);
                 let (next, answer) = ctl.answer(programs)?;
                 *current = next;
-                Ok(Reported { answer, measurement: None, handover: None })
+                Ok(Reported { answer, measurement: m, handover: None })
             }
         }
     }

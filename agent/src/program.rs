@@ -28,6 +28,8 @@ pub struct CompiledProgram {
     pub report_names: Vec<String>,
     /// Control registers (without the `Control.` prefix): register type and index.
     controls: HashMap<String, (u8, u32)>,
+    /// What the report fields measure, as far as the source says.
+    pub meaning: ReportMeaning,
 }
 
 impl CompiledProgram {
@@ -35,6 +37,7 @@ impl CompiledProgram {
         let (bin, scope) = lang::compile(source.as_bytes(), &[])
             .map_err(|e| anyhow!("compiling datapath program {name:?}: {e}"))?;
         let (report_names, controls) = registers(source, &scope);
+        let meaning = ReportMeaning::of(source, &report_names);
         // portus compiles; the message is ccswitch-protocol's, the one codec of the protocol.
         let records = bin.serialize().map_err(|e| anyhow!("program {name:?}: {e}"))?;
         let install = wire::InstallExpr::from_records(0, scope.program_uid, bin.events.len(), bin.instrs.len(), &records)
@@ -48,6 +51,7 @@ impl CompiledProgram {
             install_message,
             report_names,
             controls,
+            meaning,
         })
     }
 
@@ -72,6 +76,98 @@ impl CompiledProgram {
             .get(name.strip_prefix("Control.").unwrap_or(name))
             .copied()
             .ok_or_else(|| anyhow!("program {:?} has no control register {name:?}", self.name))
+    }
+}
+
+/// Where a program's report carries what the events file's `report` lines show, read from
+/// the program's source: a field assigned one datapath primitive (`(:= Report.x Flow.rtt_sample_us)`,
+/// or folded from one, `(:= Report.acked (+ Report.acked Ack.bytes_acked))`) measures it,
+/// whatever its name. Primitives counted in packets are converted with the flow's MSS.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReportMeaning {
+    acked: Option<(usize, Unit)>,
+    lost_packets: Option<usize>,
+    timeout: Option<usize>,
+    ecn_packets: Option<usize>,
+    rtt_us: Option<usize>,
+    in_flight: Option<(usize, Unit)>,
+    delivery_rate: Option<usize>,
+    now_us: Option<usize>,
+    /// The datapath's window at the report (`Cwnd`).
+    pub cwnd_bytes: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Bytes,
+    Packets,
+}
+
+impl ReportMeaning {
+    fn of(source: &str, report_names: &[String]) -> Self {
+        let spaced = source.replace('(', " ( ").replace(')', " ) ");
+        let tokens: Vec<&str> = spaced.split_whitespace().collect();
+        let mut primitive_of: HashMap<usize, &str> = HashMap::new();
+        for at in 0..tokens.len().saturating_sub(3) {
+            if tokens[at] != ":=" {
+                continue;
+            }
+            let field = tokens[at + 1].strip_prefix("Report.").and_then(|n| report_names.iter().position(|r| r == n));
+            let Some(field) = field else { continue };
+            // The expression: one token, or a parenthesised form.
+            let mut depth = 0i32;
+            let mut primitives = Vec::new();
+            for t in &tokens[at + 2..] {
+                match *t {
+                    "(" => depth += 1,
+                    ")" => depth -= 1,
+                    t if t.starts_with("Ack.") || t.starts_with("Flow.") || t == "Cwnd" => primitives.push(t),
+                    _ => {}
+                }
+                if depth <= 0 {
+                    break;
+                }
+            }
+            if let [one] = primitives[..] {
+                primitive_of.entry(field).or_insert(one);
+            }
+        }
+        let find = |wanted: &str| primitive_of.iter().filter(|(_, p)| **p == wanted).map(|(f, _)| *f).min();
+        let either = |bytes: &str, packets: &str| {
+            find(bytes).map(|f| (f, Unit::Bytes)).or_else(|| find(packets).map(|f| (f, Unit::Packets)))
+        };
+        Self {
+            acked: either("Ack.bytes_acked", "Ack.packets_acked"),
+            lost_packets: find("Ack.lost_pkts_sample"),
+            timeout: find("Flow.was_timeout"),
+            ecn_packets: find("Ack.ecn_packets"),
+            rtt_us: find("Flow.rtt_sample_us"),
+            in_flight: either("Flow.bytes_in_flight", "Flow.packets_in_flight"),
+            delivery_rate: find("Flow.rate_incoming").or_else(|| find("Flow.rate_outgoing")),
+            now_us: find("Ack.now"),
+            cwnd_bytes: find("Cwnd"),
+        }
+    }
+
+    /// A report of the program as a measurement (what the source does not say reads 0).
+    pub fn measurement(&self, fields: &[u64], mss_bytes: u64) -> Measurement {
+        let at = |i: Option<usize>| i.and_then(|i| fields.get(i).copied()).unwrap_or(0);
+        let sized = |f: Option<(usize, Unit)>| match f {
+            Some((i, Unit::Bytes)) => at(Some(i)),
+            Some((i, Unit::Packets)) => at(Some(i)).saturating_mul(mss_bytes),
+            None => 0,
+        };
+        Measurement {
+            now_us: at(self.now_us),
+            acked_bytes: sized(self.acked),
+            lost_packets: at(self.lost_packets),
+            timeout: at(self.timeout) != 0,
+            ecn_packets: at(self.ecn_packets),
+            rtt_us: at(self.rtt_us),
+            min_rtt_us: 0,
+            bytes_in_flight: sized(self.in_flight),
+            delivery_rate_bytes_per_s: at(self.delivery_rate),
+        }
     }
 }
 
@@ -189,6 +285,48 @@ pub fn cwnd_rate_fields(cwnd_bytes: Option<u32>, rate_bytes_per_s: Option<u64>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_programs_report_fields_are_read_by_what_they_are_assigned_whatever_their_names() {
+        let source = "
+            (def (Report (volatile got 0) (volatile gone 0) (volatile rto false) (volatile sample 0)
+                         (volatile pkts 0) (volatile window 0) (volatile when 0) (volatile speed 0) (volatile other 0)))
+            (when true
+                (:= Report.got (+ Report.got Ack.bytes_acked))
+                (:= Report.gone (+ Report.gone Ack.lost_pkts_sample))
+                (:= Report.rto Flow.was_timeout)
+                (:= Report.sample Flow.rtt_sample_us)
+                (:= Report.pkts Flow.packets_in_flight)
+                (:= Report.window Cwnd)
+                (:= Report.when Ack.now)
+                (:= Report.speed (max Report.speed Flow.rate_incoming))
+                (:= Report.other (+ Flow.rtt_sample_us Flow.bytes_in_flight))
+                (fallthrough))
+            (when (> Micros Flow.rtt_sample_us) (report) (:= Report.got 0) (:= Micros 0))";
+        let p = CompiledProgram::compile("renamed", source).unwrap();
+        let at = |name: &str| p.report_names.iter().position(|n| n == name).unwrap();
+        let mut fields = vec![0u64; p.report_names.len()];
+        for (name, value) in [("got", 2896), ("gone", 2), ("rto", 1), ("sample", 40_000), ("pkts", 3), ("window", 14480),
+                              ("when", 77), ("speed", 125_000), ("other", 999)] {
+            fields[at(name)] = value;
+        }
+        let m = p.meaning.measurement(&fields, 1448);
+        assert_eq!(
+            m,
+            Measurement {
+                now_us: 77,
+                acked_bytes: 2896,
+                lost_packets: 2,
+                timeout: true,
+                ecn_packets: 0,
+                rtt_us: 40_000,
+                min_rtt_us: 0,
+                bytes_in_flight: 3 * 1448,
+                delivery_rate_bytes_per_s: 125_000,
+            }
+        );
+        assert_eq!(p.meaning.cwnd_bytes, Some(at("window")));
+    }
 
     #[test]
     fn compiles_and_lays_out_every_field() {

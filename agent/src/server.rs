@@ -460,12 +460,7 @@ impl Connection {
                     log_handover(agent, key, s);
                 }
                 if let Some(ev) = &agent.events {
-                    match &reported.measurement {
-                        Some(meas) => ev.report(key, ctl.name(), meas, ctl.cwnd_bytes(), ctl.pacing_rate_bytes_per_s()),
-                        None => {
-                            ev.claim_python_counts(key);
-                        }
-                    }
+                    ev.report(key, ctl.name(), &reported.measurement, ctl.cwnd_bytes(), ctl.pacing_rate_bytes_per_s());
                 }
                 agent.registry.update(key, ctl.name(), ctl.features(), ctl.reports, ctl.handovers, ctl.cwnd_bytes());
                 debug!(sid = m.sid, fields = ?m.fields, answer = ?reported.answer, "report answered");
