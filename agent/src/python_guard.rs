@@ -474,8 +474,32 @@ struct Handoff {
 /// back to back, and a sleeping thread takes 10-20 µs to wake on these machines.
 const WORKER_SPIN: Duration = Duration::from_micros(50);
 /// A submitter spins this long for its job's end before it sleeps (a callback of the simple
-/// API takes 5-20 µs; the submitter would have spent that time running it itself).
+/// API takes 1-20 µs; the submitter would have spent that time running it itself).
 const SUBMITTER_SPIN: Duration = Duration::from_micros(200);
+/// Of a spin, this long on the CPU before yielding between checks: a hand-off between two
+/// running threads takes well under a µs, and a yield is a system call that costs more than
+/// a callback (~1 µs); past it, yielding lets the other thread have this very CPU on a busy
+/// machine.
+const BUSY_SPIN: Duration = Duration::from_micros(5);
+
+/// Wait until `ready()` or `until`, spinning ([`BUSY_SPIN`] on the CPU, then yielding).
+fn spin_until(until: Instant, ready: impl Fn() -> bool) -> bool {
+    let busy_until = Instant::now() + BUSY_SPIN;
+    loop {
+        if ready() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return false;
+        }
+        if now < busy_until {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
 
 /// The process's Python worker, started at its first use.
 pub fn worker() -> &'static Worker {
@@ -569,17 +593,8 @@ impl Shared {
 
     /// Whether job `seq` finished by the deadline.
     fn wait_done(&self, seq: u64, deadline: Instant) -> bool {
-        let spin_until = (Instant::now() + SUBMITTER_SPIN).min(deadline);
-        loop {
-            if self.done.load(Ordering::Acquire) >= seq {
-                return true;
-            }
-            if Instant::now() >= spin_until {
-                break;
-            }
-            // Yielding rather than spinning: on a busy machine the worker may be waiting for
-            // this very CPU.
-            std::thread::yield_now();
+        if spin_until((Instant::now() + SUBMITTER_SPIN).min(deadline), || self.done.load(Ordering::Acquire) >= seq) {
+            return true;
         }
         let mut slot = self.lock();
         while self.done.load(Ordering::Acquire) < seq {
@@ -591,7 +606,10 @@ impl Shared {
         true
     }
 
-    /// The worker thread: run jobs, one at a time, holding the GIL only while one runs.
+    /// The worker thread: run jobs, one at a time. It holds the GIL while it runs a job and
+    /// while it spins for the next (back-to-back jobs, a batch of reports, then cost no
+    /// release and retake of the GIL), and lets it go when it sleeps. No other thread of the
+    /// agent needs the GIL meanwhile: the interrupter takes it only for a running job.
     fn serve(&self) {
         Python::with_gil(|py| {
             let ident = py
@@ -600,7 +618,8 @@ impl Shared {
                 .expect("threading.get_ident()");
             self.python_thread.store(ident, Ordering::Release);
             loop {
-                let (seq, job) = py.allow_threads(|| self.next_job());
+                let next = self.posted_soon().or_else(|| Some(py.allow_threads(|| self.next_job())));
+                let (seq, job) = next.expect("a job");
                 // A job that panics must not take the worker with it; its submitter sees no result.
                 if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(py))).is_err() {
                     error!("a Python callback's job panicked");
@@ -610,12 +629,20 @@ impl Shared {
         })
     }
 
-    fn next_job(&self) -> (u64, Job) {
-        let spin_until = Instant::now() + WORKER_SPIN;
-        let mut seen = self.done.load(Ordering::Acquire);
-        while self.posted.load(Ordering::Acquire) <= seen && Instant::now() < spin_until {
-            std::thread::yield_now();
+    /// The next job if one is posted within [`WORKER_SPIN`].
+    fn posted_soon(&self) -> Option<(u64, Job)> {
+        let done = self.done.load(Ordering::Acquire);
+        if !spin_until(Instant::now() + WORKER_SPIN, || self.posted.load(Ordering::Acquire) > done) {
+            return None;
         }
+        let mut slot = self.lock();
+        let (seq, job) = slot.pending.take()?;
+        slot.running = Some(seq);
+        Some((seq, job))
+    }
+
+    /// The next job, sleeping until one is posted.
+    fn next_job(&self) -> (u64, Job) {
         let mut slot = self.lock();
         loop {
             if let Some((seq, job)) = slot.pending.take() {
@@ -625,8 +652,6 @@ impl Shared {
             self.worker_asleep.store(true, Ordering::SeqCst);
             slot = self.job_posted.wait(slot).unwrap_or_else(|e| e.into_inner());
             self.worker_asleep.store(false, Ordering::SeqCst);
-            seen = self.done.load(Ordering::Acquire);
-            let _ = seen;
         }
     }
 
