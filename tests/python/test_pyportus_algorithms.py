@@ -15,7 +15,9 @@ import subprocess
 
 import pytest
 
+from ccswitch.analysis.plots import Series
 from ccswitch.experiments import environment
+from ccswitch.experiments.events import flow_of, read_events
 from ccswitch.topology.bridges import OVS_BIN, normalize_stats
 from ccswitch.topology.daemons import CcswitchDaemons, python_agent_env
 from live import agents_log_debug
@@ -66,6 +68,9 @@ def transfer(r, label):
     paths = [r.daemons.agent_log, os.path.join(r.log_dir, "kernel-shim.log")]
     starts = [os.path.getsize(p) if os.path.exists(p) else 0 for p in paths]
     row = r.transfer(0, r.sc.clients[0], scheme, FILE_BYTES)
+    # The agent's events of the flow, sliced as a run slices them (row["events"]).
+    t0, t1, events_path = r.last_transfer
+    r.collector.attach(SCHEMES.index(label), row, events_path, t0, t1, row["client_addr"])
     logs = []
     for path, start in zip(paths, starts):
         with open(path, errors="replace") as f:
@@ -106,6 +111,20 @@ def test_an_unmodified_pyportus_file_drives_a_transfer(run, label):
     else:
         changes = [a for a in answers if "ChangeProgram" in a and "congestion_avoidance" in a]
         assert changes, f"RenoLike changed program on congestion:\n{answers[:20]}"
+    # The flow's reports are in the events file as a simple-API flow's are, so plot-flows
+    # draws its window and throughput.
+    assert row.get("events"), f"the transfer has no events: {row}"
+    flow = flow_of(read_events(os.path.join(r.out_dir, row["events"])))
+    series = Series.of(flow)
+    assert len(series.t) > 5 and min(series.cwnd) > 0, f"{len(series.t)} report lines, windows {set(series.cwnd)}"
+    assert sum(series.acked) >= FILE_BYTES // 2, f"the reports saw the file acknowledged: {sum(series.acked)}"
+    if cls == "ConstCwnd":
+        assert set(series.cwnd) == {64 * m for m in mss}, set(series.cwnd)
+    elif cls == "AIMD":
+        assert len(set(series.cwnd)) > 3, series.cwnd
+        assert max(series.inflight) > 0, "packets in flight, reported in packets, shown in bytes"
+    else:
+        assert max(series.cwnd) > 10 * min(mss), "the window the datapath grew, as the program reports it"
 
 
 def agent_binary():
