@@ -162,7 +162,7 @@ fn run_full(
 
 /// Report field vectors of the standard program.
 fn synthetic_reports(n: usize) -> Vec<Vec<u64>> {
-    let mut rng = crate::xorshift::XorShift64::new(0x9e37_79b9_7f4a_7c15);
+    let mut rng = ccswitch_algorithms::xorshift::XorShift64::new(0x9e37_79b9_7f4a_7c15);
     let mut next = |bound: u64| rng.below(bound);
     let mut now_us = 0;
     let mut out = Vec::with_capacity(n);

@@ -19,4 +19,3 @@ pub mod pyportus;
 pub mod registry;
 pub mod selector;
 pub mod server;
-pub mod xorshift;

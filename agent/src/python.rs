@@ -645,7 +645,7 @@ mod tests {
         let mut rust = ccswitch_algorithms::simple("reno").unwrap();
         let (mut ps, mut rs) =
             (FlowState::new(MSS as u32, 10 * MSS as u32), FlowState::new(MSS as u32, 10 * MSS as u32));
-        let mut rng = crate::xorshift::XorShift64::new(0x2545_f491_4f6c_dd1d);
+        let mut rng = ccswitch_algorithms::xorshift::XorShift64::new(0x2545_f491_4f6c_dd1d);
         let mut next = |n: u64| rng.below(n);
         for i in 0..3000u64 {
             let cwnd_segments = (rs.cwnd_bytes / MSS).max(1);

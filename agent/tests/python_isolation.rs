@@ -180,23 +180,23 @@ class Bad(Stuck):
 
 /// How the stuck algorithm is written.
 #[derive(Clone, Copy, PartialEq)]
-enum Api {
+enum StuckApi {
     Simple,
     Pyportus,
 }
 
 #[test]
 fn a_python_flow_stuck_in_a_loop_leaves_a_reno_flow_on_the_same_agent_answered() {
-    stuck_beside_reno(Api::Simple);
+    stuck_beside_reno(StuckApi::Simple);
 }
 
 #[test]
 fn a_pyportus_flow_stuck_in_a_loop_leaves_a_reno_flow_answered_and_one_setting_bad_windows_keeps_its_window() {
-    stuck_beside_reno(Api::Pyportus);
+    stuck_beside_reno(StuckApi::Pyportus);
 }
 
-fn stuck_beside_reno(api: Api) {
-    let dir = common::test_dir(if api == Api::Simple { "python-isolation" } else { "pyportus-isolation" });
+fn stuck_beside_reno(api: StuckApi) {
+    let dir = common::test_dir(if api == StuckApi::Simple { "python-isolation" } else { "pyportus-isolation" });
     std::fs::write(
         dir.join("stuck_alg.py"),
         "class Stuck:\n    def on_report(self, flow):\n        flow.cwnd = 4 * flow.mss\n        while True:\n            pass\n",
@@ -214,8 +214,8 @@ fn stuck_beside_reno(api: Api) {
     let Msg::InstallExpr(install) = dp.recv() else { panic!("no program installed") };
     let uid = install.program_uid;
     let flows: &[(u32, &str)] = match api {
-        Api::Simple => &[(STUCK, "py:stuck_alg:Stuck"), (RENO, "")],
-        Api::Pyportus => {
+        StuckApi::Simple => &[(STUCK, "py:stuck_alg:Stuck"), (RENO, "")],
+        StuckApi::Pyportus => {
             &[(STUCK, "pyportus:isolation_pyportus.py:Stuck"), (RENO, ""), (BAD, "pyportus:isolation_pyportus.py:Bad")]
         }
     };
@@ -238,9 +238,9 @@ fn stuck_beside_reno(api: Api) {
     assert!(log.contains("algorithm=Stuck") && log.contains("algorithm=reno"), "{log}");
     let (stuck_uid, bad_uid) = (uids[&STUCK], uids.get(&BAD).copied());
     let python_fields = move |t: u64| match api {
-        Api::Simple => fields(t),
+        StuckApi::Simple => fields(t),
         // The program's Report: acked, rtt, inflight.
-        Api::Pyportus => vec![u64::from(2 * MSS), 20_000, u64::from(INIT_CWND)],
+        StuckApi::Pyportus => vec![u64::from(2 * MSS), 20_000, u64::from(INIT_CWND)],
     };
 
     // The stuck flow reports from a thread of its own, every few ms, while `reporting` is set;

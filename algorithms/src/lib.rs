@@ -28,6 +28,7 @@ mod reno;
 mod reno_datapath;
 mod state;
 pub mod testing;
+pub mod xorshift;
 mod vegas;
 mod westwood;
 

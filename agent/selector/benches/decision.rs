@@ -9,6 +9,7 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use ccswitch_algorithms::xorshift::XorShift64;
 use ccswitch_algorithms::Measurement;
 use ccswitch_selector::features::{FeatureTracker, FeatureWindow, Features};
 use ccswitch_selector::model::Model;
@@ -19,21 +20,6 @@ const VECTORS: usize = 4_096;
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
-}
-
-struct XorShift64(u64);
-
-impl XorShift64 {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn uniform(&mut self, hi: f64) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * hi
-    }
 }
 
 /// Features for the model: golden rows (in the model's column order) when there are some.
@@ -57,7 +43,7 @@ fn inputs(model: &Model, path: &Path) -> (Vec<Features>, &'static str) {
             return (rows, "golden rows");
         }
     }
-    let mut rng = XorShift64(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift64::new(0x9e37_79b9_7f4a_7c15);
     let synthetic = (0..VECTORS)
         .map(|_| {
             let mut f = Features::default();
@@ -120,14 +106,14 @@ fn bench_model(path: &Path) {
 }
 
 fn bench_tracker() {
-    let mut rng = XorShift64(7);
+    let mut rng = XorShift64::new(7);
     let reports: Vec<Measurement> = (0..VECTORS)
         .map(|i| Measurement {
             now_us: i as u64 * 20_000,
-            rtt_us: 20_000 + rng.next() % 50_000,
-            acked_bytes: (rng.next() % 60) * 1448,
-            lost_packets: u64::from(rng.next() % 100 == 0),
-            delivery_rate_bytes_per_s: rng.next() % 10_000_000,
+            rtt_us: 20_000 + rng.next_u64() % 50_000,
+            acked_bytes: (rng.next_u64() % 60) * 1448,
+            lost_packets: u64::from(rng.next_u64() % 100 == 0),
+            delivery_rate_bytes_per_s: rng.next_u64() % 10_000_000,
             ..Measurement::default()
         })
         .collect();

@@ -14,10 +14,18 @@
 //! `set_program(name, [(name, value), ...])`. Names are `Cwnd`, `Rate` or a control register
 //! of the flow's program (`Control.x` or `x`). What one callback asks is checked when it is
 //! called (an unknown name raises there, as in pyportus) and sent when the callback returns,
-//! as one CHANGE_PROG or UPDATE_FIELDS; a callback that raises is logged and counted as a
-//! simple-API one is, and what it asked is dropped (pyportus would have sent each call at
-//! once), so the flow keeps its window. Reports are [`PyReport`]s whose attributes are the
+//! as one CHANGE_PROG or UPDATE_FIELDS. Reports are [`PyReport`]s whose attributes are the
 //! program's `Report` fields.
+//!
+//! Loading and every callback run under [`crate::python_guard`], as the simple API's do: on
+//! the Python worker thread within the time budget. The callback collects what it asks in
+//! the flow's [`PyDatapath`] and hands it back; the agent's thread applies it to the flow
+//! once the callback has returned. A callback that raises, runs past its budget (abandoned,
+//! interrupted, its flow suspended) or sets a window, rate or register the guard refuses
+//! (`Cwnd` from 1 segment, [`check_program_window`]; `Rate` as [`check_rate`]; a register
+//! non-negative and finite) is counted and logged, and what it asked is dropped, program
+//! change included (pyportus would have sent each call at once), so the flow keeps its
+//! window and program.
 //!
 //! pyportus files: [`load_pyportus`] installs the compatibility module (`portus.py` beside
 //! this file, with the classes below) as `portus` and `pyportus` in the embedded

@@ -437,7 +437,7 @@ fn the_full_api_example_answers_every_report_as_the_rust_reno_datapath() {
     assert_eq!(py.name(), "RenoDatapath");
     assert_eq!(py_created, rust_created);
     let mss = u64::from(MSS);
-    let mut rng = crate::xorshift::XorShift64::new(0x2545_f491_4f6c_dd1d);
+    let mut rng = ccswitch_algorithms::xorshift::XorShift64::new(0x2545_f491_4f6c_dd1d);
     let mut next = |n: u64| rng.below(n);
     let mut cwnd = 10 * mss;
     let mut answers_with_updates = 0;

@@ -486,7 +486,7 @@ mod first_decision_tests {
     /// A flow's reports, irregular on purpose: RTTs of 20-220 ms, some reports without an RTT
     /// sample, losses, partial segments, rates that come and go.
     fn reports(seed: u64, n: usize) -> Vec<Measurement> {
-        let mut rng = crate::xorshift::XorShift64::new(seed);
+        let mut rng = ccswitch_algorithms::xorshift::XorShift64::new(seed);
         let mut next = |bound: u64| rng.below(bound);
         let mut now_us = 5_000_000;
         (0..n)

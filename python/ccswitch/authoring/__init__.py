@@ -91,9 +91,12 @@ value), ...])``, ``set_program(name, [(name, value), ...])`` (registers of the n
 start afresh), and ``mss``, ``init_cwnd``, ``sock_id``, ``program`` (the flow's program's
 name), ``info`` (``sock_id, init_cwnd, mss, src_ip, src_port, dst_ip, dst_port``). A name is
 ``"Cwnd"`` (bytes), ``"Rate"`` (bytes/s) or a control register of the flow's program
-(``"Control.ssthresh"`` or ``"ssthresh"``); an unknown name or a negative value raises at the
-call. What a callback set is sent to the datapath when it returns, as one message; if the
-callback raises, it is logged and counted as for the simple API and what it set is dropped.
+(``"Control.ssthresh"`` or ``"ssthresh"``); an unknown name raises at the call. What a
+callback set is sent to the datapath when it returns, as one message. Callbacks run under the
+same guard as the simple API's: if one raises, runs past its time budget, or sets a window
+(below 1 segment, NaN, negative, beyond TCP's largest), a rate or a register (negative, NaN)
+the agent refuses (ValueError at the call), it is logged and counted (``on_report_errors``,
+``python_timeouts``, ``python_bad_values``) and everything it set is dropped.
 Such algorithms run their own programs, so the selector cannot hand their flows to another
 algorithm.
 

@@ -1,6 +1,6 @@
 //! A xorshift64 generator (Marsaglia, 2003): the seeded, reproducible stream behind the
-//! synthetic reports of `--bench-reports` and of tests. Not for anything that needs real
-//! randomness.
+//! synthetic reports and inputs of the agent's `--bench-reports`, the selector's benchmark and
+//! tests. Not for anything that needs real randomness.
 
 pub struct XorShift64(u64);
 
@@ -20,5 +20,10 @@ impl XorShift64 {
     /// A number from 0 to `bound - 1` (a modulo: slightly uneven, which no caller minds).
     pub fn below(&mut self, bound: u64) -> u64 {
         self.next_u64() % bound
+    }
+
+    /// A number in [0, `hi`), from the top 53 bits.
+    pub fn uniform(&mut self, hi: f64) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * hi
     }
 }
