@@ -316,9 +316,10 @@ impl FlowController {
         }
     }
 
-    /// The window, the rate, and the window to apply at once on a loss (0: none), which the
+    /// The window, the rate, the window to apply at once on a loss (0: none), which the
     /// datapath applies on the ACK that reveals a loss, before this flow's next report
-    /// arrives ([`Algorithm::window_on_loss`]).
+    /// arrives ([`Algorithm::window_on_loss`]), and the next step of growth, which it applies
+    /// on the ACK that earns it ([`Algorithm::growth_step`]).
     fn window_fields(&self, simple: &SimpleProgram) -> Vec<wire::UpdateField> {
         match &self.kind {
             Kind::Simple { algorithm, state, .. } => {
@@ -329,6 +330,12 @@ impl FlowController {
                 );
                 let on_loss = algorithm.window_on_loss(state).map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
                 fields.push(simple.loss_cwnd_field(on_loss));
+                // A step beyond 32 bits is not one the datapaths carry: none.
+                let step = algorithm.growth_step(state).filter(|g| g.cwnd_bytes <= u64::from(u32::MAX));
+                let on_loss_grown = step
+                    .and_then(|g| algorithm.window_on_loss(&state.after_growth(g.cwnd_bytes)))
+                    .map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
+                fields.extend(simple.growth_fields(step, state.now_us, on_loss_grown));
                 fields
             }
             Kind::Full { .. } => Vec::new(),

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{anyhow, ensure, Context, Result};
-use ccswitch_algorithms::{Measurement, Reporting};
+use ccswitch_algorithms::{GrowthStep, Measurement, Reporting};
 use ccswitch_protocol::lang::{reg_type, Implicit};
 use ccswitch_protocol::standard::{self, control, report, NO_RTT_SAMPLE_US};
 use ccswitch_protocol::wire;
@@ -251,6 +251,19 @@ impl SimpleProgram {
     /// The control register that pre-sets the window a loss applies at once (0: none).
     pub fn loss_cwnd_field(&self, bytes: u64) -> wire::UpdateField {
         control_field(control::LOSS_CWND, bytes)
+    }
+
+    /// The control registers that pre-set the next step of growth (`None`: no step), counted
+    /// from the report at `from_us` (its `Report.now`), and the window a loss sets once it is
+    /// earned (0: none).
+    pub fn growth_fields(&self, step: Option<GrowthStep>, from_us: u64, loss_cwnd_bytes: u64) -> [wire::UpdateField; 4] {
+        let (after, cwnd) = step.map_or((0, 0), |g| (g.after_bytes, g.cwnd_bytes));
+        [
+            control_field(control::GROW_CWND, cwnd),
+            control_field(control::GROW_AFTER, after),
+            control_field(control::GROW_FROM, from_us),
+            control_field(control::GROW_LOSS_CWND, loss_cwnd_bytes),
+        ]
     }
 
     /// The control registers that select a reporting mode.

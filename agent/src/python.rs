@@ -634,7 +634,7 @@ mod tests {
         // A timeout restarts from the minimum window (2 segments) with ssthresh at half.
         feed(reno.as_mut(), &mut state, &Measurement { timeout: true, ..ack(t + 300, 0, 43) });
         assert_eq!(state.cwnd_bytes, 2 * MSS);
-        assert_eq!(state.ssthresh_bytes, 43 * MSS / 2);
+        assert_eq!(state.ssthresh_bytes, 21 * MSS, "half of 43 segments, in whole segments");
     }
 
     #[test]

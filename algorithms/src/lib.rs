@@ -49,6 +49,15 @@ pub enum Reporting {
     EveryMicros(u64),
 }
 
+/// A step of growth pre-set in the datapath ([`Algorithm::growth_step`]): once more than
+/// `after_bytes` have been acknowledged since the latest report, the window becomes
+/// `cwnd_bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrowthStep {
+    pub after_bytes: u64,
+    pub cwnd_bytes: u64,
+}
+
 /// The operations every simple algorithm provides.
 pub trait Algorithm: Send {
     /// Short name, as used on the command line and in scheme names (`kernel:NAME`).
@@ -75,6 +84,18 @@ pub trait Algorithm: Send {
     /// window (a loss in slow start, for one, is answered from the window grown by the bytes
     /// its report acknowledges).
     fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
+        let _ = state;
+        None
+    }
+
+    /// The next step of growth this algorithm would take if its next report acknowledged
+    /// enough and nothing else, from `state` after the latest report; `None` if it would not
+    /// step by a fixed window once a byte count is acknowledged (slow start, recovery, a
+    /// window that follows the clock or the RTT). The agent sends it with every answer, so the
+    /// datapath grows the window on the ACK that earns the step, as the kernel's own
+    /// congestion avoidance does, instead of on the ACK after the next report; that report
+    /// then reaches the algorithm as usual and its answer carries the same window.
+    fn growth_step(&self, state: &FlowState) -> Option<GrowthStep> {
         let _ = state;
         None
     }

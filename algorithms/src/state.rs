@@ -269,6 +269,17 @@ impl FlowState {
         true
     }
 
+    /// The state once a pre-set step of growth ([`crate::Algorithm::growth_step`]) has been
+    /// earned: the window `cwnd_bytes`, and any recovery over (a step counts its bytes first).
+    pub fn after_growth(&self, cwnd_bytes: u64) -> FlowState {
+        FlowState { cwnd_bytes, recovery_bytes_left: 0, recovery_acked_bytes: 0, ..self.clone() }
+    }
+
+    /// Bytes still to be acknowledged before the current recovery episode ends (0: none).
+    pub fn recovery_bytes_left(&self) -> u64 {
+        self.recovery_bytes_left
+    }
+
     /// Whether the flow is recovering from a congestion event: like Linux, which does not
     /// call `cong_avoid` in Recovery, algorithms hold their window until recovery ends.
     pub fn in_recovery(&self) -> bool {

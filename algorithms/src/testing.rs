@@ -80,6 +80,12 @@ impl FakeSender {
         self.deliver(m);
     }
 
+    /// One report acknowledging `bytes` (not necessarily whole segments).
+    pub fn ack_bytes(&mut self, bytes: u64) {
+        let m = Measurement { acked_bytes: bytes, ..self.base() };
+        self.deliver(m);
+    }
+
     /// One report acknowledging `n` segments of a flow its application holds back: only
     /// `in_flight` segments remain outstanding after them, whatever the window allows.
     pub fn ack_segments_held_back(&mut self, n: u64, in_flight: u64) {

@@ -30,6 +30,21 @@
 //! to it, and the report that loss triggers reaches the agent, whose answer refines the
 //! window. Until that answer, further losses set the same window again, never a lower one.
 //!
+//! Growth is answered on the ACK that earns it, too. A window grown once per report lags the
+//! kernel's own, which grows on the very ACK that completes a window's worth of credit: the
+//! agent's next window reaches the datapath on the ACK after its report, which, when the
+//! report came on the last ACK of a round, is the next round's first, so each step of
+//! congestion avoidance came a round late and the flow sent one segment less in each (at 1%
+//! loss on a 50-ms path, Reno's window grew by 0.67 segments per RTT where the kernel's grew by
+//! 0.95, and transfers took 1.2 times as long). So the agent pre-sets, with each answer, the
+//! next step its algorithm would take: `Control.grow_cwnd` (0 for none) once more than
+//! `Control.grow_after` bytes have been acknowledged since the report it answers, the one at
+//! `Control.grow_from` (its `Report.now`; the clause holds only while no report has followed
+//! it, `Micros` counting from that report's ACK). The step's window holds until the agent's
+//! next window, which the report after it brings. A loss once the step is earned cuts from the
+//! grown window, as Linux's cut follows the growth of the ACKs before it:
+//! `Control.grow_loss_cwnd` then replaces `Control.loss_cwnd`.
+//!
 //! `standard_program.bin` ([`INSTALL_MESSAGE`]) is the agent's INSTALL_EXPR of it, which the
 //! shims decode to recognise the program; the agent's tests check that what it compiles is
 //! this message (`CCSWITCH_BLESS=1` rewrites the file after a deliberate change of the
@@ -79,10 +94,31 @@ pub mod control {
     /// Non-zero: the window (bytes) to set on an ACK that reveals a loss, pre-set by the
     /// agent so that the loss is answered at once; its answer to the loss's report refines it.
     pub const LOSS_CWND: usize = 4;
+    /// Non-zero: the window (bytes) to set once more than [`GROW_AFTER`] bytes have been
+    /// acknowledged since the report at [`GROW_FROM`], with no report since: the agent's next
+    /// step of growth, pre-set so that it applies on the ACK that earns it.
+    pub const GROW_CWND: usize = 5;
+    /// Bytes acknowledged since that report past which [`GROW_CWND`] applies.
+    pub const GROW_AFTER: usize = 6;
+    /// The `Report.now` (µs) of the report the growth is counted from.
+    pub const GROW_FROM: usize = 7;
+    /// Non-zero: the window a loss sets instead of [`LOSS_CWND`] once the step of growth has
+    /// been earned (the algorithm's cut from the grown window).
+    pub const GROW_LOSS_CWND: usize = 8;
     /// Control registers of the program.
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 9;
     /// Each register's name in the program (`Control.<name>`), by index.
-    pub const NAMES: [&str; COUNT] = ["per_ack", "period_us", "window_use_pct", "idle_report_us", "loss_cwnd"];
+    pub const NAMES: [&str; COUNT] = [
+        "per_ack",
+        "period_us",
+        "window_use_pct",
+        "idle_report_us",
+        "loss_cwnd",
+        "grow_cwnd",
+        "grow_after",
+        "grow_from",
+        "grow_loss_cwnd",
+    ];
 }
 
 /// Default of `Control.window_use_pct`.
@@ -114,7 +150,9 @@ fn control_default(index: usize) -> u64 {
 
 /// The program in portus's language. Its `def` declares the registers in index order, which is
 /// how portus numbers them. The per-RTT condition is two clauses because a condition may use
-/// at most 8 temporary registers (libccp's `MAX_TMP_REG`); they report alike.
+/// at most 8 temporary registers (libccp's `MAX_TMP_REG`); they report alike. For the same
+/// reason the grown loss clause does not test `Control.grow_cwnd` (the agent sets
+/// `grow_loss_cwnd` only with a step).
 pub fn source() -> String {
     let reports: String =
         report::NAMES.iter().enumerate().map(|(i, name)| format!("\n    (volatile {name} {})", report_default(i))).collect();
@@ -136,8 +174,18 @@ pub fn source() -> String {
     (:= Report.now Ack.now)
     (fallthrough)
 )
+(when (&& (> Control.grow_cwnd 0)
+          (&& (== Micros (- Ack.now Control.grow_from)) (> Report.acked Control.grow_after)))
+    (:= Cwnd Control.grow_cwnd)
+    (fallthrough)
+)
 (when (&& (> Ack.lost_pkts_sample 0) (> Control.loss_cwnd 0))
     (:= Cwnd Control.loss_cwnd)
+    (fallthrough)
+)
+(when (&& (&& (> Ack.lost_pkts_sample 0) (> Control.grow_loss_cwnd 0))
+          (&& (== Micros (- Ack.now Control.grow_from)) (> Report.acked Control.grow_after)))
+    (:= Cwnd Control.grow_loss_cwnd)
     (fallthrough)
 )
 (when (|| (|| Report.timeout (> Report.lost 0)) (> Control.per_ack 0))

@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use ccswitch_ccp::agent_link::{AgentAddr, AgentLink};
-use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
+use ccswitch_ccp::program::fold::{FoldGrowth, FoldMode, FoldReporting};
 use ccswitch_ccp::session::{monotonic_now_ns, FlowDesc, Session};
 use ccswitch_protocol::lang::reg_type;
 use ccswitch_protocol::standard::{self, control, report};
@@ -92,7 +92,7 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     // Reporting per ACK: the same fold, in another mode.
     agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PER_ACK, 1)] })]);
     session.drain_agent(&mut dp);
-    assert_eq!(dp.folds[&1], (FoldMode { reporting: FoldReporting::PerAck, loss_cwnd_bytes: 0 }, start));
+    assert_eq!(dp.folds[&1], (FoldMode { reporting: FoldReporting::PerAck, loss_cwnd_bytes: 0, growth: FoldGrowth::default() }, start));
     // That answer timed the report: from its ACK to the answer, and it was urgent (a loss).
     let lat = session.answer_latency();
     assert_eq!((lat.all.count(), lat.urgent.count()), (1, 1));
@@ -108,7 +108,7 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
         ],
     })]);
     session.drain_agent(&mut dp);
-    assert_eq!(dp.folds[&1], (FoldMode { reporting: FoldReporting::PerRtt { window_use_pct: 80, idle_report_us: 5_000_000 }, loss_cwnd_bytes: 0 }, start));
+    assert_eq!(dp.folds[&1], (FoldMode { reporting: FoldReporting::PerRtt { window_use_pct: 80, idle_report_us: 5_000_000 }, loss_cwnd_bytes: 0, growth: FoldGrowth::default() }, start));
 
     // Periodic reports stay in user space, where the timer drives them.
     agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PERIOD_US, 20_000)] })]);

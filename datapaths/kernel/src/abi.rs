@@ -89,14 +89,14 @@ pub struct CloseEvent {
     pub ts_ns: u64,
 }
 
-/// `struct ccsw_fold_state`: a folded flow's fold (its rate kept as a sample pair) and loss
-/// clause.
+/// `struct ccsw_fold_state`: a folded flow's fold (its rate kept as a sample pair) and the
+/// window its loss or growth clause set.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FoldState {
     pub std: StdSampledFold,
-    pub loss_cwnd_bytes: u32,
-    pub loss_cwnd_seq: u32,
+    pub held_cwnd_bytes: u32,
+    pub held_cwnd_seq: u32,
 }
 
 #[repr(C)]
@@ -119,7 +119,7 @@ pub struct KernelFoldTest {
     pub sample: StdRateSample,
     pub directive: KernelDirectiveSlot,
     pub reported: u32,
-    pub loss_cwnd_set: u32,
+    pub cwnd_set: u32,
     pub report: StdRegs,
     pub cwnd_bytes: u32,
     pub _pad1: u32,
@@ -266,9 +266,12 @@ pub struct KernelDirectiveSlot {
     pub fold_start_us: u64,
     pub fold_window_pct: u32,
     pub loss_cwnd_bytes: u32,
-    pub fold_idle_us: u64,
+    pub fold_idle_us: u32,
     pub cwnd_seq: u32,
-    pub _pad0: [u32; 3],
+    pub grow_cwnd_bytes: u32,
+    pub grow_after_bytes: u32,
+    pub grow_from_us: u32,
+    pub grow_loss_cwnd_bytes: u32,
 }
 
 #[repr(C)]

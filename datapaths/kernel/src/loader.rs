@@ -558,7 +558,8 @@ impl KernelDatapath {
     /// CLOCK_MONOTONIC) restarts the program: registers reset, `Micros` counts from it.
     /// `None` sends every ACK again. Like a window, it applies only while the agent deadline
     /// holds. The mode's `loss_cwnd_bytes` (the program's `Control.loss_cwnd`) is the window
-    /// an ACK that reveals a loss sets at once; it holds until the next window is written.
+    /// an ACK that reveals a loss sets at once, and its `growth` the step an ACK sets once
+    /// enough has been acknowledged; either holds until the next window is written.
     pub fn set_fold(&self, flow_id: u32, fold: Option<(FoldMode, u64)>) -> Result<()> {
         if fold.is_some() {
             self.vm.borrow_mut().stop(flow_id);
@@ -569,17 +570,24 @@ impl KernelDatapath {
                     FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
                         d.fold = abi::FOLD_PER_RTT;
                         d.fold_window_pct = window_use_pct;
-                        d.fold_idle_us = idle_report_us;
+                        // Past 71 minutes is never, for a report interval.
+                        d.fold_idle_us = u32::try_from(idle_report_us).unwrap_or(u32::MAX);
                     }
                     FoldReporting::PerAck => d.fold = abi::FOLD_PER_ACK,
                 }
                 d.fold_start_us = start_us;
                 d.loss_cwnd_bytes = mode.loss_cwnd_bytes;
+                d.grow_cwnd_bytes = mode.growth.cwnd_bytes;
+                d.grow_after_bytes = mode.growth.after_bytes;
+                // The fold compares the low 32 bits (the slot has no room for more).
+                d.grow_from_us = mode.growth.from_us as u32;
+                d.grow_loss_cwnd_bytes = mode.growth.loss_cwnd_bytes;
             }
             None => {
                 d.fold = abi::FOLD_OFF;
                 d.fold_start_us = 0;
                 d.loss_cwnd_bytes = 0;
+                d.grow_cwnd_bytes = 0;
             }
         })
         .with_context(|| format!("setting the fold of flow {flow_id}"))

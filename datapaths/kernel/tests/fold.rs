@@ -6,7 +6,7 @@
 use ccswitch_ccp::program::fold;
 use ccswitch_ccp::CcpFlow;
 use ccswitch_datapath_support::std_fold::{StdAck, StdRateSample};
-use ccswitch_datapath_support::testing::{for_random_flows, primitives, standard_program, Restarts};
+use ccswitch_datapath_support::testing::{for_random_flows, primitives, standard_program, Growth, Restarts};
 use ccswitch_protocol::standard::report;
 use ccswitch_kernel::abi::{self, KernelDirectiveSlot, KernelFoldTest};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
@@ -17,6 +17,10 @@ fn directive(mode: fold::FoldMode, start_us: u64) -> KernelDirectiveSlot {
     let mut d = KernelDirectiveSlot {
         fold_start_us: start_us,
         loss_cwnd_bytes: mode.loss_cwnd_bytes,
+        grow_cwnd_bytes: mode.growth.cwnd_bytes,
+        grow_after_bytes: mode.growth.after_bytes,
+        grow_from_us: mode.growth.from_us as u32,
+        grow_loss_cwnd_bytes: mode.growth.loss_cwnd_bytes,
         ..Default::default()
     };
     match mode.reporting {
@@ -24,7 +28,7 @@ fn directive(mode: fold::FoldMode, start_us: u64) -> KernelDirectiveSlot {
         fold::FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
             d.fold = abi::FOLD_PER_RTT;
             d.fold_window_pct = window_use_pct;
-            d.fold_idle_us = idle_report_us;
+            d.fold_idle_us = u32::try_from(idle_report_us).unwrap_or(u32::MAX);
         }
     }
     d
@@ -38,10 +42,11 @@ struct FoldAck {
     sample: StdRateSample,
 }
 
-/// What the interpreter did on one ACK: its report and the window its loss clause commanded.
+/// What the interpreter did on one ACK: its report and the window its growth or loss clause
+/// commanded.
 struct Want {
     report: Option<Vec<u64>>,
-    loss_cwnd: Option<u32>,
+    cwnd_set: Option<u32>,
 }
 
 
@@ -53,10 +58,10 @@ fn check(dp: &KernelDatapath, t: &mut KernelFoldTest, a: FoldAck, mode: fold::Fo
     dp.run_fold(t).unwrap();
     let got = (t.reported != 0).then(|| t.report.fields.to_vec());
     assert_eq!(got, want.report, "{what}: {a:?}");
-    // The loss clause: the window the interpreter commands is the one the fold set (the
-    // interpreter commands none when it is the window the flow has already).
-    let set = Some(t.loss_cwnd_set).filter(|&w| w != 0 && w != a.ack.cwnd_bytes);
-    assert_eq!(set, want.loss_cwnd, "{what}: loss window, {a:?}");
+    // The growth and loss clauses: the window the interpreter commands is the one the fold
+    // set (the interpreter commands none when it is the window the flow has already).
+    let set = Some(t.cwnd_set).filter(|&w| w != 0 && w != a.ack.cwnd_bytes);
+    assert_eq!(set, want.cwnd_set, "{what}: window set, {a:?}");
 }
 
 /// One ACK through both, the interpreter first: its report.
@@ -64,7 +69,7 @@ fn both(dp: &KernelDatapath, flow: &mut CcpFlow, t: &mut KernelFoldTest, a: Fold
     flow.sync_datapath(a.ack.cwnd_bytes, a.ack.pacing_rate);
     let step = flow.on_ack(&primitives(&a.ack, a.sample.rate()), a.ack.now_us);
     assert!(step.error.is_none(), "{what}: interpreter fault {:?}", step.error);
-    let want = Want { report: step.report.map(|m| m.fields), loss_cwnd: step.cwnd_bytes };
+    let want = Want { report: step.report.map(|m| m.fields), cwnd_set: step.cwnd_bytes };
     if let Some(fields) = &want.report {
         assert_eq!(fields.len(), report::COUNT);
     }
@@ -89,21 +94,22 @@ fn load() -> KernelDatapath {
 fn kernel_fold_reports_as_the_interpreter() {
     let dp = load();
     let mut t = KernelFoldTest::default();
-    let totals = for_random_flows(200, Restarts::SometimesAfterTheNextAck, |r| {
+    let totals = for_random_flows(200, Restarts::SometimesAfterTheNextAck, Growth::Presets, |r| {
         if r.index == 0 {
             t = KernelFoldTest::default();
         }
         let what = format!("seed {} ack {} (start {}, {:?})", r.seed, r.index, r.start_us, r.mode);
-        let want = Want { report: r.report.clone(), loss_cwnd: r.loss_cwnd };
+        let want = Want { report: r.report.clone(), cwnd_set: r.cwnd_set };
         check(&dp, &mut t, FoldAck { ack: r.ack, sample: r.sample }, r.mode, r.start_us, &want, &what);
     });
     let (acks, reports) = (totals.acks, totals.reports);
     assert_eq!(acks, 100_000);
     // Both kinds of ACK were compared: some reported, most folded silently.
     assert!(reports > 5_000 && acks - reports > 20_000, "{reports} reports of {acks} ACKs");
-    let loss_windows = totals.loss_windows;
+    let (loss_windows, growth_windows) = (totals.loss_windows, totals.growth_windows);
     assert!(loss_windows > 500, "{loss_windows} ACKs set a loss window");
-    eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows: identical");
+    assert!(growth_windows > 500, "{growth_windows} ACKs set a growth window");
+    eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows, {growth_windows} growth windows: identical");
 }
 
 /// Two flows on a 10 ms path for 5 s, an ACK every 500 µs: one whose window holds it (all of
@@ -175,7 +181,7 @@ fn a_loss_sets_the_preset_window_until_the_agents_next_window() {
     let step = |t: &mut KernelFoldTest, lost: u32| {
         t.ack = StdAck { now_us: 1_000_000, lost_packets: lost, cwnd_bytes: 100_000, ..Default::default() };
         dp.run_fold(t).unwrap();
-        (t.cwnd_bytes, t.loss_cwnd_set)
+        (t.cwnd_bytes, t.cwnd_set)
     };
     assert_eq!(step(&mut t, 0), (100_000, 0), "no loss: the directive's window");
     assert_eq!(step(&mut t, 2), (50_000, 50_000), "the loss sets the pre-set window");
@@ -191,4 +197,73 @@ fn a_loss_sets_the_preset_window_until_the_agents_next_window() {
     t.directive.cwnd_seq = 8;
     assert_eq!(step(&mut t, 0), (60_000, 0));
     assert_eq!(step(&mut t, 0), (60_000, 0));
+}
+
+/// The pre-set step of growth applies on the ACK that brings the bytes acknowledged since the
+/// report it counts from past `grow_after`, holds until the shim writes the agent's next
+/// window, and is void once another report has followed; a loss once it is earned cuts to the
+/// grown window's cut (`grow_loss_cwnd`), before it to `loss_cwnd`.
+#[test]
+fn a_step_of_growth_applies_on_the_ack_that_earns_it() {
+    let dp = load();
+    let report_at = 1_000_000u64;
+    let fresh = || {
+        let mut t = KernelFoldTest::default();
+        t.directive = KernelDirectiveSlot {
+            fold: abi::FOLD_PER_RTT,
+            fold_window_pct: 50,
+            fold_idle_us: 1_000_000,
+            fold_start_us: report_at,
+            cwnd_bytes: 10 * 1448,
+            loss_cwnd_bytes: 5 * 1448,
+            grow_cwnd_bytes: 11 * 1448,
+            grow_after_bytes: 4 * 1448 - 1,
+            grow_from_us: report_at as u32,
+            grow_loss_cwnd_bytes: 5 * 1448 + 724,
+            cwnd_seq: 3,
+            ..Default::default()
+        };
+        t
+    };
+    // ACKs of two segments 1 ms apart on a 50-ms path: no report of their own.
+    let step = |t: &mut KernelFoldTest, i: u64, lost: u32| {
+        t.ack = StdAck {
+            now_us: report_at + 1_000 * i,
+            bytes_acked: 2 * 1448,
+            lost_packets: lost,
+            rtt_us: 50_000,
+            bytes_in_flight: 8 * 1448,
+            cwnd_bytes: 10 * 1448,
+            ..Default::default()
+        };
+        dp.run_fold(t).unwrap();
+        (t.cwnd_bytes / 1448, t.cwnd_set / 1448, t.reported != 0)
+    };
+    let mut t = fresh();
+    assert_eq!(step(&mut t, 1, 0), (10, 0, false), "2 segments acknowledged: not yet");
+    assert_eq!(step(&mut t, 2, 0), (11, 11, false), "4 segments: the step");
+    assert_eq!(step(&mut t, 3, 0), (11, 11, false), "and it holds");
+    // The agent's next window (the report after the step brings it).
+    t.directive.cwnd_bytes = 11 * 1448;
+    t.directive.grow_cwnd_bytes = 0;
+    t.directive.cwnd_seq = 4;
+    assert_eq!(step(&mut t, 4, 0), (11, 0, false));
+
+    // A loss before the step is earned cuts to loss_cwnd, after it to grow_loss_cwnd.
+    let mut t = fresh();
+    assert_eq!(step(&mut t, 1, 1), (5, 5, true), "before: the pre-set cut");
+    let mut t = fresh();
+    step(&mut t, 1, 0);
+    step(&mut t, 2, 0);
+    let (cwnd, set, reported) = step(&mut t, 3, 1);
+    assert_eq!((t.cwnd_bytes, reported), (5 * 1448 + 724, true), "after: the grown window's cut ({cwnd}, {set})");
+
+    // A report since the one the step counts from voids it: here a loss's report, whose window
+    // the pre-set cut sets and holds until the agent answers.
+    let mut t = fresh();
+    assert_eq!(step(&mut t, 1, 1), (5, 5, true));
+    t.directive.loss_cwnd_bytes = 0;
+    for i in 2..=6 {
+        assert_eq!(step(&mut t, i, 0), (5, 0, false), "ack {i}: no step after another report");
+    }
 }

@@ -11,7 +11,7 @@
 use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_ccp::Primitives;
 use ccswitch_datapath_support::std_fold::{StdAck, StdFold, StdRegs, StdReporting};
-use ccswitch_datapath_support::testing::{for_random_flows, primitives, Restarts};
+use ccswitch_datapath_support::testing::{for_random_flows, primitives, Growth, Restarts};
 use ccswitch_ovs::abi::OvsFoldTest;
 use ccswitch_ovs::events::Folded;
 use ccswitch_ovs::fold::ShimFold;
@@ -41,7 +41,7 @@ fn commanded(loss_cwnd: Option<u32>, a: &StdAck) -> Option<u32> {
 fn the_port_programs_fold_reports_as_the_interpreter() {
     let dp = load();
     let mut t = OvsFoldTest::default();
-    let totals = for_random_flows(200, Restarts::AtTheNextAck, |r| {
+    let totals = for_random_flows(200, Restarts::AtTheNextAck, Growth::None, |r| {
         if r.index == 0 {
             t = OvsFoldTest::default();
         }
@@ -61,7 +61,7 @@ fn the_port_programs_fold_reports_as_the_interpreter() {
 fn the_shims_fold_reports_and_sets_the_loss_window_as_the_interpreter() {
     let mut fold: Option<ShimFold> = None;
     let mut loss_windows = 0;
-    let totals = for_random_flows(200, Restarts::AtTheNextAck, |r| {
+    let totals = for_random_flows(200, Restarts::AtTheNextAck, Growth::None, |r| {
         if r.index == 0 || fold.as_ref().map(ShimFold::start_us) != Some(r.start_us) {
             fold = Some(ShimFold::new(r.start_us, r.mode));
         }
@@ -71,8 +71,8 @@ fn the_shims_fold_reports_and_sets_the_loss_window_as_the_interpreter() {
         let step = f.fold_ack(&primitives(a, a.rate_incoming), a.cwnd_bytes, a.pacing_rate);
         let got = step.report.map(|r| r.to_vec());
         assert_eq!(got, r.report, "{r:?}");
-        assert_eq!(commanded(step.loss_cwnd, a), r.loss_cwnd, "loss window, {r:?}");
-        loss_windows += u32::from(r.loss_cwnd.is_some());
+        assert_eq!(commanded(step.loss_cwnd, a), r.cwnd_set, "loss window, {r:?}");
+        loss_windows += u32::from(r.cwnd_set.is_some());
     });
     let (acks, reports) = (totals.acks, totals.reports);
     assert!(reports > 5_000 && acks - reports > 20_000, "{reports} reports of {acks} ACKs");
@@ -91,7 +91,7 @@ fn the_port_and_the_shim_folding_in_turn_report_as_the_interpreter() {
     let dp = load();
     let mut split: Option<Split> = None;
     let (mut by_port, mut by_shim, mut handed_over) = (0u64, 0u64, 0u64);
-    let totals = for_random_flows(200, Restarts::AtTheNextAck, |r| {
+    let totals = for_random_flows(200, Restarts::AtTheNextAck, Growth::None, |r| {
         let (seed, i, a, start_us, mode) = (r.seed, r.index, &r.ack, r.start_us, r.mode);
         let what = format!("{r:?}");
         if i == 0 || split.as_ref().map(|s| s.shim.start_us()) != Some(start_us) {
@@ -137,7 +137,7 @@ fn the_port_and_the_shim_folding_in_turn_report_as_the_interpreter() {
             }
             let p = primitives(a, a.rate_incoming);
             let step = s.shim.fold_ack(&p, a.cwnd_bytes, a.pacing_rate);
-            assert_eq!(commanded(step.loss_cwnd, a), r.loss_cwnd, "{what}: loss window");
+            assert_eq!(commanded(step.loss_cwnd, a), r.cwnd_set, "{what}: loss window");
             step.report
         };
         assert_eq!(got.map(|r| r.to_vec()), r.report, "{what}");

@@ -42,9 +42,17 @@ pub fn primitives(a: &StdAck, rate_incoming: u64) -> Primitives {
 }
 
 /// Controls of a flow: reporting per ACK or not, the window share that binds, the idle
-/// interval, and a loss window or none.
-fn random_controls(rng: &mut SplitMix64) -> Vec<UpdateField> {
+/// interval, a loss window or none, and a step of growth or none, counted from
+/// `micros_zero_us` (where the program's Micros counts from now: the latest report's ACK or
+/// the start, as the agent answers) or from another time.
+fn random_controls(rng: &mut SplitMix64, growth: Growth, micros_zero_us: u64, now_us: u64) -> Vec<UpdateField> {
+    let grow_from = if rng.chance(75) { micros_zero_us } else { rng.below(now_us + 1) };
+    let preset = growth == Growth::Presets && rng.chance(60);
     vec![
+        control_update(control::GROW_CWND, if preset { 4_000 + rng.below(3_000_000) } else { 0 }),
+        control_update(control::GROW_AFTER, [0, 1448, rng.below(100_000), rng.below(3_000_000)][rng.below(4) as usize]),
+        control_update(control::GROW_FROM, grow_from),
+        control_update(control::GROW_LOSS_CWND, if preset && rng.chance(70) { 4_000 + rng.below(1_000_000) } else { 0 }),
         control_update(control::PER_ACK, u64::from(rng.chance(15))),
         control_update(control::WINDOW_USE_PCT, if rng.chance(20) { rng.below(150) } else { [50, 50, 0, 80, 100][rng.below(5) as usize] }),
         control_update(control::IDLE_REPORT_US, [1_000_000, 1_000_000, 50_000, 5_000_000, rng.below(3_000_000)][rng.below(5) as usize]),
@@ -98,16 +106,19 @@ pub struct RandomAck {
     pub sample: StdRateSample,
     /// The interpreter's report on it.
     pub report: Option<Vec<u64>>,
-    /// The window its loss clause commanded (none when the flow holds that window already).
-    pub loss_cwnd: Option<u32>,
+    /// The window its growth or loss clause commanded (none when the flow holds that window
+    /// already).
+    pub cwnd_set: Option<u32>,
 }
 
-/// How many ACKs, reports and loss windows [`for_random_flows`] compared.
+/// How many ACKs, reports, and windows set by the loss and the growth clause
+/// [`for_random_flows`] compared.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ComparedCounts {
     pub acks: u64,
     pub reports: u64,
     pub loss_windows: u64,
+    pub growth_windows: u64,
 }
 
 /// When the agent's restarts of the program are stamped.
@@ -119,18 +130,30 @@ pub enum Restarts {
     SometimesAfterTheNextAck,
 }
 
+/// Whether the agent pre-sets steps of growth (the standard program's growth clause).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Growth {
+    /// Now and then, as it does for algorithms that step in congestion avoidance.
+    Presets,
+    /// Never: for a datapath that does not fold the growth clause (the ovs datapath, whose
+    /// window moves with the agent's answers only).
+    None,
+}
+
 /// Runs `seeds` random flows of 500 ACKs each through the interpreter and hands every ACK to
 /// `check`. The agent restarts the program now and then (a handover between simple
 /// algorithms, stamped as `restarts` says), or changes its controls without a restart.
-pub fn for_random_flows(seeds: u64, restarts: Restarts, mut check: impl FnMut(&RandomAck)) -> ComparedCounts {
+pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut check: impl FnMut(&RandomAck)) -> ComparedCounts {
     let program = standard_program();
     let mut totals = ComparedCounts::default();
     for seed in 0..seeds {
         let mut rng = SplitMix64(seed);
         let mut now_us = 1_000_000 + rng.below(1 << 40);
         let mut start_us = now_us;
+        let mut micros_zero_us = start_us;
         let mut flow = CcpFlow::new(1, 14_480, 1448);
-        flow.change_program(program.clone(), &random_controls(&mut rng), start_us).expect("the program starts");
+        let controls = random_controls(&mut rng, growth, micros_zero_us, now_us);
+        flow.change_program(program.clone(), &controls, start_us).expect("the program starts");
         // Some flows have no RTT sample for a while (the program then reads infinity).
         let mut rtt_us: u32 = if rng.chance(30) { 0 } else { 500 + rng.below(300_000) as u32 };
         for index in 0..500 {
@@ -148,9 +171,14 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, mut check: impl FnMut(&R
                 let late = restarts == Restarts::SometimesAfterTheNextAck && rng.chance(50);
                 let stamped = if late { now_us + rng.below(5_000) } else { now_us };
                 start_us = stamped.max(start_us + 1);
-                flow.change_program(program.clone(), &random_controls(&mut rng), start_us).expect("the program restarts");
+                // Growth is never counted from later than the ACK (the agent counts it from a
+                // report it has had), where the clause's Ack.now - grow_from would underflow.
+                let controls = random_controls(&mut rng, growth, start_us.min(now_us), now_us);
+                flow.change_program(program.clone(), &controls, start_us).expect("the program restarts");
+                micros_zero_us = start_us;
             } else if rng.chance(2) {
-                flow.update_fields(&random_controls(&mut rng)).expect("controls update");
+                let controls = random_controls(&mut rng, growth, micros_zero_us.min(now_us), now_us);
+                flow.update_fields(&controls).expect("controls update");
             }
             let mode = fold_mode(&flow).expect("the standard program folds");
             let (ack, sample) = random_ack(&mut rng, now_us, rtt_us);
@@ -163,8 +191,17 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, mut check: impl FnMut(&R
             }
             totals.acks += 1;
             totals.reports += u64::from(report.is_some());
-            totals.loss_windows += u64::from(step.cwnd_bytes.is_some());
-            check(&RandomAck { seed, index, start_us, mode, ack, sample, report, loss_cwnd: step.cwnd_bytes });
+            if step.cwnd_bytes.is_some() {
+                if ack.lost_packets > 0 && mode.loss_cwnd_bytes > 0 {
+                    totals.loss_windows += 1;
+                } else {
+                    totals.growth_windows += 1;
+                }
+            }
+            if report.is_some() {
+                micros_zero_us = now_us;
+            }
+            check(&RandomAck { seed, index, start_us, mode, ack, sample, report, cwnd_set: step.cwnd_bytes });
         }
     }
     totals

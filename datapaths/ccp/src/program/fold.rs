@@ -16,6 +16,30 @@ pub struct FoldMode {
     pub reporting: FoldReporting,
     /// `Control.loss_cwnd`: the window (bytes) an ACK that reveals a loss sets; 0 = none.
     pub loss_cwnd_bytes: u32,
+    /// The pre-set step of growth: `Control.grow_cwnd`, `grow_after` and `grow_from`.
+    pub growth: FoldGrowth,
+}
+
+/// The standard program's growth clause (`ccswitch_protocol::standard`): once more than
+/// `after_bytes` have been acknowledged since the report at `from_us`, with no report since,
+/// the window becomes `cwnd_bytes` (0: no step), and a loss sets `loss_cwnd_bytes` (if not 0)
+/// instead of the mode's loss window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FoldGrowth {
+    pub cwnd_bytes: u32,
+    pub after_bytes: u32,
+    pub from_us: u64,
+    pub loss_cwnd_bytes: u32,
+}
+
+impl FoldGrowth {
+    /// Whether the step applies on an ACK that brought the program's `Report.acked` to
+    /// `acked_bytes`, its `Micros` counting from `micros_zero_us` (the latest report's ACK, or
+    /// the program's start). As the clause compares `Micros` with `Ack.now - grow_from`, the
+    /// ACK's time itself drops out.
+    pub fn applies(&self, acked_bytes: u64, micros_zero_us: u64) -> bool {
+        self.cwnd_bytes > 0 && micros_zero_us == self.from_us && acked_bytes > u64::from(self.after_bytes)
+    }
 }
 
 /// When the folded program reports.
@@ -34,6 +58,7 @@ impl FoldMode {
     pub const PER_RTT: FoldMode = FoldMode {
         reporting: FoldReporting::PerRtt { window_use_pct: WINDOW_USE_PCT as u32, idle_report_us: IDLE_REPORT_US },
         loss_cwnd_bytes: 0,
+        growth: FoldGrowth { cwnd_bytes: 0, after_bytes: 0, from_us: 0, loss_cwnd_bytes: 0 },
     };
 }
 
@@ -60,7 +85,7 @@ pub fn is_standard(prog: &Program) -> bool {
 /// How `flow` would be folded in the kernel now: `None` unless it runs the standard program in
 /// a mode the kernel folds (periodic reports stay in user space, where a timer drives them
 /// when ACKs stop, and so do a window share or a loss window beyond 32 bits, which the kernel
-/// does not carry).
+/// does not carry, nor a growth step's window or byte count beyond 32 bits).
 pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
     let prog = flow.program()?;
     if !is_standard(prog) || flow.control(control::PERIOD_US) != 0 {
@@ -74,5 +99,11 @@ pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
             idle_report_us: flow.control(control::IDLE_REPORT_US),
         }
     };
-    Some(FoldMode { reporting, loss_cwnd_bytes: u32::try_from(flow.control(control::LOSS_CWND)).ok()? })
+    let growth = FoldGrowth {
+        cwnd_bytes: u32::try_from(flow.control(control::GROW_CWND)).ok()?,
+        after_bytes: u32::try_from(flow.control(control::GROW_AFTER)).ok()?,
+        from_us: flow.control(control::GROW_FROM),
+        loss_cwnd_bytes: u32::try_from(flow.control(control::GROW_LOSS_CWND)).ok()?,
+    };
+    Some(FoldMode { reporting, loss_cwnd_bytes: u32::try_from(flow.control(control::LOSS_CWND)).ok()?, growth })
 }

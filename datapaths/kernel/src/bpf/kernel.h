@@ -111,8 +111,8 @@ struct ccsw_close_event {
  * divides) and its loss clause. */
 struct ccsw_fold_state {
 	struct ccsw_std_sampled_fold std;
-	__u32 loss_cwnd_bytes; /* the window a loss set (the program's loss clause), 0 = none ... */
-	__u32 loss_cwnd_seq;   /* ... in force while the directive's cwnd_seq is still this */
+	__u32 held_cwnd_bytes; /* the window the program's loss or growth clause set, 0 = none ... */
+	__u32 held_cwnd_seq;   /* ... in force while the directive's cwnd_seq is still this */
 };
 
 /* Emitted instead of ACK events while a flow is folded: one report of the
@@ -141,9 +141,14 @@ struct ccsw_kernel_directive_slot {
 	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
 	__u32 fold_window_pct; /* CCSW_FOLD_PER_RTT: the program's Control.window_use_pct */
 	__u32 loss_cwnd_bytes; /* folded: the program's Control.loss_cwnd, the window an ACK that reveals a loss sets (0 = none) */
-	__u64 fold_idle_us;    /* CCSW_FOLD_PER_RTT: the program's Control.idle_report_us */
+	__u32 fold_idle_us;    /* CCSW_FOLD_PER_RTT: the program's Control.idle_report_us (at most 2^32-1: 71 min) */
 	__u32 cwnd_seq;        /* moves with every window the shim writes: a loss's window holds until it does (stored after the window) */
-	__u32 _pad0[3];        /* to a cache line */
+	/* folded: the program's growth clause, Control.grow_cwnd (0 = none), grow_after and
+	 * grow_from (its low 32 bits: compared with those of the fold's Micros origin) */
+	__u32 grow_cwnd_bytes;
+	__u32 grow_after_bytes;
+	__u32 grow_from_us;
+	__u32 grow_loss_cwnd_bytes; /* Control.grow_loss_cwnd: a loss's window once the step is earned (0 = loss_cwnd_bytes) */
 };
 
 /* Context of the fold's test program (BPF_PROG_TEST_RUN): one ACK through
@@ -155,7 +160,7 @@ struct ccsw_kernel_fold_test {
 	struct ccsw_std_rate_sample sample; /* the ACK's delivery-rate sample */
 	struct ccsw_kernel_directive_slot directive;
 	__u32 reported;        /* out: 1 if this ACK reported */
-	__u32 loss_cwnd_set;   /* out: the window this ACK's loss set, 0 = none */
+	__u32 cwnd_set;        /* out: the window this ACK's loss or growth clause set, 0 = none */
 	struct ccsw_std_regs report; /* out: the report */
 	__u32 cwnd_bytes;      /* out: the window cong_control applies after this ACK */
 	__u32 _pad1;

@@ -8,9 +8,10 @@ The model (RFC 5681, RFC 6582, as Linux's ``tcp_reno_*`` helpers):
 
 - slow start: the window grows by the bytes acknowledged until it reaches ssthresh;
 - congestion avoidance: one MSS more per window of data acknowledged (one per RTT);
-- the first loss of a congestion event halves the window (``ssthresh = max(cwnd / 2, 2 MSS)``,
-  ``cwnd = ssthresh``); in slow start, the bytes the loss's report acknowledges grow the
-  window first (Linux grew it on each of those ACKs before the loss was seen). The event
+- the first loss of a congestion event halves the window in whole segments
+  (``ssthresh = max(⌊cwnd / MSS⌋ // 2, 2) MSS``, ``cwnd = ssthresh``, as Linux halves
+  packets); the bytes the loss's report acknowledges grow the window first, in slow start
+  or in avoidance (Linux grew it on each of those ACKs before the loss was seen). The event
   lasts until the data in flight when the loss was reported has been acknowledged (NewReno's
   recovery); the window holds meanwhile, further losses belong to the same event, and the
   bytes acknowledged during it are no credit for congestion avoidance;
@@ -55,6 +56,8 @@ class Reno(Algorithm):
             self.recovery_bytes_left = max(flow.in_flight, cwnd, 1)
             if cwnd < ssthresh:  # the ACKs before the loss grew the window first
                 cwnd += min(acked, ssthresh - cwnd)
+            elif self.ca_acked_bytes + acked >= cwnd:  # in avoidance too
+                cwnd += (self.ca_acked_bytes + acked) // cwnd * mss
             flow.ssthresh = flow.cwnd = self.reduced_window(cwnd, mss)
             self.ca_acked_bytes = 0
             flow.set_report_per_rtt()
@@ -79,4 +82,4 @@ class Reno(Algorithm):
 
     @staticmethod
     def reduced_window(cwnd: int, mss: int) -> int:
-        return max(cwnd // 2, MIN_CWND_SEGMENTS * mss)
+        return max(cwnd // mss // 2 * mss, MIN_CWND_SEGMENTS * mss)
