@@ -67,7 +67,7 @@
 //! and HyStart is off (the flow is past slow start: `ssthresh = cwnd`). `delay_min` restarts;
 //! until it has a sample the curve's one-RTT look-ahead uses the flow's minimum RTT.
 
-use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, Params, Reporting, WindowEvent};
+use crate::{Algorithm, AlgorithmInfo, FlowState, GrowthStep, Make, Measurement, Param, Params, Reporting, WindowEvent};
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "cubic",
@@ -114,6 +114,10 @@ const MAX_GROWTH_PER_ACKED_SEGMENT: f64 = 0.5;
 /// Growth per acknowledged segment at least, while no congestion event has set `W_max`
 /// (Linux: `cnt` at most 20 while `last_max_cwnd` is 0, "increase cwnd 5% per RTT").
 const GROWTH_PER_ACKED_SEGMENT_WITHOUT_W_MAX: f64 = 1.0 / 20.0;
+/// How many windows' worth of acknowledged bytes [`Cubic::growth_step`] searches for the next
+/// whole segment before it pre-sets none (at the curve's plateau the step is far off, and the
+/// next report comes first).
+const STEP_SEARCH_WINDOWS: u64 = 2;
 /// HyStart runs only from this window on, segments (`hystart_low_window`).
 const HYSTART_LOW_WINDOW_SEGMENTS: u64 = 16;
 /// Samples a round needs before its minimum RTT is judged (`HYSTART_MIN_SAMPLES`).
@@ -171,7 +175,7 @@ impl CubicConfig {
 /// that flight ended that much early and was judged on the queue its own late burst built
 /// (HyStart left slow start at 50-90 segments where Linux's Cubic left at 346). A round
 /// therefore lasts the window the algorithm had given when it began, at least.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Rounds {
     acked_total_bytes: u64,
     round_end_bytes: u64,
@@ -204,7 +208,7 @@ impl Rounds {
 
 /// HyStart's delay-increase detector, Linux's per-ACK rules (`hystart_update`) replayed over
 /// the ACKs a report folds, taken as one per segment acknowledged.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct HyStart {
     /// Slow start has been ended by HyStart (until a timeout resets CUBIC).
     found: bool,
@@ -264,7 +268,7 @@ fn whole_segments(state: &FlowState) -> f64 {
     (state.cwnd_bytes / state.mss_bytes) as f64
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Cubic {
     config: CubicConfig,
     /// Window before the last reduction, segments (0: no congestion event yet).
@@ -462,6 +466,53 @@ impl Algorithm for Cubic {
 
     fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
         (!state.in_recovery()).then(|| self.reduced_window(state))
+    }
+
+    /// Reporting once per RTT outside slow start: the window of the next whole segment, once
+    /// the fewest bytes that earn it are acknowledged, found by answering trial reports of
+    /// those bytes at the latest report's time (the curve moves with time, so the step comes
+    /// a little later than Linux's, which judges each ACK at its own time, and no later than
+    /// the next report). Reports at the latest report's time are what the datapath's count is
+    /// measured from, and what the agent's answer to the report that follows a step will
+    /// at least grant.
+    fn growth_step(&self, state: &FlowState) -> Option<GrowthStep> {
+        if self.reporting != Reporting::PerRtt || state.in_slow_start() {
+            return None;
+        }
+        let mss = state.mss_bytes;
+        let next = (state.cwnd_bytes / mss + 1) * mss;
+        let answer = |acked_bytes: u64| {
+            let (mut cubic, mut trial) = (self.clone(), state.clone());
+            // With the latest RTT sample, as the next report will carry one (CUBIC's curve
+            // starts from its minimum RTT).
+            let m = Measurement {
+                now_us: state.now_us,
+                acked_bytes,
+                bytes_in_flight: state.last_bytes_in_flight,
+                rtt_us: state.latest_rtt_us,
+                min_rtt_us: state.min_rtt_us,
+                ..Measurement::default()
+            };
+            trial.observe(&m);
+            cubic.on_report(&mut trial, &m);
+            trial.cwnd_bytes
+        };
+        // The recovery's bytes first (no credit), then at most a window of bytes a segment:
+        // Linux grows at least a segment per 20 windows' worth (cnt ≤ 20 without W_max) and
+        // the curve is flat at its plateau only for a moment; past a window's worth, no step.
+        let (mut lo, mut hi) = (0, state.recovery_bytes_left() + STEP_SEARCH_WINDOWS * state.cwnd_bytes.max(mss));
+        if answer(hi) < next {
+            return None;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if answer(mid) >= next {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Some(GrowthStep { after_bytes: hi - 1, cwnd_bytes: answer(hi) })
     }
 }
 
