@@ -32,6 +32,18 @@ impl FakeSender {
         }
     }
 
+    /// `algorithm` after `rounds` round trips over a 20 Mbit/s, 40-ms link with a quarter BDP
+    /// of buffer (losses every few rounds): slow start, losses, recoveries and avoidance, for
+    /// checks on every round of a lossy flow.
+    pub fn after_rounds_on_a_lossy_link(algorithm: Box<dyn Algorithm>, rounds: usize) -> Self {
+        let link = Link::new(20, 40, 25_000);
+        let mut s = Self::new(algorithm, 10, 40);
+        for _ in 0..rounds {
+            s.round_on_link(&link);
+        }
+        s
+    }
+
     /// Hand the flow to `next` mid-flow, as the agent does (MCC §3.1.1): the shared state is
     /// prepared for a handover, `next` takes it over, and it gets the following reports.
     /// Returns the algorithm that ran until now.

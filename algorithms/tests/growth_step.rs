@@ -7,7 +7,7 @@
 //! with a small buffer (slow start, losses, recoveries, avoidance) by replaying the same rounds.
 
 use ccswitch_algorithms::simple;
-use ccswitch_algorithms::testing::{FakeSender, Link};
+use ccswitch_algorithms::testing::FakeSender;
 
 /// The algorithms that pre-set their next whole segment of congestion avoidance.
 const STEPPING: [&str; 2] = ["reno", "cubic"];
@@ -16,13 +16,7 @@ const NONE: [&str; 6] = ["hybla", "illinois", "vegas", "bbr", "copa", "westwood"
 const ROUNDS: usize = 60;
 
 fn run(name: &str, rounds: usize) -> FakeSender {
-    // 20 Mbit/s, 40 ms, a quarter BDP of buffer: losses every few rounds.
-    let link = Link::new(20, 40, 25_000);
-    let mut s = FakeSender::new(simple(name).unwrap(), 10, 40);
-    for _ in 0..rounds {
-        s.round_on_link(&link);
-    }
-    s
+    FakeSender::after_rounds_on_a_lossy_link(simple(name).unwrap(), rounds)
 }
 
 #[test]

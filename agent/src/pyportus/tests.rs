@@ -177,7 +177,8 @@ fn the_reno_like_file_changes_program_on_its_first_loss_and_restarts_slow_start_
     // The datapath grows the window; a report without congestion changes nothing.
     assert_eq!(fx.report(&mut flow, &[("acked", 10 * mss), ("cwnd", 20 * mss)]), (None, vec![]));
     let cut = fx.report(&mut flow, &[("loss", 1), ("cwnd", 40 * mss), ("inflight", 40 * mss)]);
-    let expected = fields(&[("Cwnd", 20 * mss), ("ssthresh", 20 * mss), ("mss", mss)]);
+    // Halved, and no growth until what was in flight at the loss is acknowledged.
+    let expected = fields(&[("Cwnd", 20 * mss), ("ssthresh", 20 * mss), ("mss", mss), ("hold", 40 * mss)]);
     assert_eq!(cut, (Some("congestion_avoidance".into()), expected));
     // A second loss of the same window is the same event.
     assert_eq!(fx.report(&mut flow, &[("loss", 2), ("acked", mss), ("cwnd", 20 * mss)]), (None, vec![]));

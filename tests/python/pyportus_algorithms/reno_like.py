@@ -6,6 +6,10 @@ restarting from two segments. Two programs: the flow starts in slow start, and c
 program the first time it sees congestion (set_program), the way pyportus algorithms change
 phases.
 
+Like Reno, it does not grow while it recovers: the program counts what was acknowledged since
+it (re)started at the loss and grows only past Control.hold, what was in flight then (the
+version before this one grew through recoveries, and at 1% loss finished 14% sooner than
+Rust Reno).
 Avoidance keeps its credit in a register of its own (Report.credit, not volatile), as Linux
 keeps snd_cwnd_cnt: libccp reads the datapath's window into Cwnd before every evaluation,
 and the kernel's window is whole segments, so a fraction of a segment added to Cwnd per ACK
@@ -20,22 +24,26 @@ GROWTH = """
             (volatile timeout false)
             (volatile inflight 0)
             (cwnd 0)
-            (credit 0))
+            (credit 0)
+            (since_start 0))
         (Control.ssthresh {ssthresh})
-        (Control.mss 1448))
+        (Control.mss 1448)
+        (Control.hold 0))
     (when true
         (:= Report.acked (+ Report.acked Ack.bytes_acked))
         (:= Report.loss (+ Report.loss Ack.lost_pkts_sample))
         (:= Report.timeout Flow.was_timeout)
         (:= Report.inflight Flow.bytes_in_flight)
+        (:= Report.since_start (+ Report.since_start Ack.bytes_acked))
         (fallthrough))
     (when (< Cwnd Control.ssthresh)
         (:= Cwnd (+ Cwnd Ack.bytes_acked))
         (fallthrough))
-    (when (> (+ Cwnd 1) Control.ssthresh)
+    (when (&& (> (+ Cwnd 1) Control.ssthresh) (> Report.since_start Control.hold))
         (:= Report.credit (+ Report.credit Ack.bytes_acked))
         (fallthrough))
-    (when (&& (> (+ Cwnd 1) Control.ssthresh) (> (+ Report.credit 1) Cwnd))
+    (when (&& (&& (> (+ Cwnd 1) Control.ssthresh) (> Report.since_start Control.hold))
+              (> (+ Report.credit 1) Cwnd))
         (:= Report.credit (- Report.credit Cwnd))
         (:= Cwnd (+ Cwnd Control.mss))
         (fallthrough))
@@ -69,7 +77,8 @@ class RenoLikeFlow:
             self.recovery_left = max(r.inflight, r.cwnd)
             ssthresh = self.halved(r.cwnd)
             self.datapath.set_program("congestion_avoidance", [("Cwnd", ssthresh), ("Control.ssthresh", ssthresh),
-                                                               ("Control.mss", self.mss)])
+                                                               ("Control.mss", self.mss),
+                                                               ("Control.hold", self.recovery_left)])
 
 
     def halved(self, cwnd):
