@@ -56,6 +56,26 @@ fn write_file(name: &str, source: &str) -> String {
     path.display().to_string()
 }
 
+/// A probe file (`write_file`): [`PROBE_PROGRAMS`], then `flow` (a `Flow` class and what it
+/// needs), then the algorithm `class` over the programs "first" and "second", whose flows are
+/// `Flow`s, started as upstream's files start theirs.
+fn probe_file(name: &str, class: &str, flow: &str) -> String {
+    write_file(
+        name,
+        &format!(
+            r#"{PROBE_PROGRAMS}{flow}
+class {class}(portus.AlgBase):
+    def datapath_programs(self):
+        return {{"first": PROGRAM, "second": SECOND}}
+    def new_flow(self, datapath, datapath_info):
+        return Flow(datapath, datapath_info)
+
+portus.start("unix", {class}())
+"#
+        ),
+    )
+}
+
 struct PyportusFixture {
     simple: SimpleProgram,
     cache: ProgramCache,
@@ -207,11 +227,10 @@ seen = []
 #[test]
 fn datapath_calls_map_to_one_answer_and_wrong_ones_raise_where_they_are_made() {
     let (fx, _one) = PyportusFixture::new();
-    let path = write_file(
+    let path = probe_file(
         "probe_mapping",
-        &format!(
-            "{PROBE_PROGRAMS}{}",
-            r#"
+        "Probe",
+        r#"
 class Flow:
     def __init__(self, datapath, datapath_info):
         self.dp = datapath
@@ -251,16 +270,7 @@ class Flow:
         self.dp.update_fields([("Rate", 1.5e6), ("other", 9), ("Cwnd", 30000)])
         if r.acked > 1000:
             self.dp.set_program("second", [("second", 4)])
-
-class Probe(portus.AlgBase):
-    def datapath_programs(self):
-        return {"first": PROGRAM, "second": SECOND}
-    def new_flow(self, datapath, datapath_info):
-        return Flow(datapath, datapath_info)
-
-portus.start("unix", Probe())
-"#
-        ),
+"#,
     );
     let (mut flow, created) = fx.flow(&format!("pyportus:{path}"));
     assert_eq!(created, (Some("first".into()), fields(&[("Cwnd", 20000), ("gain", 3)])));
@@ -305,11 +315,10 @@ portus.start("unix", Probe())
 #[test]
 fn a_raising_callback_is_counted_and_what_it_set_is_dropped() {
     let (fx, _one) = PyportusFixture::new();
-    let path = write_file(
+    let path = probe_file(
         "probe_raises",
-        &format!(
-            "{PROBE_PROGRAMS}{}",
-            r#"
+        "Raises",
+        r#"
 class Flow:
     def __init__(self, datapath, datapath_info):
         self.dp = datapath
@@ -321,16 +330,7 @@ class Flow:
         if self.reports % 2:
             raise RuntimeError("deliberately broken")
         self.dp.update_field("Cwnd", 25000)
-
-class Raises(portus.AlgBase):
-    def datapath_programs(self):
-        return {"first": PROGRAM, "second": SECOND}
-    def new_flow(self, datapath, datapath_info):
-        return Flow(datapath, datapath_info)
-
-portus.start("unix", Raises())
-"#
-        ),
+"#,
     );
     let (mut flow, _) = fx.flow(&format!("pyportus:{path}:Raises"));
     take_errors();
@@ -492,11 +492,10 @@ fn counted(errors: u64, timeouts: u64, skipped: u64, bad_values: u64) -> PythonC
 #[test]
 fn a_window_rate_or_register_the_guard_refuses_is_counted_and_the_flow_keeps_its_window() {
     let (fx, _one) = PyportusFixture::new();
-    let path = write_file(
+    let path = probe_file(
         "probe_bad_values",
-        &format!(
-            "{PROBE_PROGRAMS}{}",
-            r#"
+        "Bad",
+        r#"
 import math
 how = None
 value = None
@@ -512,16 +511,7 @@ class Flow:
         except ValueError:
             if not catch:
                 raise
-
-class Bad(portus.AlgBase):
-    def datapath_programs(self):
-        return {"first": PROGRAM, "second": SECOND}
-    def new_flow(self, datapath, datapath_info):
-        return Flow(datapath, datapath_info)
-
-portus.start("unix", Bad())
-"#
-        ),
+"#,
     );
     let module = "pyportus_algorithm_probe_bad_values";
     let (mut flow, _) = fx.flow(&format!("pyportus:{path}"));
@@ -560,11 +550,10 @@ portus.start("unix", Bad())
 #[test]
 fn a_callback_stuck_in_a_loop_is_abandoned_counted_and_the_flow_keeps_its_window_and_program() {
     let (fx, _one) = PyportusFixture::new();
-    let path = write_file(
+    let path = probe_file(
         "probe_stuck",
-        &format!(
-            "{PROBE_PROGRAMS}{}",
-            r#"
+        "Stuck",
+        r#"
 stuck = True
 programs_seen = []
 class Flow:
@@ -577,16 +566,7 @@ class Flow:
         while stuck:
             pass
         self.dp.update_field("Cwnd", 30000)
-
-class Stuck(portus.AlgBase):
-    def datapath_programs(self):
-        return {"first": PROGRAM, "second": SECOND}
-    def new_flow(self, datapath, datapath_info):
-        return Flow(datapath, datapath_info)
-
-portus.start("unix", Stuck())
-"#
-        ),
+"#,
     );
     let (mut flow, created) = fx.flow(&format!("pyportus:{path}"));
     assert_eq!(created, (Some("first".into()), fields(&[("Cwnd", 20000)])));
