@@ -61,12 +61,7 @@ fn a_folded_flow_sends_reports_not_acks() {
 
     // The agent's reports account for what the flow delivered (all but the first ACKs'),
     // in the fields the agent reads.
-    let text = fs::read_to_string(&events).unwrap();
-    let reports: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|e: &serde_json::Value| e["event"] == "report")
-        .collect();
+    let reports = common::agent_reports(&events);
     // Every folded report reached the agent (the last few may cross the shim's stop).
     assert!(reports.len() as f64 + 5.0 >= t["folded_reports"], "{} agent reports", reports.len());
     let acked: u64 = reports.iter().map(|r| r["acked_bytes"].as_u64().unwrap()).sum();

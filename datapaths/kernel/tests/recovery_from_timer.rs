@@ -110,12 +110,7 @@ fn a_loss_the_reordering_timer_finds_reaches_the_agent() {
 
     // SIGTERM: the shim stops, having forwarded what the kernel reported.
     env.stop_with_sigterm(shim);
-    let text = fs::read_to_string(&events).unwrap();
-    let reports: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|e: &serde_json::Value| e["event"] == "report")
-        .collect();
+    let reports = common::agent_reports(&events);
     assert!(reports.len() > 10, "the agent ran the flow: {} reports", reports.len());
     let lost: u64 = reports.iter().map(|r| r["lost_packets"].as_u64().unwrap()).sum();
     assert!(lost >= 1, "the recovery the kernel entered reached the agent as a loss ({} reports, none with a loss)", reports.len());

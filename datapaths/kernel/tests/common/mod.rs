@@ -330,6 +330,16 @@ impl Env {
     }
 }
 
+/// The report lines of an agent's events file (`--events`), parsed.
+pub fn agent_reports(events: &Path) -> Vec<serde_json::Value> {
+    fs::read_to_string(events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["event"] == "report")
+        .collect()
+}
+
 pub fn cc_available(name: &str) -> bool {
     fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
         .unwrap()
