@@ -475,8 +475,9 @@ impl PyFlow {
     }
 
     /// The control flow shared by the Rust loss-based algorithms (FlowState::classify):
-    /// returns ("timeout", 0), ("congestion", 0) for the first loss of a congestion event
-    /// (which starts a recovery episode), ("hold", 0) while recovering or when slow start
+    /// returns ("timeout", 0), ("congestion", bytes) for the first loss of a congestion event
+    /// (which starts a recovery episode) with the bytes acknowledged before it that slow
+    /// start did not take, to grow by before the cut, ("hold", 0) while recovering or when slow start
     /// used every acknowledged byte, or ("avoidance", bytes) with the bytes left for
     /// congestion avoidance. In slow start it grows the window itself. Call at most once
     /// per report.
@@ -484,7 +485,7 @@ impl PyFlow {
         let m = &self.m;
         match self.state.classify(m) {
             WindowEvent::Timeout => ("timeout", 0),
-            WindowEvent::CongestionEvent => ("congestion", 0),
+            WindowEvent::CongestionEvent { acked_bytes } => ("congestion", acked_bytes),
             WindowEvent::Hold => ("hold", 0),
             WindowEvent::Avoidance { acked_bytes } => ("avoidance", acked_bytes),
         }

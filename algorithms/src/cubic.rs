@@ -448,7 +448,6 @@ impl Algorithm for Cubic {
 
     fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.on_rtt_samples(state, m);
-        let cwnd_before = state.cwnd_bytes;
         match state.classify(m) {
             WindowEvent::Timeout => {
                 // tcp_enter_loss: ssthresh from the current window, then all of cubic's state
@@ -457,16 +456,14 @@ impl Algorithm for Cubic {
                 *self = Self::new(self.config);
                 state.cwnd_bytes = state.min_cwnd_bytes();
             }
-            WindowEvent::CongestionEvent => {
+            WindowEvent::CongestionEvent { acked_bytes } => {
                 // The report's ACKs arrived before the loss was known, and Linux grew the
                 // window on each of them before `ssthresh` was taken from it: what slow start
                 // (in `classify`) did not take, avoidance does. Per-RTT reports in avoidance
                 // otherwise cut from the window of the previous report, up to an RTT's growth
                 // (5% before the first loss) below Linux's.
-                let slow_start_bytes = state.cwnd_bytes - cwnd_before;
-                let avoidance_bytes = m.acked_bytes.saturating_sub(slow_start_bytes);
-                if avoidance_bytes > 0 && !state.in_slow_start() {
-                    self.congestion_avoidance(state, avoidance_bytes);
+                if acked_bytes > 0 {
+                    self.congestion_avoidance(state, acked_bytes);
                 }
                 self.on_congestion_event(state);
                 state.cwnd_bytes = state.ssthresh_bytes;

@@ -215,8 +215,10 @@ impl Algorithm for Hybla {
         // acknowledges grow the window in slow start before the loss is answered; those of
         // a recovery are no credit).
         let event = state.congestion(m);
-        if event == Some(WindowEvent::CongestionEvent) && state.in_slow_start() {
-            self.grow(state, m.acked_bytes);
+        if let Some(WindowEvent::CongestionEvent { acked_bytes }) = event {
+            if state.in_slow_start() {
+                self.grow(state, acked_bytes);
+            }
         }
         match event {
             Some(WindowEvent::Timeout) => {
@@ -225,7 +227,7 @@ impl Algorithm for Hybla {
                     (LOSS_WINDOW_SEGMENTS * state.mss_bytes).max(state.min_cwnd_bytes());
                 self.reset_growth();
             }
-            Some(WindowEvent::CongestionEvent) => {
+            Some(WindowEvent::CongestionEvent { .. }) => {
                 state.ssthresh_bytes = Self::reduced_window(state);
                 state.cwnd_bytes = state.ssthresh_bytes;
                 self.reset_growth();

@@ -337,7 +337,7 @@ impl Algorithm for Illinois {
                 self.avoidance_credit_bytes = 0.0;
                 self.start_round(m);
             }
-            WindowEvent::CongestionEvent => {
+            WindowEvent::CongestionEvent { .. } => {
                 state.ssthresh_bytes = self.reduced_window(state);
                 state.cwnd_bytes = state.ssthresh_bytes;
                 self.avoidance_credit_bytes = 0.0;

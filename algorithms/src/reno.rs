@@ -104,7 +104,6 @@ impl Algorithm for Reno {
 
 impl Reno {
     fn respond(&mut self, state: &mut FlowState, m: &Measurement) {
-        let in_avoidance = !state.in_slow_start();
         match state.classify(m) {
             WindowEvent::Timeout => {
                 state.ssthresh_bytes = Self::reduced_window(state);
@@ -112,12 +111,12 @@ impl Reno {
                     (LOSS_WINDOW_SEGMENTS * state.mss_bytes).max(state.min_cwnd_bytes());
                 self.ca_acked_bytes = 0;
             }
-            WindowEvent::CongestionEvent => {
+            WindowEvent::CongestionEvent { acked_bytes } => {
                 // The ACKs before the loss earned their growth first, as Linux grows on each
                 // (and the datapath on a pre-set step) before the ACK that reveals the loss
-                // cuts; in slow start, classify has grown the window.
-                if in_avoidance {
-                    self.congestion_avoidance(state, m.acked_bytes);
+                // cuts.
+                if acked_bytes > 0 {
+                    self.congestion_avoidance(state, acked_bytes);
                 }
                 state.ssthresh_bytes = Self::reduced_window(state);
                 state.cwnd_bytes = state.ssthresh_bytes;
@@ -274,6 +273,33 @@ mod tests {
         assert_eq!(s.cwnd_segments(), 7.0, "6 segments after recovery: no growth yet");
         s.ack_segments(1);
         assert_eq!(s.cwnd_segments(), 8.0);
+    }
+
+    /// Linux's Recovery ends on the ACK that takes `snd_una` past what was sent at the loss:
+    /// once what was in flight then (SACKed and lost segments excluded) has been delivered,
+    /// the retransmission of the last lost segment ends it, and that ACK's segment is the
+    /// first of avoidance's credit.
+    #[test]
+    fn recovery_ends_once_what_was_in_flight_and_the_lost_segments_are_delivered() {
+        let mut s = sender(10);
+        s.ack_round(); // 20 segments
+        s.lose_with_in_flight(1, 16); // 3 SACKed, 1 lost
+        assert_eq!(s.cwnd_segments(), 10.0);
+        s.ack_segments(16);
+        assert!(!s.state.in_recovery(), "the retransmission comes next and ends recovery");
+        s.ack_segments(9); // the retransmission and 8 more: 9 of the 10 that earn a segment
+        assert_eq!(s.cwnd_segments(), 10.0);
+        s.ack_segments(1);
+        assert_eq!(s.cwnd_segments(), 11.0);
+
+        s.ack_round();
+        s.ack_round(); // 13 segments
+        s.lose_with_in_flight(3, 8); // 2 SACKed, 3 lost: 8 + 2 retransmissions in recovery
+        assert_eq!(s.cwnd_segments(), 6.0);
+        s.ack_segments(9);
+        assert!(s.state.in_recovery());
+        s.ack_segments(1);
+        assert!(!s.state.in_recovery());
     }
 
     #[test]

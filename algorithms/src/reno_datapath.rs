@@ -113,7 +113,7 @@ impl ProgramAlgorithm for RenoDatapath {
                 state.ssthresh_bytes = (state.cwnd_bytes / 2).max(state.min_cwnd_bytes());
                 state.cwnd_bytes = state.mss_bytes;
             }
-            WindowEvent::CongestionEvent => {
+            WindowEvent::CongestionEvent { .. } => {
                 state.ssthresh_bytes = (state.cwnd_bytes / 2).max(state.min_cwnd_bytes());
                 state.cwnd_bytes = state.ssthresh_bytes;
             }

@@ -42,7 +42,8 @@ pub struct FlowState {
     /// Bytes still to be acknowledged before the current recovery episode ends. As in
     /// NewReno (RFC 6582) and Linux's `high_seq`, an episode lasts until the data that was
     /// in flight when the loss was detected has been acknowledged; losses reported before
-    /// then belong to the congestion event already answered.
+    /// then belong to the congestion event already answered (see
+    /// [`new_congestion_event`](Self::new_congestion_event) for the count).
     recovery_bytes_left: u64,
     /// Of the latest measurement's acknowledged bytes, those that belonged to a recovery
     /// episode (the rest were acknowledged after it ended).
@@ -61,8 +62,12 @@ pub struct FlowState {
 pub enum WindowEvent {
     /// The retransmission timer fired; any recovery episode is over.
     Timeout,
-    /// The first loss of a new congestion event; the flow is now recovering.
-    CongestionEvent,
+    /// The first loss of a new congestion event; the flow is now recovering. `acked_bytes`
+    /// were acknowledged before the loss was known: Linux grew the window on each of those
+    /// ACKs before it took `ssthresh` from it, so the algorithm grows by them before it cuts.
+    /// From [`FlowState::classify`], the bytes slow start did not take (it grew the window by
+    /// the rest); from [`FlowState::congestion`], all of the report's.
+    CongestionEvent { acked_bytes: u64 },
     /// Recovering, or nothing acknowledged beyond slow start: hold the window.
     Hold,
     /// Bytes acknowledged beyond what slow start used, to spend in congestion avoidance.
@@ -177,18 +182,22 @@ impl FlowState {
     /// ACKs (in slow start by one segment per segment) before `tcp_init_cwnd_reduction` took
     /// `ssthresh` from it, and the datapath's fallback, which carries slow start between
     /// reports, did the same: so slow start takes them here too before the event is
-    /// answered, and the reduction starts from the window the flow really had, not the one of
-    /// the previous report (on T-Mobile LTE: 321 segments at the last report, 453 at the
-    /// loss; halving the former put the flow at 160 where Linux's Reno was at 226).
+    /// answered, and hands the rest to the algorithm's avoidance with the event
+    /// ([`WindowEvent::CongestionEvent`]); the reduction starts from the window the flow
+    /// really had, not the one of the previous report (on T-Mobile LTE: 321 segments at the
+    /// last report, 453 at the loss; halving the former put the flow at 160 where Linux's
+    /// Reno was at 226).
     ///
     /// The bytes of a report that ends a recovery episode count only as far as they were
     /// acknowledged after it ended: Linux spends the ACKs of a recovery on its proportional
     /// rate reduction, not on growth (`tcp_cong_control` calls `cong_avoid` only outside
     /// CWR and Recovery), so the window that recovery leaves starts avoidance with no credit.
     pub fn classify(&mut self, m: &Measurement) -> WindowEvent {
-        if let Some(event) = self.congestion(m) {
-            if event == WindowEvent::CongestionEvent && self.in_slow_start() {
-                self.slow_start(m.acked_bytes);
+        if let Some(mut event) = self.congestion(m) {
+            if let WindowEvent::CongestionEvent { acked_bytes } = &mut event {
+                if self.in_slow_start() {
+                    *acked_bytes = self.slow_start(*acked_bytes);
+                }
             }
             self.regrowing_after_timeout = event == WindowEvent::Timeout;
             return event;
@@ -250,8 +259,8 @@ impl FlowState {
             self.recovery_bytes_left = 0;
             return Some(WindowEvent::Timeout);
         }
-        if m.lost_packets > 0 && self.new_congestion_event() {
-            return Some(WindowEvent::CongestionEvent);
+        if m.lost_packets > 0 && self.new_congestion_event(m.lost_packets) {
+            return Some(WindowEvent::CongestionEvent { acked_bytes: m.acked_bytes });
         }
         if self.in_recovery() {
             return Some(WindowEvent::Hold);
@@ -259,13 +268,23 @@ impl FlowState {
         None
     }
 
-    /// Whether a loss reported now starts a new congestion event. If it does, the flow
-    /// enters recovery until the window of data in flight now has been acknowledged.
-    fn new_congestion_event(&mut self) -> bool {
+    /// Whether a loss of `lost_packets` reported now starts a new congestion event. If it
+    /// does, the flow enters recovery until the data outstanding now has been acknowledged,
+    /// counted as Linux's Recovery ends: on the ACK that takes `snd_una` past `high_seq`
+    /// (`snd_nxt` at the loss), which its `cong_avoid` already counts as growth. What is
+    /// still to be delivered of that data is what is in flight (the report's, taken on the
+    /// ACK that marked the loss, before the retransmission) and the lost segments; the last
+    /// retransmission delivered ends recovery, so its segment is not counted. Counting the
+    /// whole window instead (SACKed segments included) ended recovery a few segments late in
+    /// every episode: at 1% loss on a 50-ms path the first step of avoidance came after 1.29
+    /// windows delivered past the kernel's end of Recovery, against Linux's own Reno's 0.82,
+    /// and avoidance grew 0.89 segments per RTT against 0.94.
+    fn new_congestion_event(&mut self, lost_packets: u64) -> bool {
         if self.recovery_bytes_left > 0 {
             return false;
         }
-        self.recovery_bytes_left = self.last_bytes_in_flight.max(self.cwnd_bytes).max(1);
+        let undelivered_lost = lost_packets.saturating_sub(1) * self.mss_bytes;
+        self.recovery_bytes_left = (self.last_bytes_in_flight + undelivered_lost).max(1);
         true
     }
 

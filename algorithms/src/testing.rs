@@ -122,6 +122,13 @@ impl FakeSender {
         self.deliver(m);
     }
 
+    /// One report of `lost` segments marked lost on an ACK after which `in_flight` segments
+    /// are in flight, as Linux counts them (neither SACKed nor lost).
+    pub fn lose_with_in_flight(&mut self, lost: u64, in_flight: u64) {
+        let m = Measurement { lost_packets: lost, bytes_in_flight: in_flight * self.mss(), ..self.base() };
+        self.deliver(m);
+    }
+
     /// One report acknowledging `acked` segments whose last ACK marks `lost` segments lost,
     /// as the datapath sends it: at once on the ACK that reveals the loss.
     pub fn ack_and_lose(&mut self, acked: u64, lost: u64) {

@@ -212,7 +212,7 @@ impl Algorithm for Vegas {
                     (LOSS_WINDOW_SEGMENTS * state.mss_bytes).max(state.min_cwnd_bytes());
                 self.reno_acked_bytes = 0;
             }
-            WindowEvent::CongestionEvent => {
+            WindowEvent::CongestionEvent { .. } => {
                 state.ssthresh_bytes = Self::reduced_window(state);
                 state.cwnd_bytes = state.ssthresh_bytes;
                 self.reno_acked_bytes = 0;

@@ -168,7 +168,7 @@ impl Algorithm for Westwood {
                     (LOSS_WINDOW_SEGMENTS * state.mss_bytes).max(state.min_cwnd_bytes());
                 self.ca_acked_bytes = 0;
             }
-            WindowEvent::CongestionEvent => {
+            WindowEvent::CongestionEvent { .. } => {
                 state.ssthresh_bytes = self.ssthresh_after_loss(state);
                 state.cwnd_bytes = state.cwnd_bytes.min(state.ssthresh_bytes);
                 self.ca_acked_bytes = 0;

@@ -60,7 +60,9 @@ if the call had not happened, and the events file counts it):
 
 Optional helper: ``classify()`` runs the control flow the Rust loss-based algorithms share
 (timeout, first loss of a congestion event, hold while recovering, slow start) and returns
-``("timeout" | "congestion" | "hold" | "avoidance", bytes_for_congestion_avoidance)``.
+``("timeout" | "congestion" | "hold" | "avoidance", bytes_for_congestion_avoidance)``; with
+``"congestion"`` the bytes are those acknowledged before the loss that slow start did not
+take, to grow by before the cut (Linux grew the window on each of those ACKs).
 
 Mystique's names (its Table III) are aliases with the same units: ``getCRTT()``,
 ``getMinRTT()``, ``getSRTT()``, ``getCBW()``, ``getMaxBW()``, ``getCwnd()``, ``isLoss()``,

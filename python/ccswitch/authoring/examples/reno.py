@@ -12,8 +12,9 @@ The model (RFC 5681, RFC 6582, as Linux's ``tcp_reno_*`` helpers):
   (``ssthresh = max(⌊cwnd / MSS⌋ // 2, 2) MSS``, ``cwnd = ssthresh``, as Linux halves
   packets); the bytes the loss's report acknowledges grow the window first, in slow start
   or in avoidance (Linux grew it on each of those ACKs before the loss was seen). The event
-  lasts until the data in flight when the loss was reported has been acknowledged (NewReno's
-  recovery); the window holds meanwhile, further losses belong to the same event, and the
+  lasts until the data outstanding when the loss was reported has been delivered (NewReno's
+  recovery, ending as Linux's does: what was in flight, and the lost segments but the last,
+  whose retransmission ends it); the window holds meanwhile, further losses belong to the same event, and the
   bytes acknowledged during it are no credit for congestion avoidance;
 - a retransmission timeout sets ssthresh the same way and restarts from one segment (never
   below the 2-segment minimum window), then slow-starts back with a report per ACK, as
@@ -52,11 +53,15 @@ class Reno(Algorithm):
             return
         ssthresh = flow.ssthresh
         if flow.lost and self.recovery_bytes_left == 0:
-            # A new congestion event: recover until what is in flight now is acknowledged.
-            self.recovery_bytes_left = max(flow.in_flight, cwnd, 1)
+            # A new congestion event: recover until what is outstanding now is delivered, as
+            # Linux's Recovery ends: what is in flight and the lost segments but the last,
+            # whose retransmission ends recovery and counts as growth.
+            self.recovery_bytes_left = max(flow.in_flight + (flow.lost - 1) * mss, 1)
             if cwnd < ssthresh:  # the ACKs before the loss grew the window first
-                cwnd += min(acked, ssthresh - cwnd)
-            elif self.ca_acked_bytes + acked >= cwnd:  # in avoidance too
+                used = min(acked, ssthresh - cwnd)
+                cwnd += used
+                acked -= used
+            if acked > 0 and self.ca_acked_bytes + acked >= cwnd:  # in avoidance too
                 cwnd += (self.ca_acked_bytes + acked) // cwnd * mss
             flow.ssthresh = flow.cwnd = self.reduced_window(cwnd, mss)
             self.ca_acked_bytes = 0

@@ -83,8 +83,9 @@ class RenoDatapath(ProgramAlgorithm):
             ssthresh = max(cwnd // 2, MIN_CWND_SEGMENTS * mss)
             cwnd = mss
         elif report.lost and self.recovery_bytes_left == 0:
-            # A new congestion event: recover until what is in flight now is acknowledged.
-            self.recovery_bytes_left = max(report.inflight, cwnd, 1)
+            # A new congestion event: recover until what is outstanding now is delivered, as
+            # Linux's Recovery ends (the agent's FlowState::classify counts it the same way).
+            self.recovery_bytes_left = max(report.inflight + (report.lost - 1) * mss, 1)
             ssthresh = cwnd = max(cwnd // 2, MIN_CWND_SEGMENTS * mss)
         else:
             # The datapath grows the window itself; the agent only steps in on congestion.
