@@ -89,14 +89,17 @@ pub struct CloseEvent {
     pub ts_ns: u64,
 }
 
-/// `struct ccsw_fold_state`: a folded flow's fold (its rate kept as a sample pair) and the
-/// window its loss or growth clause set.
+/// `struct ccsw_fold_state`: a folded flow's fold (its rate kept as a sample pair), the
+/// window its loss or growth clause set, and the step carried over the latest report.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FoldState {
     pub std: StdSampledFold,
     pub held_cwnd_bytes: u32,
     pub held_cwnd_seq: u32,
+    pub carry_acked_bytes: u64,
+    pub carry_from_us: u32,
+    pub report_at_us: u32,
 }
 
 #[repr(C)]
@@ -307,8 +310,8 @@ const _: () = assert!(size_of::<CreateEvent>() == 64);
 const _: () = assert!(size_of::<KernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
-const _: () = assert!(size_of::<FoldState>() == 112);
-const _: () = assert!(size_of::<KernelFoldTest>() == 336);
+const _: () = assert!(size_of::<FoldState>() == 128);
+const _: () = assert!(size_of::<KernelFoldTest>() == 352);
 const _: () = assert!(size_of::<KernelDirectiveSlot>() == 64);
 const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);

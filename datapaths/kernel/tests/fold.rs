@@ -267,3 +267,65 @@ fn a_step_of_growth_applies_on_the_ack_that_earns_it() {
         assert_eq!(step(&mut t, i, 0), (5, 0, false), "ack {i}: no step after another report");
     }
 }
+
+/// A step counted from the report before the latest still applies until the agent answers the
+/// latest, its count carried over: a report comes on the first ACK of a round's burst, and
+/// the answer a millisecond or more later, while the burst's other ACKs arrive. A loss's report
+/// carries nothing (see above).
+#[test]
+fn a_step_outlives_a_report_until_the_agent_answers_it() {
+    let dp = load();
+    let start = 1_000_000u64;
+    let mut t = KernelFoldTest::default();
+    t.directive = KernelDirectiveSlot {
+        fold: abi::FOLD_PER_RTT,
+        fold_window_pct: 50,
+        fold_idle_us: 1_000_000,
+        fold_start_us: start,
+        cwnd_bytes: 10 * 1448,
+        cwnd_seq: 3,
+        ..Default::default()
+    };
+    let step = |t: &mut KernelFoldTest, now_us: u64| {
+        t.ack = StdAck {
+            now_us,
+            bytes_acked: 2 * 1448,
+            rtt_us: 50_000,
+            bytes_in_flight: 8 * 1448,
+            cwnd_bytes: 10 * 1448,
+            ..Default::default()
+        };
+        dp.run_fold(t).unwrap();
+        (t.cwnd_bytes / 1448, t.reported != 0)
+    };
+    // A report once the RTT has passed (the first since the start), then one a round later.
+    let first = start + 50_001;
+    assert_eq!(step(&mut t, first), (10, true));
+    // The agent's answer to it: a step after 6 more segments.
+    t.directive.grow_cwnd_bytes = 11 * 1448;
+    t.directive.grow_after_bytes = 6 * 1448 - 1;
+    t.directive.grow_from_us = first as u32;
+    t.directive.cwnd_seq = 4;
+    assert_eq!(step(&mut t, first + 1_000), (10, false), "2 of 6");
+    let second = first + 50_001;
+    assert_eq!(step(&mut t, second), (10, true), "4 of 6, and a report");
+    assert_eq!(step(&mut t, second + 1_000), (11, false), "6 of 6: the step, before the answer");
+    // The answer to the second report carries the grown window and a step from it.
+    t.directive.cwnd_bytes = 11 * 1448;
+    t.directive.grow_cwnd_bytes = 12 * 1448;
+    t.directive.grow_after_bytes = 11 * 1448 - 1;
+    t.directive.grow_from_us = second as u32;
+    t.directive.cwnd_seq = 5;
+    assert_eq!(step(&mut t, second + 2_000), (11, false));
+
+    // A loss's report carries nothing: the step from before it stays void.
+    let third = second + 50_001;
+    t.directive.grow_after_bytes = 4 * 1448 - 1;
+    t.directive.loss_cwnd_bytes = 5 * 1448;
+    t.ack = StdAck { now_us: third, bytes_acked: 0, lost_packets: 1, rtt_us: 50_000, bytes_in_flight: 8 * 1448, cwnd_bytes: 11 * 1448, ..Default::default() };
+    dp.run_fold(&mut t).unwrap();
+    assert_eq!((t.cwnd_bytes / 1448, t.reported != 0), (5, true), "the pre-set cut");
+    for i in 1..=4 {
+        assert_eq!(step(&mut t, third + 1_000 * i), (5, false), "ack {i}: no step carried over a loss");
+    }
+}

@@ -44,9 +44,15 @@ pub fn primitives(a: &StdAck, rate_incoming: u64) -> Primitives {
 /// Controls of a flow: reporting per ACK or not, the window share that binds, the idle
 /// interval, a loss window or none, and a step of growth or none, counted from
 /// `micros_zero_us` (where the program's Micros counts from now: the latest report's ACK or
-/// the start, as the agent answers) or from another time.
-fn random_controls(rng: &mut SplitMix64, growth: Growth, micros_zero_us: u64, now_us: u64) -> Vec<UpdateField> {
-    let grow_from = if rng.chance(75) { micros_zero_us } else { rng.below(now_us + 1) };
+/// the start, as the agent answers), from `previous_report_us` (the report before, whose
+/// answer the agent sent before the latest's: a step carried over the latest) or from
+/// another time.
+fn random_controls(rng: &mut SplitMix64, growth: Growth, micros_zero_us: u64, previous_report_us: u64, now_us: u64) -> Vec<UpdateField> {
+    let grow_from = match rng.below(100) {
+        0..=59 => micros_zero_us,
+        60..=79 => previous_report_us,
+        _ => rng.below(now_us + 1),
+    };
     let preset = growth == Growth::Presets && rng.chance(60);
     vec![
         control_update(control::GROW_CWND, if preset { 4_000 + rng.below(3_000_000) } else { 0 }),
@@ -151,8 +157,10 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut chec
         let mut now_us = 1_000_000 + rng.below(1 << 40);
         let mut start_us = now_us;
         let mut micros_zero_us = start_us;
+        // The latest report and the one before it (0: none since the start).
+        let (mut latest_report_us, mut previous_report_us) = (0, 0);
         let mut flow = CcpFlow::new(1, 14_480, 1448);
-        let controls = random_controls(&mut rng, growth, micros_zero_us, now_us);
+        let controls = random_controls(&mut rng, growth, micros_zero_us, previous_report_us, now_us);
         flow.change_program(program.clone(), &controls, start_us).expect("the program starts");
         // Some flows have no RTT sample for a while (the program then reads infinity).
         let mut rtt_us: u32 = if rng.chance(30) { 0 } else { 500 + rng.below(300_000) as u32 };
@@ -173,11 +181,12 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut chec
                 start_us = stamped.max(start_us + 1);
                 // Growth is never counted from later than the ACK (the agent counts it from a
                 // report it has had), where the clause's Ack.now - grow_from would underflow.
-                let controls = random_controls(&mut rng, growth, start_us.min(now_us), now_us);
+                (latest_report_us, previous_report_us) = (0, 0);
+                let controls = random_controls(&mut rng, growth, start_us.min(now_us), previous_report_us, now_us);
                 flow.change_program(program.clone(), &controls, start_us).expect("the program restarts");
                 micros_zero_us = start_us;
             } else if rng.chance(2) {
-                let controls = random_controls(&mut rng, growth, micros_zero_us.min(now_us), now_us);
+                let controls = random_controls(&mut rng, growth, micros_zero_us.min(now_us), previous_report_us, now_us);
                 flow.update_fields(&controls).expect("controls update");
             }
             let mode = fold_mode(&flow).expect("the standard program folds");
@@ -199,6 +208,7 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut chec
                 }
             }
             if report.is_some() {
+                (latest_report_us, previous_report_us) = (now_us, latest_report_us);
                 micros_zero_us = now_us;
             }
             check(&RandomAck { seed, index, start_us, mode, ack, sample, report, cwnd_set: step.cwnd_bytes });

@@ -21,9 +21,10 @@ pub struct FoldMode {
 }
 
 /// The standard program's growth clause (`ccswitch_protocol::standard`): once more than
-/// `after_bytes` have been acknowledged since the report at `from_us`, with no report since,
-/// the window becomes `cwnd_bytes` (0: no step), and a loss sets `loss_cwnd_bytes` (if not 0)
-/// instead of the mode's loss window.
+/// `after_bytes` have been acknowledged since the report at `from_us`, with no report since
+/// (or one, carried over: the program's own `Control.carry_*`, which a datapath that folds keeps
+/// itself), the window becomes `cwnd_bytes` (0: no step), and a loss sets `loss_cwnd_bytes` (if
+/// not 0) instead of the mode's loss window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FoldGrowth {
     pub cwnd_bytes: u32,
@@ -33,9 +34,9 @@ pub struct FoldGrowth {
 }
 
 impl FoldGrowth {
-    /// Whether the step applies on an ACK that brought the program's `Report.acked` to
-    /// `acked_bytes`, its `Micros` counting from `micros_zero_us` (the latest report's ACK, or
-    /// the program's start). As the clause compares `Micros` with `Ack.now - grow_from`, the
+    /// Whether the step applies (not carried over a report) on an ACK that brought the
+    /// program's `Report.acked` to `acked_bytes`, its `Micros` counting from `micros_zero_us`
+    /// (the latest report's ACK, or the program's start). As the clause compares `Micros` with `Ack.now - grow_from`, the
     /// ACK's time itself drops out.
     pub fn applies(&self, acked_bytes: u64, micros_zero_us: u64) -> bool {
         self.cwnd_bytes > 0 && micros_zero_us == self.from_us && acked_bytes > u64::from(self.after_bytes)

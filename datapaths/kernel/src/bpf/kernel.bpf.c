@@ -124,8 +124,7 @@ struct ccsw_flow_state {
 	__u8 loss_unreported; /* entered Recovery since the last ACK (see ack_losses) */
 	__u8 prr_to_directive; /* this reduction began with the agent's loss window: PRR toward it (apply_directive_cwnd) */
 	__u8 _pad0;
-	struct ccsw_fold_state fold;
-	/* third cache line */
+	struct ccsw_fold_state fold; /* its carried step in the third cache line */
 	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
 	/* tcp_pacing_{ss,ca}_ratio of the flow's namespace, read once at init
 	 * (a change of the sysctls applies to flows created after it). */
@@ -134,7 +133,8 @@ struct ccsw_flow_state {
 	__u32 reordering_sysctl; /* tcp_reordering, read at init */
 } __attribute__((aligned(64)));
 
-_Static_assert(__builtin_offsetof(struct ccsw_flow_state, prr_delivered) == 128, "a folded ACK's state is two cache lines");
+_Static_assert(__builtin_offsetof(struct ccsw_flow_state, fold.carry_acked_bytes) == 128,
+	       "a folded ACK's state is two cache lines; the carried step, read only between a report and its answer, starts the third");
 _Static_assert(__builtin_offsetof(struct ccsw_flow_state, fold.held_cwnd_bytes) / 64 == 1, "start_cold_lines reads the second line here");
 _Static_assert(sizeof(struct ccsw_flow_state) == 192, "a flow's state is three cache lines");
 
@@ -508,7 +508,10 @@ static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_flow_st
 /* The standard program's growth and loss clauses, in its order. Growth: once more than
  * Control.grow_after bytes have been acknowledged since the report at Control.grow_from,
  * with no report since (the fold's Micros still counts from that report's ACK), Cwnd becomes
- * Control.grow_cwnd, the agent's next step pre-set. Loss: an ACK that reveals a loss sets Cwnd
+ * Control.grow_cwnd, the agent's next step pre-set; so it does, too, if that report is the one
+ * before the latest (the agent has not answered the latest yet) and the latest did not
+ * report a loss, a timeout or every ACK: the bytes from one to the other (carry_acked_bytes,
+ * which fold_ack keeps) count then. Loss: an ACK that reveals a loss sets Cwnd
  * to Control.loss_cwnd, or, once the step is earned, to Control.grow_loss_cwnd (if set): the
  * cut from the grown window. Either window holds, as the interpreter's Cwnd register would, until
  * the shim writes the agent's next window (cwnd_seq moves). `acked_bytes` is this ACK's,
@@ -532,9 +535,13 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
 		__u64 folded_zero = *(volatile __u64 *)&s->std.fold.micros_zero_us;
 		__u64 acked = (current ? folded : 0) + acked_bytes;
 		__u64 micros_zero = current ? folded_zero : d->fold_start_us;
+		/* The carry restarts with the program, too (fold_ack). */
+		__u32 carry_from = current ? s->carry_from_us : 0;
+		__u64 carry_acked = current ? s->carry_acked_bytes : 0;
 
 		earned = (__u32)micros_zero == d->grow_from_us && acked > d->grow_after_bytes;
-		if (earned && d->grow_cwnd_bytes)
+		if (d->grow_cwnd_bytes &&
+		    (earned || (carry_from == d->grow_from_us && carry_acked + acked > d->grow_after_bytes)))
 			*set = d->grow_cwnd_bytes;
 	}
 	if (lost_packets && d->loss_cwnd_bytes)
@@ -563,7 +570,25 @@ static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccs
 		.per_ack = d->fold == CCSW_FOLD_PER_ACK,
 	};
 
-	return ccsw_std_fold_sampled(&s->std, a, sample->bytes, sample->interval_us, d->fold_start_us, &m);
+	struct ccsw_std_regs *r = &s->std.fold.regs;
+
+	/* The program's Control.carry_from, carry_acked and report_at: reset with the program,
+	 * set as its report clauses set them. */
+	if (s->std.fold.start_us != d->fold_start_us) {
+		s->carry_acked_bytes = 0;
+		s->carry_from_us = 0;
+		s->report_at_us = 0;
+	}
+	if (!ccsw_std_fold_sampled(&s->std, a, sample->bytes, sample->interval_us, d->fold_start_us, &m))
+		return false;
+	if (r->timeout || r->lost > 0 || m.per_ack) {
+		s->carry_from_us = 0;
+	} else {
+		s->carry_from_us = s->report_at_us;
+		s->carry_acked_bytes = r->acked;
+	}
+	s->report_at_us = (__u32)a->now_us;
+	return true;
 }
 
 /* The flow's RTT as the standard program reads it: the latest sample, or

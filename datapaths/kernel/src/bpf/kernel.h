@@ -108,11 +108,15 @@ struct ccsw_close_event {
 
 /* A folded flow's part of its state (struct ccsw_flow_state in kernel.bpf.c): the standard
  * program's fold (std_fold.bpf.h, its rate kept as the fastest sample's pair so that no ACK
- * divides) and its loss clause. */
+ * divides), its loss and growth clauses, and the step carried over the latest report (the
+ * program's Control.carry_from and carry_acked; see fold_cwnd). */
 struct ccsw_fold_state {
 	struct ccsw_std_sampled_fold std;
 	__u32 held_cwnd_bytes; /* the window the program's loss or growth clause set, 0 = none ... */
 	__u32 held_cwnd_seq;   /* ... in force while the directive's cwnd_seq is still this */
+	__u64 carry_acked_bytes; /* acknowledged from the report before the latest to the latest */
+	__u32 carry_from_us;   /* that report's time (truncated as grow_from_us), 0 = none */
+	__u32 report_at_us;    /* the latest report's time (truncated), 0 = none since the start */
 };
 
 /* Emitted instead of ACK events while a flow is folded: one report of the
@@ -351,8 +355,8 @@ _Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
 _Static_assert(sizeof(struct ccsw_kernel_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
-_Static_assert(sizeof(struct ccsw_fold_state) == 112, "fold state layout");
-_Static_assert(sizeof(struct ccsw_kernel_fold_test) == 336, "fold test layout");
+_Static_assert(sizeof(struct ccsw_fold_state) == 128, "fold state layout");
+_Static_assert(sizeof(struct ccsw_kernel_fold_test) == 352, "fold test layout");
 _Static_assert(sizeof(struct ccsw_kernel_directive_slot) == 64, "a directive slot is one cache line");
 _Static_assert(__builtin_offsetof(struct ccsw_kernel_directive_slot, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
 _Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
