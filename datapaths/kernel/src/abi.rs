@@ -304,6 +304,7 @@ pub struct KernelCpuStats {
     pub flows_fell_back_agent_late: u64,
     pub flows_fell_back_no_directive: u64,
     pub flows_rejoined: u64,
+    pub routine_timer_wakeups: u64,
 }
 
 const _: () = assert!(size_of::<CreateEvent>() == 64);
@@ -318,7 +319,7 @@ const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM
 const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));
 const _: () = assert!(size_of::<VmTest>() == size_of::<VmRegs>() + 8 * VM_PRIMITIVES + 24 + 16 + 8 * VM_REPORT_REGS);
 const _: () = assert!(size_of::<KernelConfig>() == 16);
-const _: () = assert!(size_of::<KernelCpuStats>() == 128);
+const _: () = assert!(size_of::<KernelCpuStats>() == 136);
 const _: () = assert!(size_of::<VmFlow>() == 24 + 2 * (16 + size_of::<VmRegs>()));
 const _: () = assert!(size_of::<VmReportEvent>() == 40 + 8 * VM_REPORT_REGS);
 // The same layouts as seen through the BPF object's BTF.

@@ -282,7 +282,8 @@ impl KernelShim {
             acks_fallback_agent_late = stats.acks_fallback_agent_late,
             acks_interpreted_in_kernel = stats.acks_vm, kernel_program_faults = stats.vm_faults,
             acks_folded = stats.acks_folded, folded_reports = stats.reports,
-            ring_drops = stats.ring_drops, directives_refused = self.datapath.directives_refused(),
+            ring_drops = stats.ring_drops, routine_timer_wakeups = stats.routine_timer_wakeups,
+            directives_refused = self.datapath.directives_refused(),
             cpu_ms = cpu.as_secs_f64() * 1e3,
             cpu_ms_per_10k_acks = per_10k(cpu), uptime_s = self.started.elapsed().as_secs_f64(),
             "shim totals"

@@ -385,6 +385,8 @@ class KernelSide:
             "bpf_ns_per_ack": d["run_time_ns"] / acks if acks else None,
             "acks_folded_per_s": d.get("acks_folded", 0) / dt,
             "reports_per_s": d.get("reports", 0) / dt,
+            # routine records' age limit, outside cong_control (one IPI each)
+            "routine_timer_wakeups_per_s": d.get("routine_timer_wakeups", 0) / dt,
             "acks_fallback_in_window": d.get("acks_fallback", 0),
             # of which: before the agent's first directive, past its deadline (the rest: a
             # directed flow found no directive)

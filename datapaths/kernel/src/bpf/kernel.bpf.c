@@ -165,8 +165,8 @@ struct {
 	__uint(max_entries, URGENT_RINGBUF_BYTES);
 } ccsw_urgent SEC(".maps");
 
-/* Longest a routine record waits before one submitted after it wakes the shim
- * (set by the loader from --report-delay-us). */
+/* Longest a routine record waits before the routine lane's timer wakes the shim (set by
+ * the loader from --report-delay-us). */
 const volatile __u64 ccsw_report_delay_ns = 1000000;
 
 struct {
@@ -620,10 +620,68 @@ static __always_inline __u32 ack_losses(struct ccsw_flow_state *st, const struct
 	return lost;
 }
 
-/* The routine lane's wake-up state, and when its oldest unread record was submitted: racy
- * hints (two CPUs may both wake, which costs only a wake-up). */
+/* The routine lane's wake-up state: a racy hint (two CPUs may both wake, which costs only a
+ * wake-up). */
 struct ccsw_wake_state routine_wake = { .cons_pos = ~0ULL };
-__u64 routine_oldest_ns = 0;
+
+#ifndef CLOCK_MONOTONIC
+#define CLOCK_MONOTONIC 1 /* <linux/time.h>, which vmlinux.h does not carry */
+#endif
+
+/* The routine lane's age limit: a timer armed by the first routine record that finds none
+ * armed, firing ccsw_report_delay_ns later. */
+struct ccsw_routine_timer {
+	struct bpf_timer timer;
+	__u32 armed;
+	__u32 initialised;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccsw_routine_timer);
+} ccsw_routine_timer SEC(".maps");
+
+/* The timer fired: wake the shim if routine records wait and it has read the lane since the
+ * last forced wake-up (otherwise it is awake, or about to be, and reads them anyway). A
+ * wake-up needs a committed record; a discarded one wakes the reader and is skipped by it. */
+static int routine_timer_fired(void *map, int *key, struct ccsw_routine_timer *t)
+{
+	struct ccsw_kernel_cpu_stats *s;
+	__u32 zero = 0;
+	void *rec;
+
+	t->armed = 0;
+	if (!bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA))
+		return 0;
+	if (ccsw_wake_flags(&ccsw_events, &routine_wake, 0) != BPF_RB_FORCE_WAKEUP)
+		return 0;
+	rec = bpf_ringbuf_reserve(&ccsw_events, 8, 0);
+	if (rec) {
+		bpf_ringbuf_discard(rec, BPF_RB_FORCE_WAKEUP);
+		s = bpf_map_lookup_elem(&ccsw_stats, &zero);
+		if (s)
+			s->routine_timer_wakeups++;
+	}
+	return 0;
+}
+
+static __always_inline void arm_routine_timer(void)
+{
+	__u32 zero = 0;
+	struct ccsw_routine_timer *t = bpf_map_lookup_elem(&ccsw_routine_timer, &zero);
+
+	if (!t || t->armed)
+		return;
+	t->armed = 1;
+	if (!t->initialised) {
+		bpf_timer_init(&t->timer, &ccsw_routine_timer, CLOCK_MONOTONIC);
+		bpf_timer_set_callback(&t->timer, routine_timer_fired);
+		t->initialised = 1;
+	}
+	bpf_timer_start(&t->timer, ccsw_report_delay_ns, 0);
+}
 
 /* Records travel in two lanes (see shim_channel.bpf.h for why wake-ups are rationed).
  *
@@ -632,22 +690,24 @@ __u64 routine_oldest_ns = 0;
  * a burst of urgent records costs one wake-up, and the shim reads the whole
  * lane each time it wakes.
  *
- * A routine record is due a wake-up only when CCSW_WAKE_BYTES wait in its lane
- * or the lane's oldest record has waited ccsw_report_delay_ns; otherwise it
- * is read when the shim is awake anyway (an urgent record, the agent's
- * answers, its own timers). FORCE, not adaptive: records submitted without a
- * wake-up are waiting before it (ccsw_wake_flags forces none while the shim
- * has not read the lane since the last). `size` is the record's: the lane was
- * empty before it when nothing else waits (the kernel adds an 8-byte header
- * and rounds to 8 bytes). */
-static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size)
+ * A routine record wakes the shim itself only when CCSW_WAKE_BYTES wait in its
+ * lane. Otherwise it is read when the shim is awake anyway (an urgent record,
+ * the agent's answers, its own timers) or, at the latest, when the lane's
+ * timer fires, ccsw_report_delay_ns after the first record that found it
+ * unarmed. The age limit is a timer, not a test at the next record's
+ * submission, for two reasons: a lone flow's report has no next record for a
+ * round trip (its answer then came a round late, and a 2 MB transfer's slow
+ * start took rounds more than the kernel's own), and the wake-up, an IPI
+ * dearer than the rest of cong_control, is no longer paid on an ACK's path.
+ * FORCE, not adaptive: records submitted without a wake-up are waiting before
+ * it (ccsw_wake_flags forces none while the shim has not read the lane since
+ * the last). */
+static __always_inline __u64 routine_wake_flags(void)
 {
-	__u64 avail = bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA);
-
-	if (avail <= ((size + 8 + 7) & ~7ULL))
-		routine_oldest_ns = now;
-	if (avail < CCSW_WAKE_BYTES && now - routine_oldest_ns < ccsw_report_delay_ns)
+	if (bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) < CCSW_WAKE_BYTES) {
+		arm_routine_timer();
 		return BPF_RB_NO_WAKEUP;
+	}
 	return ccsw_wake_flags(&ccsw_events, &routine_wake, 0);
 }
 
@@ -655,9 +715,8 @@ static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size)
 #define lane_reserve(urgent, size) \
 	((urgent) ? bpf_ringbuf_reserve(&ccsw_urgent, (size), 0) : bpf_ringbuf_reserve(&ccsw_events, (size), 0))
 
-/* Submit a record reserved with lane_reserve(urgent, sizeof(*e)) at `now`. */
-#define lane_submit(e, urgent, now) \
-	bpf_ringbuf_submit((e), (urgent) ? 0 : routine_wake_flags((now), sizeof(*(e))))
+/* Submit a record reserved with lane_reserve(urgent, sizeof(*e)). */
+#define lane_submit(e, urgent) bpf_ringbuf_submit((e), (urgent) ? 0 : routine_wake_flags())
 
 /* A folded flow's ACK: no record unless the standard program reports. */
 static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_state *st, int flag,
@@ -702,7 +761,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 		e->regs = *regs;
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
-		lane_submit(e, urgent, now);
+		lane_submit(e, urgent);
 		if (s)
 			COUNT(s, reports);
 	}
@@ -869,7 +928,7 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_flow_state *s
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
 		__builtin_memcpy(e->fields, b->regs.report, sizeof(e->fields));
-		lane_submit(e, urgent, now);
+		lane_submit(e, urgent);
 		if (s)
 			COUNT(s, reports);
 	}
@@ -950,7 +1009,7 @@ static __always_inline void emit_ack(struct sock *sk, struct ccsw_flow_state *st
 	e->flags = flags;
 	e->ssthresh = tp->snd_ssthresh;
 
-	lane_submit(e, urgent, now);
+	lane_submit(e, urgent);
 	count_event(s, true);
 }
 
@@ -1026,7 +1085,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	}
 	e->mss = tp->mss_cache;
 	e->init_cwnd_bytes = tp->snd_cwnd * tp->mss_cache;
-	lane_submit(e, true, 0);
+	lane_submit(e, true);
 	count_event(s, true);
 
 pacing:
@@ -1239,7 +1298,7 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 		e->kind = CCSW_EV_CLOSE;
 		e->flow_id = flow_id;
 		e->ts_ns = bpf_ktime_get_ns();
-		lane_submit(e, true, 0);
+		lane_submit(e, true);
 		count_event(s, true);
 	} else {
 		count_event(s, false);

@@ -348,6 +348,8 @@ struct ccsw_kernel_cpu_stats {
 	__u64 flows_fell_back_agent_late;
 	__u64 flows_fell_back_no_directive;
 	__u64 flows_rejoined;
+	/* Wake-ups the routine lane's timer forced (at most one per --report-delay-us). */
+	__u64 routine_timer_wakeups;
 };
 
 /* The Rust mirror (src/abi.rs) asserts the same sizes. */
@@ -366,6 +368,6 @@ _Static_assert(sizeof(struct ccsw_vm_test) == sizeof(struct ccsw_vm_regs) + 8 * 
 _Static_assert(sizeof(struct ccsw_vm_flow) == 24 + 2 * (16 + sizeof(struct ccsw_vm_regs)), "vm flow layout");
 _Static_assert(sizeof(struct ccsw_vm_report_event) == 40 + 8 * CCSW_VM_REPORT_REGS, "vm report layout");
 _Static_assert(sizeof(struct ccsw_kernel_config) == 16, "config layout");
-_Static_assert(sizeof(struct ccsw_kernel_cpu_stats) == 128, "stats layout");
+_Static_assert(sizeof(struct ccsw_kernel_cpu_stats) == 136, "stats layout");
 
 #endif /* CCSWITCH_KERNEL_H */
