@@ -68,8 +68,9 @@ pub struct LoadOptions {
     /// urgent lane gets a quarter of it (at least a page). A full ring loses records
     /// (counted in [`KernelStats::ring_drops`]).
     pub ring_bytes: u32,
-    /// Longest a routine record waits in its lane before the lane's timer wakes the shim (the
-    /// urgent lane always wakes it at once).
+    /// Longest a routine record waits in its lane before the next one wakes the shim (the
+    /// urgent lane always wakes it, and the report of a flow reporting per ACK arms a 1-ms
+    /// timer).
     pub report_delay: Duration,
     /// Flows whose (non-standard) program the BPF interpreter can run at once;
     /// beyond it their programs run in the shim, as a logged warning says.
@@ -84,7 +85,7 @@ pub const DEFAULT_MAX_FLOWS: u32 = 100_000;
 /// Default [`LoadOptions::ring_bytes`].
 pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
 /// Default [`LoadOptions::report_delay`].
-pub const DEFAULT_REPORT_DELAY: Duration = Duration::from_millis(1);
+pub const DEFAULT_REPORT_DELAY: Duration = Duration::from_millis(5);
 /// Default [`LoadOptions::max_vm_flows`] (1.5 KB each).
 pub const DEFAULT_MAX_VM_FLOWS: u32 = 4096;
 

@@ -53,11 +53,11 @@ struct KernelCli {
     #[arg(long, default_value = DEFAULT_CC_NAME)]
     cc_name: String,
     /// Longest a routine record (the report of a flow folded in the kernel, the ACK of a flow
-    /// the shim interprets) waits in its lane before the lane's timer wakes the shim; until
-    /// then routine records are read whenever the shim is awake anyway. Urgent ones (a flow's
-    /// start or end, loss, timeout, ECN) wake it at once. The timer forces at most one wake-up
-    /// per interval, and each costs the shim and the agent tens of µs: at many flows this sets
-    /// their CPU cost; for a lone flow it is how late its reports may be answered.
+    /// the shim interprets) waits in its lane before the next one wakes the shim; until then
+    /// routine records are read whenever the shim is awake anyway. Urgent ones (a flow's start
+    /// or end, loss, timeout, ECN) wake it at once, and the report of a flow reporting per ACK
+    /// (slow start) within 1 ms. Every wake-up costs the shim and the agent tens of µs, so at
+    /// many flows this sets their CPU cost.
     #[arg(long, default_value_t = DEFAULT_REPORT_DELAY.as_micros() as u64, value_parser = clap::value_parser!(u64).range(50..=100_000))]
     report_delay_us: u64,
     /// Flows that can hold a directive at once; beyond it a flow stays on the fallback

@@ -165,8 +165,8 @@ struct {
 	__uint(max_entries, URGENT_RINGBUF_BYTES);
 } ccsw_urgent SEC(".maps");
 
-/* Longest a routine record waits before the routine lane's timer wakes the shim (set by
- * the loader from --report-delay-us). */
+/* Longest a routine record waits before one submitted after it wakes the shim
+ * (set by the loader from --report-delay-us). */
 const volatile __u64 ccsw_report_delay_ns = 1000000;
 
 struct {
@@ -620,18 +620,25 @@ static __always_inline __u32 ack_losses(struct ccsw_flow_state *st, const struct
 	return lost;
 }
 
-/* The routine lane's wake-up state: a racy hint (two CPUs may both wake, which costs only a
- * wake-up). */
+/* The routine lane's wake-up state, and when its oldest unread record was submitted: racy
+ * hints (two CPUs may both wake, which costs only a wake-up). */
 struct ccsw_wake_state routine_wake = { .cons_pos = ~0ULL };
+__u64 routine_oldest_ns = 0;
 
 #ifndef CLOCK_MONOTONIC
 #define CLOCK_MONOTONIC 1 /* <linux/time.h>, which vmlinux.h does not carry */
 #endif
 
-/* The routine lane's age limit: a timer armed by the first routine record that finds none
- * armed, firing ccsw_report_delay_ns later. */
+/* Wakes the shim for prompt routine records (see routine_wake_flags): armed by the first
+ * that finds it unarmed, it fires PROMPT_DELAY_NS later, but no sooner than
+ * PROMPT_WAKE_GAP_NS after the last wake-up it forced, so that many flows in slow start
+ * arm it, and wake the shim, at most once per gap. */
+#define PROMPT_DELAY_NS 1000000ULL
+#define PROMPT_WAKE_GAP_NS 5000000ULL
+
 struct ccsw_routine_timer {
 	struct bpf_timer timer;
+	__u64 woke_ns; /* the last wake-up the timer forced */
 	__u32 armed;
 	__u32 initialised;
 };
@@ -660,6 +667,7 @@ static int routine_timer_fired(void *map, int *key, struct ccsw_routine_timer *t
 	rec = bpf_ringbuf_reserve(&ccsw_events, 8, 0);
 	if (rec) {
 		bpf_ringbuf_discard(rec, BPF_RB_FORCE_WAKEUP);
+		t->woke_ns = bpf_ktime_get_ns();
 		s = bpf_map_lookup_elem(&ccsw_stats, &zero);
 		if (s)
 			s->routine_timer_wakeups++;
@@ -667,10 +675,11 @@ static int routine_timer_fired(void *map, int *key, struct ccsw_routine_timer *t
 	return 0;
 }
 
-static __always_inline void arm_routine_timer(void)
+static __always_inline void arm_routine_timer(__u64 now_ns)
 {
 	__u32 zero = 0;
 	struct ccsw_routine_timer *t = bpf_map_lookup_elem(&ccsw_routine_timer, &zero);
+	__u64 at;
 
 	if (!t || t->armed)
 		return;
@@ -680,7 +689,10 @@ static __always_inline void arm_routine_timer(void)
 		bpf_timer_set_callback(&t->timer, routine_timer_fired);
 		t->initialised = 1;
 	}
-	bpf_timer_start(&t->timer, ccsw_report_delay_ns, 0);
+	at = now_ns + PROMPT_DELAY_NS;
+	if (at < t->woke_ns + PROMPT_WAKE_GAP_NS)
+		at = t->woke_ns + PROMPT_WAKE_GAP_NS;
+	bpf_timer_start(&t->timer, at, BPF_F_TIMER_ABS);
 }
 
 /* Records travel in two lanes (see shim_channel.bpf.h for why wake-ups are rationed).
@@ -690,22 +702,33 @@ static __always_inline void arm_routine_timer(void)
  * a burst of urgent records costs one wake-up, and the shim reads the whole
  * lane each time it wakes.
  *
- * A routine record wakes the shim itself only when CCSW_WAKE_BYTES wait in its
- * lane. Otherwise it is read when the shim is awake anyway (an urgent record,
- * the agent's answers, its own timers) or, at the latest, when the lane's
- * timer fires, ccsw_report_delay_ns after the first record that found it
- * unarmed. The age limit is a timer, not a test at the next record's
- * submission, for two reasons: a lone flow's report has no next record for a
- * round trip (its answer then came a round late, and a 2 MB transfer's slow
- * start took rounds more than the kernel's own), and the wake-up, an IPI
- * dearer than the rest of cong_control, is no longer paid on an ACK's path.
- * FORCE, not adaptive: records submitted without a wake-up are waiting before
- * it (ccsw_wake_flags forces none while the shim has not read the lane since
- * the last). */
-static __always_inline __u64 routine_wake_flags(void)
+ * A routine record is due a wake-up only when CCSW_WAKE_BYTES wait in its lane
+ * or the lane's oldest record has waited ccsw_report_delay_ns; otherwise it
+ * is read when the shim is awake anyway (an urgent record, the agent's
+ * answers, its own timers). FORCE, not adaptive: records submitted without a
+ * wake-up are waiting before it (ccsw_wake_flags forces none while the shim
+ * has not read the lane since the last). `size` is the record's: the lane was
+ * empty before it when nothing else waits (the kernel adds an 8-byte header
+ * and rounds to 8 bytes).
+ *
+ * The age is tested when a later record is submitted, which at many flows is
+ * soon. A prompt record (the report of a flow reporting per ACK: slow start,
+ * where each answer grows the window within the round's burst of ACKs) also
+ * arms the routine timer, since a lone flow's report may be the last record
+ * for a round trip: its answer then waited up to the shim's own 20-ms timer,
+ * after the burst, and slow start lost rounds (a 2 MB transfer at RTT 300 ms
+ * took 1.19 times the kernel's Cubic). Only prompt records arm it: arming
+ * reprograms the CPU's timer device, a trap to the hypervisor on these VMs
+ * that, on every routine record, cost cong_control a third more at 10k flows. */
+static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size, bool prompt)
 {
-	if (bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA) < CCSW_WAKE_BYTES) {
-		arm_routine_timer();
+	__u64 avail = bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA);
+
+	if (avail <= ((size + 8 + 7) & ~7ULL))
+		routine_oldest_ns = now;
+	if (avail < CCSW_WAKE_BYTES && now - routine_oldest_ns < ccsw_report_delay_ns) {
+		if (prompt)
+			arm_routine_timer(now);
 		return BPF_RB_NO_WAKEUP;
 	}
 	return ccsw_wake_flags(&ccsw_events, &routine_wake, 0);
@@ -715,8 +738,10 @@ static __always_inline __u64 routine_wake_flags(void)
 #define lane_reserve(urgent, size) \
 	((urgent) ? bpf_ringbuf_reserve(&ccsw_urgent, (size), 0) : bpf_ringbuf_reserve(&ccsw_events, (size), 0))
 
-/* Submit a record reserved with lane_reserve(urgent, sizeof(*e)). */
-#define lane_submit(e, urgent) bpf_ringbuf_submit((e), (urgent) ? 0 : routine_wake_flags())
+/* Submit a record reserved with lane_reserve(urgent, sizeof(*e)) at `now`; a routine
+ * one that is `prompt` arms the routine timer. */
+#define lane_submit(e, urgent, now, prompt) \
+	bpf_ringbuf_submit((e), (urgent) ? 0 : routine_wake_flags((now), sizeof(*(e)), (prompt)))
 
 /* A folded flow's ACK: no record unless the standard program reports. */
 static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_state *st, int flag,
@@ -761,7 +786,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 		e->regs = *regs;
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
-		lane_submit(e, urgent);
+		lane_submit(e, urgent, now, d->fold == CCSW_FOLD_PER_ACK);
 		if (s)
 			COUNT(s, reports);
 	}
@@ -928,7 +953,7 @@ static __always_inline void vm_on_ack(struct sock *sk, struct ccsw_flow_state *s
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
 		__builtin_memcpy(e->fields, b->regs.report, sizeof(e->fields));
-		lane_submit(e, urgent);
+		lane_submit(e, urgent, now, false);
 		if (s)
 			COUNT(s, reports);
 	}
@@ -1009,7 +1034,7 @@ static __always_inline void emit_ack(struct sock *sk, struct ccsw_flow_state *st
 	e->flags = flags;
 	e->ssthresh = tp->snd_ssthresh;
 
-	lane_submit(e, urgent);
+	lane_submit(e, urgent, now, false);
 	count_event(s, true);
 }
 
@@ -1085,7 +1110,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	}
 	e->mss = tp->mss_cache;
 	e->init_cwnd_bytes = tp->snd_cwnd * tp->mss_cache;
-	lane_submit(e, true);
+	lane_submit(e, true, 0, false);
 	count_event(s, true);
 
 pacing:
@@ -1298,7 +1323,7 @@ void BPF_PROG(ccsw_release, struct sock *sk)
 		e->kind = CCSW_EV_CLOSE;
 		e->flow_id = flow_id;
 		e->ts_ns = bpf_ktime_get_ns();
-		lane_submit(e, true);
+		lane_submit(e, true, 0, false);
 		count_event(s, true);
 	} else {
 		count_event(s, false);
