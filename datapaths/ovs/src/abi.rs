@@ -104,6 +104,8 @@ pub struct OvsFlowEntry {
     pub probe_delivered: u64,
     pub probe_end: u32,
     pub rtt_us: u32,
+    pub seen_from: u32,
+    pub _pad1: u32,
 }
 
 /// `struct ccsw_ovs_fold_test`: the context of the fold's test program.
@@ -165,7 +167,7 @@ pub struct OvsConfig {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OvsCpuStats {
-    pub counters: [u64; 21],
+    pub counters: [u64; 22],
 }
 
 #[repr(C)]
@@ -283,11 +285,11 @@ pub struct UnbufferedEvent {
 }
 
 const _: () = assert!(size_of::<FlowKey>() == 40);
-const _: () = assert!(size_of::<OvsFlowEntry>() == 176);
+const _: () = assert!(size_of::<OvsFlowEntry>() == 184);
 const _: () = assert!(size_of::<OvsDirectiveSlot>() == 64);
 const _: () = assert!(size_of::<OvsConfig>() == 32);
 const _: () = assert!(size_of::<InjectFrame>() == 8 + FRAME_MAX);
-const _: () = assert!(size_of::<OvsCpuStats>() == 168);
+const _: () = assert!(size_of::<OvsCpuStats>() == 176);
 const _: () = assert!(size_of::<OvsFoldTest>() == 248);
 const _: () = assert!(size_of::<FoldedEvent>() == 112);
 const _: () = assert!(size_of::<EvHead>() == 16);

@@ -115,6 +115,8 @@ pub struct OvsStats {
     pub acks_folded: u64,
     /// Reports of the fold (FOLDED records that report).
     pub folded_reports: u64,
+    /// The shim's injected copies the ingress program recognised (reported, not copied).
+    pub copies_seen: u64,
 }
 
 /// Run-time statistics of one attached program (kernel BPF statistics).
@@ -872,7 +874,7 @@ impl OvsDatapath {
     }
 
     pub fn stats(&self) -> OvsStats {
-        let mut sum = [0u64; 21];
+        let mut sum = [0u64; 22];
         if let Ok(Some(per_cpu)) = self
             .skel
             .maps
@@ -887,7 +889,7 @@ impl OvsDatapath {
                 }
             }
         }
-        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened, slab_full, table_full, acks_folded, folded_reports] =
+        let [packets, malformed, syns, established, closed, segments, resent, acks, acks_rewritten, dupacks_hidden, sack_stripped, ece_cleared, out_of_window, wscale_capped, ring_drops, unbuffered, dupacks_opened, slab_full, table_full, acks_folded, folded_reports, copies_seen] =
             sum;
         OvsStats {
             packets,
@@ -911,6 +913,7 @@ impl OvsDatapath {
             table_full,
             acks_folded,
             folded_reports,
+            copies_seen,
         }
     }
 

@@ -1206,7 +1206,7 @@ impl OvsShim<OvsDatapath> {
             "ece_cleared": st.ece_cleared, "out_of_window": st.out_of_window,
             "wscale_capped": st.wscale_capped, "ring_drops": st.ring_drops,
             "unbuffered": st.unbuffered, "slab_full": st.slab_full, "table_full": st.table_full,
-            "acks_folded": st.acks_folded, "folded_reports": st.folded_reports,
+            "acks_folded": st.acks_folded, "folded_reports": st.folded_reports, "copies_seen": st.copies_seen,
             "records_malformed": self.port.records_malformed(),
             "slab_slots": self.port.slab_slots(), "slab_in_use": self.port.slab_in_use(),
         });

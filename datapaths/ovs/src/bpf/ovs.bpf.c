@@ -10,8 +10,9 @@
  *    copies every frame carrying new data (end beyond the highest sequence seen, less a
  *    reordering allowance) whole into a slot of the frame slab, and hands userspace a small
  *    SEGMENT descriptor (slot, sequence, length) through the ring, so that userspace can
- *    retransmit the frame byte for byte from the slot it reads in place. Data further below
- *    is a retransmission (the server's or one userspace injected): RESENT, without a frame.
+ *    retransmit the frame byte for byte from the slot it reads in place. Data further below,
+ *    data that crossed the port before, and userspace's own injected copies (marked by
+ *    ccsw_inject) are retransmissions: RESENT, without a frame.
  *  - ccsw_egress (frames TOWARD the server): creates flow entries from client SYNs, completes
  *    them on the client's ACK of the SYN-ACK, reports every ACK, and while userspace controls
  *    the flow lowers the advertised window to userspace's window, hides duplicate ACKs, and
@@ -508,6 +509,37 @@ static __always_inline void slab_free(__u32 idx)
 		*(volatile __u32 *)&w->flow_id = 0;
 }
 
+/* Whether the frame is one of the shim's copies, sent by ccsw_inject, which marks its XDP
+ * metadata (the metadata travels with the frame into the skb the kernel builds from it). */
+static __always_inline bool injected_copy(struct __sk_buff *skb)
+{
+	__u32 *mark = (void *)(long)skb->data_meta;
+
+	if ((void *)(mark + 1) > (void *)(long)skb->data)
+		return false;
+	return *mark == CCSW_INJECT_MARK;
+}
+
+/* A retransmission, reported without its frame: the shim holds the frame already, or no
+ * longer needs it. Urgent only beyond the reordering allowance (the server recovering on
+ * its own); within it the record stands for a segment record, which is routine. */
+static __always_inline void emit_resent(struct ccsw_ovs_flow_entry *f, struct pkt *p, __u32 len, bool urgent,
+					__u64 now)
+{
+	struct ccsw_resent_event ev = {};
+
+	/* Its ACK would time two sends (Karn). */
+	f->probe_end = 0;
+	head(&ev.h, CCSW_EV_RESENT, f->flow_id, now);
+	ev.seq = p->seq;
+	ev.len = len;
+	if (p->o.present & CCSW_O_TS) {
+		ev.tsval = p->o.tsval;
+		ev.has_tsval = 1;
+	}
+	emit_small(&ev, sizeof(ev), urgent);
+}
+
 static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_ovs_flow_entry *f,
 					 struct pkt *p, __u32 len, __u64 now)
 {
@@ -592,6 +624,7 @@ int ccsw_ingress(struct __sk_buff *skb)
 		if (f->state == CCSW_ST_SYN_SEEN || f->state == CCSW_ST_SYNACK_SEEN) {
 			f->server_isn = p.seq;
 			f->snd_nxt = p.seq + 1;
+			f->seen_from = p.seq + 1;
 			f->server_mss = p.o.mss;
 			f->server_wscale = capped_wscale(&p.o);
 			f->opts = (f->opts & 0x0f) | (p.o.present << CCSW_O_SERVER_SHIFT);
@@ -610,11 +643,26 @@ int ccsw_ingress(struct __sk_buff *skb)
 		f->flags |= CCSW_F_SERVER_FIN;
 		f->server_fin_end = end;
 	}
+	/* The shim's own copy coming back: the shim holds its frame. It goes up without one, so
+	 * that the shim learns when the copy crossed the port. */
+	if (injected_copy(skb)) {
+		emit_resent(f, &p, len, false, now);
+		COUNT(copies_seen);
+		return TCX_NEXT;
+	}
 	/* Frames the server sends from two CPUs can cross the port out of order, so data just
 	 * below the highest end may be new to userspace too: copy it as well, and let userspace
-	 * tell late originals from retransmissions. */
+	 * tell late originals from retransmissions. Except data that crossed before: every byte
+	 * from seen_from to snd_nxt did (copied, or in the hole of a failed copy, which the shim
+	 * does not keep either), so a frame within it is the server's retransmission, which the
+	 * shim would only discard. seen_from moves down over a late original that joins the
+	 * range, and up to a frame that leaves a gap below it. Frames handled on two CPUs at
+	 * once may leave it too low; a copy skipped in error shows the shim a hole, and the flow
+	 * falls back (counted, and rejoins), as for a lost record. */
 	if (seq_after(end, f->snd_nxt - CCSW_REORDER_BYTES)) {
 		if (seq_after(end, f->snd_nxt)) {
+			if (seq_after(p.seq, f->snd_nxt))
+				f->seen_from = p.seq;
 			f->snd_nxt = end;
 			/* Time this segment for the fold's RTT and rate, unless one is timed. */
 			if (!f->probe_end) {
@@ -622,22 +670,20 @@ int ccsw_ingress(struct __sk_buff *skb)
 				f->probe_ns = now;
 				f->probe_delivered = f->delivered;
 			}
+		} else if (!seq_after(f->seen_from, p.seq)) {
+			emit_resent(f, &p, len, false, now);
+			COUNT(resent);
+			return TCX_NEXT;
+		} else if (!seq_after(f->seen_from, end)) {
+			f->seen_from = p.seq;
 		}
+		/* Within the allowance, so that sequence numbers never wrap past it. */
+		if (seq_after(f->snd_nxt - CCSW_REORDER_BYTES, f->seen_from))
+			f->seen_from = f->snd_nxt - CCSW_REORDER_BYTES;
 		if (!(f->flags & CCSW_F_UNCOPYABLE))
 			copy_segment(skb, f, &p, len, now);
 	} else {
-		struct ccsw_resent_event ev = {};
-
-		/* A retransmission: its ACK would time two sends (Karn). */
-		f->probe_end = 0;
-		head(&ev.h, CCSW_EV_RESENT, f->flow_id, now);
-		ev.seq = p.seq;
-		ev.len = len;
-		if (p.o.present & CCSW_O_TS) {
-			ev.tsval = p.o.tsval;
-			ev.has_tsval = 1;
-		}
-		emit_small(&ev, sizeof(ev), true);
+		emit_resent(f, &p, len, true, now);
 		COUNT(resent);
 	}
 	return TCX_NEXT;
@@ -1062,5 +1108,13 @@ int ccsw_inject(struct xdp_md *ctx)
 		return XDP_DROP;
 	if (bpf_xdp_store_bytes(ctx, 0, fr->frame, len) < 0)
 		return XDP_DROP;
+	/* The mark the ingress program knows the shim's copies by (a copy without it is only
+	 * copied into the slab again, and discarded by the shim). */
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u32)) == 0) {
+		__u32 *mark = (void *)(long)ctx->data_meta;
+
+		if ((void *)(mark + 1) <= (void *)(long)ctx->data)
+			*mark = CCSW_INJECT_MARK;
+	}
 	return XDP_PASS;
 }

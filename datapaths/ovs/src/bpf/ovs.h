@@ -42,6 +42,11 @@ typedef uint64_t __u64;
 /* Data ending at most this far below the highest end seen is still copied (see ccsw_ingress). */
 #define CCSW_REORDER_BYTES (64 * 1024)
 
+/* The 4 bytes of XDP metadata ccsw_inject puts before every frame it sends ("ccsw"): the
+ * ingress program tells the shim's own copies coming back past the port by them. Metadata
+ * exists only inside the kernel, so no frame from the wire carries it. */
+#define CCSW_INJECT_MARK 0x63637377u
+
 /* Record kinds: the first byte of every ring-buffer record. */
 #define CCSW_EV_ESTABLISHED 1
 #define CCSW_EV_SEGMENT 2
@@ -141,6 +146,8 @@ struct ccsw_ovs_flow_entry {
 	__u64 probe_delivered; /* `delivered` then */
 	__u32 probe_end;    /* end of the segment timed for an RTT sample (0: none) */
 	__u32 rtt_us;       /* the latest RTT sample (0: none yet) */
+	__u32 seen_from;    /* every byte from here to snd_nxt crossed the port before (see ccsw_ingress) */
+	__u32 _pad1;
 };
 
 /* A slot of the directives array, written by the shim only (see shim_channel.bpf.h: it
@@ -193,6 +200,7 @@ struct ccsw_ovs_cpu_stats {
 	__u64 table_full;     /* SYNs of flows the full flow table could not take (never controlled) */
 	__u64 acks_folded;    /* ACKs folded here instead of sent up */
 	__u64 folded_reports; /* reports of the fold (FOLDED records with `reported`) */
+	__u64 copies_seen;    /* the shim's injected copies seen coming back (not copied again) */
 };
 
 /* Common head of every record. */
@@ -321,12 +329,12 @@ struct ccsw_unbuffered_event {
 };
 
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
-_Static_assert(sizeof(struct ccsw_ovs_flow_entry) == 176, "flow");
+_Static_assert(sizeof(struct ccsw_ovs_flow_entry) == 184, "flow");
 _Static_assert(sizeof(struct ccsw_ovs_directive_slot) == 64, "directive");
 _Static_assert(__builtin_offsetof(struct ccsw_ovs_directive_slot, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
 _Static_assert(sizeof(struct ccsw_ovs_config) == 32, "config");
 _Static_assert(sizeof(struct ccsw_inject_frame) == 8 + CCSW_FRAME_MAX, "inject frame");
-_Static_assert(sizeof(struct ccsw_ovs_cpu_stats) == 168, "stats");
+_Static_assert(sizeof(struct ccsw_ovs_cpu_stats) == 176, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
 _Static_assert(sizeof(struct ccsw_established_event) == 72, "established");
 _Static_assert(sizeof(struct ccsw_segment_event) == 40, "segment");
