@@ -213,7 +213,8 @@ pub struct FoldDirective {
     /// The program's Cwnd and Rate (the agent's, before the port's own caps).
     pub cwnd_bytes: u32,
     pub rate: u64,
-    /// When the shim last reported for the flow (µs): the program's Micros restarted there.
+    /// When the flow last reported under this start (µs), 0 if it has not: the program's
+    /// Micros restarted there (the port restarts it at the start itself until then).
     pub micros_zero_us: u64,
     /// The shim recovers a loss (or holds ECN marks the port cannot see): every ACK goes up.
     pub hold: bool,

@@ -44,6 +44,8 @@ pub struct FoldStep {
 pub struct ShimFold {
     regs: [u64; report::COUNT],
     micros_zero_us: u64,
+    /// A report was taken under this start (Micros restarted at one, not at the start).
+    reported: bool,
     start_us: u64,
     mode: FoldMode,
 }
@@ -58,7 +60,7 @@ impl ShimFold {
     pub fn new(start_us: u64, mode: FoldMode) -> Self {
         let mut regs = [0; report::COUNT];
         reset(&mut regs);
-        Self { regs, micros_zero_us: start_us, start_us, mode }
+        Self { regs, micros_zero_us: start_us, reported: false, start_us, mode }
     }
 
     pub fn start_us(&self) -> u64 {
@@ -77,6 +79,14 @@ impl ShimFold {
     /// When the program's Micros last restarted (µs).
     pub fn micros_zero_us(&self) -> u64 {
         self.micros_zero_us
+    }
+
+    /// When the latest report under this start was taken (µs; its own or the port's), if
+    /// there was one: what the port restarts Micros at. Not the start: the session stamps it
+    /// when the agent's restart arrives, which can be after the ACKs folded under it, so the
+    /// port cannot tell a late start from a later report by time.
+    pub fn reported_at_us(&self) -> Option<u64> {
+        self.reported.then_some(self.micros_zero_us)
     }
 
     /// ECN marks are folded here and not reported yet: the port, which never sees them, must
@@ -140,6 +150,7 @@ impl ShimFold {
         let out = self.regs;
         reset(&mut self.regs);
         self.micros_zero_us = now_us;
+        self.reported = true;
         out
     }
 }

@@ -354,7 +354,7 @@ fn write_directive<P: PortOps>(port: &P, sid: u32, f: &mut OvsFlow, flows: usize
             idle_report_us,
             cwnd_bytes: f.prog_cwnd,
             rate: f.prog_rate,
-            micros_zero_us: x.micros_zero_us(),
+            micros_zero_us: x.reported_at_us().unwrap_or(0),
             hold: f.sender.needs_every_ack() || x.holds_ecn(),
         }
     });

@@ -41,7 +41,7 @@ fn commanded(loss_cwnd: Option<u32>, a: &StdAck) -> Option<u32> {
 fn the_port_programs_fold_reports_as_the_interpreter() {
     let dp = load();
     let mut t = OvsFoldTest::default();
-    let totals = for_random_flows(200, Restarts::AtTheNextAck, Growth::None, |r| {
+    let totals = for_random_flows(200, Restarts::SometimesAfterTheNextAck, Growth::None, |r| {
         if r.index == 0 {
             t = OvsFoldTest::default();
         }
@@ -61,7 +61,7 @@ fn the_port_programs_fold_reports_as_the_interpreter() {
 fn the_shims_fold_reports_and_sets_the_loss_window_as_the_interpreter() {
     let mut fold: Option<ShimFold> = None;
     let mut loss_windows = 0;
-    let totals = for_random_flows(200, Restarts::AtTheNextAck, Growth::None, |r| {
+    let totals = for_random_flows(200, Restarts::SometimesAfterTheNextAck, Growth::None, |r| {
         if r.index == 0 || fold.as_ref().map(ShimFold::start_us) != Some(r.start_us) {
             fold = Some(ShimFold::new(r.start_us, r.mode));
         }
@@ -83,6 +83,8 @@ fn the_shims_fold_reports_and_sets_the_loss_window_as_the_interpreter() {
 struct Split {
     port: StdFold,
     port_acks: u32,
+    /// The port reported under the current start (CCSW_F_FOLD_REPORTED).
+    port_reported: bool,
     shim: ShimFold,
 }
 
@@ -91,11 +93,11 @@ fn the_port_and_the_shim_folding_in_turn_report_as_the_interpreter() {
     let dp = load();
     let mut split: Option<Split> = None;
     let (mut by_port, mut by_shim, mut handed_over) = (0u64, 0u64, 0u64);
-    let totals = for_random_flows(200, Restarts::AtTheNextAck, Growth::None, |r| {
+    let totals = for_random_flows(200, Restarts::SometimesAfterTheNextAck, Growth::None, |r| {
         let (seed, i, a, start_us, mode) = (r.seed, r.index, &r.ack, r.start_us, r.mode);
         let what = format!("{r:?}");
         if i == 0 || split.as_ref().map(|s| s.shim.start_us()) != Some(start_us) {
-            split = Some(Split { port: StdFold::default(), port_acks: 0, shim: ShimFold::new(start_us, mode) });
+            split = Some(Split { port: StdFold::default(), port_acks: 0, port_reported: false, shim: ShimFold::new(start_us, mode) });
         }
         let s = split.as_mut().expect("set");
         s.shim.set_mode(mode);
@@ -110,15 +112,22 @@ fn the_port_and_the_shim_folding_in_turn_report_as_the_interpreter() {
             by_port += 1;
             let mut t = OvsFoldTest { state: s.port, ack: *a, reporting: reporting(mode), start_us, ..Default::default() };
             // As the egress program does (fold_routine_ack): a new start resets the
-            // registers, and Micros restarted where the shim last reported.
+            // registers, and Micros restarted where the shim last reported, if it reported
+            // under this start after the port last did.
             if t.state.start_us != start_us {
                 t.state = StdFold { regs: StdRegs::reset(), micros_zero_us: start_us, start_us };
                 s.port_acks = 0;
+                s.port_reported = false;
             }
-            t.state.micros_zero_us = t.state.micros_zero_us.max(s.shim.micros_zero_us());
+            // The directive carries the shim's latest report under this start, 0 if none.
+            let shim_zero = s.shim.reported_at_us().unwrap_or(0);
+            if shim_zero != 0 && (!s.port_reported || shim_zero > t.state.micros_zero_us) {
+                t.state.micros_zero_us = shim_zero;
+            }
             dp.run_fold(&mut t).unwrap();
             s.port = t.state;
             s.port_acks += 1;
+            s.port_reported |= t.reported != 0;
             if t.reported != 0 {
                 let report = s.shim.merge(&folded(t.report, s.port_acks, true));
                 s.port_acks = 0;
@@ -164,6 +173,7 @@ fn registers_the_port_handed_over_report_with_the_shims_next_ack() {
     regs[report::NOW] = start + 300;
     let handed = Folded { flow_id: 1, ts_ns: 0, start_us: start, ack: 0, window_bytes: 0, acks: 3, reported: false, fields: regs };
     assert_eq!(shim.merge(&handed), None, "handed over, not a report");
+    assert_eq!(shim.reported_at_us(), None, "no report under this start yet: the port restarts Micros at the start");
     let loss = Primitives { lost_pkts_sample: 1, bytes_in_flight: 18_000, rate_incoming: 1_000, now: start + 400, ..Primitives::default() };
     let r = shim.fold_ack(&loss, 100_000, 0).report.expect("a loss reports");
     assert_eq!(r[report::ACKED], 3 * 1448);
@@ -172,6 +182,7 @@ fn registers_the_port_handed_over_report_with_the_shims_next_ack() {
     assert_eq!(r[report::RATE], 9_000_000, "the maximum");
     assert_eq!(r[report::NOW], start + 400);
     assert_eq!(shim.micros_zero_us(), start + 400, "Micros restarts at the report");
+    assert_eq!(shim.reported_at_us(), Some(start + 400), "which the directive carries to the port");
     // Registers of an earlier program start are dropped, as the interpreter resets them.
     assert_eq!(shim.merge(&Folded { start_us: start - 1, reported: true, ..handed }), None);
 }

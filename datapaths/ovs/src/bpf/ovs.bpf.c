@@ -832,16 +832,25 @@ static __always_inline bool fold_routine_ack(struct ccsw_ovs_flow_entry *f, cons
 	struct fold_scratch *x = bpf_map_lookup_elem(&fold_scratch, &zero);
 	struct ccsw_std_ack *a;
 	__u32 acked = seq_after(ack, prev_ack) ? ack - prev_ack : 0;
+	__u64 zero_us;
+	bool reported;
 
 	if (!x)
 		return false;
 	a = &x->ack;
-	if (ccsw_std_restart(&f->fold, ctl->fold_start_us))
+	if (ccsw_std_restart(&f->fold, ctl->fold_start_us)) {
 		f->acks_folded = 0; /* the registers restarted with the program */
-	/* The shim reported since (on an ACK it folded): Micros restarted there. Its reports
-	 * under an earlier start all precede this start, so the maximum is the latest. */
-	if (ctl->fold_micros_zero_us > f->fold.micros_zero_us)
-		f->fold.micros_zero_us = ctl->fold_micros_zero_us;
+		f->flags &= ~CCSW_F_FOLD_REPORTED;
+	}
+	/* Micros restarts at the latest report under this start, the shim's (on an ACK it
+	 * folded) or the port's, and at the start until there is one. Reports follow each
+	 * other in time, but the start is no report: the session stamps it when the agent's
+	 * restart arrives, which can be after the time of ACKs still folded under it, so it is
+	 * not compared with them. (A directive rewritten while this reads it may pair a new
+	 * start with the last report under the old one: that moves one report earlier.) */
+	zero_us = ctl->fold_micros_zero_us;
+	if (zero_us && (!(f->flags & CCSW_F_FOLD_REPORTED) || zero_us > f->fold.micros_zero_us))
+		f->fold.micros_zero_us = zero_us;
 	a->rate_incoming = rate;
 	a->pacing_rate = ctl->fold_rate;
 	a->now_us = now / 1000;
@@ -859,7 +868,10 @@ static __always_inline bool fold_routine_ack(struct ccsw_ovs_flow_entry *f, cons
 	x->reporting.per_ack = (ctl->fold & CCSW_FOLD_MODE) == CCSW_FOLD_PER_ACK;
 	f->acks_folded++;
 	COUNT(acks_folded);
-	return ccsw_std_fold_ack(&f->fold, a, ctl->fold_start_us, &x->reporting);
+	reported = ccsw_std_fold_ack(&f->fold, a, ctl->fold_start_us, &x->reporting);
+	if (reported)
+		f->flags |= CCSW_F_FOLD_REPORTED;
+	return reported;
 }
 
 /* The registers folded for the flow go up (its report, or handed over before an ACK the

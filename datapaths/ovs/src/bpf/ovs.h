@@ -78,6 +78,7 @@ typedef uint64_t __u64;
 #define CCSW_F_HAVE_LAST (1u << 3) /* last_ack / last_win_* hold a forwarded ACK */
 #define CCSW_F_LOSS_SEEN (1u << 4) /* the last ACK carried SACK blocks or did not move forward */
 #define CCSW_F_UNCOPYABLE (1u << 5) /* its frames do not fit a slot: never copied, never controlled again */
+#define CCSW_F_FOLD_REPORTED (1u << 6) /* the fold reported here under the program's current start */
 
 /* struct ccsw_ovs_flow_entry.opts: options seen in each side's SYN */
 #define CCSW_O_MSS (1u << 0)
@@ -162,7 +163,7 @@ struct ccsw_ovs_directive_slot {
 	__u64 fold_start_us; /* when the standard program (re)started: registers reset, Micros counts from here */
 	__u64 fold_idle_us;  /* Control.idle_report_us */
 	__u64 fold_rate;     /* the program's Rate, bytes/s (0: not paced) */
-	__u64 fold_micros_zero_us; /* when the shim last reported for the flow (Micros restarts) */
+	__u64 fold_micros_zero_us; /* when the flow last reported under fold_start_us (Micros restarts), 0: not yet */
 	__u32 fold_cwnd_bytes; /* the program's Cwnd (the agent's window, before the port's caps) */
 	__u32 fold;          /* CCSW_FOLD_*: 0, the shim interprets every ACK; after the fields it makes the egress program read */
 };
