@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::fs;
 use std::process::Stdio;
 use std::time::Duration;
@@ -18,15 +17,6 @@ use std::time::Duration;
 use common::{make_blob, sha256_file, AgentAndShim, Env, FILE_BYTES};
 
 const SHIM: &str = env!("CARGO_BIN_EXE_ccswitch-kernel");
-
-/// The `key=value` fields of the shim's last log line carrying `message`.
-fn shim_log_fields(log: &str, message: &str) -> HashMap<String, f64> {
-    let line = log.lines().rev().find(|l| l.contains(message)).unwrap_or_else(|| panic!("no {message:?} in:\n{log}"));
-    line.split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
-        .collect()
-}
 
 #[test]
 fn a_folded_flow_sends_reports_not_acks() {
@@ -50,7 +40,7 @@ fn a_folded_flow_sends_reports_not_acks() {
     env.stop_with_sigterm(shim);
     env.kill(agent);
     let log = fs::read_to_string(&shim_log).unwrap();
-    let t = shim_log_fields(&log, "shim totals");
+    let t = common::shim_log_fields(&log, "shim totals");
     let (folded, interpreted, reports) = (t["acks_folded"], t["acks_interpreted"], t["folded_reports"]);
     println!("ACKs folded {folded}, interpreted {interpreted}; reports {reports}; under directive {}", t["acks_directive"]);
     assert!(folded > 1_000.0, "the kernel folded the flow's ACKs: {t:?}");
@@ -61,7 +51,7 @@ fn a_folded_flow_sends_reports_not_acks() {
     assert_eq!(t["ring_drops"], 0.0);
     // In slow start the flow reports per ACK, and a lone flow's report may be the last record
     // for a round trip: the routine lane's timer, not the next record, wakes the shim for it.
-    let latency = shim_log_fields(&log, "report to directive latency");
+    let latency = common::shim_log_fields(&log, "report to directive latency");
     println!("report -> directive p50 {} us, p99 {} us; routine timer wake-ups {}", latency["p50_us"], latency["p99_us"], t["routine_timer_wakeups"]);
     assert!(t["routine_timer_wakeups"] > 0.0, "the routine lane's timer woke the shim in slow start: {t:?}");
 

@@ -32,12 +32,6 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 }
 
 /// The `key=value` of the last log line holding `message`, as a number.
-fn logged_number(log: &str, message: &str, key: &str) -> Option<u64> {
-    let line = log.lines().rev().find(|l| l.contains(message))?;
-    let prefix = format!("{key}=");
-    line.split_whitespace().find_map(|w| w.strip_prefix(&prefix)).and_then(|v| v.parse().ok())
-}
-
 fn events(path: &Path) -> Vec<serde_json::Value> {
     fs::read_to_string(path)
         .unwrap_or_default()
@@ -124,9 +118,10 @@ fn a_transfer_runs_under_a_python_algorithm_in_the_shims_process_and_sigterm_cle
     assert!(status.success(), "exit status {status}: {log}");
     assert!(!cc_available(&cc), "the congestion control is unregistered");
     assert!(!operator.exists(), "the operator socket is removed");
-    let directed = logged_number(&log, "shim totals", "acks_directive").expect("shim totals logged");
-    assert!(directed > 0, "ACKs under the agent's directives: {log}");
-    assert_eq!(logged_number(&log, "shim totals", "agent_errors"), Some(0), "{log}");
+    let totals = common::shim_log_fields(&log, "shim totals");
+    let directed = totals["acks_directive"];
+    assert!(directed > 0.0, "ACKs under the agent's directives: {log}");
+    assert_eq!(totals["agent_errors"], 0.0, "{log}");
     println!("{}", log.lines().filter(|l| l.contains("shim totals") || l.contains("report to directive")).collect::<Vec<_>>().join("\n"));
     println!(
         "in-process agent, {ALGORITHM}: 20 MB in {secs:.2} s ({:.0} Mbit/s), {reports} reports, {directed} ACKs directed",

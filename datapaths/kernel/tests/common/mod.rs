@@ -4,6 +4,7 @@
 //! (namespaces, processes by PID, temp files), also on panic.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -354,4 +355,13 @@ pub fn target_dir() -> PathBuf {
         .nth(3)
         .expect("test binary under target/<profile>/deps")
         .to_path_buf()
+}
+
+/// The `key=value` fields of the shim's last log line carrying `message`.
+pub fn shim_log_fields(log: &str, message: &str) -> HashMap<String, f64> {
+    let line = log.lines().rev().find(|l| l.contains(message)).unwrap_or_else(|| panic!("no {message:?} in:\n{log}"));
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
 }
