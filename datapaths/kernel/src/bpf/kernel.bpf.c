@@ -124,7 +124,7 @@ struct ccsw_flow_state {
 	__u8 loss_unreported; /* entered Recovery since the last ACK (see ack_losses) */
 	__u8 prr_to_directive; /* this reduction began with the agent's loss window: PRR toward it (apply_directive_cwnd) */
 	__u8 _pad0;
-	struct ccsw_fold_state fold; /* its carried step in the third cache line */
+	struct ccsw_fold_state fold; /* its carried step in the third cache line, read on every ACK with a step pre-set */
 	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
 	/* tcp_pacing_{ss,ca}_ratio of the flow's namespace, read once at init
 	 * (a change of the sysctls applies to flows created after it). */
@@ -134,7 +134,7 @@ struct ccsw_flow_state {
 } __attribute__((aligned(64)));
 
 _Static_assert(__builtin_offsetof(struct ccsw_flow_state, fold.carry_acked_bytes) == 128,
-	       "a folded ACK's state is two cache lines; the carried step, read only between a report and its answer, starts the third");
+	       "a folded ACK's state is two cache lines; the carried step starts the third (fold_cwnd reads its carry_from_us on every ACK with a step pre-set)");
 _Static_assert(__builtin_offsetof(struct ccsw_flow_state, fold.held_cwnd_bytes) / 64 == 1, "start_cold_lines reads the second line here");
 _Static_assert(sizeof(struct ccsw_flow_state) == 192, "a flow's state is three cache lines");
 
