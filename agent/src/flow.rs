@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Result};
 use ccswitch_algorithms::{
-    Algorithm, FlowControl, DatapathInfo, FlowState, Instance, Measurement, ProgramAlgorithm, Report, Reporting,
+    Algorithm, FlowControl, DatapathInfo, FlowState, Instance, Measurement, ProgramAlgorithm, Report, Reporting, SlowStart,
 };
 use ccswitch_protocol::wire;
 
@@ -319,7 +319,8 @@ impl FlowController {
     /// The window, the rate, the window to apply at once on a loss (0: none), which the
     /// datapath applies on the ACK that reveals a loss, before this flow's next report
     /// arrives ([`Algorithm::window_on_loss`]), and the next step of growth, which it applies
-    /// on the ACK that earns it ([`Algorithm::growth_step`]).
+    /// on the ACK that earns it ([`Algorithm::growth_step`]), or slow start, which it applies
+    /// on every ACK ([`Algorithm::slow_start`]).
     fn window_fields(&self, simple: &SimpleProgram) -> Vec<wire::UpdateField> {
         match &self.kind {
             Kind::Simple { algorithm, state, .. } => {
@@ -330,12 +331,21 @@ impl FlowController {
                 );
                 let on_loss = algorithm.window_on_loss(state).map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
                 fields.push(simple.loss_cwnd_field(on_loss));
-                // A step beyond 32 bits is not one the datapaths carry: none.
-                let step = algorithm.growth_step(state).filter(|g| g.cwnd_bytes <= u64::from(u32::MAX));
+                // Growth counts from a report: none before the first (the program's chain
+                // counts from 0 after a loss, too). A window beyond 32 bits is not one the
+                // datapaths carry: no step, no slow start (whose threshold saturates).
+                let reported = state.now_us > 0;
+                let slow_start = algorithm
+                    .slow_start(state)
+                    .filter(|s| reported && s.cwnd_bytes <= u64::from(u32::MAX))
+                    .map(|s| SlowStart { until_bytes: s.until_bytes.min(u64::from(u32::MAX)), ..s });
+                let step = algorithm
+                    .growth_step(state)
+                    .filter(|g| reported && g.cwnd_bytes <= u64::from(u32::MAX) && slow_start.is_none());
                 let on_loss_grown = step
                     .and_then(|g| algorithm.window_on_loss(&state.after_growth(g.cwnd_bytes)))
                     .map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
-                fields.extend(simple.growth_fields(step, state.now_us, on_loss_grown));
+                fields.extend(simple.growth_fields(step, state.now_us, on_loss_grown, slow_start));
                 fields
             }
             Kind::Full { .. } => Vec::new(),

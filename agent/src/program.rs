@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{anyhow, ensure, Context, Result};
-use ccswitch_algorithms::{GrowthStep, Measurement, Reporting};
+use ccswitch_algorithms::{GrowthStep, Measurement, Reporting, SlowStart};
 use ccswitch_protocol::lang::{reg_type, Implicit};
 use ccswitch_protocol::standard::{self, control, report, NO_RTT_SAMPLE_US};
 use ccswitch_protocol::wire;
@@ -253,16 +253,25 @@ impl SimpleProgram {
         control_field(control::LOSS_CWND, bytes)
     }
 
-    /// The control registers that pre-set the next step of growth (`None`: no step), counted
-    /// from the report at `from_us` (its `Report.now`), and the window a loss sets once it is
-    /// earned (0: none).
-    pub fn growth_fields(&self, step: Option<GrowthStep>, from_us: u64, loss_cwnd_bytes: u64) -> [wire::UpdateField; 4] {
+    /// The control registers that pre-set the growth the datapath applies on the ACKs after
+    /// the report at `from_us` (its `Report.now`): the next step (`None`: no step) and the
+    /// window a loss sets once it is earned (0: none), and slow start (`None`: none).
+    pub fn growth_fields(
+        &self,
+        step: Option<GrowthStep>,
+        from_us: u64,
+        loss_cwnd_bytes: u64,
+        slow_start: Option<SlowStart>,
+    ) -> [wire::UpdateField; 6] {
         let (after, cwnd) = step.map_or((0, 0), |g| (g.after_bytes, g.cwnd_bytes));
+        let (ss_cwnd, ss_until) = slow_start.map_or((0, 0), |s| (s.cwnd_bytes, s.until_bytes));
         [
             control_field(control::GROW_CWND, cwnd),
             control_field(control::GROW_AFTER, after),
             control_field(control::GROW_FROM, from_us),
             control_field(control::GROW_LOSS_CWND, loss_cwnd_bytes),
+            control_field(control::SS_CWND, ss_cwnd),
+            control_field(control::SS_UNTIL, ss_until),
         ]
     }
 

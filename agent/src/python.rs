@@ -31,7 +31,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
-use ccswitch_algorithms::{Algorithm, FlowState, Measurement, Reporting, WindowEvent};
+use ccswitch_algorithms::{Algorithm, FlowState, Measurement, Reporting, SlowStart, WindowEvent};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -101,6 +101,12 @@ fn load_with(py: Python<'_>, target: &str, module: &str, class: &str) -> Result<
                 .map_err(|e| anyhow!("{module}:{class}.reporting: {}", describe(py, &e)))?,
             Err(_) => Reporting::PerRtt,
         };
+        let slow_start_in_datapath = match instance.getattr(intern!(py, "slow_start_in_datapath")) {
+            Ok(v) => v.extract::<bool>().map_err(|_| {
+                anyhow!("{module}:{class}.slow_start_in_datapath: expected True or False, got {v}")
+            })?,
+            Err(_) => false,
+        };
         let flow = Py::new(
             py,
             PyFlow {
@@ -114,6 +120,7 @@ fn load_with(py: Python<'_>, target: &str, module: &str, class: &str) -> Result<
             who: Who { name, target: target.to_string() },
             objects: Arc::new(PyObjects { on_report: on_report.unbind(), _instance: instance.unbind(), flow }),
             reporting,
+            slow_start_in_datapath,
             guard: FlowGuard::default(),
         }) as Box<dyn Algorithm>)
     }
@@ -215,6 +222,9 @@ struct PyAlgorithm {
     /// agent stopped waiting for.
     objects: Arc<PyObjects>,
     reporting: Reporting,
+    /// The class's `slow_start_in_datapath`: while the window is below `ssthresh`, the datapath
+    /// grows it by every byte acknowledged ([`Algorithm::slow_start`]).
+    slow_start_in_datapath: bool,
     guard: FlowGuard,
 }
 
@@ -245,6 +255,11 @@ impl Algorithm for PyAlgorithm {
 
     fn reporting(&self) -> Reporting {
         self.reporting
+    }
+
+    fn slow_start(&self, state: &FlowState) -> Option<SlowStart> {
+        (self.slow_start_in_datapath && state.in_slow_start())
+            .then_some(SlowStart { cwnd_bytes: state.cwnd_bytes, until_bytes: state.ssthresh_bytes })
     }
 
     fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {

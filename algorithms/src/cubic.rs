@@ -36,10 +36,10 @@
 //! ACKs carried its minimum RTT: it is taken to be among the samples, so the round's
 //! minimum is judged at the 9th sample as Linux judges its running minimum there.
 //!
-//! Slow start asks for a report per ACK while the window limits the flow
-//! ([`FlowState::growth_reporting`]): Linux grows the window and judges HyStart on every ACK,
-//! and a report per RTT held the growth of the ACKs after each report for a round trip (on
-//! the 50-ms path 2.5% slower than the kernel's Cubic, on T-Mobile LTE 13%). HyStart's rounds
+//! Slow start is pre-set in the datapath ([`FlowState::slow_start_preset`]), which grows the
+//! window on every ACK as Linux does, and asks for a report per ACK while the window limits
+//! the flow ([`FlowState::growth_reporting`]): Linux judges HyStart on every ACK, and a
+//! report per RTT would end slow start a round late, the window grown on for that round. HyStart's rounds
 //! last the window given at their start, not what the datapath had sent of it ([`Rounds`]).
 //!
 //! After a HyStart exit no loss has set `W_max` yet, and the curve from `K = 0` is flat; as
@@ -67,7 +67,7 @@
 //! and HyStart is off (the flow is past slow start: `ssthresh = cwnd`). `delay_min` restarts;
 //! until it has a sample the curve's one-RTT look-ahead uses the flow's minimum RTT.
 
-use crate::{Algorithm, AlgorithmInfo, FlowState, GrowthStep, Make, Measurement, Param, Params, Reporting, WindowEvent};
+use crate::{Algorithm, AlgorithmInfo, FlowState, GrowthStep, Make, Measurement, Param, Params, Reporting, SlowStart, WindowEvent};
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "cubic",
@@ -480,6 +480,10 @@ impl Algorithm for Cubic {
 
     fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
         (!state.in_recovery()).then(|| self.reduced_window(state))
+    }
+
+    fn slow_start(&self, state: &FlowState) -> Option<SlowStart> {
+        state.slow_start_preset()
     }
 
     /// Reporting once per RTT outside slow start: the window of the next whole segment, once

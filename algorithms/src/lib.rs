@@ -58,6 +58,15 @@ pub struct GrowthStep {
     pub cwnd_bytes: u64,
 }
 
+/// Slow start pre-set in the datapath ([`Algorithm::slow_start`]): on every ACK after the
+/// latest report, the window is `cwnd_bytes` plus the bytes acknowledged since that report, at
+/// most `until_bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowStart {
+    pub cwnd_bytes: u64,
+    pub until_bytes: u64,
+}
+
 /// The operations every simple algorithm provides.
 pub trait Algorithm: Send {
     /// Short name, as used on the command line and in scheme names (`kernel:NAME`).
@@ -96,6 +105,17 @@ pub trait Algorithm: Send {
     /// congestion avoidance does, instead of on the ACK after the next report; that report
     /// then reaches the algorithm as usual and its answer carries the same window.
     fn growth_step(&self, state: &FlowState) -> Option<GrowthStep> {
+        let _ = state;
+        None
+    }
+
+    /// Slow start as this algorithm's next reports would grow the window (by every byte
+    /// acknowledged, up to a threshold), from `state` after the latest report; `None` if the
+    /// window does not grow so. The agent sends it with every answer, so the datapath grows
+    /// the window on each ACK, as Linux's slow start does, and the algorithm needs no report
+    /// per ACK to keep up; its next report then carries the same window. An algorithm
+    /// pre-sets a step of growth or slow start, not both (slow start wins).
+    fn slow_start(&self, state: &FlowState) -> Option<SlowStart> {
         let _ = state;
         None
     }

@@ -9,17 +9,17 @@
 //! the bytes its report acknowledges, in slow start (see [`FlowState::classify`]) and in
 //! avoidance. The next step of avoidance is pre-set in the datapath ([`Reno::growth_step`]).
 //!
-//! Slow start reports per ACK while the window limits the flow, and after a timeout, as
-//! Linux grows the window on every ACK ([`FlowState::growth_reporting`]). Once per RTT, the
-//! report came on a round's first ACK with the ACKs of the round before, so each round grew
-//! by the one before it (1.6 times a round, not 2), and a 2 MB transfer on a 300-ms path
-//! took 1.29 times the kernel's Reno's time.
+//! Slow start is pre-set in the datapath ([`Reno::slow_start`]), which grows the window on
+//! every ACK as Linux does, so Reno reports once per RTT throughout. Grown by the agent once
+//! per RTT, each round grew by the one before it (1.6 times a round, not 2: a 2 MB transfer
+//! on a 300-ms path took 1.29 times the kernel's Reno's time); reporting per ACK instead cost
+//! a report and an answer per ACK and still lagged by the answer's delay.
 //!
 //! Taking over a running flow (MCC §3.1.1): Reno's only variable of its own is the
 //! avoidance credit, which restarts at zero; the inherited window and `ssthresh = cwnd` put
 //! the flow in congestion avoidance at once.
 
-use crate::{Algorithm, AlgorithmInfo, FlowState, GrowthStep, Make, Measurement, Reporting, WindowEvent};
+use crate::{Algorithm, AlgorithmInfo, FlowState, GrowthStep, Make, Measurement, SlowStart, WindowEvent};
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "reno",
@@ -39,8 +39,6 @@ const LOSS_WINDOW_SEGMENTS: u64 = 1;
 pub struct Reno {
     /// Bytes acknowledged in congestion avoidance not yet turned into window growth.
     ca_acked_bytes: u64,
-    /// What the flow's state asked for after the latest report.
-    reporting: Reporting,
 }
 
 impl Reno {
@@ -70,26 +68,21 @@ impl Algorithm for Reno {
         INFO.name
     }
 
-    fn reporting(&self) -> Reporting {
-        self.reporting
-    }
-
     fn on_report(&mut self, state: &mut FlowState, m: &Measurement) {
         self.respond(state, m);
-        self.reporting = state.growth_reporting();
     }
 
     fn window_on_loss(&self, state: &FlowState) -> Option<u64> {
         (!state.in_recovery()).then(|| Self::reduced_window(state))
     }
 
-    /// In congestion avoidance or recovering into it, reporting once per RTT: one MSS once
+    /// In congestion avoidance or recovering into it: one MSS once
     /// the credit reaches a window, as the next report's [`Reno::congestion_avoidance`] would
     /// grant it, after the bytes that end the recovery episode (no credit). Counting those in
     /// the step matters: the agent learns that an episode ended only from the report after it,
     /// up to a round late, where Linux starts counting on the ACK that ends it.
     fn growth_step(&self, state: &FlowState) -> Option<GrowthStep> {
-        if self.reporting != Reporting::PerRtt || state.in_slow_start() {
+        if state.in_slow_start() {
             return None;
         }
         let still_needed = state.cwnd_bytes.saturating_sub(self.ca_acked_bytes).max(1);
@@ -97,6 +90,10 @@ impl Algorithm for Reno {
             after_bytes: state.recovery_bytes_left() + still_needed - 1,
             cwnd_bytes: state.cwnd_bytes + state.mss_bytes,
         })
+    }
+
+    fn slow_start(&self, state: &FlowState) -> Option<SlowStart> {
+        state.slow_start_preset()
     }
 
     fn take_over(&mut self, _state: &mut FlowState) {
@@ -134,6 +131,7 @@ impl Reno {
 mod tests {
     use super::*;
     use crate::testing::FakeSender;
+    use crate::Reporting;
 
     fn sender(init_cwnd: u32) -> FakeSender {
         FakeSender::new(Box::new(Reno::default()), init_cwnd, 50)
@@ -305,37 +303,28 @@ mod tests {
     }
 
     #[test]
-    fn reports_per_ack_in_slow_start_and_after_a_timeout_else_once_per_rtt() {
+    fn slow_start_is_pre_set_while_the_window_binds_and_after_a_timeout() {
         let mut s = sender(10);
         s.ack_round();
-        assert_eq!(s.reporting(), Reporting::PerAck, "slow start with the window binding grows per ACK");
+        assert_eq!(s.reporting(), Reporting::PerRtt, "the datapath grows the window per ACK");
+        let preset = |s: &FakeSender| s.algorithm.slow_start(&s.state);
+        assert_eq!(preset(&s), Some(SlowStart { cwnd_bytes: 20 * s.mss(), until_bytes: u64::MAX }));
+        assert_eq!(s.algorithm.growth_step(&s.state), None);
         s.lose(1);
-        assert_eq!(s.reporting(), Reporting::PerRtt, "a congestion event is answered at once");
+        assert_eq!(preset(&s), None, "a congestion event ends slow start");
         s.ack_segments(20); // recovery over at 10 segments
         s.ack_round();
         s.ack_round(); // 12 segments in avoidance
+        assert_eq!(preset(&s), None);
         s.timeout();
-        assert_eq!(s.reporting(), Reporting::PerAck, "slow start after a timeout grows per ACK");
         assert_eq!(s.cwnd_segments(), 2.0);
-        let ssthresh = s.state.ssthresh_bytes / s.mss();
-        assert_eq!(ssthresh, 6);
-        for expected in 3..=ssthresh {
+        assert_eq!(preset(&s), Some(SlowStart { cwnd_bytes: 2 * s.mss(), until_bytes: 6 * s.mss() }));
+        for expected in 3..=6 {
             s.ack_segments(1);
             assert_eq!(s.cwnd_segments(), expected as f64, "one segment per segment acknowledged");
         }
-        assert_eq!(s.reporting(), Reporting::PerRtt, "back at ssthresh: once per RTT again");
-    }
-
-    #[test]
-    fn a_loss_while_regrowing_after_a_timeout_ends_the_per_ack_reports() {
-        let mut s = sender(40);
-        s.ack_round();
-        s.timeout();
-        s.ack_segments(4);
-        assert_eq!(s.reporting(), Reporting::PerAck);
-        s.ack_and_lose(1, 1);
-        assert_eq!(s.reporting(), Reporting::PerRtt);
-        assert_eq!(s.cwnd_segments(), 3.0, "half of the 7 segments at the loss, in whole segments");
+        assert_eq!(preset(&s), None, "back at ssthresh");
+        assert!(s.algorithm.growth_step(&s.state).is_some(), "avoidance's step instead");
     }
 
     #[test]

@@ -227,28 +227,30 @@ impl FlowState {
         self.regrowing_after_timeout
     }
 
-    /// The reporting a window algorithm built on [`classify`](Self::classify) needs: a
-    /// report per ACK while Linux grows the window on every ACK by a segment per segment
-    /// acknowledged, else once per RTT. That is slow start while the window limits the flow
-    /// ([`window_limited`](Self::window_limited)), and slow-starting back after a timeout.
-    ///
-    /// A window grown once per report lags slow start: the ACKs that arrive after a report
-    /// wait a round trip for the next, and their growth with them (on a clean 50-ms path the
-    /// first 0.4 s carried 2.3, 4.9, 9.0, 19.1 Mbit/s per 100 ms where the kernel's Cubic
-    /// carried 3.5, 10.4, 20.5, 23.2). Linux's HyStart, too, judges each ACK's RTT.
-    /// After a timeout, once per RTT would be once per *stale* RTT, as the segments
+    /// The reporting a window algorithm that judges each ACK's RTT in slow start (Cubic's
+    /// HyStart) needs: a report per ACK while Linux grows the window on every ACK by a
+    /// segment per segment acknowledged, else once per RTT. That is slow start while the
+    /// window limits the flow ([`window_limited`](Self::window_limited)), and slow-starting
+    /// back after a timeout: once per RTT would then be once per *stale* RTT, as the segments
     /// retransmitted after a timeout carry no RTT sample (Karn), and the last sample is the
     /// one inflated by the outage that caused the timeout (on a T-Mobile UMTS trace the
     /// timeout's report carried a 5.8-s sample, and the next reports came 1.1 and 3.9 s
-    /// later, the window at two segments all along): so that holds whether or not the window
-    /// limits the flow. A flow held back by its application in slow start reports once per
-    /// RTT (Linux would not grow its window either).
+    /// later). The growth itself is the datapath's
+    /// ([`slow_start_preset`](Self::slow_start_preset)).
     pub fn growth_reporting(&self) -> crate::Reporting {
         if self.regrowing_after_timeout || (self.in_slow_start() && self.window_limited) {
             crate::Reporting::PerAck
         } else {
             crate::Reporting::PerRtt
         }
+    }
+
+    /// The slow start a window algorithm built on [`classify`](Self::classify) pre-sets in the
+    /// datapath ([`crate::Algorithm::slow_start`]): in slow start, unless recovering, while
+    /// the window limits the flow (Linux grows it only then) or after a timeout.
+    pub fn slow_start_preset(&self) -> Option<crate::SlowStart> {
+        (self.in_slow_start() && !self.in_recovery() && (self.window_limited || self.regrowing_after_timeout))
+            .then_some(crate::SlowStart { cwnd_bytes: self.cwnd_bytes, until_bytes: self.ssthresh_bytes })
     }
 
     /// The congestion part of [`classify`](Self::classify), for algorithms with their own

@@ -39,21 +39,37 @@
 //! 0.95, and transfers took 1.2 times as long). So the agent pre-sets, with each answer, the
 //! next step its algorithm would take: `Control.grow_cwnd` (0 for none) once more than
 //! `Control.grow_after` bytes have been acknowledged since the report it answers, the one at
-//! `Control.grow_from` (its `Report.now`; the clause holds only while no report has followed
-//! it, `Micros` counting from that report's ACK). The step's window holds until the agent's
-//! next window, which the report after it brings. A loss once the step is earned cuts from the
-//! grown window, as Linux's cut follows the growth of the ACKs before it:
+//! `Control.grow_from` (its `Report.now`; never 0, which a broken chain counts from). The
+//! step's window holds until the agent's next window, which the report after it brings. A
+//! loss once the step is earned cuts from the grown window, as Linux's cut follows the growth
+//! of the ACKs before it:
 //! `Control.grow_loss_cwnd` then replaces `Control.loss_cwnd`.
 //!
-//! A step outlives one report: until the agent's answer to a report arrives, a step counted
-//! from the report before still applies, its count carried over (`Control.carry_from` and
-//! `Control.carry_acked`, which the program sets as it reports). Reports come on the first ACK
-//! of a round's burst and the answer a millisecond or more later, while the burst's other ACKs
-//! arrive: a step those ACKs earned was void until the report after, a round late (at 1% loss
-//! on a 50-ms path, 9% of Reno's steps came 4 or more segments past the ACK that earned them,
-//! the kernel's Reno's never more than 3; 5 to 7% with the carry, the steps after one already
-//! taken, which only the agent's answer brings). A report of a loss, a timeout or every ACK
-//! carries nothing: the agent's answer to it decides the window.
+//! A step outlives the reports its answer has not caught up with: the program counts the
+//! bytes acknowledged since the report at `Control.grow_from` across later reports
+//! (`Control.chain_from` and `Control.chain_acked`, which the program keeps: anchored on every
+//! ACK whose latest report is that one, then summed on), so a step counted from a report still
+//! applies once earned, until the agent's answer to a later report arrives. Reports come on
+//! the first ACK of a round's burst and the answer a millisecond or more later, while the
+//! burst's other ACKs arrive: a step those ACKs earned was void until the report after, a
+//! round late (at 1% loss on a 50-ms path, 9% of Reno's steps came 4 or more segments past
+//! the ACK that earned them, the kernel's Reno's never more than 3). A report of a loss or a
+//! timeout breaks the chain: the agent's answer to it decides the window.
+//!
+//! Slow start is folded the same way. Linux grows the window on every ACK by what it
+//! acknowledges; a window grown once per report lags it, whether the reports come once per
+//! RTT (each round then grew by the round before it, 1.6 times a round, not 2) or on every
+//! ACK (each ACK's growth then waits for the agent's answer, and a 2 MB transfer on a 300-ms
+//! path took 1.07-1.12 times the kernel's time). So the agent pre-sets, while its algorithm
+//! slow-starts, the window at the report it answers (`Control.ss_cwnd`, 0 for none) and the
+//! threshold (`Control.ss_until`): on every ACK whose bytes since that report the chain
+//! counts, the window becomes `ss_cwnd` plus those bytes, at most `ss_until`, never less
+//! than it already was in this slow start (`Control.ss_high`, which the program keeps and
+//! clears on a loss or a timeout): an answer that has not yet caught up with the latest
+//! reports does not take back the growth of their ACKs. (Slow start ends otherwise only at
+//! its threshold, which `ss_high` never passes, or on a HyStart exit, after which only a loss
+//! or a timeout starts it again; a flow that stopped and then resumes slow start while its
+//! window did not bind has an agent's window that grew at least as much.)
 //!
 //! `standard_program.bin` ([`INSTALL_MESSAGE`]) is the agent's INSTALL_EXPR of it, which the
 //! shims decode to recognise the program; the agent's tests check that what it compiles is
@@ -115,17 +131,24 @@ pub mod control {
     /// Non-zero: the window a loss sets instead of [`LOSS_CWND`] once the step of growth has
     /// been earned (the algorithm's cut from the grown window).
     pub const GROW_LOSS_CWND: usize = 8;
-    /// Set by the program, not the agent: the `Report.now` of the report before the latest,
-    /// 0 if there was none since the program started or the latest reported a loss, a
-    /// timeout or every ACK.
-    pub const CARRY_FROM: usize = 9;
-    /// Set by the program: the bytes acknowledged from the report at [`CARRY_FROM`] to the
-    /// latest, which a step counted from that report carries over the latest.
-    pub const CARRY_ACKED: usize = 10;
-    /// Set by the program: the latest report's `Report.now` (0: none since the start).
-    pub const REPORT_AT: usize = 11;
+    /// Set by the program, not the agent: the `Report.now` of the report [`CHAIN_ACKED`]
+    /// counts from, taken from [`GROW_FROM`] on an ACK whose latest report is that one; 0
+    /// after a report of a loss or a timeout.
+    pub const CHAIN_FROM: usize = 9;
+    /// Set by the program: the bytes acknowledged since the report at [`CHAIN_FROM`], over
+    /// the reports since.
+    pub const CHAIN_ACKED: usize = 10;
+    /// Non-zero: slow start, pre-set. The window at the report at [`GROW_FROM`] (the agent's
+    /// answer to it); the window becomes this plus the bytes acknowledged since, at most
+    /// [`SS_UNTIL`].
+    pub const SS_CWND: usize = 11;
+    /// The threshold slow start grows the window to (bytes).
+    pub const SS_UNTIL: usize = 12;
+    /// Set by the program: the largest window this slow start has set, below which it does
+    /// not let the window fall while [`SS_CWND`] is set; 0 on a loss or a timeout.
+    pub const SS_HIGH: usize = 13;
     /// Control registers of the program.
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 14;
     /// Each register's name in the program (`Control.<name>`), by index.
     pub const NAMES: [&str; COUNT] = [
         "per_ack",
@@ -137,9 +160,11 @@ pub mod control {
         "grow_after",
         "grow_from",
         "grow_loss_cwnd",
-        "carry_from",
-        "carry_acked",
-        "report_at",
+        "chain_from",
+        "chain_acked",
+        "ss_cwnd",
+        "ss_until",
+        "ss_high",
     ];
 }
 
@@ -194,16 +219,25 @@ pub fn source() -> String {
     (:= Report.inflight Flow.bytes_in_flight)
     (:= Report.rate (max Report.rate Flow.rate_incoming))
     (:= Report.now Ack.now)
+    (:= Control.chain_acked (+ Control.chain_acked Ack.bytes_acked))
+    (fallthrough)
+)
+(when (== Micros (- Ack.now Control.grow_from))
+    (:= Control.chain_from Control.grow_from)
+    (:= Control.chain_acked Report.acked)
     (fallthrough)
 )
 (when (&& (> Control.grow_cwnd 0)
-          (&& (== Micros (- Ack.now Control.grow_from)) (> Report.acked Control.grow_after)))
+          (&& (== Control.chain_from Control.grow_from) (> Control.chain_acked Control.grow_after)))
     (:= Cwnd Control.grow_cwnd)
     (fallthrough)
 )
-(when (&& (> Control.grow_cwnd 0)
-          (&& (== Control.carry_from Control.grow_from) (> (+ Control.carry_acked Report.acked) Control.grow_after)))
-    (:= Cwnd Control.grow_cwnd)
+(when (&& (> Control.ss_cwnd 0) (== Control.chain_from Control.grow_from))
+    (:= Control.ss_high (max Control.ss_high (min Control.ss_until (+ Control.ss_cwnd Control.chain_acked))))
+    (fallthrough)
+)
+(when (&& (> Control.ss_cwnd 0) (> Control.ss_high Cwnd))
+    (:= Cwnd Control.ss_high)
     (fallthrough)
 )
 (when (&& (> Ack.lost_pkts_sample 0) (> Control.loss_cwnd 0))
@@ -211,43 +245,38 @@ pub fn source() -> String {
     (fallthrough)
 )
 (when (&& (&& (> Ack.lost_pkts_sample 0) (> Control.grow_loss_cwnd 0))
-          (&& (== Micros (- Ack.now Control.grow_from)) (> Report.acked Control.grow_after)))
+          (&& (== Control.chain_from Control.grow_from) (> Control.chain_acked Control.grow_after)))
     (:= Cwnd Control.grow_loss_cwnd)
     (fallthrough)
 )
-(when (|| (|| Report.timeout (> Report.lost 0)) (> Control.per_ack 0))
-    (:= Control.carry_from 0)
-    (:= Control.report_at Ack.now)
+(when (|| Report.timeout (> Ack.lost_pkts_sample 0))
+    (:= Control.ss_high 0)
+    (fallthrough)
+)
+(when (|| Report.timeout (> Report.lost 0))
+    (:= Control.chain_from 0)
+    (report)
+    (:= Micros 0)
+)
+(when (> Control.per_ack 0)
     (report)
     (:= Micros 0)
 )
 (when (&& (> Control.period_us 0) (> Micros Control.period_us))
-    (:= Control.carry_from Control.report_at)
-    (:= Control.carry_acked Report.acked)
-    (:= Control.report_at Ack.now)
     (report)
     (:= Micros 0)
 )
 (when (&& (&& (== Control.period_us 0) (> Micros Flow.rtt_sample_us))
           (|| (> Report.ecn 0) (> Rate 0)))
-    (:= Control.carry_from Control.report_at)
-    (:= Control.carry_acked Report.acked)
-    (:= Control.report_at Ack.now)
     (report)
     (:= Micros 0)
 )
 (when (&& (&& (== Control.period_us 0) (> Micros Flow.rtt_sample_us))
           (> (* (+ Flow.bytes_in_flight Ack.bytes_acked) 100) (* Cwnd Control.window_use_pct)))
-    (:= Control.carry_from Control.report_at)
-    (:= Control.carry_acked Report.acked)
-    (:= Control.report_at Ack.now)
     (report)
     (:= Micros 0)
 )
 (when (&& (== Control.period_us 0) (> Micros Control.idle_report_us))
-    (:= Control.carry_from Control.report_at)
-    (:= Control.carry_acked Report.acked)
-    (:= Control.report_at Ack.now)
     (report)
     (:= Micros 0)
 )"

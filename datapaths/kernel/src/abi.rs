@@ -11,6 +11,7 @@
 
 use std::mem::size_of;
 
+use ccswitch_ccp::program::fold::FoldGrowth;
 use ccswitch_datapath_support::mapped::OwnedSlot;
 pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, Pod};
 use ccswitch_datapath_support::std_fold::{StdAck, StdRateSample, StdRegs, StdSampledFold};
@@ -21,10 +22,12 @@ pub const EV_CLOSE: u32 = 3;
 pub const EV_REPORT: u32 = 4;
 pub const EV_VM_REPORT: u32 = 5;
 
-pub const FOLD_OFF: u32 = 0;
-pub const FOLD_PER_RTT: u32 = 1;
-pub const FOLD_PER_ACK: u32 = 2;
-pub const FOLD_VM: u32 = 3;
+pub const FOLD_OFF: u16 = 0;
+pub const FOLD_PER_RTT: u16 = 1;
+pub const FOLD_PER_ACK: u16 = 2;
+pub const FOLD_VM: u16 = 3;
+pub const GROWTH_STEP: u16 = 0;
+pub const GROWTH_SLOW_START: u16 = 1;
 pub const VM_SET_CWND: u32 = 1;
 pub const VM_SET_RATE: u32 = 2;
 
@@ -90,16 +93,17 @@ pub struct CloseEvent {
 }
 
 /// `struct ccsw_fold_state`: a folded flow's fold (its rate kept as a sample pair), the
-/// window its loss or growth clause set, and the step carried over the latest report.
+/// window its loss or growth clause set, and the program's growth registers.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FoldState {
     pub std: StdSampledFold,
     pub held_cwnd_bytes: u32,
     pub held_cwnd_seq: u32,
-    pub carry_acked_bytes: u64,
-    pub carry_from_us: u32,
-    pub report_at_us: u32,
+    pub chain_reported_bytes: u64,
+    pub chain_from_us: u32,
+    pub ss_high_bytes: u32,
+    pub growth_start_us: u64,
 }
 
 #[repr(C)]
@@ -263,7 +267,8 @@ zeroed_default!(VmProgram, VmRegs, VmTest, VmReportEvent);
 pub struct KernelDirectiveSlot {
     pub flow_id: u32,
     pub cwnd_bytes: u32,
-    pub fold: u32,
+    pub fold: u16,
+    pub growth: u16,
     pub vm_slot: u32,
     pub pacing_rate: u64,
     pub fold_start_us: u64,
@@ -275,6 +280,24 @@ pub struct KernelDirectiveSlot {
     pub grow_after_bytes: u32,
     pub grow_from_us: u32,
     pub grow_loss_cwnd_bytes: u32,
+}
+
+/// Writes a fold's growth clauses into its directive: a step, or slow start (the agent never
+/// pre-sets both: `fold_mode` does not fold a flow that has both). The fold compares the low 32
+/// bits of `grow_from` (the slot has no room for more).
+pub fn set_growth(d: &mut KernelDirectiveSlot, growth: &FoldGrowth) {
+    d.grow_from_us = growth.from_us as u32;
+    if growth.slow_start_cwnd_bytes > 0 {
+        d.growth = GROWTH_SLOW_START;
+        d.grow_cwnd_bytes = growth.slow_start_cwnd_bytes;
+        d.grow_after_bytes = growth.slow_start_until_bytes;
+        d.grow_loss_cwnd_bytes = 0;
+    } else {
+        d.growth = GROWTH_STEP;
+        d.grow_cwnd_bytes = growth.cwnd_bytes;
+        d.grow_after_bytes = growth.after_bytes;
+        d.grow_loss_cwnd_bytes = growth.loss_cwnd_bytes;
+    }
 }
 
 #[repr(C)]
@@ -311,8 +334,8 @@ const _: () = assert!(size_of::<CreateEvent>() == 64);
 const _: () = assert!(size_of::<KernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
-const _: () = assert!(size_of::<FoldState>() == 128);
-const _: () = assert!(size_of::<KernelFoldTest>() == 352);
+const _: () = assert!(size_of::<FoldState>() == 136);
+const _: () = assert!(size_of::<KernelFoldTest>() == 360);
 const _: () = assert!(size_of::<KernelDirectiveSlot>() == 64);
 const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);

@@ -562,7 +562,8 @@ impl KernelDatapath {
     /// `None` sends every ACK again. Like a window, it applies only while the agent deadline
     /// holds. The mode's `loss_cwnd_bytes` (the program's `Control.loss_cwnd`) is the window
     /// an ACK that reveals a loss sets at once, and its `growth` the step an ACK sets once
-    /// enough has been acknowledged; either holds until the next window is written.
+    /// enough has been acknowledged, or the slow start it grows on every ACK; either holds
+    /// until the next window is written.
     pub fn set_fold(&self, flow_id: u32, fold: Option<(FoldMode, u64)>) -> Result<()> {
         if fold.is_some() {
             self.vm.borrow_mut().stop(flow_id);
@@ -580,11 +581,7 @@ impl KernelDatapath {
                 }
                 d.fold_start_us = start_us;
                 d.loss_cwnd_bytes = mode.loss_cwnd_bytes;
-                d.grow_cwnd_bytes = mode.growth.cwnd_bytes;
-                d.grow_after_bytes = mode.growth.after_bytes;
-                // The fold compares the low 32 bits (the slot has no room for more).
-                d.grow_from_us = mode.growth.from_us as u32;
-                d.grow_loss_cwnd_bytes = mode.growth.loss_cwnd_bytes;
+                abi::set_growth(d, &mode.growth);
             }
             None => {
                 d.fold = abi::FOLD_OFF;

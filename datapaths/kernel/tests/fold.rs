@@ -17,12 +17,9 @@ fn directive(mode: fold::FoldMode, start_us: u64) -> KernelDirectiveSlot {
     let mut d = KernelDirectiveSlot {
         fold_start_us: start_us,
         loss_cwnd_bytes: mode.loss_cwnd_bytes,
-        grow_cwnd_bytes: mode.growth.cwnd_bytes,
-        grow_after_bytes: mode.growth.after_bytes,
-        grow_from_us: mode.growth.from_us as u32,
-        grow_loss_cwnd_bytes: mode.growth.loss_cwnd_bytes,
         ..Default::default()
     };
+    abi::set_growth(&mut d, &mode.growth);
     match mode.reporting {
         fold::FoldReporting::PerAck => d.fold = abi::FOLD_PER_ACK,
         fold::FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
@@ -108,8 +105,10 @@ fn kernel_fold_reports_as_the_interpreter() {
     assert!(reports > 5_000 && acks - reports > 20_000, "{reports} reports of {acks} ACKs");
     let (loss_windows, growth_windows) = (totals.loss_windows, totals.growth_windows);
     assert!(loss_windows > 500, "{loss_windows} ACKs set a loss window");
-    assert!(growth_windows > 500, "{growth_windows} ACKs set a growth window");
-    eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows, {growth_windows} growth windows: identical");
+    let slow_start_windows = totals.slow_start_windows;
+    assert!(growth_windows - slow_start_windows > 500, "{growth_windows} ACKs set a growth window, {slow_start_windows} of them slow start's");
+    assert!(slow_start_windows > 500, "{slow_start_windows} ACKs set slow start's window");
+    eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows, {growth_windows} growth windows ({slow_start_windows} slow start's): identical");
 }
 
 /// Two flows on a 10 ms path for 5 s, an ACK every 500 µs: one whose window holds it (all of
@@ -327,5 +326,72 @@ fn a_step_outlives_a_report_until_the_agent_answers_it() {
     assert_eq!((t.cwnd_bytes / 1448, t.reported != 0), (5, true), "the pre-set cut");
     for i in 1..=4 {
         assert_eq!(step(&mut t, third + 1_000 * i), (5, false), "ack {i}: no step carried over a loss");
+    }
+}
+
+/// Slow start pre-set: the window grows on every ACK by what it acknowledges, from the
+/// agent's window at the report it counts from, across reports the agent has not answered
+/// yet; an answer that lags behind them does not take back their growth; it stops at the
+/// threshold, and a loss ends it.
+#[test]
+fn slow_start_grows_on_every_ack_across_reports_until_a_loss() {
+    let dp = load();
+    let seg = 1448u32;
+    let start = 1_000_000u64;
+    let mut t = KernelFoldTest::default();
+    t.directive = KernelDirectiveSlot {
+        fold: abi::FOLD_PER_RTT,
+        fold_window_pct: 50,
+        fold_idle_us: 1_000_000,
+        fold_start_us: start,
+        cwnd_bytes: 10 * seg,
+        loss_cwnd_bytes: 8 * seg,
+        growth: abi::GROWTH_SLOW_START,
+        grow_cwnd_bytes: 10 * seg,
+        grow_after_bytes: 30 * seg,
+        grow_from_us: start as u32,
+        cwnd_seq: 3,
+        ..Default::default()
+    };
+    // ACKs of two segments on a 50-ms path, snd_cwnd the window applied on the ACK before.
+    let mut snd_cwnd = 10 * seg;
+    let mut step = |t: &mut KernelFoldTest, now_us: u64, lost: u32| {
+        t.ack = StdAck {
+            now_us,
+            bytes_acked: 2 * seg,
+            lost_packets: lost,
+            rtt_us: 50_000,
+            bytes_in_flight: 14 * seg,
+            cwnd_bytes: snd_cwnd,
+            ..Default::default()
+        };
+        dp.run_fold(t).unwrap();
+        snd_cwnd = t.cwnd_bytes;
+        (t.cwnd_bytes / seg, t.reported != 0)
+    };
+    assert_eq!(step(&mut t, start + 1_000, 0), (12, false));
+    assert_eq!(step(&mut t, start + 2_000, 0), (14, false));
+    let first = start + 50_001;
+    assert_eq!(step(&mut t, first, 0), (16, true), "a report, once the RTT has passed");
+    assert_eq!(step(&mut t, first + 1_000, 0), (18, false), "growth counted across it");
+    let second = first + 50_001;
+    assert_eq!(step(&mut t, second, 0), (20, true), "and across another");
+    // The agent's answer to the first report arrives only now: its window is behind.
+    t.directive.cwnd_bytes = 16 * seg;
+    t.directive.grow_cwnd_bytes = 16 * seg;
+    t.directive.grow_from_us = first as u32;
+    t.directive.cwnd_seq = 4;
+    assert_eq!(step(&mut t, second + 1_000, 0), (20, false), "the growth is not taken back");
+    // The answer to the second: growth from it, that ACK's included.
+    t.directive.cwnd_bytes = 20 * seg;
+    t.directive.grow_cwnd_bytes = 20 * seg;
+    t.directive.grow_from_us = second as u32;
+    t.directive.cwnd_seq = 5;
+    for (i, want) in [24, 26, 28, 30, 30].into_iter().enumerate() {
+        assert_eq!(step(&mut t, second + 2_000 + 1_000 * i as u64, 0), (want, false), "ack {i}: up to ss_until");
+    }
+    assert_eq!(step(&mut t, second + 10_000, 1), (8, true), "a loss: the pre-set cut");
+    for i in 1..=3 {
+        assert_eq!(step(&mut t, second + 10_000 + 1_000 * i, 0), (8, false), "ack {i}: slow start is over");
     }
 }

@@ -78,8 +78,9 @@ fn a_transfer_runs_under_a_python_algorithm_in_the_shims_process_and_sigterm_cle
     let server = env.start_server();
     let out = env.dir.join("got");
     let t0 = Instant::now();
-    // Rate-limited so that the flow lives long enough to be driven by many reports.
-    let client = env.curl_with(&out, &["--limit-rate", "40M"]);
+    // Rate-limited so that the flow lives long enough to be driven by reports: held back by
+    // its receiver, it reports every second (the standard program's idle interval).
+    let client = env.curl_with(&out, &["--limit-rate", "8M"]);
     env.wait_ok(client, Duration::from_secs(120));
     let secs = t0.elapsed().as_secs_f64();
     assert_eq!(sha256_file(&out), want, "payload corrupted");

@@ -16,10 +16,11 @@
 //! The program's loss clause (an ACK that reveals a loss sets Cwnd to `Control.loss_cwnd`) is
 //! the shim's: only it detects losses ([`ShimFold::fold_ack`] returns the window to set).
 //!
-//! The growth clause (the agent's next step of growth, pre-set) is not folded here: the port
-//! folds most ACKs on registers it sends up half a window at a time, so neither side holds the
-//! program's `Report.acked` on the ACK that would earn the step. A folded flow's window moves
-//! with the agent's answers, a round trip later than the kernel datapath's.
+//! The growth clauses (the agent's next step of growth, and slow start, pre-set) are not
+//! folded here: the port folds most ACKs on registers it sends up half a window at a time, so
+//! neither side holds the program's `Report.acked` on the ACK that would earn the step. A
+//! folded flow's window moves with the agent's answers, a round trip later than the kernel
+//! datapath's.
 
 use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_protocol::standard::{report, NO_RTT_SAMPLE_US};

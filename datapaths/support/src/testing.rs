@@ -42,23 +42,40 @@ pub fn primitives(a: &StdAck, rate_incoming: u64) -> Primitives {
 }
 
 /// Controls of a flow: reporting per ACK or not, the window share that binds, the idle
-/// interval, a loss window or none, and a step of growth or none, counted from
+/// interval, a loss window or none, and a step of growth, slow start or neither, counted from
 /// `micros_zero_us` (where the program's Micros counts from now: the latest report's ACK or
 /// the start, as the agent answers), from `previous_report_us` (the report before, whose
-/// answer the agent sent before the latest's: a step carried over the latest) or from
-/// another time.
-fn random_controls(rng: &mut SplitMix64, growth: Growth, micros_zero_us: u64, previous_report_us: u64, now_us: u64) -> Vec<UpdateField> {
+/// answer the agent sent before the latest's: growth counted across the latest) or from an
+/// earlier time; never from before `grow_from_floor_us`, the last one set (the agent answers
+/// reports in order, each from the latest report it has had).
+fn random_controls(
+    rng: &mut SplitMix64,
+    growth: Growth,
+    micros_zero_us: u64,
+    previous_report_us: u64,
+    grow_from_floor_us: &mut u64,
+) -> Vec<UpdateField> {
     let grow_from = match rng.below(100) {
         0..=59 => micros_zero_us,
         60..=79 => previous_report_us,
-        _ => rng.below(now_us + 1),
-    };
+        _ => rng.below(micros_zero_us + 1),
+    }
+    .max(*grow_from_floor_us);
+    *grow_from_floor_us = grow_from;
     let preset = growth == Growth::Presets && rng.chance(60);
+    let slow_start = preset && rng.chance(50);
+    let step = preset && !slow_start;
+    let ss_cwnd = 4_000 + rng.below(3_000_000);
     vec![
-        control_update(control::GROW_CWND, if preset { 4_000 + rng.below(3_000_000) } else { 0 }),
+        control_update(control::GROW_CWND, if step { 4_000 + rng.below(3_000_000) } else { 0 }),
         control_update(control::GROW_AFTER, [0, 1448, rng.below(100_000), rng.below(3_000_000)][rng.below(4) as usize]),
         control_update(control::GROW_FROM, grow_from),
-        control_update(control::GROW_LOSS_CWND, if preset && rng.chance(70) { 4_000 + rng.below(1_000_000) } else { 0 }),
+        control_update(control::GROW_LOSS_CWND, if step && rng.chance(70) { 4_000 + rng.below(1_000_000) } else { 0 }),
+        control_update(control::SS_CWND, if slow_start { ss_cwnd } else { 0 }),
+        control_update(
+            control::SS_UNTIL,
+            [u64::from(u32::MAX), ss_cwnd + rng.below(3_000_000), rng.below(ss_cwnd)][rng.below(3) as usize],
+        ),
         control_update(control::PER_ACK, u64::from(rng.chance(15))),
         control_update(control::WINDOW_USE_PCT, if rng.chance(20) { rng.below(150) } else { [50, 50, 0, 80, 100][rng.below(5) as usize] }),
         control_update(control::IDLE_REPORT_US, [1_000_000, 1_000_000, 50_000, 5_000_000, rng.below(3_000_000)][rng.below(5) as usize]),
@@ -117,7 +134,7 @@ pub struct RandomAck {
     pub cwnd_set: Option<u32>,
 }
 
-/// How many ACKs, reports, and windows set by the loss and the growth clause
+/// How many ACKs, reports, and windows set by the loss and the growth clauses
 /// [`for_random_flows`] compared.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ComparedCounts {
@@ -125,6 +142,8 @@ pub struct ComparedCounts {
     pub reports: u64,
     pub loss_windows: u64,
     pub growth_windows: u64,
+    /// Of the growth windows, those slow start set.
+    pub slow_start_windows: u64,
 }
 
 /// When the agent's restarts of the program are stamped.
@@ -136,12 +155,14 @@ pub enum Restarts {
     SometimesAfterTheNextAck,
 }
 
-/// Whether the agent pre-sets steps of growth (the standard program's growth clause).
+/// Whether the agent pre-sets growth (the standard program's growth clauses: a step, slow
+/// start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Growth {
-    /// Now and then, as it does for algorithms that step in congestion avoidance.
+    /// Now and then, as it does for algorithms that step in congestion avoidance or
+    /// slow-start.
     Presets,
-    /// Never: for a datapath that does not fold the growth clause (the ovs datapath, whose
+    /// Never: for a datapath that does not fold the growth clauses (the ovs datapath, whose
     /// window moves with the agent's answers only).
     None,
 }
@@ -160,7 +181,8 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut chec
         // The latest report and the one before it (0: none since the start).
         let (mut latest_report_us, mut previous_report_us) = (0, 0);
         let mut flow = CcpFlow::new(1, 14_480, 1448);
-        let controls = random_controls(&mut rng, growth, micros_zero_us, previous_report_us, now_us);
+        let mut grow_from_floor_us = 0;
+        let controls = random_controls(&mut rng, growth, micros_zero_us, previous_report_us, &mut grow_from_floor_us);
         flow.change_program(program.clone(), &controls, start_us).expect("the program starts");
         // Some flows have no RTT sample for a while (the program then reads infinity).
         let mut rtt_us: u32 = if rng.chance(30) { 0 } else { 500 + rng.below(300_000) as u32 };
@@ -181,12 +203,12 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut chec
                 start_us = stamped.max(start_us + 1);
                 // Growth is never counted from later than the ACK (the agent counts it from a
                 // report it has had), where the clause's Ack.now - grow_from would underflow.
-                (latest_report_us, previous_report_us) = (0, 0);
-                let controls = random_controls(&mut rng, growth, start_us.min(now_us), previous_report_us, now_us);
+                (latest_report_us, previous_report_us, grow_from_floor_us) = (0, 0, 0);
+                let controls = random_controls(&mut rng, growth, start_us.min(now_us), previous_report_us, &mut grow_from_floor_us);
                 flow.change_program(program.clone(), &controls, start_us).expect("the program restarts");
                 micros_zero_us = start_us;
             } else if rng.chance(2) {
-                let controls = random_controls(&mut rng, growth, micros_zero_us.min(now_us), previous_report_us, now_us);
+                let controls = random_controls(&mut rng, growth, micros_zero_us.min(now_us), previous_report_us, &mut grow_from_floor_us);
                 flow.update_fields(&controls).expect("controls update");
             }
             let mode = fold_mode(&flow).expect("the standard program folds");
@@ -205,6 +227,7 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut chec
                     totals.loss_windows += 1;
                 } else {
                     totals.growth_windows += 1;
+                    totals.slow_start_windows += u64::from(mode.growth.slow_start_cwnd_bytes > 0);
                 }
             }
             if report.is_some() {

@@ -146,11 +146,18 @@ class Algorithm:
     - ``name``: how the agent's logs name the algorithm; the class name unless overridden.
     - ``reporting``: how often to be called at first: ``PER_RTT`` (default), ``PER_ACK``, or
       an int period in µs. ``flow.set_period_us(...)`` etc. change it later.
+    - ``slow_start_in_datapath``: ``True`` if the algorithm slow-starts as Linux does (the
+      window grows by every byte acknowledged while it is below ``ssthresh``): the datapath
+      then grows the window on each ACK between reports, from the window the latest report's
+      answer set, up to ``ssthresh``, and the next report's ``flow.cwnd`` is the window the
+      algorithm's own slow start would reach. ``False`` by default: the window moves only
+      with the algorithm's answers.
     - ``on_report(flow)``: called per report; read the measurement from ``flow`` and set the
       window (and, if the algorithm paces, the rate) on it.
     """
 
     reporting: Optional[Union[str, int]] = PER_RTT
+    slow_start_in_datapath: bool = False
 
     @property
     def name(self) -> str:

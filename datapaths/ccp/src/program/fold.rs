@@ -20,26 +20,26 @@ pub struct FoldMode {
     pub growth: FoldGrowth,
 }
 
-/// The standard program's growth clause (`ccswitch_protocol::standard`): once more than
-/// `after_bytes` have been acknowledged since the report at `from_us`, with no report since
-/// (or one, carried over: the program's own `Control.carry_*`, which a datapath that folds keeps
-/// itself), the window becomes `cwnd_bytes` (0: no step), and a loss sets `loss_cwnd_bytes` (if
-/// not 0) instead of the mode's loss window.
+/// The standard program's growth clauses (`ccswitch_protocol::standard`), counted from the
+/// report at `from_us` over the reports since (the program's own `Control.chain_*`, which a
+/// datapath that folds keeps itself): once more than `after_bytes` have been acknowledged
+/// since, the window becomes `cwnd_bytes` (0: no step), and a loss sets `loss_cwnd_bytes` (if
+/// not 0) instead of the mode's loss window; in slow start (`slow_start_cwnd_bytes` not 0), the
+/// window becomes that plus the bytes acknowledged since, at most `slow_start_until_bytes`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FoldGrowth {
     pub cwnd_bytes: u32,
     pub after_bytes: u32,
     pub from_us: u64,
     pub loss_cwnd_bytes: u32,
+    pub slow_start_cwnd_bytes: u32,
+    pub slow_start_until_bytes: u32,
 }
 
 impl FoldGrowth {
-    /// Whether the step applies (not carried over a report) on an ACK that brought the
-    /// program's `Report.acked` to `acked_bytes`, its `Micros` counting from `micros_zero_us`
-    /// (the latest report's ACK, or the program's start). As the clause compares `Micros` with `Ack.now - grow_from`, the
-    /// ACK's time itself drops out.
-    pub fn applies(&self, acked_bytes: u64, micros_zero_us: u64) -> bool {
-        self.cwnd_bytes > 0 && micros_zero_us == self.from_us && acked_bytes > u64::from(self.after_bytes)
+    /// A step of growth is pre-set (its window, or its loss window).
+    pub fn has_step(&self) -> bool {
+        self.cwnd_bytes > 0 || self.loss_cwnd_bytes > 0
     }
 }
 
@@ -59,7 +59,14 @@ impl FoldMode {
     pub const PER_RTT: FoldMode = FoldMode {
         reporting: FoldReporting::PerRtt { window_use_pct: WINDOW_USE_PCT as u32, idle_report_us: IDLE_REPORT_US },
         loss_cwnd_bytes: 0,
-        growth: FoldGrowth { cwnd_bytes: 0, after_bytes: 0, from_us: 0, loss_cwnd_bytes: 0 },
+        growth: FoldGrowth {
+            cwnd_bytes: 0,
+            after_bytes: 0,
+            from_us: 0,
+            loss_cwnd_bytes: 0,
+            slow_start_cwnd_bytes: 0,
+            slow_start_until_bytes: 0,
+        },
     };
 }
 
@@ -86,7 +93,9 @@ pub fn is_standard(prog: &Program) -> bool {
 /// How `flow` would be folded in the kernel now: `None` unless it runs the standard program in
 /// a mode the kernel folds (periodic reports stay in user space, where a timer drives them
 /// when ACKs stop, and so do a window share or a loss window beyond 32 bits, which the kernel
-/// does not carry, nor a growth step's window or byte count beyond 32 bits).
+/// does not carry, nor a growth step's or slow start's window or byte count beyond 32 bits,
+/// nor a step and slow start at once, which the agent never pre-sets and the kernel's
+/// directive has room for one of).
 pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
     let prog = flow.program()?;
     if !is_standard(prog) || flow.control(control::PERIOD_US) != 0 {
@@ -105,6 +114,11 @@ pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
         after_bytes: u32::try_from(flow.control(control::GROW_AFTER)).ok()?,
         from_us: flow.control(control::GROW_FROM),
         loss_cwnd_bytes: u32::try_from(flow.control(control::GROW_LOSS_CWND)).ok()?,
+        slow_start_cwnd_bytes: u32::try_from(flow.control(control::SS_CWND)).ok()?,
+        slow_start_until_bytes: u32::try_from(flow.control(control::SS_UNTIL)).ok()?,
     };
+    if growth.has_step() && growth.slow_start_cwnd_bytes > 0 {
+        return None;
+    }
     Some(FoldMode { reporting, loss_cwnd_bytes: u32::try_from(flow.control(control::LOSS_CWND)).ok()?, growth })
 }

@@ -124,7 +124,7 @@ struct ccsw_flow_state {
 	__u8 loss_unreported; /* entered Recovery since the last ACK (see ack_losses) */
 	__u8 prr_to_directive; /* this reduction began with the agent's loss window: PRR toward it (apply_directive_cwnd) */
 	__u8 _pad0;
-	struct ccsw_fold_state fold; /* its carried step in the third cache line, read on every ACK with a step pre-set */
+	struct ccsw_fold_state fold; /* its growth registers in the third cache line */
 	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
 	/* tcp_pacing_{ss,ca}_ratio of the flow's namespace, read once at init
 	 * (a change of the sysctls applies to flows created after it). */
@@ -133,8 +133,8 @@ struct ccsw_flow_state {
 	__u32 reordering_sysctl; /* tcp_reordering, read at init */
 } __attribute__((aligned(64)));
 
-_Static_assert(__builtin_offsetof(struct ccsw_flow_state, fold.carry_acked_bytes) == 128,
-	       "a folded ACK's state is two cache lines; the carried step starts the third (fold_cwnd reads its carry_from_us on every ACK with a step pre-set)");
+_Static_assert(__builtin_offsetof(struct ccsw_flow_state, fold.chain_reported_bytes) == 128,
+	       "a folded ACK's state is two cache lines; the growth registers start the third (growth_view)");
 _Static_assert(__builtin_offsetof(struct ccsw_flow_state, fold.held_cwnd_bytes) / 64 == 1, "start_cold_lines reads the second line here");
 _Static_assert(sizeof(struct ccsw_flow_state) == 192, "a flow's state is three cache lines");
 
@@ -505,28 +505,63 @@ static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_flow_st
 
 #include "vm.bpf.h"
 
-/* The standard program's growth and loss clauses, in its order. Growth: once more than
- * Control.grow_after bytes have been acknowledged since the report at Control.grow_from,
- * with no report since (the fold's Micros still counts from that report's ACK), Cwnd becomes
- * Control.grow_cwnd, the agent's next step pre-set; so it does, too, if that report is the one
- * before the latest (the agent has not answered the latest yet) and the latest did not
- * report a loss, a timeout or every ACK: the bytes from one to the other (carry_acked_bytes,
- * which fold_ack keeps) count then. Loss: an ACK that reveals a loss sets Cwnd
- * to Control.loss_cwnd, or, once the step is earned, to Control.grow_loss_cwnd (if set): the
- * cut from the grown window. Either window holds, as the interpreter's Cwnd register would, until
- * the shim writes the agent's next window (cwnd_seq moves). `acked_bytes` is this ACK's,
- * which the program adds to Report.acked before these clauses. Returns the window (bytes) for
- * cong_control to apply; *set is the window this ACK's clauses set. */
-static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct ccsw_kernel_directive_slot *d,
-				       __u32 acked_bytes, __u32 lost_packets, __u32 *set)
+/* The program's growth registers (Control.chain_from, chain_acked, ss_high) restart with it:
+ * the first of fold_cwnd and fold_ack to see a new start resets them. Only a restart reads
+ * their cache line here (the fold's own registers restart in ccsw_std_restart). */
+static __always_inline void restart_growth(struct ccsw_fold_state *s, const struct ccsw_kernel_directive_slot *d)
 {
+	if (s->std.fold.start_us == d->fold_start_us || s->growth_start_us == d->fold_start_us)
+		return;
+	s->chain_reported_bytes = 0;
+	s->chain_from_us = 0;
+	s->ss_high_bytes = 0;
+	s->growth_start_us = d->fold_start_us;
+}
+
+/* Whether the program's chain counts from the report at Control.grow_from on this ACK, and
+ * (*since) the bytes acknowledged since that report. The program anchors the chain on every
+ * ACK whose latest report is that one (Micros counts from it) and sums on over later reports;
+ * this fold anchors it at reports only (fold_ack), so an ACK whose latest report is the
+ * anchor reads nothing from the chain's cache line. That is the program's chain as long as
+ * Control.grow_from only moves forward and never past the latest report, as the agent's
+ * answers set it (each from the latest report it has had). `micros_zero` and `acked` are the
+ * program's Micros origin and Report.acked on this ACK. */
+static __always_inline bool growth_view(const struct ccsw_fold_state *s, const struct ccsw_kernel_directive_slot *d,
+					__u64 micros_zero, __u64 acked, __u64 *since)
+{
+	if ((__u32)micros_zero == d->grow_from_us) {
+		*since = acked;
+		return true;
+	}
+	*since = s->chain_reported_bytes + acked;
+	return s->chain_from_us == d->grow_from_us;
+}
+
+/* The standard program's growth and loss clauses, in its order. A step (CCSW_GROWTH_STEP):
+ * once more than Control.grow_after bytes have been acknowledged since the report at
+ * Control.grow_from, Cwnd becomes Control.grow_cwnd, the agent's next step pre-set. Slow start
+ * (CCSW_GROWTH_SLOW_START): Control.ss_high becomes Control.ss_cwnd plus the bytes
+ * acknowledged since that report, at most Control.ss_until, if more; Cwnd rises to it. Loss:
+ * an ACK that reveals a loss sets Cwnd to Control.loss_cwnd, or, once the step is earned, to
+ * Control.grow_loss_cwnd (if set): the cut from the grown window; it and a timeout clear
+ * ss_high. A window set holds, as the interpreter's Cwnd register would, until the shim
+ * writes the agent's next window (cwnd_seq moves). `acked_bytes` is this ACK's, which the
+ * program adds to Report.acked before these clauses; `cwnd_bytes` is the window the program
+ * reads as Cwnd (snd_cwnd). Returns the window (bytes) for cong_control to apply; *set is the
+ * window this ACK's clauses set. */
+static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct ccsw_kernel_directive_slot *d,
+				       __u32 acked_bytes, __u32 lost_packets, bool timeout, __u32 cwnd_bytes, __u32 *set)
+{
+	bool slow_start = d->growth == CCSW_GROWTH_SLOW_START && d->grow_cwnd_bytes;
 	bool earned = false;
 
 	*set = 0;
 	if (s->held_cwnd_bytes && s->held_cwnd_seq != d->cwnd_seq)
 		s->held_cwnd_bytes = 0;
-	if (d->grow_cwnd_bytes || d->grow_loss_cwnd_bytes) {
-		/* The registers as the clause reads them: restarted with the program if they belong
+	if (slow_start || lost_packets || timeout)
+		restart_growth(s, d);
+	if (slow_start || (d->growth == CCSW_GROWTH_STEP && (d->grow_cwnd_bytes || d->grow_loss_cwnd_bytes))) {
+		/* The registers as the clauses read them: restarted with the program if they belong
 		 * to an earlier start (ccsw_std_restart, which the fold runs after this). Both
 		 * sides are read first (volatile): a select between two fields' addresses is a
 		 * modified context pointer, which the verifier refuses in the test program. */
@@ -535,20 +570,40 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
 		__u64 folded_zero = *(volatile __u64 *)&s->std.fold.micros_zero_us;
 		__u64 acked = (current ? folded : 0) + acked_bytes;
 		__u64 micros_zero = current ? folded_zero : d->fold_start_us;
-		/* The carry restarts with the program, too (fold_ack). */
-		__u32 carry_from = current ? s->carry_from_us : 0;
-		__u64 carry_acked = current ? s->carry_acked_bytes : 0;
+		__u64 since;
+		bool counts;
 
-		earned = (__u32)micros_zero == d->grow_from_us && acked > d->grow_after_bytes;
-		if (d->grow_cwnd_bytes &&
-		    (earned || (carry_from == d->grow_from_us && carry_acked + acked > d->grow_after_bytes)))
-			*set = d->grow_cwnd_bytes;
+		if (!current)
+			restart_growth(s, d);
+		counts = growth_view(s, d, micros_zero, acked, &since);
+		if (slow_start) {
+			__u64 grown = (__u64)d->grow_cwnd_bytes + since;
+			__u32 high = s->ss_high_bytes;
+
+			if (grown > d->grow_after_bytes)
+				grown = d->grow_after_bytes;
+			if (counts && grown > high) {
+				high = grown;
+				s->ss_high_bytes = high;
+			}
+			/* Cwnd as the shim's interpreter would read it: the agent's window once it
+			 * has been written since a clause last set one (libccp sets it as the answer
+			 * arrives; snd_cwnd here still has the window before it). */
+			if (high > (!s->held_cwnd_bytes && d->cwnd_bytes ? d->cwnd_bytes : cwnd_bytes))
+				*set = high;
+		} else {
+			earned = counts && since > d->grow_after_bytes;
+			if (earned && d->grow_cwnd_bytes)
+				*set = d->grow_cwnd_bytes;
+		}
 	}
 	if (lost_packets && d->loss_cwnd_bytes)
 		*set = d->loss_cwnd_bytes;
 	/* As the program, which has no temporary register left to test grow_cwnd here. */
 	if (lost_packets && earned && d->grow_loss_cwnd_bytes)
 		*set = d->grow_loss_cwnd_bytes;
+	if ((lost_packets || timeout) && s->ss_high_bytes)
+		s->ss_high_bytes = 0;
 	if (*set) {
 		s->held_cwnd_bytes = *set;
 		s->held_cwnd_seq = d->cwnd_seq;
@@ -560,7 +615,9 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
  * per ACK, or (CCSW_FOLD_PER_RTT) on a loss or timeout, per RTT while the window binds
  * (fold_window_pct) and every fold_idle_us. The ACK's delivery-rate sample is the pair
  * `sample`, so that no ACK divides. Returns true when it reports: the registers then hold
- * the report, and the caller resets them (ccsw_std_reset_sampled) once copied. */
+ * the report, and the caller resets them (ccsw_std_reset_sampled) once copied. A report
+ * moves the chain (growth_view): anchored at it if its ACK's latest report was the one at
+ * Control.grow_from, summed on otherwise, broken by a loss or a timeout. */
 static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccsw_std_ack *a,
 				     const struct ccsw_std_rate_sample *sample, const struct ccsw_kernel_directive_slot *d)
 {
@@ -569,25 +626,23 @@ static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccs
 		.window_use_pct = d->fold_window_pct,
 		.per_ack = d->fold == CCSW_FOLD_PER_ACK,
 	};
-
 	struct ccsw_std_regs *r = &s->std.fold.regs;
+	bool anchored;
 
-	/* The program's Control.carry_from, carry_acked and report_at: reset with the program,
-	 * set as its report clauses set them. */
-	if (s->std.fold.start_us != d->fold_start_us) {
-		s->carry_acked_bytes = 0;
-		s->carry_from_us = 0;
-		s->report_at_us = 0;
-	}
+	restart_growth(s, d);
+	/* The Micros origin before this ACK's report moves it. */
+	anchored = (__u32)(s->std.fold.start_us == d->fold_start_us ? s->std.fold.micros_zero_us : d->fold_start_us) ==
+		   d->grow_from_us;
 	if (!ccsw_std_fold_sampled(&s->std, a, sample->bytes, sample->interval_us, d->fold_start_us, &m))
 		return false;
-	if (r->timeout || r->lost > 0 || m.per_ack) {
-		s->carry_from_us = 0;
+	if (anchored) {
+		s->chain_from_us = d->grow_from_us;
+		s->chain_reported_bytes = r->acked;
 	} else {
-		s->carry_from_us = s->report_at_us;
-		s->carry_acked_bytes = r->acked;
+		s->chain_reported_bytes += r->acked;
 	}
-	s->report_at_us = (__u32)a->now_us;
+	if (r->timeout || r->lost > 0)
+		s->chain_from_us = 0;
 	return true;
 }
 
@@ -1153,7 +1208,8 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 	if (vf) {
 		directed = true; /* the program sets the window below, once the RTT is carried */
 	} else if (d && d->cwnd_bytes && st) {
-		__u32 cwnd_set, bytes = fold_cwnd(&st->fold, d, rs->acked_sacked * tp->mss_cache, lost, &cwnd_set);
+		__u32 cwnd_set, bytes = fold_cwnd(&st->fold, d, rs->acked_sacked * tp->mss_cache, lost, st->was_timeout,
+						   tp->snd_cwnd * tp->mss_cache, &cwnd_set);
 
 		if (lost && d->loss_cwnd_bytes && in_cwnd_reduction(inet_csk(sk)->icsk_ca_state))
 			st->prr_to_directive = 1;
@@ -1229,7 +1285,8 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 SEC("syscall")
 int ccsw_fold_test(struct ccsw_kernel_fold_test *t)
 {
-	t->cwnd_bytes = fold_cwnd(&t->state, &t->directive, t->ack.bytes_acked, t->ack.lost_packets, &t->cwnd_set);
+	t->cwnd_bytes = fold_cwnd(&t->state, &t->directive, t->ack.bytes_acked, t->ack.lost_packets, t->ack.was_timeout,
+				  t->ack.cwnd_bytes, &t->cwnd_set);
 	/* The program reads the window its clauses set, as cong_control's fold reads snd_cwnd
 	 * after applying it. */
 	if (t->cwnd_set)

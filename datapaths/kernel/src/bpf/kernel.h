@@ -108,15 +108,17 @@ struct ccsw_close_event {
 
 /* A folded flow's part of its state (struct ccsw_flow_state in kernel.bpf.c): the standard
  * program's fold (std_fold.bpf.h, its rate kept as the fastest sample's pair so that no ACK
- * divides), its loss and growth clauses, and the step carried over the latest report (the
- * program's Control.carry_from and carry_acked; see fold_cwnd). */
+ * divides), its loss and growth clauses, and, apart (the third cache line, read only by a
+ * flow in slow start, a step counted across reports, a loss or a restart), the program's
+ * Control.chain_from, chain_acked and ss_high (see growth_view). */
 struct ccsw_fold_state {
 	struct ccsw_std_sampled_fold std;
 	__u32 held_cwnd_bytes; /* the window the program's loss or growth clause set, 0 = none ... */
 	__u32 held_cwnd_seq;   /* ... in force while the directive's cwnd_seq is still this */
-	__u64 carry_acked_bytes; /* acknowledged from the report before the latest to the latest */
-	__u32 carry_from_us;   /* that report's time (truncated as grow_from_us), 0 = none */
-	__u32 report_at_us;    /* the latest report's time (truncated), 0 = none since the start */
+	__u64 chain_reported_bytes; /* Control.chain_acked less this report's Report.acked */
+	__u32 chain_from_us;   /* Control.chain_from (truncated as grow_from_us), 0 = none */
+	__u32 ss_high_bytes;   /* Control.ss_high */
+	__u64 growth_start_us; /* the fold_start_us these three belong to */
 };
 
 /* Emitted instead of ACK events while a flow is folded: one report of the
@@ -139,7 +141,8 @@ struct ccsw_report_event {
 struct ccsw_kernel_directive_slot {
 	__u32 flow_id;         /* owner; 0 = free */
 	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
-	__u32 fold;            /* CCSW_FOLD_* */
+	__u16 fold;            /* CCSW_FOLD_* */
+	__u16 growth;          /* folded: CCSW_GROWTH_*, what the grow_* fields hold */
 	__u32 vm_slot;         /* CCSW_FOLD_VM: the flow's entry of ccsw_vm_flows */
 	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
 	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
@@ -147,13 +150,19 @@ struct ccsw_kernel_directive_slot {
 	__u32 loss_cwnd_bytes; /* folded: the program's Control.loss_cwnd, the window an ACK that reveals a loss sets (0 = none) */
 	__u32 fold_idle_us;    /* CCSW_FOLD_PER_RTT: the program's Control.idle_report_us (at most 2^32-1: 71 min) */
 	__u32 cwnd_seq;        /* moves with every window the shim writes: a loss's window holds until it does (stored after the window) */
-	/* folded: the program's growth clause, Control.grow_cwnd (0 = none), grow_after and
-	 * grow_from (its low 32 bits: compared with those of the fold's Micros origin) */
+	/* folded: the program's growth clauses. CCSW_GROWTH_STEP: Control.grow_cwnd (0 = none),
+	 * grow_after; CCSW_GROWTH_SLOW_START: Control.ss_cwnd, ss_until. Either counted from
+	 * Control.grow_from (its low 32 bits: compared with those of the fold's Micros origin). */
 	__u32 grow_cwnd_bytes;
 	__u32 grow_after_bytes;
 	__u32 grow_from_us;
-	__u32 grow_loss_cwnd_bytes; /* Control.grow_loss_cwnd: a loss's window once the step is earned (0 = loss_cwnd_bytes) */
+	__u32 grow_loss_cwnd_bytes; /* CCSW_GROWTH_STEP: Control.grow_loss_cwnd, a loss's window once the step is earned (0 = loss_cwnd_bytes) */
 };
+
+/* struct ccsw_kernel_directive_slot.growth: the agent pre-sets a step of growth or slow
+ * start, never both (ccswitch_ccp's fold_mode refuses to fold a flow that has both). */
+#define CCSW_GROWTH_STEP 0
+#define CCSW_GROWTH_SLOW_START 1
 
 /* Context of the fold's test program (BPF_PROG_TEST_RUN): one ACK through
  * the same fold as cong_control, under `directive` (its fold, fold_start_us
@@ -357,8 +366,8 @@ _Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
 _Static_assert(sizeof(struct ccsw_kernel_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
-_Static_assert(sizeof(struct ccsw_fold_state) == 128, "fold state layout");
-_Static_assert(sizeof(struct ccsw_kernel_fold_test) == 352, "fold test layout");
+_Static_assert(sizeof(struct ccsw_fold_state) == 136, "fold state layout");
+_Static_assert(sizeof(struct ccsw_kernel_fold_test) == 360, "fold test layout");
 _Static_assert(sizeof(struct ccsw_kernel_directive_slot) == 64, "a directive slot is one cache line");
 _Static_assert(__builtin_offsetof(struct ccsw_kernel_directive_slot, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
 _Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");

@@ -18,9 +18,8 @@ The model (RFC 5681, RFC 6582, as Linux's ``tcp_reno_*`` helpers):
   bytes acknowledged during it are no credit for congestion avoidance;
 - a retransmission timeout sets ssthresh the same way and restarts from one segment (never
   below the 2-segment minimum window), then slow-starts back;
-- slow start asks for a report per ACK while the window limits the flow (more than half of
-  it was in flight before the ACKs, Linux's ``tcp_is_cwnd_limited``), and after a timeout,
-  as Linux grows the window on every ACK; otherwise a report per RTT.
+- slow start is the datapath's (``slow_start_in_datapath``), which grows the window on every
+  ACK as Linux does; reports come once per RTT throughout.
 
 The agent checks that this class and the Rust ``reno`` produce the same windows report for
 report (``agent/src/python.rs``), and ``ccswitch bench authoring`` compares their cost.
@@ -33,19 +32,18 @@ LOSS_WINDOW_SEGMENTS = 1
 
 
 class Reno(Algorithm):
+    slow_start_in_datapath = True
+
     def __init__(self) -> None:
         # Bytes acknowledged in congestion avoidance not yet turned into window growth.
         self.ca_acked_bytes = 0
         # Bytes still to be acknowledged before the current recovery episode ends.
         self.recovery_bytes_left = 0
-        # Slow-starting back to ssthresh after a timeout.
-        self.regrowing = False
 
     def on_report(self, flow) -> None:
         mss = flow.mss
         cwnd = flow.cwnd
         acked = flow.acked_bytes
-        window_limited = 2 * (flow.in_flight + acked) > cwnd
         in_recovery = min(acked, self.recovery_bytes_left)
         self.recovery_bytes_left -= in_recovery
 
@@ -54,8 +52,6 @@ class Reno(Algorithm):
             flow.ssthresh = self.reduced_window(cwnd, mss)
             flow.cwnd = max(LOSS_WINDOW_SEGMENTS, MIN_CWND_SEGMENTS) * mss
             self.ca_acked_bytes = 0
-            self.regrowing = True
-            flow.set_report_per_ack()  # regrow per ACK, not per (stale) RTT
             return
         ssthresh = flow.ssthresh
         if flow.lost and self.recovery_bytes_left == 0:
@@ -71,12 +67,8 @@ class Reno(Algorithm):
                 cwnd += (self.ca_acked_bytes + acked) // cwnd * mss
             flow.ssthresh = flow.cwnd = self.reduced_window(cwnd, mss)
             self.ca_acked_bytes = 0
-            self.regrowing = False
-            flow.set_report_per_rtt()
             return
         if self.recovery_bytes_left > 0:
-            self.regrowing = False
-            flow.set_report_per_rtt()
             return  # hold the window while recovering
 
         acked -= in_recovery  # a recovery's ACKs are no credit
@@ -84,12 +76,6 @@ class Reno(Algorithm):
             used = min(acked, ssthresh - cwnd)
             cwnd += used
             acked -= used
-        if cwnd >= ssthresh:
-            self.regrowing = False
-        if self.regrowing or (cwnd < ssthresh and window_limited):
-            flow.set_report_per_ack()
-        else:
-            flow.set_report_per_rtt()
         if acked > 0:  # congestion avoidance: one MSS per window acknowledged
             self.ca_acked_bytes += acked
             if self.ca_acked_bytes >= cwnd:
