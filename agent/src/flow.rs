@@ -331,17 +331,16 @@ impl FlowController {
                 );
                 let on_loss = algorithm.window_on_loss(state).map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
                 fields.push(simple.loss_cwnd_field(on_loss));
-                // Growth counts from a report: none before the first (the program's chain
-                // counts from 0 after a loss, too). A window beyond 32 bits is not one the
-                // datapaths carry: no step, no slow start (whose threshold saturates).
-                let reported = state.now_us > 0;
+                // Counted from the latest report (before the first, `now_us` 0: from the
+                // program's start). A window beyond 32 bits is not one the datapaths carry: no
+                // step, no slow start (whose threshold saturates).
                 let slow_start = algorithm
                     .slow_start(state)
-                    .filter(|s| reported && s.cwnd_bytes <= u64::from(u32::MAX))
+                    .filter(|s| s.cwnd_bytes <= u64::from(u32::MAX))
                     .map(|s| SlowStart { until_bytes: s.until_bytes.min(u64::from(u32::MAX)), ..s });
                 let step = algorithm
                     .growth_step(state)
-                    .filter(|g| reported && g.cwnd_bytes <= u64::from(u32::MAX) && slow_start.is_none());
+                    .filter(|g| g.cwnd_bytes <= u64::from(u32::MAX) && slow_start.is_none());
                 let on_loss_grown = step
                     .and_then(|g| algorithm.window_on_loss(&state.after_growth(g.cwnd_bytes)))
                     .map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));

@@ -628,10 +628,13 @@ mod tests {
             feed(reno.as_mut(), &mut state, &ack(t, cwnd, cwnd));
             assert_eq!(state.cwnd_bytes, expected * MSS);
         }
+        // The datapath slow-starts between reports (`slow_start_in_datapath`).
+        assert_eq!(reno.slow_start(&state), Some(SlowStart { cwnd_bytes: 80 * MSS, until_bytes: u64::MAX }));
         // A loss halves the window and sets ssthresh.
         t += 10;
         feed(reno.as_mut(), &mut state, &Measurement { lost_packets: 1, ..ack(t, 0, 80) });
         assert_eq!((state.cwnd_bytes, state.ssthresh_bytes), (40 * MSS, 40 * MSS));
+        assert_eq!(reno.slow_start(&state), None, "past slow start");
         // A second loss from the same window is the same congestion event.
         feed(reno.as_mut(), &mut state, &Measurement { lost_packets: 2, ..ack(t + 5, 10, 70) });
         assert_eq!(state.cwnd_bytes, 40 * MSS);

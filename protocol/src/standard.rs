@@ -39,10 +39,10 @@
 //! 0.95, and transfers took 1.2 times as long). So the agent pre-sets, with each answer, the
 //! next step its algorithm would take: `Control.grow_cwnd` (0 for none) once more than
 //! `Control.grow_after` bytes have been acknowledged since the report it answers, the one at
-//! `Control.grow_from` (its `Report.now`; never 0, which a broken chain counts from). The
-//! step's window holds until the agent's next window, which the report after it brings. A
-//! loss once the step is earned cuts from the grown window, as Linux's cut follows the growth
-//! of the ACKs before it:
+//! `Control.grow_from` (its `Report.now`, or 0 for the program's start). The step's window
+//! holds until the agent's next window, which the report after it brings. A loss once the
+//! step is earned cuts from the grown window, as Linux's cut follows the growth of the ACKs
+//! before it:
 //! `Control.grow_loss_cwnd` then replaces `Control.loss_cwnd`.
 //!
 //! A step outlives the reports its answer has not caught up with: the program counts the
@@ -53,8 +53,10 @@
 //! the first ACK of a round's burst and the answer a millisecond or more later, while the
 //! burst's other ACKs arrive: a step those ACKs earned was void until the report after, a
 //! round late (at 1% loss on a 50-ms path, 9% of Reno's steps came 4 or more segments past
-//! the ACK that earned them, the kernel's Reno's never more than 3). A report of a loss or a
-//! timeout breaks the chain: the agent's answer to it decides the window.
+//! the ACK that earned them, the kernel's Reno's never more than 3). The chain starts at the
+//! program's start (`chain_from` 0), so growth pre-set before any report counts from there. A
+//! report of a loss or a timeout breaks it (`chain_from` 1, a time no report has): the agent's
+//! answer to that report decides the window.
 //!
 //! Slow start is folded the same way. Linux grows the window on every ACK by what it
 //! acknowledges; a window grown once per report lags it, whether the reports come once per
@@ -132,8 +134,8 @@ pub mod control {
     /// been earned (the algorithm's cut from the grown window).
     pub const GROW_LOSS_CWND: usize = 8;
     /// Set by the program, not the agent: the `Report.now` of the report [`CHAIN_ACKED`]
-    /// counts from, taken from [`GROW_FROM`] on an ACK whose latest report is that one; 0
-    /// after a report of a loss or a timeout.
+    /// counts from (0: the program's start), taken from [`GROW_FROM`] on an ACK whose latest
+    /// report is that one; 1 (no report's time) after a report of a loss or a timeout.
     pub const CHAIN_FROM: usize = 9;
     /// Set by the program: the bytes acknowledged since the report at [`CHAIN_FROM`], over
     /// the reports since.
@@ -254,7 +256,7 @@ pub fn source() -> String {
     (fallthrough)
 )
 (when (|| Report.timeout (> Report.lost 0))
-    (:= Control.chain_from 0)
+    (:= Control.chain_from 1)
     (report)
     (:= Micros 0)
 )

@@ -17,10 +17,13 @@
 //! the shim's: only it detects losses ([`ShimFold::fold_ack`] returns the window to set).
 //!
 //! The growth clauses (the agent's next step of growth, and slow start, pre-set) are not
-//! folded here: the port folds most ACKs on registers it sends up half a window at a time, so
-//! neither side holds the program's `Report.acked` on the ACK that would earn the step. A
-//! folded flow's window moves with the agent's answers, a round trip later than the kernel
-//! datapath's.
+//! folded per ACK: the port folds most ACKs on registers it sends up half a window at a time,
+//! so neither side holds the program's `Report.acked` on every ACK. The step is not folded at
+//! all (a folded flow's window moves with the agent's answers in congestion avoidance, a
+//! round trip later than the kernel datapath's); slow start is, at the shim's grain: on every
+//! ACK the shim sees and every batch of registers the port sends up, the window becomes what
+//! the program's slow start would have set by then ([`ShimFold::fold_ack`],
+//! [`ShimFold::merge`]), so it doubles in two or more steps a round, not once a round.
 
 use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_protocol::standard::{report, NO_RTT_SAMPLE_US};
@@ -38,6 +41,19 @@ pub struct FoldStep {
     pub report: Option<[u64; report::COUNT]>,
     /// The loss clause set Cwnd to this.
     pub loss_cwnd: Option<u32>,
+    /// Slow start's window (the program's `Control.ss_high`): Cwnd is at least this.
+    pub slow_start_cwnd: Option<u32>,
+}
+
+/// The program's growth registers (`Control.chain_from`, `chain_acked`, `ss_high`), kept as
+/// the kernel's fold keeps them: the chain anchored at reports only (the agent's `grow_from`
+/// only moves forward, never past the latest report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct GrowthRegs {
+    chain_from_us: u64,
+    /// `chain_acked` less the current registers' `Report.acked`.
+    chain_reported_bytes: u64,
+    ss_high_bytes: u64,
 }
 
 /// A folded flow's registers on the shim's side.
@@ -49,6 +65,7 @@ pub struct ShimFold {
     reported: bool,
     start_us: u64,
     mode: FoldMode,
+    growth: GrowthRegs,
 }
 
 fn reset(regs: &mut [u64; report::COUNT]) {
@@ -61,7 +78,7 @@ impl ShimFold {
     pub fn new(start_us: u64, mode: FoldMode) -> Self {
         let mut regs = [0; report::COUNT];
         reset(&mut regs);
-        Self { regs, micros_zero_us: start_us, reported: false, start_us, mode }
+        Self { regs, micros_zero_us: start_us, reported: false, start_us, mode, growth: GrowthRegs::default() }
     }
 
     pub fn start_us(&self) -> u64 {
@@ -121,15 +138,17 @@ impl ShimFold {
                 r[report::TIMEOUT] != 0 || r[report::LOST] > 0 || (micros > rtt && binds) || micros > idle_report_us
             }
         };
-        FoldStep { report: due.then(|| self.take(p.now)), loss_cwnd }
+        let slow_start_cwnd = self.slow_start(p.lost_pkts_sample > 0 || p.was_timeout);
+        FoldStep { report: due.then(|| self.take(p.now)), loss_cwnd, slow_start_cwnd }
     }
 
     /// Registers the egress program folded, after those folded here (they are newer): summed,
-    /// minimised, maximised or replaced as the program does. Returns the report if they are
-    /// one. Registers of another program start are dropped (the interpreter would have reset).
-    pub fn merge(&mut self, f: &Folded) -> Option<[u64; report::COUNT]> {
+    /// minimised, maximised or replaced as the program does; the report if they are one, and
+    /// slow start's window by their last ACK. Registers of another program start are dropped
+    /// (the interpreter would have reset).
+    pub fn merge(&mut self, f: &Folded) -> FoldStep {
         if f.start_us != self.start_us {
-            return None;
+            return FoldStep::default();
         }
         let (r, b) = (&mut self.regs, &f.fields);
         if f.acks > 0 {
@@ -143,11 +162,50 @@ impl ShimFold {
             r[report::RATE] = r[report::RATE].max(b[report::RATE]);
             r[report::NOW] = b[report::NOW];
         }
-        f.reported.then(|| self.take(b[report::NOW]))
+        let slow_start_cwnd = self.slow_start(self.regs[report::LOST] > 0 || self.regs[report::TIMEOUT] != 0);
+        FoldStep { report: f.reported.then(|| self.take(b[report::NOW])), loss_cwnd: None, slow_start_cwnd }
     }
 
-    /// The report, and the registers start over with Micros at `now_us`.
+    /// The program's slow-start clauses on the registers as they are now: `Control.ss_high`
+    /// rises to `ss_cwnd` plus the bytes acknowledged since the report at `grow_from`, at most
+    /// `ss_until`, and Cwnd to it (returned); a loss or timeout (`cut`) clears it, its window
+    /// the loss clause's.
+    fn slow_start(&mut self, cut: bool) -> Option<u32> {
+        let (g, acked) = (self.mode.growth, self.regs[report::ACKED]);
+        if cut {
+            self.growth.ss_high_bytes = 0;
+            return None;
+        }
+        if g.slow_start_cwnd_bytes == 0 {
+            return None;
+        }
+        let (counts, since) = if self.micros_zero_us == g.from_us {
+            (true, acked)
+        } else {
+            (self.growth.chain_from_us == g.from_us, self.growth.chain_reported_bytes + acked)
+        };
+        if counts {
+            let grown = (u64::from(g.slow_start_cwnd_bytes) + since).min(u64::from(g.slow_start_until_bytes));
+            self.growth.ss_high_bytes = self.growth.ss_high_bytes.max(grown);
+        }
+        let high = u32::try_from(self.growth.ss_high_bytes).unwrap_or(u32::MAX);
+        (high > 0).then_some(high)
+    }
+
+    /// The report, and the registers start over with Micros at `now_us`; the chain moves
+    /// (anchored at this report if the growth counts from the one before, else summed on;
+    /// broken by a loss or a timeout).
     fn take(&mut self, now_us: u64) -> [u64; report::COUNT] {
+        let g = &mut self.growth;
+        if self.micros_zero_us == self.mode.growth.from_us {
+            g.chain_from_us = self.mode.growth.from_us;
+            g.chain_reported_bytes = self.regs[report::ACKED];
+        } else {
+            g.chain_reported_bytes += self.regs[report::ACKED];
+        }
+        if self.regs[report::LOST] > 0 || self.regs[report::TIMEOUT] != 0 {
+            g.chain_from_us = 1; // no report's time: broken
+        }
         let out = self.regs;
         reset(&mut self.regs);
         self.micros_zero_us = now_us;

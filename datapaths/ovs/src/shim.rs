@@ -778,12 +778,9 @@ impl<P: PortOps> OvsShim<P> {
     /// folds it in the datapath, folded here on the registers the port folded.
     fn program_on_ack(&mut self, id: u32, out: &AckOutcome, folded: Option<&Folded>) {
         let Some(f) = self.flows.get_mut(&id) else { return };
-        let (report, loss_cwnd, start_us) = match (f.fold.as_mut(), folded) {
-            (Some(fold), Some(r)) => (fold.merge(r), None, fold.start_us()),
-            (Some(fold), None) => {
-                let step = fold.fold_ack(&out.prims, f.prog_cwnd, f.prog_rate);
-                (step.report, step.loss_cwnd, fold.start_us())
-            }
+        let (step, start_us) = match (f.fold.as_mut(), folded) {
+            (Some(fold), Some(r)) => (fold.merge(r), fold.start_us()),
+            (Some(fold), None) => (fold.fold_ack(&out.prims, f.prog_cwnd, f.prog_rate), fold.start_us()),
             // Folded under a fold that has since stopped: the interpreter restarts without them.
             (None, Some(_)) => return,
             (None, None) => {
@@ -799,15 +796,17 @@ impl<P: PortOps> OvsShim<P> {
                 return;
             }
         };
-        if let Some(cwnd) = loss_cwnd {
-            // The program's loss clause: the window the agent pre-set for a loss, at once.
+        // The program's slow start (Cwnd never below its window), then its loss clause (the
+        // window the agent pre-set for a loss, at once).
+        let set = step.loss_cwnd.or(step.slow_start_cwnd.filter(|&w| w > f.prog_cwnd));
+        if let Some(cwnd) = set {
             let rate = (f.prog_rate > 0).then_some(f.prog_rate);
             let (_, mut ctl) = self.ctl();
             if let Err(e) = ctl.set_directive(id, cwnd, rate) {
-                error!(flow = id, error = %e, "cannot apply the loss window");
+                error!(flow = id, error = %e, "cannot apply the program's window");
             }
         }
-        if let Some(fields) = report {
+        if let Some(fields) = step.report {
             // The window the program now holds (the agent's, or the loss clause's).
             let cwnd = self.flows.get(&id).map_or(0, |f| f.prog_cwnd);
             let (session, mut ctl) = self.ctl();

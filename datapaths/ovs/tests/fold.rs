@@ -129,7 +129,7 @@ fn the_port_and_the_shim_folding_in_turn_report_as_the_interpreter() {
             s.port_acks += 1;
             s.port_reported |= t.reported != 0;
             if t.reported != 0 {
-                let report = s.shim.merge(&folded(t.report, s.port_acks, true));
+                let report = s.shim.merge(&folded(t.report, s.port_acks, true)).report;
                 s.port_acks = 0;
                 report
             } else {
@@ -140,7 +140,7 @@ fn the_port_and_the_shim_folding_in_turn_report_as_the_interpreter() {
             if s.port_acks > 0 {
                 // The port hands its registers over before the ACK it sends up.
                 handed_over += 1;
-                assert_eq!(s.shim.merge(&folded(s.port.regs, s.port_acks, false)), None);
+                assert_eq!(s.shim.merge(&folded(s.port.regs, s.port_acks, false)).report, None);
                 s.port.regs = StdRegs::reset();
                 s.port_acks = 0;
             }
@@ -172,7 +172,7 @@ fn registers_the_port_handed_over_report_with_the_shims_next_ack() {
     regs[report::RATE] = 9_000_000;
     regs[report::NOW] = start + 300;
     let handed = Folded { flow_id: 1, ts_ns: 0, start_us: start, ack: 0, window_bytes: 0, acks: 3, reported: false, fields: regs };
-    assert_eq!(shim.merge(&handed), None, "handed over, not a report");
+    assert_eq!(shim.merge(&handed).report, None, "handed over, not a report");
     assert_eq!(shim.reported_at_us(), None, "no report under this start yet: the port restarts Micros at the start");
     let loss = Primitives { lost_pkts_sample: 1, bytes_in_flight: 18_000, rate_incoming: 1_000, now: start + 400, ..Primitives::default() };
     let r = shim.fold_ack(&loss, 100_000, 0).report.expect("a loss reports");
@@ -184,5 +184,53 @@ fn registers_the_port_handed_over_report_with_the_shims_next_ack() {
     assert_eq!(shim.micros_zero_us(), start + 400, "Micros restarts at the report");
     assert_eq!(shim.reported_at_us(), Some(start + 400), "which the directive carries to the port");
     // Registers of an earlier program start are dropped, as the interpreter resets them.
-    assert_eq!(shim.merge(&Folded { start_us: start - 1, reported: true, ..handed }), None);
+    assert_eq!(shim.merge(&Folded { start_us: start - 1, reported: true, ..handed }).report, None);
+}
+
+#[test]
+fn slow_start_grows_the_window_at_the_shims_grain_across_reports_until_a_loss() {
+    // Slow start pre-set from the program's start: 10 segments, up to 40. The shim folds some
+    // ACKs itself and merges the registers the port folded; the window is what the program's
+    // slow start would have set by then, across a report the agent has not answered.
+    let (start, seg) = (1_000_000u64, 1448u64);
+    let mut mode = FoldMode::PER_RTT;
+    mode.growth.from_us = start;
+    mode.growth.slow_start_cwnd_bytes = 10 * seg as u32;
+    mode.growth.slow_start_until_bytes = 40 * seg as u32;
+    mode.loss_cwnd_bytes = 8 * seg as u32;
+    let mut shim = ShimFold::new(start, mode);
+    let ack = |now: u64, lost: u64| Primitives {
+        bytes_acked: 2 * seg,
+        lost_pkts_sample: lost,
+        rtt_sample_us: 50_000,
+        bytes_in_flight: 30 * seg,
+        now,
+        ..Primitives::default()
+    };
+    let segs = |s: ccswitch_ovs::fold::FoldStep| s.slow_start_cwnd.map(|w| u64::from(w) / seg);
+    assert_eq!(segs(shim.fold_ack(&ack(start + 1_000, 0), 10 * seg as u32, 0)), Some(12));
+    let mut regs = [0u64; report::COUNT];
+    regs[report::ACKED] = 6 * seg;
+    regs[report::RTT] = 50_000;
+    regs[report::MINRTT] = 50_000;
+    regs[report::NOW] = start + 5_000;
+    let batch = Folded { flow_id: 1, ts_ns: 0, start_us: start, ack: 0, window_bytes: 0, acks: 3, reported: false, fields: regs };
+    assert_eq!(segs(shim.merge(&batch)), Some(18), "the port's three ACKs");
+    regs[report::NOW] = start + 50_001;
+    let step = shim.merge(&Folded { reported: true, fields: regs, ..batch });
+    assert!(step.report.is_some());
+    assert_eq!(segs(step), Some(24), "a report: counted before it");
+    assert_eq!(segs(shim.fold_ack(&ack(start + 51_000, 0), 24 * seg as u32, 0)), Some(26), "and across it");
+    // The agent answers the report: growth from its window (24) and the bytes since.
+    mode.growth.from_us = start + 50_001;
+    mode.growth.slow_start_cwnd_bytes = 24 * seg as u32;
+    shim.set_mode(mode);
+    assert_eq!(segs(shim.fold_ack(&ack(start + 52_000, 0), 24 * seg as u32, 0)), Some(28));
+    for _ in 0..10 {
+        shim.fold_ack(&ack(start + 53_000, 0), 30 * seg as u32, 0);
+    }
+    assert_eq!(segs(shim.fold_ack(&ack(start + 54_000, 0), 40 * seg as u32, 0)), Some(40), "at most ss_until");
+    let loss = shim.fold_ack(&ack(start + 55_000, 1), 40 * seg as u32, 0);
+    assert_eq!((loss.loss_cwnd, loss.slow_start_cwnd), (Some(8 * seg as u32), None), "a loss ends it");
+    assert_eq!(segs(shim.fold_ack(&ack(start + 56_000, 0), 8 * seg as u32, 0)), None, "the chain is broken");
 }

@@ -617,7 +617,7 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
  * `sample`, so that no ACK divides. Returns true when it reports: the registers then hold
  * the report, and the caller resets them (ccsw_std_reset_sampled) once copied. A report
  * moves the chain (growth_view): anchored at it if its ACK's latest report was the one at
- * Control.grow_from, summed on otherwise, broken by a loss or a timeout. */
+ * Control.grow_from, summed on otherwise, broken by a loss or a timeout (1, no report's time). */
 static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccsw_std_ack *a,
 				     const struct ccsw_std_rate_sample *sample, const struct ccsw_kernel_directive_slot *d)
 {
@@ -642,7 +642,7 @@ static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccs
 		s->chain_reported_bytes += r->acked;
 	}
 	if (r->timeout || r->lost > 0)
-		s->chain_from_us = 0;
+		s->chain_from_us = 1; /* no report's time: the chain is broken */
 	return true;
 }
 

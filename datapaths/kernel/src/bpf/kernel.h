@@ -116,7 +116,7 @@ struct ccsw_fold_state {
 	__u32 held_cwnd_bytes; /* the window the program's loss or growth clause set, 0 = none ... */
 	__u32 held_cwnd_seq;   /* ... in force while the directive's cwnd_seq is still this */
 	__u64 chain_reported_bytes; /* Control.chain_acked less this report's Report.acked */
-	__u32 chain_from_us;   /* Control.chain_from (truncated as grow_from_us), 0 = none */
+	__u32 chain_from_us;   /* Control.chain_from (truncated as grow_from_us): 0 the start, 1 none */
 	__u32 ss_high_bytes;   /* Control.ss_high */
 	__u64 growth_start_us; /* the fold_start_us these three belong to */
 };
