@@ -31,6 +31,20 @@ fn directive(mode: fold::FoldMode, start_us: u64) -> KernelDirectiveSlot {
     d
 }
 
+/// A folded flow's directive, reporting per RTT with the program's defaults, started at
+/// `start_us`, its window `cwnd_bytes` written as the shim's `cwnd_seq`-th.
+fn per_rtt_directive(start_us: u64, cwnd_bytes: u32, cwnd_seq: u32) -> KernelDirectiveSlot {
+    KernelDirectiveSlot {
+        fold: abi::FOLD_PER_RTT,
+        fold_window_pct: 50,
+        fold_idle_us: 1_000_000,
+        fold_start_us: start_us,
+        cwnd_bytes,
+        cwnd_seq,
+        ..Default::default()
+    }
+}
+
 /// One ACK as cong_control folds it: its measurements, and its delivery-rate sample (the
 /// pair it keeps instead of `ack.rate_incoming`, which is 0).
 #[derive(Debug, Clone, Copy, Default)]
@@ -206,23 +220,16 @@ fn a_loss_sets_the_preset_window_until_the_agents_next_window() {
 fn a_step_of_growth_applies_on_the_ack_that_earns_it() {
     let dp = load();
     let report_at = 1_000_000u64;
-    let fresh = || {
-        let mut t = KernelFoldTest::default();
-        t.directive = KernelDirectiveSlot {
-            fold: abi::FOLD_PER_RTT,
-            fold_window_pct: 50,
-            fold_idle_us: 1_000_000,
-            fold_start_us: report_at,
-            cwnd_bytes: 10 * 1448,
+    let fresh = || KernelFoldTest {
+        directive: KernelDirectiveSlot {
             loss_cwnd_bytes: 5 * 1448,
             grow_cwnd_bytes: 11 * 1448,
             grow_after_bytes: 4 * 1448 - 1,
             grow_from_us: report_at as u32,
             grow_loss_cwnd_bytes: 5 * 1448 + 724,
-            cwnd_seq: 3,
-            ..Default::default()
-        };
-        t
+            ..per_rtt_directive(report_at, 10 * 1448, 3)
+        },
+        ..Default::default()
     };
     // ACKs of two segments 1 ms apart on a 50-ms path: no report of their own.
     let step = |t: &mut KernelFoldTest, i: u64, lost: u32| {
@@ -267,24 +274,15 @@ fn a_step_of_growth_applies_on_the_ack_that_earns_it() {
     }
 }
 
-/// A step counted from the report before the latest still applies until the agent answers the
-/// latest, its count carried over: a report comes on the first ACK of a round's burst, and
-/// the answer a millisecond or more later, while the burst's other ACKs arrive. A loss's report
-/// carries nothing (see above).
+/// A step counted from an earlier report still applies until the agent answers a later one,
+/// the bytes counted across the reports between (the chain): a report comes on the first ACK
+/// of a round's burst, and the answer a millisecond or more later, while the burst's other
+/// ACKs arrive. A loss's report breaks the chain (see above).
 #[test]
 fn a_step_outlives_a_report_until_the_agent_answers_it() {
     let dp = load();
     let start = 1_000_000u64;
-    let mut t = KernelFoldTest::default();
-    t.directive = KernelDirectiveSlot {
-        fold: abi::FOLD_PER_RTT,
-        fold_window_pct: 50,
-        fold_idle_us: 1_000_000,
-        fold_start_us: start,
-        cwnd_bytes: 10 * 1448,
-        cwnd_seq: 3,
-        ..Default::default()
-    };
+    let mut t = KernelFoldTest { directive: per_rtt_directive(start, 10 * 1448, 3), ..Default::default() };
     let step = |t: &mut KernelFoldTest, now_us: u64| {
         t.ack = StdAck {
             now_us,
@@ -338,19 +336,15 @@ fn slow_start_grows_on_every_ack_across_reports_until_a_loss() {
     let dp = load();
     let seg = 1448u32;
     let start = 1_000_000u64;
-    let mut t = KernelFoldTest::default();
-    t.directive = KernelDirectiveSlot {
-        fold: abi::FOLD_PER_RTT,
-        fold_window_pct: 50,
-        fold_idle_us: 1_000_000,
-        fold_start_us: start,
-        cwnd_bytes: 10 * seg,
-        loss_cwnd_bytes: 8 * seg,
-        growth: abi::GROWTH_SLOW_START,
-        grow_cwnd_bytes: 10 * seg,
-        grow_after_bytes: 30 * seg,
-        grow_from_us: start as u32,
-        cwnd_seq: 3,
+    let mut t = KernelFoldTest {
+        directive: KernelDirectiveSlot {
+            loss_cwnd_bytes: 8 * seg,
+            growth: abi::GROWTH_SLOW_START,
+            grow_cwnd_bytes: 10 * seg,
+            grow_after_bytes: 30 * seg,
+            grow_from_us: start as u32,
+            ..per_rtt_directive(start, 10 * seg, 3)
+        },
         ..Default::default()
     };
     // ACKs of two segments on a 50-ms path, snd_cwnd the window applied on the ACK before.
