@@ -558,8 +558,7 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
 	*set = 0;
 	if (s->held_cwnd_bytes && s->held_cwnd_seq != d->cwnd_seq)
 		s->held_cwnd_bytes = 0;
-	if (slow_start || lost_packets || timeout)
-		restart_growth(s, d);
+	restart_growth(s, d);
 	if (slow_start || (d->growth == CCSW_GROWTH_STEP && (d->grow_cwnd_bytes || d->grow_loss_cwnd_bytes))) {
 		/* The registers as the clauses read them: restarted with the program if they belong
 		 * to an earlier start (ccsw_std_restart, which the fold runs after this). Both
@@ -571,11 +570,7 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
 		__u64 acked = (current ? folded : 0) + acked_bytes;
 		__u64 micros_zero = current ? folded_zero : d->fold_start_us;
 		__u64 since;
-		bool counts;
-
-		if (!current)
-			restart_growth(s, d);
-		counts = growth_view(s, d, micros_zero, acked, &since);
+		bool counts = growth_view(s, d, micros_zero, acked, &since);
 		if (slow_start) {
 			__u64 grown = (__u64)d->grow_cwnd_bytes + since;
 			__u32 high = s->ss_high_bytes;
