@@ -556,6 +556,20 @@ def test_a_schedule_fills_left_out_keys_from_the_step_before():
     assert new_client("").path_fields()["schedule"] is None
 
 
+
+def test_a_schedule_may_draw_its_loss_per_segment_and_the_unit_key_says_so():
+    from ccswitch.experiments.units import unit_key
+    steps = "schedule = [{ at_s = 0, delay_ms = 25, loss_downlink = 0.01 }]\n"
+    per_packet, per_segment = new_client(steps), new_client(steps + 'loss_draws = "segment"\n')
+    assert per_packet.loss_draws == "packet" and per_segment.loss_draws == "segment"
+    assert per_segment.describe_path().endswith("schedule: 25 ms 1% loss, loss drawn per segment")
+    assert per_segment.path_fields()["loss_draws"] == "segment"
+    assert new_client("").path_fields()["loss_draws"] is None
+    sc = loads_scenario(NEW, check_files=False)
+    keys = {unit_key(sc, 0, c, sc.schemes[0], 1000) for c in (per_packet, per_segment)}
+    assert len(keys) == 2, "a run resumed with the other draws must not find its units finished"
+
+
 WORKLOAD_BASE = NEW.replace("file_bytes = 20_000_000\n", "")
 
 
@@ -584,6 +598,9 @@ def test_a_workload_needs_no_file_size_and_is_one_unit_per_scheme_and_repetition
     ("schedule = [{ at_s = 0 }, { at_s = 60 }]\n", "clients[0].schedule[1].at_s: 60 s is beyond the run (timeout_s = 60)"),
     ("schedule = [{ at_s = 0, delay = 3 }]\n", "clients[0].schedule[0].delay: unknown key"),
     ("schedule = []\n", "clients[0].schedule: must be a non-empty list of steps"),
+    ('loss_draws = "segment"\n', "clients[0].loss_draws: 'segment' needs a schedule"),
+    ('schedule = [{ at_s = 0 }]\nloss_draws = "byte"\n',
+     "clients[0].loss_draws: must be one of 'packet', 'segment', got 'byte'"),
     ("flows = [{ start_s = 75 }]\n", "clients[0].flows[0].start_s: 75 s is beyond the run (timeout_s = 60)"),
     ("flows = [{ start_s = -1 }]\n", "clients[0].flows[0].start_s: must be a number >= 0, got -1"),
     ("flows = [{ start_s = 0, count = 0 }]\n", "clients[0].flows[0].count: must be an integer >= 1, got 0"),

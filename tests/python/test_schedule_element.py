@@ -221,3 +221,85 @@ def test_delay_follows_the_schedule_within_a_millisecond_and_downlink_loss_is_tw
     assert stats["steps"][0]["downlink"]["dropped"] == 0
     # Every packet the rules queued reached the element (no bypass, no fail-open).
     assert stats["rule_packets"] == stats["packets"]
+
+
+SENDER = r"""
+import socket, sys
+cc, port, n = sys.argv[1].encode(), int(sys.argv[2]), int(sys.argv[3])
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", port))
+srv.listen(1)
+print("listening", flush=True)
+conn, _ = srv.accept()
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc)
+conn.sendall(bytes(n))
+conn.close()
+"""
+
+RECEIVER = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60)
+got = 0
+while True:
+    data = s.recv(1 << 16)
+    if not data:
+        break
+    got += len(data)
+print(got)
+"""
+
+SEGMENT_LOSS = 0.02
+SEGMENT_BYTES = 3_000_000
+
+
+def test_per_segment_draws_lose_the_same_first_sends_for_two_congestion_controls(tmp_path):
+    """A real TCP transfer crosses the element twice with one seed, once with Reno and once
+    with Cubic: per-segment draws drop the same first sends of the same bytes (however the two
+    order and retransmit them), about 2% of them, and nothing that carries no data."""
+    require_root_and_binary()
+    teardown = Teardown()
+    procs = Processes(teardown)
+    tag = str(os.getpid())
+    steps = [{"at_s": 0, "delay_ms": 5, "loss_downlink": SEGMENT_LOSS, "loss_uplink": 0}]
+    stats_of = {}
+    try:
+        SysctlGuard(teardown).set("net.ipv4.ip_forward", "1")
+        server = ServerNamespace(teardown, tag=f"ss{tag}")
+        server.create()
+        client = ServerNamespace(teardown, tag=f"sc{tag}")
+        client.create()
+        (tmp_path / "sender.py").write_text(SENDER)
+        (tmp_path / "receiver.py").write_text(RECEIVER)
+        for k, cc in enumerate(("reno", "cubic")):
+            port = PORT + 1 + k
+            log = str(tmp_path / f"sender-{cc}.log")
+            procs.start_and_wait(f"sender {cc}", server.exec_cmd([sys.executable, str(tmp_path / "sender.py"), cc,
+                                                                  str(port), str(SEGMENT_BYTES)]),
+                                 log, lambda: "listening" in open(log).read(), timeout_s=10, waiting_for="the sender")
+            element = ScheduleElement(teardown, procs, server_ip=server.server_ip, steps=steps,
+                                      work_dir=str(tmp_path / cc), seed=7, loss_draws="segment", name=cc)
+            os.makedirs(tmp_path / cc)
+            element.start()
+            cp = subprocess.run(client.exec_cmd([sys.executable, str(tmp_path / "receiver.py"), server.server_ip,
+                                                 str(port)]), capture_output=True, text=True, timeout=90)
+            assert cp.returncode == 0, cp.stderr
+            assert int(cp.stdout) == SEGMENT_BYTES
+            stats_of[cc] = element.stop()
+    finally:
+        problems = teardown.run()
+    assert problems == []
+
+    down = {cc: st["steps"][0]["downlink"] for cc, st in stats_of.items()}
+    up = {cc: st["steps"][0]["uplink"] for cc, st in stats_of.items()}
+    for cc in down:
+        print(f"{cc}: {down[cc]['packets_seen']} downlink packets, {down[cc]['dropped']} dropped "
+              f"({down[cc]['first_sends_dropped']} first sends), {down[cc]['not_drawn']} without data; "
+              f"uplink {up[cc]['packets_seen']} packets, {up[cc]['dropped']} dropped")
+        assert stats_of[cc]["loss_draws"] == "segment"
+        assert up[cc]["dropped"] == 0 and up[cc]["not_drawn"] == up[cc]["packets_seen"], "ACKs are never drawn"
+    segments = SEGMENT_BYTES / 1448
+    first = down["reno"]["first_sends_dropped"]
+    # 2% of ~2,072 segments is ~41 (sd ~6.4): 15..75 is > 4 sd either side.
+    assert 15 <= first <= 75, f"{first} first sends of ~{segments:.0f} segments dropped"
+    assert down["cubic"]["first_sends_dropped"] == first, "the two congestion controls lost different first sends"

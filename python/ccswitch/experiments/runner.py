@@ -552,7 +552,8 @@ class Runner:
     def _start_schedule(self, client: Client, number: int, rep: int) -> List["_schedule.ScheduleElement"]:
         """The client's path schedule: one element per server address (competitors' servers
         too: the schedule is the path's), its clock started as the client is let go. Its loss
-        draws are seeded by the repetition: every scheme of a repetition meets the same ones."""
+        draws are seeded by the repetition: every scheme of a repetition meets the same draws
+        (per segment: loses the same bytes, `scenario.LOSS_DRAWS`)."""
         if not client.schedule:
             return []
         steps = [dataclasses.asdict(step) for step in client.schedule]
@@ -561,7 +562,8 @@ class Runner:
             work = os.path.join(self.work, f"schedule-{number:06d}-{k}")
             os.makedirs(work, exist_ok=True)
             element = _schedule.ScheduleElement(self.teardown, self.procs, server_ip=ip, steps=steps, work_dir=work,
-                                                seed=rep + 1, binary=os.path.join(bin_dir(), _schedule.BINARY_NAME))
+                                                seed=rep + 1, loss_draws=client.loss_draws,
+                                                binary=os.path.join(bin_dir(), _schedule.BINARY_NAME))
             elements.append(element)
             element.start()
         return elements

@@ -118,6 +118,8 @@ def unit_key(sc: Scenario, rep: int, client: Client, scheme: Scheme, size: int) 
     the content of every file it reads. A run resumed with other parameters or files finds
     none of its units finished."""
     path = {k: v for k, v in client.path_fields().items() if k != "path"}
+    if path["loss_draws"] in (None, "packet"):
+        del path["loss_draws"]  # the default, as before the key existed: earlier runs still resume
     for k in ("downlink_trace", "uplink_trace"):
         path[k] = portable_path(path[k])
     policy = scheme.policy

@@ -89,13 +89,14 @@ class ScheduleElement:
     """
 
     def __init__(self, teardown: Teardown, processes: Processes, *, server_ip: str, steps: Sequence[dict],
-                 work_dir: str, seed: int = 1, binary: Optional[str] = None, chain: str = "FORWARD",
-                 name: str = "schedule") -> None:
+                 work_dir: str, seed: int = 1, loss_draws: str = "packet", binary: Optional[str] = None,
+                 chain: str = "FORWARD", name: str = "schedule") -> None:
         self._teardown = teardown
         self._procs = processes
         self.server_ip = server_ip
         self.steps = [dict(s) for s in steps]
         self.seed = seed
+        self.loss_draws = loss_draws
         self.binary = binary or default_binary()
         self.chain = chain
         self.schedule_path = os.path.join(work_dir, f"{name}.json")
@@ -122,7 +123,7 @@ class ScheduleElement:
             self.queue = pick_queue()
             cmd = [self.binary, "--queue", str(self.queue), "--server-ip", self.server_ip,
                    "--schedule", self.schedule_path, "--stats", self.stats_path,
-                   "--seed", str(self.seed), "--start-on-sigusr1"]
+                   "--seed", str(self.seed), "--loss-draws", self.loss_draws, "--start-on-sigusr1"]
             try:
                 self.proc = self._procs.start_and_wait(
                     BINARY_NAME, cmd, self.log_path, self._ready, timeout_s=10.0,

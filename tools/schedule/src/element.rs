@@ -3,7 +3,8 @@
 //! Each packet arrives at `now` in one direction (downlink: from the server; uplink: towards
 //! it). The step in force at that moment (time since the clock started; before it starts, the
 //! first step) decides its fate: dropped with the direction's loss probability (one seeded
-//! draw per packet), or held until
+//! draw per packet, or per TCP segment with [`LossDraws::Segment`]: see `segments.rs`), or
+//! held until
 //!
 //! ```text
 //! release = max(arrival + delay_of_step, previous release in the same direction)
@@ -21,6 +22,37 @@ use ccswitch_datapath_support::rng::SplitMix64;
 use serde::Serialize;
 
 use crate::schedule::Schedule;
+use crate::segments::{self, SegmentDraws};
+
+/// How loss is drawn: one draw per packet in arrival order, or one per TCP segment from the
+/// segment itself (the same bytes lost whatever the order they are sent in).
+pub enum LossDraws {
+    Packet(SplitMix64),
+    Segment { seed: u64, segments: SegmentDraws },
+}
+
+impl LossDraws {
+    pub fn per_packet(seed: u64) -> LossDraws {
+        LossDraws::Packet(SplitMix64(seed))
+    }
+
+    pub fn per_segment(seed: u64) -> LossDraws {
+        LossDraws::Segment { seed, segments: SegmentDraws::default() }
+    }
+
+    /// The draw in [0, 1) of a packet (its first bytes) and whether it is a segment's first
+    /// send (per segment only), None if it is not drawn (per segment: no data). Per packet, one
+    /// draw whatever the loss, so a seed gives the same sequence of draws whichever schedule
+    /// it is used with; uniform from the top 53 bits.
+    fn draw(&mut self, dir: PacketDirection, packet: &[u8]) -> Option<(f64, bool)> {
+        match self {
+            LossDraws::Packet(rng) => Some(((rng.next() >> 11) as f64 / (1u64 << 53) as f64, false)),
+            LossDraws::Segment { seed, segments } => segments
+                .segment(packet)
+                .map(|seg| (segments::uniform(*seed, dir as u8, seg), seg.transmission == 0)),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PacketDirection {
@@ -54,6 +86,11 @@ pub struct DirectionStats {
     pub packets_seen: u64,
     pub dropped: u64,
     pub released: u64,
+    /// Packets no loss was drawn for (per segment: those without data), never dropped.
+    pub not_drawn: u64,
+    /// Per segment: drops of a segment's first send. Schemes of one repetition that send the
+    /// same bytes in the same segments lose the same ones, so this is equal between them.
+    pub first_sends_dropped: u64,
     #[serde(skip)]
     hold_sum_ns: u128,
     #[serde(skip)]
@@ -82,7 +119,7 @@ pub struct Element {
     pub schedule: Schedule,
     /// CLOCK_MONOTONIC ns of time 0; None until the clock starts.
     start_ns: Option<u64>,
-    rng: SplitMix64,
+    draws: LossDraws,
     queues: [VecDeque<Held>; 2],
     last_release_ns: [u64; 2],
     /// `stats[step][direction]`.
@@ -92,12 +129,12 @@ pub struct Element {
 }
 
 impl Element {
-    pub fn new(schedule: Schedule, seed: u64) -> Element {
+    pub fn new(schedule: Schedule, draws: LossDraws) -> Element {
         let steps = schedule.steps.len();
         Element {
             schedule,
             start_ns: None,
-            rng: SplitMix64(seed),
+            draws,
             queues: [VecDeque::new(), VecDeque::new()],
             last_release_ns: [0, 0],
             stats: vec![Default::default(); steps],
@@ -121,8 +158,9 @@ impl Element {
         }
     }
 
-    /// A packet arrives: drop it, or hold it (it then comes back from `pop_due`).
-    pub fn arrive(&mut self, now_ns: u64, dir: PacketDirection, id: u32) -> PacketFate {
+    /// A packet arrives (`packet`: its first bytes, read only by per-segment draws): drop it,
+    /// or hold it (it then comes back from `pop_due`).
+    pub fn arrive(&mut self, now_ns: u64, dir: PacketDirection, id: u32, packet: &[u8]) -> PacketFate {
         let step = self.step_at(now_ns);
         let d = dir as usize;
         if !self.started() {
@@ -135,12 +173,14 @@ impl Element {
             PacketDirection::Downlink => s.loss_downlink,
             PacketDirection::Uplink => s.loss_uplink,
         };
-        // One draw per packet whatever the loss, so a seed gives the same sequence of draws
-        // whichever schedule it is used with. Uniform in [0, 1) from the top 53 bits.
-        let draw = (self.rng.next() >> 11) as f64 / (1u64 << 53) as f64;
-        if draw < loss {
-            stats.dropped += 1;
-            return PacketFate::Drop;
+        match self.draws.draw(dir, packet) {
+            None => stats.not_drawn += 1,
+            Some((draw, first_send)) if draw < loss => {
+                stats.dropped += 1;
+                stats.first_sends_dropped += first_send as u64;
+                return PacketFate::Drop;
+            }
+            Some(_) => {}
         }
         let release_ns = (now_ns + s.delay_ns()).max(self.last_release_ns[d]);
         self.last_release_ns[d] = release_ns;
@@ -210,7 +250,7 @@ mod tests {
             schedule(
                 r#"{"steps": [{"at_s": 0, "delay_ms": 40}, {"at_s": 2, "delay_ms": 300}, {"at_s": 4, "delay_ms": 40}]}"#,
             ),
-            1,
+            LossDraws::per_packet(1),
         )
     }
 
@@ -219,11 +259,11 @@ mod tests {
         let mut e = two_steps();
         e.start(10 * S);
         assert_eq!(
-            e.arrive(10 * S + 5 * MS, PacketDirection::Downlink, 1),
+            e.arrive(10 * S + 5 * MS, PacketDirection::Downlink, 1, &[]),
             PacketFate::HoldUntil(10 * S + 45 * MS)
         );
         assert_eq!(
-            e.arrive(12 * S, PacketDirection::Uplink, 2),
+            e.arrive(12 * S, PacketDirection::Uplink, 2, &[]),
             PacketFate::HoldUntil(12 * S + 300 * MS)
         );
         assert_eq!(e.next_release_ns(), Some(10 * S + 45 * MS));
@@ -249,21 +289,21 @@ mod tests {
         // At 3.9 s a packet gets 300 ms (release 4.2 s); at 4.0 s the delay falls to 40 ms, so
         // the next packet would be due at 4.04 s but must not overtake: it leaves at 4.2 s.
         assert_eq!(
-            e.arrive(3900 * MS, PacketDirection::Downlink, 7),
+            e.arrive(3900 * MS, PacketDirection::Downlink, 7, &[]),
             PacketFate::HoldUntil(4200 * MS)
         );
         assert_eq!(
-            e.arrive(4000 * MS, PacketDirection::Downlink, 8),
+            e.arrive(4000 * MS, PacketDirection::Downlink, 8, &[]),
             PacketFate::HoldUntil(4200 * MS)
         );
         // Once past the backlog, the new delay applies as such.
         assert_eq!(
-            e.arrive(4200 * MS, PacketDirection::Downlink, 9),
+            e.arrive(4200 * MS, PacketDirection::Downlink, 9, &[]),
             PacketFate::HoldUntil(4240 * MS)
         );
         // The other direction is not held up by this one.
         assert_eq!(
-            e.arrive(4000 * MS, PacketDirection::Uplink, 10),
+            e.arrive(4000 * MS, PacketDirection::Uplink, 10, &[]),
             PacketFate::HoldUntil(4040 * MS)
         );
         let order: Vec<u32> = std::iter::from_fn(|| e.pop_due(5 * S))
@@ -276,7 +316,7 @@ mod tests {
     fn before_the_clock_starts_the_first_step_applies_and_time_zero_is_the_start() {
         let mut e = two_steps();
         assert_eq!(
-            e.arrive(100 * S, PacketDirection::Downlink, 1),
+            e.arrive(100 * S, PacketDirection::Downlink, 1, &[]),
             PacketFate::HoldUntil(100 * S + 40 * MS)
         );
         assert_eq!(e.before_start, [1, 0]);
@@ -285,7 +325,7 @@ mod tests {
         assert_eq!(e.step_at(102 * S), 0);
         assert_eq!(e.step_at(103 * S), 1);
         assert_eq!(
-            e.arrive(103 * S, PacketDirection::Downlink, 2),
+            e.arrive(103 * S, PacketDirection::Downlink, 2, &[]),
             PacketFate::HoldUntil(103 * S + 300 * MS)
         );
         assert_eq!(e.before_start, [1, 0]);
@@ -295,14 +335,14 @@ mod tests {
     fn loss_applies_to_its_direction_only_and_a_seed_replays_the_same_drops() {
         let text = r#"{"steps": [{"at_s": 0, "delay_ms": 0, "loss_downlink": 0.02}]}"#;
         let run = |seed| {
-            let mut e = Element::new(schedule(text), seed);
+            let mut e = Element::new(schedule(text), LossDraws::per_packet(seed));
             e.start(0);
             let mut drops = Vec::new();
             for i in 0..100_000u32 {
-                if e.arrive(i as u64, PacketDirection::Downlink, i) == PacketFate::Drop {
+                if e.arrive(i as u64, PacketDirection::Downlink, i, &[]) == PacketFate::Drop {
                     drops.push(i);
                 }
-                assert_ne!(e.arrive(i as u64, PacketDirection::Uplink, i), PacketFate::Drop);
+                assert_ne!(e.arrive(i as u64, PacketDirection::Uplink, i, &[]), PacketFate::Drop);
             }
             (drops, e.stats[0].clone())
         };
@@ -316,16 +356,57 @@ mod tests {
     }
 
     #[test]
+    fn per_segment_draws_lose_the_same_bytes_whatever_order_they_are_sent_in() {
+        use crate::segments::tests::packet;
+        let text = r#"{"steps": [{"at_s": 0, "delay_ms": 0, "loss_downlink": 0.05}]}"#;
+        // Two senders of the same 2,000 segments (ISNs differ): one in order, one in reverse
+        // order with an extra ACK between segments; each then resends what it lost, once.
+        let run = |isn: u32, order: Vec<u32>| {
+            let mut e = Element::new(schedule(text), LossDraws::per_segment(9));
+            e.start(0);
+            e.arrive(0, PacketDirection::Downlink, 0, &packet(8080, isn, true, 0));
+            let mut lost = Vec::new();
+            for &i in &order {
+                let seq = isn.wrapping_add(1 + i * 1448);
+                if e.arrive(1, PacketDirection::Downlink, i, &packet(8080, seq, false, 1448)) == PacketFate::Drop {
+                    lost.push(i);
+                }
+                e.arrive(1, PacketDirection::Downlink, i, &packet(8080, seq, false, 0));
+            }
+            lost.sort();
+            let lost_again: Vec<u32> = lost
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let seq = isn.wrapping_add(1 + i * 1448);
+                    e.arrive(2, PacketDirection::Downlink, i, &packet(8080, seq, false, 1448)) == PacketFate::Drop
+                })
+                .collect();
+            (lost, lost_again, e.stats[0][0].clone())
+        };
+        let (lost, lost_again, stats) = run(1_000, (0..2000).collect());
+        let (lost_reversed, lost_again_reversed, _) = run(u32::MAX - 5_000, (0..2000).rev().collect());
+        assert_eq!(lost, lost_reversed);
+        assert_eq!(lost_again, lost_again_reversed);
+        // 5% of 2,000 is 100 (sd ~10); 5% of those lost again (about 5).
+        assert!((60..140).contains(&lost.len()), "{} lost", lost.len());
+        assert!(lost_again.len() < lost.len() / 4, "{} of {} lost again", lost_again.len(), lost.len());
+        assert_eq!(stats.not_drawn, 1 + 2000, "the SYN and the pure ACKs pass undrawn");
+        assert_eq!(stats.dropped as usize, lost.len() + lost_again.len());
+        assert_eq!(stats.first_sends_dropped as usize, lost.len());
+    }
+
+    #[test]
     fn zero_delay_releases_at_arrival_and_shutdown_releases_everything_held() {
         let mut e = Element::new(
             schedule(r#"{"steps": [{"at_s": 0, "delay_ms": 0}, {"at_s": 1, "delay_ms": 500}]}"#),
-            1,
+            LossDraws::per_packet(1),
         );
         e.start(0);
-        assert_eq!(e.arrive(5, PacketDirection::Uplink, 1), PacketFate::HoldUntil(5));
+        assert_eq!(e.arrive(5, PacketDirection::Uplink, 1, &[]), PacketFate::HoldUntil(5));
         assert_eq!(e.pop_due(5).map(|h| h.id), Some(1));
-        e.arrive(S, PacketDirection::Uplink, 2);
-        e.arrive(S, PacketDirection::Downlink, 3);
+        e.arrive(S, PacketDirection::Uplink, 2, &[]);
+        e.arrive(S, PacketDirection::Downlink, 3, &[]);
         assert_eq!(e.held(), 2);
         let all: Vec<u32> = e.pop_all(S + MS).into_iter().map(|h| h.id).collect();
         assert_eq!(all, vec![3, 2]);

@@ -20,6 +20,7 @@
 mod element;
 mod nfqueue;
 mod schedule;
+mod segments;
 
 use std::io::Write;
 use std::net::Ipv4Addr;
@@ -30,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde_json::{json, Value};
 
-use element::{PacketFate, PacketDirection, Element, DIRECTIONS};
+use element::{Element, LossDraws, PacketDirection, PacketFate, DIRECTIONS};
 use nfqueue::NfQueue;
 use schedule::Schedule;
 
@@ -55,6 +56,10 @@ struct ScheduleCli {
     /// Seed of the loss draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Draw loss per packet in arrival order, or per TCP segment from its offset in its flow
+    /// and its transmission (the same bytes lost whatever the order they are sent in).
+    #[arg(long, value_enum, default_value_t = LossDrawsArg::Packet)]
+    loss_draws: LossDrawsArg,
     /// Packets the kernel queue may hold (held packets count); past it the kernel accepts (fails open).
     #[arg(long, default_value_t = 1 << 20)]
     queue_maxlen: u32,
@@ -63,8 +68,20 @@ struct ScheduleCli {
     rcvbuf_mib: usize,
 }
 
-/// Bytes of each packet copied to us: the IPv4 header's addresses end at byte 20.
-const COPY_RANGE: u32 = 20;
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LossDrawsArg {
+    Packet,
+    Segment,
+}
+
+/// Bytes of each packet copied to us: the IPv4 header's addresses end at byte 20; per-segment
+/// draws read the TCP header too.
+fn copy_range(draws: LossDrawsArg) -> u32 {
+    match draws {
+        LossDrawsArg::Packet => 20,
+        LossDrawsArg::Segment => segments::HEADER_BYTES,
+    }
+}
 
 fn now_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -138,7 +155,7 @@ impl Loop {
                             verdicts.push((id, true));
                         }
                         Some(dir) => {
-                            if element.arrive(now_ns(), dir, id) == PacketFate::Drop {
+                            if element.arrive(now_ns(), dir, id, payload) == PacketFate::Drop {
                                 verdicts.push((id, false));
                             }
                         }
@@ -341,7 +358,8 @@ fn stats_json(cli: &ScheduleCli, lp: &Loop, started_ns: u64) -> Value {
         let hold = s
             .hold_ms()
             .map(|(mean, min, max)| json!({"mean": mean, "min": min, "max": max}));
-        json!({"packets_seen": s.packets_seen, "dropped": s.dropped, "released": s.released, "hold_ms": hold})
+        json!({"packets_seen": s.packets_seen, "dropped": s.dropped, "released": s.released,
+               "not_drawn": s.not_drawn, "first_sends_dropped": s.first_sends_dropped, "hold_ms": hold})
     };
     let steps: Vec<Value> = e
         .schedule
@@ -375,6 +393,10 @@ fn stats_json(cli: &ScheduleCli, lp: &Loop, started_ns: u64) -> Value {
         "queue": cli.queue,
         "server_ip": cli.server_ip.to_string(),
         "seed": cli.seed,
+        "loss_draws": match cli.loss_draws {
+            LossDrawsArg::Packet => "packet",
+            LossDrawsArg::Segment => "segment",
+        },
         "clock_started": e.started(),
         "ran_s": (now_ns() - started_ns) as f64 / 1e9,
         "steps": steps,
@@ -447,7 +469,7 @@ fn run(cli: ScheduleCli) -> Result<()> {
 
     let queue = NfQueue::bind(
         cli.queue,
-        COPY_RANGE,
+        copy_range(cli.loss_draws),
         cli.queue_maxlen,
         cli.rcvbuf_mib << 20,
     )
@@ -460,7 +482,13 @@ fn run(cli: ScheduleCli) -> Result<()> {
     let started_ns = now_ns();
     let mut lp = Loop {
         queue,
-        element: Element::new(schedule, cli.seed),
+        element: Element::new(
+            schedule,
+            match cli.loss_draws {
+                LossDrawsArg::Packet => LossDraws::per_packet(cli.seed),
+                LossDrawsArg::Segment => LossDraws::per_segment(cli.seed),
+            },
+        ),
         server_ip: cli.server_ip.octets(),
         timer,
         signals,
