@@ -132,6 +132,19 @@ pub struct KernelFoldTest {
     pub _pad1: u32,
 }
 
+/// `struct ccsw_kernel_cwnd_pkts_test`: one window converted to whole packets by the code
+/// cong_control runs (`count_cwnd_pkts`), from the cache its last conversion left.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelCwndPktsTest {
+    pub cache_bytes: u32,
+    pub cache_mss: u32,
+    pub cache_pkts: u32,
+    pub bytes: u32,
+    pub mss: u32,
+    pub pkts: u32,
+}
+
 /// Limits of the BPF interpreter (`CCSW_VM_*` in kernel.h).
 pub const VM_MAX_INSTRS: usize = 128;
 pub const VM_MAX_EXPRS: usize = 32;
@@ -336,6 +349,7 @@ const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 104);
 const _: () = assert!(size_of::<FoldState>() == 136);
 const _: () = assert!(size_of::<KernelFoldTest>() == 360);
+const _: () = assert!(size_of::<KernelCwndPktsTest>() == 24);
 const _: () = assert!(size_of::<KernelDirectiveSlot>() == 64);
 const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);
@@ -362,6 +376,7 @@ unsafe impl Pod for KernelDirectiveSlot {}
 unsafe impl OwnedSlot for KernelDirectiveSlot {}
 unsafe impl Pod for ReportEvent {}
 unsafe impl Pod for KernelFoldTest {}
+unsafe impl Pod for KernelCwndPktsTest {}
 unsafe impl Pod for VmProgram {}
 unsafe impl Pod for VmTest {}
 unsafe impl Pod for VmFlow {}

@@ -352,6 +352,7 @@ impl KernelDatapath {
             &p.ccsw_release,
             &p.ccsw_hand_back,
             &p.ccsw_fold_test,
+            &p.ccsw_cwnd_pkts_test,
             &p.ccsw_vm_test,
         ] {
             if !prog.autoload() {
@@ -701,6 +702,16 @@ impl KernelDatapath {
         let input = libbpf_rs::ProgramInput { context_in: Some(&mut ctx), ..Default::default() };
         self.skel.progs.ccsw_fold_test.test_run(input).context("running the fold test program")?;
         *t = abi::from_bytes(&ctx).context("fold test context")?;
+        Ok(())
+    }
+
+    /// Converts one window to whole packets as cong_control does, from the cache in `t`
+    /// (which it updates), for tests against a division.
+    pub fn run_cwnd_pkts(&self, t: &mut abi::KernelCwndPktsTest) -> Result<()> {
+        let mut ctx = abi::as_bytes(t).to_vec();
+        let input = libbpf_rs::ProgramInput { context_in: Some(&mut ctx), ..Default::default() };
+        self.skel.progs.ccsw_cwnd_pkts_test.test_run(input).context("running the packet conversion test program")?;
+        *t = abi::from_bytes(&ctx).context("packet conversion test context")?;
         Ok(())
     }
 

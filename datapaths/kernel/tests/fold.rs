@@ -389,3 +389,40 @@ fn slow_start_grows_on_every_ack_across_reports_until_a_loss() {
         assert_eq!(step(&mut t, second + 10_000 + 1_000 * i, 0), (8, false), "ack {i}: slow start is over");
     }
 }
+
+/// The packets cong_control applies for a directive's window are the window divided by the
+/// MSS, whichever way it moved: grown by a few segments per ACK (counted on, no division),
+/// by more, cut, unchanged, or with a new MSS.
+#[test]
+fn a_window_in_whole_packets_is_the_division_it_avoids() {
+    let dp = load();
+    let mut rng = ccswitch_datapath_support::rng::SplitMix64(21);
+    let mut t = abi::KernelCwndPktsTest::default();
+    let (mut bytes, mut mss) = (14_480u32, 1448u32);
+    let (mut counted_on, mut divided) = (0, 0);
+    for i in 0..100_000 {
+        match rng.below(100) {
+            0..=79 => bytes = bytes.saturating_add(rng.below(4 * mss as u64 + 1) as u32), // slow start's ACKs
+            80..=89 => bytes = bytes.saturating_add(rng.below(200 * mss as u64) as u32),
+            90..=95 => bytes = (bytes / 2).max(1),
+            96..=97 => {}
+            _ => mss = [536, 1200, 1448, 8948][rng.below(4) as usize],
+        }
+        if bytes > 1 << 30 {
+            bytes = 10 * mss;
+        }
+        let before = t;
+        t.bytes = bytes;
+        t.mss = mss;
+        dp.run_cwnd_pkts(&mut t).unwrap();
+        assert_eq!(t.pkts, bytes / mss, "step {i}: {bytes} bytes / {mss} from {before:?}");
+        assert_eq!((t.cache_bytes, t.cache_mss, t.cache_pkts), (bytes, mss, bytes / mss), "step {i}: the cache");
+        // Growth by up to four segments is counted on (GROWTH_SEGMENTS_COUNTED).
+        if before.cache_mss == mss && bytes > before.cache_bytes && bytes - before.cache_bytes <= 4 * mss {
+            counted_on += 1;
+        } else {
+            divided += 1;
+        }
+    }
+    assert!(counted_on > 50_000 && divided > 10_000, "{counted_on} counted on, {divided} otherwise");
+}

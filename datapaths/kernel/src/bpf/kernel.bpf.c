@@ -84,6 +84,8 @@ char _license[] SEC("license") = "GPL";
 #define USEC_PER_SEC 1000000ULL
 #define TCP_INFINITE_SSTHRESH 0x7fffffff
 #define MIN_CWND_PKTS 2
+/* Segments of growth directive_cwnd_pkts counts on per ACK before it divides. */
+#define GROWTH_SEGMENTS_COUNTED 4
 
 /* ACK flags passed to cong_control (net/ipv4/tcp_input.c). */
 #define FLAG_DATA_ACKED 0x04
@@ -210,11 +212,9 @@ static __always_inline struct inet_connection_sock *inet_csk(struct sock *sk)
 struct ccsw_ca_priv {
 	__u32 flow_id;  /* 0: the socket has no state */
 	__u32 slot;     /* the flow's directive slot, flow_id % ccsw_max_flows */
-	/* The directive's window in packets, converted once per change of the
-	 * directive or of the MSS rather than divided on every ACK. */
-	__u32 cwnd_dir_bytes;
-	__u32 cwnd_dir_mss;
-	__u32 cwnd_dir_pkts;
+	/* The directive's window in whole packets (before the floor of
+	 * MIN_CWND_PKTS): see count_cwnd_pkts. */
+	struct ccsw_cwnd_pkts cwnd_dir;
 	/* What the emulated pacing rate of a directed flow was last computed
 	 * from (see emulate_pacing_rate). */
 	__u32 pacing_cwnd;
@@ -847,23 +847,40 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 	ccsw_std_reset_sampled(&st->fold.std);
 }
 
-/* The directive's window, converted to packets only when it or the MSS
- * changed. */
-/* A directive's window in packets (the division cached per window and MSS). */
+/* A window in whole packets, bytes / mss, without a division on the ACKs of a
+ * slow start: folded there, the window grows on every ACK by the bytes it
+ * acknowledges, a few segments at most, so the quotient is counted on from the
+ * last one. A window that fell, a new MSS or a larger step divides (rare). */
+static __always_inline __u32 count_cwnd_pkts(struct ccsw_cwnd_pkts *c, __u32 bytes, __u32 mss)
+{
+	__u32 pkts = c->pkts;
+
+	if (mss != c->mss || bytes < c->bytes) {
+		pkts = bytes / mss;
+	} else if (bytes != c->bytes) {
+		__u32 left = bytes - pkts * mss;
+		int i;
+
+		for (i = 0; i < GROWTH_SEGMENTS_COUNTED && left >= mss; i++) {
+			pkts++;
+			left -= mss;
+		}
+		if (left >= mss)
+			pkts = bytes / mss;
+	}
+	c->bytes = bytes;
+	c->mss = mss;
+	c->pkts = pkts;
+	return pkts;
+}
+
+/* A directive's window in packets, within the floor and the socket's clamp. */
 static __always_inline __u32 directive_cwnd_pkts(struct tcp_sock *tp, struct ccsw_ca_priv *ca, __u32 bytes)
 {
-	__u32 mss = tp->mss_cache ? tp->mss_cache : 1;
-	__u32 cwnd;
+	__u32 cwnd = count_cwnd_pkts(&ca->cwnd_dir, bytes, tp->mss_cache ? tp->mss_cache : 1);
 
-	if (bytes != ca->cwnd_dir_bytes || mss != ca->cwnd_dir_mss) {
-		cwnd = bytes / mss;
-		if (cwnd < MIN_CWND_PKTS)
-			cwnd = MIN_CWND_PKTS;
-		ca->cwnd_dir_bytes = bytes;
-		ca->cwnd_dir_mss = mss;
-		ca->cwnd_dir_pkts = cwnd;
-	}
-	cwnd = ca->cwnd_dir_pkts;
+	if (cwnd < MIN_CWND_PKTS)
+		cwnd = MIN_CWND_PKTS;
 	if (cwnd > tp->snd_cwnd_clamp)
 		cwnd = tp->snd_cwnd_clamp;
 	return cwnd;
@@ -1121,8 +1138,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	st->directed = 0;
 	st->paced = 0;
 	st->rtt_us = 0;
-	ca->cwnd_dir_bytes = 0;
-	ca->cwnd_dir_mss = 0;
+	__builtin_memset(&ca->cwnd_dir, 0, sizeof(ca->cwnd_dir));
 	ca->pacing_cwnd = 0;
 	read_pacing_ratios(sk, &st->pacing_ss_ratio, &st->pacing_ca_ratio);
 	st->reordering_sysctl = read_reordering_sysctl(sk);
@@ -1290,6 +1306,13 @@ int ccsw_fold_test(struct ccsw_kernel_fold_test *t)
 	t->report = t->state.std.fold.regs;
 	if (t->reported)
 		ccsw_std_reset_sampled(&t->state.std);
+	return 0;
+}
+
+SEC("syscall")
+int ccsw_cwnd_pkts_test(struct ccsw_kernel_cwnd_pkts_test *t)
+{
+	t->pkts = count_cwnd_pkts(&t->cache, t->bytes, t->mss ? t->mss : 1);
 	return 0;
 }
 

@@ -179,6 +179,22 @@ struct ccsw_kernel_fold_test {
 	__u32 _pad1;
 };
 
+/* A directive's window in whole packets, cached per flow (directive_cwnd_pkts). */
+struct ccsw_cwnd_pkts {
+	__u32 bytes;  /* the window last converted */
+	__u32 mss;    /* with this MSS */
+	__u32 pkts;   /* bytes / mss */
+};
+
+/* One conversion of directive_cwnd_pkts, for the test that checks it against
+ * a division (BPF_PROG_TEST_RUN). */
+struct ccsw_kernel_cwnd_pkts_test {
+	struct ccsw_cwnd_pkts cache;
+	__u32 bytes;
+	__u32 mss;
+	__u32 pkts;    /* out */
+};
+
 /* ---- The bounded interpreter (vm.bpf.h): CCP programs other than the
  * standard one, with libccp's semantics (the shim's Rust interpreter,
  * datapaths/ccp/src/program/exec.rs, is the reference). A program that
@@ -368,6 +384,7 @@ _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
 _Static_assert(sizeof(struct ccsw_fold_state) == 136, "fold state layout");
 _Static_assert(sizeof(struct ccsw_kernel_fold_test) == 360, "fold test layout");
+_Static_assert(sizeof(struct ccsw_kernel_cwnd_pkts_test) == 24, "packet conversion test layout");
 _Static_assert(sizeof(struct ccsw_kernel_directive_slot) == 64, "a directive slot is one cache line");
 _Static_assert(__builtin_offsetof(struct ccsw_kernel_directive_slot, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
 _Static_assert(sizeof(struct ccsw_vm_instr) == 16, "vm instruction layout");
