@@ -201,6 +201,30 @@ mod tests {
         assert_eq!(s.state.cwnd_bytes, cwnd / 2, "once it is, a loss is a new event");
     }
 
+    /// Counting every byte delivered, recovery runs out early when a segment sent during it
+    /// is delivered in place of an old one that was lost too; that loss, revealed a segment
+    /// or two later, is the same event (Linux's `snd_una` has not passed it), while a loss
+    /// reported with a round of new data past the count is a new one.
+    #[test]
+    fn a_second_hole_in_the_old_data_is_the_same_event_even_past_the_count() {
+        let mut s = sender(10);
+        s.ack_round(); // 20 segments
+        s.lose_with_in_flight(1, 6);
+        assert_eq!(s.cwnd_segments(), 10.0);
+        s.ack_and_lose(8, 1); // 6 counted, 2 past the count, then the second hole
+        assert_eq!(s.cwnd_segments(), 10.0, "not cut twice");
+        assert!(s.state.in_recovery(), "until the second hole's retransmission is delivered");
+        s.ack_segments(10);
+        assert!(!s.state.in_recovery());
+        s.ack_segments(5);
+        s.ack_and_lose(12, 1); // no count left: a new event
+        assert_eq!(s.cwnd_segments(), 5.0);
+        s.ack_and_lose(10, 1); // 10 segments in flight at the loss: 10 counted, none past it
+        assert_eq!(s.cwnd_segments(), 5.0);
+        s.ack_and_lose(5 + 10, 1); // a round of new data past the count: a new event, from the
+        assert_eq!(s.cwnd_segments(), 3.0, "window grown by those 10 segments (7), halved");
+    }
+
     #[test]
     fn window_holds_during_recovery() {
         let mut s = sender(20);

@@ -14,8 +14,10 @@ The model (RFC 5681, RFC 6582, as Linux's ``tcp_reno_*`` helpers):
   or in avoidance (Linux grew it on each of those ACKs before the loss was seen). The event
   lasts until the data outstanding when the loss was reported has been delivered (NewReno's
   recovery, ending as Linux's does: what was in flight, and the lost segments but the last,
-  whose retransmission ends it); the window holds meanwhile, further losses belong to the same event, and the
-  bytes acknowledged during it are no credit for congestion avoidance;
+  whose retransmission ends it); the window holds meanwhile, further losses belong to the
+  same event (so does one reported at most two segments after the count ran out: a hole in
+  the old data, which Linux's Recovery waits for), and the bytes
+  acknowledged during it are no credit for congestion avoidance;
 - a retransmission timeout sets ssthresh the same way and restarts from one segment (never
   below the 2-segment minimum window), then slow-starts back;
 - slow start is the datapath's (``slow_start_in_datapath``), which grows the window on every
@@ -29,6 +31,8 @@ from ccswitch.authoring import Algorithm
 
 MIN_CWND_SEGMENTS = 2
 LOSS_WINDOW_SEGMENTS = 1
+# A loss this many segments past the end of a recovery's count still belongs to it.
+HOLE_FOUND_PAST_COUNT_SEGMENTS = 2
 
 
 class Reno(Algorithm):
@@ -44,6 +48,7 @@ class Reno(Algorithm):
         mss = flow.mss
         cwnd = flow.cwnd
         acked = flow.acked_bytes
+        began_in_recovery = self.recovery_bytes_left > 0
         in_recovery = min(acked, self.recovery_bytes_left)
         self.recovery_bytes_left -= in_recovery
 
@@ -54,11 +59,21 @@ class Reno(Algorithm):
             self.ca_acked_bytes = 0
             return
         ssthresh = flow.ssthresh
-        if flow.lost and self.recovery_bytes_left == 0:
-            # A new congestion event: recover until what is outstanding now is delivered, as
-            # Linux's Recovery ends: what is in flight and the lost segments but the last,
-            # whose retransmission ends recovery and counts as growth.
-            self.recovery_bytes_left = max(flow.in_flight + (flow.lost - 1) * mss, 1)
+        # What is outstanding now, as Linux's Recovery ends: what is in flight and the lost
+        # segments but the last, whose retransmission ends recovery and counts as growth.
+        outstanding = max(flow.in_flight + (flow.lost - 1) * mss, 1)
+        acked -= in_recovery  # a recovery's ACKs are no credit
+        if flow.lost and self.recovery_bytes_left > 0:
+            return  # the same event
+        if flow.lost and began_in_recovery and acked <= HOLE_FOUND_PAST_COUNT_SEGMENTS * mss:
+            # The same event too: a hole in the data outstanding at its start, found once the
+            # count ran out by at most two segments. It lasts until this loss's retransmission
+            # is delivered.
+            self.recovery_bytes_left = outstanding
+            return
+        if flow.lost:
+            # A new congestion event: recover until what is outstanding now is delivered.
+            self.recovery_bytes_left = outstanding
             if cwnd < ssthresh:  # the ACKs before the loss grew the window first
                 used = min(acked, ssthresh - cwnd)
                 cwnd += used
@@ -71,7 +86,6 @@ class Reno(Algorithm):
         if self.recovery_bytes_left > 0:
             return  # hold the window while recovering
 
-        acked -= in_recovery  # a recovery's ACKs are no credit
         if cwnd < ssthresh:  # slow start, up to ssthresh
             used = min(acked, ssthresh - cwnd)
             cwnd += used
