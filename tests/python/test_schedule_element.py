@@ -122,6 +122,18 @@ def require_root_and_binary():
         pytest.fail(f"{default_binary()} not built: cargo build --release -p ccswitch-schedule")
 
 
+def forwarded_namespaces(teardown):
+    """A server and a client namespace, forwarded through the root namespace (where the
+    element's rules sit), each removed by `teardown`."""
+    SysctlGuard(teardown).set("net.ipv4.ip_forward", "1")
+    tag = str(os.getpid())
+    server = ServerNamespace(teardown, tag=f"ss{tag}")
+    server.create()
+    client = ServerNamespace(teardown, tag=f"sc{tag}")
+    client.create()
+    return server, client
+
+
 def test_a_bad_schedule_is_refused_naming_the_step_and_the_key(tmp_path):
     require_root_and_binary()
     teardown = Teardown()
@@ -140,13 +152,8 @@ def test_delay_follows_the_schedule_within_a_millisecond_and_downlink_loss_is_tw
     require_root_and_binary()
     teardown = Teardown()
     procs = Processes(teardown)
-    tag = str(os.getpid())
     try:
-        SysctlGuard(teardown).set("net.ipv4.ip_forward", "1")
-        server = ServerNamespace(teardown, tag=f"ss{tag}")
-        server.create()
-        client = ServerNamespace(teardown, tag=f"sc{tag}")
-        client.create()
+        server, client = forwarded_namespaces(teardown)
         (tmp_path / "echo.py").write_text(ECHO)
         (tmp_path / "probe.py").write_text(PROBE)
         echo_log = str(tmp_path / "echo.log")
@@ -260,15 +267,10 @@ def test_per_segment_draws_lose_the_same_first_sends_for_two_congestion_controls
     require_root_and_binary()
     teardown = Teardown()
     procs = Processes(teardown)
-    tag = str(os.getpid())
     steps = [{"at_s": 0, "delay_ms": 5, "loss_downlink": SEGMENT_LOSS, "loss_uplink": 0}]
     stats_of = {}
     try:
-        SysctlGuard(teardown).set("net.ipv4.ip_forward", "1")
-        server = ServerNamespace(teardown, tag=f"ss{tag}")
-        server.create()
-        client = ServerNamespace(teardown, tag=f"sc{tag}")
-        client.create()
+        server, client = forwarded_namespaces(teardown)
         (tmp_path / "sender.py").write_text(SENDER)
         (tmp_path / "receiver.py").write_text(RECEIVER)
         for k, cc in enumerate(("reno", "cubic")):
