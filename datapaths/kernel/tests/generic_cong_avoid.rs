@@ -253,12 +253,16 @@ fn generic_cong_avoid_reno_drives_the_kernel_datapath() {
     let shim_log = Lines::collect(env.children[shim].stderr.take().unwrap());
     shim_log.wait_for("congestion control registered", Duration::from_secs(30));
     shim_log.wait_for("connected to the agent", Duration::from_secs(30));
-    let r = read_log(&reno_log);
-    assert!(
-        r.iter()
-            .any(|l| l.contains("found new datapath") && l.contains(&dp_name)),
-        "portus saw our READY from {dp_name}: {r:?}"
-    );
+    // Portus logs the READY once it has read it, which may come after the shim's "connected".
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = read_log(&reno_log);
+        if r.iter().any(|l| l.contains("found new datapath") && l.contains(&dp_name)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "portus saw our READY from {dp_name}: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     env.use_cc(&cc);
     let srv = env.start_server();
 
