@@ -81,7 +81,10 @@ def test_kernel_fidelity_shape():
                                              for alg in ("reno", "cubic", "bbr")}
     assert sc.repetitions >= 5
     constant = [c for c in sc.clients if c.link.is_constant]
-    assert sorted(c.loss_downlink for c in constant) == [0.0, 0.01]
+    # clean, 1% by mm-loss, and 1% drawn per segment by the schedule (the same drops for all)
+    downlink_loss = [c.loss_downlink + sum(step.loss_downlink for step in c.schedule) for c in constant]
+    assert sorted(downlink_loss) == [0.0, 0.01, 0.01]
+    assert [c.loss_draws for c in constant if c.schedule] == ["segment"]
     for c in constant:
         assert c.delay_ms == 25 and c.link.downlink_mbps == 24
     assert [c for c in sc.clients if not c.link.is_constant], "one cellular trace"

@@ -27,7 +27,7 @@ pub struct SegmentDraw {
 
 /// The TCP fields the draw needs, read from the first bytes of an IPv4 packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct TcpSegment {
+struct SegmentHeader {
     /// Source and destination address and port: the flow in this direction.
     flow: ([u8; 4], [u8; 4], u16, u16),
     seq: u32,
@@ -42,7 +42,7 @@ const TCP_SYN: u8 = 0x02;
 /// header at most, then the TCP header up to its data offset and flags (bytes 12 and 13).
 pub const HEADER_BYTES: u32 = 60 + 14;
 
-fn parse(packet: &[u8]) -> Option<TcpSegment> {
+fn parse(packet: &[u8]) -> Option<SegmentHeader> {
     if packet.len() < 20 || packet[0] >> 4 != 4 || packet[9] != IPPROTO_TCP {
         return None;
     }
@@ -54,7 +54,7 @@ fn parse(packet: &[u8]) -> Option<TcpSegment> {
     let tcp = packet.get(ihl..ihl + 14)?;
     let total = u16::from_be_bytes([packet[2], packet[3]]) as u32;
     let tcp_header = (tcp[12] >> 4) as u32 * 4;
-    Some(TcpSegment {
+    Some(SegmentHeader {
         flow: (
             packet[12..16].try_into().ok()?,
             packet[16..20].try_into().ok()?,
