@@ -44,11 +44,11 @@ impl LossDraws {
     /// send (per segment only), None if it is not drawn (per segment: no data). Per packet, one
     /// draw whatever the loss, so a seed gives the same sequence of draws whichever schedule
     /// it is used with; uniform from the top 53 bits.
-    fn draw(&mut self, dir: PacketDirection, packet: &[u8]) -> Option<(f64, bool)> {
+    fn draw(&mut self, now_ns: u64, dir: PacketDirection, packet: &[u8]) -> Option<(f64, bool)> {
         match self {
             LossDraws::Packet(rng) => Some(((rng.next() >> 11) as f64 / (1u64 << 53) as f64, false)),
             LossDraws::Segment { seed, segments } => segments
-                .segment(packet)
+                .segment(now_ns, packet)
                 .map(|seg| (segments::uniform(*seed, dir as u8, seg), seg.transmission == 0)),
         }
     }
@@ -173,7 +173,7 @@ impl Element {
             PacketDirection::Downlink => s.loss_downlink,
             PacketDirection::Uplink => s.loss_uplink,
         };
-        match self.draws.draw(dir, packet) {
+        match self.draws.draw(now_ns, dir, packet) {
             None => stats.not_drawn += 1,
             Some((draw, first_send)) if draw < loss => {
                 stats.dropped += 1;

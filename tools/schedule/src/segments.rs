@@ -13,8 +13,22 @@
 //! Only segments that carry data are drawn; SYNs, FINs without data and pure ACKs always pass
 //! (they carry no offset of their own). A flow whose SYN the element did not see counts
 //! offsets from the first sequence number it saw.
+//!
+//! A flow is forgotten at its RST, or once it has sent nothing for `FLOW_IDLE_NS`, so that a
+//! long run of many flows does not keep every offset each flow ever sent. Not at its FIN: data
+//! lost before a FIN is retransmitted after it, and must be counted as a retransmission.
 
 use std::collections::HashMap;
+
+use ccswitch_datapath_support::rng::mix64;
+
+/// How long a flow may send nothing before it is forgotten (its next segment then counts
+/// offsets afresh, as for a flow whose SYN the element did not see). Longer than any
+/// retransmission backoff an experiment waits through.
+pub const FLOW_IDLE_NS: u64 = 120_000_000_000;
+
+/// How often idle flows are looked for.
+const SWEEP_EVERY_NS: u64 = 10_000_000_000;
 
 /// What decides a segment's draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,11 +46,13 @@ struct SegmentHeader {
     flow: ([u8; 4], [u8; 4], u16, u16),
     seq: u32,
     syn: bool,
+    rst: bool,
     payload_bytes: u32,
 }
 
 const IPPROTO_TCP: u8 = 6;
 const TCP_SYN: u8 = 0x02;
+const TCP_RST: u8 = 0x04;
 
 /// Bytes of a packet the element needs to see a TCP header through IPv4 options: 60 of IPv4
 /// header at most, then the TCP header up to its data offset and flags (bytes 12 and 13).
@@ -63,16 +79,23 @@ fn parse(packet: &[u8]) -> Option<SegmentHeader> {
         ),
         seq: u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]),
         syn: tcp[13] & TCP_SYN != 0,
+        rst: tcp[13] & TCP_RST != 0,
         payload_bytes: total.saturating_sub(ihl as u32 + tcp_header),
     })
 }
 
-#[derive(Default)]
 struct FlowSegments {
     /// The sequence number offsets count from.
     initial_seq: u32,
     /// Transmissions so far of each offset sent.
     sent: HashMap<u32, u32>,
+    last_seen_ns: u64,
+}
+
+impl FlowSegments {
+    fn new(initial_seq: u32, now_ns: u64) -> FlowSegments {
+        FlowSegments { initial_seq, sent: HashMap::new(), last_seen_ns: now_ns }
+    }
 }
 
 /// The per-flow state of per-segment draws: each flow's initial sequence number and how often
@@ -80,44 +103,57 @@ struct FlowSegments {
 #[derive(Default)]
 pub struct SegmentDraws {
     flows: HashMap<([u8; 4], [u8; 4], u16, u16), FlowSegments>,
+    last_sweep_ns: u64,
 }
 
 impl SegmentDraws {
-    /// What decides the draw of this packet (its first bytes), or None if it is not drawn: not
-    /// TCP over IPv4, or no data.
-    pub fn segment(&mut self, packet: &[u8]) -> Option<SegmentDraw> {
+    /// What decides the draw of this packet (its first bytes), arriving at `now_ns`, or None
+    /// if it is not drawn: not TCP over IPv4, or no data.
+    pub fn segment(&mut self, now_ns: u64, packet: &[u8]) -> Option<SegmentDraw> {
+        self.forget_idle(now_ns);
         let seg = parse(packet)?;
+        if seg.rst {
+            self.flows.remove(&seg.flow);
+            return None;
+        }
         if seg.syn {
             // A SYN starts the flow afresh (a new connection may reuse the 4-tuple); its
             // sequence number is the initial one and the data starts one byte after it.
-            self.flows.insert(seg.flow, FlowSegments { initial_seq: seg.seq, sent: HashMap::new() });
+            self.flows.insert(seg.flow, FlowSegments::new(seg.seq, now_ns));
             return None;
         }
         if seg.payload_bytes == 0 {
             return None;
         }
-        let flow = self
-            .flows
-            .entry(seg.flow)
-            .or_insert_with(|| FlowSegments { initial_seq: seg.seq.wrapping_sub(1), sent: HashMap::new() });
+        let flow = self.flows.entry(seg.flow).or_insert_with(|| FlowSegments::new(seg.seq.wrapping_sub(1), now_ns));
+        flow.last_seen_ns = now_ns;
         let offset = seg.seq.wrapping_sub(flow.initial_seq);
         let sent = flow.sent.entry(offset).or_insert(0);
         let transmission = *sent;
         *sent += 1;
         Some(SegmentDraw { offset, transmission })
     }
+
+    /// Flows the element keeps offsets of.
+    pub fn flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    fn forget_idle(&mut self, now_ns: u64) {
+        if now_ns.saturating_sub(self.last_sweep_ns) < SWEEP_EVERY_NS {
+            return;
+        }
+        self.last_sweep_ns = now_ns;
+        self.flows.retain(|_, f| now_ns.saturating_sub(f.last_seen_ns) < FLOW_IDLE_NS);
+    }
 }
 
 /// The draw in [0, 1) of a segment: a hash of the seed, the direction and the segment (the
-/// splitmix64 finaliser over their mix), independent of when or in which order it is sent.
+/// splitmix64 finaliser, twice, over their mix), independent of when or in which order it is
+/// sent.
 pub fn uniform(seed: u64, direction: u8, draw: SegmentDraw) -> f64 {
     let key = ((draw.offset as u64) << 32 | draw.transmission as u64) ^ ((direction as u64) << 63);
-    let mut z = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ key;
-    for _ in 0..2 {
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-    }
+    let z = mix64(mix64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ key));
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -145,25 +181,52 @@ pub mod tests {
     fn offsets_count_from_the_syn_and_retransmissions_are_numbered() {
         let mut d = SegmentDraws::default();
         let isn = u32::MAX - 10; // the offsets wrap with the sequence space
-        assert_eq!(d.segment(&packet(8080, isn, true, 0)), None);
-        let first = d.segment(&packet(8080, isn.wrapping_add(1), false, 1448));
+        assert_eq!(d.segment(0, &packet(8080, isn, true, 0)), None);
+        let first = d.segment(0, &packet(8080, isn.wrapping_add(1), false, 1448));
         assert_eq!(first, Some(SegmentDraw { offset: 1, transmission: 0 }));
-        assert_eq!(d.segment(&packet(8080, isn.wrapping_add(1449), false, 1448)).unwrap().offset, 1449);
-        assert_eq!(d.segment(&packet(8080, isn.wrapping_add(1), false, 1448)).unwrap().transmission, 1);
-        assert_eq!(d.segment(&packet(8080, isn.wrapping_add(2897), false, 0)), None, "a pure ACK is not drawn");
+        assert_eq!(d.segment(0, &packet(8080, isn.wrapping_add(1449), false, 1448)).unwrap().offset, 1449);
+        assert_eq!(d.segment(0, &packet(8080, isn.wrapping_add(1), false, 1448)).unwrap().transmission, 1);
+        assert_eq!(d.segment(0, &packet(8080, isn.wrapping_add(2897), false, 0)), None, "a pure ACK is not drawn");
         // Another flow (another port) with another ISN: the same offsets, counted afresh.
-        assert_eq!(d.segment(&packet(8081, 7, true, 0)), None);
-        assert_eq!(d.segment(&packet(8081, 8, false, 1448)), first);
+        assert_eq!(d.segment(0, &packet(8081, 7, true, 0)), None);
+        assert_eq!(d.segment(0, &packet(8081, 8, false, 1448)), first);
         // A SYN on a reused 4-tuple starts the counts again.
-        assert_eq!(d.segment(&packet(8080, 500, true, 0)), None);
-        assert_eq!(d.segment(&packet(8080, 501, false, 1448)), first);
+        assert_eq!(d.segment(0, &packet(8080, 500, true, 0)), None);
+        assert_eq!(d.segment(0, &packet(8080, 501, false, 1448)), first);
+    }
+
+    #[test]
+    fn a_flow_is_forgotten_at_its_rst_or_once_idle_but_not_at_its_fin() {
+        const S: u64 = 1_000_000_000;
+        let mut d = SegmentDraws::default();
+        let data = |d: &mut SegmentDraws, now, sport, seq| d.segment(now, &packet(sport, seq, false, 100)).unwrap();
+        d.segment(0, &packet(8080, 0, true, 0));
+        d.segment(0, &packet(8081, 0, true, 0));
+        assert_eq!(data(&mut d, 0, 8080, 1).transmission, 0);
+        let mut fin = packet(8080, 101, false, 100);
+        fin[33] |= 0x01;
+        assert_eq!(d.segment(S, &fin).unwrap().offset, 101);
+        assert_eq!(data(&mut d, 2 * S, 8080, 1).transmission, 1, "retransmitted after the FIN");
+        let mut rst = packet(8081, 1, false, 0);
+        rst[33] = TCP_RST;
+        assert_eq!(d.segment(2 * S, &rst), None);
+        assert_eq!(d.flows(), 1, "the RST's flow is forgotten");
+        // 8080 last sent at 2 s; a third flow keeps sending.
+        d.segment(3 * S, &packet(8082, 0, true, 0));
+        for t in (10..=120).step_by(5) {
+            data(&mut d, t * S, 8082, 1);
+        }
+        assert_eq!(d.flows(), 2, "8080 has been silent for less than FLOW_IDLE_NS");
+        data(&mut d, 130 * S, 8082, 1);
+        assert_eq!(d.flows(), 1, "8080, silent since 2 s, is forgotten at 130 s; 8082 is kept");
+        assert_eq!(data(&mut d, 131 * S, 8080, 1001).offset, 1, "counted afresh from the next segment");
     }
 
     #[test]
     fn a_flow_seen_without_its_syn_counts_from_its_first_segment() {
         let mut d = SegmentDraws::default();
-        assert_eq!(d.segment(&packet(8080, 1000, false, 100)), Some(SegmentDraw { offset: 1, transmission: 0 }));
-        assert_eq!(d.segment(&packet(8080, 1100, false, 100)).unwrap().offset, 101);
+        assert_eq!(d.segment(0, &packet(8080, 1000, false, 100)), Some(SegmentDraw { offset: 1, transmission: 0 }));
+        assert_eq!(d.segment(0, &packet(8080, 1100, false, 100)).unwrap().offset, 101);
     }
 
     #[test]
@@ -171,11 +234,11 @@ pub mod tests {
         let mut d = SegmentDraws::default();
         let mut udp = packet(8080, 1, false, 100);
         udp[9] = 17;
-        assert_eq!(d.segment(&udp), None);
+        assert_eq!(d.segment(0, &udp), None);
         let mut fragment = packet(8080, 1, false, 100);
         fragment[7] = 10;
-        assert_eq!(d.segment(&fragment), None);
-        assert_eq!(d.segment(&packet(8080, 1, false, 100)[..30]), None, "truncated before the flags");
+        assert_eq!(d.segment(0, &fragment), None);
+        assert_eq!(d.segment(0, &packet(8080, 1, false, 100)[..30]), None, "truncated before the flags");
     }
 
     #[test]
