@@ -439,26 +439,32 @@ impl Bbr {
         };
     }
 
+    /// Linux's `bbr_set_pacing_rate`: until the flow's first RTT sample, and once at it, the
+    /// window per RTT at the startup gain (`bbr_init_pacing_rate_from_rtt`); then the gain
+    /// times the bandwidth estimate, which before the pipe is full only ever raises the rate.
+    /// The first report's sample is the initial window's first ACK, one segment per RTT:
+    /// taken as the rate (as this did until 2026-11-27), it paced the next round at a tenth
+    /// of the initial window's rate, and the 2-segment bursts it sent were spaced 37 ms apart
+    /// at RTT 50 ms until the next ACK brought the agent's higher rate, a round later.
     fn set_pacing_rate(&mut self, state: &mut FlowState) {
-        let bw = self.max_bw();
-        let rate = if bw == 0 {
-            // No delivery-rate sample yet: the initial window per RTT, at the startup gain.
-            let rtt_us = if state.srtt_us > 0 {
-                state.srtt_us
-            } else {
-                DEFAULT_RTT_US
-            };
-            self.cfg.high_gain * state.cwnd_bytes as f64 * 1e6 / rtt_us as f64
-        } else {
-            self.pacing_gain * bw as f64
-        };
-        let rate = ((rate * (1.0 - PACING_MARGIN)) as u64).max(1);
-        // Startup only ever raises the rate (a low sample must not slow the ramp).
-        let raise = state.pacing_rate_bytes_per_s.is_none_or(|r| rate > r);
-        if self.full_bw_reached || !self.pacing_initialised || raise {
-            state.pacing_rate_bytes_per_s = Some(rate);
-            self.pacing_initialised = true;
+        if !self.pacing_initialised {
+            let rtt_us = if state.srtt_us > 0 { state.srtt_us } else { DEFAULT_RTT_US };
+            let rate = self.cfg.high_gain * state.cwnd_bytes as f64 * 1e6 / rtt_us as f64;
+            state.pacing_rate_bytes_per_s = Some(Self::with_margin(rate));
+            self.pacing_initialised = state.srtt_us > 0;
         }
+        let bw = self.max_bw();
+        if bw == 0 {
+            return;
+        }
+        let rate = Self::with_margin(self.pacing_gain * bw as f64);
+        if self.full_bw_reached || state.pacing_rate_bytes_per_s.is_none_or(|r| rate > r) {
+            state.pacing_rate_bytes_per_s = Some(rate);
+        }
+    }
+
+    fn with_margin(rate: f64) -> u64 {
+        ((rate * (1.0 - PACING_MARGIN)) as u64).max(1)
     }
 
     /// Segments in one TSO burst at the current pacing rate.
@@ -1181,6 +1187,22 @@ mod tests {
         // The model still runs on its rate, past Startup.
         assert!(model.full_bw_reached, "{model:?}");
         assert!(model.unpublished_rate.is_some_and(|r| r > 0), "{:?}", model.unpublished_rate);
+    }
+
+    #[test]
+    fn startup_paces_the_initial_window_at_the_startup_gain_until_samples_beat_it() {
+        let (mut s, _) = sender("", RTT_MS);
+        let initial = |cwnd: u64| (HIGH_GAIN * cwnd as f64 / 0.05 * (1.0 - PACING_MARGIN)) as u64;
+        let mss = s.mss();
+        // The initial window's first ACK: one segment per RTT, a tenth of the window's rate.
+        report_after(&mut s, RTT_MS, mss, mss * 20, 0);
+        let at_init = s.state.pacing_rate_bytes_per_s.unwrap();
+        assert_eq!(at_init, initial(10 * mss), "the window per RTT at the startup gain, not the first sample");
+        report_after(&mut s, 1, mss, mss * 40, 0);
+        assert_eq!(s.state.pacing_rate_bytes_per_s, Some(at_init), "a sample below it does not lower it");
+        report_after(&mut s, 1, mss, BW, 0);
+        let raised = s.state.pacing_rate_bytes_per_s.unwrap();
+        assert_eq!(raised, (HIGH_GAIN * BW as f64 * (1.0 - PACING_MARGIN)) as u64, "a sample above it raises it");
     }
 
     #[test]
