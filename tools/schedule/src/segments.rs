@@ -135,7 +135,8 @@ impl SegmentDraws {
     }
 
     /// Flows the element keeps offsets of.
-    pub fn flows(&self) -> usize {
+    #[cfg(test)]
+    fn flows(&self) -> usize {
         self.flows.len()
     }
 
