@@ -160,6 +160,20 @@ impl Lines {
     }
 }
 
+/// Polls Reno's log every 20 ms until `done` holds of its lines; fails with `what` and the
+/// lines once `limit` has passed.
+fn wait_for_log(p: &Path, limit: Duration, what: &str, done: impl Fn(&[String]) -> bool) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let lines = read_log(p);
+        if done(&lines) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {lines:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Reno's log without terminal colour codes.
 fn read_log(p: &Path) -> Vec<String> {
     let raw = fs::read_to_string(p).unwrap_or_default();
@@ -254,15 +268,9 @@ fn generic_cong_avoid_reno_drives_the_kernel_datapath() {
     shim_log.wait_for("congestion control registered", Duration::from_secs(30));
     shim_log.wait_for("connected to the agent", Duration::from_secs(30));
     // Portus logs the READY once it has read it, which may come after the shim's "connected".
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = read_log(&reno_log);
-        if r.iter().any(|l| l.contains("found new datapath") && l.contains(&dp_name)) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "portus saw our READY from {dp_name}: {r:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_log(&reno_log, Duration::from_secs(10), &format!("portus saw our READY from {dp_name}"), |r| {
+        r.iter().any(|l| l.contains("found new datapath") && l.contains(&dp_name))
+    });
     env.use_cc(&cc);
     let srv = env.start_server();
 
@@ -305,14 +313,9 @@ fn generic_cong_avoid_reno_drives_the_kernel_datapath() {
     let out = env.dir.join("got-b");
     let t0 = Instant::now();
     let c = env.curl_with(&out, &["--limit-rate", "1M"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while count(&read_log(&reno_log), "creating new flow") <= created_a {
-        assert!(
-            Instant::now() < deadline,
-            "generic-cong-avoid never saw the second flow"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_log(&reno_log, Duration::from_secs(10), "generic-cong-avoid never saw the second flow", |r| {
+        count(r, "creating new flow") > created_a
+    });
     std::thread::sleep(Duration::from_millis(300));
     let reports_before_stop = count(&read_log(&reno_log), "got ack");
     assert!(
