@@ -113,7 +113,10 @@ impl SegmentDraws {
         self.forget_idle(now_ns);
         let seg = parse(packet)?;
         if seg.rst {
+            // Either end's RST ends both directions (the receiver's is the usual one).
+            let (src, dst, sport, dport) = seg.flow;
             self.flows.remove(&seg.flow);
+            self.flows.remove(&(dst, src, dport, sport));
             return None;
         }
         if seg.syn {
@@ -224,6 +227,16 @@ pub mod tests {
         rst[33] = TCP_RST;
         assert_eq!(d.segment(2 * S, &rst), None);
         assert_eq!(d.flows(), 1, "the RST's flow is forgotten");
+        // The receiver's RST (the reverse direction) forgets the data flow too.
+        d.segment(2 * S, &packet(8083, 0, true, 0));
+        let mut reverse = packet(8083, 1, false, 0);
+        let (addresses, rest) = reverse.split_at_mut(16);
+        addresses[12..16].swap_with_slice(&mut rest[..4]);
+        reverse[20..24].rotate_left(2); // the ports
+        reverse[33] = TCP_RST;
+        assert_eq!(d.flows(), 2);
+        assert_eq!(d.segment(2 * S, &reverse), None);
+        assert_eq!(d.flows(), 1, "the receiver's RST forgets the sender's flow");
         // 8080 last sent at 2 s; a third flow keeps sending.
         d.segment(3 * S, &packet(8082, 0, true, 0));
         for t in (10..=120).step_by(5) {
