@@ -19,3 +19,5 @@ pub mod pyportus;
 pub mod registry;
 pub mod selector;
 pub mod server;
+#[cfg(test)]
+mod test_files;

@@ -588,8 +588,7 @@ mod tests {
     }
 
     fn write_module(name: &str, source: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ccswitch-py-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_files::dir("modules");
         std::fs::write(dir.join(format!("{name}.py")), source).unwrap();
         add_paths(&[&dir]);
         dir

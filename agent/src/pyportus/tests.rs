@@ -49,9 +49,7 @@ fn add_repo_python() {
 
 /// A pyportus file written for one test (each test its own name: files load once per process).
 fn write_file(name: &str, source: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("ccswitch-pyportus-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{name}.py"));
+    let path = crate::test_files::dir("pyportus").join(format!("{name}.py"));
     std::fs::write(&path, source).unwrap();
     path.display().to_string()
 }
