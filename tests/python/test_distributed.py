@@ -104,6 +104,9 @@ def test_a_worker_killed_mid_transfer_loses_nothing_and_duplicates_nothing(tmp_p
         time.sleep(0.05)
     assert victim is not None, "no unit ever ran"
     child, worker = victim
+    with open(f"/proc/{child}/cmdline", "rb") as f:
+        work = f.read().split(b"\0")[-2].decode()
+    assert os.path.isdir(work), work
     time.sleep(0.5)  # into its transfer
     os.kill(worker, signal.SIGKILL)
     rc, _, err = finish(proc)
@@ -117,6 +120,7 @@ def test_a_worker_killed_mid_transfer_loses_nothing_and_duplicates_nothing(tmp_p
     while pid_alive(child) and time.monotonic() - t0 < 30:
         time.sleep(0.2)
     assert not pid_alive(child)
+    assert not os.path.exists(work), "the orphaned runner's work directory stayed"
     assert f"ccsw-srv-{child}" not in netns_list()
     assert netns_list() == before
 

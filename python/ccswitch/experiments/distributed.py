@@ -144,9 +144,9 @@ def run_units(payload: Dict[str, Any]) -> Dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _watch_parent() -> None:
+def _watch_parent() -> int:
     """SIGTERM this process (whose handler tears the topology down) once its parent, the
-    worker, is gone."""
+    worker, is gone. Returns the parent's PID."""
     parent = os.getppid()
 
     def watch() -> None:
@@ -155,6 +155,7 @@ def _watch_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, daemon=True, name="watch-worker").start()
+    return parent
 
 
 def _unit_main(work: str) -> int:
@@ -164,13 +165,16 @@ def _unit_main(work: str) -> int:
 
     with open(os.path.join(work, "unit.pickle"), "rb") as f:
         doc = pickle.load(f)
-    _watch_parent()
+    parent = _watch_parent()
     runner = Runner(doc["scenario"], os.path.join(work, "out"), schedule=doc["schedule"], numbers=doc["numbers"],
                     write_results=False, schemes_checked=doc["checked"])
     try:
         runner.run()
     except Interrupted as e:
         log(f"unit interrupted by {e}; torn down")
+        if os.getppid() != parent:
+            # The task that made the work directory died with its worker: nobody reads it.
+            shutil.rmtree(work, ignore_errors=True)
         return 128 + e.signum
     except (RunError, TopologyError) as e:
         log(f"error: {e}")
@@ -196,8 +200,10 @@ def cluster_client(address: Optional[str], local_workers: Optional[int], *, slot
         if slots * local_workers > default_slots(cores):
             log(f"note: {local_workers} worker(s) x {slots} lab(s) on {cores} cores exceed one lab per two cores; "
                 "concurrent transfers share the CPU and their figures may suffer")
+        scratch = tempfile.mkdtemp(prefix="ccswitch-dask-")
         cluster = LocalCluster(n_workers=local_workers, threads_per_worker=slots, processes=True,
-                               resources={LAB: slots}, dashboard_address=None, silence_logs=40)
+                               resources={LAB: slots}, dashboard_address=None, silence_logs=40,
+                               local_directory=scratch)
         address = cluster.scheduler_address
         log(f"local Dask cluster at {address}: {local_workers} worker(s), {slots} lab(s) each")
     try:
@@ -214,6 +220,7 @@ def cluster_client(address: Optional[str], local_workers: Optional[int], *, slot
     finally:
         if cluster is not None:
             cluster.close()
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def wait_for_labs(client, timeout_s: float = WORKER_WAIT_S) -> int:
