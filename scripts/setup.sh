@@ -246,7 +246,10 @@ KERNEL_JSON="$VENV/share/jupyter/kernels/ccswitch/kernel.json"
 if grep -qF "\"$VENV/bin/python\"" "$KERNEL_JSON" 2>/dev/null; then
     had "jupyter kernel ccswitch"
 else
-    "$VENV/bin/python" -m ipykernel install --sys-prefix --name ccswitch --display-name ccswitch >/dev/null
+    # ipykernel stages the spec in a temporary directory it removes only the inside of.
+    spec_tmp=$(mktemp -d)
+    TMPDIR="$spec_tmp" "$VENV/bin/python" -m ipykernel install --sys-prefix --name ccswitch --display-name ccswitch >/dev/null
+    rm -rf "$spec_tmp"
     did "jupyter kernel ccswitch ($KERNEL_JSON)"
 fi
 
