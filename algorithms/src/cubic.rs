@@ -50,14 +50,14 @@
 //! 2.6 s where Linux's Cubic went 28 -> 63), and ccswitch's Cubic took 1.8-1.95x the
 //! kernel's time there.
 //!
-//! The **ACK-train** detector is absent: it needs the arrival time of each ACK, to measure how
-//! long the train of closely spaced ACKs (at most `hystart_ack_delta` = 2 ms apart) that
-//! starts each round lasts, and ends slow start when that train lasts longer than half the
-//! minimum RTT (the window then covers the path's BDP). A per-RTT report carries neither ACK
-//! spacing nor the round's start time, so it cannot be evaluated here; it would need per-ACK
-//! reports or a datapath fold that measures the train. Without it, exit relies on the queue
-//! growing by `clamp(delay_min/8, 4 ms, 16 ms)` — on paths whose buffer is smaller than that,
-//! slow start ends on loss, as with `hystart_detect = 2` in Linux.
+//! The **ACK-train** detector is absent. It ends slow start when the train of closely spaced
+//! ACKs (at most `hystart_ack_delta` = 2 ms apart) that starts a round lasts longer than half
+//! the minimum RTT. Slow start's per-ACK reports carry each ACK's time, and a version judged on
+//! them was tried: on this testbed the kernel's own detector never fired (in 48 transfers of
+//! six paths `TcpExtTCPHystartTrainDetect` stayed 0), while ccswitch's changed some outcomes,
+//! so it was not kept (`experiments/measured/cubic-ack-train-2026-11-27`). Exit relies on the
+//! queue growing by `clamp(delay_min/8, 4 ms, 16 ms)`; on paths whose buffer is smaller than
+//! that, slow start ends on loss, as with `hystart_detect = 2` in Linux.
 //!
 //! **Taking over** a running flow (MCC §3.1.1) starts a congestion-avoidance epoch as if the
 //! inherited window were the last maximum and no reduction followed: `W_max = cwnd`, so
