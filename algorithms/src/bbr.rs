@@ -403,8 +403,8 @@ impl Bbr {
             self.min_rtt_stamp_us = now;
         }
         if expired && self.mode != Mode::ProbeRtt {
+            self.save_cwnd(state.cwnd_bytes);
             self.mode = Mode::ProbeRtt;
-            self.prior_cwnd = state.cwnd_bytes;
             self.probe_rtt_entered_us = now;
             self.probe_rtt_done_us = None;
         }
@@ -491,12 +491,8 @@ impl Bbr {
         let mut cwnd = state.cwnd_bytes.saturating_sub(m.lost_packets * mss).max(mss);
         let recovering = state.in_recovery();
         if new_episode {
-            // bbr_save_cwnd, which Linux calls from ssthresh on entering Recovery
-            self.prior_cwnd = if self.recovering || self.mode == Mode::ProbeRtt {
-                self.prior_cwnd.max(state.cwnd_bytes)
-            } else {
-                state.cwnd_bytes
-            };
+            // Linux saves it from ssthresh, on entering Recovery.
+            self.save_cwnd(state.cwnd_bytes);
             self.conservation_until_us = Some(state.now_us + state.srtt_us.max(self.min_rtt_us));
             cwnd = delivered_and_in_flight;
         } else if self.recovering && !recovering {
@@ -596,7 +592,17 @@ impl Bbr {
         state.pacing_rate_bytes_per_s = Some(rate.max(1));
     }
 
+    /// Linux's `bbr_save_cwnd`: the window to return to after probe_rtt or a loss episode.
+    /// Once a loss episode, a timeout's regrowth or probe_rtt has lowered the window, the
+    /// saved one is kept if larger: probe_rtt entered while a timeout's window regrew (an
+    /// outage expires `min_rtt`) had saved the 4 segments the timeout left, and gave them back.
+    fn save_cwnd(&mut self, cwnd: u64) {
+        let lowered = self.recovering || self.cwnd_before_timeout.is_some() || self.mode == Mode::ProbeRtt;
+        self.prior_cwnd = if lowered { self.prior_cwnd.max(cwnd) } else { cwnd };
+    }
+
     fn on_timeout(&mut self, state: &mut FlowState) {
+        self.save_cwnd(state.cwnd_bytes);
         self.acked_since_timeout = 0;
         self.recovering = false;
         self.conservation_until_us = None;
@@ -696,7 +702,12 @@ impl Bbr {
             self.set_cwnd(state, m, init_cwnd);
         }
         if let Some(saved) = restore {
-            state.cwnd_bytes = state.cwnd_bytes.max(saved);
+            // In probe_rtt the window stays at 4 segments and the saved one returns after it.
+            if self.mode == Mode::ProbeRtt {
+                self.prior_cwnd = self.prior_cwnd.max(saved);
+            } else {
+                state.cwnd_bytes = state.cwnd_bytes.max(saved);
+            }
             self.cwnd_before_timeout = None;
         }
     }
@@ -1219,6 +1230,39 @@ mod tests {
             s.state.cwnd_bytes
         );
         assert_eq!(s.reporting(), Reporting::PerRtt, "restored: once per RTT again");
+    }
+
+    /// An outage: a timeout, then RTT samples so far above `min_rtt` for ten seconds that it
+    /// expires and probe_rtt begins while the window regrows from the timeout's 4 segments.
+    /// Linux keeps the window saved at the timeout (`bbr_save_cwnd` in Loss takes the max), so
+    /// probe_rtt ends with it, not with 4 segments.
+    #[test]
+    fn probe_rtt_during_a_timeout_s_regrowth_gives_back_the_window_before_the_timeout() {
+        let (mut s, b) = in_probe_bw("");
+        for _ in 0..5 {
+            report(&mut s, BDP, BW);
+        }
+        let before = s.state.cwnd_bytes;
+        let mss = s.mss();
+        s.timeout();
+        s.set_rtt_ms(2_000);
+        let mut reports = 0;
+        while b.lock().unwrap().mode != Mode::ProbeRtt {
+            report_after(&mut s, 1_000, 2 * mss, BW / 10, 0);
+            reports += 1;
+            assert!(reports < 15, "min_rtt never expired");
+        }
+        assert!(s.state.cwnd_bytes < before / 4, "probe_rtt holds the window low");
+        while b.lock().unwrap().mode == Mode::ProbeRtt {
+            report_after(&mut s, 100, 2 * mss, BW / 10, 0);
+            reports += 1;
+            assert!(reports < 60, "probe_rtt never ended");
+        }
+        assert!(
+            s.state.cwnd_bytes >= before - 2 * mss,
+            "the window before the timeout returns: {} against {before}",
+            s.state.cwnd_bytes
+        );
     }
 
     #[test]
