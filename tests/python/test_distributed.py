@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from ccswitch.experiments import results
@@ -40,9 +41,12 @@ def test_a_local_cluster_records_what_the_in_process_runner_records_and_resumes(
     here, there = str(tmp_path / "in-process"), str(tmp_path / "cluster")
     rc, _, err = finish(cli(["run", str(sc), "--out", here]))
     assert rc == 0, err
+    shared_scratch = os.path.join(tempfile.gettempdir(), "dask-scratch-space")
+    scratch_before = os.path.exists(shared_scratch)
     rc, _, err = finish(cli(["run", str(sc), "--out", there, "--local-workers", "2"]))
     assert rc == 0, err
     assert "local Dask cluster" in err and re.search(r"\d+ lab\(s\) on 2 worker\(s\)", err), err
+    assert scratch_before or not os.path.exists(shared_scratch), "the cluster left Dask's shared scratch directory"
     assert cells(here) == cells(there) and len(cells(there)) == 4
     assert len(results.read_transfers_parquet(os.path.join(there, "transfers.parquet"))) == 4
     rows = results.read_jsonl(os.path.join(there, "transfers.jsonl"))

@@ -191,6 +191,7 @@ def cluster_client(address: Optional[str], local_workers: Optional[int], *, slot
     """A Dask client: of the scheduler at `address`, or of a local cluster of
     `local_workers` worker processes with `slots_per_worker` labs each (default: the host's
     labs, one per two cores, shared out, at least one each). Waits for a worker offering a lab."""
+    import dask
     from distributed import Client, LocalCluster
 
     cluster = None
@@ -200,10 +201,13 @@ def cluster_client(address: Optional[str], local_workers: Optional[int], *, slot
         if slots * local_workers > default_slots(cores):
             log(f"note: {local_workers} worker(s) x {slots} lab(s) on {cores} cores exceed one lab per two cores; "
                 "concurrent transfers share the CPU and their figures may suffer")
+        # Every Dask server, the scheduler too, keeps a scratch directory (by default
+        # dask-scratch-space in /tmp, left behind): this cluster's is its own, removed with it.
         scratch = tempfile.mkdtemp(prefix="ccswitch-dask-")
-        cluster = LocalCluster(n_workers=local_workers, threads_per_worker=slots, processes=True,
-                               resources={LAB: slots}, dashboard_address=None, silence_logs=40,
-                               local_directory=scratch)
+        with dask.config.set({"temporary-directory": scratch}):
+            cluster = LocalCluster(n_workers=local_workers, threads_per_worker=slots, processes=True,
+                                   resources={LAB: slots}, dashboard_address=None, silence_logs=40,
+                                   local_directory=scratch)
         address = cluster.scheduler_address
         log(f"local Dask cluster at {address}: {local_workers} worker(s), {slots} lab(s) each")
     try:
