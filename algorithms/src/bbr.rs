@@ -758,10 +758,16 @@ mod tests {
     /// One report `dt_ms` after the previous one: `in_flight` bytes were in flight and are
     /// acknowledged, at delivery rate `rate`.
     fn report_after(s: &mut FakeSender, dt_ms: u64, in_flight: u64, rate: u64, lost: u64) {
+        report_acked(s, dt_ms, in_flight, in_flight, rate, lost);
+    }
+
+    /// One report `dt_ms` after the previous one acknowledging `acked` bytes, with `lost`
+    /// packets lost and `in_flight` bytes in flight after it.
+    fn report_acked(s: &mut FakeSender, dt_ms: u64, acked: u64, in_flight: u64, rate: u64, lost: u64) {
         s.advance_ms(dt_ms);
         let m = Measurement {
             now_us: s.now_us,
-            acked_bytes: in_flight,
+            acked_bytes: acked,
             lost_packets: lost,
             rtt_us: s.rtt_us,
             min_rtt_us: s.rtt_us,
@@ -1168,20 +1174,8 @@ mod tests {
             }
             let before = s.state.cwnd_bytes;
             let mss = s.mss();
-            let mut ack = |s: &mut FakeSender, dt_ms: u64, acked: u64, lost: u64, in_flight: u64| {
-                s.advance_ms(dt_ms);
-                let m = Measurement {
-                    now_us: s.now_us,
-                    acked_bytes: acked * mss,
-                    lost_packets: lost,
-                    rtt_us: s.rtt_us,
-                    min_rtt_us: s.rtt_us,
-                    bytes_in_flight: in_flight * mss,
-                    delivery_rate_bytes_per_s: BW,
-                    ..Default::default()
-                };
-                s.state.observe(&m);
-                s.algorithm.on_report(&mut s.state, &m);
+            let ack = |s: &mut FakeSender, dt_ms: u64, acked: u64, lost: u64, in_flight: u64| {
+                report_acked(s, dt_ms, acked * mss, in_flight * mss, BW, lost);
                 s.state.cwnd_bytes / mss
             };
             let during = [
