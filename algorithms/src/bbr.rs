@@ -31,8 +31,10 @@
 //! - Losses leave the model untouched. The window follows Linux's loss response
 //!   ([`Bbr::recover_or_restore`]): each lost segment off the window, packet conservation for
 //!   the first round of a loss episode (one RTT here), the window before the episode back at
-//!   its end; the episodes are [`FlowState`]'s, as for the loss-based algorithms. The
-//!   long-term bandwidth (policer) estimator and app-limited sample marking are left out.
+//!   its end; the episodes are [`FlowState`]'s, as for the loss-based algorithms.
+//! - Linux's long-term bandwidth (policer) estimator runs per report
+//!   ([`Bbr::lt_bw_sampling`]); reports carry no app-limited mark, so it never resets for an
+//!   application's pauses, and app-limited samples enter the bandwidth filter like others.
 //! - A retransmission timeout sets the window to 4 segments (Linux restarts from one); it
 //!   then grows by the bytes acknowledged, as always, and the window saved at the timeout
 //!   returns once as many bytes as it holds have been acknowledged since (Linux restores it
@@ -86,6 +88,7 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
         Param { name: "pace", default: 1.0, unit: "0/1", help: "0: the rate stays inside the model and the datapath never paces (window only, what the ovs datapath can enforce); for measuring what pacing is worth" },
         Param { name: "startup_per_ack", default: 1.0, unit: "0/1", help: "1: a report per ACK in startup and drain, as Linux grows the window and the rate per ACK; 0: one per RTT" },
         Param { name: "startup_in_datapath", default: 1.0, unit: "0/1", help: "1: startup's window grows in the datapath on every ACK, as Linux's; 0: on the agent's answers only" },
+        Param { name: "lt_bw", default: 1.0, unit: "0/1", help: "1: Linux's long-term bandwidth estimator: two intervals of 4+ rounds that end in 20%+ loss at the same rate mean a policer, and the flow paces at that rate (gain 1) for 48 rounds; 0: left out" },
         Param { name: "packet_conservation", default: 1.0, unit: "0/1", help: "1: a loss episode's first round sends one segment per segment delivered and the window before it returns at its end, as Linux's; 0: losses leave the window alone" },
     ],
     make: Make::Simple(|p| Box::new(Bbr::new(BbrConfig::from_params(p)))),
@@ -105,6 +108,17 @@ const PACING_MARGIN: f64 = 0.01;
 const FULL_BW_GROWTH: f64 = 1.25;
 /// ... and ends after this many rounds without such growth.
 const FULL_BW_ROUNDS: u32 = 3;
+/// Long-term bandwidth (Linux `bbr_lt_*`): an interval lasts at least this many rounds...
+const LT_INTERVAL_MIN_ROUNDS: u32 = 4;
+/// ... and ends on a loss once the interval lost at least this fraction of what it
+/// delivered (Linux 50/256)...
+const LT_LOSS_THRESH: f64 = 50.0 / 256.0;
+/// ... and two intervals in a row whose rates differ by at most an eighth, or 4 kbit/s,
+/// mean a policer...
+const LT_BW_RATIO: f64 = 1.0 / 8.0;
+const LT_BW_DIFF_BYTES_PER_S: u64 = 4000 / 8;
+/// ... whose rate the flow then uses for this many rounds of probe_bw.
+const LT_BW_MAX_ROUNDS: u32 = 48;
 /// Smallest window, and the window of probe_rtt, segments (Linux `bbr_cwnd_min_target`).
 const MIN_CWND_SEGMENTS: u64 = 4;
 /// Startup grows the window regardless of the target until this much is delivered, segments
@@ -140,6 +154,7 @@ struct BbrConfig {
     startup_per_ack: bool,
     startup_in_datapath: bool,
     packet_conservation: bool,
+    lt_bw: bool,
     pace: bool,
 }
 
@@ -155,6 +170,7 @@ impl BbrConfig {
             startup_per_ack: p.get("startup_per_ack") != 0.0,
             startup_in_datapath: p.get("startup_in_datapath") != 0.0,
             packet_conservation: p.get("packet_conservation") != 0.0,
+            lt_bw: p.get("lt_bw") != 0.0,
             pace: p.get("pace") != 0.0,
         }
     }
@@ -193,6 +209,23 @@ impl WindowedMax {
     fn get(&self) -> u64 {
         self.samples.front().map_or(0, |&(_, v)| v)
     }
+}
+
+/// The long-term bandwidth estimator's state (Linux's `lt_*` fields).
+#[derive(Debug, Default)]
+struct LongTermBw {
+    /// An interval is open (it opens at the first loss).
+    sampling: bool,
+    /// A policer was found: `bw` is its rate, in use for `rounds` so far.
+    in_use: bool,
+    /// The previous interval's rate, or the policer's, bytes/s (0: none).
+    bw: u64,
+    /// Rounds since the interval began (or since the policer's rate came in use).
+    rounds: u32,
+    /// Where the interval began: time, and the bytes delivered and lost by then.
+    start_us: u64,
+    start_delivered: u64,
+    start_lost: u64,
 }
 
 #[derive(Debug)]
@@ -234,6 +267,9 @@ pub struct Bbr {
     /// and the flow leaves TCP_CA_Loss).
     acked_since_timeout: u64,
     delivered_bytes: u64,
+    /// Bytes reported lost so far.
+    lost_bytes: u64,
+    lt: LongTermBw,
     /// The window the flow started with (the target before the model has samples).
     init_cwnd: Option<u64>,
     pacing_initialised: bool,
@@ -276,6 +312,8 @@ impl Bbr {
             cwnd_before_timeout: None,
             acked_since_timeout: 0,
             delivered_bytes: 0,
+            lost_bytes: 0,
+            lt: LongTermBw::default(),
             init_cwnd: None,
             pacing_initialised: false,
             handover_cwnd_cap: None,
@@ -298,6 +336,17 @@ impl Bbr {
         self.btl_bw.get()
     }
 
+    /// The rate the flow paces at and sizes its window by: a policer's while the long-term
+    /// estimator has found one, else `btl_bw` (Linux `bbr_bw`). The state machine's tests
+    /// (startup's plateau, drain, the probe_bw phases) keep reading `btl_bw`, as Linux's.
+    fn bw(&self) -> u64 {
+        if self.lt.in_use {
+            self.lt.bw
+        } else {
+            self.max_bw()
+        }
+    }
+
     /// `gain × btl_bw × min_rtt`, bytes (0 while the model has no samples).
     fn bdp_bytes(&self, gain: f64) -> f64 {
         gain * self.max_bw() as f64 * self.min_rtt_us as f64 / 1e6
@@ -314,6 +363,83 @@ impl Bbr {
             self.round_start_us = Some(now_us);
         }
         ends
+    }
+
+    /// Linux's `bbr_lt_bw_sampling`, per report. A token-bucket policer lets a burst through,
+    /// then drops what exceeds its rate: seen from the sender, intervals that end in heavy
+    /// loss and deliver at one rate. An interval opens at a loss and closes at a loss at
+    /// least 4 rounds later (given up after 16) once a fifth of what it delivered was lost;
+    /// two closed in a row at rates within an eighth of each other make their mean the rate
+    /// the flow paces at (gain 1) and sizes its window by, for 48 rounds of probe_bw, then
+    /// the gain cycle starts afresh. On the T-Mobile LTE trace behind a 100-packet queue the
+    /// kernel's BBR takes this for a policer in most transfers (`ss`: the estimate falls
+    /// from ~28 to ~18 Mbit/s, gain 1, for the transfer's last seconds), where ccswitch's
+    /// without it went on at the full estimate and finished in 0.895 of the kernel's time
+    /// (experiments/measured/bbr-long-term-bw-2026-11-27).
+    fn lt_bw_sampling(&mut self, now_us: u64, lost: bool, round_start: bool) {
+        if !self.cfg.lt_bw {
+            return;
+        }
+        if self.lt.in_use {
+            if self.mode == Mode::ProbeBw && round_start {
+                self.lt.rounds += 1;
+                if self.lt.rounds >= LT_BW_MAX_ROUNDS {
+                    self.reset_lt_bw(now_us);
+                    self.enter_probe_bw(now_us);
+                }
+            }
+            return;
+        }
+        if !self.lt.sampling {
+            if !lost {
+                return;
+            }
+            self.start_lt_interval(now_us);
+            self.lt.sampling = true;
+        }
+        if round_start {
+            self.lt.rounds += 1;
+        }
+        if self.lt.rounds < LT_INTERVAL_MIN_ROUNDS {
+            return;
+        }
+        if self.lt.rounds > 4 * LT_INTERVAL_MIN_ROUNDS {
+            self.reset_lt_bw(now_us);
+            return;
+        }
+        if !lost {
+            return;
+        }
+        let delivered = self.delivered_bytes - self.lt.start_delivered;
+        let lost_bytes = self.lost_bytes - self.lt.start_lost;
+        let elapsed_us = now_us.saturating_sub(self.lt.start_us);
+        if delivered == 0 || (lost_bytes as f64) < LT_LOSS_THRESH * delivered as f64 || elapsed_us < 1000 {
+            return;
+        }
+        let bw = (delivered as u128 * 1_000_000 / elapsed_us as u128) as u64;
+        if self.lt.bw > 0 {
+            let diff = bw.abs_diff(self.lt.bw);
+            if diff as f64 <= LT_BW_RATIO * self.lt.bw as f64 || diff <= LT_BW_DIFF_BYTES_PER_S {
+                self.lt.bw = (bw + self.lt.bw) / 2;
+                self.lt.in_use = true;
+                self.lt.rounds = 0;
+                return;
+            }
+        }
+        self.lt.bw = bw;
+        self.start_lt_interval(now_us);
+    }
+
+    fn start_lt_interval(&mut self, now_us: u64) {
+        self.lt.start_us = now_us;
+        self.lt.start_delivered = self.delivered_bytes;
+        self.lt.start_lost = self.lost_bytes;
+        self.lt.rounds = 0;
+    }
+
+    fn reset_lt_bw(&mut self, now_us: u64) {
+        self.lt = LongTermBw::default();
+        self.start_lt_interval(now_us);
     }
 
     fn update_bw(&mut self, m: &Measurement) {
@@ -444,6 +570,7 @@ impl Bbr {
         (self.pacing_gain, self.cwnd_gain) = match self.mode {
             Mode::Startup => (self.cfg.high_gain, self.cfg.high_gain),
             Mode::Drain => (1.0 / self.cfg.high_gain, self.cfg.high_gain),
+            Mode::ProbeBw if self.lt.in_use => (1.0, self.cfg.cwnd_gain),
             Mode::ProbeBw => (PROBE_BW_GAINS[self.cycle_index], self.cfg.cwnd_gain),
             Mode::ProbeRtt => (1.0, 1.0),
         };
@@ -463,7 +590,7 @@ impl Bbr {
             state.pacing_rate_bytes_per_s = Some(Self::with_margin(rate));
             self.pacing_initialised = state.srtt_us > 0;
         }
-        let bw = self.max_bw();
+        let bw = self.bw();
         if bw == 0 {
             return;
         }
@@ -529,10 +656,11 @@ impl Bbr {
     /// The window for the current gain: the BDP share plus room for TSO bursts.
     fn target_cwnd(&self, state: &FlowState, init_cwnd: u64) -> u64 {
         let mss = state.mss_bytes;
-        if self.max_bw() == 0 || self.min_rtt_us == 0 {
+        if self.bw() == 0 || self.min_rtt_us == 0 {
             return init_cwnd;
         }
-        let bdp_segments = (self.bdp_bytes(self.cwnd_gain) / mss as f64).ceil() as u64;
+        let bdp = self.cwnd_gain * self.bw() as f64 * self.min_rtt_us as f64 / 1e6;
+        let bdp_segments = (bdp / mss as f64).ceil() as u64;
         let mut segments = bdp_segments + TSO_BURSTS_IN_WINDOW * Self::tso_segments(state);
         segments = segments.div_ceil(2) * 2;
         if self.mode == Mode::ProbeBw && self.cycle_index == 0 {
@@ -681,7 +809,10 @@ impl Bbr {
         let new_episode = self.cfg.packet_conservation
             && matches!(state.congestion(m), Some(WindowEvent::CongestionEvent { .. }));
         if m.timeout {
+            self.lost_bytes += m.lost_packets * state.mss_bytes;
             self.on_timeout(state);
+            // Linux: a timeout ends a round, with a loss, for the long-term estimator.
+            self.lt_bw_sampling(state.now_us, true, true);
             return;
         }
         let restore = self.cwnd_before_timeout.filter(|&saved| {
@@ -690,7 +821,9 @@ impl Bbr {
         });
         let now = state.now_us;
         self.delivered_bytes += m.acked_bytes;
+        self.lost_bytes += m.lost_packets * state.mss_bytes;
         let round_start = self.update_round(now);
+        self.lt_bw_sampling(now, m.lost_packets > 0, round_start);
         self.update_bw(m);
         self.update_cycle_phase(now, m);
         self.check_full_bw_reached(round_start);
@@ -1140,6 +1273,47 @@ mod tests {
         assert!(s.state.pacing_rate_bytes_per_s.unwrap() <= 1_500_000 * 125 / 100);
         let u = utilisation(&mut s, &slow, 100, |_| {});
         assert!(u > 0.9, "utilisation of the slower link {u}");
+    }
+
+    /// A policer at half the path's rate, dropping a quarter of what it delivers: two 4-round
+    /// intervals at its rate make the flow pace there at gain 1 (the bandwidth filter still
+    /// holds the path's rate), and after 48 rounds the gain cycle starts afresh. Without the
+    /// estimator the flow goes on probing at the filter's rate.
+    #[test]
+    fn two_lossy_intervals_at_one_rate_are_paced_at_as_a_policer_s_for_48_rounds() {
+        const POLICED: u64 = BW / 2;
+        let policed_round = |s: &mut FakeSender| {
+            let acked = POLICED * RTT_MS / 1000;
+            report_acked(s, RTT_MS, acked, BDP, POLICED, acked / 4 / 1448);
+        };
+        for (spec, estimator) in [("", true), ("lt_bw=0", false)] {
+            let (mut s, b) = in_probe_bw(spec);
+            // The first loss opens an interval (its report's round is the interval's first),
+            // the fourth round closes it (its rate is kept) and the eighth the second, at the
+            // same rate: a policer.
+            for round in 1..=8 {
+                policed_round(&mut s);
+                let bbr = b.lock().unwrap();
+                assert_eq!(bbr.lt.in_use, estimator && round == 8, "{spec:?} round {round}");
+                assert!(bbr.max_bw() > 2_900_000, "round {round}: the filter still holds the path's rate");
+            }
+            let rate = s.state.pacing_rate_bytes_per_s.unwrap();
+            if !estimator {
+                assert!(rate > POLICED * 2 * 3 / 4, "{spec:?}: paced at the filter's rate, {rate}");
+                continue;
+            }
+            let lt_bw = b.lock().unwrap().lt.bw;
+            assert!(lt_bw.abs_diff(POLICED) < POLICED / 50, "policer's rate {lt_bw}");
+            assert_eq!(rate, Bbr::with_margin(lt_bw as f64), "gain 1 at the policer's rate");
+            assert_eq!(b.lock().unwrap().pacing_gain, 1.0);
+            for round in 1..=48 {
+                policed_round(&mut s);
+                assert_eq!(b.lock().unwrap().lt.in_use, round < 48, "round {round} of the policer's rate");
+            }
+            let bbr = b.lock().unwrap();
+            assert_eq!(bbr.mode, Mode::ProbeBw);
+            assert_eq!(bbr.pacing_gain, PROBE_BW_GAINS[bbr.cycle_index]);
+        }
     }
 
     /// A report of losses alone (nothing delivered, the whole window in flight) leaves both
