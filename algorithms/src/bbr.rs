@@ -35,6 +35,13 @@
 //! - Linux's long-term bandwidth (policer) estimator runs per report
 //!   ([`Bbr::lt_bw_sampling`]); reports carry no app-limited mark, so it never resets for an
 //!   application's pauses, and app-limited samples enter the bandwidth filter like others.
+//! - Linux's ACK-aggregation allowance (`bbr_ack_aggregation_cwnd`: the window grows by the
+//!   bytes an ACK burst acknowledges beyond what the estimate predicts) is left out: a burst
+//!   is shorter than a round, and a per-RTT report's sum hides it. On the EVDO trace the
+//!   kernel's BBR holds 59-70 segments where this holds 34-36 at the same estimated rate
+//!   (`experiments/measured/bbr-long-term-bw-2026-11-27`, §6); the kernel datapath's rate
+//!   sample, the ACK interval alone, overstates the rate in such bursts, which makes up for it
+//!   there.
 //! - A retransmission timeout sets the window to 4 segments (Linux restarts from one); it
 //!   then grows by the bytes acknowledged, as always, and the window saved at the timeout
 //!   returns once as many bytes as it holds have been acknowledged since (Linux restores it
