@@ -1,6 +1,7 @@
-"""Usage: ratios.py RUN_DIR. Paired ratios of mean TCT (by repetition, 5,000-resample
-bootstrap 95% interval) of kernel:bbr with and without the long-term bandwidth estimator
-(lt_bw) against native:bbr, with the median retransmissions per transfer of each."""
+"""Usage: ratios.py RUN_DIR [VARIANT]. Paired ratios of mean TCT (by repetition, 5,000-resample
+bootstrap 95% interval) of kernel:bbr and of the variant scheme VARIANT (default
+kernel:bbr:lt_bw=0) against native:bbr, and of kernel:bbr against the variant, with the
+medians and the median retransmissions per transfer of each."""
 import json, random, statistics as st, collections, sys
 rows = [json.loads(l) for l in open(sys.argv[1] + "/transfers.jsonl")]
 by = collections.defaultdict(dict)
@@ -18,11 +19,12 @@ def ratio(a, b, label):
     tot = lambda d, s: sum(d[i]["tct_s"] for i in s)
     r = tot(a, reps) / tot(b, reps)
     bs = sorted(tot(a, s) / tot(b, s) for s in ([random.choice(reps) for _ in reps] for _ in range(5000)))
-    print(f"{label:42s} n={len(reps)} {r:.3f} [{bs[125]:.3f}, {bs[-126]:.3f}] medians "
+    print(f"{label:75s} n={len(reps)} {r:.3f} [{bs[125]:.3f}, {bs[-126]:.3f}] medians "
           f"{st.median(a[i]['tct_s'] for i in reps):.3f} / {st.median(b[i]['tct_s'] for i in reps):.3f} s;"
           f" retrans {retrans(a)} / {retrans(b)}")
-N, K, K0 = "native:bbr", "kernel:bbr", "kernel:bbr:lt_bw=0"
+N, K = "native:bbr", "kernel:bbr"
+K0 = sys.argv[2] if len(sys.argv) > 2 else "kernel:bbr:lt_bw=0"
 for c in dict.fromkeys(k[0] for k in by):
-    ratio(by[(c, K)], by[(c, N)], c + " lt_bw / native")
-    ratio(by[(c, K0)], by[(c, N)], c + " without / native")
-    ratio(by[(c, K)], by[(c, K0)], c + " lt_bw / without")
+    ratio(by[(c, K)], by[(c, N)], f"{c} {K} / native")
+    ratio(by[(c, K0)], by[(c, N)], f"{c} {K0} / native")
+    ratio(by[(c, K)], by[(c, K0)], f"{c} {K} / {K0}")
