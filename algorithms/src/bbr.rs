@@ -356,7 +356,12 @@ impl Bbr {
 
     /// `gain × btl_bw × min_rtt`, bytes (0 while the model has no samples).
     fn bdp_bytes(&self, gain: f64) -> f64 {
-        gain * self.max_bw() as f64 * self.min_rtt_us as f64 / 1e6
+        self.bdp_bytes_at(self.max_bw(), gain)
+    }
+
+    /// `gain × bw × min_rtt`, bytes.
+    fn bdp_bytes_at(&self, bw: u64, gain: f64) -> f64 {
+        gain * bw as f64 * self.min_rtt_us as f64 / 1e6
     }
 
     /// Whether this report ends the current round (and starts the next).
@@ -666,8 +671,7 @@ impl Bbr {
         if self.bw() == 0 || self.min_rtt_us == 0 {
             return init_cwnd;
         }
-        let bdp = self.cwnd_gain * self.bw() as f64 * self.min_rtt_us as f64 / 1e6;
-        let bdp_segments = (bdp / mss as f64).ceil() as u64;
+        let bdp_segments = (self.bdp_bytes_at(self.bw(), self.cwnd_gain) / mss as f64).ceil() as u64;
         let mut segments = bdp_segments + TSO_BURSTS_IN_WINDOW * Self::tso_segments(state);
         segments = segments.div_ceil(2) * 2;
         if self.mode == Mode::ProbeBw && self.cycle_index == 0 {
