@@ -331,6 +331,7 @@ impl FlowController {
                 );
                 let on_loss = algorithm.window_on_loss(state).map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
                 fields.push(simple.loss_cwnd_field(on_loss));
+                fields.push(simple.aggregation_rate_field(algorithm.aggregation_rate(state).filter(|&r| r > 0)));
                 // Counted from the latest report (before the first, `now_us` 0: from the
                 // program's start). A window beyond 32 bits is not one the datapaths carry: no
                 // step, no slow start (whose threshold saturates).

@@ -167,6 +167,7 @@ impl ReportMeaning {
             min_rtt_us: 0,
             bytes_in_flight: sized(self.in_flight),
             delivery_rate_bytes_per_s: at(self.delivery_rate),
+            extra_acked_bytes: 0,
         }
     }
 }
@@ -245,12 +246,23 @@ impl SimpleProgram {
             min_rtt_us: if minrtt >= NO_RTT_SAMPLE_US { 0 } else { minrtt },
             bytes_in_flight: fields[report::INFLIGHT],
             delivery_rate_bytes_per_s: fields[report::RATE],
+            extra_acked_bytes: fields[report::EXTRA_ACKED],
         })
     }
 
     /// The control register that pre-sets the window a loss applies at once (0: none).
     pub fn loss_cwnd_field(&self, bytes: u64) -> wire::UpdateField {
         control_field(control::LOSS_CWND, bytes)
+    }
+
+    /// The control register that sets the rate ACK aggregation is measured against (`None`:
+    /// not measured), in the program's unit, which the datapaths carry in 32 bits (up to
+    /// 4 GB/s; a faster rate is measured as that); a rate that rounds to 0 as the least.
+    pub fn aggregation_rate_field(&self, bytes_per_s: Option<u64>) -> wire::UpdateField {
+        let per_unit = bytes_per_s.map_or(0, |r| {
+            (u128::from(r) * u128::from(standard::AGG_RATE_UNIT_US) / 1_000_000).clamp(1, u128::from(u32::MAX)) as u64
+        });
+        control_field(control::AGG_RATE, per_unit)
     }
 
     /// The control registers that pre-set the growth the datapath applies on the ACKs after
@@ -345,6 +357,7 @@ mod tests {
                 min_rtt_us: 0,
                 bytes_in_flight: 3 * 1448,
                 delivery_rate_bytes_per_s: 125_000,
+                extra_acked_bytes: 0,
             }
         );
         assert_eq!(p.meaning.cwnd_bytes, Some(at("window")));

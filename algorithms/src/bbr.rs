@@ -36,12 +36,16 @@
 //!   ([`Bbr::lt_bw_sampling`]); reports carry no app-limited mark, so it never resets for an
 //!   application's pauses, and app-limited samples enter the bandwidth filter like others.
 //! - Linux's ACK-aggregation allowance (`bbr_ack_aggregation_cwnd`: the window grows by the
-//!   bytes an ACK burst acknowledges beyond what the estimate predicts) is left out: a burst
-//!   is shorter than a round, and a per-RTT report's sum hides it. On the EVDO trace the
-//!   kernel's BBR holds 59-70 segments where this holds 34-36 at the same estimated rate
-//!   (`experiments/measured/bbr-long-term-bw-2026-11-27`, §6); the kernel datapath's rate
-//!   sample, the ACK interval alone, overstates the rate in such bursts, which makes up for it
-//!   there.
+//!   bytes an ACK burst acknowledges beyond what the estimate predicts), with
+//!   `ack_aggregation=1`: a burst is shorter than a round and a per-RTT report's sum hides
+//!   it, so the datapath measures it ACK by ACK against the estimate the agent pre-sets
+//!   ([`Algorithm::aggregation_rate`]) and each report carries its largest excess; BBR keeps
+//!   Linux's maximum over two windows of 5 rounds, at most 100 ms of the estimate, once the
+//!   pipe is full. On the EVDO trace the kernel's BBR holds 59-70 segments where this holds
+//!   34-36 without it at the same estimated rate
+//!   (`experiments/measured/bbr-long-term-bw-2026-11-27`, §4); the kernel datapath's rate
+//!   sample, the ACK interval alone, overstates the rate in such bursts, which makes up for
+//!   part of it there.
 //! - A retransmission timeout sets the window to 4 segments (Linux restarts from one); it
 //!   then grows by the bytes acknowledged, as always, and the window saved at the timeout
 //!   returns once as many bytes as it holds have been acknowledged since (Linux restores it
@@ -95,6 +99,7 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
         Param { name: "pace", default: 1.0, unit: "0/1", help: "0: the rate stays inside the model and the datapath never paces (window only, what the ovs datapath can enforce); for measuring what pacing is worth" },
         Param { name: "startup_per_ack", default: 1.0, unit: "0/1", help: "1: a report per ACK in startup and drain, as Linux grows the window and the rate per ACK; 0: one per RTT" },
         Param { name: "startup_in_datapath", default: 1.0, unit: "0/1", help: "1: startup's window grows in the datapath on every ACK, as Linux's; 0: on the agent's answers only" },
+        Param { name: "ack_aggregation", default: 0.0, unit: "0/1", help: "1: the window also allows for ACK aggregation, the bytes an ACK epoch acknowledges beyond the estimate, measured per ACK in the datapath (Linux's extra_acked: 5-round windowed max, at most 100 ms of the estimate); 0: left out" },
         Param { name: "lt_bw", default: 1.0, unit: "0/1", help: "1: Linux's long-term bandwidth estimator: two intervals of 4+ rounds that end in 20%+ loss at the same rate mean a policer, and the flow paces at that rate (gain 1) for 48 rounds; 0: left out" },
         Param { name: "packet_conservation", default: 1.0, unit: "0/1", help: "1: a loss episode's first round sends one segment per segment delivered and the window before it returns at its end, as Linux's; 0: losses leave the window alone" },
     ],
@@ -115,6 +120,11 @@ const PACING_MARGIN: f64 = 0.01;
 const FULL_BW_GROWTH: f64 = 1.25;
 /// ... and ends after this many rounds without such growth.
 const FULL_BW_ROUNDS: u32 = 3;
+/// ACK aggregation (Linux `bbr_extra_acked_win_rtts`, `bbr_extra_acked_max_us`): the
+/// allowance is the largest excess of two windows of this many rounds...
+const EXTRA_ACKED_WINDOW_ROUNDS: u32 = 5;
+/// ... at most this long at the estimated rate.
+const EXTRA_ACKED_MAX_US: u64 = 100_000;
 /// Long-term bandwidth (Linux `bbr_lt_*`): an interval lasts at least this many rounds...
 const LT_INTERVAL_MIN_ROUNDS: u32 = 4;
 /// ... and ends on a loss once the interval lost at least this fraction of what it
@@ -162,6 +172,7 @@ struct BbrConfig {
     startup_in_datapath: bool,
     packet_conservation: bool,
     lt_bw: bool,
+    ack_aggregation: bool,
     pace: bool,
 }
 
@@ -178,6 +189,7 @@ impl BbrConfig {
             startup_in_datapath: p.get("startup_in_datapath") != 0.0,
             packet_conservation: p.get("packet_conservation") != 0.0,
             lt_bw: p.get("lt_bw") != 0.0,
+            ack_aggregation: p.get("ack_aggregation") != 0.0,
             pace: p.get("pace") != 0.0,
         }
     }
@@ -216,6 +228,15 @@ impl WindowedMax {
     fn get(&self) -> u64 {
         self.samples.front().map_or(0, |&(_, v)| v)
     }
+}
+
+/// The ACK-aggregation allowance's state (Linux's `extra_acked*` fields): the largest excess
+/// in each of two windows of rounds, the current one, and rounds into it.
+#[derive(Debug, Default)]
+struct ExtraAcked {
+    bytes: [u64; 2],
+    current: usize,
+    rounds: u32,
 }
 
 /// The long-term bandwidth estimator's state (Linux's `lt_*` fields).
@@ -277,6 +298,7 @@ pub struct Bbr {
     /// Bytes reported lost so far.
     lost_bytes: u64,
     lt: LongTermBw,
+    extra_acked: ExtraAcked,
     /// The window the flow started with (the target before the model has samples).
     init_cwnd: Option<u64>,
     pacing_initialised: bool,
@@ -321,6 +343,7 @@ impl Bbr {
             delivered_bytes: 0,
             lost_bytes: 0,
             lt: LongTermBw::default(),
+            extra_acked: ExtraAcked::default(),
             init_cwnd: None,
             pacing_initialised: false,
             handover_cwnd_cap: None,
@@ -352,6 +375,30 @@ impl Bbr {
         } else {
             self.max_bw()
         }
+    }
+
+    /// Linux's `bbr_update_ack_aggregation`, from the datapath's per-ACK measure: a report's
+    /// largest excess enters the current window, which restarts every 5 rounds.
+    fn update_ack_aggregation(&mut self, m: &Measurement, round_start: bool) {
+        let e = &mut self.extra_acked;
+        if round_start {
+            e.rounds += 1;
+            if e.rounds >= EXTRA_ACKED_WINDOW_ROUNDS {
+                e.rounds = 0;
+                e.current ^= 1;
+                e.bytes[e.current] = 0;
+            }
+        }
+        e.bytes[e.current] = e.bytes[e.current].max(m.extra_acked_bytes);
+    }
+
+    /// Linux's `bbr_ack_aggregation_cwnd`: the window's allowance for ACK aggregation.
+    fn ack_aggregation_bytes(&self) -> u64 {
+        if !self.cfg.ack_aggregation || !self.full_bw_reached {
+            return 0;
+        }
+        let cap = self.bw() * EXTRA_ACKED_MAX_US / 1_000_000;
+        self.extra_acked.bytes[0].max(self.extra_acked.bytes[1]).min(cap)
     }
 
     /// `gain × btl_bw × min_rtt`, bytes (0 while the model has no samples).
@@ -671,7 +718,8 @@ impl Bbr {
         if self.bw() == 0 || self.min_rtt_us == 0 {
             return init_cwnd;
         }
-        let bdp_segments = (self.bdp_bytes_at(self.bw(), self.cwnd_gain) / mss as f64).ceil() as u64;
+        let bdp = self.bdp_bytes_at(self.bw(), self.cwnd_gain) + self.ack_aggregation_bytes() as f64;
+        let bdp_segments = (bdp / mss as f64).ceil() as u64;
         let mut segments = bdp_segments + TSO_BURSTS_IN_WINDOW * Self::tso_segments(state);
         segments = segments.div_ceil(2) * 2;
         if self.mode == Mode::ProbeBw && self.cycle_index == 0 {
@@ -798,6 +846,12 @@ impl Algorithm for Bbr {
         Some(SlowStart { cwnd_bytes: state.cwnd_bytes, until_bytes })
     }
 
+    /// With `ack_aggregation`: the estimate the window's allowance is measured against, as
+    /// Linux measures it against `bbr_bw`.
+    fn aggregation_rate(&self, _state: &FlowState) -> Option<u64> {
+        (self.cfg.ack_aggregation && self.bw() > 0).then(|| self.bw())
+    }
+
     fn hand_over(&mut self, state: &mut FlowState) {
         if self.mode == Mode::ProbeRtt {
             state.cwnd_bytes = state.cwnd_bytes.max(self.prior_cwnd);
@@ -836,6 +890,7 @@ impl Bbr {
         let round_start = self.update_round(now);
         self.lt_bw_sampling(now, m.lost_packets > 0, round_start);
         self.update_bw(m);
+        self.update_ack_aggregation(m, round_start);
         self.update_cycle_phase(now, m);
         self.check_full_bw_reached(round_start);
         self.check_drain(state, m);
@@ -883,6 +938,9 @@ mod tests {
         fn slow_start(&self, state: &FlowState) -> Option<SlowStart> {
             self.0.lock().unwrap().slow_start(state)
         }
+        fn aggregation_rate(&self, state: &FlowState) -> Option<u64> {
+            self.0.lock().unwrap().aggregation_rate(state)
+        }
     }
 
     fn bbr(spec: &str) -> Bbr {
@@ -908,17 +966,13 @@ mod tests {
     /// One report `dt_ms` after the previous one acknowledging `acked` bytes, with `lost`
     /// packets lost and `in_flight` bytes in flight after it.
     fn report_acked(s: &mut FakeSender, dt_ms: u64, acked: u64, in_flight: u64, rate: u64, lost: u64) {
+        report_measured(s, dt_ms, Measurement { acked_bytes: acked, lost_packets: lost, bytes_in_flight: in_flight, delivery_rate_bytes_per_s: rate, ..Default::default() });
+    }
+
+    /// One report `dt_ms` after the previous one, of `m` at the sender's time and RTT.
+    fn report_measured(s: &mut FakeSender, dt_ms: u64, m: Measurement) {
         s.advance_ms(dt_ms);
-        let m = Measurement {
-            now_us: s.now_us,
-            acked_bytes: acked,
-            lost_packets: lost,
-            rtt_us: s.rtt_us,
-            min_rtt_us: s.rtt_us,
-            bytes_in_flight: in_flight,
-            delivery_rate_bytes_per_s: rate,
-            ..Default::default()
-        };
+        let m = Measurement { now_us: s.now_us, rtt_us: s.rtt_us, min_rtt_us: s.rtt_us, ..m };
         s.state.observe(&m);
         s.algorithm.on_report(&mut s.state, &m);
     }
@@ -1574,4 +1628,35 @@ mod tests {
         assert_eq!(per_ack.reporting(), Reporting::PerRtt);
     }
 
+    /// With `ack_aggregation=1` the datapath measures against the estimate and the window
+    /// allows for the largest excess of the last 5-10 rounds, at most 100 ms of the estimate;
+    /// without it neither.
+    #[test]
+    fn ack_aggregation_widens_the_window_by_the_measured_excess_for_up_to_ten_rounds() {
+        let (mut plain, _) = in_probe_bw("");
+        let (mut aggregated, b) = in_probe_bw("ack_aggregation=1");
+        assert_eq!(plain.algorithm.aggregation_rate(&plain.state), None);
+        let bw = b.lock().unwrap().bw();
+        assert_eq!(aggregated.algorithm.aggregation_rate(&aggregated.state), Some(bw));
+        let round = |s: &mut FakeSender, extra: u64| {
+            let m = Measurement { acked_bytes: BDP, bytes_in_flight: BDP, delivery_rate_bytes_per_s: BW, extra_acked_bytes: extra, ..Default::default() };
+            report_measured(s, RTT_MS, m);
+        };
+        let burst = 40 * 1448;
+        let cap = bw * 100 / 1000;
+        for (extra, allowance) in [(burst, burst), (10 * cap, cap)] {
+            for _ in 0..3 {
+                round(&mut plain, extra);
+                round(&mut aggregated, extra);
+            }
+            let widened = aggregated.state.cwnd_bytes - plain.state.cwnd_bytes;
+            assert!(widened.abs_diff(allowance) <= 2 * 1448, "window {widened} wider, allowance {allowance}");
+        }
+        // No excess for 10 rounds: both windows of 5 rounds have forgotten it.
+        for _ in 0..10 {
+            round(&mut plain, 0);
+            round(&mut aggregated, 0);
+        }
+        assert_eq!(aggregated.state.cwnd_bytes, plain.state.cwnd_bytes);
+    }
 }

@@ -119,6 +119,17 @@ pub trait Algorithm: Send {
         let _ = state;
         None
     }
+
+    /// The rate (bytes/s) against which the datapath measures ACK aggregation for this
+    /// algorithm's next reports (`Measurement::extra_acked_bytes`), from `state` after the
+    /// latest report; `None` (the default) measures none. ACK by ACK, an epoch restarts once it
+    /// has acknowledged no more than this rate delivers over it, and a report carries the
+    /// most any epoch acknowledged beyond it: the bursts an ACK-clocked window must allow
+    /// for, which per-RTT sums do not show (Linux's BBR measures it so).
+    fn aggregation_rate(&self, state: &FlowState) -> Option<u64> {
+        let _ = state;
+        None
+    }
     /// Take over a running flow from another algorithm (MCC §3.1.1). The agent has already
     /// called [`FlowState::prepare_handover`]: `state.cwnd_bytes` is the window the previous
     /// algorithm left, slow start will not restart, pacing is unset and the shared RTT and

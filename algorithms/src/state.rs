@@ -21,6 +21,10 @@ pub struct Measurement {
     pub bytes_in_flight: u64,
     /// Delivery rate seen by the receiver, bytes/s (0: no sample).
     pub delivery_rate_bytes_per_s: u64,
+    /// ACK aggregation: the most bytes an ACK epoch acknowledged beyond the rate the
+    /// algorithm gave ([`crate::Algorithm::aggregation_rate`]), at most the window; 0 when it
+    /// gave none.
+    pub extra_acked_bytes: u64,
 }
 
 /// State every algorithm reads and writes. Windows are in bytes, times in µs.

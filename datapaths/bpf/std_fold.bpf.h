@@ -12,6 +12,11 @@
  * ACKs and requires the same reports. (The program's loss clause, which sets Cwnd on a loss,
  * is the datapath's to apply: it owns the window.)
  *
+ * The program's ACK-aggregation clauses (Control.agg_rate and the ACK epoch) fold apart, in
+ * ccsw_std_fold_aggregation, on a state the caller keeps where only a flow that measures
+ * aggregation reads it; the report's last three registers (Report.extra_acked and the epoch's)
+ * come from there.
+ *
  * The incoming rate comes in one of two forms. The ovs port programs measure it in bytes/s
  * (ccsw_std_ack.rate_incoming) and fold it with ccsw_std_fold_ack. The kernel's rate samples
  * are pairs (bytes delivered over an interval), and an ACK there must not divide (its budget
@@ -32,7 +37,8 @@
 #define CCSW_STD_NO_RTT_SAMPLE_US ((1ULL << 31) - 1)
 
 /* The standard program's report registers, in MEASURE order (ccswitch-ccp's
- * program::standard::report). */
+ * program::standard::report), but for the last three, which struct ccsw_std_aggregation
+ * holds. */
 struct ccsw_std_regs {
 	__u64 acked;    /* bytes, summed */
 	__u64 lost;     /* packets, summed */
@@ -64,7 +70,7 @@ struct ccsw_std_ack {
 	__u32 rtt_us;          /* the flow's latest RTT sample, carried over; 0 = none yet */
 	__u32 bytes_in_flight;
 	__u32 cwnd_bytes;      /* Cwnd: the program's window on this ACK */
-	__u32 _pad0;
+	__u32 agg_rate;        /* Control.agg_rate: bytes per CCSW_STD_AGG_RATE_UNIT_US, 0 = none */
 };
 
 /* When the program reports (its control registers). */
@@ -72,6 +78,15 @@ struct ccsw_std_reporting {
 	__u64 idle_report_us;  /* Control.idle_report_us */
 	__u32 window_use_pct;  /* Control.window_use_pct */
 	__u32 per_ack;         /* Control.per_ack != 0 */
+};
+
+/* The program's last three report registers, in MEASURE order: Report.extra_acked and the
+ * ACK epoch (Report.agg_epoch_us, agg_epoch_acked, which no report resets). Control.agg_expected
+ * is not kept: the fold recomputes it on every ACK that reads it. */
+struct ccsw_std_aggregation {
+	__u64 extra_acked;
+	__u64 epoch_us;
+	__u64 epoch_acked;
 };
 
 /* A delivery-rate sample as measured: `bytes` delivered over `interval_us`. */
@@ -93,6 +108,11 @@ _Static_assert(sizeof(struct ccsw_std_ack) == 56, "std ack");
 _Static_assert(sizeof(struct ccsw_std_reporting) == 16, "std reporting");
 _Static_assert(sizeof(struct ccsw_std_rate_sample) == 16, "std rate sample");
 _Static_assert(sizeof(struct ccsw_std_sampled_fold) == 104, "std sampled fold");
+_Static_assert(sizeof(struct ccsw_std_aggregation) == 24, "std aggregation");
+
+/* ccswitch_protocol::standard::AGG_RATE_UNIT_US, as a shift. */
+#define CCSW_STD_AGG_RATE_UNIT_SHIFT 20
+#define CCSW_STD_AGG_RATE_UNIT_US (1ULL << CCSW_STD_AGG_RATE_UNIT_SHIFT)
 
 static __always_inline void ccsw_std_reset(struct ccsw_std_regs *r)
 {
@@ -143,6 +163,32 @@ static __always_inline bool ccsw_std_fold_ack(struct ccsw_std_fold *s, const str
 		return true;
 	}
 	return false;
+}
+
+/* The program's ACK-aggregation clauses, for an ACK that acknowledged bytes under a rate
+ * (a->agg_rate, a->bytes_acked not 0): the epoch restarts once it has acknowledged no more
+ * than the rate delivers over it (that expected count capped at one unit of time, the
+ * program's min), and the excess, at most Cwnd, raises Report.extra_acked. The state restarts
+ * (zeroed) with the program, and extra_acked with each report. */
+static __always_inline void ccsw_std_fold_aggregation(struct ccsw_std_aggregation *g, const struct ccsw_std_ack *a)
+{
+	__u64 elapsed = a->now_us - g->epoch_us;
+	__u64 expected, extra;
+
+	if (elapsed > CCSW_STD_AGG_RATE_UNIT_US)
+		elapsed = CCSW_STD_AGG_RATE_UNIT_US;
+	expected = ((__u64)a->agg_rate * elapsed) >> CCSW_STD_AGG_RATE_UNIT_SHIFT;
+	if (g->epoch_acked <= expected) {
+		g->epoch_us = a->now_us;
+		g->epoch_acked = 0;
+		expected = 0;
+	}
+	g->epoch_acked += a->bytes_acked;
+	extra = g->epoch_acked - expected;
+	if (extra > a->cwnd_bytes)
+		extra = a->cwnd_bytes;
+	if (extra > g->extra_acked)
+		g->extra_acked = extra;
 }
 
 #define CCSW_STD_USEC_PER_SEC 1000000ULL

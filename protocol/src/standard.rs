@@ -73,6 +73,16 @@
 //! or a timeout starts it again; a flow that stopped and then resumes slow start while its
 //! window did not bind has an agent's window that grew at least as much.)
 //!
+//! ACK aggregation is measured per ACK, as Linux's BBR measures it (`bbr_update_ack_aggregation`),
+//! for an algorithm whose window allows for ACKs that arrive in bursts. A report per RTT sums a
+//! round's ACKs, where what was acknowledged is about the rate times the round; the burst
+//! within it shows only ACK by ACK. So the agent pre-sets its bandwidth estimate
+//! (`Control.agg_rate`, 0 for none) and the program keeps an ACK epoch: on every ACK that
+//! acknowledges bytes, the epoch restarts if it has acknowledged no more than the rate
+//! delivers over it (`Report.agg_epoch_us` and `agg_epoch_acked`, which no report resets, and
+//! `Control.agg_expected`), and the excess over the rate, at most `Cwnd`, is the report's
+//! `Report.extra_acked` if larger. The algorithm keeps its windowed maximum across reports.
+//!
 //! `standard_program.bin` ([`INSTALL_MESSAGE`]) is the agent's INSTALL_EXPR of it, which the
 //! shims decode to recognise the program; the agent's tests check that what it compiles is
 //! this message (`CCSWITCH_BLESS=1` rewrites the file after a deliberate change of the
@@ -81,8 +91,8 @@
 /// The INSTALL_EXPR message of the standard program (program uid as the agent compiled it).
 pub const INSTALL_MESSAGE: &[u8] = include_bytes!("standard_program.bin");
 
-/// Report registers (all volatile: a report restores their defaults), by index, which is
-/// their place in a MEASURE.
+/// Report registers (all but the ACK epoch's volatile: a report restores their defaults), by
+/// index, which is their place in a MEASURE.
 pub mod report {
     /// Bytes acknowledged, summed (`Ack.bytes_acked`).
     pub const ACKED: usize = 0;
@@ -102,10 +112,37 @@ pub mod report {
     pub const RATE: usize = 7;
     /// The latest ACK's time, µs (`Ack.now`).
     pub const NOW: usize = 8;
+    /// The most bytes an ACK epoch had acknowledged beyond what the agent's rate
+    /// ([`AGG_RATE`](super::control::AGG_RATE)) predicts, at most `Cwnd` (0 without a rate).
+    pub const EXTRA_ACKED: usize = 9;
+    /// Kept across reports, set by the program: when the current ACK epoch started
+    /// (`Ack.now`, µs). A report register only because the program has no control register
+    /// left (portus numbers at most 16).
+    pub const AGG_EPOCH_US: usize = 10;
+    /// Kept across reports, set by the program: the bytes acknowledged in the current ACK
+    /// epoch.
+    pub const AGG_EPOCH_ACKED: usize = 11;
     /// Fields in a report.
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 12;
     /// Each register's name in the program (`Report.<name>`), by index.
-    pub const NAMES: [&str; COUNT] = ["acked", "lost", "timeout", "ecn", "rtt", "minrtt", "inflight", "rate", "now"];
+    pub const NAMES: [&str; COUNT] = [
+        "acked",
+        "lost",
+        "timeout",
+        "ecn",
+        "rtt",
+        "minrtt",
+        "inflight",
+        "rate",
+        "now",
+        "extra_acked",
+        "agg_epoch_us",
+        "agg_epoch_acked",
+    ];
+    /// Whether a report restores the register's default (all but the ACK epoch's).
+    pub const fn volatile(index: usize) -> bool {
+        index != AGG_EPOCH_US && index != AGG_EPOCH_ACKED
+    }
 }
 
 /// Control registers (all non-volatile), by index.
@@ -149,8 +186,15 @@ pub mod control {
     /// Set by the program: the largest window this slow start has set, below which it does
     /// not let the window fall while [`SS_CWND`] is set; 0 on a loss or a timeout.
     pub const SS_HIGH: usize = 13;
-    /// Control registers of the program.
-    pub const COUNT: usize = 14;
+    /// Non-zero: the rate (bytes per [`AGG_RATE_UNIT_US`](super::AGG_RATE_UNIT_US) µs) the
+    /// program measures ACK aggregation against (`Report.extra_acked`), the algorithm's
+    /// bandwidth estimate, pre-set by the agent.
+    pub const AGG_RATE: usize = 14;
+    /// Set by the program: the bytes [`AGG_RATE`] delivers over the ACK epoch so far (at
+    /// most one unit of time's), on the latest ACK that acknowledged any.
+    pub const AGG_EXPECTED: usize = 15;
+    /// Control registers of the program (portus numbers at most 16).
+    pub const COUNT: usize = 16;
     /// Each register's name in the program (`Control.<name>`), by index.
     pub const NAMES: [&str; COUNT] = [
         "per_ack",
@@ -167,6 +211,8 @@ pub mod control {
         "ss_cwnd",
         "ss_until",
         "ss_high",
+        "agg_rate",
+        "agg_expected",
     ];
 }
 
@@ -174,6 +220,12 @@ pub mod control {
 pub const WINDOW_USE_PCT: u64 = 50;
 /// Default of `Control.idle_report_us`.
 pub const IDLE_REPORT_US: u64 = 1_000_000;
+
+/// The time unit of `Control.agg_rate`, µs: a power of two, so that the program's division by
+/// it is a shift in the datapaths' folds, and an epoch's expected count is capped at one unit
+/// (about a second) of the rate, which keeps its product within 64 bits for any rate below
+/// 2^44 bytes per unit.
+pub const AGG_RATE_UNIT_US: u64 = 1 << 20;
 
 /// The minimum-RTT register's default: above any sample (µs); portus's compiler accepts
 /// immediates below 2^31 only.
@@ -204,9 +256,17 @@ fn control_default(index: usize) -> u64 {
 /// `grow_loss_cwnd` only with a step).
 pub fn source() -> String {
     let reports: String =
-        report::NAMES.iter().enumerate().map(|(i, name)| format!("\n    (volatile {name} {})", report_default(i))).collect();
+        report::NAMES
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let volatile = if report::volatile(i) { "volatile " } else { "" };
+                format!("\n    ({volatile}{name} {})", report_default(i))
+            })
+            .collect();
     let controls: String =
         control::NAMES.iter().enumerate().map(|(i, name)| format!("\n  (Control.{name} {})", control_default(i))).collect();
+    let unit = AGG_RATE_UNIT_US;
     format!(
         "(def (Report{reports}
   ){controls}
@@ -253,6 +313,21 @@ pub fn source() -> String {
 )
 (when (|| Report.timeout (> Ack.lost_pkts_sample 0))
     (:= Control.ss_high 0)
+    (fallthrough)
+)
+(when (&& (> Control.agg_rate 0) (> Ack.bytes_acked 0))
+    (:= Control.agg_expected (/ (* Control.agg_rate (min (- Ack.now Report.agg_epoch_us) {unit})) {unit}))
+    (fallthrough)
+)
+(when (&& (&& (> Control.agg_rate 0) (> Ack.bytes_acked 0)) (> (+ Control.agg_expected 1) Report.agg_epoch_acked))
+    (:= Report.agg_epoch_us Ack.now)
+    (:= Report.agg_epoch_acked 0)
+    (:= Control.agg_expected 0)
+    (fallthrough)
+)
+(when (&& (> Control.agg_rate 0) (> Ack.bytes_acked 0))
+    (:= Report.agg_epoch_acked (+ Report.agg_epoch_acked Ack.bytes_acked))
+    (:= Report.extra_acked (max Report.extra_acked (min Cwnd (- Report.agg_epoch_acked Control.agg_expected))))
     (fallthrough)
 )
 (when (|| Report.timeout (> Report.lost 0))

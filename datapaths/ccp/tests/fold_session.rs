@@ -92,7 +92,7 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     // Reporting per ACK: the same fold, in another mode.
     agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PER_ACK, 1)] })]);
     session.drain_agent(&mut dp);
-    assert_eq!(dp.folds[&1], (FoldMode { reporting: FoldReporting::PerAck, loss_cwnd_bytes: 0, growth: FoldGrowth::default() }, start));
+    assert_eq!(dp.folds[&1], (FoldMode { reporting: FoldReporting::PerAck, loss_cwnd_bytes: 0, growth: FoldGrowth::default(), agg_rate: 0 }, start));
     // That answer timed the report: from its ACK to the answer, and it was urgent (a loss).
     let lat = session.answer_latency();
     assert_eq!((lat.all.count(), lat.urgent.count()), (1, 1));
@@ -108,7 +108,7 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
         ],
     })]);
     session.drain_agent(&mut dp);
-    assert_eq!(dp.folds[&1], (FoldMode { reporting: FoldReporting::PerRtt { window_use_pct: 80, idle_report_us: 5_000_000 }, loss_cwnd_bytes: 0, growth: FoldGrowth::default() }, start));
+    assert_eq!(dp.folds[&1], (FoldMode { reporting: FoldReporting::PerRtt { window_use_pct: 80, idle_report_us: 5_000_000 }, loss_cwnd_bytes: 0, growth: FoldGrowth::default(), agg_rate: 0 }, start));
 
     // Periodic reports stay in user space, where the timer drives them.
     agent.send([Msg::UpdateFields(UpdateFields { sid: 1, updates: vec![control_update(control::PERIOD_US, 20_000)] })]);

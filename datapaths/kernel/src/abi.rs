@@ -14,7 +14,7 @@ use std::mem::size_of;
 use ccswitch_ccp::program::fold::FoldGrowth;
 use ccswitch_datapath_support::mapped::OwnedSlot;
 pub use ccswitch_datapath_support::pod::{as_bytes, from_bytes, Pod};
-use ccswitch_datapath_support::std_fold::{StdAck, StdRateSample, StdRegs, StdSampledFold};
+use ccswitch_datapath_support::std_fold::{StdAck, StdAggregation, StdRateSample, StdRegs, StdSampledFold};
 
 pub const EV_CREATE: u32 = 1;
 pub const EV_ACK: u32 = 2;
@@ -104,6 +104,7 @@ pub struct FoldState {
     pub chain_from_us: u32,
     pub ss_high_bytes: u32,
     pub growth_start_us: u64,
+    pub agg: StdAggregation,
 }
 
 #[repr(C)]
@@ -116,6 +117,7 @@ pub struct ReportEvent {
     pub regs: StdRegs,
     pub snd_cwnd_bytes: u32,
     pub _pad0: u32,
+    pub agg: StdAggregation,
 }
 
 #[repr(C)]
@@ -130,6 +132,7 @@ pub struct KernelFoldTest {
     pub report: StdRegs,
     pub cwnd_bytes: u32,
     pub _pad1: u32,
+    pub report_agg: StdAggregation,
 }
 
 /// `struct ccsw_kernel_cwnd_pkts_test`: one window converted to whole packets by the code
@@ -146,7 +149,7 @@ pub struct KernelCwndPktsTest {
 }
 
 /// Limits of the BPF interpreter (`CCSW_VM_*` in kernel.h).
-pub const VM_MAX_INSTRS: usize = 128;
+pub const VM_MAX_INSTRS: usize = 192;
 pub const VM_MAX_EXPRS: usize = 32;
 pub const VM_REPORT_REGS: usize = 32;
 pub const VM_CONTROL_REGS: usize = 32;
@@ -282,7 +285,9 @@ pub struct KernelDirectiveSlot {
     pub cwnd_bytes: u32,
     pub fold: u16,
     pub growth: u16,
-    pub vm_slot: u32,
+    /// The C union: `vm_slot` under [`FOLD_VM`], `agg_rate` (the program's
+    /// `Control.agg_rate`) when the standard program is folded.
+    pub vm_slot_or_agg_rate: u32,
     pub pacing_rate: u64,
     pub fold_start_us: u64,
     pub fold_window_pct: u32,
@@ -346,9 +351,9 @@ pub struct KernelCpuStats {
 const _: () = assert!(size_of::<CreateEvent>() == 64);
 const _: () = assert!(size_of::<KernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
-const _: () = assert!(size_of::<ReportEvent>() == 104);
-const _: () = assert!(size_of::<FoldState>() == 136);
-const _: () = assert!(size_of::<KernelFoldTest>() == 360);
+const _: () = assert!(size_of::<ReportEvent>() == 128);
+const _: () = assert!(size_of::<FoldState>() == 160);
+const _: () = assert!(size_of::<KernelFoldTest>() == 408);
 const _: () = assert!(size_of::<KernelCwndPktsTest>() == 24);
 const _: () = assert!(size_of::<KernelDirectiveSlot>() == 64);
 const _: () = assert!(size_of::<VmInstr>() == 16);

@@ -205,7 +205,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<KernelEvent> {
                 flow_id: r.flow_id,
                 ts_ns: r.ts_ns,
                 start_us: r.start_us,
-                fields: r.regs.fields.to_vec(),
+                fields: r.regs.report(&r.agg).to_vec(),
                 snd_cwnd_bytes: r.snd_cwnd_bytes,
             }))
         }

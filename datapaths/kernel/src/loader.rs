@@ -542,7 +542,7 @@ impl KernelDatapath {
         };
         let started = self.update_directive(flow_id, |d| {
             d.fold = abi::FOLD_VM;
-            d.vm_slot = entry;
+            d.vm_slot_or_agg_rate = entry;
             d.fold_start_us = run.start_us;
         });
         if let Err(e) = started {
@@ -582,6 +582,7 @@ impl KernelDatapath {
                 }
                 d.fold_start_us = start_us;
                 d.loss_cwnd_bytes = mode.loss_cwnd_bytes;
+                d.vm_slot_or_agg_rate = mode.agg_rate;
                 abi::set_growth(d, &mode.growth);
             }
             None => {
@@ -589,6 +590,7 @@ impl KernelDatapath {
                 d.fold_start_us = 0;
                 d.loss_cwnd_bytes = 0;
                 d.grow_cwnd_bytes = 0;
+                d.vm_slot_or_agg_rate = 0;
             }
         })
         .with_context(|| format!("setting the fold of flow {flow_id}"))

@@ -1,6 +1,6 @@
 //! Programs for the bounded interpreter in BPF (`bpf/vm.bpf.h`): a validated CCP program laid
 //! out as `struct ccsw_vm_program`, or why it cannot run there. The interpreter's banks are
-//! smaller than libccp's (32 report and 32 control registers, 128 instructions, 32
+//! smaller than libccp's (32 report and 32 control registers, 192 instructions, 32
 //! expressions, against 110, 110, 256 and 256), which every program of the agent and of
 //! portus's algorithms fits; a program that does not runs in the shim's interpreter instead.
 //! [`VmRuns`] hands flows' programs to the interpreter and keeps its program and flow tables.

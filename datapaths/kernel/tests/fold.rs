@@ -17,6 +17,7 @@ fn directive(mode: fold::FoldMode, start_us: u64) -> KernelDirectiveSlot {
     let mut d = KernelDirectiveSlot {
         fold_start_us: start_us,
         loss_cwnd_bytes: mode.loss_cwnd_bytes,
+        vm_slot_or_agg_rate: mode.agg_rate,
         ..Default::default()
     };
     abi::set_growth(&mut d, &mode.growth);
@@ -67,7 +68,7 @@ fn check(dp: &KernelDatapath, t: &mut KernelFoldTest, a: FoldAck, mode: fold::Fo
     t.sample = a.sample;
     t.directive = directive(mode, start_us);
     dp.run_fold(t).unwrap();
-    let got = (t.reported != 0).then(|| t.report.fields.to_vec());
+    let got = (t.reported != 0).then(|| t.report.report(&t.report_agg).to_vec());
     assert_eq!(got, want.report, "{what}: {a:?}");
     // The growth and loss clauses: the window the interpreter commands is the one the fold
     // set (the interpreter commands none when it is the window the flow has already).
@@ -122,7 +123,9 @@ fn kernel_fold_reports_as_the_interpreter() {
     let slow_start_windows = totals.slow_start_windows;
     assert!(growth_windows - slow_start_windows > 500, "{growth_windows} ACKs set a growth window, {slow_start_windows} of them slow start's");
     assert!(slow_start_windows > 500, "{slow_start_windows} ACKs set slow start's window");
-    eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows, {growth_windows} growth windows ({slow_start_windows} slow start's): identical");
+    let (aggregation, multi_ack) = (totals.aggregation_reports, totals.multi_ack_epoch_reports);
+    assert!(aggregation > 500 && multi_ack > 200, "{aggregation} reports measured ACK aggregation, {multi_ack} over epochs of several ACKs");
+    eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows, {growth_windows} growth windows ({slow_start_windows} slow start's), {aggregation} reports of aggregation ({multi_ack} over several ACKs): identical");
 }
 
 /// Two flows on a 10 ms path for 5 s, an ACK every 500 µs: one whose window holds it (all of

@@ -14,7 +14,7 @@ use ccswitch_protocol::lang::{
 use ccswitch_protocol::standard;
 use ccswitch_protocol::wire::{self, ExprRecord, InstallExpr, InstrRecord, Msg, RegRecord, UpdateField};
 use ccswitch_datapath_support::rng::SplitMix64;
-use ccswitch_kernel::abi::{VmTest, VM_PRIMITIVES};
+use ccswitch_kernel::abi::{self, VmTest, VM_PRIMITIVES};
 use ccswitch_kernel::vm::{self, VmUnfit};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
 
@@ -257,8 +257,9 @@ fn programs_beyond_the_interpreters_banks_are_left_to_the_shim() {
     assert_eq!(vm::encode(&high_report), Err(VmUnfit::RegisterBeyondBank { bank: "report", index: 40, max: 32 }));
     let high_control = program(vec![bind(reg(reg_type::NONVOLATILE_CONTROL, 32))]);
     assert_eq!(vm::encode(&high_control), Err(VmUnfit::RegisterBeyondBank { bank: "control", index: 32, max: 32 }));
-    let long = program((0..129).map(|_| bind(reg(reg_type::TMP, 0))).collect());
-    assert_eq!(vm::encode(&long), Err(VmUnfit::TooMany { what: "instructions", count: 129, max: 128 }));
-    let fits = program((0..128).map(|_| bind(reg(reg_type::TMP, 0))).collect());
+    let long = program((0..=abi::VM_MAX_INSTRS).map(|_| bind(reg(reg_type::TMP, 0))).collect());
+    let max = abi::VM_MAX_INSTRS;
+    assert_eq!(vm::encode(&long), Err(VmUnfit::TooMany { what: "instructions", count: max + 1, max }));
+    let fits = program((0..max).map(|_| bind(reg(reg_type::TMP, 0))).collect());
     assert!(vm::encode(&fits).is_ok());
 }

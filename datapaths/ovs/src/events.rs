@@ -8,6 +8,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use ccswitch_protocol::standard::report;
+
 use crate::abi::{self, from_bytes, from_prefix, FRAME_MAX};
 
 /// A connection's addresses, server side first. IPv4 and IPv6 (the BPF map key they decode
@@ -166,7 +168,7 @@ pub struct Folded {
     pub acks: u32,
     pub reported: bool,
     /// The report registers, in MEASURE order (`ccswitch_protocol::standard::report`).
-    pub fields: [u64; 9],
+    pub fields: [u64; report::COUNT],
 }
 
 impl OvsEvent {
@@ -405,7 +407,8 @@ pub fn decode(data: &[u8]) -> Option<OvsEvent> {
                 window_bytes: f.window_bytes,
                 acks: f.acks,
                 reported: f.reported != 0,
-                fields: f.regs.fields,
+                // The port folds no flow that measures ACK aggregation (fold.rs).
+                fields: f.regs.report(&Default::default()),
             }))
         }
         _ => None,

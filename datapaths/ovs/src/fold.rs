@@ -24,6 +24,13 @@
 //! ACK the shim sees and every batch of registers the port sends up, the window becomes what
 //! the program's slow start would have set by then ([`ShimFold::fold_ack`],
 //! [`ShimFold::merge`]), so it doubles in two or more steps a round, not once a round.
+//!
+//! The ACK-aggregation clauses are not folded either: they keep an epoch ACK by ACK, which
+//! neither side holds alone. A flow whose agent sets `Control.agg_rate` is not folded (the
+//! shim's `set_fold` declines it) and its program runs in the session's interpreter; a folded
+//! flow reports the aggregation registers as 0, as they are unless an agent measured
+//! aggregation earlier under the same program start (the epoch's registers then differ from
+//! the interpreter's; no algorithm reads them).
 
 use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_protocol::standard::{report, NO_RTT_SAMPLE_US};

@@ -400,6 +400,10 @@ impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
         self.port.set_valid_until(deadline_ns)
     }
     fn set_fold(&mut self, sid: u32, fold: Option<(FoldMode, u64)>) -> Result<bool> {
+        // The port programs do not keep the ACK epoch that measures aggregation: such a
+        // flow's program runs in the session.
+        let measures_aggregation = fold.is_some_and(|(mode, _)| mode.agg_rate != 0);
+        let fold = fold.filter(|_| !measures_aggregation);
         let n = self.flows.len();
         let Some(f) = self.flows.get_mut(&sid) else { return Ok(false) };
         f.fold = match (f.fold.take(), fold) {
@@ -420,7 +424,7 @@ impl<P: PortOps> SessionDatapath for Ctl<'_, P> {
         if f.active {
             write_directive(self.port, sid, f, n, self.writes);
         }
-        Ok(true)
+        Ok(!measures_aggregation)
     }
 }
 

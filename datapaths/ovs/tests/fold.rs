@@ -49,7 +49,7 @@ fn the_port_programs_fold_reports_as_the_interpreter() {
         t.start_us = r.start_us;
         t.reporting = reporting(r.mode);
         dp.run_fold(&mut t).unwrap();
-        let got = (t.reported != 0).then(|| t.report.fields.to_vec());
+        let got = (t.reported != 0).then(|| t.report.report(&Default::default()).to_vec());
         assert_eq!(got, r.report, "{r:?}");
     });
     let (acks, reports) = (totals.acks, totals.reports);
@@ -102,7 +102,7 @@ fn the_port_and_the_shim_folding_in_turn_report_as_the_interpreter() {
         let s = split.as_mut().expect("set");
         s.shim.set_mode(mode);
         let folded = |regs: StdRegs, acks: u32, reported: bool| Folded {
-            flow_id: 1, ts_ns: 0, start_us, ack: 0, window_bytes: 0, acks, reported, fields: regs.fields,
+            flow_id: 1, ts_ns: 0, start_us, ack: 0, window_bytes: 0, acks, reported, fields: regs.report(&Default::default()),
         };
         // The port folds what carries no loss signal, timeout or ECN mark, unless the shim
         // holds ECN marks it has not reported (the hold); otherwise it takes some ACKs at

@@ -8,12 +8,16 @@ use ccswitch_protocol::standard::{report, NO_RTT_SAMPLE_US};
 
 use crate::pod::Pod;
 
+/// The report registers `struct ccsw_std_regs` holds: all but the last three, which
+/// [`StdAggregation`] holds.
+pub const STD_REGS: usize = report::EXTRA_ACKED;
+
 /// `struct ccsw_std_regs`: the report registers, each at its index in a MEASURE
-/// (`ccswitch_protocol::standard::report`).
+/// (`ccswitch_protocol::standard::report`), but for the last three.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StdRegs {
-    pub fields: [u64; report::COUNT],
+    pub fields: [u64; STD_REGS],
 }
 
 impl StdRegs {
@@ -22,6 +26,16 @@ impl StdRegs {
         let mut r = Self::default();
         r.fields[report::MINRTT] = NO_RTT_SAMPLE_US;
         r
+    }
+
+    /// The report these registers and `agg` make, in MEASURE order.
+    pub fn report(&self, agg: &StdAggregation) -> [u64; report::COUNT] {
+        let mut fields = [0; report::COUNT];
+        fields[..STD_REGS].copy_from_slice(&self.fields);
+        fields[report::EXTRA_ACKED] = agg.extra_acked;
+        fields[report::AGG_EPOCH_US] = agg.epoch_us;
+        fields[report::AGG_EPOCH_ACKED] = agg.epoch_acked;
+        fields
     }
 }
 
@@ -48,7 +62,7 @@ pub struct StdAck {
     pub rtt_us: u32,
     pub bytes_in_flight: u32,
     pub cwnd_bytes: u32,
-    pub _pad0: u32,
+    pub agg_rate: u32,
 }
 
 /// `struct ccsw_std_reporting`.
@@ -58,6 +72,16 @@ pub struct StdReporting {
     pub idle_report_us: u64,
     pub window_use_pct: u32,
     pub per_ack: u32,
+}
+
+/// `struct ccsw_std_aggregation`: the program's last three report registers,
+/// `Report.extra_acked` and the ACK epoch's.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StdAggregation {
+    pub extra_acked: u64,
+    pub epoch_us: u64,
+    pub epoch_acked: u64,
 }
 
 /// `struct ccsw_std_rate_sample`: `bytes` delivered over `interval_us` (0: no sample).
@@ -92,6 +116,7 @@ const _: () = assert!(size_of::<StdAck>() == 56);
 const _: () = assert!(size_of::<StdReporting>() == 16);
 const _: () = assert!(size_of::<StdRateSample>() == 16);
 const _: () = assert!(size_of::<StdSampledFold>() == 104);
+const _: () = assert!(size_of::<StdAggregation>() == 24);
 
 // SAFETY: #[repr(C)], integers only, explicitly padded.
 unsafe impl Pod for StdRegs {}
@@ -100,3 +125,4 @@ unsafe impl Pod for StdAck {}
 unsafe impl Pod for StdReporting {}
 unsafe impl Pod for StdRateSample {}
 unsafe impl Pod for StdSampledFold {}
+unsafe impl Pod for StdAggregation {}

@@ -42,7 +42,8 @@ pub fn primitives(a: &StdAck, rate_incoming: u64) -> Primitives {
 }
 
 /// Controls of a flow: reporting per ACK or not, the window share that binds, the idle
-/// interval, a loss window or none, and a step of growth, slow start or neither, counted from
+/// interval, a loss window or none, a rate ACK aggregation is measured against or none, and a
+/// step of growth, slow start or neither, counted from
 /// `micros_zero_us` (where the program's Micros counts from now: the latest report's ACK or
 /// the start, as the agent answers), from `previous_report_us` (the report before, whose
 /// answer the agent sent before the latest's: growth counted across the latest) or from an
@@ -65,6 +66,7 @@ fn random_controls(
     let preset = growth == Growth::Presets && rng.chance(60);
     let slow_start = preset && rng.chance(50);
     let step = preset && !slow_start;
+    let measures_aggregation = growth == Growth::Presets && rng.chance(40);
     let ss_cwnd = 4_000 + rng.below(3_000_000);
     vec![
         control_update(control::GROW_CWND, if step { 4_000 + rng.below(3_000_000) } else { 0 }),
@@ -80,14 +82,23 @@ fn random_controls(
         control_update(control::WINDOW_USE_PCT, if rng.chance(20) { rng.below(150) } else { [50, 50, 0, 80, 100][rng.below(5) as usize] }),
         control_update(control::IDLE_REPORT_US, [1_000_000, 1_000_000, 50_000, 5_000_000, rng.below(3_000_000)][rng.below(5) as usize]),
         control_update(control::LOSS_CWND, if rng.chance(50) { 4_000 + rng.below(1_000_000) } else { 0 }),
+        // A rate about that of the flow's ACKs, above and below: epochs that restart and grow.
+        control_update(
+            control::AGG_RATE,
+            if measures_aggregation { [rng.below(40_000_000), rng.below(40_000_000), rng.below(1 << 32)][rng.below(3) as usize] } else { 0 },
+        ),
     ]
 }
+
+/// The most bytes a random ACK acknowledges.
+const MAX_ACK_BYTES: u64 = 3 * 1448;
 
 /// One ACK of a flow whose path, losses and timing vary by sequence. Its rate sample's byte
 /// count is sometimes past 2^32 (the kernel's dividing path; the rest cross-multiply).
 fn random_ack(rng: &mut SplitMix64, now_us: u64, rtt_us: u32) -> (StdAck, StdRateSample) {
     let mss = 1448;
     let packets = rng.below(4) as u32;
+    const _: () = assert!(3 * 1448 == MAX_ACK_BYTES);
     let sample = if rng.chance(70) {
         let interval_bound = if rng.chance(5) { 1 << 31 } else { 1_000_000 };
         let huge = rng.chance(2);
@@ -110,7 +121,7 @@ fn random_ack(rng: &mut SplitMix64, now_us: u64, rtt_us: u32) -> (StdAck, StdRat
         bytes_in_flight: rng.below(2_000_000) as u32,
         // Windows above and below what is in flight: the flow held by its window or not.
         cwnd_bytes: 2 * mss + rng.below(3_000_000) as u32,
-        _pad0: 0,
+        agg_rate: 0,
     };
     (ack, sample)
 }
@@ -144,6 +155,10 @@ pub struct ComparedCounts {
     pub growth_windows: u64,
     /// Of the growth windows, those slow start set.
     pub slow_start_windows: u64,
+    /// Reports that measured ACK aggregation (`Report.extra_acked` not 0), and of them those
+    /// whose epoch spanned ACKs (more than one ACK's bytes beyond the rate).
+    pub aggregation_reports: u64,
+    pub multi_ack_epoch_reports: u64,
 }
 
 /// When the agent's restarts of the program are stamped.
@@ -156,14 +171,15 @@ pub enum Restarts {
 }
 
 /// Whether the agent pre-sets growth (the standard program's growth clauses: a step, slow
-/// start).
+/// start) and a rate to measure ACK aggregation against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Growth {
     /// Now and then, as it does for algorithms that step in congestion avoidance or
-    /// slow-start.
+    /// slow-start, or that allow for ACK aggregation.
     Presets,
-    /// Never: for a datapath that does not fold the growth clauses (the ovs datapath, whose
-    /// window moves with the agent's answers only).
+    /// Never: for a datapath that folds neither the growth clauses nor the aggregation
+    /// clauses (the ovs datapath, whose window moves with the agent's answers only and which
+    /// leaves a flow that measures aggregation to the session's interpreter).
     None,
 }
 
@@ -219,6 +235,8 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut chec
             let report = step.report.map(|m| m.fields);
             if let Some(f) = &report {
                 assert_eq!(f.len(), report::COUNT);
+                totals.aggregation_reports += u64::from(f[report::EXTRA_ACKED] > 0);
+                totals.multi_ack_epoch_reports += u64::from(f[report::EXTRA_ACKED] > MAX_ACK_BYTES);
             }
             totals.acks += 1;
             totals.reports += u64::from(report.is_some());

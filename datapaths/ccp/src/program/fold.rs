@@ -18,6 +18,9 @@ pub struct FoldMode {
     pub loss_cwnd_bytes: u32,
     /// The pre-set step of growth: `Control.grow_cwnd`, `grow_after` and `grow_from`.
     pub growth: FoldGrowth,
+    /// `Control.agg_rate`: the rate ACK aggregation is measured against (bytes per
+    /// `AGG_RATE_UNIT_US`); 0 = none.
+    pub agg_rate: u32,
 }
 
 /// The standard program's growth clauses (`ccswitch_protocol::standard`), counted from the
@@ -67,6 +70,7 @@ impl FoldMode {
             slow_start_cwnd_bytes: 0,
             slow_start_until_bytes: 0,
         },
+        agg_rate: 0,
     };
 }
 
@@ -94,6 +98,7 @@ pub fn is_standard(prog: &Program) -> bool {
 /// a mode the kernel folds (periodic reports stay in user space, where a timer drives them
 /// when ACKs stop, and so do a window share or a loss window beyond 32 bits, which the kernel
 /// does not carry, nor a growth step's or slow start's window or byte count beyond 32 bits,
+/// nor an ACK-aggregation rate beyond 32 bits,
 /// nor a step and slow start at once, which the agent never pre-sets and the kernel's
 /// directive has room for one of).
 pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
@@ -120,5 +125,10 @@ pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
     if growth.has_step() && growth.slow_start_cwnd_bytes > 0 {
         return None;
     }
-    Some(FoldMode { reporting, loss_cwnd_bytes: u32::try_from(flow.control(control::LOSS_CWND)).ok()?, growth })
+    Some(FoldMode {
+        reporting,
+        loss_cwnd_bytes: u32::try_from(flow.control(control::LOSS_CWND)).ok()?,
+        growth,
+        agg_rate: u32::try_from(flow.control(control::AGG_RATE)).ok()?,
+    })
 }

@@ -505,7 +505,8 @@ static __always_inline void fallback_on_ack(struct sock *sk, struct ccsw_flow_st
 
 #include "vm.bpf.h"
 
-/* The program's growth registers (Control.chain_from, chain_acked, ss_high) restart with it:
+/* The program's growth registers (Control.chain_from, chain_acked, ss_high) and its ACK
+ * epoch restart with it:
  * the first of fold_cwnd and fold_ack to see a new start resets them. Only a restart reads
  * their cache line here (the fold's own registers restart in ccsw_std_restart). */
 static __always_inline void restart_growth(struct ccsw_fold_state *s, const struct ccsw_kernel_directive_slot *d)
@@ -516,6 +517,14 @@ static __always_inline void restart_growth(struct ccsw_fold_state *s, const stru
 	s->chain_from_us = 0;
 	s->ss_high_bytes = 0;
 	s->growth_start_us = d->fold_start_us;
+	__builtin_memset(&s->agg, 0, sizeof(s->agg));
+}
+
+/* After a report of the aggregation registers: Report.extra_acked starts over (the epoch's
+ * are kept). */
+static __always_inline void reported_aggregation(struct ccsw_fold_state *s)
+{
+	s->agg.extra_acked = 0;
 }
 
 /* Whether the program's chain counts from the report at Control.grow_from on this ACK, and
@@ -610,7 +619,8 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
  * per ACK, or (CCSW_FOLD_PER_RTT) on a loss or timeout, per RTT while the window binds
  * (fold_window_pct) and every fold_idle_us. The ACK's delivery-rate sample is the pair
  * `sample`, so that no ACK divides. Returns true when it reports: the registers then hold
- * the report, and the caller resets them (ccsw_std_reset_sampled) once copied. A report
+ * the report, with the aggregation registers (s->agg), and the caller resets them
+ * (ccsw_std_reset_sampled, reported_aggregation) once copied. A report
  * moves the chain (growth_view): anchored at it if its ACK's latest report was the one at
  * Control.grow_from, summed on otherwise, broken by a loss or a timeout (1, no report's time). */
 static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccsw_std_ack *a,
@@ -625,6 +635,8 @@ static __always_inline bool fold_ack(struct ccsw_fold_state *s, const struct ccs
 	bool anchored;
 
 	restart_growth(s, d);
+	if (a->agg_rate && a->bytes_acked)
+		ccsw_std_fold_aggregation(&s->agg, a);
 	/* The Micros origin before this ACK's report moves it. */
 	anchored = (__u32)(s->std.fold.start_us == d->fold_start_us ? s->std.fold.micros_zero_us : d->fold_start_us) ==
 		   d->grow_from_us;
@@ -820,6 +832,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 	a.bytes_in_flight = packets_in_flight(tp) * mss;
 	a.cwnd_bytes = tp->snd_cwnd * mss;
 	a.pacing_rate = d->pacing_rate;
+	a.agg_rate = d->agg_rate;
 	st->was_timeout = 0;
 	if (s)
 		COUNT(s, acks_folded);
@@ -837,6 +850,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 		e->regs = *regs;
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
 		e->_pad0 = 0;
+		e->agg = st->fold.agg;
 		lane_submit(e, urgent, now, d->fold == CCSW_FOLD_PER_ACK);
 		if (s)
 			COUNT(s, reports);
@@ -845,6 +859,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 	 * would be; the registers start over either way. */
 	count_event(s, e != NULL);
 	ccsw_std_reset_sampled(&st->fold.std);
+	reported_aggregation(&st->fold);
 }
 
 /* A window in whole packets, bytes / mss, without a division on the ACKs of a
@@ -1302,10 +1317,14 @@ int ccsw_fold_test(struct ccsw_kernel_fold_test *t)
 	 * after applying it. */
 	if (t->cwnd_set)
 		t->ack.cwnd_bytes = t->cwnd_set;
+	t->ack.agg_rate = t->directive.agg_rate;
 	t->reported = fold_ack(&t->state, &t->ack, &t->sample, &t->directive);
 	t->report = t->state.std.fold.regs;
-	if (t->reported)
+	t->report_agg = t->state.agg;
+	if (t->reported) {
 		ccsw_std_reset_sampled(&t->state.std);
+		reported_aggregation(&t->state);
+	}
 	return 0;
 }
 

@@ -110,7 +110,8 @@ struct ccsw_close_event {
  * program's fold (std_fold.bpf.h, its rate kept as the fastest sample's pair so that no ACK
  * divides), its loss and growth clauses, and, apart (the third cache line, read only by a
  * flow in slow start, a step counted across reports, a loss or a restart), the program's
- * Control.chain_from, chain_acked and ss_high (see growth_view). */
+ * Control.chain_from, chain_acked and ss_high (see growth_view), and its ACK epoch and
+ * Report.extra_acked (read only by a flow that measures ACK aggregation, and a restart). */
 struct ccsw_fold_state {
 	struct ccsw_std_sampled_fold std;
 	__u32 held_cwnd_bytes; /* the window the program's loss or growth clause set, 0 = none ... */
@@ -118,7 +119,8 @@ struct ccsw_fold_state {
 	__u64 chain_reported_bytes; /* Control.chain_acked less this report's Report.acked */
 	__u32 chain_from_us;   /* Control.chain_from (truncated as grow_from_us): 0 the start, 1 none */
 	__u32 ss_high_bytes;   /* Control.ss_high */
-	__u64 growth_start_us; /* the fold_start_us these three belong to */
+	__u64 growth_start_us; /* the fold_start_us these and agg belong to */
+	struct ccsw_std_aggregation agg;
 };
 
 /* Emitted instead of ACK events while a flow is folded: one report of the
@@ -131,6 +133,7 @@ struct ccsw_report_event {
 	struct ccsw_std_regs regs;
 	__u32 snd_cwnd_bytes;  /* after this ACK */
 	__u32 _pad0;
+	struct ccsw_std_aggregation agg; /* the report registers regs does not hold */
 };
 
 /* A slot of the directives array, written by the shim only (see
@@ -143,7 +146,10 @@ struct ccsw_kernel_directive_slot {
 	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
 	__u16 fold;            /* CCSW_FOLD_* */
 	__u16 growth;          /* folded: CCSW_GROWTH_*, what the grow_* fields hold */
-	__u32 vm_slot;         /* CCSW_FOLD_VM: the flow's entry of ccsw_vm_flows */
+	union {
+		__u32 vm_slot;  /* CCSW_FOLD_VM: the flow's entry of ccsw_vm_flows */
+		__u32 agg_rate; /* folded: the program's Control.agg_rate (0 = none) */
+	};
 	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
 	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
 	__u32 fold_window_pct; /* CCSW_FOLD_PER_RTT: the program's Control.window_use_pct */
@@ -177,6 +183,7 @@ struct ccsw_kernel_fold_test {
 	struct ccsw_std_regs report; /* out: the report */
 	__u32 cwnd_bytes;      /* out: the window cong_control applies after this ACK */
 	__u32 _pad1;
+	struct ccsw_std_aggregation report_agg; /* out: the report's last three registers */
 };
 
 /* A directive's window in whole packets, cached per flow (directive_cwnd_pkts). */
@@ -199,7 +206,7 @@ struct ccsw_kernel_cwnd_pkts_test {
  * standard one, with libccp's semantics (the shim's Rust interpreter,
  * datapaths/ccp/src/program/exec.rs, is the reference). A program that
  * needs more than these limits runs in the shim instead. */
-#define CCSW_VM_MAX_INSTRS 128
+#define CCSW_VM_MAX_INSTRS 192
 #define CCSW_VM_MAX_EXPRS 32
 #define CCSW_VM_REPORT_REGS 32
 #define CCSW_VM_CONTROL_REGS 32
@@ -381,9 +388,9 @@ struct ccsw_kernel_cpu_stats {
 _Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
 _Static_assert(sizeof(struct ccsw_kernel_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
-_Static_assert(sizeof(struct ccsw_report_event) == 104, "report event layout");
-_Static_assert(sizeof(struct ccsw_fold_state) == 136, "fold state layout");
-_Static_assert(sizeof(struct ccsw_kernel_fold_test) == 360, "fold test layout");
+_Static_assert(sizeof(struct ccsw_report_event) == 128, "report event layout");
+_Static_assert(sizeof(struct ccsw_fold_state) == 160, "fold state layout");
+_Static_assert(sizeof(struct ccsw_kernel_fold_test) == 408, "fold test layout");
 _Static_assert(sizeof(struct ccsw_kernel_cwnd_pkts_test) == 24, "packet conversion test layout");
 _Static_assert(sizeof(struct ccsw_kernel_directive_slot) == 64, "a directive slot is one cache line");
 _Static_assert(__builtin_offsetof(struct ccsw_kernel_directive_slot, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");

@@ -862,7 +862,7 @@ static __always_inline bool fold_routine_ack(struct ccsw_ovs_flow_entry *f, cons
 	/* In flight after the ACK: the program adds the ACK's bytes for "before". */
 	a->bytes_in_flight = seq_after(f->snd_nxt, ack) ? f->snd_nxt - ack : 0;
 	a->cwnd_bytes = ctl->fold_cwnd_bytes;
-	a->_pad0 = 0;
+	a->agg_rate = 0; /* the shim folds no flow that measures ACK aggregation */
 	x->reporting.idle_report_us = ctl->fold_idle_us;
 	x->reporting.window_use_pct = ctl->fold_window_pct;
 	x->reporting.per_ack = (ctl->fold & CCSW_FOLD_MODE) == CCSW_FOLD_PER_ACK;
