@@ -24,6 +24,22 @@ def ratio(a, b, label, width=75):
           f" retrans {retrans(a)} / {retrans(b)}")
 
 
+def alternated_runs(runs_dir, label):
+    """Rows of the runs SIDE-N under runs_dir (builds alternated per repetition N), by
+    (client, label(side, scheme)) and then N; only transfers whose file checked."""
+    import glob, os
+    by = collections.defaultdict(dict)
+    for d in glob.glob(os.path.join(runs_dir, "*-*")):
+        if not os.path.isdir(d) or not os.path.exists(d + "/transfers.jsonl"):
+            continue
+        side, rep = os.path.basename(d).rsplit("-", 1)
+        for line in open(d + "/transfers.jsonl"):
+            r = json.loads(line)
+            if r.get("sha256_ok"):
+                by[(r["client"], label(side, r["scheme"]))][int(rep)] = r
+    return by
+
+
 if __name__ == "__main__":
     rows = [json.loads(l) for l in open(sys.argv[1] + "/transfers.jsonl")]
     by = collections.defaultdict(dict)
