@@ -1563,6 +1563,20 @@ mod tests {
         assert_eq!(shim.buffered_bytes(), 0);
     }
 
+    /// The port programs cannot keep the ACK epoch that measures aggregation: a flow whose
+    /// agent sets `Control.agg_rate` runs in the session, and is folded again once it clears.
+    #[test]
+    fn a_flow_that_measures_ack_aggregation_is_not_folded_by_the_port() {
+        use ccswitch_protocol::standard::control;
+        let (mut shim, mut agent, _) = folded_flow();
+        let agg_rate = |value| UpdateField { reg_type: reg_type::NONVOLATILE_CONTROL, reg_index: control::AGG_RATE as u32, value };
+        agent.send(&Msg::UpdateFields(UpdateFields { sid: 7, updates: vec![agg_rate(3_000_000)] }));
+        until(&mut shim, |s| s.port().directives.borrow().get(&7).is_some_and(|d| d.fold.is_none()));
+        assert!(shim.flows[&7].fold.is_none());
+        agent.send(&Msg::UpdateFields(UpdateFields { sid: 7, updates: vec![agg_rate(0)] }));
+        until(&mut shim, |s| s.port().directives.borrow().get(&7).is_some_and(|d| d.fold.is_some()));
+    }
+
     /// The port folds a flow's ACKs and hands up none for a while: when the shim's
     /// retransmission timer expires, the ACK the port last forwarded (its flow entry) frees
     /// what it acknowledged instead of a timeout; only data it did not acknowledge times out.
