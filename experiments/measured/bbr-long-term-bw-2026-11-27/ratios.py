@@ -40,12 +40,19 @@ def alternated_runs(runs_dir, label):
     return by
 
 
-if __name__ == "__main__":
-    rows = [json.loads(l) for l in open(sys.argv[1] + "/transfers.jsonl")]
+def rows_by_scheme(transfers_path):
+    """Rows of one run's transfers.jsonl by (client, scheme) and then repetition; only
+    transfers that finished and whose file checked."""
     by = collections.defaultdict(dict)
-    for r in rows:
+    for line in open(transfers_path):
+        r = json.loads(line)
         if r.get("tct_s") and r.get("sha256_ok"):
             by[(r["client"], r["scheme"])][r["repetition"]] = r
+    return by
+
+
+if __name__ == "__main__":
+    by = rows_by_scheme(sys.argv[1] + "/transfers.jsonl")
     random.seed(1)
     N, K = "native:bbr", "kernel:bbr"
     K0 = sys.argv[2] if len(sys.argv) > 2 else "kernel:bbr:lt_bw=0"

@@ -1,16 +1,12 @@
 """Usage: ratios.py TRANSFERS. One run, one build (Linux's rate sample, rounds-by-delivery.patch):
 each kernel:bbr variant against native:bbr and rounds by delivery against by time, paired by
 repetition (the shared ratio function of bbr-long-term-bw-2026-11-27)."""
-import collections, json, os, random, sys
+import os, random, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bbr-long-term-bw-2026-11-27"))
-from ratios import ratio  # noqa: E402
+from ratios import ratio, rows_by_scheme  # noqa: E402
 
-by = collections.defaultdict(dict)
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("tct_s") and r.get("sha256_ok"):
-        by[(r["client"], r["scheme"])][r["repetition"]] = r
+by = rows_by_scheme(sys.argv[1])
 random.seed(1)
 N, T, D = "native:bbr", "kernel:bbr:ack_aggregation=1", "kernel:bbr:ack_aggregation=1,rounds_by_delivery=1"
 for c in dict.fromkeys(k[0] for k in by):
