@@ -14,7 +14,8 @@ import time
 import pytest
 
 from ccswitch.experiments import runner, scenario
-from ccswitch.topology.namespaces import read_sysctl
+from ccswitch.topology.bridges import BridgeFabric
+from ccswitch.topology.namespaces import Teardown, create_netns, read_sysctl
 from test_integration import assert_torn_down, created_objects, netns_list, pid_alive, require_machine, start_cli
 
 FILE_BYTES = 2_000_000
@@ -128,6 +129,9 @@ def test_native_transfer_through_private_ovs(tmp_path):
         assert ovs_rx >= MIN_FRAMES and ovs_tx >= MIN_FRAMES, (ovs_rx, ovs_tx)
         assert f.vsctl("get", "bridge", f.bridge, "datapath_type") == "netdev"
         assert sorted(f.vsctl("list-ports", f.bridge).split()) == sorted([f.server_port, f.uplink])
+        # its two packet sockets are found, and every frame they dropped is counted
+        drops = f.packet_socket_drops()
+        assert {f.server_port, f.uplink} <= set(drops) and min(drops.values()) >= 0, drops
         # the OVS datapath device of this run is in its own namespace, not the root's
         assert "ovs-netdev" in links(f.ns_name)
         # the daemons run from the run's private directories, not the system's
@@ -219,3 +223,44 @@ def test_failed_ovs_start_is_torn_down(tmp_path):
     left = [l for l in ps.splitlines() if str(out) in l and not l.startswith("Z")]
     assert not left, left
     assert not (out / "transfers.parquet").exists()
+
+
+def test_frames_a_packet_socket_could_not_take_are_counted_as_its_ports_drops(tmp_path):
+    """The bridge's own losses: a packet socket with a 4 KiB receive buffer, never read, keeps
+    the first frames sent to its port; `packet_socket_drops` counts the rest, by port."""
+    require_bridge_tools()
+    teardown = Teardown()
+    ns = f"ccsw-drops-{os.getpid()}"
+    try:
+        create_netns(ns, teardown)
+        x = lambda cmd: subprocess.run(["ip", "netns", "exec", ns] + cmd, check=True, capture_output=True, text=True)
+        x(["ip", "link", "add", "dropsa", "type", "veth", "peer", "name", "dropsb"])
+        x(["ip", "link", "set", "dropsa", "up"])
+        x(["ip", "link", "set", "dropsb", "up"])
+        frames = 200
+        holder = subprocess.Popen(["ip", "netns", "exec", ns, "python3", "-c", f"""
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.bind(("dropsa", 0))
+t = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+t.bind(("dropsb", 0))
+for _ in range({frames}):
+    t.send(b"\\xff" * 6 + b"\\x02" * 6 + b"\\x08\\x00" + b"x" * 100)
+print("sent", flush=True)
+sys.stdin.read()
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "sent"
+            fabric = BridgeFabric.__new__(BridgeFabric)
+            fabric.ns_name = ns
+            drops = fabric.packet_socket_drops()
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=10)
+        # the buffer holds a few frames; the rest were dropped, at the receiving port only
+        assert frames - 20 <= drops["dropsa"] < frames, drops
+        assert drops.get("dropsb", 0) == 0, drops
+    finally:
+        teardown.run()
+    assert ns not in netns_list().split()

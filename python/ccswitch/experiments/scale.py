@@ -419,6 +419,15 @@ class KernelSide:
         }
 
 
+#: `ccswitch-ovs`'s frame slab and buffer budget by default (its --slab-slots and
+#: --total-buffer-bytes), sized for 1,000 flows with 64-segment windows; a slot holds a frame.
+DEFAULT_SLAB_SLOTS, DEFAULT_TOTAL_BUFFER_BYTES, FRAME_SLOT_BYTES = 65_536, 256 << 20, 1536
+#: Slots a scale run gives each flow: each holds its unacknowledged frames, those waiting in
+#: the bridge's queue included (10k flows held 38k slots at the end of a run; 16 per flow ran
+#: none out).
+SLAB_SLOTS_PER_FLOW = 16
+
+
 class OvsSide:
     """The ovs datapath: the agent and `ccswitch-ovs` on the bridge port in front of a
     stock-Cubic server; figures from the port programs, their stats map and the shim's stats
@@ -429,6 +438,9 @@ class OvsSide:
         r.prepare_scheme(r.sc.schemes[0])
         shim = r.ovs_shim
         shim.max_flows = max(100_000, 2 * flows)
+        slots = max(DEFAULT_SLAB_SLOTS, SLAB_SLOTS_PER_FLOW * flows)
+        shim.extra_args = ["--slab-slots", str(slots),
+                           "--total-buffer-bytes", str(max(DEFAULT_TOTAL_BUFFER_BYTES, slots * FRAME_SLOT_BYTES))]
         shim.start("scale")
         progs = _programs(_logged_ids(shim.log_path, r"programs=(\S+)"))
         self.programs = progs
@@ -445,6 +457,10 @@ class OvsSide:
 
     def snapshot(self) -> Dict[str, int]:
         out = _per_cpu_counters(self.stats_map)
+        fabric = self.r.ovs_shim.fabric
+        bridge = fabric.packet_socket_drops()
+        out["bridge_drops_from_server"] = bridge.get(fabric.server_port, 0)
+        out["bridge_drops_from_clients"] = bridge.get(fabric.uplink, 0)
         for name, pid in self.progs.items():
             for k, v in _run_stats(pid).items():
                 out[f"{name}_{k}"] = v
@@ -471,6 +487,10 @@ class OvsSide:
             "acks_folded_per_s": d.get("acks_folded", 0) / dt,
             "folded_reports_per_s": d.get("folded_reports", 0) / dt,
             "segments_copied_per_s": d.get("segments", 0) / dt,
+            # frames Open vSwitch's packet sockets dropped (it fell behind): the testbed's own
+            # losses, which the shim recovers as if the path had lost them
+            "bridge_drops_from_server_per_s": d.get("bridge_drops_from_server", 0) / dt,
+            "bridge_drops_from_clients_per_s": d.get("bridge_drops_from_clients", 0) / dt,
             "ring_records_lost": d.get("ring_drops", 0),
             "flows_unbuffered": d.get("unbuffered", 0),
             "flows_seen_by_shim": st.get("flows", 0),

@@ -47,8 +47,11 @@ OVS_TOOLS = ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl")
 BRIDGE_TOOLS = {"ovs": OVS_TOOLS + ("ethtool",), "linux": ("ethtool",), "none": ()}
 
 #: Receive buffer of Open vSwitch's packet sockets: at 24 Mbit/s a few milliseconds of frames
-#: overflow the default 208 KiB when the daemon is descheduled on a 2-core machine.
-PACKET_RMEM_BYTES = 8 << 20
+#: overflow the default 208 KiB when the daemon is descheduled on a 2-core machine. At 10k
+#: flows x 100 kbit/s (`bench scale`) Open vSwitch itself is the bottleneck, and this buffer
+#: its queue: 8 MiB dropped 10-11k of the server's frames a second, 64 MiB 5.5-6.3k
+#: (experiments/measured/ovs-scale-testbed-2026-11-27). At most three sockets use it.
+PACKET_RMEM_BYTES = 64 << 20
 
 OVS_BIN = "ccswitch-ovs"
 #: The shim's log line once its programs sit on the port.
@@ -125,6 +128,20 @@ class BridgeFabric:
         run(x(["ip", "link", "set", self.bridge, "up"]))
 
     # -- Open vSwitch -------------------------------------------------------------
+    def packet_socket_drops(self) -> Dict[str, int]:
+        """Frames each port's packet socket dropped since it was opened, because Open vSwitch
+        had not read its receive buffer in time (the socket's `sk_drops`, from `ss`): the
+        bridge's own losses, which no TCP counter or link statistic shows. By port name."""
+        out = run(self.exec_cmd(["ss", "--packet", "--all", "--memory"])).stdout
+        drops: Dict[str, int] = {}
+        for line in out.splitlines()[1:]:
+            fields = line.split()  # Netid State Recv-Q Send-Q protocol:port peer skmem:(...)
+            skmem = re.search(r"skmem:\(.*\bd(\d+)\)", line)
+            if len(fields) > 4 and skmem:
+                port = fields[4].rsplit(":", 1)[-1]
+                drops[port] = drops.get(port, 0) + int(skmem.group(1))
+        return drops
+
     @property
     def ovs_env(self) -> Dict[str, str]:
         return dict(os.environ, OVS_RUNDIR=self.ovs_dir, OVS_DBDIR=self.ovs_dir, OVS_LOGDIR=self.log_dir)
