@@ -31,6 +31,7 @@
 
 pub mod abi;
 mod events;
+pub mod floor;
 mod loader;
 mod teardown;
 pub mod vm;
@@ -44,6 +45,17 @@ pub mod vm;
 )]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/kernel.skel.rs"));
+}
+
+#[allow(
+    clippy::all,
+    unused_imports,
+    dead_code,
+    non_camel_case_types,
+    non_snake_case
+)]
+mod floor_skel {
+    include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
 }
 
 pub use ccswitch_ccp::program::fold::FoldMode;

@@ -76,6 +76,11 @@ struct KernelCli {
     /// process's interpreter instead of the kernel's, where they run by default.
     #[arg(long)]
     programs_in_shim: bool,
+    /// Register only `ccsw_floor`, a BPF Reno on the same hook as ccswitch's program and
+    /// nothing more, until SIGINT/SIGTERM: `make bench` measures its BPF time per ACK beside
+    /// ccswitch's, as the floor this machine charges any program there.
+    #[arg(long, conflicts_with_all = ["agent_in_process", "agent_socket", "agent_ipc", "portus_dir", "portus_agent", "portus_name", "portus_version"])]
+    floor_cc: bool,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -88,6 +93,11 @@ fn main() -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
+    if args.floor_cc {
+        return ccswitch_kernel::floor::run_until(&stop, |prog_id| {
+            tracing::info!(cc = ccswitch_kernel::floor::FLOOR_CC_NAME, prog_id, "congestion control registered");
+        });
+    }
     let window = WindowSignals::register()?;
     // The agent first: a bad algorithm or policy fails before the congestion control registers.
     let agent_addr = if args.agent_in_process {

@@ -8,7 +8,10 @@ the kernel's own BPF statistics of the struct_ops programs (`kernel.bpf_stats_en
 run count and run time per program; one `ccsw_cong_control` run is one ACK), and the CPU
 time (user + system, from /proc) of the shim and of the agent. Figures are per ACK for the
 BPF program and per 10k ACKs for the two processes. The shim's figure includes its idle
-wake-ups (about 100 per second) during the transfers, so it is an upper bound.
+wake-ups (about 100 per second) during the transfers, so it is an upper bound. Last come the
+same transfers with `ccsw_floor` (`native:ccsw_floor`), a BPF Reno on the same hook that does
+nothing else: the floor this machine charges any program per ACK, which moves with the VM's
+state from one session to the next as much as ccswitch's figure does.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .environment import bin_dir
 from .errors import Interrupted, RunError
 from .runner import Runner, torn_down_on_exit
 from .units import default_out_dir
-from .scenario import ScenarioError, load_scenario, loads_scenario
+from .scenario import Scheme, ScenarioError, load_scenario, loads_scenario
 from ..topology.namespaces import TopologyError, log
 from ..topology.daemons import python_agent_env
 
@@ -43,6 +46,8 @@ file_bytes = 10_000_000
 """
 
 PER_ACK_PROGRAM = "ccsw_cong_control"
+#: The floor congestion control (`ccswitch-kernel --floor-cc`) and its per-ACK program.
+FLOOR_CC, FLOOR_PROGRAM = "ccsw_floor", "ccsw_floor_ack"
 
 
 def bpf_program_stats() -> Dict[str, Dict[str, int]]:
@@ -79,8 +84,40 @@ def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
     r.prepare_scheme(scheme)
     # in-process, the agent's CPU is the shim's: not counted twice
     shim, agent = r.daemons.shim.pid, None if r.daemons.in_process else r.daemons.agent.pid
+    return measure_transfers(r, scheme, PER_ACK_PROGRAM, shim, agent)
+
+
+def measure_floor(r: Runner) -> Dict[str, float]:
+    """The scenario's transfers once more with `ccsw_floor` (`ccswitch-kernel --floor-cc`, a
+    BPF Reno on the hook ccswitch's program uses and nothing more): its BPF time per ACK is
+    what this machine charges any program there, measured on the same path in the same run.
+    No shim, no agent: those figures are None."""
+    binary = os.path.join(bin_dir(), "ccswitch-kernel")
+    log_path = os.path.join(r.log_dir, "floor-cc.log")
+
+    def registered() -> bool:
+        with open(log_path, errors="replace") as f:
+            return "congestion control registered" in f.read()
+
+    proc = r.procs.start_and_wait("ccswitch-kernel --floor-cc", [binary, "--floor-cc"], log_path, registered,
+                                  timeout_s=30, waiting_for=f"{FLOOR_CC} to register")
+    scheme = Scheme("native", FLOOR_CC, where="the bench's floor")
+    try:
+        r.ns.set_congestion_control(FLOOR_CC)
+        r.current_cc = None  # the next scheme sets its own again
+        return measure_transfers(r, scheme, FLOOR_PROGRAM, None, None)
+    finally:
+        # the namespace's default holds a reference on it: hand that back before it unregisters
+        r.ns.set_congestion_control("reno")
+        r.procs.stop(proc)
+
+
+def measure_transfers(r: Runner, scheme, program: str, shim: Optional[int], agent: Optional[int]) -> Dict[str, float]:
+    """Every transfer of the scenario with `scheme`, and around them the BPF statistics of
+    `program` (one run per ACK) and the CPU of the shim and agent processes given."""
+    shim_cpu = (lambda: 0.0) if shim is None else (lambda: cpu_seconds(shim))
     agent_cpu = (lambda: 0.0) if agent is None else (lambda: cpu_seconds(agent))
-    bpf0, shim0, agent0 = bpf_program_stats(), cpu_seconds(shim), agent_cpu()
+    bpf0, shim0, agent0 = bpf_program_stats(), shim_cpu(), agent_cpu()
     rows = []
     for rep in range(r.sc.repetitions):
         for client in r.sc.clients:
@@ -89,22 +126,24 @@ def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
                 status = "ok" if row["sha256_ok"] else f"FAILED ({row['error']})"
                 log(f"{scheme.label} {client.name} rep {rep + 1}: {row['tct_s']} s {status}")
                 rows.append(row)
-    bpf1, shim1, agent1 = bpf_program_stats(), cpu_seconds(shim), agent_cpu()
+    bpf1, shim1, agent1 = bpf_program_stats(), shim_cpu(), agent_cpu()
     delta = {n: {k: bpf1[n][k] - bpf0.get(n, {}).get(k, 0) for k in bpf1[n]} for n in bpf1}
-    acks = delta.get(PER_ACK_PROGRAM, {}).get("run_cnt", 0)
+    acks = delta.get(program, {}).get("run_cnt", 0)
     if acks == 0:
-        raise RunError(f"{scheme.label}: no {PER_ACK_PROGRAM} runs counted; is kernel.bpf_stats_enabled on?")
+        raise RunError(f"{scheme.label}: no {program} runs counted; is kernel.bpf_stats_enabled on?")
     per_10k = 1e4 / acks
+    # the programs of this scheme's congestion control only (ccswitch's or the floor's)
+    ours = [d for n, d in delta.items() if (n.startswith("ccsw_floor")) == (program == FLOOR_PROGRAM)]
     return {
         "scheme": scheme.label,
         "transfers": len(rows),
         "integrity_failures": sum(not row["sha256_ok"] for row in rows),
         "acks": acks,
-        "bpf_ns_per_ack": delta[PER_ACK_PROGRAM]["run_time_ns"] / acks,
-        "bpf_ns_per_ack_all_programs": sum(d["run_time_ns"] for d in delta.values()) / acks,
-        "shim_cpu_ms_per_10k_acks": (shim1 - shim0) * 1e3 * per_10k,
+        "bpf_ns_per_ack": delta[program]["run_time_ns"] / acks,
+        "bpf_ns_per_ack_all_programs": sum(d["run_time_ns"] for d in ours) / acks,
+        "shim_cpu_ms_per_10k_acks": None if shim is None else (shim1 - shim0) * 1e3 * per_10k,
         "agent_cpu_ms_per_10k_acks": None if agent is None else (agent1 - agent0) * 1e3 * per_10k,
-        "agent_transport": r.daemons.agent_transport,
+        "agent_transport": r.daemons.agent_transport if shim is not None else None,
         "tct_s": [row["tct_s"] for row in rows],
     }
 
@@ -120,6 +159,7 @@ def overhead(sc, out_dir: str) -> List[Dict[str, float]]:
         r.sysctls.set("kernel.bpf_stats_enabled", "1")
         for scheme in sc.schemes:
             results.append(measure_scheme(r, scheme))
+        results.append(measure_floor(r))
     return results
 
 
@@ -127,9 +167,11 @@ def print_table(results: List[Dict[str, float]]) -> None:
     head = ("scheme", "ACKs", "BPF ns/ACK", "all progs ns/ACK", "shim CPU ms/10k ACKs", "agent CPU ms/10k ACKs")
     print("  ".join(f"{h:>20}" for h in head), file=sys.stderr)
     for x in results:
+        floor = x["shim_cpu_ms_per_10k_acks"] is None
         cells = (x["scheme"], x["acks"], f"{x['bpf_ns_per_ack']:.0f}", f"{x['bpf_ns_per_ack_all_programs']:.0f}",
-                 f"{x['shim_cpu_ms_per_10k_acks']:.1f}",
-                 "in the shim" if x["agent_cpu_ms_per_10k_acks"] is None else f"{x['agent_cpu_ms_per_10k_acks']:.1f}")
+                 "no shim" if floor else f"{x['shim_cpu_ms_per_10k_acks']:.1f}",
+                 "no agent" if floor else "in the shim" if x["agent_cpu_ms_per_10k_acks"] is None
+                 else f"{x['agent_cpu_ms_per_10k_acks']:.1f}")
         print("  ".join(f"{c:>20}" for c in cells), file=sys.stderr)
 
 
