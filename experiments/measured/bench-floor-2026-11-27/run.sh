@@ -1,5 +1,6 @@
 #!/bin/sh
-# make bench alternated: base (a015d4e) and lines (stats and config read with the cold lines)
+# `ccswitch bench overhead` alternated, 8 rounds: base = a015d4e frozen in /tmp/frozen-floor, lines =
+# a015d4e with cold-lines-stats-config.patch frozen in /tmp/frozen-lines. Output in $OUT (resumable).
 cd "$(dirname "$0")/../../.."
 for round in 1 2 3 4 5 6 7 8; do
   for arm in base lines; do
