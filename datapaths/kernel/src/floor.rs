@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
 
-use crate::floor_skel::FloorSkelBuilder;
+use crate::skel::floor::FloorSkelBuilder;
 
 /// The name it registers under (`net.ipv4.tcp_available_congestion_control`).
 pub const FLOOR_CC_NAME: &str = "ccsw_floor";

@@ -45,17 +45,11 @@ pub mod vm;
 )]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/kernel.skel.rs"));
-}
 
-#[allow(
-    clippy::all,
-    unused_imports,
-    dead_code,
-    non_camel_case_types,
-    non_snake_case
-)]
-mod floor_skel {
-    include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+    /// `src/bpf/floor.bpf.c`'s skeleton (see [`crate::floor`]).
+    pub mod floor {
+        include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+    }
 }
 
 pub use ccswitch_ccp::program::fold::FoldMode;
