@@ -133,7 +133,8 @@ def measure_transfers(r: Runner, scheme, program: str, shim: Optional[int], agen
         raise RunError(f"{scheme.label}: no {program} runs counted; is kernel.bpf_stats_enabled on?")
     per_10k = 1e4 / acks
     # the programs of this scheme's congestion control only (ccswitch's or the floor's)
-    ours = [d for n, d in delta.items() if (n.startswith("ccsw_floor")) == (program == FLOOR_PROGRAM)]
+    floor = program == FLOOR_PROGRAM
+    ours = [d for n, d in delta.items() if n.startswith(FLOOR_CC) == floor]
     return {
         "scheme": scheme.label,
         "transfers": len(rows),

@@ -419,9 +419,9 @@ class KernelSide:
         }
 
 
-#: `ccswitch-ovs`'s frame slab and buffer budget by default (its --slab-slots and
-#: --total-buffer-bytes), sized for 1,000 flows with 64-segment windows; a slot holds a frame.
-DEFAULT_SLAB_SLOTS, DEFAULT_TOTAL_BUFFER_BYTES, FRAME_SLOT_BYTES = 65_536, 256 << 20, 1536
+#: `ccswitch-ovs`'s frame slab by default (its --slab-slots), sized for 1,000 flows with
+#: 64-segment windows, and the bytes of one slot (FRAME_MAX), the most a frame it holds can be.
+DEFAULT_SLAB_SLOTS, FRAME_SLOT_BYTES = 65_536, 1536
 #: Slots a scale run gives each flow: each holds its unacknowledged frames, those waiting in
 #: the bridge's queue included (10k flows held 38k slots at the end of a run; 16 per flow ran
 #: none out).
@@ -439,8 +439,8 @@ class OvsSide:
         shim = r.ovs_shim
         shim.max_flows = max(100_000, 2 * flows)
         slots = max(DEFAULT_SLAB_SLOTS, SLAB_SLOTS_PER_FLOW * flows)
-        shim.extra_args = ["--slab-slots", str(slots),
-                           "--total-buffer-bytes", str(max(DEFAULT_TOTAL_BUFFER_BYTES, slots * FRAME_SLOT_BYTES))]
+        # a byte budget the slab always runs out of first
+        shim.extra_args = ["--slab-slots", str(slots), "--total-buffer-bytes", str(slots * FRAME_SLOT_BYTES)]
         shim.start("scale")
         progs = _programs(_logged_ids(shim.log_path, r"programs=(\S+)"))
         self.programs = progs
