@@ -79,7 +79,9 @@ fn program() -> &'static Program {
     PROGRAM.get_or_init(|| {
         let (msg, _) = wire::decode(INSTALL_MESSAGE).expect("standard_program.bin is a CCP frame");
         let Msg::InstallExpr(install) = msg else { panic!("standard_program.bin is not an INSTALL_EXPR") };
-        Program::from_install(&install).expect("the standard program is valid")
+        let mut prog = Program::decode(&install).expect("the standard program is valid");
+        prog.standard = true;
+        prog
     })
 }
 
@@ -90,6 +92,11 @@ pub(crate) fn tests_program() -> Program {
 
 /// `prog` is the standard program (whatever uid the agent gave it).
 pub fn is_standard(prog: &Program) -> bool {
+    prog.standard
+}
+
+/// The comparison [`Program::from_install`] makes once.
+pub(super) fn same_as_standard(prog: &Program) -> bool {
     let std = program();
     prog.instrs == std.instrs && prog.exprs == std.exprs && prog.defaults == std.defaults
 }
@@ -131,4 +138,31 @@ pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
         growth,
         agg_rate: u32::try_from(flow.control(control::AGG_RATE)).ok()?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn standard_install() -> wire::InstallExpr {
+        let (msg, _) = wire::decode(INSTALL_MESSAGE).expect("a CCP frame");
+        let Msg::InstallExpr(install) = msg else { panic!("not an INSTALL_EXPR") };
+        install
+    }
+
+    #[test]
+    fn installing_decides_once_whether_a_program_is_the_standard_one() {
+        let mut install = standard_install();
+        install.program_uid = 77;
+        assert!(is_standard(&Program::from_install(&install).unwrap()), "any uid");
+
+        // The same program with one immediate changed is another program.
+        let i = install
+            .instructions
+            .iter()
+            .position(|r| r.right.reg_type == ccswitch_protocol::lang::reg_type::IMMEDIATE && r.right.value > 1)
+            .expect("the standard program has an immediate operand");
+        install.instructions[i].right.value -= 1;
+        assert!(!is_standard(&Program::from_install(&install).unwrap()));
+    }
 }
