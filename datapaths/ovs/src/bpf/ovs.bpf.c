@@ -367,7 +367,18 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p, bool from
 	if (ol) {
 		if (bpf_skb_load_bytes(skb, p->l4_off + TCP_HLEN, p->o.opts, ol) < 0)
 			return -1;
-		bpf_loop(TCP_OPT_MAX, opt_step, &p->o, 0);
+		/* Past the handshake, Linux starts every segment's options with NOP, NOP and the
+		 * timestamps, and most carry nothing else: read those directly, and walk only what
+		 * follows (a walk step is a call: the walk took 6-9% of the port programs' time at
+		 * 10k flows). */
+		if (ol >= 12 && p->o.opts[0] == TCPOPT_NOP && p->o.opts[1] == TCPOPT_NOP && p->o.opts[2] == TCPOPT_TS &&
+		    p->o.opts[3] == 10) {
+			p->o.tsval = be32_at(&p->o.opts[4]);
+			p->o.present |= CCSW_O_TS;
+			p->o.pos = 12;
+		}
+		if (p->o.pos < ol)
+			bpf_loop(TCP_OPT_MAX, opt_step, &p->o, 0);
 		if (p->o.bad)
 			return -1;
 	}
