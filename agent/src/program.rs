@@ -303,10 +303,16 @@ fn control_field(index: usize, value: u64) -> wire::UpdateField {
     wire::UpdateField { reg_type: reg_type::NONVOLATILE_CONTROL, reg_index: index as u32, value }
 }
 
+/// The most UPDATE_FIELDS entries an answer to a report carries: the window, the rate, the
+/// loss window, the aggregation rate and [`SimpleProgram::growth_fields`].
+const ANSWER_FIELDS: usize = 10;
+
 /// UPDATE_FIELDS entries that set the window and, if given, the pacing rate.
 pub fn cwnd_rate_fields(cwnd_bytes: Option<u32>, rate_bytes_per_s: Option<u64>) -> Vec<wire::UpdateField> {
     let implicit = |reg: Implicit, value| wire::UpdateField { reg_type: reg_type::IMPLICIT, reg_index: reg as u32, value };
-    let mut fields = Vec::new();
+    // Room for the rest of a simple algorithm's answer (FlowController::window_fields: the loss
+    // window, the aggregation rate and six growth fields), so that it never reallocates.
+    let mut fields = Vec::with_capacity(ANSWER_FIELDS);
     if let Some(cwnd) = cwnd_bytes {
         fields.push(implicit(Implicit::Cwnd, u64::from(cwnd)));
     }

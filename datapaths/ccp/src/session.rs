@@ -856,11 +856,14 @@ fn control_updates(msg: &Msg) -> Vec<(usize, u64)> {
         Msg::ChangeProg(m) => &m.updates,
         _ => return Vec::new(),
     };
-    updates
-        .iter()
-        .filter(|u| matches!(u.reg_type, reg_type::NONVOLATILE_CONTROL | reg_type::VOLATILE_CONTROL))
-        .map(|u| (u.reg_index as usize, u.value))
-        .collect()
+    let mut controls = Vec::with_capacity(updates.len()); // a filter's collect grows by reallocation
+    controls.extend(
+        updates
+            .iter()
+            .filter(|u| matches!(u.reg_type, reg_type::NONVOLATILE_CONTROL | reg_type::VOLATILE_CONTROL))
+            .map(|u| (u.reg_index as usize, u.value)),
+    );
+    controls
 }
 
 fn ipv4_u32(addr: &SocketAddr) -> u32 {

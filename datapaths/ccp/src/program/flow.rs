@@ -251,23 +251,18 @@ impl CcpFlow {
 /// (libccp `stage_update`, which also ignores other implicit registers and does not bound the
 /// control index; both are refused here).
 fn validate_updates(updates: &[UpdateField]) -> Result<Vec<Update>, ProgramError> {
-    updates
-        .iter()
-        .map(|u| {
-            let index = u.reg_index as usize;
-            match u.reg_type {
-                reg_type::NONVOLATILE_CONTROL | reg_type::VOLATILE_CONTROL
-                    if index < MAX_CONTROL_REGS =>
-                {
-                    Ok(Update::Control(index, u.value))
-                }
-                reg_type::IMPLICIT if index == Implicit::Cwnd as usize => Ok(Update::Cwnd(u.value)),
-                reg_type::IMPLICIT if index == Implicit::Rate as usize => Ok(Update::Rate(u.value)),
-                _ => Err(ProgramError::BadUpdate {
-                    reg_type: u.reg_type,
-                    index: u.reg_index,
-                }),
+    // Sized first (a vector collected through a Result grows by reallocation).
+    let mut valid = Vec::with_capacity(updates.len());
+    for u in updates {
+        let index = u.reg_index as usize;
+        valid.push(match u.reg_type {
+            reg_type::NONVOLATILE_CONTROL | reg_type::VOLATILE_CONTROL if index < MAX_CONTROL_REGS => {
+                Update::Control(index, u.value)
             }
-        })
-        .collect()
+            reg_type::IMPLICIT if index == Implicit::Cwnd as usize => Update::Cwnd(u.value),
+            reg_type::IMPLICIT if index == Implicit::Rate as usize => Update::Rate(u.value),
+            _ => return Err(ProgramError::BadUpdate { reg_type: u.reg_type, index: u.reg_index }),
+        });
+    }
+    Ok(valid)
 }
