@@ -84,7 +84,7 @@ fn flush(sink: &Sink) {
 }
 
 /// A `report` line: written straight from this struct, fields in this order.
-#[derive(Serialize)]
+#[cfg_attr(test, derive(Serialize))]
 struct ReportLine<'a> {
     event: &'static str,
     algorithm: &'a str,
@@ -97,17 +97,76 @@ struct ReportLine<'a> {
     delivery_rate_bps: u64,
     timeout: bool,
     dp_us: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     on_report_errors: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     python_bad_values: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     python_timeouts: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     python_skipped: Option<u64>,
     t_us: u64,
     datapath: u64,
     sid: u32,
+}
+
+impl ReportLine<'_> {
+    /// The line as serde_json writes the struct (a test holds them equal), the keys written
+    /// as they are and the numbers by itoa. There is one line per report, and serde_json's
+    /// serialisation of it took 10% of the kernel shim with its agent at 7.6k reports/s, a
+    /// fifth of that escaping the keys character by character.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let mut n = itoa::Buffer::new();
+        let mut num = |out: &mut Vec<u8>, key: &[u8], v: u64| {
+            out.extend_from_slice(key);
+            out.extend_from_slice(n.format(v).as_bytes());
+        };
+        out.extend_from_slice(b"{\"event\":");
+        write_json_str(out, self.event);
+        out.extend_from_slice(b",\"algorithm\":");
+        write_json_str(out, self.algorithm);
+        for (key, v) in [(&b",\"cwnd_bytes\":"[..], self.cwnd_bytes), (b",\"pacing_rate_bps\":", self.pacing_rate_bps)] {
+            match v {
+                Some(v) => num(out, key, v),
+                None => {
+                    out.extend_from_slice(key);
+                    out.extend_from_slice(b"null");
+                }
+            }
+        }
+        num(out, b",\"rtt_us\":", self.rtt_us);
+        num(out, b",\"acked_bytes\":", self.acked_bytes);
+        num(out, b",\"lost_packets\":", self.lost_packets);
+        num(out, b",\"bytes_in_flight\":", self.bytes_in_flight);
+        num(out, b",\"delivery_rate_bps\":", self.delivery_rate_bps);
+        out.extend_from_slice(if self.timeout { b",\"timeout\":true" } else { b",\"timeout\":false" });
+        num(out, b",\"dp_us\":", self.dp_us);
+        for (key, v) in [
+            (&b",\"on_report_errors\":"[..], self.on_report_errors),
+            (b",\"python_bad_values\":", self.python_bad_values),
+            (b",\"python_timeouts\":", self.python_timeouts),
+            (b",\"python_skipped\":", self.python_skipped),
+        ] {
+            if let Some(v) = v {
+                num(out, key, v);
+            }
+        }
+        num(out, b",\"t_us\":", self.t_us);
+        num(out, b",\"datapath\":", self.datapath);
+        num(out, b",\"sid\":", u64::from(self.sid));
+        out.push(b'}');
+    }
+}
+
+/// A JSON string: as it is if nothing in it needs escaping (algorithm names), else by serde_json.
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f) {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, s).expect("a string serialises");
+    }
 }
 
 pub struct EventLog {
@@ -159,11 +218,15 @@ impl EventLog {
 
     /// One line of `event`, appended whole.
     fn append<T: Serialize>(&self, event: &T) {
+        self.append_with(|lines| serde_json::to_writer(lines, event).map_err(|e| warn!(error = %e, "cannot format an event")));
+    }
+
+    /// One line, as `write` appends it to the buffer (whole, or nothing if it fails).
+    fn append_with(&self, write: impl FnOnce(&mut Vec<u8>) -> Result<(), ()>) {
         let mut lines = self.out.lines.lock().unwrap_or_else(|e| e.into_inner());
         let before = lines.len();
-        if let Err(e) = serde_json::to_writer(&mut *lines, event) {
+        if write(&mut lines).is_err() {
             lines.truncate(before);
-            warn!(error = %e, "cannot format an event");
             return;
         }
         lines.push(b'\n');
@@ -209,7 +272,7 @@ impl EventLog {
     ) {
         let total = self.claim_python_counts(key);
         let present = |n: u64| (n > 0).then_some(n);
-        self.append(&ReportLine {
+        let line = ReportLine {
             event: "report",
             algorithm,
             cwnd_bytes,
@@ -228,6 +291,10 @@ impl EventLog {
             t_us: now_us(),
             datapath: key.datapath,
             sid: key.sid,
+        };
+        self.append_with(|lines| {
+            line.write_json(lines);
+            Ok(())
         });
     }
 
@@ -255,6 +322,41 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_line_is_what_serde_json_writes_of_it() {
+        let base = ReportLine {
+            event: "report",
+            algorithm: "cubic",
+            cwnd_bytes: Some(14_480),
+            pacing_rate_bps: None,
+            rtt_us: 50_123,
+            acked_bytes: 0,
+            lost_packets: 3,
+            bytes_in_flight: u64::MAX,
+            delivery_rate_bps: 12_000_000,
+            timeout: false,
+            dp_us: 1_700_000_000_123_456,
+            on_report_errors: None,
+            python_bad_values: None,
+            python_timeouts: None,
+            python_skipped: None,
+            t_us: 42,
+            datapath: 7,
+            sid: u32::MAX,
+        };
+        let lines = [
+            ReportLine { ..base },
+            ReportLine { cwnd_bytes: None, pacing_rate_bps: Some(0), timeout: true, ..base },
+            ReportLine { algorithm: "py:my \"algo\"\\\n", on_report_errors: Some(1), python_skipped: Some(9), ..base },
+            ReportLine { algorithm: "é-ü", python_bad_values: Some(2), python_timeouts: Some(0), ..base },
+        ];
+        for line in &lines {
+            let mut ours = Vec::new();
+            line.write_json(&mut ours);
+            assert_eq!(String::from_utf8(ours).unwrap(), serde_json::to_string(line).unwrap());
+        }
+    }
     use crate::python_guard::{count, take_counts};
 
     fn count_error() {
