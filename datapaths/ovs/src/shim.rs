@@ -1124,13 +1124,14 @@ impl OvsShim<OvsDatapath> {
                     self.service_agent();
                 }
             }
-            self.send_retransmissions();
-            self.flush_agent();
+            // The timers' retransmissions go in the same inject run as the records': a run
+            // costs a page pool's setup and teardown whatever it carries.
             if last_recovery.elapsed() >= RECOVERY_TICK {
                 last_recovery = Instant::now();
                 self.recovery_tick(drained_ns);
-                self.send_retransmissions();
             }
+            self.send_retransmissions();
+            self.flush_agent();
             if last_sample.elapsed() >= SAMPLE_INTERVAL {
                 last_sample = Instant::now();
                 self.sample(monotonic_now_ns());
