@@ -1,5 +1,5 @@
 #!/bin/sh
-# `ccswitch bench scale` (kernel datapath) on two frozen builds, alternated, one run of each per
+# `ccswitch bench scale` on two frozen builds, alternated, one run of each per
 # round, each alone under the experiment lock; a finished run is skipped (resumable).
 # $1 base binaries, $2 other binaries, $3 the other arm's name, $4 output folder, $5 rounds,
 # then the scale arguments.

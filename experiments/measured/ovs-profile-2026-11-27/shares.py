@@ -5,30 +5,14 @@ xlated-<prog>.txt). Usage: shares.py DIR"""
 import bisect
 import collections
 import json
-import lzma
 import re
 import sys
 from pathlib import Path
 
+from perfscript import lines, samples
+
 here = Path(sys.argv[1])
-
-
-def lines(name):
-    """A file of `here`, or its .xz."""
-    path = here / name
-    return open(path) if path.exists() else lzma.open(f"{path}.xz", "rt")
-
-
-samples, cur = [], []
-for line in lines("script.txt"):
-    if not line.strip():
-        if cur:
-            samples.append(cur)
-        cur = []
-    else:
-        cur.append(line.rstrip())
-if cur:
-    samples.append(cur)
+samples = samples(here)
 print(f"{len(samples)} samples in or under a port program")
 for prog in ["ccsw_egress", "ccsw_ingress"]:
     under, offsets, n = collections.Counter(), collections.Counter(), 0
@@ -51,7 +35,7 @@ for prog in ["ccsw_egress", "ccsw_ingress"]:
     rows = sorted(json.loads(jit_path.read_text())["lines"], key=lambda r: r["jit_off"])
     starts = [r["jit_off"] for r in rows]
     source, text = {}, None
-    for line in lines(f"xlated-{prog}.txt"):
+    for line in lines(here, f"xlated-{prog}.txt"):
         if line.startswith("; "):
             text = line.strip()[2:]
         m = re.match(r"\s*(\d+): ", line)
