@@ -677,6 +677,8 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// `n` updates; `n` is a count [`expect_records`] has bounded, since the vector is sized
+    /// by it before anything is read.
     fn updates(&mut self, n: usize) -> Result<Vec<UpdateField>, WireError> {
         // Sized first: collected through a Result, a vector starts empty and grows by
         // reallocation (with the other per-message vectors, 9% of a shim at 7.6k reports/s).

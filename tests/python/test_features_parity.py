@@ -14,6 +14,7 @@ Needs the Rust binaries (make build); fails rather than skips without them."""
 
 import json
 import random
+import time
 
 import pytest
 
@@ -46,6 +47,19 @@ def start_agent(tmp_path):
 def read_events(agent):
     with open(agent.dir / "events.jsonl") as f:
         return [json.loads(line) for line in f]
+
+
+def read_events_once_closed(agent, sids, timeout_s=10.0):
+    """The events file once it holds the close line of every flow in `sids`. The agent handles
+    a close after the test has sent it, and a flow's buffered lines reach the file with its
+    close line: read at once, the last flow's reports could still be in the buffer."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        events = read_events(agent)
+        closed = {e.get("sid") for e in events if e.get("event") == "close"}
+        if set(sids) <= closed or time.monotonic() > deadline:
+            return events
+        time.sleep(0.02)
 
 
 def create_flow(dp, sid):
@@ -108,11 +122,12 @@ def test_the_agents_features_are_the_native_modules_report_by_report_and_at_its_
         dp.close()
     assert compared == 3 * 45
 
-    events = read_events(agent)
+    events = read_events_once_closed(agent, flows)
     for sid, sent in flows.items():
         mine = [e for e in events if e.get("sid") == sid]
         flow = [e for e in mine if e["event"] == "flow"]
         assert len(flow) == 1 and flow[0]["mss"] == MSS_BYTES, flow
+        assert [e["reports"] for e in mine if e["event"] == "close"] == [len(sent)], f"flow {sid}'s close line"
         logged = [e for e in mine if e["event"] == "report"]
         assert len(logged) == len(sent)
         handovers = [e for e in mine if e["event"] == "handover"]
