@@ -172,14 +172,22 @@ def _unit_main(work: str) -> int:
         runner.run()
     except Interrupted as e:
         log(f"unit interrupted by {e}; torn down")
-        if os.getppid() != parent:
-            # The task that made the work directory died with its worker: nobody reads it.
-            shutil.rmtree(work, ignore_errors=True)
+        _remove_if_orphaned(work, parent)
         return 128 + e.signum
     except (RunError, TopologyError) as e:
         log(f"error: {e}")
+        _remove_if_orphaned(work, parent)
         return 1
+    # The worker can die after the last transfer, before this returns: its unit runs again
+    # elsewhere, and this one's results go unread too.
+    _remove_if_orphaned(work, parent)
     return 0
+
+
+def _remove_if_orphaned(work: str, parent: int) -> None:
+    """Remove the work directory if the worker that made it is gone: nobody reads it."""
+    if os.getppid() != parent:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------- on the client
