@@ -309,7 +309,7 @@ fn generic_cong_avoid_reno_drives_the_kernel_datapath() {
     // which reach no congestion control: a program the kernel interprets (as libccp would)
     // then reports nothing, owes the stopped agent nothing, and the shim rightly never
     // finds it silent before the transfer ends.
-    env.ns(&env.cli_ns, &["sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 262144"]);
+    env.bound_client_receive_buffer();
     let out = env.dir.join("got-b");
     let t0 = Instant::now();
     let c = env.curl_with(&out, &["--limit-rate", "1M"]);

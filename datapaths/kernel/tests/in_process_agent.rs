@@ -78,8 +78,10 @@ fn a_transfer_runs_under_a_python_algorithm_in_the_shims_process_and_sigterm_cle
     let server = env.start_server();
     let out = env.dir.join("got");
     let t0 = Instant::now();
-    // Rate-limited so that the flow lives long enough to be driven by reports: held back by
-    // its receiver, it reports every second (the standard program's idle interval).
+    // Rate-limited, with a receive buffer too small to take the whole file at once, so that
+    // the flow lives long enough to be driven by reports: held back by its receiver, it
+    // reports every second (the standard program's idle interval).
+    env.bound_client_receive_buffer();
     let client = env.curl_with(&out, &["--limit-rate", "8M"]);
     env.wait_ok(client, Duration::from_secs(120));
     let secs = t0.elapsed().as_secs_f64();
@@ -98,7 +100,7 @@ fn a_transfer_runs_under_a_python_algorithm_in_the_shims_process_and_sigterm_cle
     assert!(flow["algorithm"].as_str().is_some_and(|a| a.contains("Reno")), "{flow}");
     let sid = &flow["sid"];
     let reports = ev.iter().filter(|e| e["event"] == "report" && &e["sid"] == sid).count();
-    assert!(reports > 0, "the flow's reports reached the Python algorithm: {ev:?}");
+    assert!(reports > 0, "the flow's reports reached the Python algorithm: {ev:?}\nshim log:\n{}", log());
 
     // SIGTERM: the shim logs its totals, unregisters the congestion control (once the
     // namespace no longer uses it) and removes the agent's operator socket; exit status 0.

@@ -55,6 +55,8 @@ fn a_flow_whose_state_entry_is_taken_keeps_its_state_in_socket_storage_and_is_di
 
     // A holds the one entry (on the fallback); B, concurrent, spills to socket storage.
     let (out_a, out_b) = (env.dir.join("got-a"), env.dir.join("got-b"));
+    // A reads slowly through a small buffer, so that it still holds the entry when B starts.
+    env.bound_client_receive_buffer();
     let a = env.curl_with(&out_a, &["--limit-rate", "4M"]);
     let flow_a = next_flow(&mut dp, &mut events);
     let b = env.curl(&out_b);

@@ -113,6 +113,14 @@ impl Env {
         self.ns(&self.srv_ns.clone(), &["sysctl", "-q", "-w", &setting]);
     }
 
+    /// Caps the client's receive buffer at 256 KiB, so that a client reading slowly (curl's
+    /// `--limit-rate`) holds the sender back for the whole transfer. With the default, which
+    /// autotunes to megabytes, the server can put all 20 MiB into it within 70 ms and close,
+    /// while curl reads on for seconds.
+    pub fn bound_client_receive_buffer(&self) {
+        self.ns(&self.cli_ns, &["sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 262144"]);
+    }
+
     pub fn spawn(&mut self, cmd: &mut Command) -> usize {
         let child = cmd.spawn().expect("spawn");
         self.children.push(child);
