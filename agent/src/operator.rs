@@ -492,7 +492,7 @@ mod tests {
     use capnp::message::ReaderSegments;
 
     use super::*;
-    use crate::registry::Endpoints;
+    use crate::registry::{Endpoints, FlowRecord};
     use operator_capnp::flow_info;
 
     fn request(build: impl FnOnce(request::Builder)) -> Vec<u8> {
@@ -573,12 +573,13 @@ mod tests {
         )
     }
 
-    fn registry_with_flow() -> Registry {
+    /// A registry with flow 1:5, and its record.
+    fn registry_with_flow() -> (Registry, Arc<FlowRecord>) {
         let r = Registry::new(None);
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let e = Endpoints { src: ip("192.168.1.1"), sport: 80, dst: ip("2001:db8::7"), dport: 40_000 };
-        r.register(FlowId { datapath: 1, sid: 5 }, e, "reno");
-        r
+        let record = r.register(FlowId { datapath: 1, sid: 5 }, e, "reno");
+        (r, record)
     }
 
     fn pin_port(port: u16, algorithm: &str) -> Vec<u8> {
@@ -632,8 +633,8 @@ mod tests {
     fn list_flows_shows_each_flow_with_its_pin() {
         let r = Registry::new(None);
         assert_eq!(answer(&r, &list_flows()), "flows: []");
-        let r = registry_with_flow();
-        r.update(FlowId { datapath: 1, sid: 5 }, "cubic", None, 4, 1, Some(14_480));
+        let (r, record) = registry_with_flow();
+        r.update(&record, "cubic", None, 4, 1, Some(14_480));
         assert_eq!(
             answer(&r, &list_flows()),
             "flows: [1:5 192.168.1.1:80->2001:db8::7:40000 cubic pinned=\"\" reports=4 handovers=1 cwnd=14480 features=0]"
@@ -644,9 +645,9 @@ mod tests {
 
     #[test]
     fn features_are_listed_by_name() {
-        let r = registry_with_flow();
+        let (r, record) = registry_with_flow();
         let features = Features { min_rtt_ms: 20.0, samples: 8, ..Features::default() };
-        r.update(FlowId { datapath: 1, sid: 5 }, "reno", Some(features), 9, 0, Some(1));
+        r.update(&record, "reno", Some(features), 9, 0, Some(1));
         let bytes = handle(&r, &list_flows());
         let message = serialize::read_message(&mut &bytes[..], ReaderOptions::new()).unwrap();
         let response::Flows(flows) = message.get_root::<response::Reader>().unwrap().which().unwrap() else {
@@ -667,7 +668,7 @@ mod tests {
 
     #[test]
     fn pins_are_set_listed_and_removed() {
-        let r = registry_with_flow();
+        let (r, _) = registry_with_flow();
         assert_eq!(answer(&r, &pin_prefix("2001:db8::/32", "cubic")), "ok: pinned prefix 2001:db8::/32 to cubic (1 flow now)");
         assert_eq!(answer(&r, &pin_prefix("10.0.0.0/8", "vegas")), "ok: pinned prefix 10.0.0.0/8 to vegas (0 flows now)");
         assert_eq!(answer(&r, &pin_flow(1, 5, "bbr")), "ok: pinned flow 1:5 to bbr (1 flow now)");
@@ -682,7 +683,7 @@ mod tests {
 
     #[test]
     fn bad_requests_get_clear_errors() {
-        let r = registry_with_flow();
+        let (r, _) = registry_with_flow();
         let e = answer(&r, &pin_port(80, "nosuch"));
         assert!(e.starts_with("error: pin port 80: algorithm \"nosuch\": unknown algorithm"), "{e}");
         let e = answer(&r, &pin_prefix("10.1.2.3/8", "bbr"));
@@ -699,7 +700,7 @@ mod tests {
 
     #[test]
     fn bytes_that_are_no_request_are_answered_with_an_error() {
-        let r = registry_with_flow();
+        let (r, _) = registry_with_flow();
         for garbage in [&b""[..], b"hello", &[0, 0, 0, 0, 9, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]] {
             let e = answer(&r, garbage);
             assert!(e.starts_with("error: malformed request: not a Cap'n Proto message"), "{garbage:?}: {e}");
@@ -718,7 +719,7 @@ mod tests {
 
     #[test]
     fn policies_load_by_spec_or_text_and_errors_say_why() {
-        let r = registry_with_flow();
+        let (r, _) = registry_with_flow();
         let get = request(|mut r| r.set_get_policy(()));
         assert_eq!(answer(&r, &get), "policy: loaded=false name= origin= summary=");
         let load = request(|r| r.init_load_policy().set_spec("mystique"));
@@ -797,7 +798,7 @@ mod tests {
 
     #[test]
     fn a_connection_carries_many_requests_and_survives_bad_ones() {
-        let r = registry_with_flow();
+        let (r, _) = registry_with_flow();
         let (mut client, server) = UnixStream::pair().unwrap();
         let served = std::thread::scope(|s| {
             let handle = s.spawn(|| serve_client(&r, server));
@@ -825,7 +826,7 @@ mod tests {
 
     #[test]
     fn a_broken_framing_is_answered_then_the_connection_closes() {
-        let r = registry_with_flow();
+        let (r, _) = registry_with_flow();
         for (bytes, why) in [
             (b"GET / HTTP/1.0\r\n\r\n".to_vec(), "segments (at most 64)"),
             // One segment of 2^20 words: 8 MiB.
@@ -850,7 +851,7 @@ mod tests {
     fn the_socket_serves_clients_after_a_broken_one() {
         let dir = std::env::temp_dir().join(format!("ccswitch-operator-test-{}", std::process::id()));
         let path = dir.join("operator.sock");
-        let r = Arc::new(registry_with_flow());
+        let r = Arc::new(registry_with_flow().0);
         serve(Arc::clone(&r), &path, 0o600, &OwnedSockets::default()).unwrap();
         let mut bad = UnixStream::connect(&path).unwrap();
         bad.write_all(&[0xff; 16]).unwrap();

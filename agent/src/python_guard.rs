@@ -36,8 +36,8 @@
 //! keeps the window it had), and `python_bad_values` counts it.
 //!
 //! Exceptions, refusals, timeouts and skipped reports are counted per flow ([`PythonCounts`]),
-//! claimed per report by the events file ([`take_counts`]), and logged per flow in full a few
-//! times, then one line in [`LOG_EVERY`].
+//! claimed by the flow's connection after each of its calls ([`take_counts`]) for the events
+//! file, and logged per flow in full a few times, then one line in [`LOG_EVERY`].
 //!
 //! The shape: [`FlowGuard::call`] runs one callback of one flow under the budget and turns
 //! what it returned ([`Called`]) into the value to apply or nothing.
@@ -174,9 +174,9 @@ thread_local! {
 }
 
 /// What the callbacks run from this thread counted since the previous call. The agent handles
-/// a flow's report and writes that report's event on the datapath's thread, with no other
-/// algorithm call in between, so what the events file takes here after a report belongs to
-/// that report's flow.
+/// a flow's report on the datapath's thread and takes these right after, with no other
+/// algorithm call in between, so what it takes here after a report belongs to that report's
+/// flow.
 pub fn take_counts() -> PythonCounts {
     UNCLAIMED.with(|c| c.replace(PythonCounts::default()))
 }

@@ -153,16 +153,30 @@ fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
     addr.is_ipv4() == net.is_ipv4() && mask(addr, len) == net
 }
 
-/// The registry's copy of one flow. A record of each flow is kept, so what is rare is boxed
-/// and what is shared is shared: the algorithm's name is one of the [`Names`].
-struct FlowRecord {
+/// The registry's copy of one flow, shared with the connection that serves it: the connection
+/// updates it after each report through its own handle, not by a lookup in the registry's
+/// table (a lookup of a cold table per report was 5% of the kernel shim with its agent at
+/// 10k flows).
+pub struct FlowRecord {
     endpoints: Endpoints,
+    state: Mutex<RecordState>,
+}
+
+/// What changes in a [`FlowRecord`]. A record of each flow is kept, so what is rare is boxed
+/// and what is shared is shared: the algorithm's name is one of the [`Names`].
+struct RecordState {
     algorithm: Arc<str>,
     /// Its selector's features, for flows that have a selector.
     features: Option<Box<Features>>,
     reports: u64,
     handovers: u32,
     cwnd_bytes: Option<u64>,
+}
+
+impl FlowRecord {
+    fn state(&self) -> MutexGuard<'_, RecordState> {
+        self.state.lock().expect("registry record poisoned")
+    }
 }
 
 /// The names of the algorithms flows run, each held once however many flows run it.
@@ -261,10 +275,10 @@ impl Pins {
 }
 
 /// Flows, pins and the policy, shared by the datapath threads and the operator interface.
-/// Where both locks are held, `flows` is taken first.
+/// Lock order: `flows`, then `pins` or a record's state; a record's state, then `names`.
 pub struct Registry {
-    flows: Mutex<HashMap<FlowId, FlowRecord>>,
-    /// The algorithm names of `flows`' records (where both are held, after `flows`).
+    flows: Mutex<HashMap<FlowId, Arc<FlowRecord>>>,
+    /// The algorithm names of `flows`' records.
     names: Mutex<Names>,
     pins: Mutex<Pins>,
     policy: RwLock<Option<Arc<Policy>>>,
@@ -290,41 +304,42 @@ impl Registry {
         &self.memory
     }
 
-    /// A new flow (at CREATE), running `algorithm`.
-    pub fn register(&self, key: FlowId, endpoints: Endpoints, algorithm: &str) {
-        let entry = FlowRecord {
-            endpoints,
+    /// A new flow (at CREATE), running `algorithm`: its record, for [`update`](Self::update).
+    pub fn register(&self, key: FlowId, endpoints: Endpoints, algorithm: &str) -> Arc<FlowRecord> {
+        let state = RecordState {
             algorithm: self.name(algorithm),
             features: None,
             reports: 0,
             handovers: 0,
             cwnd_bytes: None,
         };
-        self.flows().insert(key, entry);
+        let record = Arc::new(FlowRecord { endpoints, state: Mutex::new(state) });
+        self.flows().insert(key, Arc::clone(&record));
+        record
     }
 
-    /// The flow's state after a report. Unknown flows are ignored.
+    /// The flow's state after a report, in the record [`register`](Self::register) gave. A
+    /// record removed since is updated unseen.
     pub fn update(
         &self,
-        key: FlowId,
+        record: &FlowRecord,
         algorithm: &str,
         features: Option<Features>,
         reports: u64,
         handovers: u32,
         cwnd_bytes: Option<u64>,
     ) {
-        let mut flows = self.flows();
-        let Some(entry) = flows.get_mut(&key) else { return };
-        if *entry.algorithm != *algorithm {
-            entry.algorithm = self.name(algorithm);
+        let mut state = record.state();
+        if *state.algorithm != *algorithm {
+            state.algorithm = self.name(algorithm);
         }
-        match (&mut entry.features, features) {
+        match (&mut state.features, features) {
             (Some(held), Some(f)) => **held = f,
             (held, f) => *held = f.map(Box::new),
         }
-        entry.reports = reports;
-        entry.handovers = handovers;
-        entry.cwnd_bytes = cwnd_bytes;
+        state.reports = reports;
+        state.handovers = handovers;
+        state.cwnd_bytes = cwnd_bytes;
     }
 
     /// A flow closed (or its datapath went away). Its own pin goes with it: socket ids are
@@ -347,15 +362,18 @@ impl Registry {
         let mut out: Vec<FlowSnapshot> = self
             .flows()
             .iter()
-            .map(|(key, e)| FlowSnapshot {
-                key: *key,
-                endpoints: e.endpoints,
-                algorithm: e.algorithm.to_string(),
-                pinned: None,
-                features: e.features.as_deref().copied(),
-                reports: e.reports,
-                handovers: e.handovers,
-                cwnd_bytes: e.cwnd_bytes,
+            .map(|(key, e)| {
+                let state = e.state();
+                FlowSnapshot {
+                    key: *key,
+                    endpoints: e.endpoints,
+                    algorithm: state.algorithm.to_string(),
+                    pinned: None,
+                    features: state.features.as_deref().copied(),
+                    reports: state.reports,
+                    handovers: state.handovers,
+                    cwnd_bytes: state.cwnd_bytes,
+                }
             })
             .collect();
         let pins = self.pins_lock();
@@ -437,7 +455,7 @@ impl Registry {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn flows(&self) -> MutexGuard<'_, HashMap<FlowId, FlowRecord>> {
+    fn flows(&self) -> MutexGuard<'_, HashMap<FlowId, Arc<FlowRecord>>> {
         self.flows.lock().expect("registry flows poisoned")
     }
 
@@ -483,6 +501,11 @@ mod tests {
 
     fn prefix(text: &str) -> PinTarget {
         PinTarget::parse_prefix(text).unwrap()
+    }
+
+    /// The record `register` gave for `k`.
+    fn record(r: &Registry, k: FlowId) -> Arc<FlowRecord> {
+        Arc::clone(&r.flows()[&k])
     }
 
     /// A registry with one flow 1:1 from server 192.168.1.1:80 to client 10.1.2.3:40000.
@@ -623,7 +646,7 @@ mod tests {
     fn every_change_of_pins_or_policy_bumps_the_generation() {
         let (r, k, e) = one_flow();
         let g0 = r.generation();
-        r.update(k, "cubic", None, 3, 1, Some(14_480));
+        r.update(&record(&r, k), "cubic", None, 3, 1, Some(14_480));
         assert_eq!(r.generation(), g0, "reports do not");
         r.pin(PinTarget::Port(80), "bbr").unwrap();
         let g1 = r.generation();
@@ -656,17 +679,18 @@ mod tests {
         let listed = r.list();
         assert_eq!(listed.iter().map(|f| f.key).collect::<Vec<_>>(), vec![key(1, 0), k]);
         assert_eq!((listed[1].reports, listed[1].cwnd_bytes, listed[1].pinned.clone()), (0, None, None));
-        r.update(k, "bbr", None, 12, 2, Some(29_000));
-        r.update(key(9, 9), "bbr", None, 1, 0, None);
+        r.update(&record(&r, k), "bbr", None, 12, 2, Some(29_000));
         r.pin(PinTarget::Port(80), "hybla").unwrap();
         let f = r.list().into_iter().find(|f| f.key == k).unwrap();
         assert_eq!(f.algorithm, "bbr");
         assert_eq!((f.reports, f.handovers, f.cwnd_bytes), (12, 2, Some(29_000)));
         assert_eq!(f.pinned.as_deref(), Some("hybla"));
         assert_eq!(f.endpoints.dport, CLIENT_PORT);
-        assert!(r.list().iter().all(|f| f.key != key(9, 9)), "an update for an unknown flow does not create it");
+        let removed = record(&r, k);
         r.remove(k);
         assert_eq!(r.list().iter().map(|f| f.key).collect::<Vec<_>>(), vec![key(1, 0)]);
+        r.update(&removed, "cubic", None, 13, 2, None);
+        assert_eq!(r.list().iter().map(|f| f.key).collect::<Vec<_>>(), vec![key(1, 0)], "an update after its flow is gone does not bring it back");
     }
 
     /// Records hold an algorithm's name once for all flows, and features only where a
@@ -676,18 +700,18 @@ mod tests {
         let (r, k, _) = one_flow();
         let other = key(1, 2);
         r.register(other, endpoints("192.168.1.1", SERVER_PORT, "10.1.2.4", CLIENT_PORT), "reno");
-        let name = |key| Arc::clone(&r.flows()[&key].algorithm);
+        let name = |key| Arc::clone(&record(&r, key).state().algorithm);
         assert!(Arc::ptr_eq(&name(k), &name(other)));
-        r.update(other, "cubic", None, 1, 1, None);
-        r.update(k, "cubic", None, 1, 1, None);
+        r.update(&record(&r, other), "cubic", None, 1, 1, None);
+        r.update(&record(&r, k), "cubic", None, 1, 1, None);
         assert!(Arc::ptr_eq(&name(k), &name(other)));
         assert_eq!(&*name(k), "cubic");
         let features = Features { samples: 3, ..Features::default() };
-        r.update(k, "cubic", Some(features), 2, 1, None);
-        r.update(k, "cubic", Some(Features { samples: 4, ..features }), 3, 1, None);
+        r.update(&record(&r, k), "cubic", Some(features), 2, 1, None);
+        r.update(&record(&r, k), "cubic", Some(Features { samples: 4, ..features }), 3, 1, None);
         let listed = r.list();
         assert_eq!(listed.iter().map(|f| f.features.map(|f| f.samples)).collect::<Vec<_>>(), vec![Some(4), None]);
-        r.update(k, "cubic", None, 4, 1, None);
+        r.update(&record(&r, k), "cubic", None, 4, 1, None);
         assert!(r.list().iter().all(|f| f.features.is_none()));
     }
 }

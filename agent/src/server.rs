@@ -40,7 +40,8 @@ use crate::events::EventLog;
 use crate::flow::{self, Answer, FlowController, ProgramCache, Handover};
 use crate::memory::{Start, StartFrom};
 use crate::program::{CompiledProgram, SimpleProgram};
-use crate::registry::{Endpoints, FlowId, Registry};
+use crate::python_guard::{self, PythonCounts};
+use crate::registry::{Endpoints, FlowId, FlowRecord, Registry};
 use crate::selector::policy::Policy;
 use crate::selector::Selector;
 
@@ -259,12 +260,29 @@ fn looks_like_capnp(first: &[u8]) -> bool {
         && u32::from_le_bytes([first[4], first[5], first[6], first[7]]) > 0
 }
 
-/// One flow of a connection: its controller and what it last saw of the registry (which also
-/// holds its endpoints).
+/// One flow of a connection: its controller, its record in the registry (which also holds its
+/// endpoints) and what it last saw of the registry, and its Python algorithm's troubles so far.
 struct ConnectionFlow {
     ctl: FlowController,
+    record: Arc<FlowRecord>,
     generation: u64,
     policy: Option<Arc<Policy>>,
+    /// Boxed, as few flows have any: a flow's memory is budgeted (tests/flow_memory.rs).
+    python: Option<Box<PythonCounts>>,
+}
+
+impl ConnectionFlow {
+    /// Add what its Python algorithm's last call counted.
+    fn claim_python_counts(&mut self) {
+        let counted = python_guard::take_counts();
+        if !counted.is_zero() {
+            **self.python.get_or_insert_with(Box::default) += counted;
+        }
+    }
+
+    fn python_counts(&self) -> PythonCounts {
+        self.python.as_deref().copied().unwrap_or_default()
+    }
 }
 
 struct Connection {
@@ -427,13 +445,14 @@ impl Connection {
                     policy = policy.as_ref().map(|p| p.name()), pinned = pinned.is_some(),
                     start = start.from.as_str(), start_reason = %start.reason, "flow created"
                 );
-                registry.register(key, endpoints, &name);
+                let record = registry.register(key, endpoints, &name);
                 if let Some(ev) = &self.agent.events {
                     ev.flow(key, &endpoints, &name, c.mss, &start);
-                    // A Python full-API algorithm's on_create / new_flow may have raised.
-                    ev.claim_python_counts(key);
                 }
-                self.flows.insert(c.sid, Box::new(ConnectionFlow { ctl, generation, policy }));
+                let mut entry = Box::new(ConnectionFlow { ctl, record, generation, policy, python: None });
+                // A Python full-API algorithm's on_create / new_flow may have raised.
+                entry.claim_python_counts();
+                self.flows.insert(c.sid, entry);
                 self.answer(c.sid, answer)
             }
             Msg::Measure(m) if m.fields.is_empty() => {
@@ -455,14 +474,16 @@ impl Connection {
                 }
                 let pinned = refresh(entry, key, &agent.registry)?;
                 let reported = entry.ctl.on_report(&m.fields, &agent.simple)?;
+                entry.claim_python_counts();
                 let ctl = &entry.ctl;
                 for s in pinned.iter().chain(reported.handover.iter()) {
                     log_handover(agent, key, s);
                 }
                 if let Some(ev) = &agent.events {
-                    ev.report(key, ctl.name(), &reported.measurement, ctl.cwnd_bytes(), ctl.pacing_rate_bytes_per_s());
+                    let (cwnd, rate) = (ctl.cwnd_bytes(), ctl.pacing_rate_bytes_per_s());
+                    ev.report(key, ctl.name(), &reported.measurement, cwnd, rate, entry.python_counts());
                 }
-                agent.registry.update(key, ctl.name(), ctl.features(), ctl.reports, ctl.handovers, ctl.cwnd_bytes());
+                agent.registry.update(&entry.record, ctl.name(), ctl.features(), ctl.reports, ctl.handovers, ctl.cwnd_bytes());
                 debug!(sid = m.sid, fields = ?m.fields, answer = ?reported.answer, "report answered");
                 self.answer(m.sid, reported.answer)
             }
@@ -494,7 +515,7 @@ impl Connection {
             handovers = ctl.handovers, cwnd = ctl.cwnd_bytes(), remembered, "flow closed"
         );
         if let Some(ev) = &self.agent.events {
-            ev.close(key, ctl.name(), ctl.reports, ctl.handovers);
+            ev.close(key, ctl.name(), ctl.reports, ctl.handovers, entry.python_counts());
         }
     }
 
