@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_datapath_support::mapped::{DirectiveSlots, MappedArray};
 use ccswitch_datapath_support::ring::EventRing;
+use ccswitch_datapath_support::wait::{Waiter, Woken};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
@@ -168,6 +169,8 @@ pub struct KernelDatapath {
     /// The two lanes of records (see `kernel.h`).
     urgent: ManuallyDrop<EventRing<KernelEvent>>,
     routine: ManuallyDrop<EventRing<KernelEvent>>,
+    /// Holds both lanes' descriptors: what the shim sleeps on.
+    waiter: Waiter,
     skel: ManuallyDrop<KernelSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
     fallback: Fallback,
@@ -254,11 +257,12 @@ impl KernelDatapath {
         // below), after everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, &opts) {
-            Ok((skel, link, hand_back_link, (urgent, routine), prog_ids, directives, config, vm_flows)) => Ok(KernelDatapath {
+            Ok((skel, link, hand_back_link, (urgent, routine, waiter), prog_ids, directives, config, vm_flows)) => Ok(KernelDatapath {
                 link: ManuallyDrop::new(link),
                 hand_back_link: ManuallyDrop::new(hand_back_link),
                 urgent: ManuallyDrop::new(urgent),
                 routine: ManuallyDrop::new(routine),
+                waiter,
                 skel: ManuallyDrop::new(skel),
                 object,
                 fallback: opts.fallback,
@@ -290,7 +294,7 @@ impl KernelDatapath {
         KernelSkel<'static>,
         Link,
         Link,
-        (EventRing<KernelEvent>, EventRing<KernelEvent>),
+        (EventRing<KernelEvent>, EventRing<KernelEvent>, Waiter),
         Vec<ProgId>,
         DirectiveSlots<abi::KernelDirectiveSlot>,
         MappedArray<abi::KernelConfig>,
@@ -365,7 +369,9 @@ impl KernelDatapath {
             });
         }
 
-        let lanes = (EventRing::new(&skel.maps.ccsw_urgent, decode)?, EventRing::new(&skel.maps.ccsw_events, decode)?);
+        let (urgent, routine) = (EventRing::new(&skel.maps.ccsw_urgent, decode)?, EventRing::new(&skel.maps.ccsw_events, decode)?);
+        let waiter = Waiter::new(&[urgent.epoll_fd(), routine.epoll_fd()]).context("waiting on the lanes")?;
+        let lanes = (urgent, routine, waiter);
 
         let hand_back_link = skel.progs.ccsw_hand_back.attach().context("attaching the socket iterator")?;
         if teardown::cc_registered(&opts.cc_name) {
@@ -434,10 +440,7 @@ impl KernelDatapath {
     /// Waits up to `timeout` for a wake-up from either lane, then hands every available
     /// record to `f`, in time order. A zero timeout only drains.
     pub fn poll(&mut self, timeout: Duration, f: impl FnMut(KernelEvent)) -> Result<()> {
-        let mut fds = self.lane_fds().map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
-        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
-        // SAFETY: `fds` is a valid array of pollfd and `ts` a valid timespec for the call.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        self.wait(None, timeout);
         let mut events = Vec::new();
         let mut routine = Vec::new();
         self.read_lanes(|e| events.push(e), |e| routine.push(e))?;
@@ -470,10 +473,14 @@ impl KernelDatapath {
         }
     }
 
-    /// The urgent lane's and the routine lane's file descriptors (epoll fds), readable when
-    /// a lane woke the shim, for integration into an event loop.
-    pub fn lane_fds(&self) -> [RawFd; 2] {
-        [self.urgent.epoll_fd(), self.routine.epoll_fd()]
+    /// Sleeps until a lane wakes the shim, `extra` is readable, or `timeout` passes.
+    pub fn wait(&self, extra: Option<RawFd>, timeout: Duration) -> Woken {
+        self.waiter.wait(extra, timeout)
+    }
+
+    /// The urgent lane's file descriptor (an epoll fd), readable when it woke the shim.
+    pub fn urgent_fd(&self) -> RawFd {
+        self.urgent.epoll_fd()
     }
 
     /// Installs (or replaces) the directive of `flow_id`: a congestion

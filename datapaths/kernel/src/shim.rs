@@ -202,8 +202,7 @@ impl KernelShim {
             if left.is_zero() {
                 return;
             }
-            let urgent_fd = self.datapath.lane_fds()[0];
-            let ready = wait_readable(&[urgent_fd, agent], left);
+            let ready = wait_readable(&[self.datapath.urgent_fd(), agent], left);
             self.session.drain_agent(&mut Maps(&self.datapath));
             if ready[0] {
                 return;
@@ -237,11 +236,7 @@ impl KernelShim {
             next = Some(next.map_or(tick, |t| t.min(tick)));
         }
         let timeout = next.map_or(MAX_SLEEP, |t| t.saturating_duration_since(Instant::now()).min(MAX_SLEEP));
-        let [urgent, routine] = self.datapath.lane_fds();
-        match self.session.agent_fd() {
-            Some(agent) => drop(wait_readable(&[urgent, routine, agent], timeout)),
-            None => drop(wait_readable(&[urgent, routine], timeout)),
-        }
+        self.datapath.wait(self.session.agent_fd(), timeout);
     }
 
     /// Overflows since the last interval, one line each: never per packet.

@@ -36,6 +36,7 @@ use anyhow::{bail, Context, Result};
 use ccswitch_datapath_support::mapped::{DirectiveSlots, MappedArray};
 pub use ccswitch_datapath_support::mapped::DirectiveSlotBusy;
 use ccswitch_datapath_support::ring::EventRing;
+use ccswitch_datapath_support::wait::{Waiter, Woken};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
@@ -377,7 +378,7 @@ fn c_name(name: &[std::os::raw::c_char]) -> String {
 /// What `load_into` builds.
 type Loaded = (
     OvsSkel<'static>,
-    EventRing<OvsEvent>,
+    (EventRing<OvsEvent>, Waiter),
     DirectiveSlots<abi::OvsDirectiveSlot>,
     MappedArray<abi::OvsConfig>,
     MappedArray<abi::OvsFrameSlot>,
@@ -390,6 +391,8 @@ pub struct OvsDatapath {
     // skeleton, and the storage the skeleton borrows.
     links: Vec<Link>,
     ring: ManuallyDrop<EventRing<OvsEvent>>,
+    /// Holds the ring's descriptor: what the shim sleeps on.
+    waiter: Waiter,
     skel: ManuallyDrop<OvsSkel<'static>>,
     object: *mut MaybeUninit<OpenObject>,
     stats_fd: Option<OwnedFd>,
@@ -503,9 +506,10 @@ impl OvsDatapath {
         // everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, opts) {
-            Ok((skel, ring, directives, conf, slab, slab_owner, inject_frames)) => Ok(OvsDatapath {
+            Ok((skel, (ring, waiter), directives, conf, slab, slab_owner, inject_frames)) => Ok(OvsDatapath {
                 links: Vec::new(),
                 ring: ManuallyDrop::new(ring),
+                waiter,
                 skel: ManuallyDrop::new(skel),
                 object,
                 stats_fd: None,
@@ -560,13 +564,14 @@ impl OvsDatapath {
             .context("loading the ovs BPF programs (verifier)")?;
 
         let ring = EventRing::new(&skel.maps.events, decode)?;
+        let waiter = Waiter::new(&[ring.epoll_fd()]).context("waiting on the ring buffer")?;
         let directives = DirectiveSlots::new(MappedArray::new(skel.maps.directives.as_fd(), opts.max_flows as usize).context("mapping the directives")?);
         let conf = MappedArray::new(skel.maps.conf.as_fd(), 1).context("mapping the config")?;
         let slots = opts.slab_slots as usize;
         let slab = MappedArray::new(skel.maps.slab.as_fd(), slots).context("mapping the frame slab")?;
         let slab_owner = MappedArray::new(skel.maps.slab_owner.as_fd(), slots).context("mapping the slab owners")?;
         let inject_frames = MappedArray::new(skel.maps.inject_frames.as_fd(), abi::INJECT_BATCH).context("mapping the inject staging")?;
-        Ok((skel, ring, directives, conf, slab, slab_owner, inject_frames))
+        Ok((skel, (ring, waiter), directives, conf, slab, slab_owner, inject_frames))
     }
 
     /// The frame in `slot`, read in place from the slab; `None` for a slot beyond the slab or
@@ -611,9 +616,9 @@ impl OvsDatapath {
         self.ring.poll(timeout, f)
     }
 
-    /// The ring buffer's epoll fd, readable when records are pending.
-    pub fn events_fd(&self) -> RawFd {
-        self.ring.epoll_fd()
+    /// Sleeps until the ring buffer wakes the shim, `extra` is readable, or `timeout` passes.
+    pub fn wait(&self, extra: Option<RawFd>, timeout: Duration) -> Woken {
+        self.waiter.wait(extra, timeout)
     }
 
     /// Records the ring buffer delivered that could not be decoded (unknown kind, wrong size).

@@ -1174,18 +1174,11 @@ impl OvsShim<OvsDatapath> {
 
     /// Sleep until port records or agent messages arrive, or `timeout` passes (counted).
     fn wait_for_input(&mut self, timeout: Duration) {
-        let mut fds = vec![libc::pollfd { fd: self.port.events_fd(), events: libc::POLLIN, revents: 0 }];
-        if let Some(fd) = self.session.agent_fd() {
-            fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
-        }
-        // ppoll: sub-millisecond timeouts (--record-delay-us).
-        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
-        // SAFETY: `fds` is a valid array of pollfd and `ts` a valid timespec for the call.
-        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
-        if n == 0 {
-            self.totals.polls.timed_out += 1;
-        } else if fds[0].revents != 0 {
+        let woken = self.port.wait(self.session.agent_fd(), timeout);
+        if woken.held {
             self.totals.polls.ring_ready += 1;
+        } else if !woken.extra {
+            self.totals.polls.timed_out += 1;
         }
     }
 

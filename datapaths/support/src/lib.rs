@@ -3,7 +3,7 @@
 //! ring-buffer draining into a queue of decoded events ([`ring`]), and the seeded generator of
 //! their randomized tests ([`rng`]), the timer wheel that keeps idle flows off every tick
 //! ([`wheel`]), and the mirrors of the standard program's fold both BPF programs run
-//! ([`std_fold`]). With the `testing` feature, what their tests share ([`testing`]).
+//! ([`std_fold`]), and the epoll instance a shim sleeps on ([`wait`]). With the `testing` feature, what their tests share ([`testing`]).
 
 pub mod mapped;
 pub mod pod;
@@ -12,4 +12,5 @@ pub mod rng;
 pub mod std_fold;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod wait;
 pub mod wheel;
