@@ -158,7 +158,7 @@ fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
 /// table (a lookup of a cold table per report was 5% of the kernel shim with its agent at
 /// 10k flows).
 pub struct FlowRecord {
-    endpoints: Endpoints,
+    pub endpoints: Endpoints,
     state: Mutex<RecordState>,
 }
 
@@ -427,16 +427,6 @@ impl Registry {
         self.pins_lock().most_specific(key, endpoints).map(str::to_string)
     }
 
-    /// [`pinned_for`](Self::pinned_for) a registered flow, by the endpoints it was registered
-    /// with (none if it is not registered).
-    pub fn pinned_for_registered(&self, key: FlowId) -> Option<String> {
-        let flows = self.flows();
-        let endpoints = flows.get(&key)?.endpoints;
-        let pinned = self.pinned_for(key, &endpoints);
-        drop(flows);
-        pinned
-    }
-
     pub fn policy(&self) -> Option<Arc<Policy>> {
         self.policy.read().expect("registry policy poisoned").clone()
     }
@@ -662,11 +652,10 @@ mod tests {
         assert!(g3 > g2);
         assert_eq!(r.policy().unwrap().name(), "mystique");
         r.pin(PinTarget::Flow(k), "bbr").unwrap();
-        assert_eq!(r.pinned_for_registered(k).as_deref(), Some("bbr"));
+        assert_eq!(r.pinned_for(k, &e).as_deref(), Some("bbr"));
         let g4 = r.generation();
         assert_eq!(r.remove(k).map(|removed| removed.dst), Some(e.dst), "the flow's endpoints");
         assert!(r.generation() > g4, "a flow pin dropped with its flow");
-        assert_eq!(r.pinned_for_registered(k), None, "not registered any more");
         assert!(r.remove(k).is_none());
         assert!(r.pins().is_empty());
         assert_eq!(r.pinned_for(k, &e), None, "a later flow with the same id starts unpinned");

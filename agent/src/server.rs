@@ -570,7 +570,8 @@ fn refresh(entry: &mut ConnectionFlow, key: FlowId, registry: &Registry) -> Resu
             entry.policy = policy.clone();
         }
     }
-    let pinned = registry.pinned_for_registered(key);
+    // The flow's endpoints from its own record: no lookup in the registry's table.
+    let pinned = registry.pinned_for(key, &entry.record.endpoints);
     entry.ctl.pin(pinned.as_deref())
 }
 

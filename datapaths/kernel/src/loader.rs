@@ -440,7 +440,9 @@ impl KernelDatapath {
     /// Waits up to `timeout` for a wake-up from either lane, then hands every available
     /// record to `f`, in time order. A zero timeout only drains.
     pub fn poll(&mut self, timeout: Duration, f: impl FnMut(KernelEvent)) -> Result<()> {
-        self.wait(None, timeout);
+        if !timeout.is_zero() {
+            self.wait(None, timeout);
+        }
         let mut events = Vec::new();
         let mut routine = Vec::new();
         self.read_lanes(|e| events.push(e), |e| routine.push(e))?;
