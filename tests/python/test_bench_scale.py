@@ -38,6 +38,11 @@ def run_scale(tmp_path, datapath, agent_transport="socket", loss_pct=0.0, own_cp
     assert x["ring_records_lost"] == 0 and x["reports_dropped"] == 0 and x["agent_errors"] == 0
     assert x["answer_p50_us"] > 0 and x["answer_p50_us"] <= x["answer_p99_us"] <= x["answer_p999_us"]
     assert x["softnet_drops_per_s"] >= 0
+    # found in the shell's namespaces (delay_shell_drops fails otherwise), both ways
+    assert sorted(x["delay_shell_drops_per_s"]) == ["to_clients", "to_server"]
+    # sized for the flows, the shell's queues drop nothing at this load
+    assert x["delay_queue_packets"] == max(scale.MAHIMAHI_TUN_QUEUE_PACKETS, scale.DELAY_QUEUE_PACKETS_PER_FLOW * FLOWS)
+    assert x["delay_shell_drops_per_s"] == {"to_clients": 0, "to_server": 0}
     # TCP memory was sized for the flows and sampled over the window
     assert 0 < x["tcp_mem_peak_pages"] and x["tcp_mem_limit_pages"] >= FLOWS * scale.TCP_MEM_PAGES_PER_FLOW
     assert x["path_loss_pct"] == loss_pct and (x["path_drops_per_s"] > 0) == (loss_pct > 0)
@@ -99,3 +104,13 @@ def test_the_reports_of_several_loadgen_processes_add_up():
     assert (m["opened"], m["receiving"], m["silent"], m["failed"], m["closed_early"]) == (19_000, 18_980, 10, 1_000, 10)
     assert (m["flows_checked"], m["corrupt"], m["steady_bits_per_s"]) == (18_990, 1, 1.75e7)
     assert m["errors"] == ["connect: a"] * 4 + ["connect: b"]
+
+
+def test_transmit_drops_are_read_per_device_from_a_proc_net_dev_listing():
+    listing = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:     144       4    0    0    0     0          0         0      144       4    0    0    0     0       0          0
+ingress: 1700 3013 0 5 0 0 0 0 8011595 5716 0 1697 0 0 0 0
+delay-4242:17018348  301305    0    0    0     0          0         0 801159592  571605    0 169799    0     0       0          0
+"""
+    assert scale.tx_drops(listing) == {"lo": 0, "ingress": 1697, "delay-4242": 169799}

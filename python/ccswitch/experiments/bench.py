@@ -277,6 +277,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="scale: measurement window once all flows are open")
     p.add_argument("--rate-kbps", type=float, default=1000.0, help="scale: rate each flow is read at (kbit/s)")
     p.add_argument("--delay-ms", type=int, default=50, help="scale: one-way delay (mm-delay); the RTT is twice this")
+    p.add_argument("--delay-queue-packets", type=int, metavar="N",
+                   help="scale: the delay shell's TUN queues, packets each way (default: "
+                        "DELAY_QUEUE_PACKETS_PER_FLOW per flow, at least mahimahi's 500; 500: as mahimahi leaves them)")
     p.add_argument("--algorithm", default="cubic", help="scale: the agent's algorithm for every flow")
     p.add_argument("--loss-pct", type=float, default=0.0,
                    help="scale: drop this share (%%) of the server's packets to the clients at random, "
@@ -341,7 +344,7 @@ def _cli_bench(args) -> int:
             x, status = _measured(lambda: _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out,
                                                        datapath=args.datapath, algorithm=args.algorithm,
                                                        agent_transport=transport, loss_pct=args.loss_pct,
-                                                       own_cpu=args.own_cpu))
+                                                       own_cpu=args.own_cpu, delay_queue_packets=args.delay_queue_packets))
             if status is not None:
                 return status
             _scale.print_scale(x)

@@ -209,6 +209,103 @@ def softnet_drops() -> int:
         return sum(int(line.split()[1], 16) for line in f if line.strip())
 
 
+#: mm-delay's devices: the TUN it reads in the namespace it was started from (`delay-<pid>`,
+#: what the server sends toward the clients queues there) and the one its shell's programs send
+#: through (`ingress`, the clients' ACKs).
+DELAY_SHELL_OUTER_PREFIX = "delay-"
+DELAY_SHELL_INNER = "ingress"
+#: The queue of mahimahi's TUN devices, packets (txqueuelen as it leaves them).
+MAHIMAHI_TUN_QUEUE_PACKETS = 500
+#: The delay shell's queues by default, per flow (size_delay_shell_queues): 10k flows at
+#: 10 kbit/s each still lost 55k packets as their connections opened and filled their receive
+#: buffers at 2 per flow, none at 8.
+DELAY_QUEUE_PACKETS_PER_FLOW = 8
+
+
+def tx_drops(net_dev: str) -> Dict[str, int]:
+    """Each device's transmit drops in a /proc/net/dev listing."""
+    drops = {}
+    for line in net_dev.splitlines()[2:]:
+        name, sep, fields = line.partition(":")
+        if sep:
+            drops[name.strip()] = int(fields.split()[11])
+    return drops
+
+
+def _descendants(roots: List[int]) -> List[int]:
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone, or not a process
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _shell_devices(roots: List[int]) -> Dict[str, tuple]:
+    """mm-delay's devices under the processes `roots` (each shell's outer one, in the namespace
+    it was started from, and its inner one), by direction: (pid, name, transmit drops) per
+    device, one pid in the device's namespace."""
+    seen, found = set(), {"to_clients": [], "to_server": []}
+    for pid in _descendants(roots):
+        try:
+            netns = os.readlink(f"/proc/{pid}/ns/net")
+            with open(f"/proc/{pid}/net/dev") as f:
+                devices = tx_drops(f.read())
+        except OSError:
+            continue  # exited meanwhile
+        if netns in seen:
+            continue
+        seen.add(netns)
+        for name, n in devices.items():
+            if name.startswith(DELAY_SHELL_OUTER_PREFIX):
+                found["to_clients"].append((pid, name, n))
+            elif name == DELAY_SHELL_INNER:
+                found["to_server"].append((pid, name, n))
+    return found
+
+
+def delay_shell_drops(roots: List[int]) -> Dict[str, int]:
+    """Packets the delay shells started as `roots` (and their processes) dropped because their
+    TUN device's queue was full: mm-delay forwards every packet through one user-space process,
+    so packets it has not read yet wait there, and what does not fit is lost by the testbed,
+    not the path. Summed over the shells, toward the clients and toward the server."""
+    found = _shell_devices(roots)
+    if roots and not all(found.values()):
+        raise RunError(f"mm-delay's devices ({DELAY_SHELL_OUTER_PREFIX}*, {DELAY_SHELL_INNER}) not found "
+                       f"under processes {roots}: is each fetch still running in its shell?")
+    return {direction: sum(n for _, _, n in devices) for direction, devices in found.items()}
+
+
+def size_delay_shell_queues(root: int, packets: int, timeout_s: float = 5.0) -> None:
+    """Gives both TUN devices of the delay shell started as `root` a queue of `packets` once the
+    shell has made them. Their queue (txqueuelen, 500 as mahimahi leaves it) is all that holds
+    packets mm-delay has not read yet, and thousands of flows send in bursts: 10k flows read at
+    3 kbit/s each, 30 Mbit/s in all, lost 2.9k packets a second toward the clients and 1.1k
+    toward the server at 500 (experiments/measured/delay-shell-rates-2026-11-27), and
+    retransmitted a quarter of what they sent. The drops that remain are counted
+    (delay_shell_drops)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = _shell_devices([root])
+        if all(found.values()):
+            break
+        if time.monotonic() > deadline:
+            raise RunError(f"mm-delay's devices did not appear within {timeout_s:g} s (process {root})")
+        time.sleep(0.01)
+    for devices in found.values():
+        for pid, name, _ in devices:
+            run(["nsenter", "-t", str(pid), "-n", "ip", "link", "set", "dev", name, "txqueuelen", str(packets)])
+
+
 class ShimWindow:
     """A shim's measurement window: SIGUSR1 begins it, SIGUSR2 ends it; each shim logs a line
     once it has acted (`started`, then `ended`), which is waited for."""
@@ -514,14 +611,20 @@ class OvsSide:
 def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: str, *,
           datapath: str = "kernel", algorithm: str = "cubic", ramp_s: Optional[float] = None,
           quiet: bool = False, agent_transport: Optional[str] = None, loss_pct: float = 0.0,
-          own_cpu: bool = False) -> Dict[str, object]:
+          own_cpu: bool = False, delay_queue_packets: Optional[int] = None) -> Dict[str, object]:
     """One run; `agent_transport` (daemons.AGENT_TRANSPORTS, default as for any run) says how
     the kernel shim reaches the agent; `loss_pct` drops that share of the server's packets at
     random on their way to the clients (PathLoss). `own_cpu` gives the shim and the agent CPU 0
     and the load generator (and mm-delay) the others, so that the testbed's packet processing,
-    which runs in softirqs on the CPU of the process that sends, does not interrupt the shim."""
+    which runs in softirqs on the CPU of the process that sends, does not interrupt the shim.
+    `delay_queue_packets` sizes the delay shell's queues (size_delay_shell_queues; default
+    DELAY_QUEUE_PACKETS_PER_FLOW per flow, at least MAHIMAHI_TUN_QUEUE_PACKETS)."""
     if flows < 1 or seconds <= 0 or rate_kbps <= 0 or delay_ms < 0:
         raise RunError("--flows, --seconds and --rate-kbps must be positive, --delay-ms >= 0")
+    if delay_queue_packets is None:
+        delay_queue_packets = max(MAHIMAHI_TUN_QUEUE_PACKETS, DELAY_QUEUE_PACKETS_PER_FLOW * flows)
+    if delay_queue_packets < 1:
+        raise RunError(f"--delay-queue-packets {delay_queue_packets}: at least 1")
     if not 0 <= loss_pct < 100:
         raise RunError(f"--loss-pct {loss_pct:g}: a percentage, at least 0 and below 100")
     if datapath != "kernel" and agent_transport == "in-process":
@@ -604,6 +707,8 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
                                      start_new_session=True)
             r.procs.track(f"ccswitch-loadgen fetch :{port}", fetch)
             fetches.append(fetch)
+            if delay_ms > 0 and delay_queue_packets != MAHIMAHI_TUN_QUEUE_PACKETS:
+                size_delay_shell_queues(fetch.pid, delay_queue_packets)
         time.sleep(settle_s)
         for fetch in fetches:
             if fetch.poll() is not None:
@@ -611,6 +716,8 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         side.window.start()
         t0, b0 = time.monotonic(), side.snapshot()
         drops0 = softnet_drops()
+        shells = [fetch.pid for fetch in fetches] if delay_ms > 0 else []
+        shell_drops0 = delay_shell_drops(shells)
         machine0 = cpu_jiffies()
         lost0 = loss.dropped() if loss else 0
         tcp_mem = PeakSampler(tcp_mem_pages)
@@ -621,6 +728,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         time.sleep(seconds)
         t1, b1 = time.monotonic(), side.snapshot()
         drops1 = softnet_drops()
+        shell_drops1 = delay_shell_drops(shells)
         machine1 = cpu_jiffies()
         lost1 = loss.dropped() if loss else 0
         tcp_mem.stop()
@@ -672,6 +780,8 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "client_tcp_per_s": {k: (tcp1["client"].get(k, 0) - window_tcp0["client"].get(k, 0)) / dt for k in RECEIVER_COUNTERS},
         # Losses of the testbed (a full input backlog), per second of the window.
         "softnet_drops_per_s": (drops1 - drops0) / dt,
+        # Losses of the testbed: packets mm-delay fell behind on (delay_shell_drops), per second.
+        "delay_shell_drops_per_s": {k: (shell_drops1[k] - v) / dt for k, v in shell_drops0.items()},
         # How busy the whole machine was in the window (% of all its CPUs; /proc/stat ticks):
         # a shim waits for a CPU when the testbed (veth softirqs, the load generator) fills them.
         "machine_cpu_busy_pct": 100 * (machine1["busy"] - machine0["busy"]) / max(1, machine1["total"] - machine0["total"]),
@@ -693,6 +803,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         # every map, preallocated for --max-flows whatever the flows: per flow of this run
         "maps_kib_per_flow": maps_kib / flows,
         "loadgen_errors": load["errors"],
+        "delay_queue_packets": delay_queue_packets if delay_ms > 0 else None,
     }
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "scale.json"), "w") as f:
