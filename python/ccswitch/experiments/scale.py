@@ -36,7 +36,9 @@ read over a steady window of `seconds`:
 The testbed is sized so that its own limits do not stand in for the path's:
 `net.core.netdev_max_backlog` and `net.ipv4.tcp_mem` are raised for the flow count (restored
 after the run; the peak of TCP buffer memory is reported), so that neither the veth input
-backlog nor the machine-wide TCP memory drops segments. Losses are asked for instead:
+backlog nor the machine-wide TCP memory drops segments, and the delay shell's TUN queues are
+sized for the flows (size_delay_shell_queues; what they still drop is reported as
+`delay_shell_drops_per_s`). Losses are asked for instead:
 `--loss-pct` drops that share of the server's packets in the kernel (PathLoss), which gives
 the urgent reports whose latency is measured. `--own-cpu` keeps the load generator's packet
 processing off the shim's CPU (how busy the machine was is reported either way).
