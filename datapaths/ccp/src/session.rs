@@ -129,8 +129,55 @@ struct SessionFlow {
     program_run: Option<u64>,
     /// What the agent has not answered yet, oldest first. The agent answers a CREATE and each
     /// report with one message for the flow, in order, so the next answer belongs to the front.
-    /// Emptied, it gives its allocation back: at steady state most flows await nothing.
-    awaiting: VecDeque<Awaiting>,
+    awaiting: AwaitQueue,
+}
+
+/// A flow's unanswered requests, oldest first: the oldest in place, any later ones in a queue
+/// that gives its allocation back once emptied (at steady state most flows await nothing, and
+/// 100k flows must fit their memory). A flow nearly always awaits one answer at a time, so a
+/// report allocates nothing: with the queue alone each report allocated it afresh, on memory
+/// gone cold at 10k flows (3% of the shim's samples through the delay shell).
+#[derive(Debug, Default)]
+struct AwaitQueue {
+    oldest: Option<Awaiting>,
+    later: VecDeque<Awaiting>,
+}
+
+impl AwaitQueue {
+    fn len(&self) -> usize {
+        usize::from(self.oldest.is_some()) + self.later.len()
+    }
+
+    fn push_back(&mut self, a: Awaiting) {
+        if self.oldest.is_none() {
+            self.oldest = Some(a);
+        } else {
+            self.later.push_back(a);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Awaiting> {
+        let front = self.oldest.take();
+        self.oldest = self.later.pop_front();
+        if self.later.is_empty() && self.later.capacity() > 0 {
+            self.later = VecDeque::new();
+        }
+        front
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Awaiting> {
+        self.oldest.iter().chain(self.later.iter())
+    }
+
+    /// Newest first.
+    fn iter_mut_newest_first(&mut self) -> impl Iterator<Item = &mut Awaiting> {
+        self.later.iter_mut().rev().chain(self.oldest.iter_mut())
+    }
+
+    fn take_all(&mut self) -> impl Iterator<Item = Awaiting> {
+        let AwaitQueue { oldest, later } = std::mem::take(self);
+        oldest.into_iter().chain(later)
+    }
 }
 
 /// A flow's addresses as CCP's CREATE carries them: IPv4 only, an IPv6 address is 0.
@@ -198,18 +245,14 @@ impl SessionFlow {
 
     /// The agent will not answer what the flow awaits (it went away, or the flow did).
     fn forget_awaited(&mut self, latency: &mut AnswerLatency) {
-        for a in std::mem::take(&mut self.awaiting) {
+        for a in self.awaiting.take_all() {
             latency.forget(&a);
         }
     }
 
     /// The agent's answer to the oldest request, if the flow awaits one.
     fn take_answered(&mut self) -> Option<Awaiting> {
-        let answered = self.awaiting.pop_front();
-        if self.awaiting.is_empty() {
-            self.awaiting = VecDeque::new();
-        }
-        answered
+        self.awaiting.pop_front()
     }
 }
 
@@ -296,6 +339,9 @@ pub struct Session {
     totals: SessionTotals,
     /// What the agent sent, between its receipt and its handling (kept for its allocation).
     inbox: Vec<FromAgent>,
+    /// The fields of the last report sent, kept for their allocation (a folded report's are
+    /// copied in: each report allocated them afresh, on memory gone cold at 10k flows).
+    report_fields: Vec<u64>,
     latency: AnswerLatency,
     /// Flows with urgent reports queued and not yet sent (to time their sending).
     unsent_urgent: Vec<u32>,
@@ -317,6 +363,7 @@ impl Session {
             valid_until_ns: 0,
             totals: SessionTotals::default(),
             inbox: Vec::new(),
+            report_fields: Vec::new(),
             latency: AnswerLatency::default(),
             unsent_urgent: Vec::new(),
         }
@@ -502,7 +549,7 @@ impl Session {
     fn stamp_sent_urgent(&mut self, now_us: u64) {
         for sid in self.unsent_urgent.drain(..) {
             let Some(flow) = self.flows.get_mut(&sid) else { continue };
-            for a in flow.awaiting.iter_mut().rev() {
+            for a in flow.awaiting.iter_mut_newest_first() {
                 match a {
                     Awaiting::Report { urgent: true, sent_us: sent @ 0, .. } => *sent = now_us,
                     Awaiting::Report { sent_us, .. } if *sent_us > 0 => break,
@@ -615,7 +662,7 @@ impl Session {
         let create = create_msg(desc.sid, &endpoints, desc.init_cwnd_bytes, desc.mss);
         let ccp = CcpFlow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
         self.ticked.insert(desc.sid);
-        let mut flow = SessionFlow { ccp, endpoints, rtt_us: 0, fold: None, program_run: None, awaiting: VecDeque::new() };
+        let mut flow = SessionFlow { ccp, endpoints, rtt_us: 0, fold: None, program_run: None, awaiting: AwaitQueue::default() };
         if self.agent.is_some() {
             flow.await_answer(Awaiting::Create, &mut self.latency);
         }
@@ -795,7 +842,7 @@ impl Session {
         dp: &mut impl SessionDatapath,
         sid: u32,
         start_us: u64,
-        fields: Vec<u64>,
+        fields: &[u64],
         datapath_cwnd_bytes: u32,
     ) {
         let Some(flow) = self.flows.get_mut(&sid) else { return };
@@ -814,7 +861,10 @@ impl Session {
         if self.agent.is_some() {
             flow.await_report(field(report::NOW), urgent, &mut self.latency, &mut self.unsent_urgent);
         }
-        let report = Measure { sid, program_uid: uid, fields };
+        let mut copied = std::mem::take(&mut self.report_fields);
+        copied.clear();
+        copied.extend_from_slice(fields);
+        let report = Measure { sid, program_uid: uid, fields: copied };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
     }
 
@@ -843,7 +893,11 @@ impl Session {
             if self.agent.is_some() {
                 self.totals.reports += 1;
                 self.unanswered_since.get_or_insert_with(Instant::now);
-                self.send(dp, &Msg::Measure(report));
+                let msg = Msg::Measure(report);
+                self.send(dp, &msg);
+                if let Msg::Measure(sent) = msg {
+                    self.report_fields = sent.fields;
+                }
             }
         }
     }
@@ -894,4 +948,41 @@ pub fn process_cpu_time() -> Duration {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(at_us: u64) -> Awaiting {
+        Awaiting::Report { at_us, urgent: false, read_us: 0, sent_us: 0 }
+    }
+
+    fn at(a: Option<Awaiting>) -> Option<u64> {
+        match a? {
+            Awaiting::Report { at_us, .. } => Some(at_us),
+            Awaiting::Create => None,
+        }
+    }
+
+    #[test]
+    fn awaited_answers_leave_oldest_first_and_an_emptied_queue_holds_no_allocation() {
+        let mut q = AwaitQueue::default();
+        q.push_back(Awaiting::Create);
+        for t in 1..=3 {
+            q.push_back(report(t));
+        }
+        assert_eq!(q.len(), 4);
+        let newest_first: Vec<_> = q.iter_mut_newest_first().map(|a| at(Some(*a))).collect();
+        assert_eq!(newest_first, [Some(3), Some(2), Some(1), None]);
+        assert!(matches!(q.pop_front(), Some(Awaiting::Create)));
+        assert_eq!(at(q.pop_front()), Some(1));
+        q.push_back(report(4));
+        assert_eq!(q.iter().filter(|a| a.is_report()).count(), 3);
+        assert_eq!([at(q.pop_front()), at(q.pop_front()), at(q.pop_front())], [Some(2), Some(3), Some(4)]);
+        assert!(q.pop_front().is_none() && q.len() == 0);
+        assert_eq!(q.later.capacity(), 0, "what 100k idle flows would hold");
+        q.push_back(report(5));
+        assert_eq!((q.later.capacity(), q.take_all().count(), q.len()), (0, 1, 0), "one awaited: nothing allocated");
+    }
 }

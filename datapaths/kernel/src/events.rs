@@ -3,6 +3,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use ccswitch_protocol::standard::report;
+
 use crate::abi;
 
 /// A flow that started using the congestion control (CREATE).
@@ -87,7 +89,7 @@ pub struct FoldedReport {
     /// The fold start (µs) the report was folded under.
     pub start_us: u64,
     /// The report registers, in MEASURE order.
-    pub fields: Vec<u64>,
+    pub fields: [u64; report::COUNT],
     /// Congestion window after the reporting ACK, bytes.
     pub snd_cwnd_bytes: u32,
 }
@@ -205,7 +207,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<KernelEvent> {
                 flow_id: r.flow_id,
                 ts_ns: r.ts_ns,
                 start_us: r.start_us,
-                fields: r.regs.report(&r.agg).to_vec(),
+                fields: r.regs.report(&r.agg),
                 snd_cwnd_bytes: r.snd_cwnd_bytes,
             }))
         }
