@@ -22,7 +22,7 @@
 //! [`Connection`] as a socket's, driven on the datapath's thread: it hands over the bytes it
 //! would have written and takes the answers back before the call returns.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use ccswitch_algorithms::DatapathInfo;
+use ccswitch_protocol::sid_table::SidTable;
 use ccswitch_protocol::wire::{self, FrameReader, Msg};
 use tracing::{debug, error, info, warn};
 
@@ -290,9 +291,8 @@ struct Connection {
     datapath: u64,
     /// Answers not yet written: everything answered to one read leaves in one write.
     queued: Vec<u8>,
-    /// Each boxed, so that the table's spare slots (it has 1.14 to 2.3 per flow) hold a
-    /// pointer rather than a controller.
-    flows: HashMap<u32, Box<ConnectionFlow>>,
+    /// Each boxed, so that the table's spare slots hold a pointer rather than a controller.
+    flows: SidTable<ConnectionFlow>,
     /// Programs installed on this datapath, by uid.
     installed: HashSet<u32>,
 }
@@ -307,7 +307,7 @@ enum Ended {
 
 impl Connection {
     fn new(agent: Arc<Agent>, datapath: u64) -> Self {
-        Self { agent, datapath, queued: Vec::new(), flows: HashMap::new(), installed: HashSet::new() }
+        Self { agent, datapath, queued: Vec::new(), flows: SidTable::new(), installed: HashSet::new() }
     }
 
     /// Serve until the datapath goes away: read what it sent, answer it in one write to `out`.
@@ -456,7 +456,7 @@ impl Connection {
                 self.answer(c.sid, answer)
             }
             Msg::Measure(m) if m.fields.is_empty() => {
-                if let Some(entry) = self.flows.remove(&m.sid) {
+                if let Some(entry) = self.flows.remove(m.sid) {
                     self.closed(m.sid, &entry);
                 }
                 Ok(())
@@ -464,7 +464,7 @@ impl Connection {
             Msg::Measure(m) => {
                 let key = self.key(m.sid);
                 let agent = &*self.agent;
-                let Some(entry) = self.flows.get_mut(&m.sid) else {
+                let Some(entry) = self.flows.get_mut(m.sid) else {
                     debug!(datapath = self.datapath, sid = m.sid, "report for an unknown flow");
                     return Ok(());
                 };
@@ -521,7 +521,7 @@ impl Connection {
 
     /// Drop every flow of this datapath (it restarted or went away).
     fn forget_flows(&mut self) {
-        for (sid, entry) in std::mem::take(&mut self.flows) {
+        for (sid, entry) in std::mem::take(&mut self.flows).drain() {
             self.closed(sid, &entry);
         }
     }

@@ -7,6 +7,7 @@
 //!   implicit registers and the primitives by index, libccp's register banks and limits.
 //! - [`standard`]: the standard program every simple-API algorithm runs: its source, its
 //!   report and control registers by index, their defaults, and its INSTALL_EXPR message.
+//! - [`sid_table`]: flows by socket id, as each end keeps them.
 //!
 //! The datapath side of the protocol (validating and interpreting programs, a shim's session
 //! with the agent) is `ccswitch-ccp`'s; the agent's side (compiling programs, algorithms) is
@@ -42,5 +43,6 @@ macro_rules! numbered {
 }
 
 pub mod lang;
+pub mod sid_table;
 pub mod standard;
 pub mod wire;
