@@ -48,6 +48,10 @@ def run_scale(tmp_path, datapath, agent_transport="socket", loss_pct=0.0, own_cp
     assert x["path_loss_pct"] == loss_pct and (x["path_drops_per_s"] > 0) == (loss_pct > 0)
     # The server sent data in the window, and these counters are its own.
     assert x["server_tcp_per_s"]["OutSegs"] > 0 and x["server_tcp_per_s"]["RetransSegs"] >= 0
+    # The clients' counters are their delay shell's namespace's, where their sockets are; its
+    # close is not counted (the namespace goes with the fetch).
+    assert x["client_tcp_per_s"]["InSegs"] > 0
+    assert "client" in x["tcp_aborts"] and "client" not in x["tcp_aborts_at_close"]
     assert x["agent_transport"] == agent_transport
     if agent_transport == "in-process":
         # one process: its CPU and memory are the shim's, never counted twice

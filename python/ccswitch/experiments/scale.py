@@ -22,10 +22,11 @@ read over a steady window of `seconds`:
 - flows fallen back in the window, as flows, with the reason of each (kernel: the agent's
   deadline passed, or the flow's directive was gone; ovs: the shim's reasons), and flows that
   rejoined control;
-- the kernel's abort counters (`TcpExt TCPAbortOn*`) of the server's and the client's
-  namespace, from before the ramp to the end of the window (a connection reset while the
-  flows run shows there), and apart from them those of the close at the end (the fetcher
-  closes sockets with unread data, which resets them);
+- the kernel's abort counters (`TcpExt TCPAbortOn*`) of the server's and the clients'
+  namespace (the delay shell's, where the fetcher's sockets are), from before the ramp to the
+  end of the window (a connection reset while the flows run shows there), and apart from them
+  those of the close at the end (the fetcher closes sockets with unread data, which resets
+  them; a delay shell's namespace goes with its fetch, so only the server's then);
 - memory per flow: growth of the shim's and agent's resident set from before the ramp to
   the window, over N;
 - flows: opened, still receiving at the end, open but never sent a byte (silent), failed, and
@@ -37,7 +38,7 @@ The testbed is sized so that its own limits do not stand in for the path's:
 `net.core.netdev_max_backlog` and `net.ipv4.tcp_mem` are raised for the flow count (restored
 after the run; the peak of TCP buffer memory is reported), so that neither the veth input
 backlog nor the machine-wide TCP memory drops segments, and the delay shell's TUN queues are
-sized for the flows (size_delay_shell_queues; what they still drop is reported as
+sized for the flows (DelayShell.size_queues; what they still drop is reported as
 `delay_shell_drops_per_s`). Losses are asked for instead:
 `--loss-pct` drops that share of the server's packets in the kernel (PathLoss), which gives
 the urgent reports whose latency is measured. `--own-cpu` keeps the load generator's packet
@@ -218,7 +219,7 @@ DELAY_SHELL_OUTER_PREFIX = "delay-"
 DELAY_SHELL_INNER = "ingress"
 #: The queue of mahimahi's TUN devices, packets (txqueuelen as it leaves them).
 MAHIMAHI_TUN_QUEUE_PACKETS = 500
-#: The delay shell's queues by default, per flow (size_delay_shell_queues): 10k flows at
+#: The delay shell's queues by default, per flow (DelayShell.size_queues): 10k flows at
 #: 10 kbit/s each still lost 55k packets as their connections opened and filled their receive
 #: buffers at 2 per flow, none at 8.
 DELAY_QUEUE_PACKETS_PER_FLOW = 8
@@ -252,60 +253,82 @@ def _descendants(roots: List[int]) -> List[int]:
     return found
 
 
-def _shell_devices(roots: List[int]) -> Dict[str, tuple]:
-    """mm-delay's devices under the processes `roots` (each shell's outer one, in the namespace
-    it was started from, and its inner one), by direction: (pid, name, transmit drops) per
-    device, one pid in the device's namespace."""
-    seen, found = set(), {"to_clients": [], "to_server": []}
-    for pid in _descendants(roots):
+def _outer_devices() -> Dict[str, int]:
+    """The delay shells' outer devices in this process's namespace, with their transmit drops."""
+    with open("/proc/self/net/dev") as f:
+        return {n: d for n, d in tx_drops(f.read()).items() if n.startswith(DELAY_SHELL_OUTER_PREFIX)}
+
+
+class DelayShell:
+    """A delay shell a fetch runs in (started as process `root`): its outer device, its inner one
+    and a process in its namespace, found once it has made them. mm-delay forwards every packet
+    through one user-space process, so packets it has not read yet wait in these devices'
+    queues, and what does not fit is lost by the testbed, not the path."""
+
+    def __init__(self, root: int, outer_before: set, timeout_s: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        own = os.readlink("/proc/self/ns/net")
+        while True:
+            outer = sorted(set(_outer_devices()) - outer_before)
+            inner = [pid for pid in _descendants([root]) if self._inner_drops(pid, own) is not None]
+            if outer and inner:
+                break
+            if time.monotonic() > deadline:
+                raise RunError(f"mm-delay's devices ({DELAY_SHELL_OUTER_PREFIX}*, {DELAY_SHELL_INNER}) did not "
+                               f"appear within {timeout_s:g} s (process {root})")
+            time.sleep(0.01)
+        self.outer, self.inner_pid = outer[0], inner[0]
+
+    @staticmethod
+    def _inner_drops(pid: int, own_netns: str) -> Optional[int]:
         try:
-            netns = os.readlink(f"/proc/{pid}/ns/net")
+            if os.readlink(f"/proc/{pid}/ns/net") == own_netns:
+                return None
             with open(f"/proc/{pid}/net/dev") as f:
-                devices = tx_drops(f.read())
+                return tx_drops(f.read()).get(DELAY_SHELL_INNER)
         except OSError:
-            continue  # exited meanwhile
-        if netns in seen:
-            continue
-        seen.add(netns)
-        for name, n in devices.items():
-            if name.startswith(DELAY_SHELL_OUTER_PREFIX):
-                found["to_clients"].append((pid, name, n))
-            elif name == DELAY_SHELL_INNER:
-                found["to_server"].append((pid, name, n))
-    return found
+            return None  # exited meanwhile
+
+    def netns_cmd(self) -> List[str]:
+        """A command prefix that runs in the shell's namespace (where its fetch's sockets are)."""
+        return ["nsenter", "-t", str(self.inner_pid), "-n"]
+
+    def size_queues(self, packets: int) -> None:
+        """Gives both devices a queue of `packets` (txqueuelen, 500 as mahimahi leaves it):
+        thousands of flows send in bursts, and 10k flows read at 3 kbit/s each, 30 Mbit/s in
+        all, lost 2.9k packets a second toward the clients and 1.1k toward the server at 500
+        (experiments/measured/delay-shell-rates-2026-11-27) and retransmitted a quarter of what
+        they sent."""
+        run(["ip", "link", "set", "dev", self.outer, "txqueuelen", str(packets)])
+        run(self.netns_cmd() + ["ip", "link", "set", "dev", DELAY_SHELL_INNER, "txqueuelen", str(packets)])
+
+    def drops(self) -> Dict[str, int]:
+        """Transmit drops so far: toward the clients (the outer device), toward the server (inner)."""
+        to_server = self._inner_drops(self.inner_pid, os.readlink("/proc/self/ns/net"))
+        if to_server is None:
+            raise RunError(f"the delay shell of {self.outer} is gone (its fetch exited early?)")
+        return {"to_clients": _outer_devices().get(self.outer, 0), "to_server": to_server}
 
 
-def delay_shell_drops(roots: List[int]) -> Dict[str, int]:
-    """Packets the delay shells started as `roots` (and their processes) dropped because their
-    TUN device's queue was full: mm-delay forwards every packet through one user-space process,
-    so packets it has not read yet wait there, and what does not fit is lost by the testbed,
-    not the path. Summed over the shells, toward the clients and toward the server."""
-    found = _shell_devices(roots)
-    if roots and not all(found.values()):
-        raise RunError(f"mm-delay's devices ({DELAY_SHELL_OUTER_PREFIX}*, {DELAY_SHELL_INNER}) not found "
-                       f"under processes {roots}: is each fetch still running in its shell?")
-    return {direction: sum(n for _, _, n in devices) for direction, devices in found.items()}
+def delay_shell_drops(shells: List["DelayShell"]) -> Dict[str, int]:
+    """The shells' drops (DelayShell.drops), summed."""
+    total = {"to_clients": 0, "to_server": 0}
+    for shell in shells:
+        for k, v in shell.drops().items():
+            total[k] += v
+    return total
 
 
-def size_delay_shell_queues(root: int, packets: int, timeout_s: float = 5.0) -> None:
-    """Gives both TUN devices of the delay shell started as `root` a queue of `packets` once the
-    shell has made them. Their queue (txqueuelen, 500 as mahimahi leaves it) is all that holds
-    packets mm-delay has not read yet, and thousands of flows send in bursts: 10k flows read at
-    3 kbit/s each, 30 Mbit/s in all, lost 2.9k packets a second toward the clients and 1.1k
-    toward the server at 500 (experiments/measured/delay-shell-rates-2026-11-27), and
-    retransmitted a quarter of what they sent. The drops that remain are counted
-    (delay_shell_drops)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = _shell_devices([root])
-        if all(found.values()):
-            break
-        if time.monotonic() > deadline:
-            raise RunError(f"mm-delay's devices did not appear within {timeout_s:g} s (process {root})")
-        time.sleep(0.01)
-    for devices in found.values():
-        for pid, name, _ in devices:
-            run(["nsenter", "-t", str(pid), "-n", "ip", "link", "set", "dev", name, "txqueuelen", str(packets)])
+def client_counters(shells: List["DelayShell"]) -> Dict[str, int]:
+    """The Tcp and TcpExt counters of the clients' namespaces: this one without a delay shell,
+    else each shell's (a namespace of its own, its counters from 0), summed."""
+    if not shells:
+        return tcp_counters([])
+    total: Dict[str, int] = {}
+    for shell in shells:
+        for k, v in tcp_counters(shell.netns_cmd()).items():
+            total[k] = total.get(k, 0) + v
+    return total
 
 
 class ShimWindow:
@@ -619,7 +642,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
     random on their way to the clients (PathLoss). `own_cpu` gives the shim and the agent CPU 0
     and the load generator (and mm-delay) the others, so that the testbed's packet processing,
     which runs in softirqs on the CPU of the process that sends, does not interrupt the shim.
-    `delay_queue_packets` sizes the delay shell's queues (size_delay_shell_queues; default
+    `delay_queue_packets` sizes the delay shell's queues (DelayShell.size_queues; default
     DELAY_QUEUE_PACKETS_PER_FLOW per flow, at least MAHIMAHI_TUN_QUEUE_PACKETS)."""
     if flows < 1 or seconds <= 0 or rate_kbps <= 0 or delay_ms < 0:
         raise RunError("--flows, --seconds and --rate-kbps must be positive, --delay-ms >= 0")
@@ -685,8 +708,10 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
                 timeout_s=10, waiting_for=f"listening on {r.ns.server_ip}:{port}")
         rss0 = {k: rss_kib(pid) for k, pid in pids.items()}
         maps_kib = map_bytes(side.programs, flows) / 1024
-        namespaces = {"server": r.ns.exec_cmd([]), "client": []}
-        tcp0 = {k: tcp_counters(v) for k, v in namespaces.items()}
+        shells: List[DelayShell] = []
+        # A delay shell's namespace, where its fetch's sockets are, starts with its counters at 0.
+        counters = lambda: {"server": tcp_counters(r.ns.exec_cmd([])), "client": client_counters(shells)}
+        tcp0 = {"server": tcp_counters(r.ns.exec_cmd([])), "client": client_counters([]) if delay_ms == 0 else {}}
         fetch_s = seconds + 3.0
         # The window begins once every flow is open and past its first round trips.
         settle_s = ramp_s + 1.0 + 4 * delay_ms / 1000
@@ -705,12 +730,15 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
             if delay_ms > 0:
                 cmd = ["runuser", "-u", MM_USER, "--", "mm-delay", str(delay_ms)] + cmd
             cmd = load_cpus + cmd
+            outer_before = set(_outer_devices())
             fetch = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True)
             r.procs.track(f"ccswitch-loadgen fetch :{port}", fetch)
             fetches.append(fetch)
-            if delay_ms > 0 and delay_queue_packets != MAHIMAHI_TUN_QUEUE_PACKETS:
-                size_delay_shell_queues(fetch.pid, delay_queue_packets)
+            if delay_ms > 0:
+                shells.append(DelayShell(fetch.pid, outer_before))
+                if delay_queue_packets != MAHIMAHI_TUN_QUEUE_PACKETS:
+                    shells[-1].size_queues(delay_queue_packets)
         time.sleep(settle_s)
         for fetch in fetches:
             if fetch.poll() is not None:
@@ -718,13 +746,12 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         side.window.start()
         t0, b0 = time.monotonic(), side.snapshot()
         drops0 = softnet_drops()
-        shells = [fetch.pid for fetch in fetches] if delay_ms > 0 else []
         shell_drops0 = delay_shell_drops(shells)
         machine0 = cpu_jiffies()
         lost0 = loss.dropped() if loss else 0
         tcp_mem = PeakSampler(tcp_mem_pages)
         tcp_mem.start()
-        window_tcp0 = {k: tcp_counters(v) for k, v in namespaces.items()}
+        window_tcp0 = counters()
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         rss1 = {k: rss_kib(pid) for k, pid in pids.items()}
         time.sleep(seconds)
@@ -735,7 +762,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         lost1 = loss.dropped() if loss else 0
         tcp_mem.stop()
         cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
-        tcp1 = {k: tcp_counters(v) for k, v in namespaces.items()}
+        tcp1 = counters()
         side.end_window()
         reports = []
         for fetch in fetches:
@@ -745,7 +772,8 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
                 raise RunError(f"ccswitch-loadgen fetch failed ({fetch.returncode}): {err.strip()}")
             reports.append(json.loads(out.strip().splitlines()[-1]))
         load = merge_loads(reports)
-        tcp2 = {k: tcp_counters(v) for k, v in namespaces.items()}
+        # A delay shell's namespace is gone with its fetch: its close is not counted.
+        tcp2 = {"server": tcp_counters(r.ns.exec_cmd([])), "client": client_counters([]) if delay_ms == 0 else None}
         dt = t1 - t0
         figures = side.finish({k: b1.get(k, 0) - b0.get(k, 0) for k in b1}, dt)
 
@@ -777,7 +805,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "flow_kbps_p50": load["window_flow_bps_p50"] / 1e3,
         "flows_below_half_rate": load["window_flows_below_half_rate"],
         "tcp_aborts": _counter_deltas(*({k: tcp_aborts(c) for k, c in t.items()} for t in (tcp0, tcp1))),
-        "tcp_aborts_at_close": _counter_deltas(*({k: tcp_aborts(c) for k, c in t.items()} for t in (tcp1, tcp2))),
+        "tcp_aborts_at_close": _counter_deltas(*({k: tcp_aborts(c) for k, c in t.items() if c is not None} for t in (tcp1, tcp2))),
         "server_tcp_per_s": {k: (tcp1["server"][k] - window_tcp0["server"][k]) / dt for k in SENDER_COUNTERS},
         "client_tcp_per_s": {k: (tcp1["client"].get(k, 0) - window_tcp0["client"].get(k, 0)) / dt for k in RECEIVER_COUNTERS},
         # Losses of the testbed (a full input backlog), per second of the window.
@@ -814,8 +842,9 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
 
 
 def _counter_deltas(before: Dict[str, Dict[str, int]], after: Dict[str, Dict[str, int]]) -> Dict[str, Dict[str, int]]:
-    """Per namespace, the counters that changed."""
-    return {ns: {k: after[ns][k] - v for k, v in before[ns].items() if after[ns][k] != v} for ns in before}
+    """Per namespace read after, the counters that changed (a counter not read before was 0)."""
+    return {ns: {k: v - before[ns].get(k, 0) for k, v in counts.items() if v != before[ns].get(k, 0)}
+            for ns, counts in after.items()}
 
 
 def merge_loads(reports: List[Dict[str, object]]) -> Dict[str, object]:
