@@ -618,7 +618,7 @@ impl Session {
                         // set reaches the program the datapath now runs.
                         let restarted = matches!(msg, Msg::ChangeProg(_));
                         self.sync_fold(dp, sid, restarted, now_us);
-                        self.sync_program_run(dp, sid, restarted, control_updates(&msg), now_us);
+                        self.sync_program_run(dp, sid, restarted, &msg, now_us);
                         self.apply(dp, sid, step);
                     }
                     Err(e) => {
@@ -759,14 +759,14 @@ impl Session {
     }
 
     /// Start, restart or stop running `sid`'s program in the datapath after an agent message
-    /// (`restarted`: a CHANGE_PROG at `now_us`; `controls`: the control registers it set). A
-    /// standard program is folded instead (`sync_fold`).
+    /// (`restarted`: a CHANGE_PROG at `now_us`; `msg`: the message, whose control registers a
+    /// running program gets). A standard program is folded instead (`sync_fold`).
     fn sync_program_run(
         &mut self,
         dp: &mut impl SessionDatapath,
         sid: u32,
         restarted: bool,
-        controls: Vec<(usize, u64)>,
+        msg: &Msg,
         now_us: u64,
     ) {
         let Some(flow) = self.flows.get_mut(sid) else { return };
@@ -783,6 +783,8 @@ impl Session {
             return;
         }
         if flow.program_run.is_some() && !restarted {
+            // Only here: a folded flow's answers (nearly all) need not collect them.
+            let controls = control_updates(msg);
             if !controls.is_empty() {
                 if let Err(e) = dp.set_program_controls(sid, &controls) {
                     error!(sid, error = %e, "cannot set the program's control registers in the datapath");

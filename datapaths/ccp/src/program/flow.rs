@@ -142,17 +142,17 @@ impl CcpFlow {
         updates: &[UpdateField],
         now_us: u64,
     ) -> Result<Step, ProgramError> {
-        let updates = validate_updates(updates)?;
+        validate_updates(updates)?;
         self.regs.start_program(&prog, now_us);
         self.program = Some(prog);
-        Ok(self.apply_updates(&updates))
+        Ok(self.apply_updates(updates))
     }
 
     /// Sets control registers, `Cwnd` or `Rate` (the only fields libccp lets the agent set).
     /// All updates are checked first; on error nothing changes.
     pub fn update_fields(&mut self, updates: &[UpdateField]) -> Result<Step, ProgramError> {
-        let updates = validate_updates(updates)?;
-        Ok(self.apply_updates(&updates))
+        validate_updates(updates)?;
+        Ok(self.apply_updates(updates))
     }
 
     /// Runs the program for one ACK.
@@ -201,10 +201,11 @@ impl CcpFlow {
         step
     }
 
-    fn apply_updates(&mut self, updates: &[Update]) -> Step {
+    /// Applies updates [`validate_updates`] accepted.
+    fn apply_updates(&mut self, updates: &[UpdateField]) -> Step {
         let mut step = Step::default();
         for u in updates {
-            match *u {
+            match update(u).expect("validated") {
                 Update::Control(i, v) => self.regs.set_control(i, v),
                 Update::Cwnd(v) => {
                     self.regs.set_implicit(Implicit::Cwnd, v);
@@ -249,20 +250,21 @@ impl CcpFlow {
 
 /// Accepts updates of control registers (volatile or not) and of the implicit `Cwnd` and `Rate`
 /// (libccp `stage_update`, which also ignores other implicit registers and does not bound the
-/// control index; both are refused here).
-fn validate_updates(updates: &[UpdateField]) -> Result<Vec<Update>, ProgramError> {
-    // Sized first (a vector collected through a Result grows by reallocation).
-    let mut valid = Vec::with_capacity(updates.len());
-    for u in updates {
-        let index = u.reg_index as usize;
-        valid.push(match u.reg_type {
-            reg_type::NONVOLATILE_CONTROL | reg_type::VOLATILE_CONTROL if index < MAX_CONTROL_REGS => {
-                Update::Control(index, u.value)
-            }
-            reg_type::IMPLICIT if index == Implicit::Cwnd as usize => Update::Cwnd(u.value),
-            reg_type::IMPLICIT if index == Implicit::Rate as usize => Update::Rate(u.value),
-            _ => return Err(ProgramError::BadUpdate { reg_type: u.reg_type, index: u.reg_index }),
-        });
+/// control index; both are refused here). Checked whole before any applies, and read again as
+/// they apply rather than collected: an answer's vector of checked updates was an allocation
+/// per report.
+fn validate_updates(updates: &[UpdateField]) -> Result<(), ProgramError> {
+    updates.iter().try_for_each(|u| update(u).map(|_| ()))
+}
+
+fn update(u: &UpdateField) -> Result<Update, ProgramError> {
+    let index = u.reg_index as usize;
+    match u.reg_type {
+        reg_type::NONVOLATILE_CONTROL | reg_type::VOLATILE_CONTROL if index < MAX_CONTROL_REGS => {
+            Ok(Update::Control(index, u.value))
+        }
+        reg_type::IMPLICIT if index == Implicit::Cwnd as usize => Ok(Update::Cwnd(u.value)),
+        reg_type::IMPLICIT if index == Implicit::Rate as usize => Ok(Update::Rate(u.value)),
+        _ => Err(ProgramError::BadUpdate { reg_type: u.reg_type, index: u.reg_index }),
     }
-    Ok(valid)
 }
