@@ -76,10 +76,6 @@ impl<T> SidTable<T> {
         self.slots[slot].as_mut().map(|(_, f)| &mut **f)
     }
 
-    pub fn contains(&self, sid: u32) -> bool {
-        self.get(sid).is_some()
-    }
-
     /// Inserts `flow` as `sid`, returning the flow it replaces.
     pub fn insert(&mut self, sid: u32, flow: Box<T>) -> Option<Box<T>> {
         let old = self.remove(sid);

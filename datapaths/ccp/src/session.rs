@@ -327,7 +327,7 @@ pub struct Session {
     timeout: Duration,
     agent: Option<AgentLink>,
     programs: ProgramTable,
-    /// Boxed: a slot then costs a pointer, not a flow (262,144 slots for 100k flows).
+    /// Boxed: a slot then costs a pointer, not a flow (131,072 slots for 100k flows).
     flows: SidTable<SessionFlow>,
     /// The flows the timer evaluates: those the datapath does not fold (a folded flow costs
     /// the timer nothing).
