@@ -34,3 +34,7 @@ done
 for i in 1 2; do
   run kernel-100k-$i "$final" --flows 100000 --rate-kbps 1 --delay-ms 0
 done
+# After the answer path (3fbab3b, $3): three runs at 400 Mbit/s.
+[ -n "$3" ] && for i in 1 2 3; do
+  run delay400-head-$i "$3" --flows 10000 --rate-kbps 40 --delay-ms 25 --seconds 20
+done

@@ -16,7 +16,8 @@ print("| arm | rate | runs | shim + agent % | µs per report | reports/s | ACKs/
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for arm, rate, names in (("base `04e97bb`", 300, [f"delay-base-{i}" for i in range(1, 6)]),
                          ("final `82b098e`", 300, [f"delay-final-{i}" for i in range(1, 6)]),
-                         ("final `82b098e`", 400, [f"delay400-final-{i}" for i in (1, 2)])):
+                         ("final `82b098e`", 400, [f"delay400-final-{i}" for i in (1, 2)]),
+                         ("head `3fbab3b`", 400, [f"delay400-head-{i}" for i in (1, 2, 3)])):
     ds = [load(n) for n in names]
     col = lambda k: [d[k] for d in ds]
     per = [d["shim_agent_cpu_pct"] * 1e4 / d["reports_per_s"] for d in ds]
