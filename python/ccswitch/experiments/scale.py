@@ -310,25 +310,23 @@ class DelayShell:
         return {"to_clients": _outer_devices().get(self.outer, 0), "to_server": to_server}
 
 
+def _summed(counts: List[Dict[str, int]]) -> Dict[str, int]:
+    total: Dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
 def delay_shell_drops(shells: List["DelayShell"]) -> Dict[str, int]:
     """The shells' drops (DelayShell.drops), summed."""
-    total = {"to_clients": 0, "to_server": 0}
-    for shell in shells:
-        for k, v in shell.drops().items():
-            total[k] += v
-    return total
+    return _summed([{"to_clients": 0, "to_server": 0}] + [shell.drops() for shell in shells])
 
 
 def client_counters(shells: List["DelayShell"]) -> Dict[str, int]:
     """The Tcp and TcpExt counters of the clients' namespaces: this one without a delay shell,
     else each shell's (a namespace of its own, its counters from 0), summed."""
-    if not shells:
-        return tcp_counters([])
-    total: Dict[str, int] = {}
-    for shell in shells:
-        for k, v in tcp_counters(shell.netns_cmd()).items():
-            total[k] = total.get(k, 0) + v
-    return total
+    return _summed([tcp_counters(shell.netns_cmd()) for shell in shells]) if shells else tcp_counters([])
 
 
 class ShimWindow:
