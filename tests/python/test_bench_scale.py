@@ -118,3 +118,26 @@ ingress: 1700 3013 0 5 0 0 0 0 8011595 5716 0 1697 0 0 0 0
 delay-4242:17018348  301305    0    0    0     0          0         0 801159592  571605    0 169799    0     0       0          0
 """
     assert scale.tx_drops(listing) == {"lo": 0, "ingress": 1697, "delay-4242": 169799}
+
+
+def test_the_floor_runs_the_same_load_under_ccsw_floor_alone_and_unregisters_it(tmp_path):
+    require_machine_and_binaries()
+    out = tmp_path / "floor"
+    x = scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=0, out_dir=str(out), quiet=True, floor=True)
+    print(json.dumps(x, indent=1))
+    assert x["algorithm"] == x["congestion_control"] == "ccsw_floor"
+    assert (x["flows_receiving"], x["flows_corrupt"]) == (FLOWS, 0), x["loadgen_errors"]
+    # (the floor's Reno is not the subject: over a 3-s window a few of its flows lag)
+    assert 50 < x["goodput_mbps"] < 110
+    # the floor's own program ran once per ACK; no shim or agent ran to be counted
+    assert x["acks_per_s"] > 100 and 0 < x["bpf_ns_per_ack"] < 1e6
+    assert x["shim_cpu_pct"] is None and x["agent_cpu_pct"] is None and x["shim_agent_cpu_pct"] is None
+    assert x["shim_kib_per_flow"] is None and "reports_per_s" not in x
+    # unregistered with the run (its programs go once the kernel has closed the server's
+    # orphaned sockets that still use it)
+    assert "ccsw_floor" not in read_sysctl("net.ipv4.tcp_available_congestion_control").split()
+
+
+def test_the_floor_is_refused_on_the_ovs_datapath(tmp_path):
+    with pytest.raises(scale.RunError, match="--floor"):
+        scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=0, out_dir=str(tmp_path), datapath="ovs", floor=True)

@@ -287,6 +287,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--own-cpu", action="store_true",
                    help="scale: the shim and agent on CPU 0, the load generator and mm-delay on the other CPUs "
                         "(the testbed's packet processing runs in softirqs on the CPU of the sending process)")
+    p.add_argument("--floor", action="store_true",
+                   help=f"scale: the same load under {FLOOR_CC} (a BPF Reno on ccswitch's hook, nothing more) "
+                        "instead of ccswitch, for what this machine charges any program there per ACK")
     p.add_argument("--datapath", default="kernel", choices=["kernel", "ovs"],
                    help="scale: the kernel datapath, or the ovs bridge port in front of a stock-Cubic server")
     p.add_argument("--agent-transport", metavar="T[,T...]",
@@ -344,7 +347,8 @@ def _cli_bench(args) -> int:
             x, status = _measured(lambda: _scale.scale(args.flows, args.seconds, args.rate_kbps, args.delay_ms, out,
                                                        datapath=args.datapath, algorithm=args.algorithm,
                                                        agent_transport=transport, loss_pct=args.loss_pct,
-                                                       own_cpu=args.own_cpu, delay_queue_packets=args.delay_queue_packets))
+                                                       own_cpu=args.own_cpu, delay_queue_packets=args.delay_queue_packets,
+                                                       floor=args.floor))
             if status is not None:
                 return status
             _scale.print_scale(x)

@@ -44,6 +44,10 @@ sized for the flows (DelayShell.size_queues; what they still drop is reported as
 the urgent reports whose latency is measured. `--own-cpu` keeps the load generator's packet
 processing off the shim's CPU (how busy the machine was is reported either way).
 
+`--floor` runs the same load with no ccswitch, under `ccsw_floor` (`make bench`'s floor, a BPF
+Reno on the hook ccswitch's program uses): its BPF time per ACK, the sockets as cold as
+ccswitch's find them, is what this machine charges any program there.
+
 Only this run's programs and maps are read (by the ids its shim logs), so another ccswitch
 datapath on the machine does not mix in.
 """
@@ -61,7 +65,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional
 
-from .bench import cpu_seconds
+from .bench import FLOOR_CC, cpu_seconds
 from .environment import MM_USER
 from .errors import RunError
 from .runner import Runner, torn_down_on_exit
@@ -474,7 +478,8 @@ class KernelSide:
         self.programs = progs
         self.cong_control = progs["ccsw_cong_control"]["id"]
         self.stats_map = _map_named(progs["ccsw_cong_control"], "ccsw_stats")["id"]
-        self.window = ShimWindow(r.daemons.shim.pid, self.log, "measurement window flows")
+        # the latency line is the last the shim logs at the window's end (after its flows)
+        self.window = ShimWindow(r.daemons.shim.pid, self.log, "report to directive latency")
 
     def pids(self) -> Dict[str, int]:
         """The processes whose CPU and memory are counted: the agent's only when it is a
@@ -536,6 +541,66 @@ class KernelSide:
             "directives_refused": totals.get("directives_refused", 0),
             "reports_dropped": totals.get("reports_dropped", 0),
             "agent_errors": totals.get("agent_errors", 0),
+        }
+
+
+class _NoWindow:
+    """The floor has no shim to start and end a window: its figures are read around it."""
+
+    def start(self) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+
+class FloorSide:
+    """`--floor`: no ccswitch. The server's congestion control is `ccsw_floor`
+    (`ccswitch-kernel --floor-cc`, a BPF Reno on the hook ccswitch's program uses and nothing
+    more, as `make bench` runs it), so its BPF time per ACK under the same load, the sockets as
+    cold, is what this machine charges any program there. No shim, no agent, no reports: their
+    figures are None. It is unregistered with the run; its programs go once the kernel has
+    closed the server's orphaned sockets that still use it (a minute or two)."""
+
+    def __init__(self, r: Runner) -> None:
+        self.r = r
+        self.log = os.path.join(r.log_dir, "floor-cc.log")
+        registered = re.compile(r"congestion control registered.*prog_id=(\d+)")
+
+        def logged() -> List[str]:
+            with open(self.log, errors="replace") as f:
+                return registered.findall(f.read())
+
+        self.proc = r.procs.start_and_wait(
+            "ccswitch-kernel --floor-cc", [os.path.join(r.bin_dir, "ccswitch-kernel"), "--floor-cc"], self.log,
+            lambda: bool(logged()), timeout_s=30, waiting_for=f"{FLOOR_CC} to register")
+        self.prog = int(logged()[-1])
+        # the namespace's default holds a reference on it: handed back before it unregisters
+        r.teardown.push(f"hand {r.ns.name}'s congestion control back to reno", self._hand_back)
+        r.ns.set_congestion_control(FLOOR_CC)
+        self.programs: Dict[str, dict] = {}  # no maps
+        self.window = _NoWindow()
+
+    def _hand_back(self) -> None:
+        self.r.ns.set_congestion_control("reno")
+
+    def pids(self) -> Dict[str, int]:
+        return {}
+
+    def end_window(self) -> None:
+        pass
+
+    def snapshot(self) -> Dict[str, int]:
+        return _run_stats(self.prog)
+
+    def finish(self, d: Dict[str, int], dt: float) -> Dict[str, object]:
+        self._hand_back()
+        self.r.procs.stop(self.proc)
+        acks = d["run_cnt"]
+        return {
+            "congestion_control": FLOOR_CC,
+            "acks_per_s": acks / dt,
+            "bpf_ns_per_ack": d["run_time_ns"] / acks if acks else None,
         }
 
 
@@ -634,14 +699,15 @@ class OvsSide:
 def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: str, *,
           datapath: str = "kernel", algorithm: str = "cubic", ramp_s: Optional[float] = None,
           quiet: bool = False, agent_transport: Optional[str] = None, loss_pct: float = 0.0,
-          own_cpu: bool = False, delay_queue_packets: Optional[int] = None) -> Dict[str, object]:
+          own_cpu: bool = False, delay_queue_packets: Optional[int] = None, floor: bool = False) -> Dict[str, object]:
     """One run; `agent_transport` (daemons.AGENT_TRANSPORTS, default as for any run) says how
     the kernel shim reaches the agent; `loss_pct` drops that share of the server's packets at
     random on their way to the clients (PathLoss). `own_cpu` gives the shim and the agent CPU 0
     and the load generator (and mm-delay) the others, so that the testbed's packet processing,
     which runs in softirqs on the CPU of the process that sends, does not interrupt the shim.
     `delay_queue_packets` sizes the delay shell's queues (DelayShell.size_queues; default
-    DELAY_QUEUE_PACKETS_PER_FLOW per flow, at least MAHIMAHI_TUN_QUEUE_PACKETS)."""
+    DELAY_QUEUE_PACKETS_PER_FLOW per flow, at least MAHIMAHI_TUN_QUEUE_PACKETS). `floor` runs the
+    same load under `ccsw_floor` instead of ccswitch (FloorSide)."""
     if flows < 1 or seconds <= 0 or rate_kbps <= 0 or delay_ms < 0:
         raise RunError("--flows, --seconds and --rate-kbps must be positive, --delay-ms >= 0")
     if delay_queue_packets is None:
@@ -650,6 +716,8 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         raise RunError(f"--delay-queue-packets {delay_queue_packets}: at least 1")
     if not 0 <= loss_pct < 100:
         raise RunError(f"--loss-pct {loss_pct:g}: a percentage, at least 0 and below 100")
+    if floor and datapath != "kernel":
+        raise RunError("--floor: the floor is a kernel congestion control (--datapath kernel)")
     if datapath != "kernel" and agent_transport == "in-process":
         raise RunError("--agent-transport in-process: only the kernel shim hosts the agent")
     ramp_s = ramp_s if ramp_s is not None else max(1.0, flows / 2000)
@@ -662,7 +730,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         if not os.access(loadgen, os.X_OK):
             raise RunError(f"{loadgen} not found (build the workspace: cargo build --release)")
         r.sysctls.set("kernel.bpf_stats_enabled", "1")
-        side = KernelSide(r) if datapath == "kernel" else OvsSide(r, flows)
+        side = FloorSide(r) if floor else KernelSide(r) if datapath == "kernel" else OvsSide(r, flows)
         # Room for a burst of every flow at once in each CPU's input backlog: a veth hands each
         # packet to it, and at the default (1,000) the synchronised bursts of thousands of
         # flows overflow it. At 100k flows the zero-window probes of the 4 KiB flows and
@@ -714,7 +782,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         # The window begins once every flow is open and past its first round trips.
         settle_s = ramp_s + 1.0 + 4 * delay_ms / 1000
         say(f"{datapath}: {flows} flows at {rate_kbps:g} kbit/s each over {2 * delay_ms} ms, ramp {ramp_s:g} s, "
-            f"window {seconds:g} s, {algorithm}" + (f", {len(shards)} loadgen pairs" if len(shards) > 1 else ""))
+            f"window {seconds:g} s, {FLOOR_CC if floor else algorithm}" + (f", {len(shards)} loadgen pairs" if len(shards) > 1 else ""))
         fetches = []
         for port, n in zip(ports, shards):
             cmd = [loadgen, "fetch", "--connect", f"{r.ns.server_ip}:{port}", "--flows", str(n),
@@ -781,7 +849,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "agent_transport": r.daemons.agent_transport,
         "shim_own_cpu": own_cpu,
         "shim_realtime_priority": int(os.environ.get("CCSWITCH_SHIM_REALTIME_PRIORITY") or 0) or None,
-        "algorithm": algorithm,
+        "algorithm": FLOOR_CC if floor else algorithm,
         "flows": flows,
         "rate_kbps_per_flow": rate_kbps,
         "rtt_ms": 2 * delay_ms,
@@ -823,10 +891,10 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "path_drops_per_s": (lost1 - lost0) / dt,
         **figures,
         # in-process, the agent's CPU and memory are the shim's (None: not apart)
-        "shim_cpu_pct": cpu["shim"],
+        "shim_cpu_pct": cpu.get("shim"),
         "agent_cpu_pct": cpu.get("agent"),
-        "shim_agent_cpu_pct": sum(cpu.values()),
-        "shim_kib_per_flow": (rss1["shim"] - rss0["shim"]) / flows,
+        "shim_agent_cpu_pct": sum(cpu.values()) if cpu else None,
+        "shim_kib_per_flow": (rss1["shim"] - rss0["shim"]) / flows if "shim" in pids else None,
         "agent_kib_per_flow": (rss1["agent"] - rss0["agent"]) / flows if "agent" in pids else None,
         # every map, preallocated for --max-flows whatever the flows: per flow of this run
         "maps_kib_per_flow": maps_kib / flows,
