@@ -322,6 +322,7 @@ pub fn set_growth(d: &mut KernelDirectiveSlot, growth: &FoldGrowth) {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KernelConfig {
     pub agent_valid_until_ns: u64,
+    pub routine_read_by_ns: u64,
     pub fallback: u32,
     pub _pad0: u32,
 }
@@ -360,7 +361,7 @@ const _: () = assert!(size_of::<VmInstr>() == 16);
 const _: () = assert!(size_of::<VmProgram>() == 16 + 16 * VM_MAX_INSTRS + 8 * VM_MAX_EXPRS + 16 * VM_MAX_DEFAULTS);
 const _: () = assert!(size_of::<VmRegs>() == 8 * (VM_REPORT_REGS + VM_CONTROL_REGS + VM_TMP_REGS + VM_LOCAL_REGS + VM_IMPLICIT_REGS + 1));
 const _: () = assert!(size_of::<VmTest>() == size_of::<VmRegs>() + 8 * VM_PRIMITIVES + 24 + 16 + 8 * VM_REPORT_REGS);
-const _: () = assert!(size_of::<KernelConfig>() == 16);
+const _: () = assert!(size_of::<KernelConfig>() == 24);
 const _: () = assert!(size_of::<KernelCpuStats>() == 136);
 const _: () = assert!(size_of::<VmFlow>() == 24 + 2 * (16 + size_of::<VmRegs>()));
 const _: () = assert!(size_of::<VmReportEvent>() == 40 + 8 * VM_REPORT_REGS);

@@ -175,6 +175,9 @@ pub struct KernelDatapath {
     object: *mut MaybeUninit<OpenObject>,
     fallback: Fallback,
     deadline_ns: std::cell::Cell<u64>,
+    /// The config's `routine_read_by_ns` (see [`KernelDatapath::promise_routine_read`]).
+    routine_read_by_ns: std::cell::Cell<u64>,
+    report_delay: Duration,
     max_flows: u32,
     directives_refused: std::cell::Cell<u64>,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
@@ -267,6 +270,8 @@ impl KernelDatapath {
                 object,
                 fallback: opts.fallback,
                 deadline_ns: std::cell::Cell::new(0),
+                routine_read_by_ns: std::cell::Cell::new(0),
+                report_delay: opts.report_delay,
                 max_flows: opts.max_flows,
                 directives_refused: std::cell::Cell::new(0),
                 directives,
@@ -335,6 +340,7 @@ impl KernelDatapath {
 
         let cfg = abi::KernelConfig {
             agent_valid_until_ns: 0,
+            routine_read_by_ns: 0,
             fallback: opts.fallback.raw(),
             _pad0: 0,
         };
@@ -630,16 +636,30 @@ impl KernelDatapath {
     /// the agent is alive; 0 forces every flow into fallback.
     pub fn set_agent_valid_until(&self, deadline_ns_monotonic: u64) -> Result<()> {
         self.deadline_ns.set(deadline_ns_monotonic);
-        self.write_config()
+        self.write_config();
+        Ok(())
     }
 
-    fn write_config(&self) -> Result<()> {
+    /// The shim's promise to read the routine lane of its own accord by `by_ns`
+    /// (CLOCK_MONOTONIC; 0 withdraws it): until then the kernel wakes it for no routine
+    /// record's age, only for a full lane (see `routine_wake_flags` in kernel.bpf.c).
+    pub fn promise_routine_read(&self, by_ns: u64) {
+        self.routine_read_by_ns.set(by_ns);
+        self.write_config();
+    }
+
+    /// The age past which a routine record is due a wake-up (`LoadOptions::report_delay`).
+    pub fn report_delay(&self) -> Duration {
+        self.report_delay
+    }
+
+    fn write_config(&self) {
         self.config.write(0, abi::KernelConfig {
             agent_valid_until_ns: self.deadline_ns.get(),
+            routine_read_by_ns: self.routine_read_by_ns.get(),
             fallback: self.fallback.raw(),
             _pad0: 0,
         });
-        Ok(())
     }
 
     /// Directives (and folds) refused because another live flow held the flow's slot.

@@ -105,6 +105,26 @@ pub struct KernelShim {
     overflow_logged: (u64, u64, Instant),
     /// The datapath's counters when the measurement window began.
     window_start: Option<KernelStats>,
+    /// When a pass last read routine records (CLOCK_MONOTONIC ns, 0: never), and what the
+    /// shim has promised the kernel (see [`routine_promise`]).
+    routine_read_ns: u64,
+    routine_promised_ns: u64,
+}
+
+/// What the shim promises the kernel after a pass: to read the routine lane of its own accord
+/// by a time (`KernelDatapath::promise_routine_read`), so that no routine record wakes it for
+/// its age (a wake-up from BPF is a self-IPI on the ACK's path, dear on these VMs). It promises
+/// while its passes keep finding routine records (one did within the last two report delays),
+/// and then sleeps at most a delay at a time; the promise runs two delays ahead, so a pass late
+/// by less than a delay keeps it, and is renewed once less than a delay is left. Once the
+/// records stop it is withdrawn (0), and their age wakes the shim again. `None`: it stands.
+fn routine_promise(now_ns: u64, delay_ns: u64, routine_read_ns: u64, promised_ns: u64) -> Option<u64> {
+    let active = routine_read_ns != 0 && now_ns.saturating_sub(routine_read_ns) <= 2 * delay_ns;
+    if active {
+        (promised_ns < now_ns + delay_ns).then_some(now_ns + 2 * delay_ns)
+    } else {
+        (promised_ns != 0).then_some(0)
+    }
 }
 
 impl KernelShim {
@@ -118,6 +138,8 @@ impl KernelShim {
             started: Instant::now(),
             overflow_logged: (0, 0, Instant::now()),
             window_start: None,
+            routine_read_ns: 0,
+            routine_promised_ns: 0,
         }
     }
 
@@ -142,6 +164,7 @@ impl KernelShim {
             }
             self.session.refresh_deadline(&mut Maps(&self.datapath));
             self.log_overflow();
+            self.keep_routine_promise();
             if self.backlog.is_empty() {
                 self.sleep();
             }
@@ -158,7 +181,11 @@ impl KernelShim {
         loop {
             let mut urgent = std::mem::take(&mut self.urgent);
             let backlog = &mut self.backlog;
+            let before = backlog.len();
             self.datapath.read_lanes(|e| urgent.push(e), |e| backlog.push_back(Some(e)))?;
+            if self.backlog.len() > before {
+                self.routine_read_ns = monotonic_now_ns();
+            }
             if urgent.is_empty() {
                 self.urgent = urgent;
                 return Ok(());
@@ -235,8 +262,19 @@ impl KernelShim {
             let tick = self.last_tick + TICK_INTERVAL;
             next = Some(next.map_or(tick, |t| t.min(tick)));
         }
-        let timeout = next.map_or(MAX_SLEEP, |t| t.saturating_duration_since(Instant::now()).min(MAX_SLEEP));
+        let mut timeout = next.map_or(MAX_SLEEP, |t| t.saturating_duration_since(Instant::now()).min(MAX_SLEEP));
+        if self.routine_promised_ns != 0 {
+            timeout = timeout.min(self.datapath.report_delay());
+        }
         self.datapath.wait(self.session.agent_fd(), timeout);
+    }
+
+    fn keep_routine_promise(&mut self) {
+        let delay_ns = self.datapath.report_delay().as_nanos() as u64;
+        if let Some(by) = routine_promise(monotonic_now_ns(), delay_ns, self.routine_read_ns, self.routine_promised_ns) {
+            self.routine_promised_ns = by;
+            self.datapath.promise_routine_read(by);
+        }
     }
 
     /// Overflows since the last interval, one line each: never per packet.
@@ -384,5 +422,29 @@ fn ack_input(ack: &AckSample) -> AckInput {
         rtt_sample_us: ack.rtt_sample_us.map(u64::from),
         srtt_us: u64::from(ack.srtt_us),
         datapath_cwnd_bytes: Some(ack.snd_cwnd_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::routine_promise;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn the_shim_promises_to_read_the_routine_lane_while_its_records_keep_coming() {
+        // never read any: nothing promised, nothing to withdraw
+        assert_eq!(routine_promise(100 * MS, 5 * MS, 0, 0), None);
+        // a pass read some: two delays ahead
+        assert_eq!(routine_promise(100 * MS, 5 * MS, 100 * MS, 0), Some(110 * MS));
+        // more than a delay left: it stands (no store into the config)
+        assert_eq!(routine_promise(104 * MS, 5 * MS, 104 * MS, 110 * MS), None);
+        // less than a delay left: renewed
+        assert_eq!(routine_promise(106 * MS, 5 * MS, 106 * MS, 110 * MS), Some(116 * MS));
+        // a pass that found none right after one that did keeps it (records still come)
+        assert_eq!(routine_promise(112 * MS, 5 * MS, 106 * MS, 116 * MS), Some(122 * MS));
+        // none for more than two delays: withdrawn, once
+        assert_eq!(routine_promise(117 * MS, 5 * MS, 106 * MS, 122 * MS), Some(0));
+        assert_eq!(routine_promise(130 * MS, 5 * MS, 106 * MS, 0), None);
     }
 }

@@ -773,13 +773,20 @@ static __always_inline void arm_routine_timer(__u64 now_ns)
  * lane each time it wakes.
  *
  * A routine record is due a wake-up only when CCSW_WAKE_BYTES wait in its lane
- * or the lane's oldest record has waited ccsw_report_delay_ns; otherwise it
- * is read when the shim is awake anyway (an urgent record, the agent's
- * answers, its own timers). FORCE, not adaptive: records submitted without a
- * wake-up are waiting before it (ccsw_wake_flags forces none while the shim
- * has not read the lane since the last). `size` is the record's: the lane was
- * empty before it when nothing else waits (the kernel adds an 8-byte header
- * and rounds to 8 bytes).
+ * or the lane's oldest record has waited ccsw_report_delay_ns, and then not while
+ * the shim has promised to read the lane of its own accord (config
+ * routine_read_by_ns: it does so while routine records keep coming, by a timer of
+ * its own); otherwise it is read when the shim is awake anyway (an urgent record,
+ * the agent's answers, its own timers). A wake-up from here is an irq_work, a
+ * self-IPI whose MSR write traps to the hypervisor on these VMs: at 10k flows x
+ * 100 kbit/s the record's submit, mostly that write, was 38% of cong_control's
+ * time clean and 60% at 1% loss
+ * (experiments/measured/kernel-bpf-loss-profile-2026-11-28); the shim's own timer
+ * takes the wake-ups for age off the ACK's path (routine-promise-2026-11-28).
+ * FORCE, not adaptive: records submitted without a wake-up are waiting before
+ * it (ccsw_wake_flags forces none while the shim has not read the lane since
+ * the last). `size` is the record's: the lane was empty before it when nothing
+ * else waits (the kernel adds an 8-byte header and rounds to 8 bytes).
  *
  * The age is tested when a later record is submitted, which at many flows is
  * soon. A prompt record (the report of a flow reporting per ACK: slow start,
@@ -794,10 +801,14 @@ static __always_inline void arm_routine_timer(__u64 now_ns)
 static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size, bool prompt)
 {
 	__u64 avail = bpf_ringbuf_query(&ccsw_events, BPF_RB_AVAIL_DATA);
+	struct ccsw_kernel_config *cfg;
 
 	if (avail <= ((size + 8 + 7) & ~7ULL))
 		routine_oldest_ns = now;
-	if (avail < CCSW_WAKE_BYTES && now - routine_oldest_ns < ccsw_report_delay_ns) {
+	if (avail >= CCSW_WAKE_BYTES)
+		return ccsw_wake_flags(&ccsw_events, &routine_wake, 0);
+	cfg = config_slot();
+	if (now - routine_oldest_ns < ccsw_report_delay_ns || (cfg && now < cfg->routine_read_by_ns)) {
 		if (prompt)
 			arm_routine_timer(now);
 		return BPF_RB_NO_WAKEUP;

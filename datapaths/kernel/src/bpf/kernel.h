@@ -351,6 +351,9 @@ struct ccsw_vm_test {
 /* The single entry of the config array map. */
 struct ccsw_kernel_config {
 	__u64 agent_valid_until_ns; /* CLOCK_MONOTONIC deadline; past it => fallback */
+	/* The shim reads the routine lane by then of its own accord (CLOCK_MONOTONIC; 0: no
+	 * promise): until then no routine record is due a wake-up for its age. */
+	__u64 routine_read_by_ns;
 	__u32 fallback;             /* CCSW_FALLBACK_* for flows created from now on */
 	__u32 _pad0;
 };
@@ -400,7 +403,7 @@ _Static_assert(sizeof(struct ccsw_vm_regs) == 8 * (CCSW_VM_REPORT_REGS + CCSW_VM
 _Static_assert(sizeof(struct ccsw_vm_test) == sizeof(struct ccsw_vm_regs) + 8 * CCSW_VM_PRIMITIVES + 24 + 16 + 8 * CCSW_VM_REPORT_REGS, "vm test layout");
 _Static_assert(sizeof(struct ccsw_vm_flow) == 24 + 2 * (16 + sizeof(struct ccsw_vm_regs)), "vm flow layout");
 _Static_assert(sizeof(struct ccsw_vm_report_event) == 40 + 8 * CCSW_VM_REPORT_REGS, "vm report layout");
-_Static_assert(sizeof(struct ccsw_kernel_config) == 16, "config layout");
+_Static_assert(sizeof(struct ccsw_kernel_config) == 24, "config layout");
 _Static_assert(sizeof(struct ccsw_kernel_cpu_stats) == 136, "stats layout");
 
 #endif /* CCSWITCH_KERNEL_H */
