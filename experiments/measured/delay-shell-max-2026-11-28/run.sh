@@ -5,13 +5,7 @@
 bins=$1
 shift
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../../.."
 for kbps in "$@"; do
-  name=rate$kbps
-  [ -f "$here/$name.json" ] && continue
-  echo "$(date -u +%T) $name"
-  CCSWITCH_BIN_DIR=$bins flock -x /tmp/ccswitch-experiment.lock .venv/bin/ccswitch bench scale --json \
-    --flows 10000 --rate-kbps "$kbps" --delay-ms 25 --seconds 20 \
-    --out "/tmp/delay-shell-max-runs/$name" > "$here/$name.json.tmp" 2> "$here/$name.txt" &&
-    mv "$here/$name.json.tmp" "$here/$name.json"
+  sh "$here/../scale-head-2026-11-28/scale-run.sh" "$here" "rate$kbps" "$bins" \
+    --flows 10000 --rate-kbps "$kbps" --delay-ms 25 --seconds 20
 done

@@ -5,15 +5,7 @@
 # (resumable), a failed one is not recorded.
 bins=$1 rounds=${2:-3}
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../../.."
-run() {
-  name=$1; shift
-  [ -f "$here/$name.json" ] && return
-  echo "$(date -u +%T) $name"
-  CCSWITCH_BIN_DIR=$bins flock -x /tmp/ccswitch-experiment.lock .venv/bin/ccswitch bench scale --json "$@" \
-    --out "/tmp/floor-at-scale-runs/$name" > "$here/$name.json.tmp" 2> "$here/$name.txt" &&
-    mv "$here/$name.json.tmp" "$here/$name.json"
-}
+run() { name=$1; shift; sh "$here/../scale-head-2026-11-28/scale-run.sh" "$here" "$name" "$bins" "$@"; }
 for i in $(seq 1 "$rounds"); do
   for load in clean loss1; do
     [ $load = loss1 ] && loss="--loss-pct 1" || loss=

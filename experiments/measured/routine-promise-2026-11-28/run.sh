@@ -5,15 +5,7 @@
 # lock; a finished run is skipped (resumable), a failed one is not recorded.
 base=$1 promise=$2 rounds=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../../.."
-run() {
-  name=$1 bins=$2; shift 2
-  [ -f "$here/$name.json" ] && return
-  echo "$(date -u +%T) $name"
-  CCSWITCH_BIN_DIR=$bins flock -x /tmp/ccswitch-experiment.lock .venv/bin/ccswitch bench scale --json "$@" \
-    --out "/tmp/routine-promise-runs/$name" > "$here/$name.json.tmp" 2> "$here/$name.txt" &&
-    mv "$here/$name.json.tmp" "$here/$name.json"
-}
+run() { sh "$here/../scale-head-2026-11-28/scale-run.sh" "$here" "$@"; }
 for i in $(seq 1 "$rounds"); do
   for arm in base promise; do
     [ $arm = base ] && bins=$base || bins=$promise

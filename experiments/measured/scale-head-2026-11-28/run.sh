@@ -6,15 +6,7 @@
 # (resumable), a failed one is not recorded. $2, if given, prefixes the runs' names.
 bins=$1 tag=${2:+$2-}
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../../.."
-run() {
-  name=$tag$1; shift
-  [ -f "$here/$name.json" ] && return
-  echo "$(date -u +%T) $name"
-  CCSWITCH_BIN_DIR=$bins flock -x /tmp/ccswitch-experiment.lock .venv/bin/ccswitch bench scale --json "$@" \
-    --out "/tmp/scale-head-runs/$name" > "$here/$name.json.tmp" 2> "$here/$name.txt" &&
-    mv "$here/$name.json.tmp" "$here/$name.json"
-}
+run() { name=$1; shift; sh "$here/../scale-head-2026-11-28/scale-run.sh" "$here" "$tag$name" "$bins" "$@"; }
 for i in 1 2 3; do
   run delay300-$i --flows 10000 --rate-kbps 30 --delay-ms 25 --seconds 20
   run delay400-$i --flows 10000 --rate-kbps 40 --delay-ms 25 --seconds 20

@@ -1,20 +1,11 @@
 #!/bin/sh
 # The routine-read promise ($1) against it with the flow state's third line fetched early
-# ($2), frozen binaries, alternated one run of
-# each per round, $3 rounds (3 if not given), at 10k flows x 100 kbit/s clean and at 1% loss.
-# Each run alone under the experiment lock; a finished run is skipped (resumable), a failed one
-# is not recorded.
+# ($2), frozen binaries, alternated one run of each per round, $3 rounds (3 if not given), at
+# 10k flows x 100 kbit/s clean and at 1% loss. Each run alone under the experiment lock; a
+# finished run is skipped (resumable), a failed one is not recorded.
 base=$1 prefetch=$2 rounds=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../../.."
-run() {
-  name=$1 bins=$2; shift 2
-  [ -f "$here/$name.json" ] && return
-  echo "$(date -u +%T) $name"
-  CCSWITCH_BIN_DIR=$bins flock -x /tmp/ccswitch-experiment.lock .venv/bin/ccswitch bench scale --json "$@" \
-    --out "/tmp/third-line-prefetch-runs/$name" > "$here/$name.json.tmp" 2> "$here/$name.txt" &&
-    mv "$here/$name.json.tmp" "$here/$name.json"
-}
+run() { sh "$here/../scale-head-2026-11-28/scale-run.sh" "$here" "$@"; }
 for i in $(seq 1 "$rounds"); do
   for arm in base prefetch; do
     [ $arm = base ] && bins=$base || bins=$prefetch
