@@ -19,10 +19,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from .environment import bin_dir
 from .errors import Interrupted, RunError
@@ -87,29 +88,41 @@ def measure_scheme(r: Runner, scheme) -> Dict[str, float]:
     return measure_transfers(r, scheme, PER_ACK_PROGRAM, shim, agent)
 
 
+def start_floor_cc(r: Runner) -> Tuple[subprocess.Popen, int]:
+    """Registers `ccsw_floor` (`ccswitch-kernel --floor-cc`) and makes it the server
+    namespace's default; returns its process and the id of its per-ACK program. Undone by
+    stop_floor_cc."""
+    log_path = os.path.join(r.log_dir, "floor-cc.log")
+    registered = re.compile(r"congestion control registered.*prog_id=(\d+)")
+
+    def logged() -> List[str]:
+        with open(log_path, errors="replace") as f:
+            return registered.findall(f.read())
+
+    proc = r.procs.start_and_wait("ccswitch-kernel --floor-cc", [os.path.join(bin_dir(), "ccswitch-kernel"), "--floor-cc"],
+                                  log_path, lambda: bool(logged()), timeout_s=30, waiting_for=f"{FLOOR_CC} to register")
+    r.ns.set_congestion_control(FLOOR_CC)
+    return proc, int(logged()[-1])
+
+
+def stop_floor_cc(r: Runner, proc: subprocess.Popen) -> None:
+    # the namespace's default holds a reference on it: hand that back before it unregisters
+    r.ns.set_congestion_control("reno")
+    r.procs.stop(proc)
+
+
 def measure_floor(r: Runner) -> Dict[str, float]:
     """The scenario's transfers once more with `ccsw_floor` (`ccswitch-kernel --floor-cc`, a
     BPF Reno on the hook ccswitch's program uses and nothing more): its BPF time per ACK is
     what this machine charges any program there, measured on the same path in the same run.
     No shim, no agent: those figures are None."""
-    binary = os.path.join(bin_dir(), "ccswitch-kernel")
-    log_path = os.path.join(r.log_dir, "floor-cc.log")
-
-    def registered() -> bool:
-        with open(log_path, errors="replace") as f:
-            return "congestion control registered" in f.read()
-
-    proc = r.procs.start_and_wait("ccswitch-kernel --floor-cc", [binary, "--floor-cc"], log_path, registered,
-                                  timeout_s=30, waiting_for=f"{FLOOR_CC} to register")
+    proc, _ = start_floor_cc(r)
     scheme = Scheme("native", FLOOR_CC, where="the bench's floor")
     try:
-        r.ns.set_congestion_control(FLOOR_CC)
         r.current_cc = None  # the next scheme sets its own again
         return measure_transfers(r, scheme, FLOOR_PROGRAM, None, None)
     finally:
-        # the namespace's default holds a reference on it: hand that back before it unregisters
-        r.ns.set_congestion_control("reno")
-        r.procs.stop(proc)
+        stop_floor_cc(r, proc)
 
 
 def measure_transfers(r: Runner, scheme, program: str, shim: Optional[int], agent: Optional[int]) -> Dict[str, float]:

@@ -65,7 +65,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional
 
-from .bench import FLOOR_CC, cpu_seconds
+from .bench import FLOOR_CC, cpu_seconds, start_floor_cc, stop_floor_cc
 from .environment import MM_USER
 from .errors import RunError
 from .runner import Runner, torn_down_on_exit
@@ -564,25 +564,16 @@ class FloorSide:
 
     def __init__(self, r: Runner) -> None:
         self.r = r
-        self.log = os.path.join(r.log_dir, "floor-cc.log")
-        registered = re.compile(r"congestion control registered.*prog_id=(\d+)")
-
-        def logged() -> List[str]:
-            with open(self.log, errors="replace") as f:
-                return registered.findall(f.read())
-
-        self.proc = r.procs.start_and_wait(
-            "ccswitch-kernel --floor-cc", [os.path.join(r.bin_dir, "ccswitch-kernel"), "--floor-cc"], self.log,
-            lambda: bool(logged()), timeout_s=30, waiting_for=f"{FLOOR_CC} to register")
-        self.prog = int(logged()[-1])
-        # the namespace's default holds a reference on it: handed back before it unregisters
-        r.teardown.push(f"hand {r.ns.name}'s congestion control back to reno", self._hand_back)
-        r.ns.set_congestion_control(FLOOR_CC)
+        self.proc, self.prog = start_floor_cc(r)
+        self.stopped = False
+        r.teardown.push("stop ccsw_floor", self._stop)
         self.programs: Dict[str, dict] = {}  # no maps
         self.window = _NoWindow()
 
-    def _hand_back(self) -> None:
-        self.r.ns.set_congestion_control("reno")
+    def _stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            stop_floor_cc(self.r, self.proc)
 
     def pids(self) -> Dict[str, int]:
         return {}
@@ -594,8 +585,7 @@ class FloorSide:
         return _run_stats(self.prog)
 
     def finish(self, d: Dict[str, int], dt: float) -> Dict[str, object]:
-        self._hand_back()
-        self.r.procs.stop(self.proc)
+        self._stop()
         acks = d["run_cnt"]
         return {
             "congestion_control": FLOOR_CC,
