@@ -2,7 +2,7 @@
 //! directives and agent deadline written back to the BPF maps.
 //!
 //! The loop is driven by events, not by a poll period. It sleeps until the urgent lane wakes
-//! it (a flow created or closed, loss, timeout, ECN), the routine lane does (past a size or
+//! it (a flow created or closed, a window reduction's first loss, timeout, ECN), the routine lane does (past a size or
 //! an age, see `kernel.h`), the agent answers, or its next timer falls due (the agent
 //! deadline's refresh, and the tick of flows it evaluates itself, only while there are such
 //! flows). Awake, it
@@ -99,6 +99,8 @@ pub struct KernelShim {
     backlog: VecDeque<Option<KernelEvent>>,
     /// Urgent records being handled (kept for its allocation).
     urgent: Vec<KernelEvent>,
+    /// Reports read from the urgent lane (loss, timeout, ECN as the kernel judged them).
+    urgent_lane_reports: u64,
     last_tick: Instant,
     started: Instant,
     /// Refused directives and lost ring records already logged, and when.
@@ -134,6 +136,7 @@ impl KernelShim {
             session: Session::new(agent_addr, timeout),
             backlog: VecDeque::new(),
             urgent: Vec::new(),
+            urgent_lane_reports: 0,
             last_tick: Instant::now(),
             started: Instant::now(),
             overflow_logged: (0, 0, Instant::now()),
@@ -181,8 +184,10 @@ impl KernelShim {
         loop {
             let mut urgent = std::mem::take(&mut self.urgent);
             let backlog = &mut self.backlog;
-            let before = backlog.len();
+            let (before, urgent_before) = (backlog.len(), urgent.len());
             self.datapath.read_lanes(|e| urgent.push(e), |e| backlog.push_back(Some(e)))?;
+            self.urgent_lane_reports +=
+                urgent[urgent_before..].iter().filter(|e| matches!(e, KernelEvent::Report(_))).count() as u64;
             if self.backlog.len() > before {
                 self.routine_read_ns = monotonic_now_ns();
             }
@@ -316,6 +321,7 @@ impl KernelShim {
             acks_interpreted_in_kernel = stats.acks_vm, kernel_program_faults = stats.vm_faults,
             acks_folded = stats.acks_folded, folded_reports = stats.reports,
             ring_drops = stats.ring_drops, routine_timer_wakeups = stats.routine_timer_wakeups,
+            urgent_lane_reports = self.urgent_lane_reports,
             directives_refused = self.datapath.directives_refused(),
             cpu_ms = cpu.as_secs_f64() * 1e3,
             cpu_ms_per_10k_acks = per_10k(cpu), uptime_s = self.started.elapsed().as_secs_f64(),

@@ -3,7 +3,9 @@
 //! link whose 20 ms token-bucket queue sets the RTT (this kernel has no netem). The kernel folds the flow's ACKs and only reports cross to user space: the shim
 //! interprets almost no ACK, the reports are a small fraction of the ACKs, the agent's reports
 //! account for the bytes the flow delivered, its windows were applied, and its slow start's
-//! reports woke the shim without waiting for the next record.
+//! reports woke the shim without waiting for the next record. A Reno flow's slow start that
+//! overflows the queue loses many segments in one window reduction, and only the first of its
+//! loss reports wakes the shim through the urgent lane.
 //!
 //! Needs root (CI runs as root): it FAILS when not root, on purpose. Processes are stopped by
 //! PID and the namespaces removed by the Env guard, also when an assertion panics.
@@ -26,7 +28,7 @@ fn a_folded_flow_sends_reports_not_acks() {
     let cc = format!("ccsw_l{}", std::process::id() % 1_000_000);
     let shim_log = env.dir.join("shim.log");
     let AgentAndShim { agent, shim, events } =
-        env.start_cubic_agent_and_shim(SHIM, &cc, Stdio::from(fs::File::create(&shim_log).unwrap()));
+        env.start_agent_and_shim(SHIM, &cc, "cubic", Stdio::from(fs::File::create(&shim_log).unwrap()));
     let dev = env.sender_veth();
     env.ns(&env.srv_ns, &["tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "50mbit", "burst", "16kb", "latency", "20ms"]);
     env.start_server();
@@ -65,4 +67,38 @@ fn a_folded_flow_sends_reports_not_acks() {
     assert!((0.9 * file..1.02 * file).contains(&(acked as f64)), "acked {acked} of {FILE_BYTES} bytes");
     let rtts: Vec<u64> = reports.iter().map(|r| r["rtt_us"].as_u64().unwrap()).collect();
     assert!(rtts.iter().all(|&r| (1..1_000_000).contains(&r)), "real RTT samples: {rtts:?}");
+}
+
+/// Reno has no HyStart: its slow start doubles the window into the link's queue and loses a
+/// burst of segments in one window reduction. The agent pre-sets Reno's cut, which the ACK
+/// that reveals the first loss applies, so the reduction's later loss reports cannot change a
+/// decision: they go in the routine lane, and the urgent lane (a wake-up each, a trapped
+/// self-IPI on these VMs) carries only the reduction's first.
+#[test]
+fn only_the_first_loss_of_a_window_reduction_is_urgent() {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
+    let mut env = Env::new();
+    let want = make_blob(&env.dir);
+    let cc = format!("ccsw_r{}", std::process::id() % 1_000_000);
+    let shim_log = env.dir.join("shim.log");
+    let AgentAndShim { agent, shim, events } =
+        env.start_agent_and_shim(SHIM, &cc, "reno", Stdio::from(fs::File::create(&shim_log).unwrap()));
+    let dev = env.sender_veth();
+    env.ns(&env.srv_ns, &["tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "50mbit", "burst", "16kb", "latency", "20ms"]);
+    env.start_server();
+
+    let out = env.dir.join("got");
+    let curl = env.curl(&out);
+    env.wait_ok(curl, Duration::from_secs(60));
+    assert_eq!(sha256_file(&out), want, "the transfer is intact");
+    env.stop_with_sigterm(shim);
+    env.kill(agent);
+
+    let log = fs::read_to_string(&shim_log).unwrap();
+    let urgent = common::shim_log_fields(&log, "shim totals")["urgent_lane_reports"];
+    let reports = common::agent_reports(&events);
+    let of_loss = reports.iter().filter(|r| r["lost_packets"].as_u64().unwrap() > 0).count() as f64;
+    println!("reports of a loss {of_loss}, of which through the urgent lane {urgent}");
+    assert!(urgent >= 1.0, "the reduction's first loss was urgent");
+    assert!(urgent < of_loss, "the reduction's later losses went routine: {urgent} urgent of {of_loss}");
 }

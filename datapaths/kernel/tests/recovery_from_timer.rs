@@ -70,7 +70,7 @@ fn a_loss_the_reordering_timer_finds_reaches_the_agent() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
     let mut env = Env::new();
     let cc = format!("ccsw_r{}", std::process::id() % 1_000_000);
-    let AgentAndShim { shim, events, .. } = env.start_cubic_agent_and_shim(SHIM, &cc, Stdio::null());
+    let AgentAndShim { shim, events, .. } = env.start_agent_and_shim(SHIM, &cc, "cubic", Stdio::null());
     let dev = env.sender_veth();
     // TCP hands the device GSO packets of many segments; a token bucket smaller than two
     // segments splits them, so that the client's rule drops one segment, not a burst. Its

@@ -133,7 +133,7 @@ struct ccsw_flow_state {
 	__u8 fallback;        /* CCSW_FALLBACK_*, latched at init */
 	__u8 loss_unreported; /* entered Recovery since the last ACK (see ack_losses) */
 	__u8 prr_to_directive; /* this reduction began with the agent's loss window: PRR toward it (apply_directive_cwnd) */
-	__u8 _pad0;
+	__u8 reduction_reported; /* this reduction's first loss was answered here and reported urgent (report_is_urgent) */
 	struct ccsw_fold_state fold; /* its growth registers in the third cache line */
 	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
 	/* tcp_pacing_{ss,ca}_ratio of the flow's namespace, read once at init
@@ -825,6 +825,32 @@ static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size, bool prom
 #define lane_submit(e, urgent, now, prompt) \
 	bpf_ringbuf_submit((e), (urgent) ? 0 : routine_wake_flags((now), sizeof(*(e)), (prompt)))
 
+/* Whether a folded flow's report goes in the urgent lane, which wakes the shim at once: a
+ * timeout, ECN, or a loss, but not a later loss of a window reduction whose first one the
+ * agent's pre-set window (Control.loss_cwnd) already answered here and an urgent report
+ * already told the agent of. The algorithms that pre-set a cut make one per reduction and
+ * pre-set none while they recover, so those reports cannot change a decision, and each
+ * urgent wake-up costs the ACK that submits it a trapped self-IPI on these VMs, about 15 us
+ * (experiments/measured/urgent-wakeup-cost-2026-11-28): a lone Reno flow's slow-start
+ * overshoot reported ~90 losses a transfer, nearly half of cong_control's time in make
+ * bench (bench-reno-profile-2026-11-28). They go in the routine lane, read within the report
+ * delay. A flow whose algorithm pre-sets no cut (BBR) reports every loss urgently.
+ * `*first` is whether this report would be the reduction's first, answered here. */
+static __always_inline bool report_is_urgent(struct sock *sk, const struct ccsw_flow_state *st,
+					     const struct ccsw_std_regs *regs,
+					     const struct ccsw_kernel_directive_slot *d, bool *first)
+{
+	*first = false;
+	if (regs->timeout || regs->ecn)
+		return true;
+	if (!regs->lost)
+		return false;
+	if (st->reduction_reported)
+		return false;
+	*first = d->loss_cwnd_bytes && in_cwnd_reduction(inet_csk(sk)->icsk_ca_state);
+	return true;
+}
+
 /* A folded flow's ACK: no record unless the standard program reports. */
 static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_state *st, int flag,
 					    const struct rate_sample *rs, __u32 lost, __u64 now,
@@ -836,7 +862,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 	struct ccsw_std_ack a = {};
 	struct ccsw_std_rate_sample sample = {};
 	__u32 mss = tp->mss_cache;
-	bool urgent;
+	bool urgent, first_of_reduction;
 
 	a.now_us = ack_time_us(tp);
 	if (rs->delivered > 0 && rs->rcv_interval_us > 0) {
@@ -859,9 +885,11 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 		return;
 
 	regs = &st->fold.std.fold.regs;
-	urgent = regs->lost || regs->timeout || regs->ecn;
+	urgent = report_is_urgent(sk, st, regs, d, &first_of_reduction);
 	e = lane_reserve(urgent, sizeof(*e));
 	if (e) {
+		if (first_of_reduction)
+			st->reduction_reported = 1;
 		e->kind = CCSW_EV_REPORT;
 		e->flow_id = st->flow_id;
 		e->ts_ns = now;
@@ -1169,6 +1197,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	st->was_timeout = 0;
 	st->loss_unreported = 0;
 	st->prr_to_directive = 0;
+	st->reduction_reported = 0;
 	st->directed = 0;
 	st->paced = 0;
 	st->rtt_us = 0;
@@ -1383,9 +1412,12 @@ void BPF_PROG(ccsw_set_state, struct sock *sk, __u8 new_state)
 	if (new_state == TCP_CA_Recovery && old_state != TCP_CA_Recovery)
 		st->loss_unreported = 1;
 
-	/* tcp_init_cwnd_reduction() has just run: restart PRR accounting. */
-	if (in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state))
+	/* tcp_init_cwnd_reduction() has just run: restart PRR accounting; a new reduction's
+	 * first loss report is urgent again. */
+	if (in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state)) {
 		st->prr_delivered = 0;
+		st->reduction_reported = 0;
+	}
 	if (!in_cwnd_reduction(new_state))
 		st->prr_to_directive = 0;
 

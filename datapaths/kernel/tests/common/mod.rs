@@ -277,7 +277,7 @@ pub fn agent_bin() -> PathBuf {
     bin
 }
 
-/// What [`Env::start_cubic_agent_and_shim`] started: indexes for [`Env::kill`] and the
+/// What [`Env::start_agent_and_shim`] started: indexes for [`Env::kill`] and the
 /// agent's events file.
 pub struct AgentAndShim {
     pub agent: usize,
@@ -286,16 +286,16 @@ pub struct AgentAndShim {
 }
 
 impl Env {
-    /// A Cubic agent (its events in the work directory) on its own socket, and the shim
-    /// `shim_bin` registered as congestion control `cc` (Reno its fallback) and made the
-    /// sender namespace's default; the shim's stderr to `shim_stderr`.
-    pub fn start_cubic_agent_and_shim(&mut self, shim_bin: &str, cc: &str, shim_stderr: Stdio) -> AgentAndShim {
+    /// An agent running `algorithm` (its events in the work directory) on its own socket,
+    /// and the shim `shim_bin` registered as congestion control `cc` (Reno its fallback) and
+    /// made the sender namespace's default; the shim's stderr to `shim_stderr`.
+    pub fn start_agent_and_shim(&mut self, shim_bin: &str, cc: &str, algorithm: &str, shim_stderr: Stdio) -> AgentAndShim {
         let (sock, events) = (self.dir.join("agent.sock"), self.dir.join("events.jsonl"));
         let agent = self.spawn(
             Command::new(agent_bin())
                 .arg("--socket")
                 .arg(&sock)
-                .args(["--algorithm", "cubic", "--events"])
+                .args(["--algorithm", algorithm, "--events"])
                 .arg(&events)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null()),
