@@ -20,15 +20,18 @@ use common::{make_blob, sha256_file, AgentAndShim, Env, FILE_BYTES};
 
 const SHIM: &str = env!("CARGO_BIN_EXE_ccswitch-kernel");
 
-#[test]
-fn a_folded_flow_sends_reports_not_acks() {
+/// A 20 MB transfer from the sender namespace's server over a 50 Mbit/s link whose 20 ms
+/// token-bucket queue sets the RTT, under an agent running `algorithm` and the shim; the shim
+/// stopped by SIGTERM after it (it logs its totals). The environment (which holds the agent's
+/// events) and the shim's log.
+fn transfer_under(algorithm: &str) -> (Env, String, std::path::PathBuf) {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
     let mut env = Env::new();
     let want = make_blob(&env.dir);
-    let cc = format!("ccsw_l{}", std::process::id() % 1_000_000);
+    let cc = format!("ccsw_{}{}", &algorithm[..1], std::process::id() % 1_000_000);
     let shim_log = env.dir.join("shim.log");
     let AgentAndShim { agent, shim, events } =
-        env.start_agent_and_shim(SHIM, &cc, "cubic", Stdio::from(fs::File::create(&shim_log).unwrap()));
+        env.start_agent_and_shim(SHIM, &cc, algorithm, Stdio::from(fs::File::create(&shim_log).unwrap()));
     let dev = env.sender_veth();
     env.ns(&env.srv_ns, &["tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "50mbit", "burst", "16kb", "latency", "20ms"]);
     env.start_server();
@@ -37,11 +40,15 @@ fn a_folded_flow_sends_reports_not_acks() {
     let curl = env.curl(&out);
     env.wait_ok(curl, Duration::from_secs(60));
     assert_eq!(sha256_file(&out), want, "the transfer is intact");
-
-    // SIGTERM: the shim logs its totals and unregisters.
     env.stop_with_sigterm(shim);
     env.kill(agent);
     let log = fs::read_to_string(&shim_log).unwrap();
+    (env, log, events)
+}
+
+#[test]
+fn a_folded_flow_sends_reports_not_acks() {
+    let (_env, log, events) = transfer_under("cubic");
     let t = common::shim_log_fields(&log, "shim totals");
     let (folded, interpreted, reports) = (t["acks_folded"], t["acks_interpreted"], t["folded_reports"]);
     println!("ACKs folded {folded}, interpreted {interpreted}; reports {reports}; under directive {}", t["acks_directive"]);
@@ -76,25 +83,7 @@ fn a_folded_flow_sends_reports_not_acks() {
 /// self-IPI on these VMs) carries only the reduction's first.
 #[test]
 fn only_the_first_loss_of_a_window_reduction_is_urgent() {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
-    let mut env = Env::new();
-    let want = make_blob(&env.dir);
-    let cc = format!("ccsw_r{}", std::process::id() % 1_000_000);
-    let shim_log = env.dir.join("shim.log");
-    let AgentAndShim { agent, shim, events } =
-        env.start_agent_and_shim(SHIM, &cc, "reno", Stdio::from(fs::File::create(&shim_log).unwrap()));
-    let dev = env.sender_veth();
-    env.ns(&env.srv_ns, &["tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "50mbit", "burst", "16kb", "latency", "20ms"]);
-    env.start_server();
-
-    let out = env.dir.join("got");
-    let curl = env.curl(&out);
-    env.wait_ok(curl, Duration::from_secs(60));
-    assert_eq!(sha256_file(&out), want, "the transfer is intact");
-    env.stop_with_sigterm(shim);
-    env.kill(agent);
-
-    let log = fs::read_to_string(&shim_log).unwrap();
+    let (_env, log, events) = transfer_under("reno");
     let urgent = common::shim_log_fields(&log, "shim totals")["urgent_lane_reports"];
     let reports = common::agent_reports(&events);
     let of_loss = reports.iter().filter(|r| r["lost_packets"].as_u64().unwrap() > 0).count() as f64;
