@@ -2,10 +2,10 @@
 //! directives and agent deadline written back to the BPF maps.
 //!
 //! The loop is driven by events, not by a poll period. It sleeps until the urgent lane wakes
-//! it (a flow created or closed, a window reduction's first loss, timeout, ECN), the routine lane does (past a size or
-//! an age, see `kernel.h`), the agent answers, or its next timer falls due (the agent
-//! deadline's refresh, and the tick of flows it evaluates itself, only while there are such
-//! flows). Awake, it
+//! it (a flow created or closed, a window reduction's first loss, timeout, ECN), the routine
+//! lane does (past a size or an age, see `kernel.h`), the agent answers, or its next timer
+//! falls due (the agent deadline's refresh, and the tick of flows it evaluates itself, only
+//! while there are such flows). Awake, it
 //! 1. reads both lanes, forwards the urgent records at once (each after its own flow's
 //!    earlier routine records, taken out of turn) in one write, and waits for the agent's
 //!    answers to them, bounded, before anything else (an agent in this process answers each
@@ -184,10 +184,10 @@ impl KernelShim {
         loop {
             let mut urgent = std::mem::take(&mut self.urgent);
             let backlog = &mut self.backlog;
-            let (before, urgent_before) = (backlog.len(), urgent.len());
+            let before = backlog.len();
             self.datapath.read_lanes(|e| urgent.push(e), |e| backlog.push_back(Some(e)))?;
-            self.urgent_lane_reports +=
-                urgent[urgent_before..].iter().filter(|e| matches!(e, KernelEvent::Report(_))).count() as u64;
+            // `urgent` was empty: every pass hands it back drained.
+            self.urgent_lane_reports += urgent.iter().filter(|e| matches!(e, KernelEvent::Report(_))).count() as u64;
             if self.backlog.len() > before {
                 self.routine_read_ns = monotonic_now_ns();
             }
