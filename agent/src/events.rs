@@ -105,6 +105,12 @@ struct ReportLine<'a> {
     delivery_rate_bps: u64,
     timeout: bool,
     dp_us: u64,
+    /// The window reductions the sender's kernel entered, and whether it was in one (from a
+    /// datapath that knows).
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
+    sender_reductions: Option<u64>,
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
+    sender_in_reduction: Option<bool>,
     #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     on_report_errors: Option<u64>,
     #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
@@ -149,6 +155,12 @@ impl ReportLine<'_> {
         num(out, b",\"delivery_rate_bps\":", self.delivery_rate_bps);
         out.extend_from_slice(if self.timeout { b",\"timeout\":true" } else { b",\"timeout\":false" });
         num(out, b",\"dp_us\":", self.dp_us);
+        if let Some(v) = self.sender_reductions {
+            num(out, b",\"sender_reductions\":", v);
+        }
+        if let Some(v) = self.sender_in_reduction {
+            out.extend_from_slice(if v { b",\"sender_in_reduction\":true" } else { b",\"sender_in_reduction\":false" });
+        }
         for (key, v) in [
             (&b",\"on_report_errors\":"[..], self.on_report_errors),
             (b",\"python_bad_values\":", self.python_bad_values),
@@ -275,6 +287,8 @@ impl EventLog {
             delivery_rate_bps: m.delivery_rate_bytes_per_s.saturating_mul(8),
             timeout: m.timeout,
             dp_us: m.now_us,
+            sender_reductions: m.sender_reductions.map(|r| r.entered),
+            sender_in_reduction: m.sender_reductions.map(|r| r.in_reduction),
             on_report_errors: present(python.errors),
             python_bad_values: present(python.bad_values),
             python_timeouts: present(python.timeouts),
@@ -327,6 +341,8 @@ mod tests {
             delivery_rate_bps: 12_000_000,
             timeout: false,
             dp_us: 1_700_000_000_123_456,
+            sender_reductions: None,
+            sender_in_reduction: None,
             on_report_errors: None,
             python_bad_values: None,
             python_timeouts: None,
@@ -338,6 +354,8 @@ mod tests {
         let lines = [
             ReportLine { ..base },
             ReportLine { cwnd_bytes: None, pacing_rate_bps: Some(0), timeout: true, ..base },
+            ReportLine { sender_reductions: Some(12), sender_in_reduction: Some(true), ..base },
+            ReportLine { sender_reductions: Some(0), sender_in_reduction: Some(false), ..base },
             ReportLine { algorithm: "py:my \"algo\"\\\n", on_report_errors: Some(1), python_skipped: Some(9), ..base },
             ReportLine { algorithm: "é-ü", python_bad_values: Some(2), python_timeouts: Some(0), ..base },
         ];

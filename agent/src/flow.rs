@@ -329,7 +329,19 @@ impl FlowController {
                     // A rate of 0 tells the datapath to stop pacing.
                     state.pacing_rate_bytes_per_s.or(self.clear_rate.then_some(0)),
                 );
-                let on_loss = algorithm.window_on_loss(state).map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
+                // While an algorithm that cuts on loss recovers, it pre-sets no cut, and the
+                // window it holds is pre-set instead. A reduction the sender's kernel enters
+                // before the agent learns that the last one ended (a report later) then begins
+                // with the agent's window, so the datapath reaches the cut of the agent's answer
+                // by PRR, as the kernel's own algorithms reach theirs, instead of setting it at
+                // once under the data in flight (experiments/measured/reno-recovery-trace-2026-11-28).
+                let on_loss = algorithm
+                    .window_on_loss(state)
+                    .or_else(|| {
+                        let cuts = algorithm.window_on_loss(&state.after_growth(state.cwnd_bytes)).is_some();
+                        (state.in_recovery() && cuts).then_some(state.cwnd_bytes)
+                    })
+                    .map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
                 fields.push(simple.loss_cwnd_field(on_loss));
                 fields.push(simple.aggregation_rate_field(algorithm.aggregation_rate(state).filter(|&r| r > 0)));
                 // Counted from the latest report (before the first, `now_us` 0: from the
@@ -577,7 +589,8 @@ mod tests {
     }
 
     /// Every answer pre-sets the window the datapath applies at once on a loss: the
-    /// algorithm's cut while none is under way, none while it recovers, none for BBR.
+    /// algorithm's cut while none is under way, the window it holds while it recovers, none
+    /// for BBR.
     #[test]
     fn every_answer_presets_the_window_of_a_loss() {
         let loss_cwnd = |answer: &Answer| {
@@ -598,7 +611,7 @@ mod tests {
         // bytes in slow start halves the window they grew, a refinement).
         let r = fx.report(&mut flow, 0, 50, 1);
         assert_eq!(field(&r.answer, Implicit::Cwnd), Some(cwnd / 2), "the loss's report cuts as pre-set");
-        assert_eq!(loss_cwnd(&r.answer), 0, "recovering: a further loss sets nothing");
+        assert_eq!(loss_cwnd(&r.answer), cwnd / 2, "recovering: a further loss keeps the window");
         let mut bbr = fx.flow("bbr");
         let r = fx.report(&mut bbr, 10, 50, 1);
         assert_eq!(loss_cwnd(&r.answer), 0);

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{anyhow, ensure, Context, Result};
-use ccswitch_algorithms::{GrowthStep, Measurement, Reporting, SlowStart};
+use ccswitch_algorithms::{GrowthStep, Measurement, Reporting, SenderReductions, SlowStart};
 use ccswitch_protocol::lang::{reg_type, Implicit};
 use ccswitch_protocol::standard::{self, control, report, NO_RTT_SAMPLE_US};
 use ccswitch_protocol::wire;
@@ -168,6 +168,7 @@ impl ReportMeaning {
             bytes_in_flight: sized(self.in_flight),
             delivery_rate_bytes_per_s: at(self.delivery_rate),
             extra_acked_bytes: 0,
+            sender_reductions: None,
         }
     }
 }
@@ -232,21 +233,26 @@ impl SimpleProgram {
         Ok(Self { program: Arc::new(program) })
     }
 
-    /// Decode a report of this program; `None` if it has too few fields.
+    /// Decode a report of this program (its registers, and what a datapath appended); `None` if it
+    /// has too few fields.
     pub fn measurement(&self, fields: &[u64]) -> Option<Measurement> {
-        let fields = fields.get(..report::COUNT)?;
-        let minrtt = fields[report::MINRTT];
+        let registers = fields.get(..report::COUNT)?;
+        let minrtt = registers[report::MINRTT];
         Some(Measurement {
-            now_us: fields[report::NOW],
-            acked_bytes: fields[report::ACKED],
-            lost_packets: fields[report::LOST],
-            timeout: fields[report::TIMEOUT] != 0,
-            ecn_packets: fields[report::ECN],
-            rtt_us: fields[report::RTT],
+            now_us: registers[report::NOW],
+            acked_bytes: registers[report::ACKED],
+            lost_packets: registers[report::LOST],
+            timeout: registers[report::TIMEOUT] != 0,
+            ecn_packets: registers[report::ECN],
+            rtt_us: registers[report::RTT],
             min_rtt_us: if minrtt >= NO_RTT_SAMPLE_US { 0 } else { minrtt },
-            bytes_in_flight: fields[report::INFLIGHT],
-            delivery_rate_bytes_per_s: fields[report::RATE],
-            extra_acked_bytes: fields[report::EXTRA_ACKED],
+            bytes_in_flight: registers[report::INFLIGHT],
+            delivery_rate_bytes_per_s: registers[report::RATE],
+            extra_acked_bytes: registers[report::EXTRA_ACKED],
+            sender_reductions: match fields.get(report::SENDER_REDUCTIONS..=report::SENDER_IN_REDUCTION) {
+                Some(&[entered, in_reduction]) => Some(SenderReductions { entered, in_reduction: in_reduction != 0 }),
+                _ => None,
+            },
         })
     }
 
@@ -364,6 +370,7 @@ mod tests {
                 bytes_in_flight: 3 * 1448,
                 delivery_rate_bytes_per_s: 125_000,
                 extra_acked_bytes: 0,
+                sender_reductions: None,
             }
         );
         assert_eq!(p.meaning.cwnd_bytes, Some(at("window")));
@@ -377,8 +384,16 @@ mod tests {
         fields[report::LOST] = 2;
         fields[report::MINRTT] = NO_RTT_SAMPLE_US;
         let m = p.measurement(&fields).unwrap();
-        assert_eq!((m.acked_bytes, m.lost_packets, m.min_rtt_us), (14480, 2, 0));
+        assert_eq!((m.acked_bytes, m.lost_packets, m.min_rtt_us, m.sender_reductions), (14480, 2, 0, None));
         assert!(p.measurement(&fields[..3]).is_none());
+        fields.push(3);
+        assert_eq!(p.measurement(&fields).unwrap().sender_reductions, None, "both fields or none");
+        fields.push(1);
+        assert_eq!(
+            p.measurement(&fields).unwrap().sender_reductions,
+            Some(SenderReductions { entered: 3, in_reduction: true }),
+            "what the sender's kernel appended"
+        );
     }
 
     #[test]

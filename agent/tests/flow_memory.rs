@@ -260,7 +260,7 @@ fn steady_state(policy: Option<&str>, reports: u32) -> (PerFlow, PerFlow, f64) {
         for sid in 1..=FLOWS {
             let start = dp.starts[sid as usize];
             assert_ne!(start, 0, "flow {sid} is folded");
-            session.on_folded_report(&mut dp, sid, start, &report_fields(round), 20 * MSS);
+            session.on_folded_report(&mut dp, sid, start, &report_fields(round), 20 * MSS, None);
             if sid % CHUNK == 0 {
                 session.flush(&mut dp);
             }

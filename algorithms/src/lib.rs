@@ -34,7 +34,7 @@ mod westwood;
 
 pub use params::{Param, Params, SpecError};
 pub use program_api::{FlowControl, DatapathInfo, ProgramAlgorithm, Report};
-pub use state::{FlowState, Measurement, WindowEvent};
+pub use state::{FlowState, Measurement, SenderReductions, WindowEvent};
 
 /// How often the standard datapath program reports to a simple algorithm. Losses and
 /// timeouts are reported at once in every mode.

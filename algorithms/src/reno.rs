@@ -225,6 +225,41 @@ mod tests {
         assert_eq!(s.cwnd_segments(), 3.0, "window grown by those 10 segments (7), halved");
     }
 
+    /// Told by the sender's kernel where its window reductions begin and end, the episodes
+    /// follow its: a loss inside the kernel's running Recovery is no new event however much was
+    /// delivered past the count, one that began a new Recovery is one before the count runs
+    /// out, and the episode ends with the kernel's.
+    #[test]
+    fn the_senders_reductions_decide_the_episodes() {
+        let mut s = sender(10);
+        s.sender_leaves_reduction();
+        s.ack_round(); // 20 segments
+        s.sender_enters_reduction();
+        s.lose_with_in_flight(1, 6);
+        assert_eq!(s.cwnd_segments(), 10.0);
+        s.ack_and_lose(6 + 20, 1); // a round past the count, the kernel still in that Recovery
+        assert_eq!(s.cwnd_segments(), 10.0, "not cut inside the kernel's reduction");
+        assert!(s.state.in_recovery(), "the episode extended");
+        s.ack_segments(2);
+        assert!(s.state.in_recovery());
+        s.sender_enters_reduction();
+        s.ack_and_lose(1, 1);
+        assert_eq!(s.cwnd_segments(), 5.0, "cut where the kernel entered its next reduction");
+        s.ack_segments(1);
+        assert!(s.state.in_recovery());
+        s.sender_leaves_reduction();
+        s.ack_segments(1);
+        assert!(!s.state.in_recovery(), "over when the kernel's is, the count not run out");
+        s.lose(1);
+        assert_eq!(s.cwnd_segments(), 5.0, "a loss outside any reduction (the Loss state) cuts nothing");
+        assert!(!s.state.in_recovery(), "nor holds");
+        s.sender_enters_reduction(); // ECN's CWR: Reno does not answer ECN
+        s.ack_segments(1);
+        assert_eq!(s.cwnd_segments(), 5.0);
+        s.lose(1);
+        assert_eq!(s.cwnd_segments(), 2.0, "answered at the next loss, inside the CWR that took it in");
+    }
+
     #[test]
     fn window_holds_during_recovery() {
         let mut s = sender(20);

@@ -25,6 +25,19 @@ pub struct Measurement {
     /// algorithm gave ([`crate::Algorithm::aggregation_rate`]), at most the window; 0 when it
     /// gave none.
     pub extra_acked_bytes: u64,
+    /// The sender's TCP's window reductions, from a datapath inside the sender's kernel;
+    /// `None` from one that cannot know.
+    pub sender_reductions: Option<SenderReductions>,
+}
+
+/// What a datapath inside the sender's kernel tells of its TCP's window reductions (CWR or
+/// Recovery: each `tcp_init_cwnd_reduction`, where Linux's own algorithms cut).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SenderReductions {
+    /// Reductions entered since the flow began.
+    pub entered: u64,
+    /// Whether the sender was in one after the measurement's last ACK.
+    pub in_reduction: bool,
 }
 
 /// State every algorithm reads and writes. Windows are in bytes, times in µs.
@@ -60,6 +73,14 @@ pub struct FlowState {
     /// The window limited the flow at the latest measurement, as Linux judges it in slow
     /// start (see [`window_limited`](Self::window_limited)).
     window_limited: bool,
+    /// Reductions the sender had entered at the latest measurement of a loss that said (as
+    /// the kernel datapath counts them, in 32 bits; only a change matters).
+    sender_reductions_at_loss: u32,
+    /// If the latest measurement said: whether the sender entered a window reduction since the
+    /// measurement before, and whether it is in one (see
+    /// [`new_congestion_event`](Self::new_congestion_event)). Kept small: the agent holds a
+    /// flow state per flow, 100k flows in 2 KiB each.
+    sender_reduction: Option<(bool, bool)>,
 }
 
 /// Segments delivered past the end of a recovery episode's count within which a loss still
@@ -108,6 +129,8 @@ impl FlowState {
             regrowing_after_timeout: false,
             // A new flow sends its initial window at once.
             window_limited: true,
+            sender_reductions_at_loss: 0,
+            sender_reduction: None,
         }
     }
 
@@ -133,6 +156,20 @@ impl FlowState {
         self.recovery_bytes_left -= self.recovery_acked_bytes;
         self.last_bytes_in_flight = m.bytes_in_flight;
         self.window_limited = 2 * (m.bytes_in_flight + m.acked_bytes) > self.cwnd_bytes;
+        // The count starts at 0 with the flow. A loss began a reduction if the sender entered
+        // one since the last loss: one entered without a loss (ECN's CWR, which the loss-based
+        // algorithms here do not answer) is answered at the next loss, which Linux's
+        // reduction takes in without a second cut. A sender out of its reduction has ended
+        // the episode, however much of the count is left.
+        self.sender_reduction = m.sender_reductions.map(|r| (r.entered as u32 != self.sender_reductions_at_loss, r.in_reduction));
+        if let Some(r) = m.sender_reductions {
+            if m.lost_packets > 0 {
+                self.sender_reductions_at_loss = r.entered as u32;
+            }
+            if !r.in_reduction {
+                self.recovery_bytes_left = 0;
+            }
+        }
     }
 
     /// Whether the window limited the flow at the latest measurement: in flight before its
@@ -308,14 +345,32 @@ impl FlowState {
     /// kernel's entered Recovery 70 times (a second cut 55 ms after the first, 2 segments
     /// delivered past the count) and took 1.047 times as long. A measurement that delivered
     /// more past the count (a round of new data) reports a new event.
+    ///
+    /// A datapath inside the sender's kernel says which it is
+    /// ([`Measurement::sender_reductions`]): the loss is a new event exactly when the kernel
+    /// entered a window reduction since the last measurement, as Linux's own algorithms cut
+    /// only then (`tcp_init_cwnd_reduction`). A loss inside the kernel's running reduction
+    /// extends an episode whose count ran out, whatever was delivered past it; the episode
+    /// ends when the kernel's does ([`observe`](Self::observe)). A loss outside any reduction
+    /// (in the Loss state of a timeout) is neither. The count alone
+    /// erred on Reno's slow-start overshoot over a 200-packet queue
+    /// (`experiments/measured/reno-recovery-trace-2026-11-28`): a retransmission lost again
+    /// kept the kernel in one Recovery for 600 ms while the SACKs ran the count out, and the
+    /// agent cut a second time inside it.
     fn new_congestion_event(&mut self, m: &Measurement) -> bool {
-        if self.recovery_bytes_left > 0 {
-            return false;
+        let (new_event, in_reduction) = match self.sender_reduction {
+            Some((began, in_reduction)) => (began, in_reduction),
+            None if self.recovery_bytes_left > 0 => return false,
+            None => {
+                let past_count = self.acked_after_recovery(m);
+                (!self.measured_from_recovery || past_count > HOLE_FOUND_PAST_COUNT_SEGMENTS * self.mss_bytes, true)
+            }
+        };
+        if new_event || (self.recovery_bytes_left == 0 && in_reduction) {
+            let undelivered_lost = m.lost_packets.saturating_sub(1) * self.mss_bytes;
+            self.recovery_bytes_left = (self.last_bytes_in_flight + undelivered_lost).max(1);
         }
-        let undelivered_lost = m.lost_packets.saturating_sub(1) * self.mss_bytes;
-        self.recovery_bytes_left = (self.last_bytes_in_flight + undelivered_lost).max(1);
-        let past_count = self.acked_after_recovery(m);
-        !self.measured_from_recovery || past_count > HOLE_FOUND_PAST_COUNT_SEGMENTS * self.mss_bytes
+        new_event
     }
 
     /// The state once a pre-set step of growth ([`crate::Algorithm::growth_step`]) has been

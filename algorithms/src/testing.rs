@@ -5,7 +5,7 @@
 //! react to delay and delivery rate. [`FakeSender::hand_over_to`] hands the flow to another
 //! algorithm mid-flow exactly as the agent does.
 
-use crate::{Algorithm, FlowState, Measurement};
+use crate::{Algorithm, FlowState, Measurement, SenderReductions};
 
 pub const TEST_MSS_BYTES: u32 = 1448;
 
@@ -18,6 +18,9 @@ pub struct FakeSender {
     pub delivery_rate_bytes_per_s: u64,
     /// Packets put on links so far: the index of a packet in a link's loss pattern.
     pub link_packets: u64,
+    /// The window reductions a datapath in the sender's kernel reports with each measurement
+    /// (`None`: a datapath that cannot know).
+    pub sender_reductions: Option<SenderReductions>,
 }
 
 impl FakeSender {
@@ -29,6 +32,7 @@ impl FakeSender {
             now_us: 0,
             delivery_rate_bytes_per_s: 0,
             link_packets: 0,
+            sender_reductions: None,
         }
     }
 
@@ -82,6 +86,7 @@ impl FakeSender {
             min_rtt_us: self.rtt_us,
             bytes_in_flight: self.state.cwnd_bytes,
             delivery_rate_bytes_per_s: self.delivery_rate_bytes_per_s,
+            sender_reductions: self.sender_reductions,
             ..Default::default()
         }
     }
@@ -134,6 +139,18 @@ impl FakeSender {
     pub fn ack_and_lose(&mut self, acked: u64, lost: u64) {
         let m = Measurement { acked_bytes: acked * self.mss(), lost_packets: lost, ..self.base() };
         self.deliver(m);
+    }
+
+    /// The sender's TCP enters a window reduction (it says so from now on).
+    pub fn sender_enters_reduction(&mut self) {
+        let entered = self.sender_reductions.map_or(0, |r| r.entered);
+        self.sender_reductions = Some(SenderReductions { entered: entered + 1, in_reduction: true });
+    }
+
+    /// The sender's TCP leaves its window reduction (it says so from now on).
+    pub fn sender_leaves_reduction(&mut self) {
+        let entered = self.sender_reductions.map_or(0, |r| r.entered);
+        self.sender_reductions = Some(SenderReductions { entered, in_reduction: false });
     }
 
     /// How often the algorithm wants reports now.

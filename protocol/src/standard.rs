@@ -25,9 +25,9 @@
 //! has passed, so the interval never delays a decision that matters.
 //!
 //! A loss is answered on the ACK that reveals it. The agent pre-sets, with each answer, the
-//! window its algorithm would choose on a loss (`Control.loss_cwnd`, 0 for none: the flow is
-//! already recovering, or its algorithm does not cut); an ACK that reveals a loss sets `Cwnd`
-//! to it, and the report that loss triggers reaches the agent, whose answer refines the
+//! window its algorithm would choose on a loss (`Control.loss_cwnd`: while the flow recovers,
+//! the window it holds; 0 if its algorithm does not cut); an ACK that reveals a loss sets
+//! `Cwnd` to it, and the report that loss triggers reaches the agent, whose answer refines the
 //! window. Until that answer, further losses set the same window again, never a lower one.
 //!
 //! Growth is answered on the ACK that earns it, too. A window grown once per report lags the
@@ -139,6 +139,19 @@ pub mod report {
         "agg_epoch_us",
         "agg_epoch_acked",
     ];
+    /// Not a register: the first of the fields a datapath inside the sender's kernel appends to
+    /// each report of the program, after its registers. It counts the window reductions (CWR
+    /// or Recovery, each `tcp_init_cwnd_reduction`, where Linux's own algorithms cut) the
+    /// sender's TCP has entered since the flow began. A count that moved tells the agent that
+    /// a loss it reports began a reduction there; one that did not, that the loss came inside
+    /// one Linux's algorithms do not answer again (the agent's congestion events follow them:
+    /// `FlowState::new_congestion_event`). A count, not a flag, so that a report the datapath
+    /// could not queue loses nothing. Agents that read fields by name (portus) never see these
+    /// fields; a datapath that does not know (the ovs shim) appends none.
+    pub const SENDER_REDUCTIONS: usize = COUNT;
+    /// Appended after [`SENDER_REDUCTIONS`]: 1 if the sender was in a window reduction after
+    /// the report's last ACK, else 0.
+    pub const SENDER_IN_REDUCTION: usize = COUNT + 1;
     /// Whether a report restores the register's default (all but the ACK epoch's).
     pub const fn volatile(index: usize) -> bool {
         index != AGG_EPOCH_US && index != AGG_EPOCH_ACKED

@@ -841,7 +841,9 @@ impl Session {
     /// the program's MEASURE. `start_us` is the fold it was folded under; a report from
     /// before the program last restarted or stopped folding is dropped, as the interpreter
     /// would have reset those registers. `datapath_cwnd_bytes` is the window after the
-    /// reporting ACK.
+    /// reporting ACK; `sender_reductions`, from a datapath in the sender's kernel (the window
+    /// reductions its TCP entered, and whether it is in one), is appended to the fields
+    /// ([`report::SENDER_REDUCTIONS`]).
     pub fn on_folded_report(
         &mut self,
         dp: &mut impl SessionDatapath,
@@ -849,6 +851,7 @@ impl Session {
         start_us: u64,
         fields: &[u64],
         datapath_cwnd_bytes: u32,
+        sender_reductions: Option<(u32, bool)>,
     ) {
         let Some(flow) = self.flows.get_mut(sid) else { return };
         let (Some((_, fold_start)), Some(uid)) = (flow.fold, flow.ccp.program_uid()) else { return };
@@ -869,6 +872,9 @@ impl Session {
         let mut copied = std::mem::take(&mut self.report_fields);
         copied.clear();
         copied.extend_from_slice(fields);
+        if let Some((entered, in_reduction)) = sender_reductions {
+            copied.extend([u64::from(entered), u64::from(in_reduction)]);
+        }
         let report = Measure { sid, program_uid: uid, fields: copied };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });
     }

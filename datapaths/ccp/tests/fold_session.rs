@@ -77,7 +77,7 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     fields[report::RTT] = 50_000;
     fields[report::LOST] = 1;
     fields[report::NOW] = monotonic_now_ns() / 1000;
-    session.on_folded_report(&mut dp, 1, start, &fields, 20 * MSS);
+    session.on_folded_report(&mut dp, 1, start, &fields, 20 * MSS, None);
     session.flush(&mut dp);
     match agent.received().as_slice() {
         [Msg::Measure(m)] => assert_eq!((m.sid, m.program_uid, &m.fields), (1, 7, &fields)),
@@ -85,7 +85,7 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     }
     assert_eq!(session.cwnd_bytes(1), Some(20 * MSS), "the window the kernel reported");
     // One of an earlier fold is dropped.
-    session.on_folded_report(&mut dp, 1, start - 1, &fields, 20 * MSS);
+    session.on_folded_report(&mut dp, 1, start - 1, &fields, 20 * MSS, None);
     session.flush(&mut dp);
     assert!(agent.received().is_empty());
 
@@ -125,12 +125,23 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     let (mode, restart) = dp.folds[&1];
     assert_eq!(mode, FoldMode::PER_RTT);
     assert!(restart > start);
+    // A kernel datapath's report carries its sender's window reductions after the registers.
+    session.on_folded_report(&mut dp, 1, restart, &fields, 20 * MSS, Some((3, true)));
+    session.flush(&mut dp);
+    match agent.received().as_slice() {
+        [Msg::Measure(m)] => {
+            assert_eq!(&m.fields[..report::COUNT], &fields[..]);
+            assert_eq!(&m.fields[report::SENDER_REDUCTIONS..], &[3, 1]);
+            assert_eq!(report::SENDER_IN_REDUCTION, report::SENDER_REDUCTIONS + 1);
+        }
+        other => panic!("expected one MEASURE, got {other:?}"),
+    }
 
     // Another program: no fold, and reports of the old fold are dropped.
     agent.send([change(1, 8, vec![])]);
     session.drain_agent(&mut dp);
     assert!(!dp.folds.contains_key(&1));
-    session.on_folded_report(&mut dp, 1, restart, &fields, 20 * MSS);
+    session.on_folded_report(&mut dp, 1, restart, &fields, 20 * MSS, None);
     session.flush(&mut dp);
     assert!(agent.received().is_empty());
 
@@ -187,7 +198,7 @@ fn every_report_is_timed_when_several_await_an_answer_and_a_window_restarts_the_
         let mut fields = vec![0u64; report::COUNT];
         fields[report::LOST] = lost;
         fields[report::NOW] = now - 300_000 + i as u64 * 100_000;
-        session.on_folded_report(&mut dp, 1, start, &fields, 20 * MSS);
+        session.on_folded_report(&mut dp, 1, start, &fields, 20 * MSS, None);
     }
     session.flush(&mut dp);
     assert_eq!(agent.received().len(), 3);
@@ -214,7 +225,7 @@ fn every_report_is_timed_when_several_await_an_answer_and_a_window_restarts_the_
     // A report still unanswered when its flow closes is counted as untimed.
     let mut fields = vec![0u64; report::COUNT];
     fields[report::NOW] = monotonic_now_ns() / 1000;
-    session.on_folded_report(&mut dp, 1, start, &fields, 20 * MSS);
+    session.on_folded_report(&mut dp, 1, start, &fields, 20 * MSS, None);
     session.remove_flow(&mut dp, 1);
     assert_eq!(session.answer_latency().untimed, 1);
 }

@@ -99,8 +99,8 @@ fn an_agent_in_this_process_answers_within_the_flush_and_every_report_is_timed()
     assert_eq!(mode, FoldMode::PER_RTT);
 
     // An urgent report (a loss) and a routine one, in one flush: both answered at once.
-    session.on_folded_report(&mut dp, 1, start, &report_fields(1), 20 * MSS);
-    session.on_folded_report(&mut dp, 1, start, &report_fields(0), 20 * MSS);
+    session.on_folded_report(&mut dp, 1, start, &report_fields(1), 20 * MSS, None);
+    session.on_folded_report(&mut dp, 1, start, &report_fields(0), 20 * MSS, None);
     assert_eq!(session.urgent_unanswered(), 1, "queued, not yet sent");
     session.flush(&mut dp);
     assert_eq!((session.urgent_unanswered(), session.reports_awaiting_answer()), (0, 0));
@@ -115,7 +115,7 @@ fn an_agent_in_this_process_answers_within_the_flush_and_every_report_is_timed()
 
     // The agent fails: the link ends, directives are revoked, and a new connection follows.
     agent.fail.store(true, Ordering::SeqCst);
-    session.on_folded_report(&mut dp, 1, start, &report_fields(1), 20 * MSS);
+    session.on_folded_report(&mut dp, 1, start, &report_fields(1), 20 * MSS, None);
     session.flush(&mut dp);
     assert!(!session.connected());
     assert_eq!(dp.valid_until_ns, 0);

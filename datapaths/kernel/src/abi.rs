@@ -116,7 +116,7 @@ pub struct ReportEvent {
     pub start_us: u64,
     pub regs: StdRegs,
     pub snd_cwnd_bytes: u32,
-    pub _pad0: u32,
+    pub reductions: u32,
     pub agg: StdAggregation,
 }
 

@@ -92,6 +92,9 @@ pub struct FoldedReport {
     pub fields: [u64; report::COUNT],
     /// Congestion window after the reporting ACK, bytes.
     pub snd_cwnd_bytes: u32,
+    /// Window reductions the sender's TCP entered since the flow began
+    /// ([`report::SENDER_REDUCTIONS`]) and whether it was in one after the reporting ACK.
+    pub reductions: (u32, bool),
 }
 
 /// A report of a program the kernel interprets (see
@@ -209,6 +212,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<KernelEvent> {
                 start_us: r.start_us,
                 fields: r.regs.report(&r.agg),
                 snd_cwnd_bytes: r.snd_cwnd_bytes,
+                reductions: (r.reductions >> 1, r.reductions & 1 != 0),
             }))
         }
         abi::EV_VM_REPORT => {

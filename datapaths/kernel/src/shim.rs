@@ -381,7 +381,7 @@ impl KernelShim {
                 self.session.on_ack(&mut maps, ack.flow_id, input);
             }
             KernelEvent::Report(r) => {
-                self.session.on_folded_report(&mut maps, r.flow_id, r.start_us, &r.fields, r.snd_cwnd_bytes)
+                self.session.on_folded_report(&mut maps, r.flow_id, r.start_us, &r.fields, r.snd_cwnd_bytes, Some(r.reductions))
             }
             KernelEvent::ProgramReport(r) => self.session.on_program_report(
                 &mut maps,

@@ -4,8 +4,8 @@
 //! interprets almost no ACK, the reports are a small fraction of the ACKs, the agent's reports
 //! account for the bytes the flow delivered, its windows were applied, and its slow start's
 //! reports woke the shim without waiting for the next record. A Reno flow's slow start that
-//! overflows the queue loses many segments in one window reduction, and only the first of its
-//! loss reports wakes the shim through the urgent lane.
+//! overflows the queue loses many segments in one window reduction: only the first of its
+//! loss reports wakes the shim through the urgent lane, and the agent cuts once for it.
 //!
 //! Needs root (CI runs as root): it FAILS when not root, on purpose. Processes are stopped by
 //! PID and the namespaces removed by the Env guard, also when an assertion panics.
@@ -80,14 +80,30 @@ fn a_folded_flow_sends_reports_not_acks() {
 /// burst of segments in one window reduction. The agent pre-sets Reno's cut, which the ACK
 /// that reveals the first loss applies, so the reduction's later loss reports cannot change a
 /// decision: they go in the routine lane, and the urgent lane (a wake-up each, a trapped
-/// self-IPI on these VMs) carries only the reduction's first.
+/// self-IPI on these VMs) carries only the reduction's first. Each report tells the agent of
+/// the kernel's window reductions, and the agent cuts once per reduction the kernel entered,
+/// as the kernel's own Reno cuts, however long a retransmission lost again keeps one running.
 #[test]
-fn only_the_first_loss_of_a_window_reduction_is_urgent() {
+fn reno_cuts_once_per_kernel_reduction_and_only_its_first_loss_is_urgent() {
     let (_env, log, events) = transfer_under("reno");
     let urgent = common::shim_log_fields(&log, "shim totals")["urgent_lane_reports"];
     let reports = common::agent_reports(&events);
-    let of_loss = reports.iter().filter(|r| r["lost_packets"].as_u64().unwrap() > 0).count() as f64;
-    println!("reports of a loss {of_loss}, of which through the urgent lane {urgent}");
+    let of_loss: Vec<_> = reports.iter().filter(|r| r["lost_packets"].as_u64().unwrap() > 0).collect();
+    println!("reports of a loss {}, of which through the urgent lane {urgent}", of_loss.len());
     assert!(urgent >= 1.0, "the reduction's first loss was urgent");
-    assert!(urgent < of_loss, "the reduction's later losses went routine: {urgent} urgent of {of_loss}");
+    assert!(urgent < of_loss.len() as f64, "the reduction's later losses went routine: {urgent} urgent of {}", of_loss.len());
+
+    // Folded reports carry the kernel's reductions (those the shim interpreted before the
+    // agent's program arrived do not).
+    let entered: Vec<u64> = reports.iter().filter_map(|r| r["sender_reductions"].as_u64()).collect();
+    assert!(entered.len() + 50 > reports.len(), "{} of {} reports carry the kernel's reductions", entered.len(), reports.len());
+    assert!(entered.windows(2).all(|w| w[0] <= w[1]), "a count: {entered:?}");
+    assert!(of_loss.iter().all(|r| r["sender_in_reduction"] == true), "a loss puts the kernel in Recovery");
+    let windows: Vec<u64> = reports.iter().filter_map(|r| r["cwnd_bytes"].as_u64()).collect();
+    let cuts = windows.windows(2).filter(|w| w[1] < w[0]).count() as u64;
+    let timeouts = reports.iter().filter(|r| r["timeout"] == true).count() as u64;
+    let reductions = *entered.last().unwrap();
+    println!("kernel reductions {reductions}, agent's cuts {cuts}, timeouts {timeouts}");
+    assert!(reductions >= 1 && cuts >= 1, "the queue overflowed");
+    assert!(cuts <= reductions + timeouts, "the agent cut {cuts} times in {reductions} kernel reductions");
 }

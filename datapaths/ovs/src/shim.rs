@@ -814,7 +814,8 @@ impl<P: PortOps> OvsShim<P> {
             // The window the program now holds (the agent's, or the loss clause's).
             let cwnd = self.flows.get(&id).map_or(0, |f| f.prog_cwnd);
             let (session, mut ctl) = self.ctl();
-            session.on_folded_report(&mut ctl, id, start_us, &fields, cwnd);
+            // The shim is not in the sender's kernel: it knows no reductions of the server's TCP.
+            session.on_folded_report(&mut ctl, id, start_us, &fields, cwnd, None);
             // Micros restarted here: the port must know (its next report counts from now).
             self.write(id);
         }

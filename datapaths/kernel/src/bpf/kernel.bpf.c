@@ -137,10 +137,12 @@ struct ccsw_flow_state {
 	struct ccsw_fold_state fold; /* its growth registers in the third cache line */
 	__u32 prr_delivered;  /* PRR: packets delivered since entering CWR/Recovery */
 	/* tcp_pacing_{ss,ca}_ratio of the flow's namespace, read once at init
-	 * (a change of the sysctls applies to flows created after it). */
-	__u32 pacing_ss_ratio;
-	__u32 pacing_ca_ratio;
+	 * (a change of the sysctls applies to flows created after it; the
+	 * sysctls allow at most 1000). */
+	__u16 pacing_ss_ratio;
+	__u16 pacing_ca_ratio;
 	__u32 reordering_sysctl; /* tcp_reordering, read at init */
+	__u32 reductions_entered; /* window reductions (CWR or Recovery) entered since the flow began, as reports carry it */
 } __attribute__((aligned(64)));
 
 _Static_assert(__builtin_offsetof(struct ccsw_flow_state, fold.chain_reported_bytes) == 128,
@@ -829,7 +831,7 @@ static __always_inline __u64 routine_wake_flags(__u64 now, __u64 size, bool prom
  * timeout, ECN, or a loss, but not a later loss of a window reduction whose first one the
  * agent's pre-set window (Control.loss_cwnd) already answered here and an urgent report
  * already told the agent of. The algorithms that pre-set a cut make one per reduction and
- * pre-set none while they recover, so those reports cannot change a decision, and each
+ * pre-set no further cut while they recover, so those reports cannot change a decision, and each
  * urgent wake-up costs the ACK that submits it a trapped self-IPI on these VMs, about 15 us
  * (experiments/measured/urgent-wakeup-cost-2026-11-28): a lone Reno flow's slow-start
  * overshoot reported ~90 losses a transfer, nearly half of cong_control's time in make
@@ -896,7 +898,7 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 		e->start_us = st->fold.std.fold.start_us;
 		e->regs = *regs;
 		e->snd_cwnd_bytes = tp->snd_cwnd * mss;
-		e->_pad0 = 0;
+		e->reductions = st->reductions_entered << 1 | in_cwnd_reduction(inet_csk(sk)->icsk_ca_state);
 		e->agg = st->fold.agg;
 		lane_submit(e, urgent, now, d->fold == CCSW_FOLD_PER_ACK);
 		if (s)
@@ -1178,6 +1180,7 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	struct ccsw_ca_priv *ca = ca_priv(sk);
 	struct ccsw_kernel_cpu_stats *s = stats_slot();
 	__u32 fallback = cfg ? cfg->fallback : CCSW_FALLBACK_RENO;
+	__u32 ss_ratio, ca_ratio;
 	__u16 family;
 
 	if (fallback != CCSW_FALLBACK_CUBIC)
@@ -1203,7 +1206,9 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	st->rtt_us = 0;
 	__builtin_memset(&ca->cwnd_dir, 0, sizeof(ca->cwnd_dir));
 	ca->pacing_cwnd = 0;
-	read_pacing_ratios(sk, &st->pacing_ss_ratio, &st->pacing_ca_ratio);
+	read_pacing_ratios(sk, &ss_ratio, &ca_ratio);
+	st->pacing_ss_ratio = ss_ratio;
+	st->pacing_ca_ratio = ca_ratio;
 	st->reordering_sysctl = read_reordering_sysctl(sk);
 	__builtin_memset(&st->fold, 0, sizeof(st->fold));
 
@@ -1413,10 +1418,12 @@ void BPF_PROG(ccsw_set_state, struct sock *sk, __u8 new_state)
 		st->loss_unreported = 1;
 
 	/* tcp_init_cwnd_reduction() has just run: restart PRR accounting; a new reduction's
-	 * first loss report is urgent again. */
+	 * first loss report is urgent again, and tells the agent that the kernel cut here (a
+	 * loss inside a running reduction is one Linux's own algorithms do not answer). */
 	if (in_cwnd_reduction(new_state) && !in_cwnd_reduction(old_state)) {
 		st->prr_delivered = 0;
 		st->reduction_reported = 0;
+		st->reductions_entered++;
 	}
 	if (!in_cwnd_reduction(new_state))
 		st->prr_to_directive = 0;

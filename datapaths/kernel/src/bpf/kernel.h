@@ -132,7 +132,7 @@ struct ccsw_report_event {
 	__u64 start_us;        /* the fold_start_us it was folded under */
 	struct ccsw_std_regs regs;
 	__u32 snd_cwnd_bytes;  /* after this ACK */
-	__u32 _pad0;
+	__u32 reductions;      /* window reductions the sender's TCP entered since the flow began << 1 | in one now */
 	struct ccsw_std_aggregation agg; /* the report registers regs does not hold */
 };
 
