@@ -335,11 +335,13 @@ impl FlowController {
                 // with the agent's window, so the datapath reaches the cut of the agent's answer
                 // by PRR, as the kernel's own algorithms reach theirs, instead of setting it at
                 // once under the data in flight (experiments/measured/reno-recovery-trace-2026-11-28).
+                // Whether it cuts is asked of a copy of the state out of recovery, so only while
+                // it recovers, not on every answer of an algorithm that never cuts (BBR).
                 let on_loss = algorithm
                     .window_on_loss(state)
                     .or_else(|| {
-                        let cuts = algorithm.window_on_loss(&state.after_growth(state.cwnd_bytes)).is_some();
-                        (state.in_recovery() && cuts).then_some(state.cwnd_bytes)
+                        let cuts = || algorithm.window_on_loss(&state.after_growth(state.cwnd_bytes)).is_some();
+                        (state.in_recovery() && cuts()).then_some(state.cwnd_bytes)
                     })
                     .map_or(0, |w| w.clamp(1, u64::from(u32::MAX)));
                 fields.push(simple.loss_cwnd_field(on_loss));
