@@ -1,22 +1,5 @@
 #!/bin/sh
-# Issue 21's scale targets on the session's final build ($1, frozen binaries): through the
-# 50-ms delay shell at 1,000 Mbit/s (10k x 100 kbit/s, the most it sustains here,
-# ../delay-shell-max-2026-11-28) and at 400, 10k x 100 kbit/s without a shell clean and at 1%
-# loss (and at 1% loss with the shim on a CPU of its own), the ovs datapath at 10k x 100
-# kbit/s, three runs each, and 100k flows twice. Each run
-# alone under the experiment lock; a finished run is skipped (resumable), a failed one is not
-# recorded.
-bins=$1
+# ../scale-final-2026-11-28's batch on the session's final build ($1, frozen binaries), into
+# this folder, with the 1% loss load also run with the shim on a CPU of its own.
 here=$(cd "$(dirname "$0")" && pwd)
-run() { name=$1; shift; sh "$here/../scale-head-2026-11-28/scale-run.sh" "$here" "$name" "$bins" "$@"; }
-for i in 1 2 3; do
-  run delay1000-$i --flows 10000 --rate-kbps 100 --delay-ms 25 --seconds 20
-  run kernel-10k-clean-$i --flows 10000 --rate-kbps 100 --delay-ms 0 --seconds 20
-  run kernel-10k-loss1-$i --flows 10000 --rate-kbps 100 --delay-ms 0 --seconds 20 --loss-pct 1
-  run delay400-$i --flows 10000 --rate-kbps 40 --delay-ms 25 --seconds 20
-  run ovs-$i --datapath ovs --flows 10000 --rate-kbps 100 --delay-ms 0
-  run kernel-10k-loss1-owncpu-$i --flows 10000 --rate-kbps 100 --delay-ms 0 --seconds 20 --loss-pct 1 --own-cpu
-done
-for i in 1 2; do
-  run kernel-100k-$i --flows 100000 --rate-kbps 1 --delay-ms 0
-done
+exec sh "$here/../scale-final-2026-11-28/run.sh" "$1" "$here" owncpu
