@@ -12,6 +12,18 @@
 //! parameters (Linux's module parameters `beta`/1024, `bic_scale`/1024, `fast_convergence`,
 //! `hystart`); the Reno-friendly increase `3(1 − β)/(1 + β)` follows β.
 //!
+//! **In whole segments, ACK by ACK, as Linux counts.** Linux's window, its curve target and
+//! its Reno-friendly estimate are whole segments: the window gains one after `cnt` segments
+//! acknowledged, `cnt = cwnd / (target − cwnd)` in integers, and the target's distance from
+//! `W_max` is rounded down (so below `W_max` the target is rounded up). At 1% loss on a 50-ms
+//! path, windows of 9-14 segments, these roundings decide when a window gains its next
+//! segment: the exact curve made ccswitch's Cubic 3.6% slower than the kernel's with the
+//! same drops, the roundings without the next rule 2.6% faster
+//! (`experiments/measured/cubic-same-drops-trace-2026-11-28`). Linux also recomputes `cnt`
+//! only when the window has moved or 32 ms have passed ([`CNT_REFRESH_US`]). A report's
+//! acknowledged bytes are therefore replayed one segment at a time, the ACKs spread evenly
+//! over the time since the previous report.
+//!
 //! **HyStart** (Ha & Rhee, "Taming the elephants", 2011; Linux's default `hystart_detect` =
 //! ACK train | delay) leaves slow start (`ssthresh = cwnd`, no reduction) before the first
 //! loss once the queue starts to build. Only the delay-increase detector is implemented, as
@@ -110,10 +122,14 @@ const C_SEGMENTS_PER_S3: f64 = 0.4;
 const BETA_RANGE: (f64, f64) = (0.01, 0.99);
 const C_RANGE: (f64, f64) = (0.001, 100.0);
 /// Linux never grows faster than one segment per two acknowledged (`cnt >= 2`).
-const MAX_GROWTH_PER_ACKED_SEGMENT: f64 = 0.5;
-/// Growth per acknowledged segment at least, while no congestion event has set `W_max`
-/// (Linux: `cnt` at most 20 while `last_max_cwnd` is 0, "increase cwnd 5% per RTT").
-const GROWTH_PER_ACKED_SEGMENT_WITHOUT_W_MAX: f64 = 1.0 / 20.0;
+const MIN_ACKED_PER_SEGMENT: u64 = 2;
+/// Segments acknowledged per segment of growth at most, while no congestion event has set
+/// `W_max` (Linux: `cnt` at most 20 while `last_max_cwnd` is 0, "increase cwnd 5% per RTT").
+const ACKED_PER_SEGMENT_WITHOUT_W_MAX: u64 = 20;
+/// Linux recomputes `cnt` while the window stands still only once `HZ/32` jiffies have
+/// passed since it last did (`bictcp_update`: at `HZ` = 250, Debian's and this testbed's,
+/// 8 jiffies of 4 ms).
+const CNT_REFRESH_US: u64 = 32_000;
 /// How many windows' worth of acknowledged bytes [`Cubic::growth_step`] searches for the next
 /// whole segment before it pre-sets none (at the curve's plateau the step is far off, and the
 /// next report comes first).
@@ -158,9 +174,11 @@ impl CubicConfig {
         }
     }
 
-    /// Reno-friendly additive increase for this β (RFC 9438 §4.3), segments per RTT.
-    fn alpha_aimd(&self) -> f64 {
-        3.0 * (1.0 - self.beta) / (1.0 + self.beta)
+    /// Linux's `beta_scale`: the Reno-friendly estimate gains a segment per
+    /// `cwnd · beta_scale / 8` segments acknowledged, about `3(1 − β)/(1 + β)` segments per
+    /// RTT (RFC 9438 §4.3); an integer, as Linux computes it (15 for the default β).
+    fn reno_beta_scale(&self) -> u64 {
+        ((8.0 * (1.0 + self.beta) / 3.0 / (1.0 - self.beta)).floor() as u64).max(1)
     }
 }
 
@@ -277,9 +295,23 @@ pub struct Cubic {
     epoch_start_us: Option<u64>,
     /// Time for the curve to regain `origin_segments`, seconds.
     k_s: f64,
-    origin_segments: f64,
-    /// Reno-friendly window estimate, segments.
-    w_est_segments: f64,
+    /// Whole segments, as Linux's `bic_origin_point`.
+    origin_segments: u64,
+    /// Linux's Reno-friendly estimate (`tcp_cwnd`, whole segments) and the segments
+    /// acknowledged toward its next segment (`ack_cnt`).
+    reno_segments: u64,
+    reno_acked_segments: u64,
+    /// Segments acknowledged toward the window's next segment (Linux's `snd_cwnd_cnt`).
+    growth_acked_segments: u64,
+    /// Bytes acknowledged short of a whole segment, carried to the next report.
+    acked_carry_bytes: u64,
+    /// Linux's `cnt`, and the window and time it was computed for (`last_cwnd`,
+    /// `last_time`; a window of 0 forces the next ACK to recompute it).
+    cnt: u64,
+    cnt_cwnd_segments: u64,
+    cnt_at_us: u64,
+    /// When the latest report came, µs (its ACKs are spread over the time since).
+    last_report_us: u64,
     /// CUBIC's minimum RTT, µs (0: none yet); Linux's `delay_min`.
     delay_min_us: u64,
     hystart: HyStart,
@@ -301,8 +333,15 @@ impl Cubic {
             w_max_segments: 0.0,
             epoch_start_us: None,
             k_s: 0.0,
-            origin_segments: 0.0,
-            w_est_segments: 0.0,
+            origin_segments: 0,
+            reno_segments: 0,
+            reno_acked_segments: 0,
+            growth_acked_segments: 0,
+            acked_carry_bytes: 0,
+            cnt: MIN_ACKED_PER_SEGMENT,
+            cnt_cwnd_segments: 0,
+            cnt_at_us: 0,
+            last_report_us: 0,
             delay_min_us: 0,
             hystart: HyStart::default(),
             // A new flow slow-starts with its initial window in flight.
@@ -350,6 +389,9 @@ impl Cubic {
         let beta = self.config.beta;
         let cwnd = whole_segments(state);
         self.epoch_start_us = None;
+        self.growth_acked_segments = 0;
+        self.acked_carry_bytes = 0;
+        self.cnt_cwnd_segments = 0;
         self.w_max_segments = if self.config.fast_convergence && cwnd < self.w_max_segments {
             (cwnd * (1.0 + beta) / 2.0).floor()
         } else {
@@ -367,70 +409,137 @@ impl Cubic {
         (segments * state.mss_bytes).max(state.min_cwnd_bytes())
     }
 
-    fn start_epoch(&mut self, state: &FlowState, cwnd: f64) {
-        self.epoch_start_us = Some(state.now_us);
-        self.w_est_segments = cwnd;
-        if cwnd < self.w_max_segments {
-            self.k_s = ((self.w_max_segments - cwnd) / self.config.c).cbrt();
-            self.origin_segments = self.w_max_segments;
+    /// Linux's epoch start (`bictcp_update` with `epoch_start == 0`), on the first
+    /// acknowledgement in congestion avoidance after a reduction, at `now_us`; that ACK is
+    /// the first the Reno-friendly estimate counts.
+    fn start_epoch(&mut self, now_us: u64, cwnd: u64) {
+        self.epoch_start_us = Some(now_us);
+        self.reno_segments = cwnd;
+        self.reno_acked_segments = 1;
+        let w_max = self.w_max_segments as u64;
+        if cwnd < w_max {
+            self.k_s = ((w_max - cwnd) as f64 / self.config.c).cbrt();
+            self.origin_segments = w_max;
         } else {
             self.k_s = 0.0;
             self.origin_segments = cwnd;
         }
     }
 
-    /// The cubic curve one minimum RTT ahead, segments.
-    fn target_segments(&self, state: &FlowState) -> f64 {
-        let epoch = self.epoch_start_us.unwrap_or(state.now_us);
+    /// The cubic curve one minimum RTT after `now_us`, whole segments as Linux's
+    /// `bic_target`: the curve's distance from its origin is rounded down, so below the
+    /// origin the target is rounded up. (Right after a reduction from 14 segments to 9, the
+    /// target is 9.3 segments: Linux's 10 grows the window a segment in the first RTT, where
+    /// 9.3 took ccswitch's Cubic 2.4 RTTs to reach its next whole segment.)
+    fn target_segments(&self, state: &FlowState, now_us: u64) -> u64 {
+        let epoch = self.epoch_start_us.unwrap_or(now_us);
         let delay_min_us = if self.delay_min_us > 0 {
             self.delay_min_us
         } else {
             state.min_rtt_us
         };
-        let t_s = (state.now_us.saturating_sub(epoch) + delay_min_us) as f64 / 1e6;
-        self.origin_segments + self.config.c * (t_s - self.k_s).powi(3)
-    }
-
-    /// The bytes that [`congestion_avoidance`](Self::congestion_avoidance) would need now to
-    /// bring the window to `next_bytes`, by the curve alone (`None`: no epoch yet, or the curve
-    /// does not grow): a first guess for [`Cubic::growth_step`].
-    fn avoidance_bytes_for(&self, state: &FlowState, next_bytes: u64) -> Option<u64> {
-        self.epoch_start_us?;
-        let mss = state.mss_bytes as f64;
-        let cwnd = state.cwnd_bytes as f64 / mss;
-        let target = self.target_segments(state);
-        let mut per_acked =
-            if target > cwnd { ((target - cwnd) / cwnd).min(MAX_GROWTH_PER_ACKED_SEGMENT) } else { 0.0 };
-        if self.w_max_segments == 0.0 {
-            per_acked = per_acked.max(GROWTH_PER_ACKED_SEGMENT_WITHOUT_W_MAX);
-        }
-        let needed = next_bytes as f64 / mss - cwnd;
-        (per_acked > 0.0 && needed > 0.0).then(|| (needed / per_acked * mss).ceil() as u64)
-    }
-
-    fn congestion_avoidance(&mut self, state: &mut FlowState, acked_bytes: u64) {
-        let mss = state.mss_bytes as f64;
-        let cwnd = state.cwnd_bytes as f64 / mss;
-        if self.epoch_start_us.is_none() {
-            self.start_epoch(state, cwnd);
-        }
-        let acked = acked_bytes as f64 / mss;
-        let mut target = self.target_segments(state);
-        self.w_est_segments += self.config.alpha_aimd() * acked / cwnd;
-        target = target.max(self.w_est_segments);
-        // Linux grows by 1/cnt segment per acknowledged segment, cnt = cwnd / (target − cwnd).
-        let mut growth = if target > cwnd {
-            let per_acked = ((target - cwnd) / cwnd).min(MAX_GROWTH_PER_ACKED_SEGMENT);
-            (acked * per_acked).min(target - cwnd)
+        let t_s = (now_us.saturating_sub(epoch) + delay_min_us) as f64 / 1e6;
+        let distance = (self.config.c * (t_s - self.k_s).abs().powi(3)).min(1e12) as u64;
+        if t_s < self.k_s {
+            self.origin_segments.saturating_sub(distance)
         } else {
-            0.0
-        };
-        // Before the first congestion event (W_max unknown: HyStart ended slow start, or a
-        // timeout reset CUBIC) Linux caps cnt at 20, whatever the curve says.
-        if self.w_max_segments == 0.0 {
-            growth = growth.max(acked * GROWTH_PER_ACKED_SEGMENT_WITHOUT_W_MAX);
+            self.origin_segments + distance
         }
-        state.cwnd_bytes += (growth * mss) as u64;
+    }
+
+    /// An ACK of one segment in congestion avoidance at `ack_us`: Linux's `bictcp_update`
+    /// and `tcp_cong_avoid_ai`. As Linux, `cnt` (segments acknowledged per segment of
+    /// growth) is recomputed from the curve and the Reno-friendly estimate only when the
+    /// window has changed since, or [`CNT_REFRESH_US`] later; in between the estimate only
+    /// counts ACKs.
+    fn avoid_one_segment(&mut self, state: &FlowState, cwnd: &mut u64, ack_us: u64) {
+        if self.epoch_start_us.is_none() {
+            self.start_epoch(ack_us, *cwnd);
+        } else {
+            self.reno_acked_segments += 1;
+            if self.cnt_cwnd_segments == *cwnd && ack_us.saturating_sub(self.cnt_at_us) < CNT_REFRESH_US {
+                self.grow(cwnd);
+                return;
+            }
+        }
+        self.cnt_cwnd_segments = *cwnd;
+        self.cnt_at_us = ack_us;
+        let target = self.target_segments(state, ack_us);
+        let mut cnt = if target > *cwnd {
+            *cwnd / (target - *cwnd)
+        } else {
+            100 * *cwnd
+        };
+        if self.w_max_segments == 0.0 {
+            cnt = cnt.min(ACKED_PER_SEGMENT_WITHOUT_W_MAX);
+        }
+        let per_reno_segment = *cwnd * self.config.reno_beta_scale() / 8;
+        if per_reno_segment > 0 && self.reno_acked_segments > per_reno_segment {
+            let n = self.reno_acked_segments / per_reno_segment;
+            self.reno_acked_segments -= n * per_reno_segment;
+            self.reno_segments += n;
+        }
+        if self.reno_segments > *cwnd {
+            cnt = cnt.min(*cwnd / (self.reno_segments - *cwnd));
+        }
+        self.cnt = cnt.max(MIN_ACKED_PER_SEGMENT);
+        self.grow(cwnd);
+    }
+
+    /// `tcp_cong_avoid_ai` for one segment acknowledged.
+    fn grow(&mut self, cwnd: &mut u64) {
+        if self.growth_acked_segments >= self.cnt {
+            self.growth_acked_segments = 0;
+            *cwnd += 1;
+        }
+        self.growth_acked_segments += 1;
+        if self.growth_acked_segments >= self.cnt {
+            *cwnd += self.growth_acked_segments / self.cnt;
+            self.growth_acked_segments %= self.cnt;
+        }
+    }
+
+    /// The report's acknowledged bytes as ACKs of one segment each, spread evenly over the
+    /// time since the previous report (bytes short of a segment carry to the next report),
+    /// the window in whole segments as Linux's. (A fraction of a segment that slow start or
+    /// a predecessor left in the window stays, so that the window never falls below the
+    /// `ssthresh` taken from it.)
+    fn congestion_avoidance(&mut self, state: &mut FlowState, acked_bytes: u64) {
+        let mss = state.mss_bytes;
+        let mut cwnd = state.cwnd_bytes / mss;
+        let acked = self.acked_carry_bytes + acked_bytes;
+        self.acked_carry_bytes = acked % mss;
+        let segments = acked / mss;
+        // A report comes about once per RTT in avoidance; one after a longer silence (a flow
+        // the application held back) says nothing of when its ACKs came: the last two RTTs.
+        let from_us = if self.last_report_us == 0 {
+            state.now_us
+        } else {
+            self.last_report_us.clamp(state.now_us.saturating_sub(2 * state.min_rtt_us), state.now_us)
+        };
+        let span_us = state.now_us - from_us;
+        for i in 1..=segments {
+            self.avoid_one_segment(state, &mut cwnd, from_us + span_us * i / segments);
+        }
+        state.cwnd_bytes = cwnd * mss + state.cwnd_bytes % mss;
+    }
+
+    /// The bytes that [`congestion_avoidance`](Self::congestion_avoidance) needs to bring the
+    /// window to `next_bytes`, each segment at the time it is expected
+    /// ([`FlowState::expected_report_us`]; `None`: not within [`STEP_SEARCH_WINDOWS`]
+    /// windows): a first guess for [`Cubic::growth_step`], exact unless the report's
+    /// classification takes some of the bytes.
+    fn avoidance_bytes_for(&self, state: &FlowState, next_bytes: u64) -> Option<u64> {
+        let mss = state.mss_bytes;
+        let mut trial = self.clone();
+        let mut cwnd = state.cwnd_bytes / mss;
+        for segments in 1..=STEP_SEARCH_WINDOWS * cwnd.max(1) {
+            trial.avoid_one_segment(state, &mut cwnd, state.expected_report_us(segments * mss));
+            if cwnd * mss >= next_bytes {
+                return Some((segments * mss).saturating_sub(self.acked_carry_bytes));
+            }
+        }
+        None
     }
 }
 
@@ -441,7 +550,7 @@ impl Algorithm for Cubic {
 
     fn take_over(&mut self, state: &mut FlowState) {
         *self = Self::new(self.config);
-        self.w_max_segments = state.cwnd_bytes as f64 / state.mss_bytes as f64;
+        self.w_max_segments = whole_segments(state);
         self.hystart.found = true;
         self.reporting = state.growth_reporting();
     }
@@ -471,6 +580,7 @@ impl Algorithm for Cubic {
             WindowEvent::Hold => {}
             WindowEvent::Avoidance { acked_bytes } => self.congestion_avoidance(state, acked_bytes),
         }
+        self.last_report_us = state.now_us;
         self.reporting = state.growth_reporting();
     }
 
@@ -488,11 +598,10 @@ impl Algorithm for Cubic {
 
     /// Reporting once per RTT outside slow start: the window of the next whole segment, once
     /// the fewest bytes that earn it are acknowledged, found by answering trial reports of
-    /// those bytes at the latest report's time (the curve moves with time, so the step comes
-    /// a little later than Linux's, which judges each ACK at its own time, and no later than
-    /// the next report). Reports at the latest report's time are what the datapath's count is
-    /// measured from, and what the agent's answer to the report that follows a step will
-    /// at least grant.
+    /// those bytes at the time they are expected, a window per RTT after the latest report
+    /// ([`FlowState::expected_report_us`]): the curve moves with time, and Linux looks at it
+    /// again only after the window moved or 32 ms passed, so a trial at the latest report's
+    /// time found no step in most rounds on the curve's plateau.
     fn growth_step(&self, state: &FlowState) -> Option<GrowthStep> {
         if self.reporting != Reporting::PerRtt || state.in_slow_start() {
             return None;
@@ -504,7 +613,7 @@ impl Algorithm for Cubic {
             // With the latest RTT sample, as the next report will carry one (CUBIC's curve
             // starts from its minimum RTT).
             let m = Measurement {
-                now_us: state.now_us,
+                now_us: state.expected_report_us(acked_bytes),
                 acked_bytes,
                 bytes_in_flight: state.last_bytes_in_flight,
                 rtt_us: state.latest_rtt_us,
@@ -593,6 +702,33 @@ mod tests {
         assert_eq!(s.algorithm.window_on_loss(&s.state), Some(2 * s.mss()), "never below 2 segments");
     }
 
+    /// Linux's curve target is whole segments, its distance below the origin rounded down:
+    /// after a reduction from 14 segments to 9 on a 50-ms path the curve is 9.32 segments one
+    /// RTT ahead, and Linux's target is 14 − ⌊4.68⌋ = 10, so the window gains its 10th
+    /// segment after 9 acknowledged (`cnt` = 9 / (10 − 9)). Trailing the exact curve, as
+    /// ccswitch's Cubic did, the 10th came 2.4 RTTs after recovery instead of 1.0, after
+    /// every reduction: 2-5% less window at 1% loss (`cubic-same-drops-trace-2026-11-28`).
+    #[test]
+    fn after_a_reduction_the_first_segment_comes_as_linux_rounds_the_curve() {
+        let mut s = spec_sender("cubic", 14, 50);
+        s.ack_segments(0);
+        s.lose(1);
+        assert_eq!(s.cwnd_segments(), 9.0);
+        s.ack_segments(14); // the recovery's data: recovery over
+        assert!(!s.state.in_recovery());
+        let whole = |s: &FakeSender| s.state.cwnd_bytes / s.mss();
+        let epoch_cwnd = whole(&s);
+        let mut acked = 0;
+        while whole(&s) == epoch_cwnd {
+            s.advance_ms(5);
+            s.ack_segments(1);
+            acked += 1;
+            assert!(acked <= 20, "no growth in 20 segments");
+        }
+        assert_eq!((epoch_cwnd, acked), (9, 9), "the 10th segment after 9 acknowledged");
+        assert_eq!(s.cwnd_segments(), 10.0);
+    }
+
     #[test]
     fn window_follows_the_cubic_curve_after_a_loss() {
         let rtt_ms = 100;
@@ -651,15 +787,49 @@ mod tests {
         );
     }
 
+    /// Rounds of 1 ms from `s`'s state: the Reno-friendly growth per round, segments.
+    /// Linux recomputes `cnt` at most every 32 ms while the window stands still, so the
+    /// window trails the estimate by up to 32 ms of its growth: the rate is taken over a
+    /// second, after 100 ms.
+    fn reno_friendly_per_round(s: &mut FakeSender) -> f64 {
+        for _ in 0..100 {
+            s.ack_round();
+        }
+        let start = s.cwnd_segments();
+        for _ in 0..1000 {
+            s.ack_round();
+        }
+        (s.cwnd_segments() - start) / 1000.0
+    }
+
+    /// Linux's `bictcp_update` returns at once while the window is the one it last computed
+    /// `cnt` for and less than `HZ/32` has passed: after a loss at 100 segments on a 1-ms
+    /// path the curve's target is 71 segments (100 − ⌊29.6⌋) for seconds, which the first
+    /// round reaches; from there the curve gives nothing (`cnt` = 7,100), and the
+    /// Reno-friendly estimate, ahead from the second round on, is looked at again only 32 ms
+    /// after the window last moved.
+    #[test]
+    fn cnt_is_recomputed_only_when_the_window_moved_or_32_ms_passed() {
+        let mut s = sender_after_loss_at(100, 1);
+        s.ack_segments(100); // the recovery's data: recovery over
+        assert_eq!(s.cwnd_segments(), 70.0);
+        s.ack_round();
+        assert_eq!(s.cwnd_segments(), 71.0);
+        for round in 2..=31 {
+            s.ack_round();
+            assert_eq!(s.cwnd_segments(), 71.0, "round {round}");
+        }
+        for _ in 0..3 {
+            s.ack_round();
+        }
+        assert!(s.cwnd_segments() > 75.0, "{} segments", s.cwnd_segments());
+    }
+
     #[test]
     fn reno_friendly_at_short_rtt() {
         // At 1 ms RTT the cubic curve is nearly flat; W_est grows ALPHA_AIMD segments per RTT.
         let mut s = sender_after_loss_at(100, 1);
-        let start = s.cwnd_segments();
-        for _ in 0..100 {
-            s.ack_round();
-        }
-        let per_round = (s.cwnd_segments() - start) / 100.0;
+        let per_round = reno_friendly_per_round(&mut s);
         assert!(
             (per_round - ALPHA_AIMD).abs() < 0.1,
             "grows like Reno with β = 0.7: {per_round:.3} segments per RTT, want {ALPHA_AIMD:.3}"
@@ -837,11 +1007,7 @@ mod tests {
         let mut s = spec_sender("cubic:beta=0.5", 100, 1);
         s.ack_segments(0);
         s.lose(1);
-        let start = s.cwnd_segments();
-        for _ in 0..100 {
-            s.ack_round();
-        }
-        let per_round = (s.cwnd_segments() - start) / 100.0;
+        let per_round = reno_friendly_per_round(&mut s);
         assert!(
             (per_round - 1.0).abs() < 0.1,
             "{per_round:.3} segments per RTT, want 1"
@@ -864,13 +1030,15 @@ mod tests {
     fn c_param_sets_the_time_to_regain_w_max() {
         for c in [0.1, 0.4, 1.6] {
             let w_max = 1000.0;
-            // W(t) = 0.99·W_max at t = K − ∛(0.01·W_max/C). The epoch starts when recovery
-            // ends (two 100 ms rounds after the loss) and the target is one RTT ahead.
+            // The target reaches 0.99·W_max where the curve is less than 0.01·W_max + 1
+            // segments below W_max (Linux rounds the curve's distance down), at
+            // t = K − ∛((0.01·W_max + 1)/C). The epoch starts when recovery ends (two 100 ms
+            // rounds after the loss) and the target is one RTT ahead.
             let k_s = (w_max * (1.0 - BETA) / c).cbrt();
-            let want_s = 0.2 + k_s - (0.01 * w_max / c).cbrt() - 0.1;
+            let want_s = 0.2 + k_s - ((0.01 * w_max + 1.0) / c).cbrt() - 0.1;
             let t = seconds_to_regain(&format!("cubic:c={c}"), 1000);
             assert!(
-                (want_s - 0.01..=want_s + 0.15).contains(&t),
+                (want_s - 0.1..=want_s + 0.15).contains(&t),
                 "c = {c}: regained after {t:.2}s, want {want_s:.2}s (within one round)"
             );
         }
@@ -992,8 +1160,8 @@ mod tests {
     /// with 12 segments) take the window 12 -> 16 with ACKs 1-4 (below
     /// `hystart_low_window`: no samples) and collect samples 1-8 with ACKs 5-12, none
     /// judged; round 3 (24 segments) collects 8 samples (24 -> 32) and judges the 9th:
-    /// ssthresh = 32, the round's other 15 segments grow the window in congestion
-    /// avoidance. However the round's ACKs are split into reports, the exit is the same.
+    /// ssthresh = 32, and from that 9th on the round's 16 segments grow the window in
+    /// congestion avoidance. However the round's ACKs are split into reports, the exit is the same.
     #[test]
     fn hystart_exit_is_where_linux_judges_the_ninth_sample_of_a_round() {
         let through_round_two = || {
@@ -1017,8 +1185,10 @@ mod tests {
         for s in [&one_report, &split] {
             assert_eq!(s.state.ssthresh_bytes, 32 * s.mss());
             let cwnd = s.cwnd_segments();
-            // 15 segments in avoidance: 15/20 segment (Linux's cnt = 20 before any loss).
-            assert!((32.7..32.8).contains(&cwnd), "cwnd {cwnd}");
+            // 16 segments in avoidance: 16 of the 20 that earn a segment (Linux's cnt = 20
+            // before any loss); the 33rd comes with the 4th segment acknowledged next.
+            assert_eq!(cwnd, 32.0);
+            assert_eq!(s.algorithm.growth_step(&s.state).map(|g| g.after_bytes), Some(4 * s.mss() - 1));
         }
     }
 
@@ -1071,13 +1241,14 @@ mod tests {
         s.set_rtt_ms(250);
         s.ack_round(); // exit at 32 + 8 = 40
         assert_eq!(s.state.ssthresh_bytes, 40 * s.mss());
+        // cubic: C·t³ < 1 segment per RTT here; Reno-friendly: 0.53 per RTT. A round of
+        // 40-60 whole segments grows by 2 or 3 of them.
+        let before = s.cwnd_segments();
         for _ in 0..10 {
-            let before = s.cwnd_segments();
             s.ack_round();
-            // cubic: C·t³ < 1 segment per RTT here; Reno-friendly: 0.53 per RTT.
-            let growth = s.cwnd_segments() / before;
-            assert!((1.045..1.056).contains(&growth), "grew x{growth:.4} in a round");
         }
+        let growth = (s.cwnd_segments() / before).powf(0.1);
+        assert!((1.045..1.056).contains(&growth), "grew x{growth:.4} per round");
         let at_loss = s.cwnd_segments();
         s.lose(1);
         s.ack_segments(at_loss as u64); // recovery ends
@@ -1098,9 +1269,11 @@ mod tests {
             s.ack_round();
         }
         let before = s.cwnd_segments();
-        s.ack_round();
-        let growth = s.cwnd_segments() / before;
-        assert!((1.045..1.056).contains(&growth), "grew x{growth:.4} after a timeout");
+        for _ in 0..10 {
+            s.ack_round();
+        }
+        let growth = (s.cwnd_segments() / before).powf(0.1);
+        assert!((1.045..1.056).contains(&growth), "grew x{growth:.4} per round after a timeout");
     }
 
     #[test]

@@ -385,6 +385,16 @@ impl FlowState {
         }
     }
 
+    /// When `acked_bytes` more will have been acknowledged, at a window per RTT (the smoothed
+    /// RTT, else the latest, else the minimum): the time of a report of them, for an
+    /// algorithm whose answer moves with time and that pre-sets a step of growth
+    /// ([`crate::Algorithm::growth_step`]) for the ACK that earns it.
+    pub fn expected_report_us(&self, acked_bytes: u64) -> u64 {
+        let rtt_us = [self.srtt_us, self.latest_rtt_us, self.min_rtt_us].into_iter().find(|&r| r > 0).unwrap_or(0);
+        let elapsed = u128::from(acked_bytes) * u128::from(rtt_us) / u128::from(self.cwnd_bytes.max(self.mss_bytes).max(1));
+        self.now_us + elapsed.min(u128::from(u32::MAX)) as u64
+    }
+
     /// Bytes still to be acknowledged before the current recovery episode ends (0: none).
     pub fn recovery_bytes_left(&self) -> u64 {
         self.recovery_bytes_left

@@ -37,7 +37,9 @@ fn the_preset_step_is_the_algorithms_answer_to_the_bytes_that_earn_it() {
             recovering += u32::from(flow.state.in_recovery());
             assert!(step.cwnd_bytes > before, "{name}, round {k}: a step must grow the window");
             let mss = flow.state.mss_bytes;
+            // Reports at the time the datapath would send them, a window per RTT on.
             let mut short = run(name, k);
+            short.now_us = flow.state.expected_report_us(step.after_bytes);
             short.ack_bytes(step.after_bytes);
             assert_eq!(
                 short.state.cwnd_bytes / mss,
@@ -46,6 +48,7 @@ fn the_preset_step_is_the_algorithms_answer_to_the_bytes_that_earn_it() {
                 step.after_bytes
             );
             let mut earned = run(name, k);
+            earned.now_us = flow.state.expected_report_us(step.after_bytes + 1);
             earned.ack_bytes(step.after_bytes + 1);
             assert_eq!(earned.state.cwnd_bytes, step.cwnd_bytes, "{name}, round {k}: {step:?}");
         }
