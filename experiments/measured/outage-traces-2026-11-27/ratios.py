@@ -11,6 +11,8 @@ for c in ("umts", "evdo"):
     for alg in ("bbr", "cubic"):
         a, b = by[(c, "kernel:" + alg)], by[(c, "native:" + alg)]
         reps = sorted(set(a) & set(b))
+        if not reps:  # a run of some of the algorithms only
+            continue
         tot = lambda d, s: sum(d[i]["tct_s"] for i in s)
         bs = sorted(tot(a, s) / tot(b, s) for s in ([random.choice(reps) for _ in reps] for _ in range(5000)))
         print(f"{c} {alg}: n={len(reps)} {tot(a, reps) / tot(b, reps):.3f} [{bs[125]:.3f}, {bs[-126]:.3f}] "
