@@ -3,8 +3,10 @@
 //! since the latest report past `after_bytes`, before that report reaches the agent, so the
 //! window must be the algorithm's own answer to a report of `after_bytes + 1`, and a report of
 //! `after_bytes` must not grow it by a whole segment yet (the datapath's window is whole
-//! segments; Cubic's grows by fractions). Checked on every round of a flow over a modelled link
-//! with a small buffer (slow start, losses, recoveries, avoidance) by replaying the same rounds.
+//! segments). Both reports come when the datapath would send them, a window per RTT after the
+//! latest (`FlowState::expected_report_us`): Cubic's answer moves with time. Checked on every
+//! round of a flow over a modelled link with a small buffer (slow start, losses, recoveries,
+//! avoidance) by replaying the same rounds.
 
 use ccswitch_algorithms::simple;
 use ccswitch_algorithms::testing::FakeSender;
