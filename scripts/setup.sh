@@ -47,6 +47,7 @@ DEB_PKGS=(
     python3-dev                         # libpython + headers: the agent embeds Python (pyo3)
     openvswitch-switch                  # the harness runs private instances (python/ccswitch/topology/bridges.py)
     tcpdump                             # captures at the bridge port when debugging the ovs datapath
+    linux-perf                          # the TCP-state traces of experiments/measured (perf record of tcp:tcp_probe)
     capnproto                           # compiles the agent's operator schema (agent/build.rs)
     mahimahi mahimahi-traces            # from bullseye, see the pin below
 )
