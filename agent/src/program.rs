@@ -272,8 +272,9 @@ impl SimpleProgram {
     }
 
     /// The control registers that pre-set the growth the datapath applies on the ACKs after
-    /// the report at `from_us` (its `Report.now`): the next step (`None`: no step) and the
-    /// window a loss sets once it is earned (0: none), and slow start (`None`: none).
+    /// the report at `from_us` (its `Report.now`): the next step (`None`: no step), its rate
+    /// past it, and the window a loss sets once it is earned (0: none), or slow start
+    /// (`None`: none), which wins (its threshold takes the step's byte count).
     pub fn growth_fields(
         &self,
         step: Option<GrowthStep>,
@@ -281,15 +282,19 @@ impl SimpleProgram {
         loss_cwnd_bytes: u64,
         slow_start: Option<SlowStart>,
     ) -> [wire::UpdateField; 6] {
-        let (after, cwnd) = step.map_or((0, 0), |g| (g.after_bytes, g.cwnd_bytes));
-        let (ss_cwnd, ss_until) = slow_start.map_or((0, 0), |s| (s.cwnd_bytes, s.until_bytes));
+        let (mut after, cwnd, rate) = step.map_or((0, 0, 0), |g| (g.after_bytes, g.cwnd_bytes, grow_rate(g.acked_per_byte)));
+        let ss_cwnd = slow_start.map_or(0, |s| {
+            after = s.until_bytes;
+            s.cwnd_bytes
+        });
+        let stepping = |v| if ss_cwnd == 0 { v } else { 0 };
         [
-            control_field(control::GROW_CWND, cwnd),
+            control_field(control::GROW_CWND, stepping(cwnd)),
             control_field(control::GROW_AFTER, after),
             control_field(control::GROW_FROM, from_us),
-            control_field(control::GROW_LOSS_CWND, loss_cwnd_bytes),
+            control_field(control::GROW_LOSS_CWND, stepping(loss_cwnd_bytes)),
             control_field(control::SS_CWND, ss_cwnd),
-            control_field(control::SS_UNTIL, ss_until),
+            control_field(control::GROW_RATE, stepping(rate)),
         ]
     }
 
@@ -301,6 +306,17 @@ impl SimpleProgram {
             Reporting::EveryMicros(us) => (0, us.max(1)),
         };
         vec![control_field(control::PER_ACK, per_ack), control_field(control::PERIOD_US, period_us)]
+    }
+}
+
+/// `Control.grow_rate` for a step's rate past it, a byte of window per `acked_per_byte`
+/// acknowledged (0: none), rounded up, so that the window gains its segment on the ACK that
+/// brings `acked_per_byte` segments (Linux's `cnt`), not on the one after; at most one byte per
+/// byte, slow start's rate, which keeps the program's product within 64 bits.
+fn grow_rate(acked_per_byte: u64) -> u64 {
+    match acked_per_byte {
+        0 => 0,
+        n => standard::GROW_RATE_UNIT.div_ceil(n),
     }
 }
 
@@ -412,6 +428,35 @@ mod tests {
     /// Datapaths recognise the standard program by the INSTALL_EXPR the protocol crate keeps
     /// (`standard::INSTALL_MESSAGE`) and fold it with its register layout; what the agent
     /// compiles must be that message, whatever uid it was given.
+    /// A step sets its window, count and rate past it (a byte per `cnt` acknowledged, rounded
+    /// up so the segment comes on the `cnt`-th); slow start puts its threshold where a step's
+    /// count goes and no step.
+    #[test]
+    fn growth_fields_preset_a_step_and_its_rate_or_slow_start() {
+        let p = SimpleProgram::compile().unwrap();
+        let by_index = |fields: [wire::UpdateField; 6]| {
+            let mut v = [0u64; control::COUNT];
+            for f in fields {
+                assert_eq!(f.reg_type, reg_type::NONVOLATILE_CONTROL);
+                v[f.reg_index as usize] = f.value;
+            }
+            v
+        };
+        let step = GrowthStep { after_bytes: 4_000, cwnd_bytes: 30_000, acked_per_byte: 20 };
+        let v = by_index(p.growth_fields(Some(step), 77, 21_000, None));
+        assert_eq!(
+            (v[control::GROW_CWND], v[control::GROW_AFTER], v[control::GROW_FROM], v[control::GROW_LOSS_CWND], v[control::SS_CWND]),
+            (30_000, 4_000, 77, 21_000, 0)
+        );
+        assert_eq!(v[control::GROW_RATE], 53_687_092, "2^30 / 20, rounded up");
+        assert_eq!((20 * 1448 * v[control::GROW_RATE]) >> 30, 1448, "a segment after 20");
+        let v = by_index(p.growth_fields(Some(GrowthStep { acked_per_byte: 0, ..step }), 77, 0, None));
+        assert_eq!(v[control::GROW_RATE], 0, "the step only");
+        let slow_start = SlowStart { cwnd_bytes: 14_480, until_bytes: 90_000 };
+        let v = by_index(p.growth_fields(None, 77, 0, Some(slow_start)));
+        assert_eq!((v[control::SS_CWND], v[control::GROW_AFTER], v[control::GROW_CWND], v[control::GROW_RATE]), (14_480, 90_000, 0, 0));
+    }
+
     #[test]
     fn the_standard_program_is_the_one_datapaths_fold() {
         let p = SimpleProgram::compile().unwrap();

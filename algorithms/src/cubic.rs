@@ -608,6 +608,7 @@ impl Algorithm for Cubic {
         }
         let mss = state.mss_bytes;
         let next = (state.cwnd_bytes / mss + 1) * mss;
+        // The window a report of `acked_bytes` would set, and Linux's `cnt` then.
         let answer = |acked_bytes: u64| {
             let (mut cubic, mut trial) = (self.clone(), state.clone());
             // With the latest RTT sample, as the next report will carry one (CUBIC's curve
@@ -622,7 +623,14 @@ impl Algorithm for Cubic {
             };
             trial.observe(&m);
             cubic.on_report(&mut trial, &m);
-            trial.cwnd_bytes
+            (trial.cwnd_bytes, cubic.cnt)
+        };
+        // Past the step, a segment per `cnt` acknowledged: the `cnt` that earned it, which
+        // Linux recomputes for the grown window on the next ACK, little different within the
+        // round before the agent's next answer replaces the step.
+        let step = |acked_bytes: u64| {
+            let (cwnd_bytes, cnt) = answer(acked_bytes);
+            GrowthStep { after_bytes: acked_bytes - 1, cwnd_bytes, acked_per_byte: cnt }
         };
         // The recovery's bytes first (no credit), then at most STEP_SEARCH_WINDOWS windows'
         // worth: at the curve's plateau the step is far off, and the next report comes first.
@@ -632,27 +640,28 @@ impl Algorithm for Cubic {
         // estimate can only add), in two trial reports instead of a search's twenty: the
         // agent computes this on every report of every flow in avoidance.
         if let Some(guess) = self.avoidance_bytes_for(state, next).map(|b| recovery + b).filter(|&g| g > lo && g < hi) {
-            if answer(guess) >= next {
-                if answer(guess - 1) < next {
-                    return Some(GrowthStep { after_bytes: guess - 1, cwnd_bytes: answer(guess) });
+            let stepped = step(guess);
+            if stepped.cwnd_bytes >= next {
+                if answer(guess - 1).0 < next {
+                    return Some(stepped);
                 }
                 hi = guess;
             } else {
                 lo = guess;
             }
         }
-        if answer(hi) < next {
+        if answer(hi).0 < next {
             return None;
         }
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            if answer(mid) >= next {
+            if answer(mid).0 >= next {
                 hi = mid;
             } else {
                 lo = mid;
             }
         }
-        Some(GrowthStep { after_bytes: hi - 1, cwnd_bytes: answer(hi) })
+        Some(step(hi))
     }
 }
 
@@ -1189,6 +1198,8 @@ mod tests {
             // before any loss); the 33rd comes with the 4th segment acknowledged next.
             assert_eq!(cwnd, 32.0);
             assert_eq!(s.algorithm.growth_step(&s.state).map(|g| g.after_bytes), Some(4 * s.mss() - 1));
+            // And past the 33rd, a segment per 20 acknowledged, until the agent's next answer.
+            assert_eq!(s.algorithm.growth_step(&s.state).map(|g| g.acked_per_byte), Some(20));
         }
     }
 

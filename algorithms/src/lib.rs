@@ -51,11 +51,14 @@ pub enum Reporting {
 
 /// A step of growth pre-set in the datapath ([`Algorithm::growth_step`]): once more than
 /// `after_bytes` have been acknowledged since the latest report, the window becomes
-/// `cwnd_bytes`.
+/// `cwnd_bytes`; past it, a byte more per `acked_per_byte` bytes acknowledged (Linux's
+/// `cnt`, segments acknowledged per segment of growth), until the agent's next answer; 0: the
+/// step only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GrowthStep {
     pub after_bytes: u64,
     pub cwnd_bytes: u64,
+    pub acked_per_byte: u64,
 }
 
 /// Slow start pre-set in the datapath ([`Algorithm::slow_start`]): on every ACK after the

@@ -89,6 +89,7 @@ impl Algorithm for Reno {
         Some(GrowthStep {
             after_bytes: state.recovery_bytes_left() + still_needed - 1,
             cwnd_bytes: state.cwnd_bytes + state.mss_bytes,
+            acked_per_byte: 0,
         })
     }
 

@@ -45,6 +45,18 @@
 //! before it:
 //! `Control.grow_loss_cwnd` then replaces `Control.loss_cwnd`.
 //!
+//! Past the step, the window grows on at the algorithm's rate (`Control.grow_rate`, bytes of
+//! window per [`GROW_RATE_UNIT`] bytes acknowledged; 0 for none): Cwnd becomes `grow_cwnd`
+//! plus the bytes acknowledged beyond `grow_after` times that rate. A single step lags where
+//! ACKs come in bursts. On the T-Mobile UMTS trace a window's ACKs come within a millisecond,
+//! 60-220 ms apart; the report goes on a burst's first ACK and the agent's answer, with its
+//! next step, after the burst, so a burst's ACKs earned one step, taken at the next burst's
+//! start, where Linux's Cubic grows a segment every `cnt` ACKs all through the burst
+//! (`tcp_cong_avoid_ai`): the window ran 1-3 segments behind the kernel's own and transfers
+//! took 1.09 times as long (`experiments/measured/umts-cubic-trace-2026-11-28`). A loss past
+//! the step still cuts to `grow_loss_cwnd`, the cut from the step's window; the agent's answer
+//! to its report refines it.
+//!
 //! A step outlives the reports its answer has not caught up with: the program counts the
 //! bytes acknowledged since the report at `Control.grow_from` across later reports
 //! (`Control.chain_from` and `Control.chain_acked`, which the program keeps: anchored on every
@@ -64,8 +76,9 @@
 //! ACK (each ACK's growth then waits for the agent's answer, and a 2 MB transfer on a 300-ms
 //! path took 1.07-1.12 times the kernel's time). So the agent pre-sets, while its algorithm
 //! slow-starts, the window at the report it answers (`Control.ss_cwnd`, 0 for none) and the
-//! threshold (`Control.ss_until`): on every ACK whose bytes since that report the chain
-//! counts, the window becomes `ss_cwnd` plus those bytes, at most `ss_until`, never less
+//! threshold (in `Control.grow_after`, which a step's count would hold: the agent pre-sets a
+//! step or slow start, never both): on every ACK whose bytes since that report the chain
+//! counts, the window becomes `ss_cwnd` plus those bytes, at most the threshold, never less
 //! than it already was in this slow start (`Control.ss_high`, which the program keeps and
 //! clears on a loss or a timeout): an answer that has not yet caught up with the latest
 //! reports does not take back the growth of their ACKs. (Slow start ends otherwise only at
@@ -176,7 +189,8 @@ pub mod control {
     /// acknowledged since the report at [`GROW_FROM`], with no report since: the agent's next
     /// step of growth, pre-set so that it applies on the ACK that earns it.
     pub const GROW_CWND: usize = 5;
-    /// Bytes acknowledged since that report past which [`GROW_CWND`] applies.
+    /// Bytes acknowledged since that report past which [`GROW_CWND`] applies; in slow start
+    /// ([`SS_CWND`] set, no step), the threshold slow start grows the window to (bytes).
     pub const GROW_AFTER: usize = 6;
     /// The `Report.now` (µs) of the report the growth is counted from.
     pub const GROW_FROM: usize = 7;
@@ -192,10 +206,12 @@ pub mod control {
     pub const CHAIN_ACKED: usize = 10;
     /// Non-zero: slow start, pre-set. The window at the report at [`GROW_FROM`] (the agent's
     /// answer to it); the window becomes this plus the bytes acknowledged since, at most
-    /// [`SS_UNTIL`].
+    /// [`GROW_AFTER`].
     pub const SS_CWND: usize = 11;
-    /// The threshold slow start grows the window to (bytes).
-    pub const SS_UNTIL: usize = 12;
+    /// With a step: past it, the window grows by this many bytes per
+    /// [`GROW_RATE_UNIT`](super::GROW_RATE_UNIT) bytes acknowledged beyond [`GROW_AFTER`]
+    /// (the algorithm's rate of growth; 0: the step only).
+    pub const GROW_RATE: usize = 12;
     /// Set by the program: the largest window this slow start has set, below which it does
     /// not let the window fall while [`SS_CWND`] is set; 0 on a loss or a timeout.
     pub const SS_HIGH: usize = 13;
@@ -222,7 +238,7 @@ pub mod control {
         "chain_from",
         "chain_acked",
         "ss_cwnd",
-        "ss_until",
+        "grow_rate",
         "ss_high",
         "agg_rate",
         "agg_expected",
@@ -239,6 +255,13 @@ pub const IDLE_REPORT_US: u64 = 1_000_000;
 /// (about a second) of the rate, which keeps its product within 64 bits for any rate below
 /// 2^44 bytes per unit.
 pub const AGG_RATE_UNIT_US: u64 = 1 << 20;
+
+/// The unit of `Control.grow_rate`: bytes acknowledged, a power of two so that the program's
+/// division by it is a shift in the kernel's fold, and below 2^31, the largest immediate
+/// portus's compiler takes. A rate of at most one unit (a byte of window per byte
+/// acknowledged, slow start's) keeps the product within 64 bits for 16 GiB acknowledged past
+/// a step, far more than a flow acknowledges between two of the agent's answers.
+pub const GROW_RATE_UNIT: u64 = 1 << 30;
 
 /// The minimum-RTT register's default: above any sample (µs); portus's compiler accepts
 /// immediates below 2^31 only.
@@ -280,6 +303,7 @@ pub fn source() -> String {
     let controls: String =
         control::NAMES.iter().enumerate().map(|(i, name)| format!("\n  (Control.{name} {})", control_default(i))).collect();
     let unit = AGG_RATE_UNIT_US;
+    let grow_unit = GROW_RATE_UNIT;
     format!(
         "(def (Report{reports}
   ){controls}
@@ -304,11 +328,11 @@ pub fn source() -> String {
 )
 (when (&& (> Control.grow_cwnd 0)
           (&& (== Control.chain_from Control.grow_from) (> Control.chain_acked Control.grow_after)))
-    (:= Cwnd Control.grow_cwnd)
+    (:= Cwnd (+ Control.grow_cwnd (/ (* (- Control.chain_acked Control.grow_after) Control.grow_rate) {grow_unit})))
     (fallthrough)
 )
 (when (&& (> Control.ss_cwnd 0) (== Control.chain_from Control.grow_from))
-    (:= Control.ss_high (max Control.ss_high (min Control.ss_until (+ Control.ss_cwnd Control.chain_acked))))
+    (:= Control.ss_high (max Control.ss_high (min Control.grow_after (+ Control.ss_cwnd Control.chain_acked))))
     (fallthrough)
 )
 (when (&& (> Control.ss_cwnd 0) (> Control.ss_high Cwnd))

@@ -22,12 +22,12 @@ pub const EV_CLOSE: u32 = 3;
 pub const EV_REPORT: u32 = 4;
 pub const EV_VM_REPORT: u32 = 5;
 
-pub const FOLD_OFF: u16 = 0;
-pub const FOLD_PER_RTT: u16 = 1;
-pub const FOLD_PER_ACK: u16 = 2;
-pub const FOLD_VM: u16 = 3;
-pub const GROWTH_STEP: u16 = 0;
-pub const GROWTH_SLOW_START: u16 = 1;
+pub const FOLD_OFF: u8 = 0;
+pub const FOLD_PER_RTT: u8 = 1;
+pub const FOLD_PER_ACK: u8 = 2;
+pub const FOLD_VM: u8 = 3;
+pub const GROWTH_STEP: u8 = 0;
+pub const GROWTH_SLOW_START: u8 = 1;
 pub const VM_SET_CWND: u32 = 1;
 pub const VM_SET_RATE: u32 = 2;
 
@@ -283,14 +283,15 @@ zeroed_default!(VmProgram, VmRegs, VmTest, VmReportEvent);
 pub struct KernelDirectiveSlot {
     pub flow_id: u32,
     pub cwnd_bytes: u32,
-    pub fold: u16,
-    pub growth: u16,
+    pub fold: u8,
+    pub growth: u8,
+    pub fold_window_pct: u16,
     /// The C union: `vm_slot` under [`FOLD_VM`], `agg_rate` (the program's
     /// `Control.agg_rate`) when the standard program is folded.
     pub vm_slot_or_agg_rate: u32,
     pub pacing_rate: u64,
     pub fold_start_us: u64,
-    pub fold_window_pct: u32,
+    pub grow_rate: u32,
     pub loss_cwnd_bytes: u32,
     pub fold_idle_us: u32,
     pub cwnd_seq: u32,
@@ -310,11 +311,13 @@ pub fn set_growth(d: &mut KernelDirectiveSlot, growth: &FoldGrowth) {
         d.grow_cwnd_bytes = growth.slow_start_cwnd_bytes;
         d.grow_after_bytes = growth.slow_start_until_bytes;
         d.grow_loss_cwnd_bytes = 0;
+        d.grow_rate = 0;
     } else {
         d.growth = GROWTH_STEP;
         d.grow_cwnd_bytes = growth.cwnd_bytes;
         d.grow_after_bytes = growth.after_bytes;
         d.grow_loss_cwnd_bytes = growth.loss_cwnd_bytes;
+        d.grow_rate = growth.rate;
     }
 }
 

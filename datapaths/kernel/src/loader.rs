@@ -589,7 +589,8 @@ impl KernelDatapath {
                 match mode.reporting {
                     FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
                         d.fold = abi::FOLD_PER_RTT;
-                        d.fold_window_pct = window_use_pct;
+                        // Past 65,535 % the window never binds.
+                        d.fold_window_pct = u16::try_from(window_use_pct).unwrap_or(u16::MAX);
                         // Past 71 minutes is never, for a report interval.
                         d.fold_idle_us = u32::try_from(idle_report_us).unwrap_or(u32::MAX);
                     }

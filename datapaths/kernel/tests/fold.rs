@@ -7,7 +7,7 @@ use ccswitch_ccp::program::fold;
 use ccswitch_ccp::CcpFlow;
 use ccswitch_datapath_support::std_fold::{StdAck, StdRateSample};
 use ccswitch_datapath_support::testing::{for_random_flows, primitives, standard_program, Growth, Restarts};
-use ccswitch_protocol::standard::report;
+use ccswitch_protocol::standard::{report, GROW_RATE_UNIT};
 use ccswitch_kernel::abi::{self, KernelDirectiveSlot, KernelFoldTest};
 use ccswitch_kernel::{Fallback, KernelDatapath, LoadOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +25,7 @@ fn directive(mode: fold::FoldMode, start_us: u64) -> KernelDirectiveSlot {
         fold::FoldReporting::PerAck => d.fold = abi::FOLD_PER_ACK,
         fold::FoldReporting::PerRtt { window_use_pct, idle_report_us } => {
             d.fold = abi::FOLD_PER_RTT;
-            d.fold_window_pct = window_use_pct;
+            d.fold_window_pct = u16::try_from(window_use_pct).unwrap_or(u16::MAX);
             d.fold_idle_us = u32::try_from(idle_report_us).unwrap_or(u32::MAX);
         }
     }
@@ -277,6 +277,52 @@ fn a_step_of_growth_applies_on_the_ack_that_earns_it() {
     }
 }
 
+/// Past the step, the window grows at the pre-set rate (`Control.grow_rate`): a burst of ACKs
+/// that arrives before the agent's answer grows it all through, a segment per `cnt`
+/// acknowledged, as Linux's `tcp_cong_avoid_ai` does, not once at the next burst's start.
+#[test]
+fn past_the_step_the_window_grows_at_the_preset_rate() {
+    let dp = load();
+    let report_at = 1_000_000u64;
+    let cnt = 5u64;
+    let mut t = KernelFoldTest {
+        directive: KernelDirectiveSlot {
+            grow_cwnd_bytes: 21 * 1448,
+            grow_after_bytes: 3 * 1448 - 1,
+            grow_from_us: report_at as u32,
+            grow_rate: GROW_RATE_UNIT.div_ceil(cnt) as u32,
+            ..per_rtt_directive(report_at, 20 * 1448, 3)
+        },
+        ..Default::default()
+    };
+    // A burst of one-segment ACKs 10 µs apart on a 100-ms path: no report of their own.
+    let mut windows = Vec::new();
+    for i in 1..=20u64 {
+        t.ack = StdAck {
+            now_us: report_at + 10 * i,
+            bytes_acked: 1448,
+            rtt_us: 100_000,
+            bytes_in_flight: 19 * 1448,
+            cwnd_bytes: 20 * 1448,
+            ..Default::default()
+        };
+        dp.run_fold(&mut t).unwrap();
+        assert_eq!(t.reported, 0, "ack {i}");
+        windows.push(t.cwnd_bytes / 1448);
+    }
+    // The step on the 3rd segment, then one more on every 5th: the 8th, 13th and 18th.
+    let mut want = vec![20, 20];
+    for i in 3..=20 {
+        want.push(21 + (i - 3) / cnt as u32);
+    }
+    assert_eq!(windows, want);
+    // With no rate, the step only.
+    t.directive.grow_rate = 0;
+    t.ack.now_us += 10;
+    dp.run_fold(&mut t).unwrap();
+    assert_eq!(t.cwnd_bytes / 1448, 21);
+}
+
 /// A step counted from an earlier report still applies until the agent answers a later one,
 /// the bytes counted across the reports between (the chain): a report comes on the first ACK
 /// of a round's burst, and the answer a millisecond or more later, while the burst's other
@@ -385,7 +431,7 @@ fn slow_start_grows_on_every_ack_across_reports_until_a_loss() {
     t.directive.grow_from_us = second as u32;
     t.directive.cwnd_seq = 5;
     for (i, want) in [24, 26, 28, 30, 30].into_iter().enumerate() {
-        assert_eq!(step(&mut t, second + 2_000 + 1_000 * i as u64, 0), (want, false), "ack {i}: up to ss_until");
+        assert_eq!(step(&mut t, second + 2_000 + 1_000 * i as u64, 0), (want, false), "ack {i}: up to the threshold");
     }
     assert_eq!(step(&mut t, second + 10_000, 1), (8, true), "a loss: the pre-set cut");
     for i in 1..=3 {

@@ -175,8 +175,8 @@ impl ShimFold {
 
     /// The program's slow-start clauses on the registers as they are now: `Control.ss_high`
     /// rises to `ss_cwnd` plus the bytes acknowledged since the report at `grow_from`, at most
-    /// `ss_until`, and Cwnd to it (returned); a loss or timeout (`cut`) clears it, its window
-    /// the loss clause's.
+    /// the threshold (in `grow_after`), and Cwnd to it (returned); a loss or timeout (`cut`)
+    /// clears it, its window the loss clause's.
     fn slow_start(&mut self, cut: bool) -> Option<u32> {
         let (g, acked) = (self.mode.growth, self.regs[report::ACKED]);
         if cut {

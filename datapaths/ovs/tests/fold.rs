@@ -229,7 +229,7 @@ fn slow_start_grows_the_window_at_the_shims_grain_across_reports_until_a_loss() 
     for _ in 0..10 {
         shim.fold_ack(&ack(start + 53_000, 0), 30 * seg as u32, 0);
     }
-    assert_eq!(segs(shim.fold_ack(&ack(start + 54_000, 0), 40 * seg as u32, 0)), Some(40), "at most ss_until");
+    assert_eq!(segs(shim.fold_ack(&ack(start + 54_000, 0), 40 * seg as u32, 0)), Some(40), "at most the threshold");
     let loss = shim.fold_ack(&ack(start + 55_000, 1), 40 * seg as u32, 0);
     assert_eq!((loss.loss_cwnd, loss.slow_start_cwnd), (Some(8 * seg as u32), None), "a loss ends it");
     assert_eq!(segs(shim.fold_ack(&ack(start + 56_000, 0), 8 * seg as u32, 0)), None, "the chain is broken");

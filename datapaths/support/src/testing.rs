@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ccswitch_ccp::program::fold::{fold_mode, FoldMode};
 use ccswitch_ccp::{CcpFlow, Primitives, Program};
 use ccswitch_protocol::lang::reg_type;
-use ccswitch_protocol::standard::{self, control, report};
+use ccswitch_protocol::standard::{self, control, report, GROW_RATE_UNIT};
 use ccswitch_protocol::wire::{self, Msg, UpdateField};
 
 use crate::rng::SplitMix64;
@@ -68,16 +68,27 @@ fn random_controls(
     let step = preset && !slow_start;
     let measures_aggregation = growth == Growth::Presets && rng.chance(40);
     let ss_cwnd = 4_000 + rng.below(3_000_000);
+    // A step's byte count, or slow start's threshold, which the same register holds.
+    let grow_after = if slow_start {
+        [u64::from(u32::MAX), ss_cwnd + rng.below(3_000_000), rng.below(ss_cwnd)][rng.below(3) as usize]
+    } else {
+        [0, 1448, rng.below(100_000), rng.below(3_000_000)][rng.below(4) as usize]
+    };
+    // Past a step: none, Cubic's rates (a byte per 2 to 20 acknowledged, and far slower at
+    // its plateau), or any up to one byte per byte, the most the fold takes.
+    let grow_rate = match rng.below(10) {
+        0..=2 => 0,
+        3..=5 => GROW_RATE_UNIT.div_ceil(2 + rng.below(19)),
+        6 => GROW_RATE_UNIT.div_ceil(1 + rng.below(100_000)),
+        _ => rng.below(GROW_RATE_UNIT + 1),
+    };
     vec![
         control_update(control::GROW_CWND, if step { 4_000 + rng.below(3_000_000) } else { 0 }),
-        control_update(control::GROW_AFTER, [0, 1448, rng.below(100_000), rng.below(3_000_000)][rng.below(4) as usize]),
+        control_update(control::GROW_AFTER, grow_after),
         control_update(control::GROW_FROM, grow_from),
         control_update(control::GROW_LOSS_CWND, if step && rng.chance(70) { 4_000 + rng.below(1_000_000) } else { 0 }),
         control_update(control::SS_CWND, if slow_start { ss_cwnd } else { 0 }),
-        control_update(
-            control::SS_UNTIL,
-            [u64::from(u32::MAX), ss_cwnd + rng.below(3_000_000), rng.below(ss_cwnd)][rng.below(3) as usize],
-        ),
+        control_update(control::GROW_RATE, grow_rate),
         control_update(control::PER_ACK, u64::from(rng.chance(15))),
         control_update(control::WINDOW_USE_PCT, if rng.chance(20) { rng.below(150) } else { [50, 50, 0, 80, 100][rng.below(5) as usize] }),
         control_update(control::IDLE_REPORT_US, [1_000_000, 1_000_000, 50_000, 5_000_000, rng.below(3_000_000)][rng.below(5) as usize]),

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use ccswitch_protocol::standard::{control, IDLE_REPORT_US, INSTALL_MESSAGE, WINDOW_USE_PCT};
+use ccswitch_protocol::standard::{control, GROW_RATE_UNIT, IDLE_REPORT_US, INSTALL_MESSAGE, WINDOW_USE_PCT};
 use ccswitch_protocol::wire::{self, Msg};
 
 use super::{CcpFlow, Program};
@@ -26,15 +26,18 @@ pub struct FoldMode {
 /// The standard program's growth clauses (`ccswitch_protocol::standard`), counted from the
 /// report at `from_us` over the reports since (the program's own `Control.chain_*`, which a
 /// datapath that folds keeps itself): once more than `after_bytes` have been acknowledged
-/// since, the window becomes `cwnd_bytes` (0: no step), and a loss sets `loss_cwnd_bytes` (if
+/// since, the window becomes `cwnd_bytes` (0: no step) plus `rate` bytes per
+/// `GROW_RATE_UNIT` acknowledged beyond `after_bytes`, and a loss sets `loss_cwnd_bytes` (if
 /// not 0) instead of the mode's loss window; in slow start (`slow_start_cwnd_bytes` not 0), the
-/// window becomes that plus the bytes acknowledged since, at most `slow_start_until_bytes`.
+/// window becomes that plus the bytes acknowledged since, at most `slow_start_until_bytes`
+/// (the program's `Control.grow_after`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FoldGrowth {
     pub cwnd_bytes: u32,
     pub after_bytes: u32,
     pub from_us: u64,
     pub loss_cwnd_bytes: u32,
+    pub rate: u32,
     pub slow_start_cwnd_bytes: u32,
     pub slow_start_until_bytes: u32,
 }
@@ -67,6 +70,7 @@ impl FoldMode {
             after_bytes: 0,
             from_us: 0,
             loss_cwnd_bytes: 0,
+            rate: 0,
             slow_start_cwnd_bytes: 0,
             slow_start_until_bytes: 0,
         },
@@ -105,7 +109,8 @@ pub(super) fn same_as_standard(prog: &Program) -> bool {
 /// a mode the kernel folds (periodic reports stay in user space, where a timer drives them
 /// when ACKs stop, and so do a window share or a loss window beyond 32 bits, which the kernel
 /// does not carry, nor a growth step's or slow start's window or byte count beyond 32 bits,
-/// nor an ACK-aggregation rate beyond 32 bits,
+/// nor an ACK-aggregation rate beyond 32 bits, nor a step's rate past it above one byte per
+/// byte (which would take the program's product past 64 bits sooner than it does the fold's),
 /// nor a step and slow start at once, which the agent never pre-sets and the kernel's
 /// directive has room for one of).
 pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
@@ -121,13 +126,20 @@ pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
             idle_report_us: flow.control(control::IDLE_REPORT_US),
         }
     };
+    let rate = flow.control(control::GROW_RATE);
+    if rate > GROW_RATE_UNIT {
+        return None;
+    }
+    let after_bytes = u32::try_from(flow.control(control::GROW_AFTER)).ok()?;
+    let slow_start_cwnd_bytes = u32::try_from(flow.control(control::SS_CWND)).ok()?;
     let growth = FoldGrowth {
         cwnd_bytes: u32::try_from(flow.control(control::GROW_CWND)).ok()?,
-        after_bytes: u32::try_from(flow.control(control::GROW_AFTER)).ok()?,
+        after_bytes,
         from_us: flow.control(control::GROW_FROM),
         loss_cwnd_bytes: u32::try_from(flow.control(control::GROW_LOSS_CWND)).ok()?,
-        slow_start_cwnd_bytes: u32::try_from(flow.control(control::SS_CWND)).ok()?,
-        slow_start_until_bytes: u32::try_from(flow.control(control::SS_UNTIL)).ok()?,
+        rate: rate as u32,
+        slow_start_cwnd_bytes,
+        slow_start_until_bytes: if slow_start_cwnd_bytes > 0 { after_bytes } else { 0 },
     };
     if growth.has_step() && growth.slow_start_cwnd_bytes > 0 {
         return None;

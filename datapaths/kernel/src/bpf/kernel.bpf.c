@@ -558,9 +558,11 @@ static __always_inline bool growth_view(const struct ccsw_fold_state *s, const s
 
 /* The standard program's growth and loss clauses, in its order. A step (CCSW_GROWTH_STEP):
  * once more than Control.grow_after bytes have been acknowledged since the report at
- * Control.grow_from, Cwnd becomes Control.grow_cwnd, the agent's next step pre-set. Slow start
+ * Control.grow_from, Cwnd becomes Control.grow_cwnd, the agent's next step pre-set, plus
+ * Control.grow_rate per CCSW_GROW_RATE_UNIT bytes acknowledged beyond grow_after (a multiply
+ * and a shift: no ACK divides). Slow start
  * (CCSW_GROWTH_SLOW_START): Control.ss_high becomes Control.ss_cwnd plus the bytes
- * acknowledged since that report, at most Control.ss_until, if more; Cwnd rises to it. Loss:
+ * acknowledged since that report, at most its threshold (grow_after), if more; Cwnd rises to it. Loss:
  * an ACK that reveals a loss sets Cwnd to Control.loss_cwnd, or, once the step is earned, to
  * Control.grow_loss_cwnd (if set): the cut from the grown window; it and a timeout clear
  * ss_high. A window set holds, as the interpreter's Cwnd register would, until the shim
@@ -607,8 +609,14 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
 				*set = high;
 		} else {
 			earned = counts && since > d->grow_after_bytes;
-			if (earned && d->grow_cwnd_bytes)
-				*set = d->grow_cwnd_bytes;
+			if (earned && d->grow_cwnd_bytes) {
+				/* Within 64 bits for 16 GiB past the step (the shim folds no rate
+				 * above one unit); the agent answers long before. */
+				__u64 grown = (__u64)d->grow_cwnd_bytes +
+					      (((since - d->grow_after_bytes) * d->grow_rate) >> CCSW_GROW_RATE_SHIFT);
+
+				*set = grown > 0xffffffffULL ? 0xffffffffU : (__u32)grown;
+			}
 		}
 	}
 	if (lost_packets && d->loss_cwnd_bytes)

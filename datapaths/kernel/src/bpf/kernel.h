@@ -144,20 +144,22 @@ struct ccsw_report_event {
 struct ccsw_kernel_directive_slot {
 	__u32 flow_id;         /* owner; 0 = free */
 	__u32 cwnd_bytes;      /* 0 = no cwnd directive */
-	__u16 fold;            /* CCSW_FOLD_* */
-	__u16 growth;          /* folded: CCSW_GROWTH_*, what the grow_* fields hold */
+	__u8 fold;             /* CCSW_FOLD_* */
+	__u8 growth;           /* folded: CCSW_GROWTH_*, what the grow_* fields hold */
+	__u16 fold_window_pct; /* CCSW_FOLD_PER_RTT: the program's Control.window_use_pct (saturated: 65,535 % never binds) */
 	union {
 		__u32 vm_slot;  /* CCSW_FOLD_VM: the flow's entry of ccsw_vm_flows */
 		__u32 agg_rate; /* folded: the program's Control.agg_rate (0 = none) */
 	};
 	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
 	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
-	__u32 fold_window_pct; /* CCSW_FOLD_PER_RTT: the program's Control.window_use_pct */
+	__u32 grow_rate;       /* CCSW_GROWTH_STEP: Control.grow_rate, bytes of window per CCSW_GROW_RATE_UNIT acknowledged past the step */
 	__u32 loss_cwnd_bytes; /* folded: the program's Control.loss_cwnd, the window an ACK that reveals a loss sets (0 = none) */
 	__u32 fold_idle_us;    /* CCSW_FOLD_PER_RTT: the program's Control.idle_report_us (at most 2^32-1: 71 min) */
 	__u32 cwnd_seq;        /* moves with every window the shim writes: a loss's window holds until it does (stored after the window) */
 	/* folded: the program's growth clauses. CCSW_GROWTH_STEP: Control.grow_cwnd (0 = none),
-	 * grow_after; CCSW_GROWTH_SLOW_START: Control.ss_cwnd, ss_until. Either counted from
+	 * grow_after (and grow_rate above); CCSW_GROWTH_SLOW_START: Control.ss_cwnd, and
+	 * grow_after, which holds slow start's threshold then. Either counted from
 	 * Control.grow_from (its low 32 bits: compared with those of the fold's Micros origin). */
 	__u32 grow_cwnd_bytes;
 	__u32 grow_after_bytes;
@@ -169,6 +171,8 @@ struct ccsw_kernel_directive_slot {
  * start, never both (ccswitch_ccp's fold_mode refuses to fold a flow that has both). */
 #define CCSW_GROWTH_STEP 0
 #define CCSW_GROWTH_SLOW_START 1
+/* ccswitch_protocol::standard::GROW_RATE_UNIT, as a shift. */
+#define CCSW_GROW_RATE_SHIFT 30
 
 /* Context of the fold's test program (BPF_PROG_TEST_RUN): one ACK through
  * the same fold as cong_control, under `directive` (its fold, fold_start_us
