@@ -1,9 +1,11 @@
-"""kernel:cubic / native:cubic mean TCT over every repetition of OUT/<arm>-<round> runs (ab.sh),
-paired by run and repetition, with a bootstrap 95% interval of the ratio of sums (5,000
-resamples of pairs, seed 1), per arm. Usage: ratio.py OUT"""
+"""kernel:X / native:X mean TCT over every repetition of OUT/<arm>-<round> runs
+(../kernel-reductions-2026-11-28/run.sh), per arm, client and algorithm, paired by run and
+repetition, with a bootstrap 95% interval of the ratio of sums (5,000 resamples of pairs,
+seed 1), the medians of both and each pair's ratio. Usage: ratio.py OUT"""
 import collections
 import json
 import random
+import statistics
 import sys
 from pathlib import Path
 
@@ -16,13 +18,16 @@ for run in sorted(out.iterdir()):
     tct = {}
     for line in open(run / "transfers.jsonl"):
         d = json.loads(line)
-        tct[(d["scheme"], d["repetition"])] = d["tct_s"]
-    for (scheme, rep), kernel in tct.items():
-        if scheme.startswith("kernel:") and ("native:" + scheme[7:], rep) in tct:
-            pairs[(arm, scheme[7:])].append((kernel, tct[("native:" + scheme[7:], rep)]))
+        if d.get("tct_s") and d.get("sha256_ok", True):
+            tct[(d.get("client", ""), d["scheme"], d["repetition"])] = d["tct_s"]
+    for (client, scheme, rep), kernel in tct.items():
+        native = tct.get((client, "native:" + scheme[7:], rep)) if scheme.startswith("kernel:") else None
+        if native:
+            pairs[(arm, client, scheme[7:])].append((kernel, native))
 rng = random.Random(1)
-for (arm, algorithm), p in sorted(pairs.items()):
+for (arm, client, algorithm), p in sorted(pairs.items()):
     ratio = lambda ps: sum(k for k, _ in ps) / sum(n for _, n in ps)
     boot = sorted(ratio([rng.choice(p) for _ in p]) for _ in range(5000))
-    print(f"{arm:8s} {algorithm:6s} kernel/native {ratio(p):.3f} [{boot[125]:.3f}, {boot[4874]:.3f}]  n={len(p)}  "
-          + " ".join(f"{k / n:.3f}" for k, n in p))
+    median = lambda i: statistics.median(x[i] for x in p)
+    print(f"{arm:8s} {client:24s} {algorithm:6s} kernel/native {ratio(p):.3f} [{boot[125]:.3f}, {boot[4874]:.3f}]  "
+          f"n={len(p)}  medians {median(0):.3f} / {median(1):.3f} s  " + " ".join(f"{k / n:.3f}" for k, n in p))
