@@ -425,9 +425,6 @@ mod tests {
         assert_ne!(fields[0].reg_index, fields[1].reg_index);
     }
 
-    /// Datapaths recognise the standard program by the INSTALL_EXPR the protocol crate keeps
-    /// (`standard::INSTALL_MESSAGE`) and fold it with its register layout; what the agent
-    /// compiles must be that message, whatever uid it was given.
     /// A step sets its window, count and rate past it (a byte per `cnt` acknowledged, rounded
     /// up so the segment comes on the `cnt`-th); slow start puts its threshold where a step's
     /// count goes and no step.
@@ -457,6 +454,9 @@ mod tests {
         assert_eq!((v[control::SS_CWND], v[control::GROW_AFTER], v[control::GROW_CWND], v[control::GROW_RATE]), (14_480, 90_000, 0, 0));
     }
 
+    /// Datapaths recognise the standard program by the INSTALL_EXPR the protocol crate keeps
+    /// (`standard::INSTALL_MESSAGE`) and fold it with its register layout; what the agent
+    /// compiles must be that message, whatever uid it was given.
     #[test]
     fn the_standard_program_is_the_one_datapaths_fold() {
         let p = SimpleProgram::compile().unwrap();

@@ -110,7 +110,8 @@ pub(super) fn same_as_standard(prog: &Program) -> bool {
 /// when ACKs stop, and so do a window share or a loss window beyond 32 bits, which the kernel
 /// does not carry, nor a growth step's or slow start's window or byte count beyond 32 bits,
 /// nor an ACK-aggregation rate beyond 32 bits, nor a step's rate past it above one byte per
-/// byte (which would take the program's product past 64 bits sooner than it does the fold's),
+/// byte (with a 32-bit rate the product leaves 64 bits from 4 GiB past the step, where the
+/// interpreter stops the clause and the fold's product would wrap; at one unit, from 16 GiB),
 /// nor a step and slow start at once, which the agent never pre-sets and the kernel's
 /// directive has room for one of).
 pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
