@@ -30,7 +30,7 @@ def analyse(evs):
             state = v
             prev = None if v != 0 else prev
             continue
-        cwnd, una, srtt_us = v
+        cwnd, una, srtt_us = v[:3]
         if phase is not None:
             if phase["cwnd"] is None:
                 phase.update(cwnd=cwnd, cwnd0=cwnd, una=una)

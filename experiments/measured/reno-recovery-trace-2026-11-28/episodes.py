@@ -4,36 +4,15 @@ transfers (OUT/run/transfers.jsonl, by client port): for each transfer its schem
 and each entry into Recovery (3) or Loss (4): when (ms from the transfer's first ACK), the
 window and ssthresh on the ACK before it and after it, and how long until the state left it.
 Usage: episodes.py OUT"""
-import collections
-import json
-import re
 import sys
 from pathlib import Path
 
-out = Path(sys.argv[1])
-SERVER_PORT = 8080
-events = collections.defaultdict(list)  # client port -> [(t, kind, fields)]
-line_re = re.compile(r"^\s*([\d.]+):\s+tcp:(\w+):\s+(.*)$")
-for line in open(out / "trace.txt"):
-    m = line_re.match(line)
-    if not m:
-        continue
-    t, kind, rest = float(m.group(1)), m.group(2), m.group(3)
-    f = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
-    if kind == "tcp_cong_state_set":
-        if int(f["sport"]) != SERVER_PORT:
-            continue
-        events[int(f["dport"])].append((t, "state", int(f["cong_state"])))
-    elif kind == "tcp_probe":
-        src, dst = f["src"], f["dest"]
-        if not src.endswith(f":{SERVER_PORT}"):
-            continue
-        events[int(dst.rsplit(":", 1)[1])].append((t, "ack", (int(f["snd_cwnd"]), int(f["ssthresh"]))))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cubic-same-drops-trace-2026-11-28"))
+from server_trace import read  # noqa: E402
 
-transfers = {}
-for line in open(out / "run" / "transfers.jsonl"):
-    d = json.loads(line)
-    transfers[d["client_port"]] = d
+flows, transfers = read(Path(sys.argv[1]))
+# Each ACK as (cwnd, ssthresh), the pair this listing prints.
+events = {port: [(t, k, (v[0], v[3]) if k == "ack" else v) for t, k, v in evs] for port, evs in flows.items()}
 for port, evs in sorted(events.items(), key=lambda kv: kv[1][0][0]):
     d = transfers.get(port)
     if not d:

@@ -19,7 +19,7 @@ for port, evs in flows.items():
         continue
     times = [t for t, k, _ in evs if k == "ack"]
     una0, at = acks[0][1], {}
-    for t, (cwnd, una, _) in zip(times, acks):
+    for t, (cwnd, una, *_) in zip(times, acks):
         for step in range(1, ((una - una0) % 2**32) // STEP + 1):
             at.setdefault(step, (t - times[0], cwnd))
     by_rep[d["repetition"]][d["scheme"]] = (d["tct_s"], at)
