@@ -1,5 +1,5 @@
 """Per arm, client and scheme of OUT/<arm>-<round> runs (../kernel-reductions-2026-11-28/run.sh):
-the transfers, their median TCT, how many took over 10% longer than the median of the same
+the transfers, their median TCT, how many took over 5% longer than the median of the same
 client's native transfers of both arms (a slow mode), and their retransmitted segments,
 median [min, max]. Usage: retrans.py OUT"""
 import collections
@@ -22,7 +22,7 @@ for (client, scheme, _), v in runs.items():
     if scheme.startswith("native:"):
         native[client] += [t for t, _ in v]
 for (client, scheme, arm), v in sorted(runs.items()):
-    slow_line = 1.1 * statistics.median(native[client])
+    slow_line = 1.05 * statistics.median(native[client])
     tct = [t for t, _ in v]
     retrans = [r for _, r in v if r is not None]
     spread = f"{statistics.median(retrans):.0f} [{min(retrans)}, {max(retrans)}]" if retrans else "-"
