@@ -3,20 +3,17 @@ the transfers, their median TCT, how many took over 5% longer than the median of
 client's native transfers of both arms (a slow mode), and their retransmitted segments,
 median [min, max]. Usage: retrans.py OUT"""
 import collections
-import json
 import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cubic-same-drops-trace-2026-11-28"))
+from ratio import finished_runs  # noqa: E402  (the same runs ratio.py pairs)
+
 runs = collections.defaultdict(list)
-for run in sorted(Path(sys.argv[1]).iterdir()):
-    if not (run / "summary.txt").exists():
-        continue
-    arm = run.name.rsplit("-", 1)[0]
-    for line in open(run / "transfers.jsonl"):
-        d = json.loads(line)
-        if d.get("tct_s") and d.get("sha256_ok", True):
-            runs[(d["client"], d["scheme"], arm)].append((d["tct_s"], d.get("retrans_segs")))
+for arm, transfers in finished_runs(sys.argv[1]):
+    for d in transfers:
+        runs[(d["client"], d["scheme"], arm)].append((d["tct_s"], d.get("retrans_segs")))
 native = collections.defaultdict(list)
 for (client, scheme, _), v in runs.items():
     if scheme.startswith("native:"):
