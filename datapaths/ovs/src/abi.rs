@@ -64,6 +64,39 @@ pub const UNBUF_SLAB_FULL: u32 = 3;
 
 pub const MAX_SACK: usize = 4;
 
+/// The flow table's regions and probes (`CCSW_FLOW_*`, see `struct ccsw_ovs_flow_slot`).
+pub const FLOW_NEAR_MAX: u32 = 16384;
+pub const FLOW_NEAR_PROBES: u32 = 8;
+pub const FLOW_FAR_PROBES: u32 = 32;
+pub const FLOW_PROBES: u32 = FLOW_NEAR_PROBES + FLOW_FAR_PROBES;
+pub const SLOT_FREE: u32 = 0;
+pub const SLOT_CLAIMED: u32 = 1;
+pub const SLOT_LIVE: u32 = 2;
+
+/// Where `key`'s search starts in the flow table, before the masks: `ccsw_flow_hash` of
+/// `bpf/ovs.h`, which the port programs compute.
+pub fn flow_hash(key: &FlowKey) -> u32 {
+    // The key's ten 32-bit words in host order, multiplied in, then murmur3's finalizer.
+    let mut h = as_bytes(key)
+        .chunks_exact(4)
+        .fold(0u32, |h, w| (h ^ u32::from_ne_bytes(w.try_into().expect("4 bytes"))).wrapping_mul(0x9E37_79B1));
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85EB_CA6B);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xC2B2_AE35);
+    h ^ (h >> 16)
+}
+
+/// The slot of probe `i` of a key whose hash is `h`, in a table of `near` + `far` slots
+/// (`flow_probe` of `bpf/ovs.bpf.c`).
+pub fn flow_probe(h: u32, i: u32, near: u32, far: u32) -> u32 {
+    if far == 0 || i < FLOW_NEAR_PROBES {
+        h.wrapping_add(i) & (near - 1)
+    } else {
+        near + (h.wrapping_add(i - FLOW_NEAR_PROBES) & (far - 1))
+    }
+}
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlowKey {
@@ -106,6 +139,17 @@ pub struct OvsFlowEntry {
     pub rtt_us: u32,
     pub seen_from: u32,
     pub _pad1: u32,
+}
+
+/// `struct ccsw_ovs_flow_slot`: a slot of the flow table.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct OvsFlowSlot {
+    pub key: FlowKey,
+    pub used: u32,
+    pub _pad0: u32,
+    pub f: OvsFlowEntry,
+    pub _pad1: [u8; 24],
 }
 
 /// `struct ccsw_ovs_fold_test`: the context of the fold's test program.
@@ -161,7 +205,7 @@ pub struct OvsConfig {
     pub inject_count: u32,
     pub inject_next: u32,
     pub inject_ifindex: u32,
-    pub _pad0: u32,
+    pub live_flows: u32,
 }
 
 #[repr(C)]
@@ -286,6 +330,7 @@ pub struct UnbufferedEvent {
 
 const _: () = assert!(size_of::<FlowKey>() == 40);
 const _: () = assert!(size_of::<OvsFlowEntry>() == 184);
+const _: () = assert!(size_of::<OvsFlowSlot>() == 256);
 const _: () = assert!(size_of::<OvsDirectiveSlot>() == 64);
 const _: () = assert!(size_of::<OvsConfig>() == 32);
 const _: () = assert!(size_of::<InjectFrame>() == 8 + FRAME_MAX);
@@ -304,6 +349,7 @@ const _: () = assert!(size_of::<UnbufferedEvent>() == 24);
 use crate::skel::types as btf;
 const _: () = assert!(size_of::<FlowKey>() == size_of::<btf::ccsw_flow_key>());
 const _: () = assert!(size_of::<OvsFlowEntry>() == size_of::<btf::ccsw_ovs_flow_entry>());
+const _: () = assert!(size_of::<OvsFlowSlot>() == size_of::<btf::ccsw_ovs_flow_slot>());
 const _: () = assert!(size_of::<OvsDirectiveSlot>() == size_of::<btf::ccsw_ovs_directive_slot>());
 const _: () = assert!(size_of::<OvsConfig>() == size_of::<btf::ccsw_ovs_config>());
 const _: () = assert!(size_of::<OvsCpuStats>() == size_of::<btf::ccsw_ovs_cpu_stats>());

@@ -29,7 +29,7 @@ use std::ffi::CString;
 use std::mem::{size_of, ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::{write_volatile, NonNull};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -40,7 +40,7 @@ use ccswitch_datapath_support::wait::{Waiter, Woken};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject};
 
-use crate::abi::{self, as_bytes, from_bytes, from_prefix};
+use crate::abi::{self, from_prefix};
 use crate::events::{decode, key_from_raw, key_to_raw, FlowAddrs, FoldDirective, FrameSlot, OvsDirective, OvsEvent};
 use crate::skel::{OvsSkel, OvsSkelBuilder};
 
@@ -61,8 +61,10 @@ pub const RET_DROP: i32 = 2;
 pub struct AttachOptions {
     /// The bridge port facing the server (host side of its veth/tap).
     pub ifname: String,
-    /// Capacity of the flow table: flows, including half-open ones (a full table refuses new
-    /// flows, counted in `table_full`).
+    /// Flows the port holds, half-open ones included: the directive slots, and half the flow
+    /// table's slots or fewer ([`AttachOptions::flow_regions`], 256 bytes each). A SYN whose
+    /// key finds every one of its probes taken is refused (counted in `table_full`): seldom
+    /// below `max_flows` flows.
     pub max_flows: u32,
     /// Ring buffer size in bytes (power of two, multiple of the page size).
     pub ring_bytes: u32,
@@ -76,6 +78,21 @@ pub struct AttachOptions {
 /// of 64 segments (about 93 kB at a 1,448-byte MSS), or 100 flows with 650-segment windows.
 /// A flow that finds no free slot is left to the server's TCP (unbuffered, counted).
 pub const DEFAULT_SLAB_SLOTS: u32 = 65_536;
+
+impl AttachOptions {
+    /// Slots of the flow table's near and far regions (see `struct ccsw_ovs_flow_slot` in
+    /// `bpf/ovs.h`): a power of two at least twice `max_flows`, so that a key's probes are
+    /// seldom all taken even with `max_flows` flows, in the near region up to its size limit,
+    /// else in the far one after a near region of that limit.
+    pub fn flow_regions(&self) -> (u32, u32) {
+        let slots = (self.max_flows.max(1) * 2).next_power_of_two();
+        if slots <= abi::FLOW_NEAR_MAX {
+            (slots, 0)
+        } else {
+            (abi::FLOW_NEAR_MAX, slots)
+        }
+    }
+}
 
 impl Default for AttachOptions {
     fn default() -> Self {
@@ -376,9 +393,45 @@ fn c_name(name: &[std::os::raw::c_char]) -> String {
 }
 
 /// What `load_into` builds.
+/// The port's flow table (see `struct ccsw_ovs_flow_slot` in `bpf/ovs.h`), mapped, and its
+/// regions' slots.
+struct FlowTable {
+    slots: MappedArray<abi::OvsFlowSlot>,
+    near: u32,
+    far: u32,
+}
+
+impl FlowTable {
+    /// Slot `i`'s state word, shared with the port programs.
+    fn used(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: in bounds of the mapping, which lives as long as `self`; aligned (slots are
+        // 256 bytes, `used` at offset 40); the port programs change it only atomically.
+        unsafe { AtomicU32::from_ptr(&raw mut (*self.slots.at(i)).used) }
+    }
+
+    /// A copy of slot `i` if it is live. The port programs may write the entry meanwhile:
+    /// fields are each as they were at some moment of the read.
+    fn live(&self, i: usize) -> Option<abi::OvsFlowSlot> {
+        if self.used(i).load(Ordering::Acquire) != abi::SLOT_LIVE {
+            return None;
+        }
+        // SAFETY: in bounds; plain old data, read once.
+        Some(unsafe { std::ptr::read_volatile(self.slots.at(i)) })
+    }
+
+    /// `key`'s slot and a copy of it, searched as the port programs search.
+    fn find(&self, key: &abi::FlowKey) -> Option<(usize, abi::OvsFlowSlot)> {
+        let h = abi::flow_hash(key);
+        (0..abi::FLOW_PROBES)
+            .map(|i| abi::flow_probe(h, i, self.near, self.far) as usize)
+            .find_map(|i| self.live(i).filter(|s| s.key == *key).map(|s| (i, s)))
+    }
+}
+
 type Loaded = (
     OvsSkel<'static>,
     (EventRing<OvsEvent>, Waiter),
+    FlowTable,
     DirectiveSlots<abi::OvsDirectiveSlot>,
     MappedArray<abi::OvsConfig>,
     MappedArray<abi::OvsFrameSlot>,
@@ -397,6 +450,8 @@ pub struct OvsDatapath {
     object: *mut MaybeUninit<OpenObject>,
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
+    /// The flow table and its index, mapped: the shim reads entries and frees slots in place.
+    flows: FlowTable,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
     directives: DirectiveSlots<abi::OvsDirectiveSlot>,
     conf: MappedArray<abi::OvsConfig>,
@@ -495,8 +550,8 @@ impl OvsDatapath {
                 opts.ring_bytes
             );
         }
-        if opts.max_flows == 0 {
-            bail!("max_flows must be positive");
+        if opts.max_flows == 0 || opts.max_flows > 1 << 26 {
+            bail!("max_flows must be between 1 and 2^26: {}", opts.max_flows);
         }
         if opts.slab_slots == 0 {
             bail!("slab_slots must be positive");
@@ -506,7 +561,7 @@ impl OvsDatapath {
         // everything borrowing it is gone.
         let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
         match Self::load_into(storage, opts) {
-            Ok((skel, (ring, waiter), directives, conf, slab, slab_owner, inject_frames)) => Ok(OvsDatapath {
+            Ok((skel, (ring, waiter), flows, directives, conf, slab, slab_owner, inject_frames)) => Ok(OvsDatapath {
                 links: Vec::new(),
                 ring: ManuallyDrop::new(ring),
                 waiter,
@@ -514,6 +569,7 @@ impl OvsDatapath {
                 object,
                 stats_fd: None,
                 ifindex: None,
+                flows,
                 directives,
                 conf,
                 slab,
@@ -536,9 +592,10 @@ impl OvsDatapath {
         let mut open = OvsSkelBuilder::default()
             .open(storage)
             .context("opening the ovs BPF object")?;
+        let (near, far) = opts.flow_regions();
         open.maps
             .flows
-            .set_max_entries(opts.max_flows)
+            .set_max_entries(near + far)
             .context("flows size")?;
         open.maps
             .directives
@@ -558,6 +615,8 @@ impl OvsDatapath {
             .context("slab owners size")?;
         let rodata = open.maps.rodata_data.as_deref_mut().context("BPF object without .rodata")?;
         rodata.ccsw_max_flows = opts.max_flows;
+        rodata.ccsw_flow_near_slots = near;
+        rodata.ccsw_flow_far_slots = far;
         rodata.ccsw_slab_slots = opts.slab_slots;
         let skel = open
             .load()
@@ -565,13 +624,18 @@ impl OvsDatapath {
 
         let ring = EventRing::new(&skel.maps.events, decode)?;
         let waiter = Waiter::new(&[ring.epoll_fd()]).context("waiting on the ring buffer")?;
+        let flows = FlowTable {
+            slots: MappedArray::new(skel.maps.flows.as_fd(), (near + far) as usize).context("mapping the flow table")?,
+            near,
+            far,
+        };
         let directives = DirectiveSlots::new(MappedArray::new(skel.maps.directives.as_fd(), opts.max_flows as usize).context("mapping the directives")?);
         let conf = MappedArray::new(skel.maps.conf.as_fd(), 1).context("mapping the config")?;
         let slots = opts.slab_slots as usize;
         let slab = MappedArray::new(skel.maps.slab.as_fd(), slots).context("mapping the frame slab")?;
         let slab_owner = MappedArray::new(skel.maps.slab_owner.as_fd(), slots).context("mapping the slab owners")?;
         let inject_frames = MappedArray::new(skel.maps.inject_frames.as_fd(), abi::INJECT_BATCH).context("mapping the inject staging")?;
-        Ok((skel, (ring, waiter), directives, conf, slab, slab_owner, inject_frames))
+        Ok((skel, (ring, waiter), flows, directives, conf, slab, slab_owner, inject_frames))
     }
 
     /// The frame in `slot`, read in place from the slab; `None` for a slot beyond the slab or
@@ -685,34 +749,30 @@ impl OvsDatapath {
 
     /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.
     pub fn remove_flow(&self, key: &FlowAddrs) -> Result<()> {
-        let k = key_to_raw(key);
-        match self.skel.maps.flows.delete(as_bytes(&k)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e).context("removing a flow"),
+        if let Some((slot, _)) = self.flows.find(&key_to_raw(key)) {
+            // As flow_free in bpf/ovs.bpf.c: the side that wins the swap (here, or the port
+            // closing the flow) counts the entry out.
+            if self.flows.used(slot).compare_exchange(abi::SLOT_LIVE, abi::SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                // SAFETY: in bounds of the config's mapping; aligned; the port programs change
+                // it only atomically.
+                let live = unsafe { AtomicU32::from_ptr(&raw mut (*self.conf.at(0)).live_flows) };
+                live.fetch_sub(1, Ordering::AcqRel);
+            }
         }
+        Ok(())
     }
 
     /// The flow-table entry of `key`, decoded.
     pub fn flow(&self, key: &FlowAddrs) -> Option<FlowTableEntry> {
-        let k = key_to_raw(key);
-        let v = self
-            .skel
-            .maps
-            .flows
-            .lookup(as_bytes(&k), MapFlags::ANY)
-            .ok()??;
-        flow_from_raw(&from_bytes::<abi::OvsFlowEntry>(&v)?)
+        flow_from_raw(&self.flows.find(&key_to_raw(key))?.1.f)
     }
 
     /// Every flow-table entry, decoded.
     pub fn flows(&self) -> Vec<(FlowAddrs, FlowTableEntry)> {
-        let map = &self.skel.maps.flows;
-        map.keys()
-            .filter_map(|k| {
-                let key = key_from_raw(&from_bytes::<abi::FlowKey>(&k)?)?;
-                let v = map.lookup(&k, MapFlags::ANY).ok()??;
-                Some((key, flow_from_raw(&from_bytes::<abi::OvsFlowEntry>(&v)?)?))
+        (0..self.flows.slots.len())
+            .filter_map(|i| {
+                let s = self.flows.live(i)?;
+                Some((key_from_raw(&s.key)?, flow_from_raw(&s.f)?))
             })
             .collect()
     }
@@ -731,7 +791,7 @@ impl OvsDatapath {
 
     /// Number of entries in the flow table, half-open ones included.
     pub fn flow_count(&self) -> usize {
-        self.skel.maps.flows.keys().count()
+        (0..self.flows.slots.len()).filter(|&i| self.flows.used(i).load(Ordering::Relaxed) == abi::SLOT_LIVE).count()
     }
 
     /// [`OvsDatapath::inject`] the frame in a slab slot the caller owns.

@@ -968,6 +968,15 @@ fn syn_flood_fills_the_table_visibly_without_losing_a_live_flow() {
     assert_eq!(dp.expire_half_open(0, far_future()), 4095);
     assert_eq!(dp.flow_count(), 1);
     assert!(dp.flow(&e.key()).is_some());
+    // The slots given back take new flows again, up to the table's capacity.
+    for port in 1..4096u16 {
+        let client = SocketAddr::new(e.client.ip(), port);
+        let syn = SegmentSpec { src: client, dst: e.server, seq: 7, ack: 0, flags: SYN, window: 1000, opts: vec![], payload: vec![] };
+        dp.test_run(Port::Egress, &syn.build(), 0).unwrap();
+    }
+    assert_eq!(dp.flow_count(), 4096);
+    assert_eq!(dp.stats().table_full, st.table_full);
+    assert_eq!(dp.expire_half_open(0, far_future()), 4095);
     let evs = drain(&mut dp);
     assert!(
         evs.iter().all(|ev| ev.flow_id() == id),
@@ -975,6 +984,31 @@ fn syn_flood_fills_the_table_visibly_without_losing_a_live_flow() {
     );
     assert!(!evs.iter().any(|ev| matches!(ev, OvsEvent::Established(_))));
     assert_eq!(acks(&evs).len(), 100);
+}
+
+#[test]
+fn flows_beyond_the_near_region_are_found_in_the_far_one() {
+    // 16,000 flows in a table sized for 20,000: its near region (16,384 slots, 8 probes a
+    // key) overflows into the far one, and both programs and the shim find every flow.
+    let mut dp = dp(20_000, 1 << 20);
+    let flows: Vec<Ends> = (0..16_000u32)
+        .map(|i| Ends {
+            server: "192.0.2.1:8080".parse().unwrap(),
+            client: SocketAddr::new(IpAddr::V4((0xc633_6400 + (i >> 14)).into()), 1024 + (i & 0x3fff) as u16),
+        })
+        .collect();
+    for e in &flows {
+        run(&dp, Port::Egress, &SegmentSpec::to_server(e, SYN, CLIENT_ISN, 0, 64240));
+    }
+    assert_eq!(dp.flow_count(), flows.len());
+    assert_eq!(dp.stats().table_full, 0);
+    for e in &flows {
+        run(&dp, Port::Ingress, &SegmentSpec::from_server(e, SYN | ACK, SERVER_ISN, CLIENT_ISN + 1));
+        assert_eq!(dp.flow(&e.key()).expect("every flow found").phase, FlowPhase::SynAckSeen);
+    }
+    assert_eq!(dp.expire_half_open(0, far_future()), flows.len());
+    assert_eq!(dp.flow_count(), 0);
+    let _ = drain(&mut dp);
 }
 
 #[test]

@@ -102,15 +102,18 @@ char _license[] SEC("license") = "GPL";
 /* An ACK further behind the last forwarded one than this is not a reordered ACK. */
 #define STALE_ACK_LIMIT (1u << 30)
 
+/* The flow table (see struct ccsw_ovs_flow_slot). It never evicts: a SYN that finds no free
+ * slot among its probes is refused (counted in table_full, and the flow stays with the
+ * server's TCP) rather than a controlled flow silently dropped. Entries leave on FIN/RST and
+ * on the shim's idle timeout. The shim maps it to read entries and to free slots. */
 struct {
-	/* Not an LRU: a full table refuses new flows (counted in table_full, and they
-	 * stay with the server's TCP) rather than silently evicting a controlled one.
-	 * Entries leave on FIN/RST and on the shim's idle timeout. */
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536); /* AttachOptions.max_flows, set before load */
-	__type(key, struct ccsw_flow_key);
-	__type(value, struct ccsw_ovs_flow_entry);
+	CCSW_SHIM_ARRAY(struct ccsw_ovs_flow_slot, CCSW_FLOW_NEAR_MAX); /* AttachOptions::flow_regions(), set before load */
 } flows SEC(".maps");
+
+/* Slots of the near region of `flows` and of the far one after it (0: none), powers of two
+ * (set by the loader with the map's size). */
+const volatile __u32 ccsw_flow_near_slots = CCSW_FLOW_NEAR_MAX;
+const volatile __u32 ccsw_flow_far_slots = 0;
 
 struct {
 	CCSW_SHIM_ARRAY(struct ccsw_ovs_directive_slot, 65536); /* AttachOptions.max_flows, set before load */
@@ -177,6 +180,76 @@ static __always_inline struct ccsw_ovs_config *get_config(void)
 {
 	__u32 zero = 0;
 	return bpf_map_lookup_elem(&conf, &zero);
+}
+
+static __always_inline bool key_eq(const struct ccsw_flow_key *a, const struct ccsw_flow_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
+}
+
+/* Probe i of a key whose hash is h (see struct ccsw_ovs_flow_slot); NULL past the last. */
+static __always_inline struct ccsw_ovs_flow_slot *flow_probe(__u32 h, __u32 i)
+{
+	__u32 idx;
+
+	if (!ccsw_flow_far_slots || i < CCSW_FLOW_NEAR_PROBES)
+		idx = (h + i) & (ccsw_flow_near_slots - 1);
+	else
+		idx = ccsw_flow_near_slots + ((h + i - CCSW_FLOW_NEAR_PROBES) & (ccsw_flow_far_slots - 1));
+	return bpf_map_lookup_elem(&flows, &idx);
+}
+
+/* The live slot of `key`, if the table has one. */
+static __always_inline struct ccsw_ovs_flow_slot *flow_find(const struct ccsw_flow_key *key)
+{
+	__u32 h = ccsw_flow_hash(key);
+
+	for (__u32 i = 0; i < CCSW_FLOW_PROBES; i++) {
+		struct ccsw_ovs_flow_slot *s = flow_probe(h, i);
+
+		if (s && s->used == CCSW_SLOT_LIVE && key_eq(&s->key, key))
+			return s;
+	}
+	return NULL;
+}
+
+/* Takes a free slot among `key`'s probes and writes the key in it: the caller fills the
+ * entry, then makes it live. NULL when the table holds --max-flows entries or every probe
+ * is taken. */
+static __always_inline struct ccsw_ovs_flow_slot *flow_claim(const struct ccsw_flow_key *key)
+{
+	struct ccsw_ovs_config *cfg = get_config();
+	__u32 h = ccsw_flow_hash(key);
+
+	if (!cfg)
+		return NULL;
+	if (__sync_fetch_and_add(&cfg->live_flows, 1) >= ccsw_max_flows) {
+		__sync_fetch_and_add(&cfg->live_flows, -1);
+		return NULL;
+	}
+
+	for (__u32 i = 0; i < CCSW_FLOW_PROBES; i++) {
+		struct ccsw_ovs_flow_slot *s = flow_probe(h, i);
+
+		if (s && s->used == CCSW_SLOT_FREE &&
+		    __sync_val_compare_and_swap(&s->used, CCSW_SLOT_FREE, CCSW_SLOT_CLAIMED) == CCSW_SLOT_FREE) {
+			s->key = *key;
+			return s;
+		}
+	}
+	__sync_fetch_and_add(&cfg->live_flows, -1);
+	return NULL;
+}
+
+/* Frees a live slot, once: here or by the shim (OvsDatapath::remove_flow), whichever wins. */
+static __always_inline void flow_free(struct ccsw_ovs_flow_slot *s)
+{
+	struct ccsw_ovs_config *cfg = get_config();
+
+	if (__sync_val_compare_and_swap(&s->used, CCSW_SLOT_LIVE, CCSW_SLOT_FREE) == CCSW_SLOT_LIVE && cfg)
+		__sync_fetch_and_add(&cfg->live_flows, -1);
 }
 
 /* TCP options of one segment, walked by opt_step. The option bytes live here too, because
@@ -421,10 +494,11 @@ static __always_inline void head(struct ccsw_ev_head *h, __u8 kind, __u32 flow_i
 	h->ts_ns = now;
 }
 
-/* Deletes the entry; userspace hears of it only if it had heard of the flow. */
-static __always_inline void close_flow(struct ccsw_flow_key *key, struct ccsw_ovs_flow_entry *f,
-				       __u32 reason, __u64 now)
+/* Frees the slot; userspace hears of it only if it had heard of the flow. */
+static __always_inline void close_flow(struct ccsw_ovs_flow_slot *s, __u32 reason, __u64 now)
 {
+	struct ccsw_ovs_flow_entry *f = &s->f;
+
 	if (f->state == CCSW_ST_ESTABLISHED) {
 		struct ccsw_closed_event ev = {};
 
@@ -433,7 +507,7 @@ static __always_inline void close_flow(struct ccsw_flow_key *key, struct ccsw_ov
 		emit_small(&ev, sizeof(ev), true);
 		COUNT(closed);
 	}
-	bpf_map_delete_elem(&flows, key);
+	flow_free(s);
 }
 
 static __always_inline __u8 capped_wscale(struct opt_walk *o)
@@ -608,6 +682,7 @@ static __always_inline void copy_segment(struct __sk_buff *skb, struct ccsw_ovs_
 SEC("tcx/ingress")
 int ccsw_ingress(struct __sk_buff *skb)
 {
+	struct ccsw_ovs_flow_slot *s;
 	struct ccsw_ovs_flow_entry *f;
 	struct pkt p;
 	__u32 len, end;
@@ -621,12 +696,13 @@ int ccsw_ingress(struct __sk_buff *skb)
 		COUNT(malformed);
 	if (r <= 0)
 		return TCX_NEXT;
-	f = bpf_map_lookup_elem(&flows, &p.key);
-	if (!f)
+	s = flow_find(&p.key);
+	if (!s)
 		return TCX_NEXT;
+	f = &s->f;
 	now = bpf_ktime_get_ns();
 	if (p.flags & TH_RST) {
-		close_flow(&p.key, f, CCSW_CLOSE_RST, now);
+		close_flow(s, CCSW_CLOSE_RST, now);
 		return TCX_NEXT;
 	}
 	f->last_seen_ns = now;
@@ -703,15 +779,16 @@ int ccsw_ingress(struct __sk_buff *skb)
 /* Client SYN: the only place entries are created. */
 static __always_inline void on_syn(struct pkt *p, __u64 now)
 {
-	struct ccsw_ovs_flow_entry *old = bpf_map_lookup_elem(&flows, &p->key);
+	struct ccsw_ovs_flow_slot *s = flow_find(&p->key);
 	struct ccsw_ovs_flow_entry nf = {};
 
 	COUNT(syns);
-	if (old && old->state == CCSW_ST_ESTABLISHED) {
-		if (old->client_isn == p->seq)
+	if (s && s->f.state == CCSW_ST_ESTABLISHED) {
+		if (s->f.client_isn == p->seq)
 			return; /* a late duplicate of this connection's SYN */
 		/* The 4-tuple is being reused: the old connection is gone. */
-		close_flow(&p->key, old, CCSW_CLOSE_RST, now);
+		close_flow(s, CCSW_CLOSE_RST, now);
+		s = NULL;
 	}
 	nf.last_seen_ns = now;
 	nf.client_isn = p->seq;
@@ -719,8 +796,20 @@ static __always_inline void on_syn(struct pkt *p, __u64 now)
 	nf.client_wscale = capped_wscale(&p->o);
 	nf.opts = p->o.present << CCSW_O_CLIENT_SHIFT;
 	nf.state = CCSW_ST_SYN_SEEN;
-	if (bpf_map_update_elem(&flows, &p->key, &nf, BPF_ANY) < 0)
+	if (s) { /* the SYN of a handshake not completed, again: it starts over */
+		s->f = nf;
+		return;
+	}
+	/* Two CPUs that claim for the same SYN at once make two entries; searches find the
+	 * first, and the other is freed as half-open (the shim's expire_half_open). SYNs of one
+	 * connection come a retransmission timeout apart, so this needs a duplicated frame. */
+	s = flow_claim(&p->key);
+	if (!s) {
 		COUNT(table_full);
+		return;
+	}
+	s->f = nf;
+	__sync_val_compare_and_swap(&s->used, CCSW_SLOT_CLAIMED, CCSW_SLOT_LIVE);
 }
 
 static __always_inline void establish(struct ccsw_ovs_flow_entry *f, struct pkt *p, __u64 now)
@@ -1033,6 +1122,7 @@ out:
 SEC("tcx/egress")
 int ccsw_egress(struct __sk_buff *skb)
 {
+	struct ccsw_ovs_flow_slot *s;
 	struct ccsw_ovs_flow_entry *f;
 	struct pkt p;
 	__u64 now;
@@ -1050,11 +1140,12 @@ int ccsw_egress(struct __sk_buff *skb)
 		on_syn(&p, now);
 		return TCX_NEXT;
 	}
-	f = bpf_map_lookup_elem(&flows, &p.key);
-	if (!f)
+	s = flow_find(&p.key);
+	if (!s)
 		return TCX_NEXT;
+	f = &s->f;
 	if (p.flags & TH_RST) {
-		close_flow(&p.key, f, CCSW_CLOSE_RST, now);
+		close_flow(s, CCSW_CLOSE_RST, now);
 		return TCX_NEXT;
 	}
 	f->last_seen_ns = now;
@@ -1072,7 +1163,7 @@ int ccsw_egress(struct __sk_buff *skb)
 	if ((f->flags & (CCSW_F_CLIENT_FIN | CCSW_F_SERVER_FIN)) ==
 		    (CCSW_F_CLIENT_FIN | CCSW_F_SERVER_FIN) &&
 	    !seq_after(f->server_fin_end, p.ack))
-		close_flow(&p.key, f, CCSW_CLOSE_FIN, now);
+		close_flow(s, CCSW_CLOSE_FIN, now);
 	return ret;
 }
 
