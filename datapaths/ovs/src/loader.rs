@@ -61,10 +61,11 @@ pub const RET_DROP: i32 = 2;
 pub struct AttachOptions {
     /// The bridge port facing the server (host side of its veth/tap).
     pub ifname: String,
-    /// Flows the port holds, half-open ones included: the directive slots, and half the flow
-    /// table's slots or fewer ([`AttachOptions::flow_regions`], 256 bytes each). A SYN whose
-    /// key finds every one of its probes taken is refused (counted in `table_full`): seldom
-    /// below `max_flows` flows.
+    /// Capacity of the flow table (flows, half-open ones included: a full table refuses new
+    /// flows, counted in `table_full`) and of the directive slots. The table has more than
+    /// twice as many slots of 256 bytes ([`AttachOptions::flow_regions`]), so that a SYN
+    /// seldom finds every one of its key's probes taken before it is full (refused, counted
+    /// alike).
     pub max_flows: u32,
     /// Ring buffer size in bytes (power of two, multiple of the page size).
     pub ring_bytes: u32,
