@@ -147,7 +147,7 @@ pub struct OvsFlowEntry {
 pub struct OvsFlowSlot {
     pub key: FlowKey,
     pub used: u32,
-    pub _pad0: u32,
+    pub generation: u32,
     pub f: OvsFlowEntry,
     pub _pad1: [u8; 24],
 }

@@ -62,10 +62,10 @@ pub struct AttachOptions {
     /// The bridge port facing the server (host side of its veth/tap).
     pub ifname: String,
     /// Capacity of the flow table (flows, half-open ones included: a full table refuses new
-    /// flows, counted in `table_full`) and of the directive slots. The table has more than
-    /// twice as many slots of 256 bytes ([`AttachOptions::flow_regions`]), so that a SYN
-    /// seldom finds every one of its key's probes taken before it is full (refused, counted
-    /// alike).
+    /// flows, counted in `table_full`). The table has more than twice as many slots of 256
+    /// bytes ([`AttachOptions::flow_regions`]), so that a SYN seldom finds every one of its
+    /// key's probes taken before it is full (refused, counted alike), and as many directive
+    /// slots of 64.
     pub max_flows: u32,
     /// Ring buffer size in bytes (power of two, multiple of the page size).
     pub ring_bytes: u32,
@@ -598,9 +598,10 @@ impl OvsDatapath {
             .flows
             .set_max_entries(near + far)
             .context("flows size")?;
+        // One directive slot per flow slot, at its index (see `directives` in bpf/ovs.bpf.c).
         open.maps
             .directives
-            .set_max_entries(opts.max_flows)
+            .set_max_entries(near + far)
             .context("directives size")?;
         open.maps
             .events
@@ -618,6 +619,9 @@ impl OvsDatapath {
         rodata.ccsw_max_flows = opts.max_flows;
         rodata.ccsw_flow_near_slots = near;
         rodata.ccsw_flow_far_slots = far;
+        rodata.ccsw_flow_slots = near + far;
+        // Flow ids are generation * slots + index, generation from 1 (never 0), within 32 bits.
+        rodata.ccsw_flow_generations = (u32::MAX - (near + far - 1)) / (near + far);
         rodata.ccsw_slab_slots = opts.slab_slots;
         let skel = open
             .load()
@@ -630,7 +634,7 @@ impl OvsDatapath {
             near,
             far,
         };
-        let directives = DirectiveSlots::new(MappedArray::new(skel.maps.directives.as_fd(), opts.max_flows as usize).context("mapping the directives")?);
+        let directives = DirectiveSlots::new(MappedArray::new(skel.maps.directives.as_fd(), (near + far) as usize).context("mapping the directives")?);
         let conf = MappedArray::new(skel.maps.conf.as_fd(), 1).context("mapping the config")?;
         let slots = opts.slab_slots as usize;
         let slab = MappedArray::new(skel.maps.slab.as_fd(), slots).context("mapping the frame slab")?;
@@ -693,15 +697,33 @@ impl OvsDatapath {
 
     /// Sets `flow_id`'s directive (see [`DirectiveSlots`]); [`DirectiveSlotBusy`] if another
     /// flow holds its slot.
+    ///
+    /// The slot is flow_id's flow slot's: a holder that no longer lives in that flow slot is a
+    /// flow gone from the table whose directive nobody cleared (its CLOSED record lost with a
+    /// full ring, say); it is cleared and the slot taken. So only a write for a flow that is
+    /// itself gone can be refused.
     pub fn set_directive(&self, flow_id: u32, directive: &OvsDirective) -> Result<()> {
-        self.directives.update(flow_id, |d| {
+        let write = |d: &mut abi::OvsDirectiveSlot| {
             d.cwnd_bytes = directive.cwnd_bytes;
             d.sacked_bytes = directive.sacked_bytes;
             d.sacked_una = directive.sacked_una;
             d.active = directive.active as u32;
             FoldDirective::write(directive.fold, d);
-        })?;
+        };
+        match self.directives.update(flow_id, write) {
+            Err(busy) if !self.flow_id_live(busy.holder) => {
+                self.directives.clear(busy.holder);
+                self.directives.update(flow_id, write)?;
+            }
+            r => r?,
+        }
         Ok(())
+    }
+
+    /// Whether flow `flow_id` is live in the flow table (in the slot its id names).
+    fn flow_id_live(&self, flow_id: u32) -> bool {
+        let slot = flow_id as usize % self.flows.slots.len();
+        self.flows.live(slot).is_some_and(|s| s.f.flow_id == flow_id)
     }
 
     /// Gives `flow_id`'s directive slot back; clearing a directive that does not exist is not an
@@ -788,6 +810,16 @@ impl OvsDatapath {
             .filter(|(_, f)| f.phase != FlowPhase::Established && now_ns.saturating_sub(f.last_seen_ns) > older_than_ns)
             .filter(|(key, _)| self.remove_flow(key).is_ok())
             .count()
+    }
+
+    /// Slots of the flow table, near and far regions together; as many directive slots.
+    pub fn flow_slots(&self) -> usize {
+        self.flows.slots.len()
+    }
+
+    /// The index of `key`'s slot in the flow table: its flow's id modulo [`Self::flow_slots`].
+    pub fn flow_slot_of(&self, key: &FlowAddrs) -> Option<usize> {
+        self.flows.find(&key_to_raw(key)).map(|(i, _)| i)
     }
 
     /// Number of entries in the flow table, half-open ones included.

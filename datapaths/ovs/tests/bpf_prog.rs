@@ -1071,22 +1071,49 @@ fn remove_flow_and_flows_listing() {
     assert_eq!(dp.records_malformed(), 0);
 }
 
-/// Controls are slots of a mapped array (flow id modulo its size): a flow whose slot another
-/// live flow holds is refused visibly and left uncontrolled, and a freed slot is reused.
+/// Controls are slots of a mapped array, one per flow slot (flow id modulo the table's
+/// slots). A write for a flow gone from its slot, whose slot a live flow's directive holds,
+/// is refused visibly; a directive left behind by a flow gone from the table is taken over.
 #[test]
 fn a_directive_slot_held_by_another_flow_is_refused_visibly() {
-    let dp = dp(2, 1 << 16);
+    let mut dp = dp(2, 1 << 16);
+    let slots = dp.flow_slots() as u32;
+    assert_eq!(slots, 4, "twice --max-flows, a power of two");
     let c = OvsDirective { cwnd_bytes: 3000, sacked_bytes: 0, sacked_una: 1, active: true, fold: None };
-    dp.set_directive(1, &c).unwrap();
-    dp.set_directive(2, &OvsDirective { cwnd_bytes: 5000, ..c }).unwrap();
-    let err = dp.set_directive(3, &c).unwrap_err();
+    let e = Ends::v4();
+    let live = handshake(&mut dp, &e, &[], &[]);
+    dp.set_directive(live, &c).unwrap();
+    let gone = live + slots; // another flow of the same slot, not in the table
+    let err = dp.set_directive(gone, &c).unwrap_err();
     assert!(err.is::<DirectiveSlotBusy>(), "{err:#}");
-    assert_eq!((dp.directive(1), dp.directive(3)), (Some(c), None));
-    dp.clear_directive(1).unwrap();
-    dp.set_directive(3, &OvsDirective { cwnd_bytes: 7000, ..c }).unwrap();
-    assert_eq!(dp.directive(1), None);
-    assert_eq!(dp.directive(3).map(|c| c.cwnd_bytes), Some(7000));
+    assert_eq!((dp.directive(live), dp.directive(gone)), (Some(c), None));
+    // The live flow leaves the table without its directive cleared: the next flow of the
+    // slot takes the directive slot over.
+    dp.remove_flow(&e.key()).unwrap();
+    dp.set_directive(gone, &OvsDirective { cwnd_bytes: 7000, ..c }).unwrap();
+    assert_eq!(dp.directive(live), None);
+    assert_eq!(dp.directive(gone).map(|c| c.cwnd_bytes), Some(7000));
+    // Other slots are untouched: a directive of no live flow in a free slot is written as is.
+    dp.set_directive(2, &OvsDirective { cwnd_bytes: 5000, ..c }).unwrap();
     assert_eq!(dp.directive(2).map(|c| c.cwnd_bytes), Some(5000));
+    dp.clear_directive(gone).unwrap();
+    assert_eq!(dp.directive(gone), None);
+}
+
+/// A flow's id names its flow slot, and the next flow in the same slot gets another id.
+#[test]
+fn a_flow_id_names_its_slot_and_the_next_flow_there_gets_another() {
+    let mut dp = dp(2, 1 << 20);
+    let slots = dp.flow_slots() as u32;
+    let e = Ends::v4();
+    let first = handshake(&mut dp, &e, &[], &[]);
+    let at = dp.flow_slot_of(&e.key()).expect("in the table");
+    assert_eq!(first % slots, at as u32);
+    assert!(first >= slots, "generation 1 at least: never 0");
+    dp.remove_flow(&e.key()).unwrap();
+    let second = handshake(&mut dp, &e, &[], &[]);
+    assert_eq!(dp.flow_slot_of(&e.key()), Some(at));
+    assert_eq!(second, first + slots);
 }
 
 /// The directive of a controlled flow whose standard program the egress program folds: per

@@ -1035,7 +1035,11 @@ impl Fuzz {
             let st = match self.dp.flow(&key) {
                 Some(st) if st.flow_id == id => st,
                 _ => {
-                    // Closed by an RST or FIN, or replaced by a new SYN: legitimate.
+                    // Closed by an RST or FIN, or replaced by a new SYN: legitimate. Its
+                    // directive goes, as the shim clears it on the flow's CLOSED record.
+                    if self.directives.remove(&id).is_some() {
+                        self.dp.clear_directive(id).unwrap();
+                    }
                     let c = self.setup(|z| bring_up(&mut z.dp, &mut z.fuzzed[i]));
                     self.directives.extend(c);
                     continue;

@@ -115,11 +115,23 @@ struct {
 const volatile __u32 ccsw_flow_near_slots = CCSW_FLOW_NEAR_MAX;
 const volatile __u32 ccsw_flow_far_slots = 0;
 
+/* One directive slot per slot of `flows`, at the same index: the flow in flow slot i reads
+ * directives[i], whose address its ACK knows from the key's hash before the flow's slot is
+ * read, so the two cache misses overlap instead of the second waiting on the first's flow id
+ * (flow_id % slots, as before, where the id came from a counter). Flow ids are chosen so
+ * that flow_id % ccsw_flow_slots is the flow's slot (see establish), which keeps the shim's
+ * side (DirectiveSlots: flow F in slot F % slots) as it was. */
 struct {
-	CCSW_SHIM_ARRAY(struct ccsw_ovs_directive_slot, 65536); /* AttachOptions.max_flows, set before load */
+	CCSW_SHIM_ARRAY(struct ccsw_ovs_directive_slot, CCSW_FLOW_NEAR_MAX); /* as `flows`, set before load */
 } directives SEC(".maps");
 
-/* Entries of `directives` (set by the loader with the map's size). */
+/* Slots of `flows` and `directives` (near + far), and the generations a flow slot counts
+ * through before its ids repeat (the most that keep generation * slots + index in 32 bits). */
+const volatile __u32 ccsw_flow_slots = CCSW_FLOW_NEAR_MAX;
+const volatile __u32 ccsw_flow_generations = 0xffffffffu / CCSW_FLOW_NEAR_MAX - 1;
+
+/* The flows the table takes (--max-flows): its capacity, kept below its slots so that
+ * probe sequences stay short. */
 const volatile __u32 ccsw_max_flows = 65536;
 
 struct {
@@ -153,10 +165,6 @@ const volatile __u32 ccsw_slab_slots = 65536;
 /* Where the next slot search starts. */
 __u32 slab_hint = 0;
 
-/* Last flow id handed out. Kept out of `conf`, which userspace writes: a write racing
- * with an establishment could roll the counter back and hand out an id twice. */
-__u32 next_flow_id = 0;
-
 #define COUNT(field)                                             \
 	do {                                                     \
 		__u32 zero_ = 0;                                 \
@@ -170,10 +178,21 @@ static __always_inline bool seq_after(__u32 a, __u32 b)
 	return (__s32)(a - b) > 0;
 }
 
-/* The directive slot of a flow, if the flow holds it. */
-static __always_inline struct ccsw_ovs_directive_slot *directive_of(__u32 flow_id)
+/* Reads the owner of directive slot `idx` and drops it: BPF has no prefetch, and this load,
+ * issued while the flow's own slot is still on its way from memory (the CPU runs ahead of
+ * the key comparison that found it), brings the directive's line in meanwhile. */
+static __always_inline void warm_directive(__u32 idx)
 {
-	return ccsw_directive_in(&directives, ccsw_directive_slot(flow_id, ccsw_max_flows), flow_id);
+	__u32 *owner = bpf_map_lookup_elem(&directives, &idx);
+
+	if (owner)
+		(void)*(volatile __u32 *)owner;
+}
+
+/* The directive of the flow in flow slot `idx`, if the flow holds it. */
+static __always_inline struct ccsw_ovs_directive_slot *directive_of(__u32 idx, __u32 flow_id)
+{
+	return ccsw_directive_in(&directives, idx, flow_id);
 }
 
 static __always_inline struct ccsw_ovs_config *get_config(void)
@@ -189,28 +208,27 @@ static __always_inline bool key_eq(const struct ccsw_flow_key *a, const struct c
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
 }
 
-/* Probe i of a key whose hash is h (see struct ccsw_ovs_flow_slot); NULL past the last. */
-static __always_inline struct ccsw_ovs_flow_slot *flow_probe(__u32 h, __u32 i)
+/* Probe i of a key whose hash is h (see struct ccsw_ovs_flow_slot): its index in `flows`. */
+static __always_inline __u32 flow_probe(__u32 h, __u32 i)
 {
-	__u32 idx;
-
 	if (!ccsw_flow_far_slots || i < CCSW_FLOW_NEAR_PROBES)
-		idx = (h + i) & (ccsw_flow_near_slots - 1);
-	else
-		idx = ccsw_flow_near_slots + ((h + i - CCSW_FLOW_NEAR_PROBES) & (ccsw_flow_far_slots - 1));
-	return bpf_map_lookup_elem(&flows, &idx);
+		return (h + i) & (ccsw_flow_near_slots - 1);
+	return ccsw_flow_near_slots + ((h + i - CCSW_FLOW_NEAR_PROBES) & (ccsw_flow_far_slots - 1));
 }
 
-/* The live slot of `key`, if the table has one. */
-static __always_inline struct ccsw_ovs_flow_slot *flow_find(const struct ccsw_flow_key *key)
+/* The live slot of `key`, if the table has one, and its index in *idx. */
+static __always_inline struct ccsw_ovs_flow_slot *flow_find(const struct ccsw_flow_key *key, __u32 *idx)
 {
 	__u32 h = ccsw_flow_hash(key);
 
 	for (__u32 i = 0; i < CCSW_FLOW_PROBES; i++) {
-		struct ccsw_ovs_flow_slot *s = flow_probe(h, i);
+		__u32 at = flow_probe(h, i);
+		struct ccsw_ovs_flow_slot *s = bpf_map_lookup_elem(&flows, &at);
 
-		if (s && s->used == CCSW_SLOT_LIVE && key_eq(&s->key, key))
+		if (s && s->used == CCSW_SLOT_LIVE && key_eq(&s->key, key)) {
+			*idx = at;
 			return s;
+		}
 	}
 	return NULL;
 }
@@ -231,7 +249,8 @@ static __always_inline struct ccsw_ovs_flow_slot *flow_claim(const struct ccsw_f
 	}
 
 	for (__u32 i = 0; i < CCSW_FLOW_PROBES; i++) {
-		struct ccsw_ovs_flow_slot *s = flow_probe(h, i);
+		__u32 at = flow_probe(h, i);
+		struct ccsw_ovs_flow_slot *s = bpf_map_lookup_elem(&flows, &at);
 
 		if (s && s->used == CCSW_SLOT_FREE &&
 		    __sync_val_compare_and_swap(&s->used, CCSW_SLOT_FREE, CCSW_SLOT_CLAIMED) == CCSW_SLOT_FREE) {
@@ -685,7 +704,7 @@ int ccsw_ingress(struct __sk_buff *skb)
 	struct ccsw_ovs_flow_slot *s;
 	struct ccsw_ovs_flow_entry *f;
 	struct pkt p;
-	__u32 len, end;
+	__u32 len, end, idx;
 	__u64 now;
 	int r;
 
@@ -696,7 +715,7 @@ int ccsw_ingress(struct __sk_buff *skb)
 		COUNT(malformed);
 	if (r <= 0)
 		return TCX_NEXT;
-	s = flow_find(&p.key);
+	s = flow_find(&p.key, &idx);
 	if (!s)
 		return TCX_NEXT;
 	f = &s->f;
@@ -779,7 +798,8 @@ int ccsw_ingress(struct __sk_buff *skb)
 /* Client SYN: the only place entries are created. */
 static __always_inline void on_syn(struct pkt *p, __u64 now)
 {
-	struct ccsw_ovs_flow_slot *s = flow_find(&p->key);
+	__u32 idx;
+	struct ccsw_ovs_flow_slot *s = flow_find(&p->key, &idx);
 	struct ccsw_ovs_flow_entry nf = {};
 
 	COUNT(syns);
@@ -812,8 +832,13 @@ static __always_inline void on_syn(struct pkt *p, __u64 now)
 	__sync_val_compare_and_swap(&s->used, CCSW_SLOT_CLAIMED, CCSW_SLOT_LIVE);
 }
 
-static __always_inline void establish(struct ccsw_ovs_flow_entry *f, struct pkt *p, __u64 now)
+/* The client acknowledged the SYN-ACK of the flow in flow slot `idx`: it gets its id, which
+ * names its slot (flow_id % ccsw_flow_slots == idx: see `directives`) and the slot's
+ * generation, so that the next flow in the slot gets another. */
+static __always_inline void establish(struct ccsw_ovs_flow_slot *s, __u32 idx, struct pkt *p, __u64 now)
 {
+	struct ccsw_ovs_flow_entry *f = &s->f;
+	__u32 gen = s->generation + 1;
 	struct ccsw_established_event ev = {};
 	__u8 copts = (f->opts >> CCSW_O_CLIENT_SHIFT) & 0xf;
 	__u8 sopts = (f->opts >> CCSW_O_SERVER_SHIFT) & 0xf;
@@ -822,7 +847,10 @@ static __always_inline void establish(struct ccsw_ovs_flow_entry *f, struct pkt 
 	__u16 smss = (sopts & CCSW_O_MSS) ? f->server_mss : dflt;
 	bool ws = (copts & CCSW_O_WSCALE) && (sopts & CCSW_O_WSCALE);
 
-	f->flow_id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
+	if (gen > ccsw_flow_generations)
+		gen = 1;
+	s->generation = gen;
+	f->flow_id = gen * ccsw_flow_slots + idx; /* never 0: gen >= 1 */
 	f->state = CCSW_ST_ESTABLISHED;
 	/* Without both options, neither side scales (RFC 7323 §2.2). */
 	if (!ws) {
@@ -1017,7 +1045,7 @@ static __always_inline void emit_ack(struct ccsw_ovs_flow_entry *f, struct pkt *
 	emit_small(&ev, sizeof(ev), urgent);
 }
 
-static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_ovs_flow_entry *f, struct pkt *p,
+static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_ovs_flow_entry *f, __u32 idx, struct pkt *p,
 				  __u64 now)
 {
 	struct ccsw_ovs_config *cfg = get_config();
@@ -1059,7 +1087,7 @@ static __always_inline int on_ack(struct __sk_buff *skb, struct ccsw_ovs_flow_en
 		f->probe_end = 0;
 	}
 
-	ctl = directive_of(f->flow_id);
+	ctl = directive_of(idx, f->flow_id);
 	controlled = !unbuffered_at(f, p->ack) && ctl && ctl->active && cfg &&
 		     now < cfg->valid_until_ns;
 	if (!controlled) {
@@ -1126,6 +1154,7 @@ int ccsw_egress(struct __sk_buff *skb)
 	struct ccsw_ovs_flow_entry *f;
 	struct pkt p;
 	__u64 now;
+	__u32 idx;
 	int r, ret;
 
 	COUNT(packets);
@@ -1140,9 +1169,10 @@ int ccsw_egress(struct __sk_buff *skb)
 		on_syn(&p, now);
 		return TCX_NEXT;
 	}
-	s = flow_find(&p.key);
+	s = flow_find(&p.key, &idx);
 	if (!s)
 		return TCX_NEXT;
+	warm_directive(idx);
 	f = &s->f;
 	if (p.flags & TH_RST) {
 		close_flow(s, CCSW_CLOSE_RST, now);
@@ -1152,13 +1182,13 @@ int ccsw_egress(struct __sk_buff *skb)
 	if (!(p.flags & TH_ACK))
 		return TCX_NEXT;
 	if (f->state == CCSW_ST_SYNACK_SEEN && !(p.flags & TH_SYN) && p.ack == f->server_isn + 1)
-		establish(f, &p, now);
+		establish(s, idx, &p, now);
 	if (f->state != CCSW_ST_ESTABLISHED)
 		return TCX_NEXT;
 	if (p.flags & TH_FIN)
 		f->flags |= CCSW_F_CLIENT_FIN;
 
-	ret = on_ack(skb, f, &p, now);
+	ret = on_ack(skb, f, idx, &p, now);
 
 	if ((f->flags & (CCSW_F_CLIENT_FIN | CCSW_F_SERVER_FIN)) ==
 		    (CCSW_F_CLIENT_FIN | CCSW_F_SERVER_FIN) &&

@@ -183,7 +183,7 @@ struct ccsw_ovs_flow_entry {
 struct ccsw_ovs_flow_slot {
 	struct ccsw_flow_key key;
 	__u32 used;  /* CCSW_SLOT_* */
-	__u32 _pad0;
+	__u32 generation; /* of the slot's last flow id (see establish in ovs.bpf.c) */
 	struct ccsw_ovs_flow_entry f;
 	__u8 _pad1[24]; /* to whole cache lines */
 };
@@ -207,7 +207,8 @@ static inline __u32 ccsw_flow_hash(const struct ccsw_flow_key *k)
 }
 
 /* A slot of the directives array, written by the shim only (see shim_channel.bpf.h: it
- * stores the fields in this order, the owner last), keyed by flow_id. */
+ * stores the fields in this order, the owner last): directives[i] belongs to the flow in
+ * flow slot i, whose id is i modulo the slots. */
 struct ccsw_ovs_directive_slot {
 	__u32 flow_id;      /* owner; 0 = free */
 	__u32 cwnd_bytes;
