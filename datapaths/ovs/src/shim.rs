@@ -332,7 +332,9 @@ fn enforced_window(cwnd: u32, rate: Option<u64>, min_rtt_ns: Option<u64>, mss: u
 }
 
 /// Directives written to the port, and those refused because another live flow held the
-/// flow's slot (that flow is left to the server's own TCP; logged at most once per second).
+/// flow's slot: on this port only a flow already gone from the flow table, whose slot a
+/// newer flow took, is refused ([`OvsDatapath::set_directive`]; logged at most once per
+/// second).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct DirectiveWrites {
     pub written: u64,
@@ -951,7 +953,7 @@ impl<P: PortOps> OvsShim<P> {
         let (logged, at) = self.refused_logged;
         let refused = self.totals.directive_writes.refused;
         if refused > logged && at.elapsed() >= LOG_INTERVAL {
-            warn!(refused = refused - logged, "directive slots held by other flows: these flows are left to the server's TCP (raise --max-flows)");
+            warn!(refused = refused - logged, "directives refused: their flows had left the port's flow table, whose slot a newer flow holds");
             self.refused_logged = (refused, Instant::now());
         }
     }
