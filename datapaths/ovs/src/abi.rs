@@ -115,8 +115,9 @@ pub struct OvsFlowEntry {
     pub last_seen_ns: u64,
     pub flow_id: u32,
     pub client_isn: u32,
-    pub server_isn: u32,
     pub snd_nxt: u32,
+    pub seen_from: u32,
+    pub server_isn: u32,
     pub server_fin_end: u32,
     pub last_ack: u32,
     pub last_win_fwd: u16,
@@ -128,7 +129,7 @@ pub struct OvsFlowEntry {
     pub state: u8,
     pub flags: u8,
     pub opts: u8,
-    pub _pad0: [u8; 3],
+    pub _pad0: [u8; 7],
     pub hole_end: u32,
     pub acks_folded: u32,
     pub fold: StdFold,
@@ -137,8 +138,6 @@ pub struct OvsFlowEntry {
     pub probe_delivered: u64,
     pub probe_end: u32,
     pub rtt_us: u32,
-    pub seen_from: u32,
-    pub _pad1: u32,
 }
 
 /// `struct ccsw_ovs_flow_slot`: a slot of the flow table.

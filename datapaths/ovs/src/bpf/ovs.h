@@ -124,8 +124,11 @@ struct ccsw_ovs_flow_entry {
 	__u64 last_seen_ns;
 	__u32 flow_id;     /* 0 until ESTABLISHED */
 	__u32 client_isn;
-	__u32 server_isn;
+	/* snd_nxt and seen_from share one aligned 64-bit word, which the ingress program changes
+	 * by compare-and-swap (see seen_step in ovs.bpf.c). */
 	__u32 snd_nxt;     /* highest end (seq + len + FIN) of server data seen */
+	__u32 seen_from;    /* every byte from here to snd_nxt crossed the port before (see ccsw_ingress) */
+	__u32 server_isn;
 	__u32 server_fin_end; /* sequence after the server's FIN */
 	__u32 last_ack;    /* acknowledgement number of the last ACK forwarded to the server */
 	__u16 last_win_fwd;  /* window field of that ACK as forwarded */
@@ -137,7 +140,7 @@ struct ccsw_ovs_flow_entry {
 	__u8 state;         /* CCSW_ST_* */
 	__u8 flags;         /* CCSW_F_* */
 	__u8 opts;          /* CCSW_O_* << CCSW_O_{CLIENT,SERVER}_SHIFT */
-	__u8 _pad0[3];
+	__u8 _pad0[7];
 	__u32 hole_end;     /* with CCSW_F_UNBUFFERED: snd_nxt when the last copy failed */
 	__u32 acks_folded;  /* ACKs in fold.regs not yet sent up */
 	/* The per-ACK fold of the standard program (see on_ack in ovs.bpf.c). */
@@ -147,8 +150,6 @@ struct ccsw_ovs_flow_entry {
 	__u64 probe_delivered; /* `delivered` then */
 	__u32 probe_end;    /* end of the segment timed for an RTT sample (0: none) */
 	__u32 rtt_us;       /* the latest RTT sample (0: none yet) */
-	__u32 seen_from;    /* every byte from here to snd_nxt crossed the port before (see ccsw_ingress) */
-	__u32 _pad1;
 };
 
 /* A slot of the flow table. `flows` is an array searched by open addressing, in two regions:
@@ -387,6 +388,10 @@ struct ccsw_unbuffered_event {
 
 _Static_assert(sizeof(struct ccsw_flow_key) == 40, "flow key");
 _Static_assert(sizeof(struct ccsw_ovs_flow_entry) == 184, "flow");
+_Static_assert(__builtin_offsetof(struct ccsw_ovs_flow_slot, f.snd_nxt) % 8 == 0 &&
+	       __builtin_offsetof(struct ccsw_ovs_flow_entry, seen_from) ==
+		       __builtin_offsetof(struct ccsw_ovs_flow_entry, snd_nxt) + 4,
+	       "snd_nxt and seen_from: one aligned word, snd_nxt its low half");
 _Static_assert(sizeof(struct ccsw_ovs_flow_slot) == 256, "flow slot");
 _Static_assert(sizeof(struct ccsw_ovs_directive_slot) == 64, "directive");
 _Static_assert(__builtin_offsetof(struct ccsw_ovs_directive_slot, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
