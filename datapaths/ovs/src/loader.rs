@@ -393,7 +393,6 @@ fn c_name(name: &[std::os::raw::c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// What `load_into` builds.
 /// The port's flow table (see `struct ccsw_ovs_flow_slot` in `bpf/ovs.h`), mapped, and its
 /// regions' slots.
 struct FlowTable {
@@ -420,15 +419,30 @@ impl FlowTable {
         Some(unsafe { std::ptr::read_volatile(self.slots.at(i)) })
     }
 
-    /// `key`'s slot and a copy of it, searched as the port programs search.
+    /// `key`'s slot and a copy of it, searched as the port programs search: each live probe's
+    /// key is compared in place, and only the slot found is copied.
     fn find(&self, key: &abi::FlowKey) -> Option<(usize, abi::OvsFlowSlot)> {
         let h = abi::flow_hash(key);
-        (0..abi::FLOW_PROBES)
-            .map(|i| abi::flow_probe(h, i, self.near, self.far) as usize)
-            .find_map(|i| self.live(i).filter(|s| s.key == *key).map(|s| (i, s)))
+        (0..abi::FLOW_PROBES).map(|i| abi::flow_probe(h, i, self.near, self.far) as usize).find_map(|i| {
+            if self.used(i).load(Ordering::Acquire) != abi::SLOT_LIVE {
+                return None;
+            }
+            // SAFETY: in bounds; plain old data, read once.
+            let probed = unsafe { std::ptr::read_volatile(&raw const (*self.slots.at(i)).key) };
+            (probed == *key).then(|| self.live(i).map(|s| (i, s))).flatten()
+        })
+    }
+
+    /// Frees live slot `i`, once: here or by the port closing the flow, whichever wins the
+    /// swap (flow_free in bpf/ovs.bpf.c), which counts the entry out of `live_flows`.
+    fn free(&self, i: usize, live_flows: &AtomicU32) {
+        if self.used(i).compare_exchange(abi::SLOT_LIVE, abi::SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            live_flows.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
+/// What `load_into` builds.
 type Loaded = (
     OvsSkel<'static>,
     (EventRing<OvsEvent>, Waiter),
@@ -451,7 +465,7 @@ pub struct OvsDatapath {
     object: *mut MaybeUninit<OpenObject>,
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
-    /// The flow table and its index, mapped: the shim reads entries and frees slots in place.
+    /// The flow table, mapped: the shim reads entries and frees slots in place.
     flows: FlowTable,
     /// The directives array and the config, mapped: writing them is a store, not a syscall.
     directives: DirectiveSlots<abi::OvsDirectiveSlot>,
@@ -773,16 +787,16 @@ impl OvsDatapath {
     /// Forget a flow (idle expiry). Forgetting an unknown flow is not an error.
     pub fn remove_flow(&self, key: &FlowAddrs) -> Result<()> {
         if let Some((slot, _)) = self.flows.find(&key_to_raw(key)) {
-            // As flow_free in bpf/ovs.bpf.c: the side that wins the swap (here, or the port
-            // closing the flow) counts the entry out.
-            if self.flows.used(slot).compare_exchange(abi::SLOT_LIVE, abi::SLOT_FREE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                // SAFETY: in bounds of the config's mapping; aligned; the port programs change
-                // it only atomically.
-                let live = unsafe { AtomicU32::from_ptr(&raw mut (*self.conf.at(0)).live_flows) };
-                live.fetch_sub(1, Ordering::AcqRel);
-            }
+            self.flows.free(slot, self.live_flows());
         }
         Ok(())
+    }
+
+    /// The count of live entries the port programs keep (at most --max-flows).
+    fn live_flows(&self) -> &AtomicU32 {
+        // SAFETY: in bounds of the config's mapping, which lives as long as `self`; aligned;
+        // the port programs change it only atomically.
+        unsafe { AtomicU32::from_ptr(&raw mut (*self.conf.at(0)).live_flows) }
     }
 
     /// The flow-table entry of `key`, decoded.
@@ -805,10 +819,15 @@ impl OvsDatapath {
     /// so SYNs that never complete (a scan, a flood) would otherwise hold it full. It reads
     /// the whole table: call it when the table has refused flows, not on a timer.
     pub fn expire_half_open(&self, older_than_ns: u64, now_ns: u64) -> usize {
-        self.flows()
-            .into_iter()
-            .filter(|(_, f)| f.phase != FlowPhase::Established && now_ns.saturating_sub(f.last_seen_ns) > older_than_ns)
-            .filter(|(key, _)| self.remove_flow(key).is_ok())
+        (0..self.flows.slots.len())
+            .filter(|&i| {
+                let Some(f) = self.flows.live(i).and_then(|s| flow_from_raw(&s.f)) else { return false };
+                let expired = f.phase != FlowPhase::Established && now_ns.saturating_sub(f.last_seen_ns) > older_than_ns;
+                if expired {
+                    self.flows.free(i, self.live_flows());
+                }
+                expired
+            })
             .count()
     }
 
