@@ -204,7 +204,11 @@ pub struct OvsConfig {
     pub inject_count: u32,
     pub inject_next: u32,
     pub inject_ifindex: u32,
+    pub _pad0: u32,
+    pub _pad1: [u8; 32],
+    /// On a cache line of its own (see `bpf/ovs.h`).
     pub live_flows: u32,
+    pub _pad2: [u32; 15],
 }
 
 #[repr(C)]
@@ -331,7 +335,7 @@ const _: () = assert!(size_of::<FlowKey>() == 40);
 const _: () = assert!(size_of::<OvsFlowEntry>() == 184);
 const _: () = assert!(size_of::<OvsFlowSlot>() == 256);
 const _: () = assert!(size_of::<OvsDirectiveSlot>() == 64);
-const _: () = assert!(size_of::<OvsConfig>() == 32);
+const _: () = assert!(size_of::<OvsConfig>() == 128 && std::mem::offset_of!(OvsConfig, live_flows) == 64);
 const _: () = assert!(size_of::<InjectFrame>() == 8 + FRAME_MAX);
 const _: () = assert!(size_of::<OvsCpuStats>() == 176);
 const _: () = assert!(size_of::<OvsFoldTest>() == 248);

@@ -232,7 +232,12 @@ struct ccsw_ovs_config {
 	__u32 inject_count;   /* frames staged in inject_frames for the next inject run (shim) */
 	__u32 inject_next;    /* the next of them the inject program sends (reset to 0 by the shim) */
 	__u32 inject_ifindex; /* the port: ccsw_inject passes frames received anywhere else untouched */
+	__u32 _pad0;
+	__u8 _pad1[32];
+	/* Its own cache line: every SYN and every close writes it, from either CPU, and the
+	 * egress program reads the line above (valid_until_ns) on every ACK. */
 	__u32 live_flows;     /* entries of the flow table, at most --max-flows (changed atomically, by both sides) */
+	__u32 _pad2[15];
 };
 
 /* Counters, one slot per CPU; same order as loader::Stats. */
@@ -395,7 +400,7 @@ _Static_assert(__builtin_offsetof(struct ccsw_ovs_flow_slot, f.snd_nxt) % 8 == 0
 _Static_assert(sizeof(struct ccsw_ovs_flow_slot) == 256, "flow slot");
 _Static_assert(sizeof(struct ccsw_ovs_directive_slot) == 64, "directive");
 _Static_assert(__builtin_offsetof(struct ccsw_ovs_directive_slot, flow_id) == 0, "a directive slot's owner is its first word (shim_channel.bpf.h)");
-_Static_assert(sizeof(struct ccsw_ovs_config) == 32, "config");
+_Static_assert(sizeof(struct ccsw_ovs_config) == 128 && __builtin_offsetof(struct ccsw_ovs_config, live_flows) == 64, "config");
 _Static_assert(sizeof(struct ccsw_inject_frame) == 8 + CCSW_FRAME_MAX, "inject frame");
 _Static_assert(sizeof(struct ccsw_ovs_cpu_stats) == 176, "stats");
 _Static_assert(sizeof(struct ccsw_ev_head) == 16, "head");
