@@ -101,6 +101,7 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
         Param { name: "startup_in_datapath", default: 1.0, unit: "0/1", help: "1: startup's window grows in the datapath on every ACK, as Linux's; 0: on the agent's answers only" },
         Param { name: "ack_aggregation", default: 0.0, unit: "0/1", help: "1: the window also allows for ACK aggregation, the bytes an ACK epoch acknowledges beyond the estimate, measured per ACK in the datapath (Linux's extra_acked: 5-round windowed max, at most 100 ms of the estimate); 0: left out" },
         Param { name: "lt_bw", default: 1.0, unit: "0/1", help: "1: Linux's long-term bandwidth estimator: two intervals of 4+ rounds that end in 20%+ loss at the same rate mean a policer, and the flow paces at that rate (gain 1) for 48 rounds; 0: left out" },
+        Param { name: "rounds_by_send_time", default: 0.0, unit: "0/1", help: "1: a round ends at the first report whose newest acknowledged segment was sent after the round began (its time less its RTT sample), as Linux's rounds of delivered data end, so a queue lengthens them; 0: one min_rtt of time" },
         Param { name: "packet_conservation", default: 1.0, unit: "0/1", help: "1: a loss episode's first round sends one segment per segment delivered and the window before it returns at its end, as Linux's; 0: losses leave the window alone" },
     ],
     make: Make::Simple(|p| Box::new(Bbr::new(BbrConfig::from_params(p)))),
@@ -173,6 +174,7 @@ struct BbrConfig {
     packet_conservation: bool,
     lt_bw: bool,
     ack_aggregation: bool,
+    rounds_by_send_time: bool,
     pace: bool,
 }
 
@@ -190,6 +192,7 @@ impl BbrConfig {
             packet_conservation: p.get("packet_conservation") != 0.0,
             lt_bw: p.get("lt_bw") != 0.0,
             ack_aggregation: p.get("ack_aggregation") != 0.0,
+            rounds_by_send_time: p.get("rounds_by_send_time") != 0.0,
             pace: p.get("pace") != 0.0,
         }
     }
@@ -411,10 +414,15 @@ impl Bbr {
         gain * bw as f64 * self.min_rtt_us as f64 / 1e6
     }
 
-    /// Whether this report ends the current round (and starts the next).
-    fn update_round(&mut self, now_us: u64) -> bool {
+    /// Whether this report ends the current round (and starts the next): one `min_rtt` after
+    /// it began or, with `rounds_by_send_time`, at the first report whose newest acknowledged
+    /// segment was sent after it began (now less the report's RTT sample). Linux ends a round
+    /// at the first ACK of data sent after the round began (`prior_delivered` ≥
+    /// `next_rtt_delivered`); behind a queue that is one RTT as it is, not as it was empty.
+    fn update_round(&mut self, now_us: u64, rtt_us: u64) -> bool {
         let ends = match self.round_start_us {
             None => true,
+            Some(start) if self.cfg.rounds_by_send_time && rtt_us > 0 => now_us > start && now_us - start >= rtt_us,
             Some(start) => now_us > start && now_us - start >= self.min_rtt_us,
         };
         if ends {
@@ -887,7 +895,7 @@ impl Bbr {
         let now = state.now_us;
         self.delivered_bytes += m.acked_bytes;
         self.lost_bytes += m.lost_packets * state.mss_bytes;
-        let round_start = self.update_round(now);
+        let round_start = self.update_round(now, m.rtt_us);
         self.lt_bw_sampling(now, m.lost_packets > 0, round_start);
         self.update_bw(m);
         self.update_ack_aggregation(m, round_start);
@@ -1614,6 +1622,22 @@ mod tests {
         timed_out.cwnd_before_timeout = Some(20 * mss);
         assert_eq!(timed_out.slow_start(&s.state), None, "after a timeout the saved window returns at once");
         assert_eq!(bbr("startup_in_datapath=0").slow_start(&s.state), None);
+    }
+
+    #[test]
+    fn behind_a_queue_a_round_by_send_time_lasts_the_rtt_not_the_min_rtt() {
+        let rounds_in = |spec: &str| {
+            let (mut s, b) = in_probe_bw(spec);
+            s.set_rtt_ms(4 * RTT_MS); // a queue of three empty RTTs
+            let before = b.lock().unwrap().round_count;
+            for _ in 0..16 {
+                report_after(&mut s, RTT_MS, BDP, BW, 0);
+            }
+            let after = b.lock().unwrap().round_count;
+            after - before
+        };
+        assert_eq!(rounds_in(""), 16, "one round per min_rtt of time");
+        assert_eq!(rounds_in("rounds_by_send_time=1"), 4, "one round per RTT sample");
     }
 
     #[test]
