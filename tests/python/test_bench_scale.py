@@ -10,7 +10,7 @@ import json
 import pytest
 
 from ccswitch.experiments import environment, scale
-from ccswitch.topology.daemons import CcswitchDaemons
+from ccswitch.topology.daemons import DEFAULT_SHIM_REALTIME_PRIORITY, CcswitchDaemons
 from ccswitch.topology.namespaces import read_sysctl, run
 from live import require_machine_and_binaries
 from test_ovs_topology import require_bridge_tools
@@ -53,6 +53,8 @@ def run_scale(tmp_path, datapath, agent_transport="socket", loss_pct=0.0, own_cp
     assert x["client_tcp_per_s"]["InSegs"] > 0
     assert "client" in x["tcp_aborts"] and "client" not in x["tcp_aborts_at_close"]
     assert x["agent_transport"] == agent_transport
+    # read from the shim's /proc: real-time by default (CI runs as root)
+    assert x["shim_realtime_priority"] == DEFAULT_SHIM_REALTIME_PRIORITY
     if agent_transport == "in-process":
         # one process: its CPU and memory are the shim's, never counted twice
         assert x["agent_cpu_pct"] is None and x["agent_kib_per_flow"] is None

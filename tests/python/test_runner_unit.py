@@ -221,3 +221,17 @@ def test_a_slow_transfer_says_how_far_it_got_instead_of_sitting_silent(tmp_path,
     assert (stdout, stderr, r.current.returncode) == ("", "", 0)
     assert 2 <= len(said) <= 5, said
     assert all(s.startswith("    ... c native:cubic rep 1: ") and s.endswith("s, 1.5 of 4.0 MB") for s in said), said
+
+
+def test_the_shims_run_real_time_unless_told_otherwise_and_bad_priorities_are_refused(monkeypatch):
+    from ccswitch.topology import daemons
+    from ccswitch.topology.namespaces import TopologyError
+
+    monkeypatch.delenv("CCSWITCH_SHIM_REALTIME_PRIORITY", raising=False)
+    assert daemons.shim_realtime_args() == ["--realtime-priority", "10"]
+    monkeypatch.setenv("CCSWITCH_SHIM_REALTIME_PRIORITY", "0")
+    assert daemons.shim_realtime_args() == ["--realtime-priority", "0"]
+    for bad in ("100", "-1", "fifo"):
+        monkeypatch.setenv("CCSWITCH_SHIM_REALTIME_PRIORITY", bad)
+        with pytest.raises(TopologyError, match="CCSWITCH_SHIM_REALTIME_PRIORITY"):
+            daemons.shim_realtime_args()

@@ -311,8 +311,8 @@ def add_cli(subparsers) -> None:
                         "other in that order, each a whole run, with --json one line each (default: as any run, "
                         "$CCSWITCH_AGENT_TRANSPORT, else in-process)")
     p.add_argument("--realtime-priority", type=int, metavar="N",
-                   help="run the shims under SCHED_FIFO at priority N, 1-99 (the same as "
-                        "$CCSWITCH_SHIM_REALTIME_PRIORITY for any run; default: the normal scheduler)")
+                   help="run the shims under SCHED_FIFO at priority N, 1-99, or 0 for the normal scheduler "
+                        "(the same as $CCSWITCH_SHIM_REALTIME_PRIORITY for any run; default: 10)")
     p.add_argument("--baseline", metavar="REV",
                    help="overhead, authoring, both: compare REV (built in a worktree /tmp/ccswitch-baseline-<sha7>, "
                         "kept for later) with this tree, whole runs of each alternated, medians")
@@ -337,8 +337,8 @@ def _measured(run):
 
 def _cli_bench(args) -> int:
     if args.realtime_priority is not None:
-        if not 1 <= args.realtime_priority <= 99:
-            args.parser.error("--realtime-priority: from 1 to 99")
+        if not 0 <= args.realtime_priority <= 99:
+            args.parser.error("--realtime-priority: from 1 to 99, or 0 for the normal scheduler")
         os.environ["CCSWITCH_SHIM_REALTIME_PRIORITY"] = str(args.realtime_priority)
     if args.baseline:
         from . import bench_compare

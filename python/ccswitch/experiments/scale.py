@@ -456,6 +456,15 @@ class PathLoss:
             run(["iptables", "-D", chain] + self.spec, check=False)
 
 
+def realtime_priority(pid: int) -> Optional[int]:
+    """The real-time priority `pid` runs at (SCHED_FIFO or SCHED_RR), read from /proc; None
+    under the normal scheduler."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    rt_priority, policy = int(fields[37]), int(fields[38])  # proc(5): stat fields 40 and 41
+    return rt_priority if policy in (os.SCHED_FIFO, os.SCHED_RR) else None
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -818,6 +827,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         lost1 = loss.dropped() if loss else 0
         tcp_mem.stop()
         cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+        shim_realtime = realtime_priority(pids["shim"]) if "shim" in pids else None
         tcp1 = counters()
         side.end_window()
         reports = []
@@ -838,7 +848,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         "datapath": datapath,
         "agent_transport": r.daemons.agent_transport,
         "shim_own_cpu": own_cpu,
-        "shim_realtime_priority": int(os.environ.get("CCSWITCH_SHIM_REALTIME_PRIORITY") or 0) or None,
+        "shim_realtime_priority": shim_realtime,
         "algorithm": FLOOR_CC if floor else algorithm,
         "flows": flows,
         "rate_kbps_per_flow": rate_kbps,
