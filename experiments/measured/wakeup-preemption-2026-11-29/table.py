@@ -1,6 +1,6 @@
-"""One line per run of shim-fifo.sh, then each arm's medians.
+"""One line per run of shim-fifo.sh or after.sh, then each arm's medians.
 
-Usage: python3 table.py shim-fifo
+Usage: python3 table.py FOLDER
 """
 import json
 import pathlib
@@ -9,7 +9,7 @@ import sys
 
 FIELDS = ["urgent_p99_us", "urgent_read_p99_us", "urgent_queued_p99_us", "urgent_agent_p99_us", "urgent_answers",
           "shim_cpu_pct", "shim_agent_cpu_pct", "bpf_ns_per_ack", "acks_per_s", "reports_per_s", "goodput_mbps",
-          "machine_cpu_busy_pct", "flows_fallen_back", "reports_untimed"]
+          "machine_cpu_busy_pct", "flows_fallen_back", "reports_untimed", "bpf_ns_per_packet_egress", "flows_corrupt"]
 
 
 def main(folder):
@@ -23,7 +23,9 @@ def main(folder):
         print(p.stem.ljust(12) + "".join(f"{d.get(f) if d.get(f) is not None else float('nan'):15.1f}" for f in FIELDS))
     print()
     for arm, ds in arms.items():
-        med = lambda f: statistics.median(d[f] for d in ds if d.get(f) is not None)
+        def med(f):
+            values = [d[f] for d in ds if d.get(f) is not None]
+            return statistics.median(values) if values else float("nan")
         print(f"{arm:12}" + "".join(f"{med(f):15.1f}" for f in FIELDS) + f"   ({len(ds)} runs, median)")
 
 
