@@ -100,7 +100,7 @@ pub struct SchedArgs {
     /// [default: 10, or the normal scheduler with a warning where SCHED_FIFO is refused]. An
     /// urgent record (a loss, a timeout) wakes the shim at once, but under the normal scheduler
     /// it waits for its CPU behind whatever runs there: beside 10k flows at 1% loss on a 2-core
-    /// machine, urgent p99 4.1-4.6 ms, against 0.38-0.58 ms real-time. The shim sleeps between
+    /// machine, urgent p99 3.8-4.6 ms, against 0.38-0.58 ms real-time. The shim sleeps between
     /// events, and the kernel keeps 5% of every second for other tasks (sched_rt_runtime_us),
     /// so it cannot starve them.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=99))]

@@ -200,7 +200,7 @@ DEFAULT_AGENT_TRANSPORT = "in-process"
 
 
 #: The shims' own SCHED_FIFO priority when none is given (`datapaths/ccp/src/cli.rs`): beside
-#: 10k flows at 1% loss on this 2-core machine, urgent p99 fell from 4.1-4.6 ms under the normal
+#: 10k flows at 1% loss on this 2-core machine, urgent p99 fell from 3.8-4.6 ms under the normal
 #: scheduler to 0.38-0.58 ms (experiments/measured/wakeup-preemption-2026-11-29).
 DEFAULT_SHIM_REALTIME_PRIORITY = 10
 
