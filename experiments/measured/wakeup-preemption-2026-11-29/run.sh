@@ -7,10 +7,9 @@
 # (tracefs, both CPUs: a wake-up is recorded where it is made), for trace.py. $1 frozen binaries, $2 output folder.
 set -e
 frozen=$1 out=$2
-cd "$(dirname "$0")/../../.."
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../.."
 mkdir -p "$out"
-T=/sys/kernel/tracing
-[ -e $T/trace ] || mount -t tracefs none $T
 
 # Control: CPU 0 busy in user mode.
 taskset -c 0 sh -c 'while :; do :; done' &
@@ -27,22 +26,8 @@ sleep 8
 /tmp/wakeup 0 1 3000 2000 | sed 's/^{/{"load": "scale-loss1", "policy": "other", /' >> "$out/probe.jsonl"
 chrt -f 50 /tmp/wakeup 0 1 3000 2000 | sed 's/^{/{"load": "scale-loss1", "policy": "fifo", /' >> "$out/probe.jsonl"
 
-echo 0 > $T/tracing_on
-echo > $T/trace
-echo 3 > $T/tracing_cpumask
-echo 65536 > $T/buffer_size_kb  # per CPU
-for e in sched/sched_switch sched/sched_wakeup irq/softirq_entry irq/softirq_exit irq/irq_handler_entry irq/irq_handler_exit; do
-  echo 1 > $T/events/$e/enable
-done
-echo 1 > $T/tracing_on
+sh "$here/tracing.sh" on
 chrt -f 50 /tmp/wakeup 0 1 1500 2000 | sed 's/^{/{"load": "scale-loss1", "policy": "fifo", "traced": true, /' >> "$out/probe.jsonl"
-echo 0 > $T/tracing_on
-for e in sched/sched_switch sched/sched_wakeup irq/softirq_entry irq/softirq_exit irq/irq_handler_entry irq/irq_handler_exit; do
-  echo 0 > $T/events/$e/enable
-done
-cat $T/trace | xz -T1 > "$out/trace-fifo-cpu0.txt.xz"
-echo > $T/trace
-echo 1408 > $T/buffer_size_kb
-echo 3 > $T/tracing_cpumask
+sh "$here/tracing.sh" off "$out/trace-fifo-cpu0.txt.xz"
 wait $pid
 rm -rf /tmp/wakeup-runs

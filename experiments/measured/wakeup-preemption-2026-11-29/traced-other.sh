@@ -3,27 +3,15 @@
 # the same load: what holds CPU 0 during the waits of ~4 ms. $1 frozen binaries, $2 output folder.
 set -e
 frozen=$1 out=$2
-cd "$(dirname "$0")/../../.."
-T=/sys/kernel/tracing
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../.."
 CCSWITCH_BIN_DIR=$frozen .venv/bin/ccswitch bench scale --flows 10000 --rate-kbps 100 --delay-ms 0 --seconds 30 \
   --loss-pct 1 --json --out /tmp/wakeup-runs/other > /dev/null 2> "$out/traced-other-scale.txt" &
 pid=$!
 until grep -q 'flows at' "$out/traced-other-scale.txt" 2>/dev/null; do sleep 0.5; done
 sleep 8
-echo 0 > $T/tracing_on
-echo > $T/trace
-echo 65536 > $T/buffer_size_kb  # per CPU
-for e in sched/sched_switch sched/sched_wakeup irq/softirq_entry irq/softirq_exit irq/irq_handler_entry irq/irq_handler_exit; do
-  echo 1 > $T/events/$e/enable
-done
-echo 1 > $T/tracing_on
+sh "$here/tracing.sh" on
 /tmp/wakeup 0 1 1500 2000 | sed 's/^{/{"load": "scale-loss1", "policy": "other", "traced": true, /' >> "$out/probe.jsonl"
-echo 0 > $T/tracing_on
-for e in sched/sched_switch sched/sched_wakeup irq/softirq_entry irq/softirq_exit irq/irq_handler_entry irq/irq_handler_exit; do
-  echo 0 > $T/events/$e/enable
-done
-cat $T/trace | xz -T1 > "$out/trace-other-cpu0.txt.xz"
-echo > $T/trace
-echo 1408 > $T/buffer_size_kb
+sh "$here/tracing.sh" off "$out/trace-other-cpu0.txt.xz"
 wait $pid
 rm -rf /tmp/wakeup-runs
