@@ -205,21 +205,14 @@ DEFAULT_AGENT_TRANSPORT = "in-process"
 DEFAULT_SHIM_REALTIME_PRIORITY = 10
 
 
-def shim_realtime_priority() -> int:
-    """The shims' SCHED_FIFO priority: $CCSWITCH_SHIM_REALTIME_PRIORITY (1-99, or 0 for the
-    normal scheduler), else the shims' default."""
-    value = os.environ.get("CCSWITCH_SHIM_REALTIME_PRIORITY")
-    if not value:
-        return DEFAULT_SHIM_REALTIME_PRIORITY
-    if not value.isdigit() or not 0 <= int(value) <= 99:
-        raise TopologyError(f"CCSWITCH_SHIM_REALTIME_PRIORITY={value!r}: a priority from 1 to 99, or 0 for the normal scheduler")
-    return int(value)
-
-
 def shim_realtime_args() -> List[str]:
-    """The shims' `--realtime-priority`, given always: in a run, a refusal stops the run rather
-    than leave a shim on the normal scheduler with a warning."""
-    return ["--realtime-priority", str(shim_realtime_priority())]
+    """The shims' `--realtime-priority`: $CCSWITCH_SHIM_REALTIME_PRIORITY (1-99, or 0 for the
+    normal scheduler), else the shims' default. Given always: in a run, a refusal stops the run
+    rather than leave a shim on the normal scheduler with a warning."""
+    value = os.environ.get("CCSWITCH_SHIM_REALTIME_PRIORITY") or str(DEFAULT_SHIM_REALTIME_PRIORITY)
+    if not value.isdigit() or int(value) > 99:
+        raise TopologyError(f"CCSWITCH_SHIM_REALTIME_PRIORITY={value!r}: a priority from 1 to 99, or 0 for the normal scheduler")
+    return ["--realtime-priority", str(int(value))]
 
 
 def agent_transport_default() -> str:
