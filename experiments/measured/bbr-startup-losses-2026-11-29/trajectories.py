@@ -1,0 +1,50 @@
+"""The server's socket of each transfer from an ss trace (run.sh's ss.txt: `ss -tinHa` of port
+8080 every ~10 ms), beside the transfers run's transfers.jsonl (same order): per sample, ms
+since the flow's first, cwnd, unacked, retransmitted so far, lost now, pacing and delivery
+rate (Mbit/s), smoothed RTT. Usage: python3 trajectories.py SS_TXT TRANSFERS_JSONL [MAX_MS]"""
+import json
+import re
+import sys
+
+ss_path, transfers_path = sys.argv[1], sys.argv[2]
+max_ms = float(sys.argv[3]) if len(sys.argv) > 3 else 1500
+transfers = sorted((json.loads(l) for l in open(transfers_path)), key=lambda r: r["started_at"])
+
+
+def field(line, name, default=0):
+    m = re.search(rf"\b{name}:([0-9.]+)", line)
+    return float(m.group(1)) if m else default
+
+
+def rate(line, name):
+    m = re.search(rf"\b{name} ([0-9.]+)bps", line)
+    return float(m.group(1)) / 1e6 if m else 0.0
+
+
+flows, now, last_sent = [], None, None
+for line in open(ss_path):
+    if line.startswith("T "):
+        now = float(line.split()[1])
+        continue
+    if "cwnd:" not in line or "bytes_sent" not in line:
+        continue
+    sent = field(line, "bytes_sent")
+    if last_sent is None or sent < last_sent:
+        flows.append([])
+    last_sent = sent
+    retr = re.search(r"retrans:\d+/(\d+)", line)
+    flows[-1].append((now, line.split()[0], int(field(line, "cwnd")), int(field(line, "unacked")),
+                      int(retr.group(1)) if retr else 0, int(field(line, "lost")), rate(line, "pacing_rate"),
+                      rate(line, "delivery_rate"), field(line, "rtt")))
+
+if len(flows) != len(transfers):
+    print(f"# {len(flows)} flows in the trace, {len(transfers)} transfers: matched in order", file=sys.stderr)
+for flow, t in zip(flows, transfers):
+    print(f"## {t['scheme']} rep {t['repetition']}: {t['tct_s']:.3f} s")
+    print(f"{'ms':>6} {'cc':8} {'cwnd':>5} {'unack':>5} {'retr':>5} {'lost':>5} {'pace':>7} {'deliv':>7} {'rtt':>7}")
+    t0 = flow[0][0]
+    for s in flow:
+        ms = 1000 * (s[0] - t0)
+        if ms > max_ms:
+            break
+        print(f"{ms:6.0f} {s[1]:8} {s[2]:5d} {s[3]:5d} {s[4]:5d} {s[5]:5d} {s[6]:7.2f} {s[7]:7.2f} {s[8]:7.1f}")
