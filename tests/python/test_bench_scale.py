@@ -52,6 +52,8 @@ def run_scale(tmp_path, datapath, agent_transport="socket", loss_pct=0.0, own_cp
     # close is not counted (the namespace goes with the fetch).
     assert x["client_tcp_per_s"]["InSegs"] > 0
     assert "client" in x["tcp_aborts"] and "client" not in x["tcp_aborts_at_close"]
+    # Torn down, the run left no orphaned socket sending into the shell's gone namespace.
+    assert x["tcp_orphans_left"] <= 0, x["tcp_orphans_left"]
     assert x["agent_transport"] == agent_transport
     # read from the shim's /proc: real-time by default (CI runs as root)
     assert x["shim_realtime_priority"] == DEFAULT_SHIM_REALTIME_PRIORITY

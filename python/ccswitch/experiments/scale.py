@@ -391,15 +391,21 @@ def size_tcp_mem(r: Runner, pressure_pages: int) -> int:
     return pages[2]
 
 
-def tcp_mem_pages() -> int:
-    """Pages of TCP buffer memory allocated machine-wide (the `mem` of /proc/net/sockstat,
-    which counts every namespace: tcp_mem is one pool)."""
+def tcp_sockstat() -> Dict[str, int]:
+    """The TCP line of /proc/net/sockstat: `mem` (pages of TCP buffer memory) and `orphan`
+    (sockets closed by their process, still sending or closing) count every namespace: both
+    are machine-wide."""
     with open("/proc/net/sockstat") as f:
         for line in f:
             if line.startswith("TCP:"):
-                fields = line.split()
-                return int(fields[fields.index("mem") + 1])
+                fields = line.split()[1:]
+                return {k: int(v) for k, v in zip(fields[::2], fields[1::2])}
     raise RunError("/proc/net/sockstat has no TCP line")
+
+
+def tcp_mem_pages() -> int:
+    """Pages of TCP buffer memory allocated machine-wide (tcp_mem is one pool)."""
+    return tcp_sockstat()["mem"]
 
 
 class PeakSampler:
@@ -723,6 +729,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
     sc = scenario(algorithm, delay_ms, datapath)
     r = Runner(sc, out_dir, quiet=quiet, agent_transport=agent_transport if datapath == "kernel" else "socket")
     say = (lambda m: None) if quiet else log
+    sockstat0 = tcp_sockstat()
     with torn_down_on_exit(r.teardown):
         r.setup()
         loadgen = os.path.join(r.bin_dir, LOADGEN)
@@ -843,6 +850,7 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         dt = t1 - t0
         figures = side.finish({k: b1.get(k, 0) - b0.get(k, 0) for k in b1}, dt)
 
+    sockstat1 = tcp_sockstat()
     cpu = {k: 100 * (cpu1[k] - cpu0[k]) / dt for k in pids}
     result = {
         "datapath": datapath,
@@ -886,6 +894,12 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
         # set (size_tcp_mem); at the limit receivers drop segments.
         "tcp_mem_peak_pages": tcp_mem.peak,
         "tcp_mem_limit_pages": tcp_mem_limit,
+        # What the run left behind, machine-wide, once torn down (after less before the run):
+        # orphaned sockets and their buffers hold tcp_mem for minutes, and the pressure they
+        # put on the restored limit slows whatever runs next (the load generator resets its
+        # connections as it closes them, so that there are none).
+        "tcp_orphans_left": sockstat1["orphan"] - sockstat0["orphan"],
+        "tcp_mem_left_pages": sockstat1["mem"] - sockstat0["mem"],
         # Losses asked for (--loss-pct): packets of the server dropped on the way, per second.
         "path_loss_pct": loss_pct,
         "path_drops_per_s": (lost1 - lost0) / dt,
