@@ -176,7 +176,7 @@ const LISTEN_BACKLOG: libc::c_int = 65535;
 fn listen(bind: SocketAddr) -> Result<TcpListener> {
     let (family, addr, len) = sockaddr(&bind);
     let fd = tcp_socket(family)?;
-    set_int_option(fd.as_raw_fd(), libc::SO_REUSEADDR, 1);
+    set_option(fd.as_raw_fd(), libc::SO_REUSEADDR, 1 as libc::c_int);
     // SAFETY: plain syscalls on a descriptor owned here; `addr` is valid for `len`.
     unsafe {
         if libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_storage).cast(), len) < 0 {
@@ -200,11 +200,12 @@ fn tcp_socket(family: libc::c_int) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// A SOL_SOCKET option of integer value (best effort: the kernel's default stays otherwise).
-fn set_int_option(fd: RawFd, name: libc::c_int, value: libc::c_int) {
-    // SAFETY: valid descriptor and a pointer to an int of the size given.
+/// A SOL_SOCKET option, `value` of the option's C type (an int, a struct linger); best effort:
+/// the kernel's default stays otherwise.
+fn set_option<T: Copy>(fd: RawFd, name: libc::c_int, value: T) {
+    // SAFETY: valid descriptor and a pointer to a value of the size given.
     unsafe {
-        libc::setsockopt(fd, libc::SOL_SOCKET, name, (&value as *const libc::c_int).cast(), std::mem::size_of_val(&value) as libc::socklen_t);
+        libc::setsockopt(fd, libc::SOL_SOCKET, name, (&value as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t);
     }
 }
 
@@ -216,11 +217,7 @@ fn set_int_option(fd: RawFd, name: libc::c_int, value: libc::c_int) {
 /// it raised), and the next experiment's 2 MB transfers took 19.6 s instead of 0.95
 /// (experiments/measured/scale-orphans-2026-11-29).
 fn abort_on_close(fd: RawFd) {
-    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
-    // SAFETY: valid descriptor and a pointer to a struct linger of the size given.
-    unsafe {
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, (&linger as *const libc::linger).cast(), std::mem::size_of_val(&linger) as libc::socklen_t);
-    }
+    set_option(fd, libc::SO_LINGER, libc::linger { l_onoff: 1, l_linger: 0 });
 }
 
 fn serve(bind: SocketAddr, sndbuf: usize) -> Result<()> {
@@ -240,7 +237,7 @@ fn serve(bind: SocketAddr, sndbuf: usize) -> Result<()> {
                     s.set_nonblocking(true)?;
                     abort_on_close(s.as_raw_fd());
                     if sndbuf > 0 {
-                        set_int_option(s.as_raw_fd(), libc::SO_SNDBUF, sndbuf as libc::c_int);
+                        set_option(s.as_raw_fd(), libc::SO_SNDBUF, sndbuf as libc::c_int);
                     }
                     epoll.add(s.as_raw_fd(), (libc::EPOLLOUT | libc::EPOLLET) as u32, conns.len() as u64)?;
                     conns.push(Some((s, 0)));
@@ -396,7 +393,7 @@ fn open(to: SocketAddr, rcvbuf: usize) -> Result<TcpStream> {
     let (family, addr, len) = sockaddr(&to);
     let fd = tcp_socket(family)?;
     if rcvbuf > 0 {
-        set_int_option(fd.as_raw_fd(), libc::SO_RCVBUF, rcvbuf as libc::c_int);
+        set_option(fd.as_raw_fd(), libc::SO_RCVBUF, rcvbuf as libc::c_int);
     }
     // SAFETY: plain syscall on a descriptor owned here; `addr` is valid for `len`.
     if unsafe { libc::connect(fd.as_raw_fd(), (&addr as *const libc::sockaddr_storage).cast(), len) } < 0 {
