@@ -1,10 +1,11 @@
 #!/bin/sh
-# Alternates, per repetition, the builds given as SIDE=BINS: SIDE.toml here runs on BINS, each
-# alone under the experiment lock, into RUNS/SIDE-REP. Resumable: a run with a summary.json is
-# kept. Usage: ab.sh RUNS REPETITIONS SIDE=BINS...
+# Alternates, per repetition, the builds given as SIDE=BINS: SIDE.toml here (or in $TOMLS) runs on
+# BINS, each alone under the experiment lock, into RUNS/SIDE-REP. Resumable: a run with a
+# summary.json is kept. Usage: [TOMLS=DIR] ab.sh RUNS REPETITIONS SIDE=BINS...
 runs=$1 reps=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
+tomls=$(cd "${TOMLS:-$here}" && pwd)
 cd "$here/../../.."
 mkdir -p "$runs"
 for rep in $(seq 1 "$reps"); do
@@ -14,7 +15,7 @@ for rep in $(seq 1 "$reps"); do
     [ -f "$out/summary.json" ] && continue
     rm -rf "$out"
     CCSWITCH_BIN_DIR=$bins flock -x /tmp/ccswitch-experiment.lock \
-      .venv/bin/ccswitch run "$here/$side.toml" --out "$out" > "$out.log" 2>&1
+      .venv/bin/ccswitch run "$tomls/$side.toml" --out "$out" > "$out.log" 2>&1
     echo "$(date -u +%T) $side $rep rc=$?"
   done
 done
