@@ -1,7 +1,8 @@
 """The server's socket of each transfer from an ss trace (run.sh's ss.txt: `ss -tinHa` of port
-8080 every ~10 ms), beside the transfers run's transfers.jsonl (same order): per sample, ms
-since the flow's first, cwnd, unacked, retransmitted so far, lost now, pacing and delivery
-rate (Mbit/s), smoothed RTT. Usage: python3 trajectories.py SS_TXT TRANSFERS_JSONL [MAX_MS]"""
+8080 every ~10 ms), beside the transfers run's transfers.jsonl, matched by the client's port:
+per sample, ms since the flow's first, cwnd, unacked, retransmitted so far, lost now, pacing
+and delivery rate (Mbit/s), smoothed RTT. Usage: python3 trajectories.py SS_TXT
+TRANSFERS_JSONL [MAX_MS]"""
 import json
 import re
 import sys
@@ -21,26 +22,28 @@ def rate(line, name):
     return float(m.group(1)) / 1e6 if m else 0.0
 
 
-flows, now, last_sent = [], None, None
+flows, now, peer_port = {}, None, None
 for line in open(ss_path):
     if line.startswith("T "):
         now = float(line.split()[1])
         continue
-    if "cwnd:" not in line or "bytes_sent" not in line:
+    if not line[:1].isspace():  # a socket's state line: its peer is the last column
+        port = line.split()[-1].rsplit(":", 1)[-1]
+        peer_port = int(port) if port.isdigit() else None
         continue
-    sent = field(line, "bytes_sent")
-    if last_sent is None or sent < last_sent:
-        flows.append([])
-    last_sent = sent
+    if "cwnd:" not in line or "bytes_sent" not in line or peer_port is None:
+        continue
     retr = re.search(r"retrans:\d+/(\d+)", line)
-    flows[-1].append((now, line.split()[0], int(field(line, "cwnd")), int(field(line, "unacked")),
-                      int(retr.group(1)) if retr else 0, int(field(line, "lost")), rate(line, "pacing_rate"),
-                      rate(line, "delivery_rate"), field(line, "rtt")))
+    flows.setdefault(peer_port, []).append((now, line.split()[0], int(field(line, "cwnd")), int(field(line, "unacked")),
+                                            int(retr.group(1)) if retr else 0, int(field(line, "lost")), rate(line, "pacing_rate"),
+                                            rate(line, "delivery_rate"), field(line, "rtt")))
 
-if len(flows) != len(transfers):
-    print(f"# {len(flows)} flows in the trace, {len(transfers)} transfers: matched in order", file=sys.stderr)
-for flow, t in zip(flows, transfers):
+for t in transfers:
     print(f"## {t['scheme']} rep {t['repetition']}: {t['tct_s']:.3f} s")
+    flow = flows.get(t["client_port"])
+    if not flow:
+        print(f"# client port {t['client_port']}: not in the trace")
+        continue
     print(f"{'ms':>6} {'cc':8} {'cwnd':>5} {'unack':>5} {'retr':>5} {'lost':>5} {'pace':>7} {'deliv':>7} {'rtt':>7}")
     t0 = flow[0][0]
     for s in flow:
