@@ -7,6 +7,9 @@ ProbeBW's phases pacing at gain 1; min_rtt as the least of the handshake's and t
 RTTs so far). Usage: probe_bw.py RUN_OUT (run.sh's OUT: ss.txt, run/)"""
 import glob, json, os, re, statistics as st, sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
+from trajectories import socket_samples  # noqa: E402
+
 out = sys.argv[1]
 WINDOWS = {"umts": (3.0, 8.0), "evdo": (2.0, 8.0)}
 MSS = 1448
@@ -17,18 +20,10 @@ def mbit(value, unit):
 
 
 kernel = {}  # client port -> [(t, cwnd, bw Mbit/s, mrtt ms)]
-now, port = None, None
-for line in open(os.path.join(out, "ss.txt")):
-    if line.startswith("T "):
-        now = float(line.split()[1])
-        continue
-    if not line[:1].isspace():
-        p = line.split()[-1].rsplit(":", 1)[-1]
-        port = int(p) if p.isdigit() else None
-        continue
+for now, port, line in socket_samples(os.path.join(out, "ss.txt")):
     m = re.search(r"bbr:\(bw:([0-9.]+)([KMG]?)bps,mrtt:([0-9.]+)", line)
     cw = re.search(r"\bcwnd:(\d+)", line)
-    if m and cw and port is not None and "bytes_sent" in line:
+    if m and cw:
         kernel.setdefault(port, []).append((now, int(cw.group(1)), mbit(m.group(1), m.group(2)), float(m.group(3))))
 
 transfers = [json.loads(l) for l in open(os.path.join(out, "run", "transfers.jsonl"))]

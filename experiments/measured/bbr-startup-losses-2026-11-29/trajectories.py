@@ -7,10 +7,6 @@ import json
 import re
 import sys
 
-ss_path, transfers_path = sys.argv[1], sys.argv[2]
-max_ms = float(sys.argv[3]) if len(sys.argv) > 3 else 1500
-transfers = sorted((json.loads(l) for l in open(transfers_path)), key=lambda r: r["started_at"])
-
 
 def field(line, name, default=0):
     m = re.search(rf"\b{name}:([0-9.]+)", line)
@@ -22,32 +18,44 @@ def rate(line, name):
     return float(m.group(1)) / 1e6 if m else 0.0
 
 
-flows, now, peer_port = {}, None, None
-for line in open(ss_path):
-    if line.startswith("T "):
-        now = float(line.split()[1])
-        continue
-    if not line[:1].isspace():  # a socket's state line: its peer is the last column
-        port = line.split()[-1].rsplit(":", 1)[-1]
-        peer_port = int(port) if port.isdigit() else None
-        continue
-    if "cwnd:" not in line or "bytes_sent" not in line or peer_port is None:
-        continue
-    retr = re.search(r"retrans:\d+/(\d+)", line)
-    flows.setdefault(peer_port, []).append((now, line.split()[0], int(field(line, "cwnd")), int(field(line, "unacked")),
-                                            int(retr.group(1)) if retr else 0, int(field(line, "lost")), rate(line, "pacing_rate"),
-                                            rate(line, "delivery_rate"), field(line, "rtt")))
+def socket_samples(ss_path):
+    """(time, client port, info line) of each sample of a connected socket in the trace: a
+    socket's state line names its peer last, and its info line follows."""
+    now, peer_port = None, None
+    for line in open(ss_path):
+        if line.startswith("T "):
+            now = float(line.split()[1])
+        elif not line[:1].isspace():
+            port = line.split()[-1].rsplit(":", 1)[-1]
+            peer_port = int(port) if port.isdigit() else None
+        elif peer_port is not None and "cwnd:" in line and "bytes_sent" in line:
+            yield now, peer_port, line
 
-for t in transfers:
-    print(f"## {t['scheme']} rep {t['repetition']}: {t['tct_s']:.3f} s")
-    flow = flows.get(t["client_port"])
-    if not flow:
-        print(f"# client port {t['client_port']}: not in the trace")
-        continue
-    print(f"{'ms':>6} {'cc':8} {'cwnd':>5} {'unack':>5} {'retr':>5} {'lost':>5} {'pace':>7} {'deliv':>7} {'rtt':>7}")
-    t0 = flow[0][0]
-    for s in flow:
-        ms = 1000 * (s[0] - t0)
-        if ms > max_ms:
-            break
-        print(f"{ms:6.0f} {s[1]:8} {s[2]:5d} {s[3]:5d} {s[4]:5d} {s[5]:5d} {s[6]:7.2f} {s[7]:7.2f} {s[8]:7.1f}")
+
+def main():
+    ss_path, transfers_path = sys.argv[1], sys.argv[2]
+    max_ms = float(sys.argv[3]) if len(sys.argv) > 3 else 1500
+    transfers = sorted((json.loads(l) for l in open(transfers_path)), key=lambda r: r["started_at"])
+    flows = {}
+    for now, port, line in socket_samples(ss_path):
+        retr = re.search(r"retrans:\d+/(\d+)", line)
+        flows.setdefault(port, []).append((now, line.split()[0], int(field(line, "cwnd")), int(field(line, "unacked")),
+                                           int(retr.group(1)) if retr else 0, int(field(line, "lost")), rate(line, "pacing_rate"),
+                                           rate(line, "delivery_rate"), field(line, "rtt")))
+    for t in transfers:
+        print(f"## {t['scheme']} rep {t['repetition']}: {t['tct_s']:.3f} s")
+        flow = flows.get(t["client_port"])
+        if not flow:
+            print(f"# client port {t['client_port']}: not in the trace")
+            continue
+        print(f"{'ms':>6} {'cc':8} {'cwnd':>5} {'unack':>5} {'retr':>5} {'lost':>5} {'pace':>7} {'deliv':>7} {'rtt':>7}")
+        t0 = flow[0][0]
+        for s in flow:
+            ms = 1000 * (s[0] - t0)
+            if ms > max_ms:
+                break
+            print(f"{ms:6.0f} {s[1]:8} {s[2]:5d} {s[3]:5d} {s[4]:5d} {s[5]:5d} {s[6]:7.2f} {s[7]:7.2f} {s[8]:7.1f}")
+
+
+if __name__ == "__main__":
+    main()
