@@ -1,5 +1,6 @@
 """Usage: allowance.py RUN_OUT [FROM_S TO_S]. The ACK-aggregation allowance of each BBR
-transfer of run.sh's RUN_OUT (ss.txt beside run/) over FROM_S-TO_S s of the flow (default
+transfer of run.sh's RUN_OUT (ss.txt beside run/; or a folder as allowance-ss/, with
+ss.txt.xz beside transfers.jsonl and flows/) over FROM_S-TO_S s of the flow (default
 3-9.5, ProbeBw before the UMTS trace's outage), in segments:
 - the kernel's (native:bbr), implied by ss: cwnd less Linux's quantized target
   (ceil(2 x bw x mrtt) + 3 TSO bursts of 2 segments, even), at every sample with cwnd_gain 2;
@@ -7,7 +8,7 @@ transfer of run.sh's RUN_OUT (ss.txt beside run/) over FROM_S-TO_S s of the flow
   held, the largest of the reports of the last 10 rounds (taken as 10 x the smallest RTT
   sample) at most 100 ms of the pacing rate's estimate.
 Medians and 90th percentiles."""
-import glob, json, math, os, re, statistics as st, sys
+import glob, json, lzma, math, os, re, statistics as st, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
 from trajectories import field, socket_samples  # noqa: E402
@@ -22,18 +23,26 @@ def summary(xs):
     return f"median {st.median(xs):5.1f}  p90 {xs[int(0.9 * (len(xs) - 1))]:5.1f}  n={len(xs)}" if xs else "none"
 
 
+run = os.path.join(out, "run") if os.path.isdir(os.path.join(out, "run")) else out
+ss_path = os.path.join(out, "ss.txt")
+if not os.path.exists(ss_path):
+    with lzma.open(ss_path + ".xz", "rt") as src, tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as dst:
+        dst.write(src.read())
+    ss_path = dst.name
 kernel = {}
-for now, port, line in socket_samples(os.path.join(out, "ss.txt")):
+for now, port, line in socket_samples(ss_path):
     m = re.search(r"bbr:\(bw:([0-9.]+)([MK]?)bps,mrtt:([0-9.]+),pacing_gain:[0-9.]+,cwnd_gain:([0-9.]+)", line)
     if m:
         bw = float(m.group(1)) * {"M": 1e6, "K": 1e3, "": 1.0}[m.group(2)]
         kernel.setdefault(port, []).append((now, int(field(line, "cwnd")), bw, float(m.group(3)), m.group(4)))
+if ss_path != os.path.join(out, "ss.txt"):
+    os.unlink(ss_path)
 logs = {}
-for path in glob.glob(os.path.join(out, "run", "flows", "*.jsonl")):
+for path in glob.glob(os.path.join(run, "flows", "*.jsonl")):
     rows = [json.loads(l) for l in open(path)]
     if rows and rows[0].get("event") == "flow":
         logs[rows[0]["dport"]] = [r for r in rows if r.get("event") == "report"]
-transfers = sorted((json.loads(l) for l in open(os.path.join(out, "run", "transfers.jsonl"))), key=lambda r: r["started_at"])
+transfers = sorted((json.loads(l) for l in open(os.path.join(run, "transfers.jsonl"))), key=lambda r: r["started_at"])
 for t in transfers:
     label = f"{t['client']:5s} {t['scheme'][:10]:10s} rep {t['repetition']} {t['tct_s']:6.2f} s"
     port = t["client_port"]
