@@ -20,7 +20,9 @@
 //!   `on_report_errors` (its `on_report` raised), `python_bad_values` (it set a window or rate
 //!   that was refused), `python_timeouts` (it ran past its time budget and was abandoned),
 //!   `python_skipped` (reports answered without calling it: suspended after a timeout, or the
-//!   interpreter still busy with an abandoned call);
+//!   interpreter still busy with an abandoned call). `min_rtt_us` is the report's smallest
+//!   RTT sample and `extra_acked_bytes` its ACK aggregation (the most an ACK epoch
+//!   acknowledged beyond the rate the algorithm gave), each present when the report has one;
 //! - `handover`: the flow changed algorithm, why, and the features that decided it;
 //! - `close`: the flow ended; `on_report_errors`, `python_bad_values`, `python_timeouts` and
 //!   `python_skipped` are the flow's totals (0 when none).
@@ -112,6 +114,10 @@ struct ReportLine<'a> {
     #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     sender_in_reduction: Option<bool>,
     #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
+    min_rtt_us: Option<u64>,
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
+    extra_acked_bytes: Option<u64>,
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     on_report_errors: Option<u64>,
     #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     python_bad_values: Option<u64>,
@@ -162,7 +168,9 @@ impl ReportLine<'_> {
             out.extend_from_slice(if v { b",\"sender_in_reduction\":true" } else { b",\"sender_in_reduction\":false" });
         }
         for (key, v) in [
-            (&b",\"on_report_errors\":"[..], self.on_report_errors),
+            (&b",\"min_rtt_us\":"[..], self.min_rtt_us),
+            (b",\"extra_acked_bytes\":", self.extra_acked_bytes),
+            (b",\"on_report_errors\":", self.on_report_errors),
             (b",\"python_bad_values\":", self.python_bad_values),
             (b",\"python_timeouts\":", self.python_timeouts),
             (b",\"python_skipped\":", self.python_skipped),
@@ -289,6 +297,8 @@ impl EventLog {
             dp_us: m.now_us,
             sender_reductions: m.sender_reductions.map(|r| r.entered),
             sender_in_reduction: m.sender_reductions.map(|r| r.in_reduction),
+            min_rtt_us: present(m.min_rtt_us),
+            extra_acked_bytes: present(m.extra_acked_bytes),
             on_report_errors: present(python.errors),
             python_bad_values: present(python.bad_values),
             python_timeouts: present(python.timeouts),
@@ -343,6 +353,8 @@ mod tests {
             dp_us: 1_700_000_000_123_456,
             sender_reductions: None,
             sender_in_reduction: None,
+            min_rtt_us: None,
+            extra_acked_bytes: None,
             on_report_errors: None,
             python_bad_values: None,
             python_timeouts: None,
@@ -356,6 +368,7 @@ mod tests {
             ReportLine { cwnd_bytes: None, pacing_rate_bps: Some(0), timeout: true, ..base },
             ReportLine { sender_reductions: Some(12), sender_in_reduction: Some(true), ..base },
             ReportLine { sender_reductions: Some(0), sender_in_reduction: Some(false), ..base },
+            ReportLine { min_rtt_us: Some(48_000), extra_acked_bytes: Some(28_960), ..base },
             ReportLine { algorithm: "py:my \"algo\"\\\n", on_report_errors: Some(1), python_skipped: Some(9), ..base },
             ReportLine { algorithm: "é-ü", python_bad_values: Some(2), python_timeouts: Some(0), ..base },
         ];
