@@ -1,11 +1,12 @@
 """Usage: network.py RUNS_DIR [CELL] (CELL: the probe's transfer number, default 000004, the
 UMTS client). From the packet probe of each run SIDE-N (RUNS_DIR/SIDE-N/probe/CELL.*; the
-UMTS ones are in umts-probe-flows.tar.xz), per side, medians over the repetitions of:
+UMTS ones are in umts-probe-flows.tar.xz), per side; or, when RUNS_DIR is one run (its
+transfers.jsonl), of its UMTS transfers, per scheme; medians over the repetitions of:
 - the bytes delivered to the client by each time (from the flow's first packet sent);
 - the packets in the network (sent, not yet received) at each time, counting only packets
   that arrived.
 Times suit the UMTS trace: its outage runs from about 9.5 to 18 s."""
-import collections, glob, os, statistics as st, sys
+import collections, glob, json, os, statistics as st, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
 import numpy as np  # noqa: E402
@@ -15,12 +16,16 @@ DELIVERED_AT = (4, 8, 9, 16, 18, 18.5, 19, 19.5, 20)
 IN_NETWORK_AT = (6, 8, 9.5, 15.5, 17.5)
 
 runs, cell = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "000004"
+if os.path.exists(os.path.join(runs, "transfers.jsonl")):
+    rows = [json.loads(line) for line in open(os.path.join(runs, "transfers.jsonl"))]
+    probes = [(r["scheme"], os.path.join(runs, r["probe"])) for r in rows if r["client"] == "umts"]
+else:
+    probes = [(os.path.basename(d).rsplit("-", 1)[0], os.path.join(d, "probe", cell))
+              for d in sorted(glob.glob(os.path.join(runs, "*-*")))]
 delivered, in_network = collections.defaultdict(list), collections.defaultdict(list)
-for d in sorted(glob.glob(os.path.join(runs, "*-*"))):
-    prefix = os.path.join(d, "probe", cell)
+for side, prefix in probes:
     if not os.path.exists(prefix + ".packets.bin"):
         continue
-    side = os.path.basename(d).rsplit("-", 1)[0]
     probe = read_probe(prefix)
     flow = max(probe.flows, key=lambda f: probe.flows[f]["bytes_sent"])
     pk = probe.of_flow(flow)
