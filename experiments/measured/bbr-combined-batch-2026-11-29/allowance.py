@@ -8,10 +8,10 @@ ss.txt.xz beside transfers.jsonl and flows/) over FROM_S-TO_S s of the flow (def
   held, the largest of the reports of the last 10 rounds (taken as 10 x the smallest RTT
   sample) at most 100 ms of the pacing rate's estimate.
 Medians and 90th percentiles."""
-import glob, json, lzma, math, os, re, statistics as st, sys, tempfile
+import glob, json, math, os, statistics as st, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import field, socket_samples  # noqa: E402
+from trajectories import bbr_model, field, socket_samples  # noqa: E402
 
 MSS = 1448
 out = sys.argv[1]
@@ -25,18 +25,11 @@ def summary(xs):
 
 run = os.path.join(out, "run") if os.path.isdir(os.path.join(out, "run")) else out
 ss_path = os.path.join(out, "ss.txt")
-if not os.path.exists(ss_path):
-    with lzma.open(ss_path + ".xz", "rt") as src, tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as dst:
-        dst.write(src.read())
-    ss_path = dst.name
 kernel = {}
-for now, port, line in socket_samples(ss_path):
-    m = re.search(r"bbr:\(bw:([0-9.]+)([MK]?)bps,mrtt:([0-9.]+),pacing_gain:[0-9.]+,cwnd_gain:([0-9.]+)", line)
-    if m:
-        bw = float(m.group(1)) * {"M": 1e6, "K": 1e3, "": 1.0}[m.group(2)]
-        kernel.setdefault(port, []).append((now, int(field(line, "cwnd")), bw, float(m.group(3)), m.group(4)))
-if ss_path != os.path.join(out, "ss.txt"):
-    os.unlink(ss_path)
+for now, port, line in socket_samples(ss_path if os.path.exists(ss_path) else ss_path + ".xz"):
+    model = bbr_model(line)
+    if model and model[2]:
+        kernel.setdefault(port, []).append((now, int(field(line, "cwnd")), *model))
 logs = {}
 for path in glob.glob(os.path.join(run, "flows", "*.jsonl")):
     rows = [json.loads(l) for l in open(path)]

@@ -8,23 +8,19 @@ RTTs so far). Usage: probe_bw.py RUN_OUT (run.sh's OUT: ss.txt, run/)"""
 import glob, json, os, re, statistics as st, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import socket_samples  # noqa: E402
+from trajectories import bbr_model, socket_samples  # noqa: E402
 
 out = sys.argv[1]
 WINDOWS = {"umts": (3.0, 8.0), "evdo": (2.0, 8.0)}
 MSS = 1448
 
 
-def mbit(value, unit):
-    return float(value) * {"": 1e-6, "K": 1e-3, "M": 1, "G": 1e3}[unit]
-
-
 kernel = {}  # client port -> [(t, cwnd, bw Mbit/s, mrtt ms)]
 for now, port, line in socket_samples(os.path.join(out, "ss.txt")):
-    m = re.search(r"bbr:\(bw:([0-9.]+)([KMG]?)bps,mrtt:([0-9.]+)", line)
+    model = bbr_model(line)
     cw = re.search(r"\bcwnd:(\d+)", line)
-    if m and cw:
-        kernel.setdefault(port, []).append((now, int(cw.group(1)), mbit(m.group(1), m.group(2)), float(m.group(3))))
+    if model and cw:
+        kernel.setdefault(port, []).append((now, int(cw.group(1)), model[0] / 1e6, model[1]))
 
 transfers = [json.loads(l) for l in open(os.path.join(out, "run", "transfers.jsonl"))]
 print(f"{'transfer':44s} {'tct s':>6} {'cwnd':>5} {'bw Mbit/s':>9} {'min_rtt ms':>10} {'2 BDP':>6} {'beyond':>6}")

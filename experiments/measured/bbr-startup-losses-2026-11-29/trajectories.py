@@ -4,6 +4,7 @@ per sample, ms since the flow's first, cwnd, unacked, retransmitted so far, lost
 and delivery rate (Mbit/s), smoothed RTT. Usage: python3 trajectories.py SS_TXT
 TRANSFERS_JSONL [MAX_MS]"""
 import json
+import lzma
 import re
 import sys
 
@@ -18,11 +19,22 @@ def rate(line, name):
     return float(m.group(1)) / 1e6 if m else 0.0
 
 
+def bbr_model(line):
+    """The kernel's BBR model in an info line, `bbr:(bw:...,mrtt:...[,pacing_gain:...,
+    cwnd_gain:...])`: (bw in bit/s, min_rtt in ms, cwnd_gain or None before the gains show);
+    None for a line without it."""
+    m = re.search(r"bbr:\(bw:([0-9.]+)([KMG]?)bps,mrtt:([0-9.]+)(?:,pacing_gain:[0-9.]+,cwnd_gain:([0-9.]+))?", line)
+    if not m:
+        return None
+    return float(m.group(1)) * {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)], float(m.group(3)), m.group(4)
+
+
 def socket_samples(ss_path):
-    """(time, client port, info line) of each sample of a connected socket in the trace: a
-    socket's state line names its peer last, and its info line follows."""
+    """(time, client port, info line) of each sample of a connected socket in the trace (ss.txt,
+    or ss.txt.xz as committed): a socket's state line names its peer last, and its info line
+    follows."""
     now, peer_port = None, None
-    for line in open(ss_path):
+    for line in (lzma.open(ss_path, "rt") if ss_path.endswith(".xz") else open(ss_path)):
         if line.startswith("T "):
             now = float(line.split()[1])
         elif not line[:1].isspace():
