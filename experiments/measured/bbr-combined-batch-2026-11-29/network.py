@@ -1,6 +1,7 @@
-"""Usage (the project's .venv/bin/python: numpy): network.py RUNS_DIR [CELL] (CELL: the probe's transfer number, default 000004, the
-UMTS client). From the packet probe of each run SIDE-N (RUNS_DIR/SIDE-N/probe/CELL.*; the
-UMTS ones are in umts-probe-flows.tar.xz), per side; or, when RUNS_DIR is one run (its
+"""Usage, in the project's environment (numpy): .venv/bin/python network.py RUNS_DIR [CELL]
+(CELL: the probe's transfer number, default 000004, the UMTS client). From the packet probe
+of each run SIDE-N (RUNS_DIR/SIDE-N/probe/CELL.*; the UMTS ones are in
+umts-probe-flows.tar.xz), per side; or, when RUNS_DIR is one run (its
 transfers.jsonl), of its UMTS transfers, per scheme; medians over the repetitions of:
 - the bytes delivered to the client by each time (from the flow's first packet sent);
 - the packets in the network (sent, not yet received) at each time, counting only packets
