@@ -70,7 +70,7 @@ struct ccsw_std_ack {
 	__u32 rtt_us;          /* the flow's latest RTT sample, carried over; 0 = none yet */
 	__u32 bytes_in_flight;
 	__u32 cwnd_bytes;      /* Cwnd: the program's window on this ACK */
-	__u32 agg_rate;        /* Control.agg_rate: bytes per CCSW_STD_AGG_RATE_UNIT_US, 0 = none */
+	__u32 agg_rate;        /* Control.agg_rate: bytes per 2^CCSW_STD_AGG_RATE_UNIT_SHIFT us, 0 = none */
 };
 
 /* When the program reports (its control registers). */
@@ -110,9 +110,9 @@ _Static_assert(sizeof(struct ccsw_std_rate_sample) == 16, "std rate sample");
 _Static_assert(sizeof(struct ccsw_std_sampled_fold) == 104, "std sampled fold");
 _Static_assert(sizeof(struct ccsw_std_aggregation) == 24, "std aggregation");
 
-/* ccswitch_protocol::standard::AGG_RATE_UNIT_US, as a shift. */
+/* ccswitch_protocol::standard::AGG_RATE_UNIT_US, as a shift, and AGG_EPOCH_MAX_US. */
 #define CCSW_STD_AGG_RATE_UNIT_SHIFT 20
-#define CCSW_STD_AGG_RATE_UNIT_US (1ULL << CCSW_STD_AGG_RATE_UNIT_SHIFT)
+#define CCSW_STD_AGG_EPOCH_MAX_US (1ULL << 30)
 
 static __always_inline void ccsw_std_reset(struct ccsw_std_regs *r)
 {
@@ -167,7 +167,7 @@ static __always_inline bool ccsw_std_fold_ack(struct ccsw_std_fold *s, const str
 
 /* The program's ACK-aggregation clauses, for an ACK that acknowledged bytes under a rate
  * (a->agg_rate, a->bytes_acked not 0): the epoch restarts once it has acknowledged no more
- * than the rate delivers over it (that expected count capped at one unit of time, the
+ * than the rate delivers over it (its time capped at CCSW_STD_AGG_EPOCH_MAX_US, the
  * program's min), and the excess, at most Cwnd, raises Report.extra_acked. The state restarts
  * (zeroed) with the program, and extra_acked with each report. */
 static __always_inline void ccsw_std_fold_aggregation(struct ccsw_std_aggregation *g, const struct ccsw_std_ack *a)
@@ -175,8 +175,8 @@ static __always_inline void ccsw_std_fold_aggregation(struct ccsw_std_aggregatio
 	__u64 elapsed = a->now_us - g->epoch_us;
 	__u64 expected, extra;
 
-	if (elapsed > CCSW_STD_AGG_RATE_UNIT_US)
-		elapsed = CCSW_STD_AGG_RATE_UNIT_US;
+	if (elapsed > CCSW_STD_AGG_EPOCH_MAX_US)
+		elapsed = CCSW_STD_AGG_EPOCH_MAX_US;
 	expected = ((__u64)a->agg_rate * elapsed) >> CCSW_STD_AGG_RATE_UNIT_SHIFT;
 	if (g->epoch_acked <= expected) {
 		g->epoch_us = a->now_us;

@@ -219,8 +219,9 @@ pub mod control {
     /// program measures ACK aggregation against (`Report.extra_acked`), the algorithm's
     /// bandwidth estimate, pre-set by the agent.
     pub const AGG_RATE: usize = 14;
-    /// Set by the program: the bytes [`AGG_RATE`] delivers over the ACK epoch so far (at
-    /// most one unit of time's), on the latest ACK that acknowledged any.
+    /// Set by the program: the bytes [`AGG_RATE`] delivers over the ACK epoch so far (over
+    /// at most [`AGG_EPOCH_MAX_US`](super::AGG_EPOCH_MAX_US)), on the latest ACK that
+    /// acknowledged any.
     pub const AGG_EXPECTED: usize = 15;
     /// Control registers of the program (portus numbers at most 16).
     pub const COUNT: usize = 16;
@@ -251,10 +252,19 @@ pub const WINDOW_USE_PCT: u64 = 50;
 pub const IDLE_REPORT_US: u64 = 1_000_000;
 
 /// The time unit of `Control.agg_rate`, µs: a power of two, so that the program's division by
-/// it is a shift in the datapaths' folds, and an epoch's expected count is capped at one unit
-/// (about a second) of the rate, which keeps its product within 64 bits for any rate below
-/// 2^44 bytes per unit.
+/// it is a shift in the datapaths' folds.
 pub const AGG_RATE_UNIT_US: u64 = 1 << 20;
+
+/// The longest ACK epoch the rate's expected count grows over, µs (about 18 minutes): an
+/// epoch older than that expects no more, which keeps the product within 64 bits for any
+/// rate the agent sets (at most 2^32 bytes per unit), and is below 2^31, the largest
+/// immediate portus's compiler takes. Linux caps nothing; capping at one unit of time (as
+/// this program did) stuck an epoch for good once it had kept pace with the rate for a
+/// second: it then expected no more while its ACKs went on, never restarted, and reported
+/// the window as aggregation on every report. On the T-Mobile UMTS trace that held one of
+/// four transfers' allowance at its cap from 4.6 s to the end of the trace's outage (18.7 s)
+/// (`experiments/measured/bbr-combined-batch-2026-11-29`, `stuck.py`).
+pub const AGG_EPOCH_MAX_US: u64 = 1 << 30;
 
 /// The unit of `Control.grow_rate`: bytes acknowledged, a power of two so that the program's
 /// division by it is a shift in the kernel's fold, and below 2^31, the largest immediate
@@ -303,6 +313,7 @@ pub fn source() -> String {
     let controls: String =
         control::NAMES.iter().enumerate().map(|(i, name)| format!("\n  (Control.{name} {})", control_default(i))).collect();
     let unit = AGG_RATE_UNIT_US;
+    let epoch_max = AGG_EPOCH_MAX_US;
     let grow_unit = GROW_RATE_UNIT;
     format!(
         "(def (Report{reports}
@@ -353,7 +364,7 @@ pub fn source() -> String {
     (fallthrough)
 )
 (when (&& (> Control.agg_rate 0) (> Ack.bytes_acked 0))
-    (:= Control.agg_expected (/ (* Control.agg_rate (min (- Ack.now Report.agg_epoch_us) {unit})) {unit}))
+    (:= Control.agg_expected (/ (* Control.agg_rate (min (- Ack.now Report.agg_epoch_us) {epoch_max})) {unit}))
     (fallthrough)
 )
 (when (&& (&& (> Control.agg_rate 0) (> Ack.bytes_acked 0)) (> (+ Control.agg_expected 1) Report.agg_epoch_acked))
