@@ -8,10 +8,10 @@ ss.txt.xz beside transfers.jsonl and flows/) over FROM_S-TO_S s of the flow (def
   held, the largest of the reports of the last 10 rounds (taken as 10 x the smallest RTT
   sample) at most 100 ms of the pacing rate's estimate.
 Medians and 90th percentiles."""
-import glob, json, math, os, statistics as st, sys
+import json, math, os, statistics as st, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import bbr_model, field, socket_samples  # noqa: E402
+from trajectories import bbr_model, field, flow_reports, socket_samples  # noqa: E402
 
 MSS = 1448
 out = sys.argv[1]
@@ -30,11 +30,7 @@ for now, port, line in socket_samples(ss_path if os.path.exists(ss_path) else ss
     model = bbr_model(line)
     if model and model[2]:
         kernel.setdefault(port, []).append((now, int(field(line, "cwnd")), *model))
-logs = {}
-for path in glob.glob(os.path.join(run, "flows", "*.jsonl")):
-    rows = [json.loads(l) for l in open(path)]
-    if rows and rows[0].get("event") == "flow":
-        logs[rows[0]["dport"]] = [r for r in rows if r.get("event") == "report"]
+logs = flow_reports(os.path.join(run, "flows"))
 transfers = sorted((json.loads(l) for l in open(os.path.join(run, "transfers.jsonl"))), key=lambda r: r["started_at"])
 for t in transfers:
     label = f"{t['client']:5s} {t['scheme'][:10]:10s} rep {t['repetition']} {t['tct_s']:6.2f} s"

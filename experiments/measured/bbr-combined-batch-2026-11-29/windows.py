@@ -6,17 +6,14 @@ force (the window a report shows held since the report before)."""
 import json, os, statistics as st, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import bbr_model, field, socket_samples  # noqa: E402
+from trajectories import bbr_model, field, flow_reports, socket_samples  # noqa: E402
 
 out, lo, hi = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 kernel = {}
 for now, port, line in socket_samples(os.path.join(out, "ss.txt.xz")):
     if bbr_model(line):
         kernel.setdefault(port, []).append((now, field(line, "cwnd")))
-logs = {}
-for name in os.listdir(os.path.join(out, "flows")):
-    rows = [json.loads(l) for l in open(os.path.join(out, "flows", name))]
-    logs[rows[0]["dport"]] = [r for r in rows if r.get("event") == "report"]
+logs = flow_reports(os.path.join(out, "flows"))
 
 
 def spread(xs):

@@ -3,10 +3,10 @@ folder with ss.txt.xz beside transfers.jsonl and flows/), after the trace's outa
 of the flow): when the server socket's window (ss) first exceeded 12 segments again, and for
 ccswitch's transfers when the agent set a window above 12 (its flow log) and when the next
 ACK reached the datapath after it (the next report whose window is the agent's)."""
-import glob, json, os, sys
+import json, os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import field, socket_samples  # noqa: E402
+from trajectories import field, flow_reports, socket_samples  # noqa: E402
 
 MSS = 1448
 out = sys.argv[1]
@@ -14,10 +14,7 @@ ss = os.path.join(out, "ss.txt")
 samples = {}
 for now, port, line in socket_samples(ss if os.path.exists(ss) else ss + ".xz"):
     samples.setdefault(port, []).append((now, field(line, "cwnd"), field(line, "unacked")))
-logs = {}
-for path in glob.glob(os.path.join(out, "flows", "*.jsonl")):
-    rows = [json.loads(l) for l in open(path)]
-    logs[rows[0]["dport"]] = [r for r in rows if r.get("event") == "report"]
+logs = flow_reports(os.path.join(out, "flows"))
 for t in sorted(map(json.loads, open(os.path.join(out, "transfers.jsonl"))), key=lambda r: r["started_at"]):
     port = t["client_port"]
     if t["client"] != "umts" or port not in samples:

@@ -10,10 +10,10 @@ last 10 s, or the handshake's.
 Also what ss counts unacknowledged then, and for ccswitch's transfers, from the flow log, when
 in flight first fell to 4 segments after the outage's timeout (probe_rtt's drain) and when the
 window came back above 12 after 16 s."""
-import glob, json, math, os, statistics as st, sys
+import json, math, os, statistics as st, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import bbr_model, field, socket_samples  # noqa: E402
+from trajectories import bbr_model, field, flow_reports, socket_samples  # noqa: E402
 
 MSS = 1448
 out = sys.argv[1]
@@ -23,10 +23,7 @@ ss = os.path.join(out, "ss.txt")
 samples = {}
 for now, port, line in socket_samples(ss if os.path.exists(ss) else ss + ".xz"):
     samples.setdefault(port, []).append((now, field(line, "cwnd"), field(line, "unacked"), bbr_model(line)))
-logs = {}
-for path in glob.glob(os.path.join(run, "flows", "*.jsonl")):
-    rows = [json.loads(l) for l in open(path)]
-    logs[rows[0]["dport"]] = [r for r in rows if r.get("event") == "report"]
+logs = flow_reports(os.path.join(run, "flows"))
 
 
 def quantized(bw_bps, min_rtt_ms):

@@ -3,8 +3,10 @@
 per sample, ms since the flow's first, cwnd, unacked, retransmitted so far, lost now, pacing
 and delivery rate (Mbit/s), smoothed RTT. Usage: python3 trajectories.py SS_TXT
 TRANSFERS_JSONL [MAX_MS]"""
+import glob
 import json
 import lzma
+import os
 import re
 import sys
 
@@ -27,6 +29,17 @@ def bbr_model(line):
     if not m:
         return None
     return float(m.group(1)) * {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)], float(m.group(3)), m.group(4)
+
+
+def flow_reports(flows_dir):
+    """The agent's report lines of each flow log in FLOWS_DIR (`--events` flows/*.jsonl), by the
+    flow's client port (the log's first line, its "flow" event)."""
+    logs = {}
+    for path in glob.glob(os.path.join(flows_dir, "*.jsonl")):
+        rows = [json.loads(l) for l in open(path)]
+        if rows and rows[0].get("event") == "flow":
+            logs[rows[0]["dport"]] = [r for r in rows if r.get("event") == "report"]
+    return logs
 
 
 def socket_samples(ss_path):
