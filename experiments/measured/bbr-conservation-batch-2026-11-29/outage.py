@@ -9,7 +9,8 @@ are rebuilt from its flow log: the median pacing rate of the reports over the la
 last 10 s, or the handshake's.
 Also what ss counts unacknowledged then, and for ccswitch's transfers, from the flow log, when
 in flight first fell to 4 segments after the outage's timeout (probe_rtt's drain) and when the
-window came back above 12 after 16 s."""
+agent set the window back above 12 after 16 s. All times count from the socket's first ss
+sample (reports' t_us and the sampler's clock are both the wall clock)."""
 import json, math, os, statistics as st, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
@@ -43,8 +44,9 @@ for t in sorted(map(json.loads, open(os.path.join(run, "transfers.jsonl"))), key
         bw, min_rtt = model[0], model[1]
     else:
         reports = logs[port]
-        r0 = reports[0]["t_us"]
-        recent = [r for r in reports if (r["t_us"] - r0) / 1e6 <= now - t0]
+        # Reports' t_us and the sampler's `date` are both the wall clock: a report's time in
+        # the flow is its t_us less the socket's first ss sample.
+        recent = [r for r in reports if r["t_us"] / 1e6 <= now]
         last = recent[-1]["t_us"]
         # Paced at gain 1 in six of probe_bw's eight phases: the median pacing rate, less
         # Linux's 1% margin, is the estimate.
@@ -58,7 +60,7 @@ for t in sorted(map(json.loads, open(os.path.join(run, "transfers.jsonl"))), key
     if port in logs:
         reports, timeout, drained, back = logs[port], None, None, None
         for r in reports:
-            s = (r["t_us"] - reports[0]["t_us"]) / 1e6
+            s = r["t_us"] / 1e6 - t0
             if r["timeout"] and timeout is None and s > 9:
                 timeout = s
             elif timeout is not None and drained is None and r["bytes_in_flight"] <= 4 * MSS:
