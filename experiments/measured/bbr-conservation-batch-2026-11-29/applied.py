@@ -32,4 +32,5 @@ for t in sorted(map(json.loads, open(os.path.join(out, "transfers.jsonl"))), key
         set_at = next((at(r) for r in after if r["cwnd_bytes"] > 12 * MSS), None)
         next_ack = next((at(r) for r in after if set_at is not None and at(r) > set_at + 0.001), None)
         agent = f"; the agent set it at {set_at:6.3f} s, the next report (ACK) at {next_ack:6.3f} s" if set_at and next_ack else ""
-    print(f"{t['scheme']:11s} rep {t['repetition']} {t['tct_s']:6.2f} s: socket's window above 12 at {socket:6.3f} s{agent}")
+    rose = f"socket's window above 12 at {socket:6.3f} s" if socket is not None else "done before the outage"
+    print(f"{t['scheme']:11s} rep {t['repetition']} {t['tct_s']:6.2f} s: {rose}{agent}")
