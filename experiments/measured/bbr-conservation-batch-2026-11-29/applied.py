@@ -3,24 +3,17 @@ folder with ss.txt.xz beside transfers.jsonl and flows/), after the trace's outa
 of the flow): when the server socket's window (ss) first exceeded 12 segments again, and for
 ccswitch's transfers when the agent set a window above 12 (its flow log) and when the next
 ACK reached the datapath after it (the next report whose window is the agent's)."""
-import json, os, sys
+import os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import field, flow_reports, socket_samples  # noqa: E402
+from trajectories import field, flow_reports, ss_trace, umts_socket_flows  # noqa: E402
 
 MSS = 1448
 out = sys.argv[1]
-ss = os.path.join(out, "ss.txt")
-samples = {}
-for now, port, line in socket_samples(ss if os.path.exists(ss) else ss + ".xz"):
-    samples.setdefault(port, []).append((now, field(line, "cwnd"), field(line, "unacked")))
 logs = flow_reports(os.path.join(out, "flows"))
-for t in sorted(map(json.loads, open(os.path.join(out, "transfers.jsonl"))), key=lambda r: r["started_at"]):
+sample = lambda now, line: (now, field(line, "cwnd"), field(line, "unacked"))
+for t, flow, t0 in umts_socket_flows(os.path.join(out, "transfers.jsonl"), ss_trace(out), sample):
     port = t["client_port"]
-    if t["client"] != "umts" or port not in samples:
-        continue
-    flow = samples[port]
-    t0 = flow[0][0]
     socket = next((now - t0 for now, cwnd, _ in flow if now - t0 > 16 and cwnd > 12), None)
     agent = ""
     if port in logs:

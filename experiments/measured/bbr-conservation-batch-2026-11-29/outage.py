@@ -11,19 +11,15 @@ Also what ss counts unacknowledged then, and for ccswitch's transfers, from the 
 in flight first fell to 4 segments after the outage's timeout (probe_rtt's drain) and when the
 agent set the window back above 12 after 16 s. All times count from the socket's first ss
 sample (reports' t_us and the sampler's clock are both the wall clock)."""
-import json, math, os, statistics as st, sys
+import math, os, statistics as st, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import bbr_model, field, flow_reports, socket_samples  # noqa: E402
+from trajectories import bbr_model, field, flow_reports, ss_trace, umts_socket_flows  # noqa: E402
 
 MSS = 1448
 out = sys.argv[1]
 at = float(sys.argv[2]) if len(sys.argv) > 2 else 9.5
 run = os.path.join(out, "run") if os.path.isdir(os.path.join(out, "run")) else out
-ss = os.path.join(out, "ss.txt")
-samples = {}
-for now, port, line in socket_samples(ss if os.path.exists(ss) else ss + ".xz"):
-    samples.setdefault(port, []).append((now, field(line, "cwnd"), field(line, "unacked"), bbr_model(line)))
 logs = flow_reports(os.path.join(run, "flows"))
 
 
@@ -33,12 +29,9 @@ def quantized(bw_bps, min_rtt_ms):
 
 
 rows = {}
-for t in sorted(map(json.loads, open(os.path.join(run, "transfers.jsonl"))), key=lambda r: r["started_at"]):
+sample = lambda now, line: (now, field(line, "cwnd"), field(line, "unacked"), bbr_model(line))
+for t, flow, t0 in umts_socket_flows(os.path.join(run, "transfers.jsonl"), ss_trace(out), sample):
     port = t["client_port"]
-    if t["client"] != "umts" or port not in samples:
-        continue
-    flow = samples[port]
-    t0 = flow[0][0]
     now, cwnd, unacked, model = [s for s in flow if s[0] - t0 <= at][-1]
     if model:
         bw, min_rtt = model[0], model[1]

@@ -2,26 +2,18 @@
 (ss.txt.xz beside transfers.jsonl): the socket's window, segments outstanding and pacing rate
 over 6-10.5 s of the flow (from its first ss sample; before the trace's first outage), medians;
 for the kernel's BBR also its bandwidth estimate and min_rtt (ss's bbr:(...))."""
-import json, os, re, statistics, sys
+import os, statistics, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import field, socket_samples  # noqa: E402
+from trajectories import bbr_model, field, rate, ss_trace, umts_socket_flows  # noqa: E402
 
-UNIT = {"": 1, "K": 1e3, "M": 1e6}
 for out in sys.argv[1:]:
-    samples = {}
-    for now, port, line in socket_samples(os.path.join(out, "ss.txt.xz")):
-        bbr = re.search(r"bbr:\(bw:([\d.]+)([KM]?)bps,mrtt:([\d.]+)", line)
-        pacing = re.search(r"pacing_rate (\d+)bps", line)
-        samples.setdefault(port, []).append((now, field(line, "cwnd"), field(line, "unacked"),
-                                             int(pacing.group(1)) / 1e6 if pacing else None,
-                                             float(bbr.group(1)) * UNIT[bbr.group(2)] / 1e6 if bbr else None,
-                                             float(bbr.group(3)) if bbr else None))
-    for t in sorted(map(json.loads, open(os.path.join(out, "transfers.jsonl"))), key=lambda r: r["started_at"]):
-        flow = samples.get(t["client_port"])
-        if t["client"] != "umts" or not flow:
-            continue
-        t0 = flow[0][0]
+    def sample(now, line):
+        model = bbr_model(line)
+        return (now, field(line, "cwnd"), field(line, "unacked"), rate(line, "pacing_rate") or None,
+                model[0] / 1e6 if model else None, model[1] if model else None)
+
+    for t, flow, t0 in umts_socket_flows(os.path.join(out, "transfers.jsonl"), ss_trace(out), sample):
         window = [s for s in flow if 6 < s[0] - t0 < 10.5]
         med = lambda k: statistics.median(s[k] for s in window if s[k] is not None) if any(s[k] is not None for s in window) else None
         kernel = f", bw {med(4):.2f} Mbit/s, min_rtt {med(5):.0f} ms" if med(4) is not None else ""

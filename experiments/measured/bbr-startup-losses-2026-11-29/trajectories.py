@@ -57,6 +57,24 @@ def socket_samples(ss_path):
             yield now, peer_port, line
 
 
+def ss_trace(out):
+    """run.sh's ss trace in OUT: ss.txt as written, or ss.txt.xz as committed."""
+    path = os.path.join(out, "ss.txt")
+    return path if os.path.exists(path) else path + ".xz"
+
+
+def umts_socket_flows(transfers_path, ss_path, sample):
+    """Each transfer on the UMTS client in TRANSFERS_PATH that the ss trace sampled, in order of
+    start: (transfer, its samples as sample(now, info line), a tuple whose first item is now,
+    and the time of its first sample)."""
+    samples = {}
+    for now, port, line in socket_samples(ss_path):
+        samples.setdefault(port, []).append(sample(now, line))
+    for t in sorted(map(json.loads, open(transfers_path)), key=lambda r: r["started_at"]):
+        flow = samples.get(t["client_port"])
+        if t["client"] == "umts" and flow:
+            yield t, flow, flow[0][0]
+
 def main():
     ss_path, transfers_path = sys.argv[1], sys.argv[2]
     max_ms = float(sys.argv[3]) if len(sys.argv) > 3 else 1500
