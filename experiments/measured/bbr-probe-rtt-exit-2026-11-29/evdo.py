@@ -3,19 +3,16 @@ FLOWS_DIR/candidate-N/flows, completion times in RUNS_DIR): each raise of the ag
 by 8 segments or more followed by no report for over 0.25 s (a raised window waiting for an
 ACK), and the bytes acknowledged by 1-9 s of the flow (from its first report), medians over
 the fast and the slow transfers (over 10.4 s)."""
-import glob, json, os, statistics, sys
+import os, statistics, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import flow_reports  # noqa: E402
+from trajectories import batch_flows  # noqa: E402
 
 MSS = 1448
 MARKS = [1, 2, 3, 4, 5, 6, 7, 8, 9]
 flows, runs = sys.argv[1], sys.argv[2]
 by_mode = {False: [], True: []}
-for rep_dir in sorted(glob.glob(os.path.join(flows, "candidate-*")), key=lambda p: int(p.rsplit("-", 1)[1])):
-    name = os.path.basename(rep_dir)
-    evdo = next(t for t in map(json.loads, open(os.path.join(runs, name, "transfers.jsonl"))) if t["client"] == "evdo")
-    reports = flow_reports(os.path.join(rep_dir, "flows"))[evdo["client_port"]]
+for name, evdo, reports in batch_flows(flows, runs, "evdo"):
     t0 = reports[0]["t_us"]
     at = lambda r: (r["t_us"] - t0) / 1e6
     waits = [f"{at(r):.2f} s {p['cwnd_bytes'] // MSS}->{r['cwnd_bytes'] // MSS}, next report {at(n) - at(r):.2f} s later"

@@ -5,18 +5,16 @@ after the trace's outage (past 16 s of the flow, counted from its first report),
 report before it. An exit in the burst of ACKs that ends the outage (under 18.5 s) ended
 probe_rtt's round there: the pre-set window applied on that ACK. A later one waited for the
 200 ms, then for the next ACK. Then the slow mode (over 21 s) per group."""
-import glob, json, os, sys
+import os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import flow_reports  # noqa: E402
+from trajectories import batch_flows  # noqa: E402
 
 MSS = 1448
 flows, runs = sys.argv[1], sys.argv[2]
 groups = {"early": [], "late": [], "none": []}
-for rep_dir in sorted(glob.glob(os.path.join(flows, "candidate-*")), key=lambda p: int(p.rsplit("-", 1)[1])):
-    name = os.path.basename(rep_dir)
-    umts = next(t for t in map(json.loads, open(os.path.join(runs, name, "transfers.jsonl"))) if t["client"] == "umts")
-    tct, reports = umts["tct_s"], flow_reports(os.path.join(rep_dir, "flows"))[umts["client_port"]]
+for name, umts, reports in batch_flows(flows, runs, "umts"):
+    tct = umts["tct_s"]
     t0 = reports[0]["t_us"]
     at = lambda r: (r["t_us"] - t0) / 1e6
     exit_i = next((i for i, r in enumerate(reports) if at(r) > 16 and r["cwnd_bytes"] > 12 * MSS), None)

@@ -57,6 +57,16 @@ def socket_samples(ss_path):
             yield now, peer_port, line
 
 
+def batch_flows(flows_dir, runs_dir, client, side="candidate"):
+    """For each repetition of an ab.sh batch, in order: (its run's name, SIDE-N; the transfer of
+    CLIENT in RUNS_DIR/SIDE-N/transfers.jsonl; that flow's report lines in its log under
+    FLOWS_DIR/SIDE-N/flows)."""
+    for rep_dir in sorted(glob.glob(os.path.join(flows_dir, side + "-*")), key=lambda p: int(p.rsplit("-", 1)[1])):
+        name = os.path.basename(rep_dir)
+        t = next(t for t in map(json.loads, open(os.path.join(runs_dir, name, "transfers.jsonl"))) if t["client"] == client)
+        yield name, t, flow_reports(os.path.join(rep_dir, "flows"))[t["client_port"]]
+
+
 def ss_trace(out):
     """run.sh's ss trace in OUT: ss.txt as written, or ss.txt.xz as committed."""
     path = os.path.join(out, "ss.txt")
