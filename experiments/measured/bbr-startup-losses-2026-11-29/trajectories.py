@@ -73,17 +73,22 @@ def ss_trace(out):
     return path if os.path.exists(path) else path + ".xz"
 
 
-def umts_socket_flows(transfers_path, ss_path, sample):
-    """Each transfer on the UMTS client in TRANSFERS_PATH that the ss trace sampled, in order of
-    start: (transfer, its samples as sample(now, info line), a tuple whose first item is now,
-    and the time of its first sample)."""
+def client_socket_flows(transfers_path, ss_path, sample, client):
+    """Each transfer on CLIENT in TRANSFERS_PATH that the ss trace sampled, in order of start:
+    (transfer, its samples as sample(now, info line), a tuple whose first item is now, and the
+    time of its first sample)."""
     samples = {}
     for now, port, line in socket_samples(ss_path):
         samples.setdefault(port, []).append(sample(now, line))
     for t in sorted(map(json.loads, open(transfers_path)), key=lambda r: r["started_at"]):
         flow = samples.get(t["client_port"])
-        if t["client"] == "umts" and flow:
+        if t["client"] == client and flow:
             yield t, flow, flow[0][0]
+
+
+def umts_socket_flows(transfers_path, ss_path, sample):
+    """client_socket_flows of the UMTS client."""
+    return client_socket_flows(transfers_path, ss_path, sample, "umts")
 
 def main():
     ss_path, transfers_path = sys.argv[1], sys.argv[2]
