@@ -90,6 +90,21 @@ def umts_socket_flows(transfers_path, ss_path, sample):
     """client_socket_flows of the UMTS client."""
     return client_socket_flows(transfers_path, ss_path, sample, "umts")
 
+def drain_span(pacing_mbps):
+    """BBR's drain in a flow's pacing rates (Mbit/s, in order): the index of the first below 2
+    after one above 5 (startup's gain gave way to drain's, at 1/2.89 of the estimate) and of the
+    first above 2 after it (drain over); None for either not seen."""
+    fast_seen, start = False, None
+    for i, mbps in enumerate(pacing_mbps):
+        if start is None:
+            fast_seen |= mbps > 5
+            if fast_seen and mbps < 2:
+                start = i
+        elif mbps > 2:
+            return start, i
+    return start, None
+
+
 def main():
     ss_path, transfers_path = sys.argv[1], sys.argv[2]
     max_ms = float(sys.argv[3]) if len(sys.argv) > 3 else 1500

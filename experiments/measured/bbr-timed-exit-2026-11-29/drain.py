@@ -5,21 +5,15 @@ the window, unacknowledged segments, smoothed RTT and KB acknowledged at those m
 import os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import client_socket_flows, field, rate, ss_trace  # noqa: E402
+from trajectories import client_socket_flows, drain_span, field, rate, ss_trace  # noqa: E402
 
 out = sys.argv[1]
 sample = lambda now, line: (now, rate(line, "pacing_rate"), int(field(line, "cwnd")), int(field(line, "unacked")),
                             field(line, "rtt"), field(line, "bytes_acked") / 1e3)
 rows = []
 for t, flow, t0 in client_socket_flows(os.path.join(out, "transfers.jsonl"), ss_trace(out), sample, "evdo"):
-    fast_seen = False
-    startup_end = drain_end = None
-    for x in flow:
-        fast_seen |= x[1] > 5
-        if fast_seen and startup_end is None and x[1] < 2:
-            startup_end = x
-        if startup_end is not None and drain_end is None and x[1] > 2 and x[0] > startup_end[0]:
-            drain_end = x
+    start, end = drain_span(x[1] for x in flow)
+    startup_end, drain_end = (None if i is None else flow[i] for i in (start, end))
     show = lambda x: f"{x[0] - t0:6.3f} s (cwnd {x[2]:3d}, unacked {x[3]:3d}, rtt {x[4]:5.0f} ms, acked {x[5]:4.0f} KB)" if x else "-"
     rows.append((t["scheme"], t["tct_s"], f"{t['scheme']:10s} rep {t['repetition']} {t['tct_s']:6.2f} s: drain from {show(startup_end)} to {show(drain_end)}"))
 for _, _, line in sorted(rows):

@@ -6,21 +6,14 @@ first report; then the slow mode (over 10.4 s) by when drain ended."""
 import os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bbr-startup-losses-2026-11-29"))
-from trajectories import batch_flows  # noqa: E402
+from trajectories import batch_flows, drain_span  # noqa: E402
 
 flows, runs = sys.argv[1], sys.argv[2]
 rows = []
 for name, evdo, reports in batch_flows(flows, runs, "evdo"):
-    t0 = reports[0]["t_us"]
-    fast_seen, start, end = False, None, None
-    for r in reports:
-        mbps = r["pacing_rate_bps"] / 1e6
-        fast_seen |= mbps > 5
-        if fast_seen and start is None and mbps < 2:
-            start = (r["t_us"] - t0) / 1e6
-        elif start is not None and mbps > 2:
-            end = (r["t_us"] - t0) / 1e6
-            break
+    at = lambda i: (reports[i]["t_us"] - reports[0]["t_us"]) / 1e6
+    start, end = drain_span(r["pacing_rate_bps"] / 1e6 for r in reports)
+    start, end = at(start), (None if end is None else at(end))
     rows.append((end or float("inf"), start, evdo["tct_s"], name))
 for end, start, tct, name in sorted(rows):
     print(f"{name:13s} {tct:6.2f} s: drain {start:6.3f} to {end:6.3f} s")
