@@ -20,9 +20,12 @@
 //!   `on_report_errors` (its `on_report` raised), `python_bad_values` (it set a window or rate
 //!   that was refused), `python_timeouts` (it ran past its time budget and was abandoned),
 //!   `python_skipped` (reports answered without calling it: suspended after a timeout, or the
-//!   interpreter still busy with an abandoned call). `min_rtt_us` is the report's smallest
-//!   RTT sample and `extra_acked_bytes` its ACK aggregation (the most an ACK epoch
-//!   acknowledged beyond the rate the algorithm gave), each present when the report has one;
+//!   interpreter still busy with an abandoned call). From a datapath in the sender's kernel
+//!   it also carries `sender_reductions` and `sender_in_reduction` (the window reductions its
+//!   TCP entered, whether it is in one) and `handshake_rtt_us` (its handshake's RTT sample).
+//!   `min_rtt_us` is the report's smallest RTT sample and `extra_acked_bytes` its ACK
+//!   aggregation (the most an ACK epoch acknowledged beyond the rate the algorithm gave), each
+//!   present when the report has one;
 //! - `handover`: the flow changed algorithm, why, and the features that decided it;
 //! - `close`: the flow ended; `on_report_errors`, `python_bad_values`, `python_timeouts` and
 //!   `python_skipped` are the flow's totals (0 when none).
@@ -113,6 +116,9 @@ struct ReportLine<'a> {
     sender_reductions: Option<u64>,
     #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     sender_in_reduction: Option<bool>,
+    /// The sender's handshake RTT, µs (from a datapath that knows).
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
+    handshake_rtt_us: Option<u64>,
     #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     min_rtt_us: Option<u64>,
     #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
@@ -168,7 +174,8 @@ impl ReportLine<'_> {
             out.extend_from_slice(if v { b",\"sender_in_reduction\":true" } else { b",\"sender_in_reduction\":false" });
         }
         for (key, v) in [
-            (&b",\"min_rtt_us\":"[..], self.min_rtt_us),
+            (&b",\"handshake_rtt_us\":"[..], self.handshake_rtt_us),
+            (b",\"min_rtt_us\":", self.min_rtt_us),
             (b",\"extra_acked_bytes\":", self.extra_acked_bytes),
             (b",\"on_report_errors\":", self.on_report_errors),
             (b",\"python_bad_values\":", self.python_bad_values),
@@ -297,6 +304,7 @@ impl EventLog {
             dp_us: m.now_us,
             sender_reductions: m.sender_reductions.map(|r| r.entered),
             sender_in_reduction: m.sender_reductions.map(|r| r.in_reduction),
+            handshake_rtt_us: present(m.handshake_rtt_us),
             min_rtt_us: present(m.min_rtt_us),
             extra_acked_bytes: present(m.extra_acked_bytes),
             on_report_errors: present(python.errors),
@@ -353,6 +361,7 @@ mod tests {
             dp_us: 1_700_000_000_123_456,
             sender_reductions: None,
             sender_in_reduction: None,
+            handshake_rtt_us: None,
             min_rtt_us: None,
             extra_acked_bytes: None,
             on_report_errors: None,
@@ -367,7 +376,7 @@ mod tests {
             ReportLine { ..base },
             ReportLine { cwnd_bytes: None, pacing_rate_bps: Some(0), timeout: true, ..base },
             ReportLine { sender_reductions: Some(12), sender_in_reduction: Some(true), ..base },
-            ReportLine { sender_reductions: Some(0), sender_in_reduction: Some(false), ..base },
+            ReportLine { sender_reductions: Some(0), sender_in_reduction: Some(false), handshake_rtt_us: Some(52_400), ..base },
             ReportLine { min_rtt_us: Some(48_000), extra_acked_bytes: Some(28_960), ..base },
             ReportLine { algorithm: "py:my \"algo\"\\\n", on_report_errors: Some(1), python_skipped: Some(9), ..base },
             ReportLine { algorithm: "é-ü", python_bad_values: Some(2), python_timeouts: Some(0), ..base },

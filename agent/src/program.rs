@@ -169,6 +169,7 @@ impl ReportMeaning {
             delivery_rate_bytes_per_s: at(self.delivery_rate),
             extra_acked_bytes: 0,
             sender_reductions: None,
+            handshake_rtt_us: 0,
         }
     }
 }
@@ -253,6 +254,7 @@ impl SimpleProgram {
                 Some(&[entered, in_reduction]) => Some(SenderReductions { entered, in_reduction: in_reduction != 0 }),
                 _ => None,
             },
+            handshake_rtt_us: fields.get(report::SENDER_HANDSHAKE_RTT).copied().unwrap_or(0),
         })
     }
 
@@ -273,7 +275,7 @@ impl SimpleProgram {
 
     /// The control registers that pre-set the growth the datapath applies on the ACKs after
     /// the report at `from_us` (its `Report.now`): the next step (`None`: no step), its rate
-    /// past it, and the window a loss sets once it is earned (0: none), or slow start
+    /// past it and the time before which it waits, and the window a loss sets once it is earned (0: none), or slow start
     /// (`None`: none), which wins (its threshold takes the step's byte count).
     pub fn growth_fields(
         &self,
@@ -281,8 +283,9 @@ impl SimpleProgram {
         from_us: u64,
         loss_cwnd_bytes: u64,
         slow_start: Option<SlowStart>,
-    ) -> [wire::UpdateField; 6] {
-        let (mut after, cwnd, rate) = step.map_or((0, 0, 0), |g| (g.after_bytes, g.cwnd_bytes, grow_rate(g.acked_per_byte)));
+    ) -> [wire::UpdateField; 7] {
+        let (mut after, cwnd, rate, not_before) =
+            step.map_or((0, 0, 0, 0), |g| (g.after_bytes, g.cwnd_bytes, grow_rate(g.acked_per_byte), g.not_before_us));
         let ss_cwnd = slow_start.map_or(0, |s| {
             after = s.until_bytes;
             s.cwnd_bytes
@@ -295,6 +298,7 @@ impl SimpleProgram {
             control_field(control::GROW_LOSS_CWND, stepping(loss_cwnd_bytes)),
             control_field(control::SS_CWND, ss_cwnd),
             control_field(control::GROW_RATE, stepping(rate)),
+            control_field(control::GROW_NOT_BEFORE, stepping(not_before)),
         ]
     }
 
@@ -327,13 +331,13 @@ fn control_field(index: usize, value: u64) -> wire::UpdateField {
 
 /// The most UPDATE_FIELDS entries an answer to a report carries: the window, the rate, the
 /// loss window, the aggregation rate and [`SimpleProgram::growth_fields`].
-const ANSWER_FIELDS: usize = 10;
+const ANSWER_FIELDS: usize = 11;
 
 /// UPDATE_FIELDS entries that set the window and, if given, the pacing rate.
 pub fn cwnd_rate_fields(cwnd_bytes: Option<u32>, rate_bytes_per_s: Option<u64>) -> Vec<wire::UpdateField> {
     let implicit = |reg: Implicit, value| wire::UpdateField { reg_type: reg_type::IMPLICIT, reg_index: reg as u32, value };
     // Room for the rest of a simple algorithm's answer (FlowController::window_fields: the loss
-    // window, the aggregation rate and six growth fields), so that it never reallocates.
+    // window, the aggregation rate and seven growth fields), so that it never reallocates.
     let mut fields = Vec::with_capacity(ANSWER_FIELDS);
     if let Some(cwnd) = cwnd_bytes {
         fields.push(implicit(Implicit::Cwnd, u64::from(cwnd)));
@@ -387,6 +391,7 @@ mod tests {
                 delivery_rate_bytes_per_s: 125_000,
                 extra_acked_bytes: 0,
                 sender_reductions: None,
+                handshake_rtt_us: 0,
             }
         );
         assert_eq!(p.meaning.cwnd_bytes, Some(at("window")));
@@ -410,6 +415,9 @@ mod tests {
             Some(SenderReductions { entered: 3, in_reduction: true }),
             "what the sender's kernel appended"
         );
+        assert_eq!(p.measurement(&fields).unwrap().handshake_rtt_us, 0, "none appended");
+        fields.push(52_400);
+        assert_eq!(p.measurement(&fields).unwrap().handshake_rtt_us, 52_400);
     }
 
     #[test]
@@ -431,7 +439,7 @@ mod tests {
     #[test]
     fn growth_fields_preset_a_step_and_its_rate_or_slow_start() {
         let p = SimpleProgram::compile().unwrap();
-        let by_index = |fields: [wire::UpdateField; 6]| {
+        let by_index = |fields: [wire::UpdateField; 7]| {
             let mut v = [0u64; control::COUNT];
             for f in fields {
                 assert_eq!(f.reg_type, reg_type::NONVOLATILE_CONTROL);
@@ -439,7 +447,7 @@ mod tests {
             }
             v
         };
-        let step = GrowthStep { after_bytes: 4_000, cwnd_bytes: 30_000, acked_per_byte: 20 };
+        let step = GrowthStep { after_bytes: 4_000, cwnd_bytes: 30_000, acked_per_byte: 20, not_before_us: 0 };
         let v = by_index(p.growth_fields(Some(step), 77, 21_000, None));
         assert_eq!(
             (v[control::GROW_CWND], v[control::GROW_AFTER], v[control::GROW_FROM], v[control::GROW_LOSS_CWND], v[control::SS_CWND]),
@@ -449,9 +457,12 @@ mod tests {
         assert_eq!((20 * 1448 * v[control::GROW_RATE]) >> 30, 1448, "a segment after 20");
         let v = by_index(p.growth_fields(Some(GrowthStep { acked_per_byte: 0, ..step }), 77, 0, None));
         assert_eq!(v[control::GROW_RATE], 0, "the step only");
+        assert_eq!(v[control::GROW_NOT_BEFORE], 0, "no time to wait for");
+        let v = by_index(p.growth_fields(Some(GrowthStep { not_before_us: 90, ..step }), 77, 0, None));
+        assert_eq!((v[control::GROW_CWND], v[control::GROW_NOT_BEFORE]), (30_000, 90));
         let slow_start = SlowStart { cwnd_bytes: 14_480, until_bytes: 90_000 };
         let v = by_index(p.growth_fields(None, 77, 0, Some(slow_start)));
-        assert_eq!((v[control::SS_CWND], v[control::GROW_AFTER], v[control::GROW_CWND], v[control::GROW_RATE]), (14_480, 90_000, 0, 0));
+        assert_eq!((v[control::SS_CWND], v[control::GROW_AFTER], v[control::GROW_CWND], v[control::GROW_RATE], v[control::GROW_NOT_BEFORE]), (14_480, 90_000, 0, 0, 0));
     }
 
     /// Datapaths recognise the standard program by the INSTALL_EXPR the protocol crate keeps

@@ -244,13 +244,13 @@ fn steady_state(policy: Option<&str>, reports: u32) -> (PerFlow, PerFlow, f64) {
     // One flow first, so that what every session and agent allocates once (the program
     // table, buffers) is not counted per flow.
     let init_cwnd_bytes = 10 * MSS;
-    session.add_flow(&mut dp, FlowDesc { sid: FLOWS + 1, src: addr(80), dst: addr(1), mss: MSS, init_cwnd_bytes });
+    session.add_flow(&mut dp, FlowDesc { sid: FLOWS + 1, src: addr(80), dst: addr(1), mss: MSS, init_cwnd_bytes, handshake_rtt_us: 0 });
     session.flush(&mut dp);
     let rss_before = resident_kib();
     let before = Heap::now();
     let agent_before = AGENT_GROWTH.with(Cell::get);
     for sid in 1..=FLOWS {
-        session.add_flow(&mut dp, FlowDesc { sid, src: addr(80), dst: addr(40_000 + sid), mss: MSS, init_cwnd_bytes });
+        session.add_flow(&mut dp, FlowDesc { sid, src: addr(80), dst: addr(40_000 + sid), mss: MSS, init_cwnd_bytes, handshake_rtt_us: 0 });
         if sid % CHUNK == 0 {
             session.flush(&mut dp);
         }

@@ -13,7 +13,8 @@
 //!   sending rate every round; the window grows by the bytes acknowledged. Startup ends once
 //!   `btl_bw` has not grown by 25% for 3 rounds (the pipe is full).
 //! - **Drain**: pacing gain `ln 2 / 2` (the inverse) until the data in flight is at most one
-//!   BDP, emptying the queue startup built.
+//!   BDP with the TSO allowance (Linux's `bbr_inflight(bw, 1)`), emptying the queue startup
+//!   built.
 //! - **ProbeBw**: pacing gain cycles through `[1.25, 0.75, 1, 1, 1, 1, 1, 1]`, each phase about
 //!   one `min_rtt`: the 1.25 phase lasts until in flight reaches 1.25 BDP (or a loss), the
 //!   0.75 phase ends early once in flight is down to one BDP. The cycle starts at a random
@@ -23,9 +24,13 @@
 //!   propagation delay afresh; then the previous window is restored.
 //!
 //! Adaptation to this agent, which reports about once per RTT (and at once on loss):
-//! - A round ends at the first report at least one `min_rtt` after the round began (Linux
-//!   counts rounds by delivered data; per-RTT reports make time the natural clock). The
-//!   report's delivery rate (the largest rate sample it saw) is the round's sample.
+//! - A round ends at the first report whose newest acknowledged segment was sent after the
+//!   round began (the report's time less its RTT sample), as Linux's rounds of delivered data
+//!   end, so a queue lengthens them ([`Bbr::update_round`]; `rounds_by_send_time=0`: one
+//!   `min_rtt` of time). The report's delivery rate (the largest rate sample it saw) is the
+//!   round's sample; a datapath in the sender's kernel takes Linux's own rate samples.
+//! - `min_rtt` starts from the handshake's RTT sample where a datapath in the sender's kernel
+//!   knows it, as Linux's starts from `tcp_min_rtt` ([`Bbr::update_min_rtt`]).
 //! - Startup's window grows in the datapath on every ACK (pre-set, [`Algorithm::slow_start`]),
 //!   by the bytes acknowledged up to the target, as Linux's does; the rate follows the reports.
 //! - Losses leave the model untouched. The window follows Linux's loss response
@@ -36,16 +41,18 @@
 //!   ([`Bbr::lt_bw_sampling`]); reports carry no app-limited mark, so it never resets for an
 //!   application's pauses, and app-limited samples enter the bandwidth filter like others.
 //! - Linux's ACK-aggregation allowance (`bbr_ack_aggregation_cwnd`: the window grows by the
-//!   bytes an ACK burst acknowledges beyond what the estimate predicts), with
-//!   `ack_aggregation=1`: a burst is shorter than a round and a per-RTT report's sum hides
-//!   it, so the datapath measures it ACK by ACK against the estimate the agent pre-sets
-//!   ([`Algorithm::aggregation_rate`]) and each report carries its largest excess; BBR keeps
-//!   Linux's maximum over two windows of 5 rounds, at most 100 ms of the estimate, once the
-//!   pipe is full. On the EVDO trace the kernel's BBR holds 59-70 segments where this holds
-//!   34-36 without it at the same estimated rate
-//!   (`experiments/measured/bbr-long-term-bw-2026-11-27`, §4); the kernel datapath's rate
-//!   sample, the ACK interval alone, overstates the rate in such bursts, which makes up for
-//!   part of it there.
+//!   bytes an ACK burst acknowledges beyond what the estimate predicts;
+//!   `ack_aggregation=0` leaves it out): a burst is shorter than a round and a per-RTT
+//!   report's sum hides it, so the datapath measures it ACK by ACK against the estimate the
+//!   agent pre-sets ([`Algorithm::aggregation_rate`]) and each report carries its largest
+//!   excess; BBR keeps Linux's maximum over two windows of 5 rounds, at most 100 ms of the
+//!   estimate, once the pipe is full. On the EVDO trace the kernel's BBR holds 59-70 segments
+//!   where this holds 34-36 without it at the same estimated rate
+//!   (`experiments/measured/bbr-long-term-bw-2026-11-27`, §4). The ovs port programs cannot
+//!   keep the ACK epoch, so there a BBR flow is not folded by the port.
+//! - These three with the handshake's min_rtt and drain's end as Linux's match the kernel's
+//!   BBR on the cellular traces, where each alone did not
+//!   (`experiments/measured/bbr-combined-batch-2026-11-29`).
 //! - A retransmission timeout sets the window to 4 segments (Linux restarts from one); it
 //!   then grows by the bytes acknowledged, as always, and the window saved at the timeout
 //!   returns once as many bytes as it holds have been acknowledged since (Linux restores it
@@ -57,7 +64,10 @@
 //!   restarts, as Linux resets `full_bw` on entering loss.
 //! - In ProbeRtt, the 200 ms start once a report shows in flight ≤ 4 segments or one smoothed
 //!   RTT after entering ProbeRtt, whichever first (a guard against a datapath whose in-flight
-//!   figure lags).
+//!   figure lags). Its round is also over once more than what was in flight then has been
+//!   acknowledged, and once the 200 ms have passed the saved window is pre-set for the ACK
+//!   that ends it ([`Algorithm::growth_step`]): Linux restores it on that ACK, where an answer
+//!   to its report waits for the ACK after.
 //!
 //! **Taking over** a running flow (MCC §3.1.1) starts BBR in its steady state, not in
 //! Startup: a handover must not cost a startup burst (2.89× the rate) nor the drain after it.
@@ -82,7 +92,7 @@
 use std::collections::VecDeque;
 use std::f64::consts::LN_2;
 
-use crate::{Algorithm, AlgorithmInfo, FlowState, Make, Measurement, Param, Params, Reporting, SlowStart, WindowEvent};
+use crate::{Algorithm, AlgorithmInfo, FlowState, GrowthStep, Make, Measurement, Param, Params, Reporting, SlowStart, WindowEvent};
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "bbr",
@@ -99,9 +109,9 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
         Param { name: "pace", default: 1.0, unit: "0/1", help: "0: the rate stays inside the model and the datapath never paces (window only, what the ovs datapath can enforce); for measuring what pacing is worth" },
         Param { name: "startup_per_ack", default: 1.0, unit: "0/1", help: "1: a report per ACK in startup and drain, as Linux grows the window and the rate per ACK; 0: one per RTT" },
         Param { name: "startup_in_datapath", default: 1.0, unit: "0/1", help: "1: startup's window grows in the datapath on every ACK, as Linux's; 0: on the agent's answers only" },
-        Param { name: "ack_aggregation", default: 0.0, unit: "0/1", help: "1: the window also allows for ACK aggregation, the bytes an ACK epoch acknowledges beyond the estimate, measured per ACK in the datapath (Linux's extra_acked: 5-round windowed max, at most 100 ms of the estimate); 0: left out" },
+        Param { name: "ack_aggregation", default: 1.0, unit: "0/1", help: "1: the window also allows for ACK aggregation, the bytes an ACK epoch acknowledges beyond the estimate, measured per ACK in the datapath (Linux's extra_acked: 5-round windowed max, at most 100 ms of the estimate); 0: left out" },
         Param { name: "lt_bw", default: 1.0, unit: "0/1", help: "1: Linux's long-term bandwidth estimator: two intervals of 4+ rounds that end in 20%+ loss at the same rate mean a policer, and the flow paces at that rate (gain 1) for 48 rounds; 0: left out" },
-        Param { name: "rounds_by_send_time", default: 0.0, unit: "0/1", help: "1: a round ends at the first report whose newest acknowledged segment was sent after the round began (its time less its RTT sample), as Linux's rounds of delivered data end, so a queue lengthens them; 0: one min_rtt of time" },
+        Param { name: "rounds_by_send_time", default: 1.0, unit: "0/1", help: "1: a round ends at the first report whose newest acknowledged segment was sent after the round began (its time less its RTT sample), as Linux's rounds of delivered data end, so a queue lengthens them; 0: one min_rtt of time" },
         Param { name: "packet_conservation", default: 1.0, unit: "0/1", help: "1: a loss episode's first round sends one segment per segment delivered and the window before it returns at its end, as Linux's; 0: losses leave the window alone" },
     ],
     make: Make::Simple(|p| Box::new(Bbr::new(BbrConfig::from_params(p)))),
@@ -208,7 +218,7 @@ enum Mode {
 
 /// Maximum of the samples of the last `window` rounds: a deque of (round, value) with values
 /// decreasing from front to back, so the front is the maximum.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct WindowedMax {
     samples: VecDeque<(u64, u64)>,
 }
@@ -235,7 +245,7 @@ impl WindowedMax {
 
 /// The ACK-aggregation allowance's state (Linux's `extra_acked*` fields): the largest excess
 /// in each of two windows of rounds, the current one, and rounds into it.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct ExtraAcked {
     bytes: [u64; 2],
     current: usize,
@@ -243,7 +253,7 @@ struct ExtraAcked {
 }
 
 /// The long-term bandwidth estimator's state (Linux's `lt_*` fields).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct LongTermBw {
     /// An interval is open (it opens at the first loss).
     sampling: bool,
@@ -259,7 +269,7 @@ struct LongTermBw {
     start_lost: u64,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Bbr {
     cfg: BbrConfig,
     mode: Mode,
@@ -285,12 +295,15 @@ pub struct Bbr {
     probe_rtt_entered_us: u64,
     probe_rtt_done_us: Option<u64>,
     probe_rtt_round_done: bool,
+    /// Bytes still to be acknowledged before probe_rtt's round is over: those in flight when
+    /// it began, less those acknowledged since.
+    probe_rtt_round_left: u64,
     /// Window before probe_rtt or a loss episode, restored after it.
     prior_cwnd: u64,
     /// Whether the flow was in a loss episode at the previous report.
     recovering: bool,
-    /// While the first round of a loss episode lasts: when it ends, µs.
-    conservation_until_us: Option<u64>,
+    /// While the first round of a loss episode lasts: when the episode began, µs.
+    conservation_from_us: Option<u64>,
     /// Window before a retransmission timeout, restored after it.
     cwnd_before_timeout: Option<u64>,
     /// Bytes acknowledged since the latest retransmission timeout: the saved window returns
@@ -338,9 +351,10 @@ impl Bbr {
             probe_rtt_entered_us: 0,
             probe_rtt_done_us: None,
             probe_rtt_round_done: false,
+            probe_rtt_round_left: 0,
             prior_cwnd: 0,
             recovering: false,
-            conservation_until_us: None,
+            conservation_from_us: None,
             cwnd_before_timeout: None,
             acked_since_timeout: 0,
             delivered_bytes: 0,
@@ -573,22 +587,33 @@ impl Bbr {
     }
 
     fn check_drain(&mut self, state: &mut FlowState, m: &Measurement) {
+        // Linux's bbr_inflight(bw, 1): the BDP with the quantization budget. Without the
+        // budget, drain waited for a few segments more to leave; in a slow stretch of the EVDO
+        // trace that kept it at drain's pacing for seconds where Linux's left within 0.2 s.
+        let drained = self.quantized_bytes(state, self.bdp_bytes(1.0));
         if self.mode == Mode::Startup && self.full_bw_reached {
             self.mode = Mode::Drain;
-            state.ssthresh_bytes = (self.bdp_bytes(1.0) as u64).max(state.min_cwnd_bytes());
+            state.ssthresh_bytes = drained.max(state.min_cwnd_bytes());
         }
-        if self.mode == Mode::Drain && m.bytes_in_flight as f64 <= self.bdp_bytes(1.0) {
+        if self.mode == Mode::Drain && m.bytes_in_flight <= drained {
             self.enter_probe_bw(state.now_us);
         }
     }
 
     fn update_min_rtt(&mut self, state: &mut FlowState, m: &Measurement, round_start: bool) {
         let now = state.now_us;
-        let sample = if m.min_rtt_us > 0 {
+        let mut sample = if m.min_rtt_us > 0 {
             m.min_rtt_us
         } else {
             m.rtt_us
         };
+        // Linux's BBR starts from the handshake's RTT (bbr_init: tcp_min_rtt). The first data
+        // ACKs' samples include the initial window's queue on a slow link: on the EVDO trace
+        // 75 ms against 60, and startup's window was a quarter larger than the kernel's, enough
+        // to overflow a 60-packet queue the kernel's stays inside.
+        if self.min_rtt_us == 0 && m.handshake_rtt_us > 0 && (sample == 0 || m.handshake_rtt_us < sample) {
+            sample = m.handshake_rtt_us;
+        }
         let expired =
             self.min_rtt_us > 0 && now > self.min_rtt_stamp_us + self.cfg.min_rtt_window_us;
         if sample > 0 && (self.min_rtt_us == 0 || sample < self.min_rtt_us || expired) {
@@ -615,11 +640,16 @@ impl Bbr {
                 if drained || waited {
                     self.probe_rtt_done_us = Some(now + self.cfg.probe_rtt_us);
                     self.probe_rtt_round_done = false;
+                    self.probe_rtt_round_left = m.bytes_in_flight;
                     self.round_start_us = Some(now);
                 }
             }
             Some(done) => {
-                self.probe_rtt_round_done |= round_start;
+                // Over by bytes as the datapath's pre-set step counts them (growth_step), so
+                // that the agent exits where the datapath already has.
+                let past_round = m.acked_bytes > self.probe_rtt_round_left;
+                self.probe_rtt_round_left = self.probe_rtt_round_left.saturating_sub(m.acked_bytes);
+                self.probe_rtt_round_done |= round_start || past_round;
                 if self.probe_rtt_round_done && now > done {
                     self.min_rtt_stamp_us = now;
                     state.cwnd_bytes = state.cwnd_bytes.max(self.prior_cwnd);
@@ -669,8 +699,8 @@ impl Bbr {
 
     /// Linux's `bbr_set_cwnd_to_recover_or_restore`, per report: each loss takes its segment
     /// off the window; a new loss episode (entering Recovery) saves the window and cuts it
-    /// to what is in flight plus what the report delivered, and for its first round (one
-    /// RTT here, Linux's rounds count delivered data) the window does not grow: one segment
+    /// to what is in flight plus what the report delivered, and for its first round
+    /// ([`Bbr::round_over_since`]) the window does not grow: one segment
     /// sent per segment delivered. At the episode's end the saved window returns. Returns
     /// whether the window is conservation's (no growth then). Where startup overflows the
     /// queue (2 MB, RTT 150 ms, 300 packets), ccswitch's BBR without it took 0.963 of the
@@ -694,18 +724,18 @@ impl Bbr {
         if new_episode {
             // Linux saves it from ssthresh, on entering Recovery.
             self.save_cwnd(state.cwnd_bytes);
-            self.conservation_until_us = Some(state.now_us + state.srtt_us.max(self.min_rtt_us));
+            self.conservation_from_us = Some(state.now_us);
             cwnd = cwnd.min(m.bytes_in_flight + m.acked_bytes);
         } else if self.recovering && !recovering {
             cwnd = cwnd.max(self.prior_cwnd);
-            self.conservation_until_us = None;
+            self.conservation_from_us = None;
         }
         self.recovering = recovering;
-        if self.conservation_until_us.is_some_and(|until| state.now_us >= until) {
-            self.conservation_until_us = None;
+        if self.conservation_from_us.is_some_and(|from| self.round_over_since(state, m, from)) {
+            self.conservation_from_us = None;
         }
         state.cwnd_bytes = cwnd;
-        self.conservation_until_us.is_some()
+        self.conservation_from_us.is_some()
     }
 
     fn with_margin(rate: f64) -> u64 {
@@ -725,13 +755,18 @@ impl Bbr {
 
     /// The window for the current gain: the BDP share plus room for TSO bursts.
     fn target_cwnd(&self, state: &FlowState, init_cwnd: u64) -> u64 {
-        let mss = state.mss_bytes;
         if self.bw() == 0 || self.min_rtt_us == 0 {
             return init_cwnd;
         }
         let bdp = self.bdp_bytes_at(self.bw(), self.cwnd_gain) + self.ack_aggregation_bytes() as f64;
-        let bdp_segments = (bdp / mss as f64).ceil() as u64;
-        let mut segments = bdp_segments + TSO_BURSTS_IN_WINDOW * Self::tso_segments(state);
+        self.quantized_bytes(state, bdp)
+    }
+
+    /// Linux's `bbr_quantization_budget`: `bytes` in whole segments plus room for TSO bursts,
+    /// even, and 2 more in ProbeBw's first phase.
+    fn quantized_bytes(&self, state: &FlowState, bytes: f64) -> u64 {
+        let mss = state.mss_bytes;
+        let mut segments = (bytes / mss as f64).ceil() as u64 + TSO_BURSTS_IN_WINDOW * Self::tso_segments(state);
         segments = segments.div_ceil(2) * 2;
         if self.mode == Mode::ProbeBw && self.cycle_index == 0 {
             segments += PROBE_EXTRA_SEGMENTS;
@@ -790,6 +825,22 @@ impl Bbr {
         state.pacing_rate_bytes_per_s = Some(rate.max(1));
     }
 
+    /// Whether a round begun at `from_us` is over at this report: with `rounds_by_send_time`,
+    /// once the newest segment it acknowledges was sent after `from_us` (now less its RTT
+    /// sample), as Linux ends the round a loss episode starts (`next_rtt_delivered`); else one
+    /// smoothed RTT (at least `min_rtt`) after it. After a burst of losses the queue has
+    /// drained and the RTT is back near `min_rtt`, where the smoothed one still carries the
+    /// queue before: on the T-Mobile LTE trace conservation held the window one report (~60
+    /// ms) longer than the kernel's BBR in each loss episode
+    /// (`experiments/measured/bbr-lte-diagnosis-2026-11-29`).
+    fn round_over_since(&self, state: &FlowState, m: &Measurement, from_us: u64) -> bool {
+        if self.cfg.rounds_by_send_time && m.rtt_us > 0 {
+            state.now_us.saturating_sub(m.rtt_us) >= from_us
+        } else {
+            state.now_us >= from_us + state.srtt_us.max(self.min_rtt_us)
+        }
+    }
+
     /// Linux's `bbr_save_cwnd`: the window to return to after probe_rtt or a loss episode.
     /// Once a loss episode, a timeout's regrowth or probe_rtt has lowered the window, the
     /// saved one is kept if larger: probe_rtt entered while a timeout's window regrew (an
@@ -803,12 +854,36 @@ impl Bbr {
         self.save_cwnd(state.cwnd_bytes);
         self.acked_since_timeout = 0;
         self.recovering = false;
-        self.conservation_until_us = None;
+        self.conservation_from_us = None;
         if self.cwnd_before_timeout.is_none() {
             self.cwnd_before_timeout = Some(state.cwnd_bytes);
         }
+        // All that was in flight is lost: the next ACK acknowledges data sent after
+        // probe_rtt's round began, which ends it (Linux's prior_delivered of a retransmission).
+        self.probe_rtt_round_left = 0;
         state.cwnd_bytes = MIN_CWND_SEGMENTS * state.mss_bytes;
         self.full_bw = 0;
+    }
+
+    /// The window of the report that ends probe_rtt having acknowledged `acked_bytes`: the
+    /// saved window back, then the mode's growth toward its target, as [`Bbr::measure`] sets
+    /// them (the report's other samples aside).
+    fn probe_rtt_exit_cwnd(&self, state: &FlowState, acked_bytes: u64) -> u64 {
+        let (mut bbr, mut state) = (self.clone(), state.clone());
+        let init_cwnd = bbr.init_cwnd.unwrap_or(state.cwnd_bytes);
+        state.cwnd_bytes = state.cwnd_bytes.max(bbr.prior_cwnd);
+        if bbr.full_bw_reached {
+            bbr.enter_probe_bw(state.now_us);
+        } else {
+            bbr.mode = Mode::Startup;
+        }
+        bbr.update_gains();
+        let m = Measurement { acked_bytes, ..Default::default() };
+        bbr.unpaced(&mut state, |bbr, state| {
+            bbr.set_pacing_rate(state);
+            bbr.set_cwnd(state, &m, init_cwnd);
+        });
+        state.cwnd_bytes
     }
 }
 
@@ -846,7 +921,7 @@ impl Algorithm for Bbr {
             || self.full_bw_reached
             || self.cwnd_before_timeout.is_some()
             || self.handover_cwnd_cap.is_some()
-            || self.conservation_until_us.is_some()
+            || self.conservation_from_us.is_some()
         {
             return None;
         }
@@ -855,6 +930,27 @@ impl Algorithm for Bbr {
         let init_left = (INIT_DELIVERED_SEGMENTS * mss).saturating_sub(self.delivered_bytes);
         let until_bytes = self.target_cwnd(state, init_cwnd).max(state.cwnd_bytes + init_left);
         Some(SlowStart { cwnd_bytes: state.cwnd_bytes, until_bytes })
+    }
+
+    /// probe_rtt's end, pre-set in the datapath: Linux's saved window returns on the first
+    /// ACK once both probe_rtt's round and its 200 ms are over, so the step waits on both, its
+    /// round's bytes (counted from what was in flight when the round began; none once the round
+    /// is over) and the 200 ms (`not_before_us`). Answered from a report instead, the window
+    /// rose only on the ACK after the answer: on the UMTS trace, where probe_rtt's round ends
+    /// with the first ACK after an outage, 4 segments were in flight and that ACK came 0.65 s
+    /// later (`experiments/measured/bbr-conservation-batch-2026-11-29`, §5); where the round
+    /// ended in the burst after the outage before the 200 ms had passed, a step that counted
+    /// bytes alone could not be pre-set, and the exit came an ACK late, 0.12-0.14 s
+    /// (`experiments/measured/bbr-probe-rtt-exit-2026-11-29`, §3).
+    fn growth_step(&self, state: &FlowState) -> Option<GrowthStep> {
+        let done = self.probe_rtt_done_us?;
+        if self.mode != Mode::ProbeRtt {
+            return None;
+        }
+        let after_bytes = if self.probe_rtt_round_done { 0 } else { self.probe_rtt_round_left };
+        let not_before_us = if state.now_us > done { 0 } else { done };
+        let cwnd_bytes = self.probe_rtt_exit_cwnd(state, after_bytes + 1);
+        (cwnd_bytes > state.cwnd_bytes).then_some(GrowthStep { after_bytes, cwnd_bytes, acked_per_byte: 0, not_before_us })
     }
 
     /// With `ack_aggregation`: the estimate the window's allowance is measured against, as
@@ -1141,6 +1237,26 @@ mod tests {
             (p - BW as f64 * 0.99 / HIGH_GAIN).abs() < 1000.0,
             "drain paces at 1/high_gain: {p}"
         );
+    }
+
+    /// Linux's `bbr_check_drain`: drain ends once in flight is at most `bbr_inflight(bw, 1)`,
+    /// the BDP with the quantization budget, not the BDP alone.
+    #[test]
+    fn drain_ends_within_the_bdp_and_its_quantization_budget() {
+        let after_drain_report = |in_flight: &dyn Fn(&Bbr, &FlowState) -> u64| {
+            let (mut s, b) = sender("", RTT_MS);
+            while b.lock().unwrap().mode == Mode::Startup {
+                report(&mut s, 3 * BDP, BW);
+            }
+            let bytes = in_flight(&b.lock().unwrap(), &s.state);
+            report(&mut s, bytes, BW);
+            let mode = b.lock().unwrap().mode;
+            mode
+        };
+        let drained = |b: &Bbr, s: &FlowState| b.quantized_bytes(s, b.bdp_bytes(1.0));
+        assert_eq!(after_drain_report(&|_, s| BDP + 2 * s.mss_bytes), Mode::ProbeBw, "inside the budget");
+        assert_eq!(after_drain_report(&|b, s| drained(b, s)), Mode::ProbeBw);
+        assert_eq!(after_drain_report(&|b, s| drained(b, s) + 2 * s.mss_bytes), Mode::Drain);
     }
 
     #[test]
@@ -1447,6 +1563,27 @@ mod tests {
         assert!(during.iter().all(|&w| w >= before - 2) && after >= before - 2, "{during:?} {after} {before}");
     }
 
+    /// Conservation's round ends as Linux's does, at the first report of data sent after the
+    /// episode began, not a smoothed RTT later: behind a queue that the losses then drain, the
+    /// smoothed RTT still carries the queue.
+    #[test]
+    fn conservation_ends_with_the_first_report_of_data_sent_after_the_loss() {
+        let conserving_after = |spec: &str| {
+            let (mut s, _) = in_probe_bw(spec);
+            let mss = s.mss();
+            s.rtt_us = 4 * RTT_MS * 1000; // a queue of three RTTs: the smoothed RTT follows
+            for _ in 0..20 {
+                report(&mut s, BDP, BW);
+            }
+            report_acked(&mut s, 5, 2 * mss, 60 * mss, BW, 3); // the loss
+            s.rtt_us = RTT_MS * 1000; // the queue drained
+            report_acked(&mut s, RTT_MS + 10, 30 * mss, 60 * mss, BW, 0);
+            s.state.cwnd_bytes / mss
+        };
+        assert_eq!(conserving_after(""), 62 + 30, "the round is over: growth by the bytes delivered");
+        assert_eq!(conserving_after("rounds_by_send_time=0"), 62, "a smoothed RTT (200 ms) not yet past");
+    }
+
     #[test]
     fn timeout_drops_to_four_segments_then_restores() {
         let (mut s, _) = in_probe_bw("");
@@ -1509,6 +1646,68 @@ mod tests {
             "the window before the timeout returns: {} against {before}",
             s.state.cwnd_bytes
         );
+    }
+
+    /// probe_rtt's end is pre-set for the first ACK once both its round and its 200 ms are
+    /// over: before the 200 ms pass, waiting on them; then on the round alone, counted in
+    /// bytes from what was in flight when the round began; after a timeout (an outage), for
+    /// the next ACK. The report of that ACK ends probe_rtt in the agent too, at the pre-set
+    /// window or above it.
+    #[test]
+    fn probe_rtt_s_end_is_preset_for_the_ack_that_ends_its_round() {
+        let (mut s, b) = in_probe_bw("");
+        let mss = s.mss();
+        let mut prior = s.state.cwnd_bytes;
+        while b.lock().unwrap().mode != Mode::ProbeRtt {
+            prior = s.state.cwnd_bytes;
+            report(&mut s, BDP, BW);
+        }
+        let step = |s: &FakeSender| b.lock().unwrap().growth_step(&s.state);
+        // Drained: the 200 ms begin, with 4 segments in flight; the step waits for them too.
+        report_acked(&mut s, 50, BDP, 4 * mss, BW, 0);
+        let done = b.lock().unwrap().probe_rtt_done_us.expect("the 200 ms begin");
+        let waiting = step(&s).expect("a step that waits on the 200 ms");
+        assert_eq!((waiting.after_bytes, waiting.not_before_us), (4 * mss, done));
+        // An outage: reports a long RTT apart acknowledge little, and the round goes on.
+        s.set_rtt_ms(2_000);
+        report_acked(&mut s, 250, 0, 4 * mss, BW / 10, 0);
+        let first = step(&s).expect("a step once the 200 ms have passed");
+        assert_eq!((first.after_bytes, first.not_before_us), (4 * mss, 0));
+        assert!(first.cwnd_bytes >= prior * 9 / 10, "{first:?}, saved {prior}");
+        report_acked(&mut s, 100, mss, 3 * mss, BW / 10, 0);
+        assert_eq!(step(&s).map(|g| g.after_bytes), Some(3 * mss), "counted from the round's start");
+        assert_eq!(b.lock().unwrap().mode, Mode::ProbeRtt);
+        s.timeout();
+        let preset = step(&s).expect("a step after the timeout");
+        assert_eq!(preset.after_bytes, 0, "the next ACK ends the round");
+        report_acked(&mut s, 650, mss, 0, BW / 10, 0);
+        assert_eq!(b.lock().unwrap().mode, Mode::ProbeBw);
+        assert!(s.state.cwnd_bytes >= preset.cwnd_bytes, "{} against the pre-set {preset:?}", s.state.cwnd_bytes);
+        assert_eq!(step(&s), None, "nothing pre-set outside probe_rtt");
+    }
+
+    /// A round that ends before probe_rtt's 200 ms have passed (the burst of ACKs after an
+    /// outage) leaves the step waiting on the time alone: the first ACK after it ends
+    /// probe_rtt, in the datapath and in the agent.
+    #[test]
+    fn a_round_over_before_the_200_ms_leaves_the_step_waiting_on_them() {
+        let (mut s, b) = in_probe_bw("");
+        let mss = s.mss();
+        while b.lock().unwrap().mode != Mode::ProbeRtt {
+            report(&mut s, BDP, BW);
+        }
+        let step = |s: &FakeSender| b.lock().unwrap().growth_step(&s.state);
+        report_acked(&mut s, 50, BDP, 4 * mss, BW, 0);
+        let done = b.lock().unwrap().probe_rtt_done_us.expect("the 200 ms begin");
+        report_acked(&mut s, 60, 5 * mss, 4 * mss, BW, 0);
+        assert!(b.lock().unwrap().probe_rtt_round_done, "the round's bytes are in");
+        assert_eq!(b.lock().unwrap().mode, Mode::ProbeRtt, "the 200 ms are not");
+        let waiting = step(&s).expect("a step that waits on the 200 ms alone");
+        assert_eq!((waiting.after_bytes, waiting.not_before_us), (0, done));
+        report_acked(&mut s, 150, mss, 4 * mss, BW, 0);
+        assert!(s.state.now_us > done);
+        assert_eq!(b.lock().unwrap().mode, Mode::ProbeBw);
+        assert!(s.state.cwnd_bytes >= waiting.cwnd_bytes, "{} against the pre-set {waiting:?}", s.state.cwnd_bytes);
     }
 
     #[test]
@@ -1630,6 +1829,25 @@ mod tests {
     }
 
     #[test]
+    fn min_rtt_starts_from_the_handshake_when_the_kernel_measured_one() {
+        let first = |handshake_ms: u64| {
+            let (mut s, b) = sender("", 75);
+            let m = Measurement { acked_bytes: 1448, bytes_in_flight: 9 * 1448, handshake_rtt_us: handshake_ms * 1000, ..Default::default() };
+            report_measured(&mut s, 75, m);
+            let min_rtt_us = b.lock().unwrap().min_rtt_us;
+            min_rtt_us
+        };
+        assert_eq!(first(60), 60_000, "the handshake's sample, shorter than the first data ACK's");
+        assert_eq!(first(0), 75_000, "none measured: the first report's");
+        assert_eq!(first(90), 75_000, "the first report's, shorter");
+        // Only the first: later reports follow their own samples, as Linux's filter does.
+        let (mut s, b) = sender("", 75);
+        report_measured(&mut s, 75, Measurement { acked_bytes: 1448, ..Default::default() });
+        report_measured(&mut s, 75, Measurement { acked_bytes: 1448, handshake_rtt_us: 60_000, ..Default::default() });
+        assert_eq!(b.lock().unwrap().min_rtt_us, 75_000);
+    }
+
+    #[test]
     fn behind_a_queue_a_round_by_send_time_lasts_the_rtt_not_the_min_rtt() {
         let rounds_in = |spec: &str| {
             let (mut s, b) = in_probe_bw(spec);
@@ -1641,8 +1859,8 @@ mod tests {
             let after = b.lock().unwrap().round_count;
             after - before
         };
-        assert_eq!(rounds_in(""), 16, "one round per min_rtt of time");
-        assert_eq!(rounds_in("rounds_by_send_time=1"), 4, "one round per RTT sample");
+        assert_eq!(rounds_in("rounds_by_send_time=0"), 16, "one round per min_rtt of time");
+        assert_eq!(rounds_in(""), 4, "one round per RTT sample");
     }
 
     #[test]
@@ -1657,13 +1875,12 @@ mod tests {
         assert_eq!(per_ack.reporting(), Reporting::PerRtt);
     }
 
-    /// With `ack_aggregation=1` the datapath measures against the estimate and the window
-    /// allows for the largest excess of the last 5-10 rounds, at most 100 ms of the estimate;
-    /// without it neither.
+    /// The datapath measures against the estimate and the window allows for the largest excess
+    /// of the last 5-10 rounds, at most 100 ms of the estimate; with `ack_aggregation=0` neither.
     #[test]
     fn ack_aggregation_widens_the_window_by_the_measured_excess_for_up_to_ten_rounds() {
-        let (mut plain, _) = in_probe_bw("");
-        let (mut aggregated, b) = in_probe_bw("ack_aggregation=1");
+        let (mut plain, _) = in_probe_bw("ack_aggregation=0");
+        let (mut aggregated, b) = in_probe_bw("");
         assert_eq!(plain.algorithm.aggregation_rate(&plain.state), None);
         let bw = b.lock().unwrap().bw();
         assert_eq!(aggregated.algorithm.aggregation_rate(&aggregated.state), Some(bw));

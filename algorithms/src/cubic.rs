@@ -630,7 +630,7 @@ impl Algorithm for Cubic {
         // round before the agent's next answer replaces the step.
         let step = |acked_bytes: u64| {
             let (cwnd_bytes, cnt) = answer(acked_bytes);
-            GrowthStep { after_bytes: acked_bytes - 1, cwnd_bytes, acked_per_byte: cnt }
+            GrowthStep { after_bytes: acked_bytes - 1, cwnd_bytes, acked_per_byte: cnt, not_before_us: 0 }
         };
         // The recovery's bytes first (no credit), then at most STEP_SEARCH_WINDOWS windows'
         // worth: at the curve's plateau the step is far off, and the next report comes first.

@@ -53,12 +53,14 @@ pub enum Reporting {
 /// `after_bytes` have been acknowledged since the latest report, the window becomes
 /// `cwnd_bytes`; past it, a byte more per `acked_per_byte` bytes acknowledged (Linux's
 /// `cnt`, segments acknowledged per segment of growth), until the agent's next answer; 0: the
-/// step only.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// step only. With `not_before_us` (a report's `now_us`; 0: none), only an ACK later than
+/// that applies the step, however much has been acknowledged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GrowthStep {
     pub after_bytes: u64,
     pub cwnd_bytes: u64,
     pub acked_per_byte: u64,
+    pub not_before_us: u64,
 }
 
 /// Slow start pre-set in the datapath ([`Algorithm::slow_start`]): on every ACK after the

@@ -90,6 +90,7 @@ impl Algorithm for Reno {
             after_bytes: state.recovery_bytes_left() + still_needed - 1,
             cwnd_bytes: state.cwnd_bytes + state.mss_bytes,
             acked_per_byte: 0,
+            not_before_us: 0,
         })
     }
 

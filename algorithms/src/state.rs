@@ -19,7 +19,9 @@ pub struct Measurement {
     pub min_rtt_us: u64,
     /// Bytes in flight at the last ACK.
     pub bytes_in_flight: u64,
-    /// Delivery rate seen by the receiver, bytes/s (0: no sample).
+    /// Delivery rate, bytes/s (0: no sample): the largest of the report's rate samples, which a
+    /// datapath in the sender's kernel takes from Linux's (delivered over the longer of the
+    /// send and ACK intervals).
     pub delivery_rate_bytes_per_s: u64,
     /// ACK aggregation: the most bytes an ACK epoch acknowledged beyond the rate the
     /// algorithm gave ([`crate::Algorithm::aggregation_rate`]), at most the window; 0 when it
@@ -28,6 +30,9 @@ pub struct Measurement {
     /// The sender's TCP's window reductions, from a datapath inside the sender's kernel;
     /// `None` from one that cannot know.
     pub sender_reductions: Option<SenderReductions>,
+    /// The sender's least RTT when the flow began (the handshake's sample), µs, from a
+    /// datapath inside the sender's kernel; 0: unknown.
+    pub handshake_rtt_us: u64,
 }
 
 /// What a datapath inside the sender's kernel tells of its TCP's window reductions (CWR or

@@ -13,7 +13,7 @@ use ccswitch_algorithms::testing::FakeSender;
 
 /// The algorithms that pre-set their next whole segment of congestion avoidance.
 const STEPPING: [&str; 2] = ["reno", "cubic"];
-/// The others pre-set nothing.
+/// The others pre-set nothing (BBR: only in probe_rtt, which these rounds do not reach).
 const NONE: [&str; 6] = ["hybla", "illinois", "vegas", "bbr", "copa", "westwood"];
 const ROUNDS: usize = 60;
 

@@ -81,8 +81,8 @@ struct ccsw_std_reporting {
 };
 
 /* The program's last three report registers, in MEASURE order: Report.extra_acked and the
- * ACK epoch (Report.agg_epoch_us, agg_epoch_acked, which no report resets). Control.agg_expected
- * is not kept: the fold recomputes it on every ACK that reads it. */
+ * ACK epoch (Report.agg_epoch_us, agg_epoch_acked, which no report resets). The program's local
+ * agg_expected is not kept: the fold recomputes it on every ACK that reads it. */
 struct ccsw_std_aggregation {
 	__u64 extra_acked;
 	__u64 epoch_us;

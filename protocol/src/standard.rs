@@ -43,7 +43,13 @@
 //! holds until the agent's next window, which the report after it brings. A loss once the
 //! step is earned cuts from the grown window, as Linux's cut follows the growth of the ACKs
 //! before it:
-//! `Control.grow_loss_cwnd` then replaces `Control.loss_cwnd`.
+//! `Control.grow_loss_cwnd` then replaces `Control.loss_cwnd`. A step may wait on time too:
+//! with `Control.grow_not_before` set, only an ACK later than that `Ack.now` applies it (BBR
+//! leaves probe_rtt on the first ACK once both its round and its 200 ms are over; a step
+//! that counts bytes alone, pre-set after the round but before the 200 ms, would apply early,
+//! and one answered from the report of the ACK past the 200 ms applies an ACK late, on the
+//! T-Mobile UMTS trace 0.12-0.14 s, `experiments/measured/bbr-probe-rtt-exit-2026-11-29`).
+//! The grown loss window does not wait (no algorithm pre-sets both).
 //!
 //! Past the step, the window grows on at the algorithm's rate (`Control.grow_rate`, bytes of
 //! window per [`GROW_RATE_UNIT`] bytes acknowledged; 0 for none): Cwnd becomes `grow_cwnd`
@@ -93,7 +99,8 @@
 //! (`Control.agg_rate`, 0 for none) and the program keeps an ACK epoch: on every ACK that
 //! acknowledges bytes, the epoch restarts if it has acknowledged no more than the rate
 //! delivers over it (`Report.agg_epoch_us` and `agg_epoch_acked`, which no report resets, and
-//! `Control.agg_expected`), and the excess over the rate, at most `Cwnd`, is the report's
+//! the local `agg_expected`, the bytes the rate delivers over the epoch so far, over at most
+//! [`AGG_EPOCH_MAX_US`]), and the excess over the rate, at most `Cwnd`, is the report's
 //! `Report.extra_acked` if larger. The algorithm keeps its windowed maximum across reports.
 //!
 //! `standard_program.bin` ([`INSTALL_MESSAGE`]) is the agent's INSTALL_EXPR of it, which the
@@ -165,6 +172,11 @@ pub mod report {
     /// Appended after [`SENDER_REDUCTIONS`]: 1 if the sender was in a window reduction after
     /// the report's last ACK, else 0.
     pub const SENDER_IN_REDUCTION: usize = COUNT + 1;
+    /// Appended after [`SENDER_IN_REDUCTION`]: the sender's least RTT when its congestion
+    /// control began (`tcp_min_rtt` at `init`: the handshake's sample), µs, 0 if it had none.
+    /// Linux's BBR starts its min_rtt from it (`bbr_init`); the first data ACKs' samples can
+    /// be longer, by the initial window's queue on a slow link.
+    pub const SENDER_HANDSHAKE_RTT: usize = COUNT + 2;
     /// Whether a report restores the register's default (all but the ACK epoch's).
     pub const fn volatile(index: usize) -> bool {
         index != AGG_EPOCH_US && index != AGG_EPOCH_ACKED
@@ -219,11 +231,14 @@ pub mod control {
     /// program measures ACK aggregation against (`Report.extra_acked`), the algorithm's
     /// bandwidth estimate, pre-set by the agent.
     pub const AGG_RATE: usize = 14;
-    /// Set by the program: the bytes [`AGG_RATE`] delivers over the ACK epoch so far (over
-    /// at most [`AGG_EPOCH_MAX_US`](super::AGG_EPOCH_MAX_US)), on the latest ACK that
-    /// acknowledged any.
-    pub const AGG_EXPECTED: usize = 15;
-    /// Control registers of the program (portus numbers at most 16).
+    /// Non-zero: the step ([`GROW_CWND`]) applies only on an ACK later than this `Ack.now`
+    /// (µs), however much has been acknowledged: an algorithm whose next step waits on time as
+    /// well as bytes (BBR's probe_rtt ends on the first ACK once both its round and its 200 ms
+    /// are over).
+    pub const GROW_NOT_BEFORE: usize = 15;
+    /// Control registers of the program: portus numbers at most 16, so what the program keeps
+    /// only within an ACK (the bytes the rate delivers over the ACK epoch) is a local,
+    /// `agg_expected`, not a control register.
     pub const COUNT: usize = 16;
     /// Each register's name in the program (`Control.<name>`), by index.
     pub const NAMES: [&str; COUNT] = [
@@ -242,7 +257,7 @@ pub mod control {
         "grow_rate",
         "ss_high",
         "agg_rate",
-        "agg_expected",
+        "grow_not_before",
     ];
 }
 
@@ -337,7 +352,7 @@ pub fn source() -> String {
     (:= Control.chain_acked Report.acked)
     (fallthrough)
 )
-(when (&& (> Control.grow_cwnd 0)
+(when (&& (&& (> Control.grow_cwnd 0) (> Ack.now Control.grow_not_before))
           (&& (== Control.chain_from Control.grow_from) (> Control.chain_acked Control.grow_after)))
     (:= Cwnd (+ Control.grow_cwnd (/ (* (- Control.chain_acked Control.grow_after) Control.grow_rate) {grow_unit})))
     (fallthrough)
@@ -364,18 +379,18 @@ pub fn source() -> String {
     (fallthrough)
 )
 (when (&& (> Control.agg_rate 0) (> Ack.bytes_acked 0))
-    (:= Control.agg_expected (/ (* Control.agg_rate (min (- Ack.now Report.agg_epoch_us) {epoch_max})) {unit}))
+    (:= agg_expected (/ (* Control.agg_rate (min (- Ack.now Report.agg_epoch_us) {epoch_max})) {unit}))
     (fallthrough)
 )
-(when (&& (&& (> Control.agg_rate 0) (> Ack.bytes_acked 0)) (> (+ Control.agg_expected 1) Report.agg_epoch_acked))
+(when (&& (&& (> Control.agg_rate 0) (> Ack.bytes_acked 0)) (> (+ agg_expected 1) Report.agg_epoch_acked))
     (:= Report.agg_epoch_us Ack.now)
     (:= Report.agg_epoch_acked 0)
-    (:= Control.agg_expected 0)
+    (:= agg_expected 0)
     (fallthrough)
 )
 (when (&& (> Control.agg_rate 0) (> Ack.bytes_acked 0))
     (:= Report.agg_epoch_acked (+ Report.agg_epoch_acked Ack.bytes_acked))
-    (:= Report.extra_acked (max Report.extra_acked (min Cwnd (- Report.agg_epoch_acked Control.agg_expected))))
+    (:= Report.extra_acked (max Report.extra_acked (min Cwnd (- Report.agg_epoch_acked agg_expected))))
     (fallthrough)
 )
 (when (|| Report.timeout (> Report.lost 0))

@@ -101,6 +101,10 @@ pub struct FlowDesc {
     pub dst: SocketAddr,
     pub mss: u32,
     pub init_cwnd_bytes: u32,
+    /// The sender's least RTT when its congestion control began (the handshake's sample),
+    /// µs, from a datapath in the sender's kernel; 0 if unknown. Appended to the flow's
+    /// folded reports ([`report::SENDER_HANDSHAKE_RTT`]).
+    pub handshake_rtt_us: u32,
 }
 
 /// One ACK's measurements as the datapath computed them.
@@ -124,6 +128,8 @@ struct SessionFlow {
     /// Latest RTT sample: libccp programs read 0 as "no sample" (infinite), so the last real
     /// sample is carried over ACKs that have none.
     rtt_us: u64,
+    /// [`FlowDesc::handshake_rtt_us`].
+    handshake_rtt_us: u32,
     /// The datapath folds the flow's standard program: its mode and start (µs).
     fold: Option<(FoldMode, u64)>,
     /// The datapath runs the flow's (other) program: since when (µs).
@@ -665,7 +671,15 @@ impl Session {
         let create = create_msg(desc.sid, &endpoints, desc.init_cwnd_bytes, desc.mss);
         let ccp = CcpFlow::new(desc.sid, desc.init_cwnd_bytes, desc.mss);
         self.ticked.insert(desc.sid);
-        let mut flow = SessionFlow { ccp, endpoints, rtt_us: 0, fold: None, program_run: None, awaiting: AwaitQueue::default() };
+        let mut flow = SessionFlow {
+            ccp,
+            endpoints,
+            rtt_us: 0,
+            handshake_rtt_us: desc.handshake_rtt_us,
+            fold: None,
+            program_run: None,
+            awaiting: AwaitQueue::default(),
+        };
         if self.agent.is_some() {
             flow.await_answer(Awaiting::Create, &mut self.latency);
         }
@@ -843,7 +857,8 @@ impl Session {
     /// would have reset those registers. `datapath_cwnd_bytes` is the window after the
     /// reporting ACK; `sender_reductions`, from a datapath in the sender's kernel (the window
     /// reductions its TCP entered, and whether it is in one), is appended to the fields
-    /// ([`report::SENDER_REDUCTIONS`]).
+    /// ([`report::SENDER_REDUCTIONS`]), and after it the flow's handshake RTT
+    /// ([`report::SENDER_HANDSHAKE_RTT`]).
     pub fn on_folded_report(
         &mut self,
         dp: &mut impl SessionDatapath,
@@ -873,7 +888,7 @@ impl Session {
         copied.clear();
         copied.extend_from_slice(fields);
         if let Some((entered, in_reduction)) = sender_reductions {
-            copied.extend([u64::from(entered), u64::from(in_reduction)]);
+            copied.extend([u64::from(entered), u64::from(in_reduction), u64::from(flow.handshake_rtt_us)]);
         }
         let report = Measure { sid, program_uid: uid, fields: copied };
         self.apply(dp, sid, Step { report: Some(report), ..Step::default() });

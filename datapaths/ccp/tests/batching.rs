@@ -81,7 +81,7 @@ fn a_hundred_reports_leave_in_one_write_and_their_answers_arrive_in_one_read() {
     let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
     for sid in 1..=FLOWS {
         let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
-        let desc = FlowDesc { sid, src: addr(80), dst: addr(40_000 + sid), mss: MSS, init_cwnd_bytes: 10 * MSS };
+        let desc = FlowDesc { sid, src: addr(80), dst: addr(40_000 + sid), mss: MSS, init_cwnd_bytes: 10 * MSS, handshake_rtt_us: 0 };
         session.add_flow(&mut dp, desc);
     }
     // READY and a CREATE per flow: one write.

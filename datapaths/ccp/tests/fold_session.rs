@@ -44,7 +44,7 @@ fn session_with_one_flow() -> (Session, common::AgentEnd, common::Folding) {
     let mut dp = common::Folding::default();
     let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
     let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
-    session.add_flow(&mut dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });
+    session.add_flow(&mut dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS, handshake_rtt_us: 52_400 });
     session.attach(&mut dp, AgentLink::from_stream(Box::new(shim_end)));
     assert_eq!(agent.received().len(), 2, "READY and CREATE");
     (session, agent, dp)
@@ -125,14 +125,16 @@ fn the_session_folds_the_standard_program_and_forwards_its_reports() {
     let (mode, restart) = dp.folds[&1];
     assert_eq!(mode, FoldMode::PER_RTT);
     assert!(restart > start);
-    // A kernel datapath's report carries its sender's window reductions after the registers.
+    // A kernel datapath's report carries its sender's window reductions after the registers,
+    // and the flow's handshake RTT.
     session.on_folded_report(&mut dp, 1, restart, &fields, 20 * MSS, Some((3, true)));
     session.flush(&mut dp);
     match agent.received().as_slice() {
         [Msg::Measure(m)] => {
             assert_eq!(&m.fields[..report::COUNT], &fields[..]);
-            assert_eq!(&m.fields[report::SENDER_REDUCTIONS..], &[3, 1]);
+            assert_eq!(&m.fields[report::SENDER_REDUCTIONS..], &[3, 1, 52_400]);
             assert_eq!(report::SENDER_IN_REDUCTION, report::SENDER_REDUCTIONS + 1);
+            assert_eq!(report::SENDER_HANDSHAKE_RTT, report::SENDER_REDUCTIONS + 2);
         }
         other => panic!("expected one MEASURE, got {other:?}"),
     }

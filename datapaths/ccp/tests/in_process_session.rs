@@ -93,7 +93,7 @@ fn an_agent_in_this_process_answers_within_the_flush_and_every_report_is_timed()
     assert_eq!(session.agent_fd(), None, "nothing to wait on: the agent answers within the call");
 
     // The CREATE is answered as it is sent: the flow is folded before any drain.
-    session.add_flow(&mut dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });
+    session.add_flow(&mut dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS, handshake_rtt_us: 0 });
     session.flush(&mut dp);
     let (mode, start) = dp.folds[&1];
     assert_eq!(mode, FoldMode::PER_RTT);

@@ -102,7 +102,7 @@ fn connected(dp: &mut Interpreting) -> (Session, common::AgentEnd) {
     let mut agent = common::AgentEnd::new(agent_end);
     let mut session = Session::new(AgentAddr::Stream("/nonexistent".into()), Duration::from_secs(5));
     let addr = |port| format!("10.0.0.1:{port}").parse().unwrap();
-    session.add_flow(dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS });
+    session.add_flow(dp, FlowDesc { sid: 1, src: addr(80), dst: addr(40_001), mss: MSS, init_cwnd_bytes: 10 * MSS, handshake_rtt_us: 0 });
     session.attach(dp, AgentLink::from_stream(Box::new(shim_end)));
     assert_eq!(agent.received().len(), 2, "READY and CREATE");
     let mut std_install = match wire::decode(standard::INSTALL_MESSAGE).unwrap().0 {

@@ -28,6 +28,7 @@ pub const FOLD_PER_ACK: u8 = 2;
 pub const FOLD_VM: u8 = 3;
 pub const GROWTH_STEP: u8 = 0;
 pub const GROWTH_SLOW_START: u8 = 1;
+pub const GROWTH_STEP_AT: u8 = 2;
 pub const VM_SET_CWND: u32 = 1;
 pub const VM_SET_RATE: u32 = 2;
 
@@ -54,6 +55,8 @@ pub struct CreateEvent {
     pub dst_addr: [u8; 16],
     pub mss: u32,
     pub init_cwnd_bytes: u32,
+    pub handshake_rtt_us: u32,
+    pub _pad1: u32,
 }
 
 #[repr(C)]
@@ -291,6 +294,8 @@ pub struct KernelDirectiveSlot {
     pub vm_slot_or_agg_rate: u32,
     pub pacing_rate: u64,
     pub fold_start_us: u64,
+    /// The C union: `grow_rate`, or under [`GROWTH_STEP_AT`] `grow_not_before_us` (the low 32
+    /// bits of the program's `Control.grow_not_before`).
     pub grow_rate: u32,
     pub loss_cwnd_bytes: u32,
     pub fold_idle_us: u32,
@@ -303,21 +308,24 @@ pub struct KernelDirectiveSlot {
 
 /// Writes a fold's growth clauses into its directive: a step, or slow start (the agent never
 /// pre-sets both: `fold_mode` does not fold a flow that has both). The fold compares the low 32
-/// bits of `grow_from` (the slot has no room for more).
+/// bits of `grow_from` and of `not_before_us` (the slot has no room for more).
 pub fn set_growth(d: &mut KernelDirectiveSlot, growth: &FoldGrowth) {
     d.grow_from_us = growth.from_us as u32;
     if growth.slow_start_cwnd_bytes > 0 {
         d.growth = GROWTH_SLOW_START;
         d.grow_cwnd_bytes = growth.slow_start_cwnd_bytes;
-        d.grow_after_bytes = growth.slow_start_until_bytes;
+        d.grow_after_bytes = growth.after_bytes;
         d.grow_loss_cwnd_bytes = 0;
         d.grow_rate = 0;
     } else {
-        d.growth = GROWTH_STEP;
         d.grow_cwnd_bytes = growth.cwnd_bytes;
         d.grow_after_bytes = growth.after_bytes;
         d.grow_loss_cwnd_bytes = growth.loss_cwnd_bytes;
-        d.grow_rate = growth.rate;
+        // fold_mode folds no step with both a rate and a time: the slot holds one of them.
+        (d.growth, d.grow_rate) = match growth.not_before_us {
+            0 => (GROWTH_STEP, growth.rate),
+            at => (GROWTH_STEP_AT, at),
+        };
     }
 }
 
@@ -352,7 +360,7 @@ pub struct KernelCpuStats {
     pub routine_timer_wakeups: u64,
 }
 
-const _: () = assert!(size_of::<CreateEvent>() == 64);
+const _: () = assert!(size_of::<CreateEvent>() == 72);
 const _: () = assert!(size_of::<KernelAckEvent>() == 104);
 const _: () = assert!(size_of::<CloseEvent>() == 16);
 const _: () = assert!(size_of::<ReportEvent>() == 128);

@@ -21,6 +21,9 @@ pub struct FlowInfo {
     pub mss: u32,
     /// Initial congestion window, bytes.
     pub init_cwnd_bytes: u32,
+    /// The kernel's least RTT when the flow began (`tcp_min_rtt`: the handshake's sample),
+    /// µs; 0 if it had none.
+    pub handshake_rtt_us: u32,
 }
 
 /// Per-ACK measurement primitives (ACK). Units in the field docs.
@@ -202,6 +205,7 @@ pub(crate) fn decode(data: &[u8]) -> Option<KernelEvent> {
                 dst: SocketAddr::new(dst, c.dst_port),
                 mss: c.mss,
                 init_cwnd_bytes: c.init_cwnd_bytes,
+                handshake_rtt_us: c.handshake_rtt_us,
             }))
         }
         abi::EV_REPORT => {
@@ -279,6 +283,7 @@ mod tests {
             dst_port: 40000,
             mss: 1448,
             init_cwnd_bytes: 14480,
+            handshake_rtt_us: 52_400,
             ..Default::default()
         };
         c.src_addr[..4].copy_from_slice(&[198, 18, 0, 1]);
@@ -288,6 +293,7 @@ mod tests {
         };
         assert_eq!(f.src, "198.18.0.1:8000".parse().unwrap());
         assert_eq!(f.dst, "198.18.0.2:40000".parse().unwrap());
+        assert_eq!(f.handshake_rtt_us, 52_400);
 
         c.family = libc::AF_INET6 as u16;
         c.src_addr = Ipv4Addr::new(198, 18, 0, 1).to_ipv6_mapped().octets();

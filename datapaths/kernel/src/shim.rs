@@ -373,6 +373,7 @@ impl KernelShim {
                     dst: info.dst,
                     mss: info.mss,
                     init_cwnd_bytes: info.init_cwnd_bytes,
+                    handshake_rtt_us: info.handshake_rtt_us,
                 };
                 self.session.add_flow(&mut maps, desc);
             }

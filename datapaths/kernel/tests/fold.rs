@@ -123,9 +123,11 @@ fn kernel_fold_reports_as_the_interpreter() {
     let slow_start_windows = totals.slow_start_windows;
     assert!(growth_windows - slow_start_windows > 500, "{growth_windows} ACKs set a growth window, {slow_start_windows} of them slow start's");
     assert!(slow_start_windows > 500, "{slow_start_windows} ACKs set slow start's window");
+    let (timed_windows, timed_waits) = (totals.timed_step_windows, totals.timed_step_waits);
+    assert!(timed_windows > 100 && timed_waits > 500, "{timed_windows} ACKs set a timed step's window, {timed_waits} came before its time");
     let (aggregation, multi_ack) = (totals.aggregation_reports, totals.multi_ack_epoch_reports);
     assert!(aggregation > 500 && multi_ack > 200, "{aggregation} reports measured ACK aggregation, {multi_ack} over epochs of several ACKs");
-    eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows, {growth_windows} growth windows ({slow_start_windows} slow start's), {aggregation} reports of aggregation ({multi_ack} over several ACKs): identical");
+    eprintln!("{acks} ACKs, {reports} reports, {loss_windows} loss windows, {growth_windows} growth windows ({slow_start_windows} slow start's, {timed_windows} timed steps'; {timed_waits} ACKs before a step's time), {aggregation} reports of aggregation ({multi_ack} over several ACKs): identical");
 }
 
 /// Two flows on a 10 ms path for 5 s, an ACK every 500 µs: one whose window holds it (all of

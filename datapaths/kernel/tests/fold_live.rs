@@ -98,6 +98,15 @@ fn reno_cuts_once_per_kernel_reduction_and_only_its_first_loss_is_urgent() {
     let entered: Vec<u64> = reports.iter().filter_map(|r| r["sender_reductions"].as_u64()).collect();
     assert!(entered.len() + 50 > reports.len(), "{} of {} reports carry the kernel's reductions", entered.len(), reports.len());
     assert!(entered.windows(2).all(|w| w[0] <= w[1]), "a count: {entered:?}");
+    // And the handshake's RTT the kernel measured before the flow's congestion control began
+    // (tcp_min_rtt): one value per flow, an RTT of this path (µs, where the flow's samples
+    // are tens of µs to the 20 ms queue), not a clock reading.
+    let handshake: Vec<u64> = reports.iter().filter_map(|r| r["handshake_rtt_us"].as_u64()).collect();
+    let least_rtt = reports.iter().filter_map(|r| r["rtt_us"].as_u64()).filter(|&v| v > 0).min().unwrap();
+    println!("handshake RTT {:?} µs, least RTT sample {least_rtt} µs", handshake.first());
+    assert_eq!(handshake.len(), entered.len(), "every report with the reductions carries it");
+    assert!(handshake.windows(2).all(|w| w[0] == w[1]), "one value per flow: {handshake:?}");
+    assert!(handshake[0] > 0 && handshake[0] < 100_000, "{} µs, least sample {least_rtt} µs", handshake[0]);
     // One CI run had a loss report outside a reduction (not seen again in 10 local runs): an
     // ACK that ends a reduction as it marks a loss, or a loss marked after a timeout (the Loss
     // state is no reduction), would report so. One is allowed; a fold that misreads the state

@@ -192,7 +192,7 @@ impl ShimFold {
             (self.growth.chain_from_us == g.from_us, self.growth.chain_reported_bytes + acked)
         };
         if counts {
-            let grown = (u64::from(g.slow_start_cwnd_bytes) + since).min(u64::from(g.slow_start_until_bytes));
+            let grown = (u64::from(g.slow_start_cwnd_bytes) + since).min(u64::from(g.after_bytes));
             self.growth.ss_high_bytes = self.growth.ss_high_bytes.max(grown);
         }
         let high = u32::try_from(self.growth.ss_high_bytes).unwrap_or(u32::MAX);

@@ -647,6 +647,7 @@ impl<P: PortOps> OvsShim<P> {
                     dst: e.key.client,
                     mss: u32::from(e.mss),
                     init_cwnd_bytes: init_cwnd,
+                    handshake_rtt_us: 0,
                 };
                 let (session, mut ctl) = self.ctl();
                 session.add_flow(&mut ctl, desc);

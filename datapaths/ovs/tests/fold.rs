@@ -196,7 +196,7 @@ fn slow_start_grows_the_window_at_the_shims_grain_across_reports_until_a_loss() 
     let mut mode = FoldMode::PER_RTT;
     mode.growth.from_us = start;
     mode.growth.slow_start_cwnd_bytes = 10 * seg as u32;
-    mode.growth.slow_start_until_bytes = 40 * seg as u32;
+    mode.growth.after_bytes = 40 * seg as u32;
     mode.loss_cwnd_bytes = 8 * seg as u32;
     let mut shim = ShimFold::new(start, mode);
     let ack = |now: u64, lost: u64| Primitives {

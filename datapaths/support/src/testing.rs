@@ -76,7 +76,13 @@ fn random_controls(
     };
     // Past a step: none, Cubic's rates (a byte per 2 to 20 acknowledged, and far slower at
     // its plateau), or any up to one byte per byte, the most the fold takes.
+    // A step that also waits on time (BBR's probe_rtt exit) has no rate past it: the kernel's
+    // directive holds one of the two. Its time is near the latest report's (the agent sets it
+    // from there), before and after the ACKs to come.
+    let timed = step && rng.chance(30);
+    let grow_not_before = if timed { (micros_zero_us + rng.below(2_000_000)).saturating_sub(rng.below(500_000)).max(1) } else { 0 };
     let grow_rate = match rng.below(10) {
+        _ if timed => 0,
         0..=2 => 0,
         3..=5 => GROW_RATE_UNIT.div_ceil(2 + rng.below(19)),
         6 => GROW_RATE_UNIT.div_ceil(1 + rng.below(100_000)),
@@ -89,6 +95,7 @@ fn random_controls(
         control_update(control::GROW_LOSS_CWND, if step && rng.chance(70) { 4_000 + rng.below(1_000_000) } else { 0 }),
         control_update(control::SS_CWND, if slow_start { ss_cwnd } else { 0 }),
         control_update(control::GROW_RATE, grow_rate),
+        control_update(control::GROW_NOT_BEFORE, grow_not_before),
         control_update(control::PER_ACK, u64::from(rng.chance(15))),
         control_update(control::WINDOW_USE_PCT, if rng.chance(20) { rng.below(150) } else { [50, 50, 0, 80, 100][rng.below(5) as usize] }),
         control_update(control::IDLE_REPORT_US, [1_000_000, 1_000_000, 50_000, 5_000_000, rng.below(3_000_000)][rng.below(5) as usize]),
@@ -164,8 +171,11 @@ pub struct ComparedCounts {
     pub reports: u64,
     pub loss_windows: u64,
     pub growth_windows: u64,
-    /// Of the growth windows, those slow start set.
+    /// Of the growth windows, those slow start set, and those a step that waits on time set.
     pub slow_start_windows: u64,
+    pub timed_step_windows: u64,
+    /// ACKs that came while a step waited on a time not yet passed.
+    pub timed_step_waits: u64,
     /// Reports that measured ACK aggregation (`Report.extra_acked` not 0), and of them those
     /// whose epoch spanned ACKs (more than one ACK's bytes beyond the rate).
     pub aggregation_reports: u64,
@@ -250,6 +260,8 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut chec
                 totals.multi_ack_epoch_reports += u64::from(f[report::EXTRA_ACKED] > MAX_ACK_BYTES);
             }
             totals.acks += 1;
+            let waits = mode.growth.not_before_us > 0 && (now_us as u32).wrapping_sub(mode.growth.not_before_us) as i32 <= 0;
+            totals.timed_step_waits += u64::from(mode.growth.cwnd_bytes > 0 && waits);
             totals.reports += u64::from(report.is_some());
             if step.cwnd_bytes.is_some() {
                 if ack.lost_packets > 0 && mode.loss_cwnd_bytes > 0 {
@@ -257,6 +269,7 @@ pub fn for_random_flows(seeds: u64, restarts: Restarts, growth: Growth, mut chec
                 } else {
                     totals.growth_windows += 1;
                     totals.slow_start_windows += u64::from(mode.growth.slow_start_cwnd_bytes > 0);
+                    totals.timed_step_windows += u64::from(mode.growth.not_before_us > 0);
                 }
             }
             if report.is_some() {

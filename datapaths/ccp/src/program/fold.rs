@@ -28,9 +28,10 @@ pub struct FoldMode {
 /// datapath that folds keeps itself): once more than `after_bytes` have been acknowledged
 /// since, the window becomes `cwnd_bytes` (0: no step) plus `rate` bytes per
 /// `GROW_RATE_UNIT` acknowledged beyond `after_bytes`, and a loss sets `loss_cwnd_bytes` (if
-/// not 0) instead of the mode's loss window; in slow start (`slow_start_cwnd_bytes` not 0), the
-/// window becomes that plus the bytes acknowledged since, at most `slow_start_until_bytes`
-/// (the program's `Control.grow_after`).
+/// not 0) instead of the mode's loss window, and with `not_before_us` (not 0) only on an ACK
+/// later than it; in slow start (`slow_start_cwnd_bytes` not 0), the window becomes that plus
+/// the bytes acknowledged since, at most `after_bytes` (the program's `Control.grow_after`
+/// holds slow start's threshold then).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FoldGrowth {
     pub cwnd_bytes: u32,
@@ -39,7 +40,9 @@ pub struct FoldGrowth {
     pub loss_cwnd_bytes: u32,
     pub rate: u32,
     pub slow_start_cwnd_bytes: u32,
-    pub slow_start_until_bytes: u32,
+    /// `Control.grow_not_before`'s low 32 bits, which the kernel's directive holds and
+    /// compares (0: none).
+    pub not_before_us: u32,
 }
 
 impl FoldGrowth {
@@ -72,7 +75,7 @@ impl FoldMode {
             loss_cwnd_bytes: 0,
             rate: 0,
             slow_start_cwnd_bytes: 0,
-            slow_start_until_bytes: 0,
+            not_before_us: 0,
         },
         agg_rate: 0,
     };
@@ -113,7 +116,8 @@ pub(super) fn same_as_standard(prog: &Program) -> bool {
 /// byte (with a 32-bit rate the product leaves 64 bits from 4 GiB past the step, where the
 /// interpreter stops the clause and the fold's product would wrap; at one unit, from 16 GiB),
 /// nor a step and slow start at once, which the agent never pre-sets and the kernel's
-/// directive has room for one of).
+/// directive has room for one of, nor, for the same reason, a step with both a rate past it
+/// and a time to wait for, nor one whose time's low 32 bits, all the directive holds, are 0).
 pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
     let prog = flow.program()?;
     if !is_standard(prog) || flow.control(control::PERIOD_US) != 0 {
@@ -133,6 +137,7 @@ pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
     }
     let after_bytes = u32::try_from(flow.control(control::GROW_AFTER)).ok()?;
     let slow_start_cwnd_bytes = u32::try_from(flow.control(control::SS_CWND)).ok()?;
+    let not_before = flow.control(control::GROW_NOT_BEFORE);
     let growth = FoldGrowth {
         cwnd_bytes: u32::try_from(flow.control(control::GROW_CWND)).ok()?,
         after_bytes,
@@ -140,9 +145,11 @@ pub fn fold_mode(flow: &CcpFlow) -> Option<FoldMode> {
         loss_cwnd_bytes: u32::try_from(flow.control(control::GROW_LOSS_CWND)).ok()?,
         rate: rate as u32,
         slow_start_cwnd_bytes,
-        slow_start_until_bytes: if slow_start_cwnd_bytes > 0 { after_bytes } else { 0 },
+        not_before_us: not_before as u32,
     };
-    if growth.has_step() && growth.slow_start_cwnd_bytes > 0 {
+    // A time whose low 32 bits are 0 would read as none.
+    let timed = not_before > 0;
+    if growth.has_step() && (growth.slow_start_cwnd_bytes > 0 || (timed && (growth.rate > 0 || growth.not_before_us == 0))) {
         return None;
     }
     Some(FoldMode {

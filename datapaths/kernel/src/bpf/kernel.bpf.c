@@ -560,7 +560,8 @@ static __always_inline bool growth_view(const struct ccsw_fold_state *s, const s
  * once more than Control.grow_after bytes have been acknowledged since the report at
  * Control.grow_from, Cwnd becomes Control.grow_cwnd, the agent's next step pre-set, plus
  * Control.grow_rate per CCSW_GROW_RATE_UNIT bytes acknowledged beyond grow_after (a multiply
- * and a shift: no ACK divides). Slow start
+ * and a shift: no ACK divides); CCSW_GROWTH_STEP_AT: grow_cwnd alone, on an ACK (at `now_us`)
+ * later than Control.grow_not_before. Slow start
  * (CCSW_GROWTH_SLOW_START): Control.ss_high becomes Control.ss_cwnd plus the bytes
  * acknowledged since that report, at most its threshold (grow_after), if more; Cwnd rises to it. Loss:
  * an ACK that reveals a loss sets Cwnd to Control.loss_cwnd, or, once the step is earned, to
@@ -571,16 +572,18 @@ static __always_inline bool growth_view(const struct ccsw_fold_state *s, const s
  * reads as Cwnd (snd_cwnd). Returns the window (bytes) for cong_control to apply; *set is the
  * window this ACK's clauses set. */
 static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct ccsw_kernel_directive_slot *d,
-				       __u32 acked_bytes, __u32 lost_packets, bool timeout, __u32 cwnd_bytes, __u32 *set)
+				       __u32 acked_bytes, __u32 lost_packets, bool timeout, __u32 cwnd_bytes, __u64 now_us,
+				       __u32 *set)
 {
 	bool slow_start = d->growth == CCSW_GROWTH_SLOW_START && d->grow_cwnd_bytes;
+	bool timed = d->growth == CCSW_GROWTH_STEP_AT;
 	bool earned = false;
 
 	*set = 0;
 	if (s->held_cwnd_bytes && s->held_cwnd_seq != d->cwnd_seq)
 		s->held_cwnd_bytes = 0;
 	restart_growth(s, d);
-	if (slow_start || (d->growth == CCSW_GROWTH_STEP && (d->grow_cwnd_bytes || d->grow_loss_cwnd_bytes))) {
+	if (slow_start || ((d->growth == CCSW_GROWTH_STEP || timed) && (d->grow_cwnd_bytes || d->grow_loss_cwnd_bytes))) {
 		/* The registers as the clauses read them: restarted with the program if they belong
 		 * to an earlier start (ccsw_std_restart, which the fold runs after this). Both
 		 * sides are read first (volatile): a select between two fields' addresses is a
@@ -609,7 +612,10 @@ static __always_inline __u32 fold_cwnd(struct ccsw_fold_state *s, const struct c
 				*set = high;
 		} else {
 			earned = counts && since > d->grow_after_bytes;
-			if (earned && d->grow_cwnd_bytes) {
+			if (earned && d->grow_cwnd_bytes && timed) {
+				if ((__s32)((__u32)now_us - d->grow_not_before_us) > 0)
+					*set = d->grow_cwnd_bytes;
+			} else if (earned && d->grow_cwnd_bytes) {
 				/* Within 64 bits for 16 GiB past the step (the shim folds no rate
 				 * above one unit); the agent answers long before. */
 				__u64 grown = (__u64)d->grow_cwnd_bytes +
@@ -875,9 +881,12 @@ static __always_inline void fold_and_report(struct sock *sk, struct ccsw_flow_st
 	bool urgent, first_of_reduction;
 
 	a.now_us = ack_time_us(tp);
-	if (rs->delivered > 0 && rs->rcv_interval_us > 0) {
+	/* Linux's rate sample, over the longer of the send and ACK intervals (tcp_rate_gen): the
+	 * ACK interval alone overstates the rate after an ACK burst, and BBR's filter keeps the
+	 * largest sample. */
+	if (rs->delivered > 0 && rs->interval_us > 0) {
 		sample.bytes = (__u64)rs->delivered * mss;
-		sample.interval_us = rs->rcv_interval_us;
+		sample.interval_us = rs->interval_us;
 	}
 	a.bytes_acked = rs->acked_sacked * mss;
 	a.lost_packets = lost;
@@ -1267,6 +1276,9 @@ void BPF_PROG(ccsw_init, struct sock *sk)
 	}
 	e->mss = tp->mss_cache;
 	e->init_cwnd_bytes = tp->snd_cwnd * tp->mss_cache;
+	/* Linux's BBR starts its min_rtt here (bbr_init); ~0U: no sample yet. */
+	e->handshake_rtt_us = tp->rtt_min.s[0].v == ~0U ? 0 : tp->rtt_min.s[0].v;
+	e->_pad1 = 0;
 	lane_submit(e, true, 0, false);
 	count_event(s, true);
 
@@ -1310,7 +1322,7 @@ void BPF_PROG(ccsw_cong_control, struct sock *sk, __u32 ack, int flag,
 		directed = true; /* the program sets the window below, once the RTT is carried */
 	} else if (likely(d && d->cwnd_bytes && st)) {
 		__u32 cwnd_set, bytes = fold_cwnd(&st->fold, d, rs->acked_sacked * tp->mss_cache, lost, st->was_timeout,
-						   tp->snd_cwnd * tp->mss_cache, &cwnd_set);
+						   tp->snd_cwnd * tp->mss_cache, ack_time_us(tp), &cwnd_set);
 
 		if (lost && d->loss_cwnd_bytes && in_cwnd_reduction(inet_csk(sk)->icsk_ca_state))
 			st->prr_to_directive = 1;
@@ -1387,7 +1399,7 @@ SEC("syscall")
 int ccsw_fold_test(struct ccsw_kernel_fold_test *t)
 {
 	t->cwnd_bytes = fold_cwnd(&t->state, &t->directive, t->ack.bytes_acked, t->ack.lost_packets, t->ack.was_timeout,
-				  t->ack.cwnd_bytes, &t->cwnd_set);
+				  t->ack.cwnd_bytes, t->ack.now_us, &t->cwnd_set);
 	/* The program reads the window its clauses set, as cong_control's fold reads snd_cwnd
 	 * after applying it. */
 	if (t->cwnd_set)

@@ -70,6 +70,8 @@ struct ccsw_create_event {
 	__u8 dst_addr[16];     /* remote address; IPv4 uses bytes 0..3 */
 	__u32 mss;             /* bytes (tp->mss_cache) */
 	__u32 init_cwnd_bytes; /* snd_cwnd * mss at init */
+	__u32 handshake_rtt_us; /* tcp_min_rtt at init: the handshake's RTT sample; 0 if none */
+	__u32 _pad1;
 };
 
 /* Emitted by cong_control() on every ACK. */
@@ -153,7 +155,10 @@ struct ccsw_kernel_directive_slot {
 	};
 	__u64 pacing_rate;     /* bytes/s, 0 = no pacing directive */
 	__u64 fold_start_us;   /* when the standard program (re)started: registers reset, Micros counts from here */
-	__u32 grow_rate;       /* CCSW_GROWTH_STEP: Control.grow_rate, bytes of window per CCSW_GROW_RATE_UNIT acknowledged past the step */
+	union {
+		__u32 grow_rate;           /* CCSW_GROWTH_STEP: Control.grow_rate, bytes of window per CCSW_GROW_RATE_UNIT acknowledged past the step */
+		__u32 grow_not_before_us;  /* CCSW_GROWTH_STEP_AT: Control.grow_not_before's low 32 bits (the step has no rate then) */
+	};
 	__u32 loss_cwnd_bytes; /* folded: the program's Control.loss_cwnd, the window an ACK that reveals a loss sets (0 = none) */
 	__u32 fold_idle_us;    /* CCSW_FOLD_PER_RTT: the program's Control.idle_report_us (at most 2^32-1: 71 min) */
 	__u32 cwnd_seq;        /* moves with every window the shim writes: a loss's window holds until it does (stored after the window) */
@@ -171,6 +176,10 @@ struct ccsw_kernel_directive_slot {
  * start, never both (ccswitch_ccp's fold_mode refuses to fold a flow that has both). */
 #define CCSW_GROWTH_STEP 0
 #define CCSW_GROWTH_SLOW_START 1
+/* A step without a rate past it that applies only on an ACK later than grow_not_before_us
+ * (Control.grow_not_before), compared by the low 32 bits' signed difference: exact while the
+ * ACK comes within 35 minutes of that time, and the agent sets it from its latest report. */
+#define CCSW_GROWTH_STEP_AT 2
 /* ccswitch_protocol::standard::GROW_RATE_UNIT, as a shift. */
 #define CCSW_GROW_RATE_SHIFT 30
 
@@ -392,7 +401,7 @@ struct ccsw_kernel_cpu_stats {
 };
 
 /* The Rust mirror (src/abi.rs) asserts the same sizes. */
-_Static_assert(sizeof(struct ccsw_create_event) == 64, "create event layout");
+_Static_assert(sizeof(struct ccsw_create_event) == 72, "create event layout");
 _Static_assert(sizeof(struct ccsw_kernel_ack_event) == 104, "ack event layout");
 _Static_assert(sizeof(struct ccsw_close_event) == 16, "close event layout");
 _Static_assert(sizeof(struct ccsw_report_event) == 128, "report event layout");
