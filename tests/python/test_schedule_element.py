@@ -191,10 +191,11 @@ def test_delay_follows_the_schedule_within_a_millisecond_and_downlink_loss_is_tw
     worst, summary = [], {}
     for (phase, direction), errs in sorted(errors.items()):
         abs_errs = [abs(e) for e in errs]
-        summary[(phase, direction)] = (len(errs), sum(errs) / len(errs), percentile(abs_errs, 50), percentile(abs_errs, 99))
+        summary[(phase, direction)] = (len(errs), percentile(errs, 50), percentile(abs_errs, 90))
         print(f"phase {phase} ({STEPS[phase]['delay_ms']} ms) {direction}: {len(errs)} probes, "
-              f"mean error {summary[(phase, direction)][1]:+.3f} ms, median |error| {percentile(abs_errs, 50):.3f} ms, "
-              f"p99 |error| {percentile(abs_errs, 99):.3f} ms, max {max(abs_errs):.3f} ms")
+              f"mean error {sum(errs) / len(errs):+.3f} ms, median error {percentile(errs, 50):+.3f} ms, "
+              f"p90 |error| {percentile(abs_errs, 90):.3f} ms, p99 |error| {percentile(abs_errs, 99):.3f} ms, "
+              f"max {max(abs_errs):.3f} ms")
         worst += abs_errs
     print(f"accuracy over all phases and directions: p99 |error| {percentile(worst, 99):.3f} ms, max {max(worst):.3f} ms")
     for i, step in enumerate(stats["steps"]):
@@ -204,15 +205,22 @@ def test_delay_follows_the_schedule_within_a_millisecond_and_downlink_loss_is_tw
                   f"hold mean {h['mean']:.3f} min {h['min']:.3f} max {h['max']:.3f} ms")
     print(f"element cost: {stats['user_cpu_us_per_packet']:.2f} us user CPU per packet, "
           f"{stats['cpu_us_per_packet']:.2f} us user+system, over {stats['packets']} packets")
-    for (phase, direction), (n, mean, median, p99) in summary.items():
+    for (phase, direction), (n, median, p90) in summary.items():
         assert n > 300, f"too few probes crossed in phase {phase} {direction}"
-        # The delay applied per phase is the one asked, to a millisecond; the tail carries this
-        # shared VM's scheduling noise (the probes stamp in Python), so it is bounded loosely:
-        # a wrong step or a backlog would be tens of ms off.
-        assert abs(mean) <= 1.0 and median <= 1.0, f"phase {phase} {direction}: mean {mean:+.3f}, median {median:.3f} ms"
-        assert p99 <= 5.0, f"phase {phase} {direction}: p99 |error| {p99:.3f} ms"
+        # The delay applied per phase is the one asked, to a millisecond, for nine probes in ten.
+        # The last tenth and the mean carry this shared VM's stalls (the probes stamp in Python):
+        # CI once saw one probe in a hundred 12 ms late while the element's own holds stayed
+        # exact, so they are printed, not bounded. A wrong step or a backlog moves the median.
+        assert abs(median) <= 1.0 and p90 <= 2.0, f"phase {phase} {direction}: median {median:+.3f}, p90 |error| {p90:.3f} ms"
         # The element never releases early: a negative error beyond stamping noise is a bug.
         assert min(errors[(phase, direction)]) > -0.5
+    # The element's own clock: every packet of a step held at least the step's delay, some held
+    # exactly that, and the mean over the step's packets (the stream's too) within a millisecond.
+    for step, asked in zip(stats["steps"], STEPS):
+        for d in ("downlink", "uplink"):
+            h = step[d]["hold_ms"]
+            assert asked["delay_ms"] <= h["min"] < asked["delay_ms"] + 1.0, (d, asked, h)
+            assert h["mean"] - asked["delay_ms"] <= 1.0, (d, asked, h)
 
     # Loss: the stream crosses the element in phase 1, downlink only.
     lost = result["stream_sent"] - result["stream_received"]
