@@ -5,7 +5,10 @@ every figure the benchmark prints is measured. On the kernel datapath the ACKs a
 BPF, so fewer reports than ACKs cross to user space. Figures are printed, never compared with
 targets."""
 
+import fcntl
 import json
+import os
+import struct
 
 import pytest
 
@@ -154,3 +157,26 @@ def test_the_floor_runs_the_same_load_under_ccsw_floor_alone_and_unregisters_it(
 def test_the_floor_is_refused_on_the_ovs_datapath(tmp_path):
     with pytest.raises(scale.RunError, match="--floor"):
         scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=0, out_dir=str(tmp_path), datapath="ovs", floor=True)
+
+
+def test_a_delay_queue_longer_than_a_tun_takes_is_refused_before_the_run(tmp_path):
+    with pytest.raises(scale.RunError, match="at most 524,288"):
+        scale.scale(FLOWS, seconds=3, rate_kbps=1000, delay_ms=50, out_dir=str(tmp_path),
+                    delay_queue_packets=scale.TUN_QUEUE_MAX_PACKETS + 1)
+
+
+def test_a_tun_in_use_takes_the_longest_queue_the_harness_allows_and_no_longer():
+    """What the limit stands on: this kernel resizes an attached TUN's ring to
+    TUN_QUEUE_MAX_PACKETS and refuses one packet more (the 100k-flow default once asked 800k)."""
+    name = f"ccswtq{os.getpid() % 100000}"
+    fd = os.open("/dev/net/tun", os.O_RDWR)
+    try:
+        tunsetiff, iff_tun, iff_no_pi = 0x400454CA, 0x0001, 0x1000
+        fcntl.ioctl(fd, tunsetiff, struct.pack("16sH", name.encode(), iff_tun | iff_no_pi))
+        at_max = run(["ip", "link", "set", "dev", name, "txqueuelen", str(scale.TUN_QUEUE_MAX_PACKETS)], check=False)
+        over = run(["ip", "link", "set", "dev", name, "txqueuelen", str(scale.TUN_QUEUE_MAX_PACKETS + 1)], check=False)
+    finally:
+        os.close(fd)  # the device is not persistent: it goes with its descriptor
+    assert at_max.returncode == 0, at_max.stderr
+    assert over.returncode != 0 and "not permitted" in over.stderr
+    assert run(["ip", "link", "show", name], check=False).returncode != 0

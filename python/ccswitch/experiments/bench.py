@@ -292,7 +292,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--delay-ms", type=int, default=50, help="scale: one-way delay (mm-delay); the RTT is twice this")
     p.add_argument("--delay-queue-packets", type=int, metavar="N",
                    help="scale: the delay shell's TUN queues, packets each way (default: "
-                        "DELAY_QUEUE_PACKETS_PER_FLOW per flow, at least mahimahi's 500; 500: as mahimahi leaves them)")
+                        "DELAY_QUEUE_PACKETS_PER_FLOW per flow, at least mahimahi's 500, at most a TUN's 524,288; "
+                        "500: as mahimahi leaves them)")
     p.add_argument("--algorithm", default="cubic", help="scale: the agent's algorithm for every flow")
     p.add_argument("--loss-pct", type=float, default=0.0,
                    help="scale: drop this share (%%) of the server's packets to the clients at random, "

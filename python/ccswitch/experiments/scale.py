@@ -227,6 +227,11 @@ MAHIMAHI_TUN_QUEUE_PACKETS = 500
 #: 10 kbit/s each still lost 55k packets as their connections opened and filled their receive
 #: buffers at 2 per flow, none at 8.
 DELAY_QUEUE_PACKETS_PER_FLOW = 8
+#: The longest queue a TUN device in use takes: its ring of packet pointers is one kmalloc, at
+#: most KMALLOC_MAX_SIZE (4 MiB here), 8 bytes a packet. Longer, the kernel refuses the resize
+#: as "Operation not permitted" (the TUN's notifier answers NOTIFY_BAD, read as EPERM); the
+#: per-flow default reached it at 65,536 flows through a delay.
+TUN_QUEUE_MAX_PACKETS = 524_288
 
 
 def tx_drops(net_dev: str) -> Dict[str, int]:
@@ -711,14 +716,17 @@ def scale(flows: int, seconds: float, rate_kbps: float, delay_ms: int, out_dir: 
     and the load generator (and mm-delay) the others, so that the testbed's packet processing,
     which runs in softirqs on the CPU of the process that sends, does not interrupt the shim.
     `delay_queue_packets` sizes the delay shell's queues (DelayShell.size_queues; default
-    DELAY_QUEUE_PACKETS_PER_FLOW per flow, at least MAHIMAHI_TUN_QUEUE_PACKETS). `floor` runs the
+    DELAY_QUEUE_PACKETS_PER_FLOW per flow, at least MAHIMAHI_TUN_QUEUE_PACKETS, at most
+    TUN_QUEUE_MAX_PACKETS). `floor` runs the
     same load under `ccsw_floor` instead of ccswitch (FloorSide)."""
     if flows < 1 or seconds <= 0 or rate_kbps <= 0 or delay_ms < 0:
         raise RunError("--flows, --seconds and --rate-kbps must be positive, --delay-ms >= 0")
     if delay_queue_packets is None:
-        delay_queue_packets = max(MAHIMAHI_TUN_QUEUE_PACKETS, DELAY_QUEUE_PACKETS_PER_FLOW * flows)
-    if delay_queue_packets < 1:
-        raise RunError(f"--delay-queue-packets {delay_queue_packets}: at least 1")
+        delay_queue_packets = min(TUN_QUEUE_MAX_PACKETS,
+                                  max(MAHIMAHI_TUN_QUEUE_PACKETS, DELAY_QUEUE_PACKETS_PER_FLOW * flows))
+    if not 1 <= delay_queue_packets <= TUN_QUEUE_MAX_PACKETS:
+        raise RunError(f"--delay-queue-packets {delay_queue_packets}: at least 1 and at most "
+                       f"{TUN_QUEUE_MAX_PACKETS:,} (the longest queue a TUN device takes)")
     if not 0 <= loss_pct < 100:
         raise RunError(f"--loss-pct {loss_pct:g}: a percentage, at least 0 and below 100")
     if floor and datapath != "kernel":
