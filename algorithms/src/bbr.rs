@@ -436,7 +436,7 @@ impl Bbr {
     fn update_round(&mut self, now_us: u64, rtt_us: u64) -> bool {
         let ends = match self.round_start_us {
             None => true,
-            Some(start) if self.cfg.rounds_by_send_time && rtt_us > 0 => now_us > start && now_us - start >= rtt_us,
+            Some(start) if self.cfg.rounds_by_send_time && rtt_us > 0 => sent_since(now_us, rtt_us, start),
             Some(start) => now_us > start && now_us - start >= self.min_rtt_us,
         };
         if ends {
@@ -835,7 +835,7 @@ impl Bbr {
     /// (`experiments/measured/bbr-lte-diagnosis-2026-11-29`).
     fn round_over_since(&self, state: &FlowState, m: &Measurement, from_us: u64) -> bool {
         if self.cfg.rounds_by_send_time && m.rtt_us > 0 {
-            state.now_us.saturating_sub(m.rtt_us) >= from_us
+            sent_since(state.now_us, m.rtt_us, from_us)
         } else {
             state.now_us >= from_us + state.srtt_us.max(self.min_rtt_us)
         }
@@ -885,6 +885,13 @@ impl Bbr {
         });
         state.cwnd_bytes
     }
+}
+
+/// Whether the newest segment acknowledged at `now_us`, with an RTT sample of `rtt_us`, was sent
+/// at or after `from_us`: how Linux's BBR tells that a round begun at `from_us` is over
+/// (`prior_delivered` ≥ `next_rtt_delivered`), read from the report's clock and RTT.
+fn sent_since(now_us: u64, rtt_us: u64, from_us: u64) -> bool {
+    now_us > from_us && now_us - from_us >= rtt_us
 }
 
 impl Algorithm for Bbr {
