@@ -3,16 +3,9 @@
 # alternated pairs (the order flips each round), into OUT/{before,after}-LOAD-ROUND.json; a run
 # already recorded is skipped, so a stopped run resumes. Run from the repository's root, alone.
 set -e
+. "$(dirname "$0")/one.sh"
 before=$1 after=$2 out=$3 rounds=$4
 mkdir -p "$out"
-one() {  # one NAME BINS SCALE_ARGS...
-  name=$1 bins=$2; shift 2
-  if [ -s "$out/$name.json" ]; then return; fi
-  echo "$(date -u +%T) $name" >&2
-  CCSWITCH_BIN_DIR=$bins .venv/bin/ccswitch bench scale "$@" --seconds 20 --json \
-    --out /tmp/scale-runs/$name > "$out/$name.json.part" 2> "$out/$name.txt"
-  mv "$out/$name.json.part" "$out/$name.json"
-}
 A="--flows 10000 --rate-kbps 100 --delay-ms 0"
 for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) = 1 ]; then order="before after"; else order="after before"; fi
@@ -23,7 +16,7 @@ for r in $(seq 1 "$rounds"); do
     esac
     for side in $order; do
       case $side in before) bins=$before ;; after) bins=$after ;; esac
-      one "$side-$load-$r" "$bins" $args
+      one "$out" "$side-$load-$r" "$bins" $args
     done
   done
 done
