@@ -587,11 +587,15 @@ impl Bbr {
     }
 
     fn check_drain(&mut self, state: &mut FlowState, m: &Measurement) {
+        let entering = self.mode == Mode::Startup && self.full_bw_reached;
+        if !entering && self.mode != Mode::Drain {
+            return;
+        }
         // Linux's bbr_inflight(bw, 1): the BDP with the quantization budget. Without the
         // budget, drain waited for a few segments more to leave; in a slow stretch of the EVDO
         // trace that kept it at drain's pacing for seconds where Linux's left within 0.2 s.
         let drained = self.quantized_bytes(state, self.bdp_bytes(1.0));
-        if self.mode == Mode::Startup && self.full_bw_reached {
+        if entering {
             self.mode = Mode::Drain;
             state.ssthresh_bytes = drained.max(state.min_cwnd_bytes());
         }
