@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use ccswitch_ccp::program::fold::{FoldMode, FoldReporting};
 use ccswitch_datapath_support::mapped::{DirectiveSlots, MappedArray};
+use ccswitch_datapath_support::object::SkeletonStorage;
 use ccswitch_datapath_support::ring::EventRing;
 use ccswitch_datapath_support::wait::{Waiter, Woken};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -172,7 +173,6 @@ pub struct KernelDatapath {
     /// Holds both lanes' descriptors: what the shim sleeps on.
     waiter: Waiter,
     skel: ManuallyDrop<KernelSkel<'static>>,
-    object: *mut MaybeUninit<OpenObject>,
     fallback: Fallback,
     deadline_ns: std::cell::Cell<u64>,
     /// The config's `routine_read_by_ns` (see [`KernelDatapath::promise_routine_read`]).
@@ -189,6 +189,8 @@ pub struct KernelDatapath {
     cc_name: String,
     prog_ids: Vec<ProgId>,
     handed_back: bool,
+    /// Last: freed after Drop has dropped the skeleton that borrows it.
+    _object: SkeletonStorage,
 }
 
 impl Drop for KernelDatapath {
@@ -206,16 +208,14 @@ impl Drop for KernelDatapath {
         }
         let map_id = self.struct_ops_map_id().ok();
         let prog_ids: Vec<u32> = self.prog_ids.iter().map(|p| p.id).collect();
-        // SAFETY: each field is dropped exactly once, in dependency order;
-        // `object` came from Box::into_raw in `load` and is freed last,
-        // after the skeleton that borrowed it.
+        // SAFETY: each field is dropped exactly once, in dependency order; `_object`, which
+        // the skeleton borrows, goes after this function.
         unsafe {
             ManuallyDrop::drop(&mut self.link);
             ManuallyDrop::drop(&mut self.hand_back_link);
             ManuallyDrop::drop(&mut self.urgent);
             ManuallyDrop::drop(&mut self.routine);
             ManuallyDrop::drop(&mut self.skel);
-            drop(Box::from_raw(self.object));
         }
         let (map_left, progs_left) = teardown::wait_unloaded(map_id, &prog_ids, UNLOAD_WAIT);
         if map_left.is_some() || !progs_left.is_empty() {
@@ -255,40 +255,34 @@ impl KernelDatapath {
                 opts.cc_name
             );
         }
-        let object: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
-        // SAFETY: `object` stays allocated until Drop (or the error path
-        // below), after everything borrowing it is gone.
-        let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
-        match Self::load_into(storage, &opts) {
-            Ok((skel, link, hand_back_link, (urgent, routine, waiter), prog_ids, directives, config, vm_flows)) => Ok(KernelDatapath {
-                link: ManuallyDrop::new(link),
-                hand_back_link: ManuallyDrop::new(hand_back_link),
-                urgent: ManuallyDrop::new(urgent),
-                routine: ManuallyDrop::new(routine),
-                waiter,
-                skel: ManuallyDrop::new(skel),
-                object,
-                fallback: opts.fallback,
-                deadline_ns: std::cell::Cell::new(0),
-                routine_read_by_ns: std::cell::Cell::new(0),
-                report_delay: opts.report_delay,
-                max_flows: opts.max_flows,
-                directives_refused: std::cell::Cell::new(0),
-                directives,
-                config,
-                vm: std::cell::RefCell::new(vm::VmRuns::new(vm_flows)),
-                programs_in_kernel: opts.programs_in_kernel,
-                cc_name: opts.cc_name,
-                prog_ids,
-                handed_back: false,
-            }),
-            Err(e) => {
-                // SAFETY: everything borrowing `object` was dropped inside
-                // load_into when it returned an error.
-                unsafe { drop(Box::from_raw(object)) };
-                Err(e)
-            }
-        }
+        let object = SkeletonStorage::new();
+        // SAFETY: what borrows it either goes into the datapath, which drops it first, or is
+        // dropped inside load_into when that fails.
+        let storage = unsafe { object.open_into() };
+        let (skel, link, hand_back_link, (urgent, routine, waiter), prog_ids, directives, config, vm_flows) =
+            Self::load_into(storage, &opts)?;
+        Ok(KernelDatapath {
+            link: ManuallyDrop::new(link),
+            hand_back_link: ManuallyDrop::new(hand_back_link),
+            urgent: ManuallyDrop::new(urgent),
+            routine: ManuallyDrop::new(routine),
+            waiter,
+            skel: ManuallyDrop::new(skel),
+            fallback: opts.fallback,
+            deadline_ns: std::cell::Cell::new(0),
+            routine_read_by_ns: std::cell::Cell::new(0),
+            report_delay: opts.report_delay,
+            max_flows: opts.max_flows,
+            directives_refused: std::cell::Cell::new(0),
+            directives,
+            config,
+            vm: std::cell::RefCell::new(vm::VmRuns::new(vm_flows)),
+            programs_in_kernel: opts.programs_in_kernel,
+            cc_name: opts.cc_name,
+            prog_ids,
+            handed_back: false,
+            _object: object,
+        })
     }
 
     #[allow(clippy::type_complexity)]

@@ -26,7 +26,7 @@
 
 use std::cell::Cell;
 use std::ffi::CString;
-use std::mem::{size_of, ManuallyDrop, MaybeUninit};
+use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::{write_volatile, NonNull};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
@@ -34,6 +34,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use ccswitch_datapath_support::mapped::{DirectiveSlots, MappedArray};
+use ccswitch_datapath_support::object::SkeletonStorage;
 pub use ccswitch_datapath_support::mapped::DirectiveSlotBusy;
 use ccswitch_datapath_support::ring::EventRing;
 use ccswitch_datapath_support::wait::{Waiter, Woken};
@@ -456,13 +457,12 @@ type Loaded = (
 
 pub struct OvsDatapath {
     // Field order is drop order: links first (detaching), then the ring buffer, the
-    // skeleton, and the storage the skeleton borrows.
+    // skeleton, and last the storage the skeleton borrows.
     links: Vec<Link>,
-    ring: ManuallyDrop<EventRing<OvsEvent>>,
+    ring: EventRing<OvsEvent>,
     /// Holds the ring's descriptor: what the shim sleeps on.
     waiter: Waiter,
-    skel: ManuallyDrop<OvsSkel<'static>>,
-    object: *mut MaybeUninit<OpenObject>,
+    skel: OvsSkel<'static>,
     stats_fd: Option<OwnedFd>,
     ifindex: Option<u32>,
     /// The flow table, mapped: the shim reads entries and frees slots in place.
@@ -477,19 +477,7 @@ pub struct OvsDatapath {
     /// Frames staged for the next inject run, and how many.
     inject_frames: MappedArray<abi::InjectFrame>,
     inject_staged: Cell<usize>,
-}
-
-impl Drop for OvsDatapath {
-    fn drop(&mut self) {
-        self.links.clear();
-        // SAFETY: each field is dropped once, in dependency order; `object` came from
-        // Box::into_raw and is freed after the skeleton that borrowed it.
-        unsafe {
-            ManuallyDrop::drop(&mut self.ring);
-            ManuallyDrop::drop(&mut self.skel);
-            drop(Box::from_raw(self.object));
-        }
-    }
+    _object: SkeletonStorage,
 }
 
 impl OvsDatapath {
@@ -571,33 +559,28 @@ impl OvsDatapath {
         if opts.slab_slots == 0 {
             bail!("slab_slots must be positive");
         }
-        let object: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
-        // SAFETY: `object` stays allocated until Drop (or the error path below), after
-        // everything borrowing it is gone.
-        let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
-        match Self::load_into(storage, opts) {
-            Ok((skel, (ring, waiter), flows, directives, conf, slab, slab_owner, inject_frames)) => Ok(OvsDatapath {
-                links: Vec::new(),
-                ring: ManuallyDrop::new(ring),
-                waiter,
-                skel: ManuallyDrop::new(skel),
-                object,
-                stats_fd: None,
-                ifindex: None,
-                flows,
-                directives,
-                conf,
-                slab,
-                slab_owner,
-                inject_frames,
-                inject_staged: Cell::new(0),
-            }),
-            Err(e) => {
-                // SAFETY: load_into dropped everything borrowing `object` before returning.
-                unsafe { drop(Box::from_raw(object)) };
-                Err(e)
-            }
-        }
+        let object = SkeletonStorage::new();
+        // SAFETY: what borrows it either goes into the datapath, declared before it, or is
+        // dropped inside load_into when that fails.
+        let storage = unsafe { object.open_into() };
+        let (skel, (ring, waiter), flows, directives, conf, slab, slab_owner, inject_frames) =
+            Self::load_into(storage, opts)?;
+        Ok(OvsDatapath {
+            links: Vec::new(),
+            ring,
+            waiter,
+            skel,
+            stats_fd: None,
+            ifindex: None,
+            flows,
+            directives,
+            conf,
+            slab,
+            slab_owner,
+            inject_frames,
+            inject_staged: Cell::new(0),
+            _object: object,
+        })
     }
 
     fn load_into(

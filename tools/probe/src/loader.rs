@@ -9,13 +9,14 @@
 
 use std::io::Read;
 use std::cell::RefCell;
-use std::mem::{size_of, ManuallyDrop, MaybeUninit};
+use std::mem::{size_of, MaybeUninit};
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::rc::Rc;
 
 use anyhow::{bail, Context, Result};
+use ccswitch_datapath_support::object::SkeletonStorage;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
@@ -83,27 +84,15 @@ struct Drained {
 
 /// The loaded probe. Dropping it detaches everything it attached.
 pub struct Probe {
-    // Drop order: links (detaching) first, then the ring, the skeleton and its storage.
+    // Field order is drop order: links (detaching) first, then the ring, the skeleton and
+    // last the storage the skeleton borrows.
     links: Vec<Link>,
     attached: Vec<String>,
-    ring: ManuallyDrop<RingBuffer<'static>>,
+    ring: RingBuffer<'static>,
     drained: Rc<RefCell<Drained>>,
-    skel: ManuallyDrop<ProbeSkel<'static>>,
-    object: *mut MaybeUninit<OpenObject>,
+    skel: ProbeSkel<'static>,
     stats_fd: Option<OwnedFd>,
-}
-
-impl Drop for Probe {
-    fn drop(&mut self) {
-        self.links.clear();
-        // SAFETY: each field is dropped once, in dependency order; `object` came from
-        // Box::into_raw in `load` and is freed after the skeleton that borrowed it.
-        unsafe {
-            ManuallyDrop::drop(&mut self.ring);
-            ManuallyDrop::drop(&mut self.skel);
-            drop(Box::from_raw(self.object));
-        }
-    }
+    _object: SkeletonStorage,
 }
 
 impl Probe {
@@ -118,26 +107,12 @@ impl Probe {
         if opts.max_in_flight == 0 || opts.max_flows == 0 {
             bail!("max_in_flight and max_flows must be at least 1");
         }
-        let object: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
-        // SAFETY: `object` stays allocated until Drop (or the error path below), after
-        // everything borrowing it is gone.
-        let storage: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *object };
-        match Self::load_into(storage, opts) {
-            Ok((skel, ring, drained)) => Ok(Probe {
-                links: Vec::new(),
-                attached: Vec::new(),
-                ring: ManuallyDrop::new(ring),
-                drained,
-                skel: ManuallyDrop::new(skel),
-                object,
-                stats_fd: None,
-            }),
-            Err(e) => {
-                // SAFETY: load_into dropped everything borrowing `object`.
-                unsafe { drop(Box::from_raw(object)) };
-                Err(e)
-            }
-        }
+        let object = SkeletonStorage::new();
+        // SAFETY: what borrows it either goes into the probe, declared before it, or is
+        // dropped inside load_into when that fails.
+        let storage = unsafe { object.open_into() };
+        let (skel, ring, drained) = Self::load_into(storage, opts)?;
+        Ok(Probe { links: Vec::new(), attached: Vec::new(), ring, drained, skel, stats_fd: None, _object: object })
     }
 
     #[allow(clippy::type_complexity)]
